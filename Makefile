@@ -1,0 +1,35 @@
+# decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests.
+# Both create .venv on first use. `make measure GPU=h200` measures this machine's GPU.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GPU ?=
+STAMP := $(VENV)/.installed
+
+.PHONY: reproduce test test-gpu measure check clean-venv
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -c constraints.txt torch
+	$(PY) -m pip install -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+reproduce: $(STAMP)
+	$(PY) -m decodegap reproduce
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not gpu"
+
+test-gpu: $(STAMP)
+	$(PY) -m pytest -m gpu
+
+measure: $(STAMP)
+	@test -n "$(GPU)" || (echo "usage: make measure GPU=<key from data/specs/gpus.csv, e.g. h100-sxm>"; exit 2)
+	$(PY) -m decodegap reproduce --measure --gpu $(GPU)
+
+check: $(STAMP)
+	$(PY) -m decodegap check
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,92 @@
+"""Exact byte accounting of a decode step from an HF config (a plain dict of config.json fields).
+
+Conventions (state them wherever a floor appears):
+  W_all       every parameter's bytes: the paper's convention (it reproduces L4 R_floor ~ 0.81).
+  W_streamed  what one decode step must read: every weight except the input-embedding table, of which
+              one row is read; the LM head is included. For tied embeddings the table is read once,
+              as the head, plus the one looked-up row.
+  K(ctx)      KV-cache bytes read at context ctx: 2 * layers * kv_heads * head_dim * ctx * bytes.
+Activations and the KV write of the new token are left out of both (they are < 0.01 % of the total).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+BYTE_CONVENTIONS = ("W_all", "W_streamed")
+
+
+def head_dim(config: Mapping) -> int:
+    """Per-head dimension: `head_dim` when the config sets it, else hidden_size / num_attention_heads."""
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
+def _has_qkv_bias(config: Mapping) -> bool:
+    # Qwen2 always puts a bias on q, k and v (and none on o); Llama/Mistral follow `attention_bias`.
+    return config["model_type"] == "qwen2" or bool(config.get("attention_bias", False))
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameter counts of a decoder-only GQA transformer, by part."""
+
+    embedding: int
+    attention: int
+    mlp: int
+    norms: int
+    lm_head: int
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.attention + self.mlp + self.norms + self.lm_head
+
+
+def param_count(config: Mapping) -> ParamCount:
+    """Parameters of a Llama/Mistral/Qwen2-style model, from the config alone."""
+    h, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    n_heads, n_kv, vocab = config["num_attention_heads"], config["num_key_value_heads"], config["vocab_size"]
+    d = head_dim(config)
+    q_out, kv_out = n_heads * d, n_kv * d
+    attn = h * q_out + 2 * h * kv_out + q_out * h
+    if _has_qkv_bias(config):
+        attn += q_out + 2 * kv_out
+    if config["model_type"] != "qwen2" and config.get("attention_bias", False):
+        attn += h  # o_proj bias
+    mlp = 3 * h * inter + (2 * inter + h if config.get("mlp_bias", False) else 0)
+    tied = bool(config.get("tie_word_embeddings", False))
+    return ParamCount(
+        embedding=vocab * h,
+        attention=layers * attn,
+        mlp=layers * mlp,
+        norms=layers * 2 * h + h,
+        lm_head=0 if tied else vocab * h,
+    )
+
+
+def weight_bytes(config: Mapping, convention: str = "W_all", dtype: str = "bf16") -> int:
+    """Weight bytes a decode step is charged under `convention` (see the module docstring)."""
+    size = BYTES_PER_ELEMENT[dtype]
+    counts = param_count(config)
+    if convention == "W_all":
+        return counts.total * size
+    if convention == "W_streamed":
+        one_row = config["hidden_size"]
+        if config.get("tie_word_embeddings", False):
+            return (counts.total + one_row) * size
+        return (counts.total - counts.embedding + one_row) * size
+    raise ValueError(f"unknown byte convention {convention!r}; use one of {BYTE_CONVENTIONS}")
+
+
+def kv_bytes(config: Mapping, ctx: int, dtype: str = "bf16") -> int:
+    """KV-cache bytes read at context `ctx`: 2 (K and V) * layers * kv_heads * head_dim * ctx * bytes."""
+    return (
+        2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim(config) * int(ctx)
+        * BYTES_PER_ELEMENT[dtype]
+    )
+
+
+def step_bytes(config: Mapping, ctx: int, convention: str = "W_all", dtype: str = "bf16") -> int:
+    """W + K(ctx): the bytes one decode step must move at context `ctx`."""
+    return weight_bytes(config, convention, dtype) + kv_bytes(config, ctx, dtype)

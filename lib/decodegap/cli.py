@@ -1,0 +1,162 @@
+"""python -m decodegap measure | bandwidth | gpus | check | reproduce (see --help of each)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import paths
+
+
+def _csv_list(text: str, kind=str) -> tuple:
+    return tuple(kind(x) for x in text.split(",") if x.strip())
+
+
+def _resolve_gpu(gpu: str | None, data) -> str:
+    from . import hardware
+
+    if gpu:
+        hardware.gpu_spec(gpu, data)  # fails clearly on an unknown key
+        return gpu
+    return hardware.detect_gpu(data)
+
+
+def cmd_measure(args) -> int:
+    from . import sessions
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
+    plan = sessions.SweepPlan(
+        gpu=gpu, models=_csv_list(args.models), contexts=_csv_list(args.contexts, int), arms=_csv_list(args.arms),
+        sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, experiment=args.experiment,
+        device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
+    )
+    from . import models
+
+    for key in plan.models:
+        models.load_spec(key, args.data_dir)  # unknown model: clear error before any process starts
+    run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
+    print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
+    if args.bandwidth:
+        sessions.record_bandwidth(gpu, args.data_dir, args.device)
+    return 0
+
+
+def cmd_bandwidth(args) -> int:
+    from . import sessions
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    run_id = sessions.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
+    print(f"run {run_id}: rows in {paths.raw_dir(gpu, args.data_dir) / 'bandwidth.csv'}")
+    return 0
+
+
+def cmd_session(args) -> int:
+    from . import sessions
+
+    plan = sessions.SweepPlan.from_json(args.plan)
+    sessions.run_session(plan, args.session, args.run_id, args.data_dir)
+    return 0
+
+
+def cmd_gpus(args) -> int:
+    from . import hardware
+
+    print(hardware.specs_table(args.data_dir).to_string(index=False))
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
+    from . import records
+
+    bad = 0
+    for path in sorted((paths.data_dir(args.data_dir) / "raw").glob("*/*.csv")):
+        schema = records.schema_for(path.stem)
+        if args.repair:
+            moved = records.repair_tail(path, schema)
+            if moved:
+                print(f"{path}: moved {moved} line(s) of a cut block into {path.name}.partial")
+        try:
+            frame = records.read_csv(path, schema)
+            print(f"{path}: {len(frame)} rows ok")
+        except records.SchemaError as exc:
+            bad += 1
+            print(f"ERROR {exc}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_reproduce(args) -> int:
+    from . import notebooks
+
+    params = {}
+    if args.measure:
+        params = {"MEASURE": True, "GPU": _resolve_gpu(args.gpu, args.data_dir)}
+    if args.data_dir:
+        params["DATA_DIR"] = str(args.data_dir)
+    notebooks.run_all(params, only=args.only)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m decodegap", description=__doc__)
+    parser.add_argument("--data-dir", default=None, help="data folder (default: the repository's data/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("measure", help="measure decode cells in fresh sessions (resumes a killed sweep)")
+    m.add_argument("--gpu", help="registry key (data/specs/gpus.csv); detected when omitted")
+    m.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
+    m.add_argument("--contexts", default="2048,4096,8192,16384")
+    m.add_argument("--arms", default="eager,hf_default", help="any of eager,hf_default,graph,compile")
+    m.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell")
+    m.add_argument("--steps", type=int, default=30, help="timed decode steps per cell")
+    m.add_argument("--warmup", type=int, default=5, help="warm-up steps per cell (kept as warmup rows)")
+    m.add_argument("--attn", default="sdpa")
+    m.add_argument("--experiment", default="decode", help="CSV name under data/raw/<gpu>/")
+    m.add_argument("--device", default="cuda")
+    m.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
+                   help="load real weights of MODEL from a local HF checkpoint folder")
+    m.add_argument("--no-verify", action="store_true", help="skip the arm-vs-eager logits check")
+    m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
+    m.add_argument("--no-progress", action="store_true")
+    m.set_defaults(func=cmd_measure)
+
+    b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
+    b.add_argument("--gpu")
+    b.add_argument("--device", default="cuda")
+    b.add_argument("--size-mib", type=int, default=2048)
+    b.add_argument("--reps", type=int, default=20)
+    b.set_defaults(func=cmd_bandwidth)
+
+    s = sub.add_parser("_session", help=argparse.SUPPRESS)
+    s.add_argument("--plan", required=True)
+    s.add_argument("--session", type=int, required=True)
+    s.add_argument("--run-id", required=True)
+    s.set_defaults(func=cmd_session)
+
+    g = sub.add_parser("gpus", help="list the GPU registry")
+    g.set_defaults(func=cmd_gpus)
+
+    c = sub.add_parser("check", help="validate every raw CSV")
+    c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")
+    c.set_defaults(func=cmd_check)
+
+    r = sub.add_parser("reproduce", help="run every notebook through papermill (replay mode by default)")
+    r.add_argument("--measure", action="store_true", help="measure this GPU first (MEASURE=True)")
+    r.add_argument("--gpu")
+    r.add_argument("--only", action="append", help="notebook stem(s) to run, e.g. 01_roofline")
+    r.set_defaults(func=cmd_reproduce)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        from . import hardware, models, records
+
+        if isinstance(exc, (hardware.UnknownGPUError, models.UnknownModelError, records.SchemaError, FileNotFoundError)):
+            print(f"decodegap: {exc}", file=sys.stderr)
+            return 2
+        raise

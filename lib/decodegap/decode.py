@@ -1,0 +1,263 @@
+"""The one decode-timing harness. One cell = (model, ctx, arm, attention backend, quant path).
+
+Arms (all time the same step: one token through the HF model, argmax fed back as the next token):
+  eager       HF forward with a static KV cache (StaticCache), positions as static device tensors.
+  hf_default  HF forward with the default DynamicCache, positions derived by the model: what a user
+              of `model(...)`/`generate` gets without asking for a static cache.
+  graph       the eager step captured once in a CUDA graph (after warm-up on a side stream), replayed.
+  compile     torch.compile(mode="reduce-overhead", fullgraph=True) of model.forward; the first calls,
+              which compile, are warm-up rows whose time is the compile time.
+
+Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
+`warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
+StaticCache (transformers 5.x) advances its write slot by one on *every* forward call whatever the
+positions say, and SDPA attends over the whole preallocated cache (masked). So each cell gets its own
+cache sized max_cache_len = ctx + every forward call the arm makes, and `pos` advances in step with the
+cache's slot inside the step itself (also inside the graph).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+ARMS = ("eager", "hf_default", "graph", "compile")
+GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
+COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
+
+
+class ArmUnavailable(RuntimeError):
+    """This arm cannot run here (no CUDA device, say); the reason becomes an `unavailable` row."""
+
+
+@dataclass
+class ArmTiming:
+    """What one arm of one cell produced. Times in milliseconds, one entry per call."""
+
+    arm: str
+    ctx: int
+    max_cache_len: int
+    warmup_ms: list[float] = field(default_factory=list)
+    step_ms: list[float] = field(default_factory=list)
+    logits: list = field(default_factory=list)  # per call, only when keep_logits=True
+
+
+def forward_calls(arm: str, warmup: int, steps: int) -> int:
+    """Forward calls an arm makes after prefill: each consumes one static-cache slot."""
+    extra = GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0
+    return extra + warmup + steps
+
+
+def max_cache_len(arm: str, ctx: int, warmup: int, steps: int) -> int:
+    """Static-cache length of a cell: its context plus every forward call of the arm."""
+    return ctx + forward_calls(arm, warmup, steps)
+
+
+def _is_cuda(model) -> bool:
+    return next(model.parameters()).device.type == "cuda"
+
+
+def _sync(cuda: bool) -> None:
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def prompt_ids(vocab_size: int, ctx: int, device, seed: int = 0):
+    """`ctx` random token ids [1, ctx], the same for a given seed on any device."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab_size, (1, ctx), generator=gen).to(device)
+
+
+def time_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
+    """Call `fn` n times, timing each call: CUDA events on a GPU (no host sync between calls, so a
+    host-bound step shows its host time), perf_counter on a CPU. `keep` collects clones of outputs."""
+    import torch
+
+    if cuda:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            starts[i].record()
+            out = fn()
+            ends[i].record()
+            if keep is not None:
+                keep.append(out.detach().float().clone())
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if keep is not None:
+            keep.append(out.detach().float().clone())
+    return times
+
+
+def wall_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
+    """Warm-up calls, each timed by wall clock with a device sync (so compile time is seen whole)."""
+    times = []
+    for _ in range(n):
+        _sync(cuda)
+        t0 = time.perf_counter()
+        out = fn()
+        _sync(cuda)
+        times.append((time.perf_counter() - t0) * 1e3)
+        if keep is not None:
+            keep.append(out.detach().float().clone())
+    return times
+
+
+class StaticStep:
+    """Prefilled static-cache decode state; `step()` decodes one token and returns its logits [1,1,V]."""
+
+    def __init__(self, model, ctx: int, cache_len: int, seed: int = 0, forward=None):
+        import torch
+        from transformers import StaticCache
+
+        device = next(model.parameters()).device
+        self.model, self.forward = model, forward or model.forward
+        self.cache = StaticCache(config=model.config, max_cache_len=cache_len)
+        ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
+        out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        self.tok = out.logits[:, -1:].argmax(-1)  # [1, 1], static: updated in place
+        self.pos = torch.full((1, 1), ctx, dtype=torch.long, device=device)
+
+    def step(self):
+        logits = self.forward(input_ids=self.tok, past_key_values=self.cache, position_ids=self.pos,
+                              use_cache=True).logits
+        self.tok.copy_(logits[:, -1:].argmax(-1))
+        self.pos.add_(1)  # the cache's write slot advanced by one in the forward: keep RoPE in step
+        return logits
+
+
+class DynamicStep:
+    """HF's default: a DynamicCache that grows by concatenation, positions derived by the model."""
+
+    def __init__(self, model, ctx: int, seed: int = 0):
+        from transformers import DynamicCache
+
+        device = next(model.parameters()).device
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
+        out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        self.tok = out.logits[:, -1:].argmax(-1)
+
+    def step(self):
+        logits = self.model(input_ids=self.tok, past_key_values=self.cache, use_cache=True).logits
+        self.tok.copy_(logits[:, -1:].argmax(-1))
+        return logits
+
+
+def arm_available(arm: str, model) -> str | None:
+    """None when `arm` can run on the model's device, else the reason it cannot."""
+    if arm not in ARMS:
+        return f"unknown arm {arm!r}; known arms: {ARMS}"
+    if arm in ("graph", "compile") and not _is_cuda(model):
+        return ("CUDA graphs need a CUDA device" if arm == "graph" else
+                "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
+    return None
+
+
+def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: int = 0,
+            keep_logits: bool = False) -> ArmTiming:
+    """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring."""
+    import torch
+
+    reason = arm_available(arm, model)
+    if reason:
+        raise ArmUnavailable(reason)
+    cuda = _is_cuda(model)
+    if arm == "compile":
+        warmup = max(warmup, COMPILE_MIN_WARMUP)
+    cache_len = max_cache_len(arm, ctx, warmup, steps)
+    result = ArmTiming(arm=arm, ctx=ctx, max_cache_len=cache_len)
+    keep = result.logits if keep_logits else None
+    with torch.inference_mode():
+        if arm == "hf_default":
+            result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
+            state = DynamicStep(model, ctx, seed)
+            fn = state.step
+        elif arm == "compile":
+            compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+            state = StaticStep(model, ctx, cache_len, seed, forward=compiled)
+            fn = state.step
+        else:
+            state = StaticStep(model, ctx, cache_len, seed)
+            fn = state.step
+        if arm == "graph":
+            fn = _capture(state.step, keep)
+        result.warmup_ms = wall_calls(fn, warmup, cuda, keep)
+        result.step_ms = time_calls(fn, steps, cuda, keep)
+    del state
+    return result
+
+
+def _capture(step: Callable, keep: list | None) -> Callable:
+    """Warm `step` up on a side stream, capture one call in a CUDA graph; return a replaying callable
+    that returns the graph's (static) logits."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_SIDE_STREAM_WARMUP):
+            out = step()
+            if keep is not None:
+                keep.append(out.detach().float().clone())
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_logits = step()
+
+    def replay():
+        graph.replay()
+        return static_logits
+
+    replay.graph = graph  # keep the graph alive as long as the callable
+    return replay
+
+
+def max_relative_error(a, b) -> float:
+    """max |a - b| / max |b| over all elements (b the reference)."""
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
+
+
+def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 2e-2) -> float:
+    """Check `arm` against eager before timing it: both decode the same prompt for the same number of
+    calls; every call's logits must agree within `tol` (relative to the eager logits' max; bf16 scale).
+    Returns the largest relative error; raises AssertionError past `tol`."""
+    warm = COMPILE_MIN_WARMUP if arm == "compile" else 1
+    n_steps = calls - warm - (GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0)
+    if n_steps < 1:
+        raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
+    total = forward_calls(arm, warm, n_steps)
+    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True).logits
+    got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True).logits
+    assert len(ref) == len(got), (len(ref), len(got))
+    worst = max(max_relative_error(g, r) for g, r in zip(got, ref))
+    if worst > tol:
+        raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst:.3g} (> {tol})")
+    return worst
+
+
+def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
+    """GPU kernels one decode step launches (torch.profiler; one profiled eager step after warm-up)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode():
+        state = StaticStep(model, ctx, ctx + 4, seed) if arm != "hf_default" else DynamicStep(model, ctx, seed)
+        state.step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            state.step()
+            torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "Memcpy" not in e.name and "Memset" not in e.name)

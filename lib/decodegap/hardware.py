@@ -1,0 +1,183 @@
+"""GPU registry (data/specs/gpus.csv), detection of the current GPU, the copy-bandwidth probe and
+environment capture (env.json)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+
+OPTIONAL_PACKAGES = (
+    "bitsandbytes", "exllamav2", "autoawq", "flash-attn", "flashinfer-python", "fa3-fwd", "torchao",
+    "triton", "accelerate",
+)
+
+
+class UnknownGPUError(KeyError):
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """A registry row. `bandwidth_gbps` is the datasheet peak in GB/s (1e9 bytes/s)."""
+
+    gpu: str
+    name: str
+    architecture: str
+    memory_gb: float
+    bandwidth_gbps: float
+    device_names: tuple[str, ...]
+    source: str
+
+
+def specs_table(data: str | Path | None = None) -> pd.DataFrame:
+    """data/specs/gpus.csv as a DataFrame, one row per GPU key."""
+    return pd.read_csv(paths.data_dir(data) / "specs" / "gpus.csv")
+
+
+def _how_to_add(data) -> str:
+    return (f"Add a row to {paths.data_dir(data) / 'specs' / 'gpus.csv'} with the GPU's datasheet bandwidth "
+            "and its source, or pass a known key with --gpu / GPU=.")
+
+
+def gpu_spec(gpu: str, data: str | Path | None = None) -> GPUSpec:
+    """The registry row of key `gpu`; an unknown key is an error listing the known keys."""
+    table = specs_table(data)
+    hit = table[table["gpu"] == gpu]
+    if hit.empty:
+        raise UnknownGPUError(f"unknown GPU key {gpu!r}. Known: {', '.join(table['gpu'])}. {_how_to_add(data)}")
+    row = hit.iloc[0]
+    names = str(row.get("device_names", "") or "")
+    return GPUSpec(
+        gpu=row["gpu"], name=row["name"], architecture=row["architecture"], memory_gb=float(row["memory_gb"]),
+        bandwidth_gbps=float(row["bandwidth_gbps"]),
+        device_names=tuple(n.strip() for n in names.split(";") if n.strip()), source=row["source"],
+    )
+
+
+def gpu_key_for_device_name(device_name: str, data: str | Path | None = None) -> str:
+    """Registry key whose `device_names` lists `device_name` exactly (as torch reports it)."""
+    table = specs_table(data)
+    for _, row in table.iterrows():
+        names = [n.strip() for n in str(row.get("device_names", "") or "").split(";")]
+        if device_name in names:
+            return row["gpu"]
+    raise UnknownGPUError(
+        f"this GPU ({device_name!r}) is not in the registry; known keys: {', '.join(table['gpu'])}. "
+        f"{_how_to_add(data)} Put {device_name!r} in its device_names column so it is detected."
+    )
+
+
+def detect_gpu(data: str | Path | None = None) -> str:
+    """Registry key of the current CUDA device; a clear error when there is none or it is unknown."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UnknownGPUError("no CUDA device is visible; on a CPU only replay (MEASURE=False) works")
+    return gpu_key_for_device_name(torch.cuda.get_device_name(), data)
+
+
+def copy_bandwidth(device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20, warmup: int = 5) -> list[dict]:
+    """Attainable bandwidth: device-to-device copies of `size_bytes`, each timed (CUDA events on a GPU,
+    perf_counter on a CPU). Bytes moved = 2 * size (read + write). One dict per repetition."""
+    import torch
+
+    src = torch.empty(size_bytes // 2, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    rows = []
+    cuda = device.startswith("cuda")
+    for i in range(warmup + reps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            ms = (time.perf_counter() - t0) * 1e3
+        if i >= warmup:
+            moved = 2 * src.numel() * src.element_size()
+            rows.append({"method": "d2d_copy", "bytes_moved": moved, "rep": i - warmup, "time_ms": ms,
+                         "bandwidth_gbps": moved / (ms * 1e-3) / 1e9, "status": "ok", "reason": ""})
+    if not torch.equal(dst, src):
+        raise RuntimeError("copy probe: destination differs from source; the timing is not trustworthy")
+    return rows
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def gpu_state() -> dict:
+    """GPU clocks, temperature and power now (nvidia-smi); empty values when it is not there."""
+    fields = "clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu,pstate"
+    out = _run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"])
+    values = [v.strip() for v in out.splitlines()[0].split(",")] if out else []
+    state = dict(zip(["sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w", "utilization_pct", "pstate"], values))
+    state["time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    state["load_average"] = list(os.getloadavg())
+    return state
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit() -> str:
+    """The repository commit (and '+dirty'), or DECODEGAP_GIT_COMMIT when the tree is a copy without .git."""
+    commit = _run(["git", "-C", str(paths.REPO), "rev-parse", "HEAD"])
+    if commit:
+        dirty = _run(["git", "-C", str(paths.REPO), "status", "--porcelain", "--untracked-files=no"])
+        return commit + ("+dirty" if dirty else "")
+    return os.environ.get("DECODEGAP_GIT_COMMIT", "unknown (no git checkout here)")
+
+
+def environment() -> dict:
+    """Everything a reader needs to judge a run: GPU, driver, CUDA, library versions, host, git commit."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    env = {
+        "device_name": torch.cuda.get_device_name() if cuda else "cpu",
+        "driver": _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or None,
+        "cuda_runtime": torch.version.cuda,
+        "compute_capability": ".".join(map(str, torch.cuda.get_device_capability())) if cuda else None,
+        "gpu_memory_gb": round(torch.cuda.get_device_properties(0).total_memory / 1e9, 1) if cuda else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": _version("transformers"),
+        "optional_packages": {p: _version(p) for p in OPTIONAL_PACKAGES},
+        "host_cpu": _cpu_model(),
+        "host_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "git_commit": git_commit(),
+    }
+    return env

@@ -1,0 +1,261 @@
+"""Raw CSV records: one tidy schema per experiment, a validating loader and an atomic, resumable append.
+
+Every measured row lives in `data/raw/<gpu>/<experiment>.csv`, one row per timed step (or repetition),
+with units in the column names. Summaries are computed when reading, never stored instead of the rows.
+
+Appends are whole blocks (one measured cell) written by a single `os.write` on an O_APPEND descriptor
+under an exclusive lock, then fsync'd; a killed writer leaves at most one cut block at the file's end,
+which `repair_tail` moves aside into `<file>.partial` (kept, never deleted) before the next append.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+STATUSES = ("ok", "warmup", "oom", "unavailable", "error", "skipped")
+"""`ok`: a timed row. `warmup`: an untimed-for-summary warm-up row, kept for inspection.
+The others are status rows of a cell that produced no timing, with the reason."""
+
+
+class SchemaError(ValueError):
+    """A raw CSV that does not follow its schema; the message names file, line and column."""
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Columns of one experiment's CSV, in order, with their types (`str`, `int`, `float`).
+    Columns in `optional_when_not_ok` may be empty on rows whose status is not `ok`/`warmup`."""
+
+    experiment: str
+    columns: tuple[tuple[str, str], ...]
+    key: tuple[str, ...]
+    optional_when_not_ok: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.columns]
+
+
+DECODE = Schema(
+    experiment="decode",
+    columns=(
+        ("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
+        ("max_cache_len", "int"), ("arm", "str"), ("attn", "str"), ("quant", "str"), ("step", "int"),
+        ("step_ms", "float"), ("status", "str"), ("reason", "str"),
+    ),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
+    optional_when_not_ok=("max_cache_len", "step", "step_ms"),
+)
+
+BANDWIDTH = Schema(
+    experiment="bandwidth",
+    columns=(
+        ("run_id", "str"), ("gpu", "str"), ("method", "str"), ("bytes_moved", "int"), ("rep", "int"),
+        ("time_ms", "float"), ("bandwidth_gbps", "float"), ("status", "str"), ("reason", "str"),
+    ),
+    key=("gpu", "method", "run_id"),
+    optional_when_not_ok=("bytes_moved", "rep", "time_ms", "bandwidth_gbps"),
+)
+
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH)}
+
+
+def schema_for(experiment: str) -> Schema:
+    """The schema of an experiment name (the CSV's file stem)."""
+    try:
+        return SCHEMAS[experiment]
+    except KeyError:
+        raise SchemaError(
+            f"no schema for experiment {experiment!r}; known: {sorted(SCHEMAS)}. "
+            "Raw files are data/raw/<gpu>/<experiment>.csv"
+        ) from None
+
+
+def _format(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return ""
+        return repr(value)
+    return str(value)
+
+
+def to_csv_text(schema: Schema, rows: Iterable[Mapping], header: bool) -> str:
+    """Rows (mappings with every schema column) as CSV text, checked against the schema first."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if header:
+        writer.writerow(schema.names)
+    for i, row in enumerate(rows):
+        missing = [c for c in schema.names if c not in row]
+        if missing:
+            raise SchemaError(f"{schema.experiment} row {i} lacks columns {missing}")
+        writer.writerow([_format(row[c]) for c in schema.names])
+    return buf.getvalue()
+
+
+def repair_tail(path: Path, schema: Schema) -> int:
+    """Move a cut final block (a writer killed mid-append) into `<path>.partial`.
+
+    A file that ends without a newline lost its last write part-way. Its last line and every line
+    before it that belongs to the same cell (same run_id and key columns) leave the file, appended to
+    `<path>.partial` so nothing is destroyed, and the cell is measured again on resume.
+    Returns the number of lines moved.
+    """
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    text = path.read_text()
+    if text.endswith("\n"):
+        return 0
+    lines = text.split("\n")
+    cut = lines.pop()  # the incomplete line
+    names = schema.names
+    key_idx = [names.index(c) for c in ("run_id", *schema.key) if c in names]
+    cut_fields = next(csv.reader([cut]), [])
+
+    def key_of(line: str):
+        fields = next(csv.reader([line]), [])
+        return tuple(fields[i] if i < len(fields) else None for i in key_idx)
+
+    moved = [cut]
+    # Lines of the cut block: same key as the cut line where it is readable, else as the last full line.
+    ref = key_of(cut) if len(cut_fields) > max(key_idx) else (key_of(lines[-1]) if len(lines) > 1 else None)
+    while len(lines) > 1 and ref is not None and key_of(lines[-1]) == ref:
+        moved.insert(0, lines.pop())
+    with open(str(path) + ".partial", "a") as fh:
+        fh.write("\n".join(moved) + "\n")
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n" if len(lines) > 1 or lines[0] else "")
+    os.replace(tmp, path)
+    return len(moved)
+
+
+def append_rows(path: Path, schema: Schema, rows: Sequence[Mapping]) -> None:
+    """Append one block of rows atomically: a single write under an exclusive lock, then fsync.
+    A cut block left by an earlier killed writer is moved aside first (`repair_tail`)."""
+    if not rows:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repair_tail(path, schema)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = to_csv_text(schema, rows, header=os.fstat(fd).st_size == 0).encode()
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+        os.fsync(fd)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _convert(value: str, kind: str):
+    if kind == "int":
+        return int(value)
+    if kind == "float":
+        return float(value)
+    return value
+
+
+def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
+    """Read and validate one raw CSV. Any defect raises SchemaError naming file, line and column,
+    with how to fix it; nothing is silently dropped."""
+    path = Path(path)
+    schema = schema or schema_for(path.stem)
+    names = schema.names
+    kinds = dict(schema.columns)
+    with open(path, newline="") as fh:
+        text = fh.read()
+    if text and not text.endswith("\n"):
+        raise SchemaError(
+            f"{path}: the last line is incomplete (a sweep killed while writing?). "
+            f"Run `python -m decodegap check --repair` to move the cut block into {path.name}.partial; "
+            "the next sweep measures that cell again."
+        )
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = next(reader)
+    except StopIteration:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in names})
+    if header != names:
+        extra = [c for c in header if c not in names]
+        missing = [c for c in names if c not in header]
+        raise SchemaError(
+            f"{path}:1: header does not match the {schema.experiment} schema "
+            f"(missing {missing}, unexpected {extra}); expected columns: {','.join(names)}"
+        )
+    records = []
+    for lineno, fields in enumerate(reader, start=2):
+        if len(fields) != len(names):
+            column = names[len(fields)] if len(fields) < len(names) else f"(extra field {len(fields)})"
+            raise SchemaError(
+                f"{path}:{lineno}: {len(fields)} fields where {len(names)} are expected; "
+                f"first missing column: {column!r}. Fix or remove that line."
+            )
+        row = dict(zip(names, fields))
+        status = row.get("status", "ok")
+        if status not in STATUSES:
+            raise SchemaError(
+                f"{path}:{lineno}: column 'status' is {status!r}; expected one of {STATUSES}"
+            )
+        out = {}
+        for name in names:
+            value = row[name]
+            if value == "":
+                if name in schema.optional_when_not_ok and status not in ("ok", "warmup"):
+                    out[name] = None
+                    continue
+                if kinds[name] == "str" and name in ("reason",):
+                    out[name] = ""
+                    continue
+                raise SchemaError(f"{path}:{lineno}: column {name!r} is empty on a {status!r} row")
+            try:
+                out[name] = _convert(value, kinds[name])
+            except ValueError:
+                raise SchemaError(
+                    f"{path}:{lineno}: column {name!r} holds {value!r}, not a {kinds[name]}"
+                ) from None
+        records.append(out)
+    frame = pd.DataFrame.from_records(records, columns=names)
+    for name, kind in schema.columns:
+        if kind == "float":
+            frame[name] = pd.to_numeric(frame[name], errors="raise").astype(float)
+    return frame
+
+
+def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = None) -> pd.DataFrame:
+    """Every GPU's rows of one experiment under `data/raw/*/<experiment>.csv`, validated, concatenated."""
+    schema = schema_for(experiment)
+    frames = []
+    for csv_path in sorted(Path(data, "raw").glob(f"*/{experiment}.csv")):
+        if gpus is not None and csv_path.parent.name not in set(gpus):
+            continue
+        frames.append(read_csv(csv_path, schema))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in schema.names})
+    return pd.concat(frames, ignore_index=True)
+
+
+def done_keys(path: Path, schema: Schema) -> set[tuple]:
+    """Key tuples (schema.key) of the cells already in a file: a cell counts once any row of it is there
+    (blocks are written whole; a cut block is moved aside by repair_tail first)."""
+    path = Path(path)
+    if not path.exists():
+        return set()
+    repair_tail(path, schema)
+    frame = read_csv(path, schema)
+    if frame.empty:
+        return set()
+    return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))

@@ -1,0 +1,258 @@
+"""Sweeps of fresh sessions. A session is a new Python process (`python -m decodegap _session`), as in
+the paper's N fresh sessions: it builds each model once, measures its cells and appends each cell's rows
+as one atomic block. The parent process only plans, shows progress and records the environment.
+
+Resume: a cell (session, gpu, model, ctx, arm, attn, quant) with any row in the CSV is done; a killed
+sweep started again measures only what is missing. A session process that dies inside a cell (device
+assert, segfault) leaves an `error` row for that cell with the exit code, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import decode, hardware, models, paths, records
+
+VERIFY = records.Schema(
+    experiment="verify",
+    columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
+             ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
+             ("status", "str"), ("reason", "str")),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
+    optional_when_not_ok=("max_rel_err",),
+)
+records.SCHEMAS["verify"] = VERIFY
+VERIFY_TOL = 2e-2
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    ctx: int
+    arm: str
+    attn: str = "sdpa"
+    quant: str = "bf16"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep measures. `sessions` fresh processes each measure every cell once; the arms of a
+    cell run in an order that alternates between sessions (reversed on odd sessions)."""
+
+    gpu: str
+    models: tuple[str, ...]
+    contexts: tuple[int, ...]
+    arms: tuple[str, ...] = ("eager", "hf_default")
+    sessions: int = 3
+    steps: int = 30
+    warmup: int = 5
+    attn: str = "sdpa"
+    quant: str = "bf16"
+    experiment: str = "decode"
+    device: str = "cuda"
+    seed: int = 0
+    verify: bool = True
+    checkpoints: dict = field(default_factory=dict)  # model key -> local checkpoint folder
+
+    def cells(self, session: int) -> list[Cell]:
+        arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
+        return [Cell(m, c, a, self.attn, self.quant) for m in self.models for c in self.contexts for a in arms]
+
+    def key(self, session: int, cell: Cell) -> tuple:
+        return tuple(str(v) for v in (session, self.gpu, cell.model, cell.ctx, cell.arm, cell.attn, cell.quant))
+
+    def csv_path(self, data) -> Path:
+        return paths.raw_dir(self.gpu, data) / f"{self.experiment}.csv"
+
+    def pending(self, session: int, data) -> list[Cell]:
+        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment))
+        return [c for c in self.cells(session) if self.key(session, c) not in done]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "SweepPlan":
+        raw = json.loads(text)
+        for k in ("models", "contexts", "arms"):
+            raw[k] = tuple(raw[k])
+        return cls(**raw)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def update_env(gpu: str, data, run_id: str, **fields) -> None:
+    """Merge `fields` into env.json[run_id] of this GPU's folder (atomic replace)."""
+    path = paths.raw_dir(gpu, data) / "env.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    env = json.loads(path.read_text()) if path.exists() else {}
+    entry = env.setdefault(run_id, {})
+    for k, v in fields.items():
+        if isinstance(v, dict) and isinstance(entry.get(k), dict):
+            entry[k].update(v)
+        else:
+            entry[k] = v
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
+    return [dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, max_cache_len=None,
+                 arm=cell.arm, attn=cell.attn, quant=cell.quant, step=None, step_ms=None, status=status,
+                 reason=reason.replace("\n", " ")[:300])]
+
+
+def _timing_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, t: decode.ArmTiming) -> list[dict]:
+    base = dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx,
+                max_cache_len=t.max_cache_len, arm=cell.arm, attn=cell.attn, quant=cell.quant, reason="")
+    rows = [dict(base, step=i, step_ms=ms, status="warmup") for i, ms in enumerate(t.warmup_ms)]
+    rows += [dict(base, step=i, step_ms=ms, status="ok") for i, ms in enumerate(t.step_ms)]
+    return rows
+
+
+def _say(tag: str, session: int, cell: Cell) -> None:
+    print(f"@@{tag} " + json.dumps([session, asdict(cell)]), flush=True)
+
+
+def _free(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
+    """Verify a non-eager arm against eager (in session 0), then time one cell; return its rows."""
+    import torch
+
+    try:
+        if plan.verify and cell.arm != "eager" and session == 0:
+            reason = decode.arm_available(cell.arm, model)
+            if reason is None:
+                err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL)
+                records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", VERIFY, [dict(
+                    run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
+                    attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
+        timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed)
+        return _timing_rows(plan, run_id, session, cell, timing)
+    except decode.ArmUnavailable as exc:
+        return _status_rows(plan, run_id, session, cell, "unavailable", str(exc))
+    except torch.OutOfMemoryError as exc:
+        return _status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
+    except AssertionError as exc:
+        return _status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
+    except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
+        traceback.print_exc()
+        return _status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
+    finally:
+        _free(plan.device)
+
+
+def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
+    """Body of one fresh session process: measure every pending cell of `session`, model by model."""
+    import torch
+
+    torch.manual_seed(plan.seed)
+    schema = records.schema_for(plan.experiment)
+    path = plan.csv_path(data)
+    pending = plan.pending(session, data)
+    for model_key in dict.fromkeys(c.model for c in pending):
+        cells = [c for c in pending if c.model == model_key]
+        try:
+            spec = models.load_spec(model_key, data)
+            model = models.build_model(spec, device=plan.device, attn=plan.attn,
+                                       checkpoint_dir=plan.checkpoints.get(model_key), seed=plan.seed)
+        except torch.OutOfMemoryError as exc:
+            for cell in cells:
+                records.append_rows(path, schema, _status_rows(plan, run_id, session, cell, "oom",
+                                                               f"model did not fit: {str(exc).splitlines()[0]}"))
+                _say("done", session, cell)
+            _free(plan.device)
+            continue
+        for cell in cells:
+            _say("start", session, cell)
+            records.append_rows(path, schema, measure_cell(plan, model, cell, run_id, session, data))
+            _say("done", session, cell)
+        del model
+        _free(plan.device)
+
+
+def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
+    """Measure `plan` in fresh session processes, resuming what is already on disk. Returns the run id."""
+    from tqdm.auto import tqdm
+
+    run_id = new_run_id()
+    schema = records.schema_for(plan.experiment)
+    path = plan.csv_path(data)
+    todo = {s: plan.pending(s, data) for s in range(plan.sessions)}
+    total = sum(len(v) for v in todo.values())
+    if total == 0:
+        print(f"nothing to measure: every cell of this plan is already in {path}")
+        return run_id
+    update_env(plan.gpu, data, run_id, **hardware.environment(), plan=asdict(plan), experiment=plan.experiment,
+               gpu_state_before=hardware.gpu_state())
+    bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
+    for session in range(plan.sessions):
+        attempts = 0
+        while plan.pending(session, data):
+            attempts += 1
+            before = hardware.gpu_state()
+            current, finished = _spawn_session(plan, session, run_id, data, bar)
+            if current is not None:  # the process died inside a cell: record it and go on
+                records.append_rows(path, schema, _status_rows(
+                    plan, run_id, session, current, "error",
+                    f"session process exited with code {finished} while measuring this cell (stderr above)"))
+                bar.update(1)
+            elif finished != 0 and attempts >= 2:
+                raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
+                                   "see its stderr above (model build or import failure?)")
+            update_env(plan.gpu, data, run_id, sessions={str(session): {"before": before, "after": hardware.gpu_state()}})
+    bar.close()
+    update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    return run_id
+
+
+def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
+    """Run one session process; returns (cell it died in or None, exit code)."""
+    cmd = [sys.executable, "-m", "decodegap"] + (["--data-dir", str(data)] if data is not None else [])
+    cmd += ["_session", "--plan", plan.to_json(), "--session", str(session), "--run-id", run_id]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=paths.REPO)
+    current = None
+    for line in proc.stdout:
+        if line.startswith("@@start "):
+            s, cell = json.loads(line[8:])
+            current = Cell(**cell)
+        elif line.startswith("@@done "):
+            current = None
+            bar.update(1)
+        else:
+            sys.stdout.write(line)
+    code = proc.wait()
+    return (current if code != 0 else None), code
+
+
+def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
+    """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
+    run_id = new_run_id()
+    update_env(gpu, data, run_id, **hardware.environment(), experiment="bandwidth", gpu_state_before=hardware.gpu_state())
+    rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
+    for r in rows:
+        r.update(run_id=run_id, gpu=gpu)
+    records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
+    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    return run_id

@@ -1,0 +1,39 @@
+"""Summaries of raw step rows and seeded bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+
+def session_medians(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Median step time of each session of each cell: the unit the paper's N fresh sessions count.
+    `rows` are raw decode rows; only `ok` rows enter. Columns: by + session, step_ms (median), steps."""
+    ok = rows[rows["status"] == "ok"]
+    keys = list(by) + ["session"]
+    out = ok.groupby(keys, dropna=False)["step_ms"].agg(step_ms="median", steps="size").reset_index()
+    return out
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0,
+              n_resamples: int = 10_000) -> tuple[float, float]:
+    """Percentile-bootstrap CI of the median of `values` (scipy.stats.bootstrap, seeded: same seed,
+    same interval). Fewer than 2 values give (nan, nan)."""
+    return bootstrap_ci(values, np.median, confidence, seed, n_resamples)
+
+
+def bootstrap_ci(values: Sequence[float], statistic=np.mean, confidence: float = 0.95, seed: int = 0,
+                 n_resamples: int = 10_000, method: str = "percentile") -> tuple[float, float]:
+    """Bootstrap CI of `statistic` over `values` (one value per fresh session), seeded."""
+    from scipy import stats
+
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return (float("nan"), float("nan"))
+    if np.all(data == data[0]):
+        return (float(data[0]), float(data[0]))
+    res = stats.bootstrap((data,), statistic, confidence_level=confidence, n_resamples=n_resamples,
+                          method=method, random_state=np.random.default_rng(seed), vectorized=False)
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))

@@ -1,0 +1,35 @@
+"""Shared fixtures. CPU tests run on the tiny configs; `-m gpu` tests need a CUDA device."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from decodegap import paths
+
+CPU_SPEC_ROW = "cpu-test,CPU (tests only),cpu,,0,DRAM,10,,test fixture: not a datasheet value,\n"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A private data folder: the shipped models, specs and published values, plus a `cpu-test` GPU key
+    (a test fixture, never shipped) so measure mode runs on a CPU without touching data/raw/."""
+    out = tmp_path / "data"
+    for sub in ("models", "specs", "published"):
+        shutil.copytree(paths.DATA / sub, out / sub)
+    with open(out / "specs" / "gpus.csv", "a") as fh:
+        fh.write(CPU_SPEC_ROW)
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
