@@ -116,12 +116,12 @@ def wall_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None =
 class StaticStep:
     """Prefilled static-cache decode state; `step()` decodes one token and returns its logits [1,1,V]."""
 
-    def __init__(self, model, ctx: int, cache_len: int, seed: int = 0, forward=None):
+    def __init__(self, model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True):
         import torch
         from transformers import StaticCache
 
         device = next(model.parameters()).device
-        self.model, self.forward = model, forward or model.forward
+        self.model, self.forward, self.feedback = model, forward or model.forward, feedback
         self.cache = StaticCache(config=model.config, max_cache_len=cache_len)
         ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
         out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
@@ -131,7 +131,8 @@ class StaticStep:
     def step(self):
         logits = self.forward(input_ids=self.tok, past_key_values=self.cache, position_ids=self.pos,
                               use_cache=True).logits
-        self.tok.copy_(logits[:, -1:].argmax(-1))
+        if self.feedback:
+            self.tok.copy_(logits[:, -1:].argmax(-1))
         self.pos.add_(1)  # the cache's write slot advanced by one in the forward: keep RoPE in step
         return logits
 
@@ -139,11 +140,11 @@ class StaticStep:
 class DynamicStep:
     """HF's default: a DynamicCache that grows by concatenation, positions derived by the model."""
 
-    def __init__(self, model, ctx: int, seed: int = 0):
+    def __init__(self, model, ctx: int, seed: int = 0, feedback: bool = True):
         from transformers import DynamicCache
 
         device = next(model.parameters()).device
-        self.model = model
+        self.model, self.feedback = model, feedback
         self.cache = DynamicCache(config=model.config)
         ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
         out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
@@ -151,7 +152,8 @@ class DynamicStep:
 
     def step(self):
         logits = self.model(input_ids=self.tok, past_key_values=self.cache, use_cache=True).logits
-        self.tok.copy_(logits[:, -1:].argmax(-1))
+        if self.feedback:
+            self.tok.copy_(logits[:, -1:].argmax(-1))
         return logits
 
 
@@ -166,8 +168,10 @@ def arm_available(arm: str, model) -> str | None:
 
 
 def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: int = 0,
-            keep_logits: bool = False) -> ArmTiming:
-    """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring."""
+            keep_logits: bool = False, feedback: bool = True) -> ArmTiming:
+    """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring.
+    `feedback=False` feeds the same token every step instead of the argmax (teacher forcing, for
+    comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge)."""
     import torch
 
     reason = arm_available(arm, model)
@@ -182,14 +186,14 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     with torch.inference_mode():
         if arm == "hf_default":
             result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
-            state = DynamicStep(model, ctx, seed)
+            state = DynamicStep(model, ctx, seed, feedback)
             fn = state.step
         elif arm == "compile":
             compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-            state = StaticStep(model, ctx, cache_len, seed, forward=compiled)
+            state = StaticStep(model, ctx, cache_len, seed, forward=compiled, feedback=feedback)
             fn = state.step
         else:
-            state = StaticStep(model, ctx, cache_len, seed)
+            state = StaticStep(model, ctx, cache_len, seed, feedback=feedback)
             fn = state.step
         if arm == "graph":
             fn = _capture(state.step, keep)
@@ -230,16 +234,16 @@ def max_relative_error(a, b) -> float:
 
 
 def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 2e-2) -> float:
-    """Check `arm` against eager before timing it: both decode the same prompt for the same number of
-    calls; every call's logits must agree within `tol` (relative to the eager logits' max; bf16 scale).
+    """Check `arm` against eager before timing it: both decode the same prompt, teacher-forced, for the
+    same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
     Returns the largest relative error; raises AssertionError past `tol`."""
     warm = COMPILE_MIN_WARMUP if arm == "compile" else 1
     n_steps = calls - warm - (GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0)
     if n_steps < 1:
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
     total = forward_calls(arm, warm, n_steps)
-    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True).logits
-    got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True).logits
+    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False).logits
+    got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False).logits
     assert len(ref) == len(got), (len(ref), len(got))
     worst = max(max_relative_error(g, r) for g, r in zip(got, ref))
     if worst > tol:
