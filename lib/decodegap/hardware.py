@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -154,7 +155,7 @@ def _version(pkg: str) -> str | None:
 def git_commit() -> str:
     """The repository commit (and '+dirty'), or DECODEGAP_GIT_COMMIT when the tree is a copy without .git."""
     commit = _run(["git", "-C", str(paths.REPO), "rev-parse", "HEAD"])
-    if commit:
+    if re.fullmatch(r"[0-9a-f]{40}", commit):
         dirty = _run(["git", "-C", str(paths.REPO), "status", "--porcelain", "--untracked-files=no"])
         return commit + ("+dirty" if dirty else "")
     return os.environ.get("DECODEGAP_GIT_COMMIT", "unknown (no git checkout here)")

@@ -30,7 +30,11 @@ VERIFY = records.Schema(
     optional_when_not_ok=("max_rel_err",),
 )
 records.SCHEMAS["verify"] = VERIFY
-VERIFY_TOL = 2e-2
+VERIFY_TOL = 0.1
+"""Largest max|logits_arm - logits_eager| / max|logits_eager| accepted, teacher-forced. Calibrated on the
+H200 (bench/verify_diag.py): two correct bf16 paths of the 7-8B random-weight models (one full forward
+against step-by-step decode) differ by 0.043-0.053; graph replay by <= 0.025; hf_default by <= 0.058;
+compile by 0.071. A wrong cache slot or RoPE position gives O(1) (tests/test_decode.py shows it)."""
 
 
 @dataclass(frozen=True)
