@@ -51,6 +51,15 @@ def cmd_bandwidth(args) -> int:
     return 0
 
 
+def cmd_kernels(args) -> int:
+    from . import sessions
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    sessions.record_kernels(gpu, _csv_list(args.models), _csv_list(args.contexts, int), _csv_list(args.arms),
+                            args.data_dir, args.device)
+    return 0
+
+
 def cmd_session(args) -> int:
     from . import sessions
 
@@ -127,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--size-mib", type=int, default=2048)
     b.add_argument("--reps", type=int, default=20)
     b.set_defaults(func=cmd_bandwidth)
+
+    k = sub.add_parser("kernels", help="count the kernels one decode step launches (torch.profiler)")
+    k.add_argument("--gpu")
+    k.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
+    k.add_argument("--contexts", default="2048,4096,8192,16384")
+    k.add_argument("--arms", default="eager,hf_default")
+    k.add_argument("--device", default="cuda")
+    k.set_defaults(func=cmd_kernels)
 
     s = sub.add_parser("_session", help=argparse.SUPPRESS)
     s.add_argument("--plan", required=True)

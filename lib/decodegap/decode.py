@@ -256,6 +256,8 @@ def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    if not _is_cuda(model):
+        raise ArmUnavailable("counting GPU kernels needs a CUDA device")
     with torch.inference_mode():
         state = StaticStep(model, ctx, ctx + 4, seed) if arm != "hf_default" else DynamicStep(model, ctx, seed)
         state.step()

@@ -65,7 +65,17 @@ BANDWIDTH = Schema(
     optional_when_not_ok=("bytes_moved", "rep", "time_ms", "bandwidth_gbps"),
 )
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH)}
+KERNELS = Schema(
+    experiment="kernels",
+    columns=(
+        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
+        ("quant", "str"), ("kernels", "int"), ("status", "str"), ("reason", "str"),
+    ),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant"),
+    optional_when_not_ok=("kernels",),
+)
+
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS)}
 
 
 def schema_for(experiment: str) -> Schema:

@@ -260,3 +260,30 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
     records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
+
+
+def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda") -> str:
+    """Count the GPU kernels one decode step launches (torch.profiler) per model, context and arm, and
+    append them to data/raw/<gpu>/kernels.csv. A graph replays exactly the eager step's kernels."""
+    run_id = new_run_id()
+    update_env(gpu, data, run_id, **hardware.environment(), experiment="kernels")
+    path = paths.raw_dir(gpu, data) / "kernels.csv"
+    done = records.done_keys(path, records.KERNELS)
+    for key in model_keys:
+        model = models.build_model(models.load_spec(key, data), device=device)
+        for ctx in contexts:
+            for arm in arms:
+                row = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16",
+                           kernels=None, status="ok", reason="")
+                if tuple(str(row[c]) for c in records.KERNELS.key) in done:
+                    continue
+                try:
+                    row["kernels"] = decode.kernels_per_step(model, arm, ctx)
+                except decode.ArmUnavailable as exc:
+                    row.update(status="unavailable", reason=str(exc))
+                except Exception as exc:  # recorded, never fatal
+                    row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
+                records.append_rows(path, records.KERNELS, [row])
+        del model
+        _free(device)
+    return run_id
