@@ -87,3 +87,54 @@ def floors_by_gpu(configs: Mapping[str, Mapping], specs: pd.DataFrame, ctx: int,
         out[gpu["gpu"]] = {m: t_floor_ms(accounting.step_bytes(cfg, ctx, convention), gpu["bandwidth_gbps"])
                            for m, cfg in configs.items()}
     return pd.DataFrame(out)
+
+
+def model_bytes_table(configs: Mapping[str, Mapping], ctx: int = 2048) -> pd.DataFrame:
+    """Per model: parameters, W_all and W_streamed (GB), K at `ctx` (GB), K per 1k tokens (MB)."""
+    rows = []
+    for key, cfg in configs.items():
+        rows.append(dict(
+            model=key, params=accounting.param_count(cfg).total,
+            W_all_GB=accounting.weight_bytes(cfg, "W_all") / 1e9,
+            W_streamed_GB=accounting.weight_bytes(cfg, "W_streamed") / 1e9,
+            **{f"K_ctx{ctx}_GB": accounting.kv_bytes(cfg, ctx) / 1e9},
+            K_per_1k_tokens_MB=accounting.kv_bytes(cfg, 1000) / 1e6,
+        ))
+    return pd.DataFrame(rows)
+
+
+def findings(cells: pd.DataFrame, published: pd.DataFrame) -> list[str]:
+    """Sentences generated from the data (never typed by hand) for the notebook narrative."""
+    out = []
+    for gpu, g in cells.dropna(subset=["t_obs_ms"]).groupby("gpu"):
+        eager = g[g["arm"] == "eager"]
+        if not eager.empty:
+            out.append(f"{gpu}: eager R_floor (W_all, datasheet) spans {eager['r_floor_W_all'].min():.2f}-"
+                       f"{eager['r_floor_W_all'].max():.2f} over {len(eager)} cells; "
+                       f"eager step {eager['t_obs_ms'].min():.1f}-{eager['t_obs_ms'].max():.1f} ms.")
+            if eager["measured_gbps"].notna().any():
+                bw = eager["measured_gbps"].iloc[0]
+                out.append(f"{gpu}: measured copy bandwidth {bw:.0f} GB/s = {bw / eager['bandwidth_gbps'].iloc[0]:.0%} "
+                           f"of the datasheet; against it eager R_floor is {eager['r_floor_measured_W_all'].min():.2f}-"
+                           f"{eager['r_floor_measured_W_all'].max():.2f}.")
+        wide = g.pivot_table(index=["model", "ctx"], columns="arm", values="t_obs_ms")
+        if {"eager", "hf_default"} <= set(wide.columns):
+            ratio = (wide["hf_default"] / wide["eager"]).dropna()
+            for model, r in ratio.groupby(level="model"):
+                out.append(f"{gpu} {model}: HF default dynamic cache / static cache step time = "
+                           f"{r.min():.2f}-{r.max():.2f}x over contexts.")
+        if {"eager", "graph"} <= set(wide.columns):
+            ratio = (wide["eager"] / wide["graph"]).dropna()
+            out.append(f"{gpu}: graph replay is {ratio.min():.2f}-{ratio.max():.2f}x faster than eager over "
+                       f"{len(ratio)} cells; best graph R_floor {g.loc[g['arm'] == 'graph', 'r_floor_W_all'].max():.2f}.")
+        head = g[(g["model"] == "qwen2.5-7b") & (g["ctx"] == 2048) & (g["arm"] == "eager")]
+        pub = published[(published["quantity"] == "r_floor") & (published["model"] == "qwen2.5-7b")]
+        if not head.empty and not pub.empty:
+            r = head["r_floor_W_all"].iloc[0]
+            out.append(f"Headline cell Qwen-2.5-7B ctx 2048 eager: {gpu} R_floor {r:.2f} (published: "
+                       + ", ".join(f"{p.gpu} {p.value:.2f}" for p in pub.itertuples()) + ").")
+    flagged = cells[cells["flag"].astype(bool)]
+    if not flagged.empty:
+        out.append(f"FLAGGED: {len(flagged)} cell(s) with R_floor > 1 (a measurement or accounting bug): "
+                   + "; ".join(f"{r.gpu} {r.model} ctx {r.ctx} {r.arm}: {r.flag}" for r in flagged.itertuples()))
+    return out

@@ -199,6 +199,7 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     """Measure `plan` in fresh session processes, resuming what is already on disk. Returns the run id."""
     from tqdm.auto import tqdm
 
+    hardware.gpu_spec(plan.gpu, data)  # an unknown GPU key fails here, before anything is written
     run_id = new_run_id()
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
@@ -252,6 +253,7 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
+    hardware.gpu_spec(gpu, data)
     run_id = new_run_id()
     update_env(gpu, data, run_id, **hardware.environment(), experiment="bandwidth", gpu_state_before=hardware.gpu_state())
     rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
@@ -265,6 +267,7 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda") -> str:
     """Count the GPU kernels one decode step launches (torch.profiler) per model, context and arm, and
     append them to data/raw/<gpu>/kernels.csv. A graph replays exactly the eager step's kernels."""
+    hardware.gpu_spec(gpu, data)
     run_id = new_run_id()
     update_env(gpu, data, run_id, **hardware.environment(), experiment="kernels")
     path = paths.raw_dir(gpu, data) / "kernels.csv"
@@ -287,3 +290,21 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
         del model
         _free(device)
     return run_id
+
+
+def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
+               headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
+               compile_contexts=None, count_kernels: bool = True) -> None:
+    """The CUDA-graphs A/B sweep of notebook 02, resumable:
+    1. every cell, arms eager and graph, `n_sessions` fresh sessions (arm order alternating);
+    2. the headline cells (ctx = headline_ctx) to `headline_sessions` sessions;
+    3. the compile arm in sessions of its own (a process that has run torch.compile is not reused to time
+       eager), at `compile_contexts` (default: the headline context), `n_sessions` sessions;
+    4. kernels per decode step."""
+    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device)
+    run_sweep(SweepPlan(contexts=tuple(contexts), arms=("eager", "graph"), sessions=n_sessions, **common), data)
+    run_sweep(SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common), data)
+    run_sweep(SweepPlan(contexts=tuple(compile_contexts or (headline_ctx,)), arms=("compile",), sessions=n_sessions,
+                        **common), data)
+    if count_kernels:
+        record_kernels(gpu, model_keys, contexts, data=data, device=device)

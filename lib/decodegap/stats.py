@@ -17,20 +17,25 @@ def session_medians(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return out
 
 
+MIN_SESSIONS_FOR_CI = 3
+"""Fewer values give no interval: a bootstrap over two sessions only restates their range."""
+
+
 def median_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0,
               n_resamples: int = 10_000) -> tuple[float, float]:
     """Percentile-bootstrap CI of the median of `values` (scipy.stats.bootstrap, seeded: same seed,
-    same interval). Fewer than 2 values give (nan, nan)."""
+    same interval). Fewer than MIN_SESSIONS_FOR_CI values give (nan, nan)."""
     return bootstrap_ci(values, np.median, confidence, seed, n_resamples)
 
 
 def bootstrap_ci(values: Sequence[float], statistic=np.mean, confidence: float = 0.95, seed: int = 0,
                  n_resamples: int = 10_000, method: str = "percentile") -> tuple[float, float]:
-    """Bootstrap CI of `statistic` over `values` (one value per fresh session), seeded."""
+    """Bootstrap CI of `statistic` over `values` (one value per fresh session), seeded.
+    Fewer than MIN_SESSIONS_FOR_CI values give (nan, nan); identical values give (v, v)."""
     from scipy import stats
 
     data = np.asarray(values, dtype=float)
-    if data.size < 2:
+    if data.size < MIN_SESSIONS_FOR_CI:
         return (float("nan"), float("nan"))
     if np.all(data == data[0]):
         return (float(data[0]), float(data[0]))

@@ -1,0 +1,125 @@
+"""The CUDA-graphs A/B test: per-session speed-ups with seeded bootstrap CIs, and the decomposition of a
+decode step into memory floor, GPU-side excess and host launch overhead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import accounting, roofline, stats
+
+CELL = ["gpu", "model", "ctx", "attn", "quant"]
+
+
+def session_table(decode_rows: pd.DataFrame) -> pd.DataFrame:
+    """Median step time (ms) of every session of every cell, one column per arm."""
+    per = stats.session_medians(decode_rows, CELL + ["arm"])
+    return per.pivot_table(index=CELL + ["session"], columns="arm", values="step_ms").reset_index()
+
+
+def speedups(decode_rows: pd.DataFrame, arm: str = "graph", base: str = "eager", seed: int = 0,
+             confidence: float = 0.95) -> pd.DataFrame:
+    """Speed-up of `arm` over `base` per cell: the mean over sessions of each session's ratio of median
+    step times (base / arm), with its percentile-bootstrap CI over sessions (seeded). Sessions where
+    either arm is missing are left out; `sessions` counts the pairs used."""
+    wide = session_table(decode_rows)
+    if arm not in wide or base not in wide:
+        return pd.DataFrame(columns=CELL + ["arm", "base", "speedup", "ci_low", "ci_high", "sessions"])
+    wide = wide.dropna(subset=[arm, base])
+    out = []
+    for key, group in wide.groupby(CELL):
+        ratios = (group[base] / group[arm]).to_numpy()
+        low, high = stats.bootstrap_ci(ratios, np.mean, confidence=confidence, seed=seed)
+        out.append(dict(zip(CELL, key), arm=arm, base=base, speedup=float(ratios.mean()), ci_low=low,
+                        ci_high=high, sessions=len(ratios)))
+    return pd.DataFrame(out)
+
+
+def decomposition(cells: pd.DataFrame, kernels: pd.DataFrame | None = None, convention: str = "W_all") -> pd.DataFrame:
+    """Per cell (from roofline.cell_table rows of arms eager and graph): the memory floor t_floor
+    (datasheet), graph - floor (GPU-side excess: kernels slower than the floor, gaps between them),
+    eager - graph (host launch overhead) and its fraction of the eager step; kernels per eager step."""
+    columns = CELL + ["t_floor_ms", "gpu_excess_ms", "launch_overhead_ms", "eager_ms", "graph_ms",
+                      "launch_overhead_fraction"]
+    wide = cells.pivot_table(index=CELL, columns="arm", values="t_obs_ms").reset_index()
+    if not {"eager", "graph"} <= set(wide.columns):
+        return pd.DataFrame(columns=columns)
+    floors = cells.drop_duplicates(CELL).set_index(CELL)[f"t_floor_ms_{convention}"]
+    wide = wide.join(floors, on=CELL).rename(columns={f"t_floor_ms_{convention}": "t_floor_ms"})
+    wide = wide.dropna(subset=["eager", "graph"])
+    out = wide[CELL].copy()
+    out["t_floor_ms"] = wide["t_floor_ms"]
+    out["gpu_excess_ms"] = wide["graph"] - wide["t_floor_ms"]
+    out["launch_overhead_ms"] = wide["eager"] - wide["graph"]
+    out["eager_ms"], out["graph_ms"] = wide["eager"], wide["graph"]
+    out["launch_overhead_fraction"] = out["launch_overhead_ms"] / wide["eager"]
+    if kernels is not None and not kernels.empty:
+        k = kernels[(kernels["arm"] == "eager") & (kernels["status"] == "ok")]
+        k = k.groupby(CELL)["kernels"].median().rename("kernels_per_step")
+        out = out.join(k, on=CELL)
+        out["launch_overhead_us_per_kernel"] = out["launch_overhead_ms"] * 1e3 / out["kernels_per_step"]
+    return out.reset_index(drop=True)
+
+
+def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth_rows=None,
+              kernels: pd.DataFrame | None = None, seed: int = 0) -> pd.DataFrame:
+    """The notebook-02 table, one row per cell: ms per arm, speed-ups over eager with CIs, R_floor per
+    arm (W_all, datasheet), sessions per arm, kernels per eager step."""
+    cells = roofline.cell_table(decode_rows, specs, configs, bandwidth_rows)
+    cells = cells[cells["status"] == "ok"]
+    ms = cells.pivot_table(index=CELL, columns="arm", values="t_obs_ms").add_suffix("_ms")
+    rf = cells.pivot_table(index=CELL, columns="arm", values="r_floor_W_all").add_prefix("r_floor_")
+    n = cells.pivot_table(index=CELL, columns="arm", values="sessions").add_prefix("sessions_")
+    table = ms.join(rf).join(n).reset_index()
+    for arm in ("graph", "compile"):
+        sp = speedups(decode_rows, arm=arm, seed=seed)
+        if not sp.empty:
+            sp = sp[CELL + ["speedup", "ci_low", "ci_high"]].rename(columns={
+                "speedup": f"speedup_{arm}", "ci_low": f"speedup_{arm}_ci_low", "ci_high": f"speedup_{arm}_ci_high"})
+            table = table.merge(sp, on=CELL, how="left")
+    if kernels is not None and not kernels.empty:
+        k = kernels[(kernels["arm"] == "eager") & (kernels["status"] == "ok")].groupby(CELL)["kernels"].median()
+        table = table.join(k.rename("kernels_per_step"), on=CELL)
+    return table
+
+
+def launch_fraction_verdict(decomp: pd.DataFrame, claimed: float = 0.20) -> str:
+    """One sentence: is launch overhead about `claimed` of the eager step on these cells?"""
+    if decomp.empty:
+        return "No cell has both eager and graph rows: the launch-overhead claim cannot be tested here."
+    frac = decomp["launch_overhead_fraction"]
+    return (f"Launch overhead (eager - graph) is {frac.min():.0%}-{frac.max():.0%} of the eager step over "
+            f"{len(decomp)} cells (median {frac.median():.0%}), against the paper's ~{claimed:.0%} on the H100.")
+
+
+def bytes_note(config) -> str:
+    """How a model's bytes split, for narrative cells."""
+    w, s = accounting.weight_bytes(config, "W_all"), accounting.weight_bytes(config, "W_streamed")
+    return f"W_all {w / 1e9:.2f} GB, W_streamed {s / 1e9:.2f} GB"
+
+
+def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.DataFrame, headline_ctx: int = 2048) -> list[str]:
+    """Sentences generated from the data for the notebook narrative."""
+    out = []
+    for row in speed[speed["ctx"] == headline_ctx].sort_values(["gpu", "arm", "model"]).itertuples():
+        ci = f"95 % CI [{row.ci_low:.3f}, {row.ci_high:.3f}]" if pd.notna(row.ci_low) else "no CI (fewer than 3 sessions)"
+        out.append(f"{row.gpu} {row.model} ctx {row.ctx}: {row.arm} is {row.speedup:.3f}x faster than eager, "
+                   f"{ci}, N = {row.sessions} sessions.")
+    for row in published_speed.itertuples():
+        ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if pd.notna(row.ci_low) else " (no CI given)"
+        out.append(f"published: {row.gpu} graph {row.value:.3f}x{ci}.")
+    graph = speed[speed["arm"] == "graph"]
+    if not graph.empty:
+        for gpu, g in graph.groupby("gpu"):
+            by_ctx = g.groupby("ctx")["speedup"].median()
+            out.append(f"{gpu}: graph speed-up by context (median over models): "
+                       + ", ".join(f"{c}: {s:.2f}x" for c, s in by_ctx.items()) + ".")
+    out.append(launch_fraction_verdict(decomp))
+    if "kernels_per_step" in decomp and decomp["kernels_per_step"].notna().any():
+        out.append(f"Kernels per eager step: {int(decomp['kernels_per_step'].min())}-{int(decomp['kernels_per_step'].max())}; "
+                   f"launch overhead per kernel {decomp['launch_overhead_us_per_kernel'].min():.1f}-"
+                   f"{decomp['launch_overhead_us_per_kernel'].max():.1f} us.")
+    if not decomp.empty:
+        excess = decomp["gpu_excess_ms"] / decomp["graph_ms"]
+        out.append(f"GPU-side excess (graph - floor) is {excess.min():.0%}-{excess.max():.0%} of the graphed step.")
+    return out

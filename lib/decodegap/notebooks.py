@@ -1,0 +1,40 @@
+"""Running the numbered notebooks through papermill: executed copies go to notebooks/executed/ (git-ignored),
+figures and tables to figures/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import paths
+
+
+def notebook_paths(only=None) -> list[Path]:
+    """The numbered notebooks, in order; `only` filters by stem (e.g. ['01_roofline'])."""
+    found = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        unknown = set(only) - {p.stem for p in found}
+        if unknown:
+            raise FileNotFoundError(f"no notebook {sorted(unknown)}; known: {[p.stem for p in found]}")
+        found = [p for p in found if p.stem in set(only)]
+    return found
+
+
+def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = None) -> Path:
+    """Execute one notebook with papermill, injecting `parameters`; returns the executed copy's path."""
+    import papermill
+
+    out_dir = Path(out_dir or paths.EXECUTED)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / notebook.name
+    papermill.execute_notebook(str(notebook), str(out), parameters=parameters or {}, cwd=str(notebook.parent),
+                               kernel_name="python3", progress_bar=False)
+    return out
+
+
+def run_all(parameters: dict | None = None, only=None, out_dir: Path | None = None) -> list[Path]:
+    """Execute every numbered notebook (replay mode unless parameters say MEASURE=True)."""
+    done = []
+    for nb in notebook_paths(only):
+        print(f"running {nb.name} ...", flush=True)
+        done.append(run(nb, parameters, out_dir))
+    return done

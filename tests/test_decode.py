@@ -1,0 +1,152 @@
+"""The decode harness on CPU with the tiny models: correct before timed, and the check can fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decodegap import decode, models
+
+TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
+CTX = 32
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return {key: models.build_model(models.load_spec(key), device="cpu") for key in TINY}
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    """llama-tiny with N(0, 0.2) weights: attention far from uniform, so positions matter to the logits.
+    (With the default std 0.02 a 64-wide model attends almost uniformly and a shifted position changes the
+    logits by < 1 % of their max: too little for the 0.1 tolerance to see.)"""
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
+    models.randomise_(model, seed=0, std=0.2)
+    return model
+
+
+def static_vs_full(model, ctx=CTX, steps=3, shift=0, feedback=True):
+    """Decode `steps` tokens with StaticStep (optionally with the position pushed `shift` ahead) and compare
+    each step's logits with one full forward pass over prompt + the same tokens. Returns the errors."""
+    with torch.inference_mode():
+        state = decode.StaticStep(model, ctx, ctx + steps, feedback=feedback)
+        state.pos.add_(shift)
+        tokens, outs = [state.tok.clone()], []
+        for _ in range(steps):
+            outs.append(state.step().float().clone())
+            tokens.append(state.tok.clone())
+        ids = torch.cat([decode.prompt_ids(model.config.vocab_size, ctx, "cpu")] + tokens[:steps], dim=1)
+        full = model(ids).logits.float()
+    assert outs[0].shape == (1, 1, model.config.vocab_size)
+    return [decode.max_relative_error(out[0, -1], full[0, ctx + i]) for i, out in enumerate(outs)]
+
+
+@pytest.mark.parametrize("key", TINY)
+def test_static_decode_equals_a_full_forward(tiny, key):
+    errs = static_vs_full(tiny[key])
+    assert max(errs) < 1e-3, errs  # on a CPU both paths compute the same numbers
+
+
+@pytest.mark.parametrize("key", TINY)
+def test_teacher_forced_static_decode_equals_a_full_forward(tiny, key):
+    errs = static_vs_full(tiny[key], feedback=False)
+    assert max(errs) < 1e-3, errs
+
+
+def test_static_decode_equals_a_full_forward_with_sharp_attention(sharp):
+    assert max(static_vs_full(sharp)) < 1e-3
+
+
+@pytest.mark.parametrize("shift", [1, 3])
+def test_a_wrong_position_is_caught(sharp, shift):
+    # the position one (or three) ahead of the cache slot: RoPE rotates the query wrongly
+    assert max(static_vs_full(sharp, shift=shift)) > 0.1
+
+
+def test_prompt_ids_are_seeded_and_in_the_vocabulary():
+    a, b = decode.prompt_ids(256, 16, "cpu", seed=0), decode.prompt_ids(256, 16, "cpu", seed=0)
+    assert a.shape == (1, 16) and torch.equal(a, b)
+    assert not torch.equal(a, decode.prompt_ids(256, 16, "cpu", seed=1))
+    assert int(a.min()) >= 0 and int(a.max()) < 256
+
+
+@pytest.mark.parametrize("key", TINY)
+def test_verify_hf_default_passes(tiny, key):
+    err = decode.verify_arm(tiny[key], "hf_default", CTX)
+    assert 0 <= err < 1e-3
+
+
+def test_verify_arm_fails_on_a_broken_arm(sharp, monkeypatch):
+    """An hf_default step that feeds a position 3 ahead of the cache: verify_arm must refuse it."""
+
+    def broken_step(self):
+        pos = torch.full((1, 1), self.cache.get_seq_length() + 3, dtype=torch.long)
+        return self.model(input_ids=self.tok, past_key_values=self.cache, position_ids=pos, use_cache=True).logits
+
+    assert decode.verify_arm(sharp, "hf_default", CTX) < 1e-3
+    monkeypatch.setattr(decode.DynamicStep, "step", broken_step)
+    with pytest.raises(AssertionError, match="hf_default"):
+        decode.verify_arm(sharp, "hf_default", CTX)
+
+
+def test_verify_arm_needs_enough_calls(tiny):
+    with pytest.raises(ValueError):
+        decode.verify_arm(tiny["llama-tiny"], "hf_default", CTX, calls=1)
+
+
+def test_forward_calls_and_cache_length():
+    assert decode.forward_calls("eager", 5, 30) == 35
+    assert decode.forward_calls("graph", 5, 30) == 3 + 5 + 30
+    assert decode.max_cache_len("eager", 2048, 5, 30) == 2083
+    assert decode.max_cache_len("graph", 128, 2, 4) == 128 + 3 + 2 + 4
+
+
+@pytest.mark.parametrize("arm", ["eager", "hf_default"])
+def test_run_arm_returns_every_step(tiny, arm):
+    ctx, warmup, steps = 16, 2, 4
+    t = decode.run_arm(tiny["qwen2-tiny"], arm, ctx, warmup=warmup, steps=steps)
+    assert (t.arm, t.ctx) == (arm, ctx)
+    assert len(t.step_ms) == steps and len(t.warmup_ms) == warmup
+    assert all(ms > 0 for ms in t.step_ms + t.warmup_ms)
+    assert t.max_cache_len == ctx + warmup + steps == 22
+    assert t.logits == []  # kept only on request
+
+
+def test_run_arm_keeps_logits_per_call(tiny):
+    t = decode.run_arm(tiny["llama-tiny"], "eager", 16, warmup=1, steps=2, keep_logits=True)
+    assert len(t.logits) == 3 and t.logits[0].shape == (1, 1, 256)
+
+
+def test_eager_and_hf_default_agree_step_by_step(tiny):
+    model = tiny["mistral-tiny"]
+    a = decode.run_arm(model, "eager", 16, warmup=0, steps=4, keep_logits=True, feedback=False).logits
+    b = decode.run_arm(model, "hf_default", 16, warmup=0, steps=4, keep_logits=True, feedback=False).logits
+    assert max(decode.max_relative_error(x, y) for x, y in zip(b, a)) < 1e-3
+
+
+@pytest.mark.parametrize("arm", ["graph", "compile"])
+def test_cuda_only_arms_are_unavailable_on_cpu(tiny, arm):
+    model = tiny["llama-tiny"]
+    reason = decode.arm_available(arm, model)
+    assert reason and ("CUDA" in reason or "cpu" in reason.lower())
+    with pytest.raises(decode.ArmUnavailable) as err:
+        decode.run_arm(model, arm, 16, warmup=1, steps=2)
+    assert str(err.value) == reason
+
+
+def test_unknown_arm(tiny):
+    with pytest.raises(decode.ArmUnavailable, match="unknown arm 'eagre'.*eager"):
+        decode.run_arm(tiny["llama-tiny"], "eagre", 16, warmup=1, steps=2)
+    assert decode.arm_available("eager", tiny["llama-tiny"]) is None
+
+
+def test_kernel_count_needs_cuda(tiny):
+    with pytest.raises(decode.ArmUnavailable, match="CUDA"):
+        decode.kernels_per_step(tiny["llama-tiny"], "eager", 16)
+
+
+def test_max_relative_error():
+    ref = torch.tensor([1.0, -4.0, 2.0])
+    assert decode.max_relative_error(torch.tensor([1.0, -4.0, 3.0]), ref) == 0.25
+    assert decode.max_relative_error(ref, ref) == 0.0

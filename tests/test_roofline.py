@@ -1,0 +1,176 @@
+"""t_floor, R_floor and the cell table by hand on a small hand-made frame of decode rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodegap import hardware, models, records, roofline
+
+LLAMA = models.load_spec("llama-3.1-8b").config
+QWEN = models.load_spec("qwen2.5-7b").config
+MISTRAL = models.load_spec("mistral-7b-v0.3").config
+CONFIGS = {"llama-3.1-8b": LLAMA, "qwen2.5-7b": QWEN, "mistral-7b-v0.3": MISTRAL}
+
+# Llama-3.1-8B at ctx 2048, bf16: W_all 16,060,522,496 + K 268,435,456 bytes; W_streamed 15,009,857,536 + K
+LLAMA_2048_ALL = 16_060_522_496 + 268_435_456          # 16,328,957,952
+LLAMA_2048_STREAMED = 15_009_857_536 + 268_435_456     # 15,278,292,992
+
+
+def test_t_floor_ms_by_hand():
+    assert roofline.t_floor_ms(16e9, 4800) == pytest.approx(16e9 / 4.8e12 * 1e3) == pytest.approx(3.3333333333)
+    assert roofline.t_floor_ms(300e9, 300) == pytest.approx(1000.0)  # 300 GB at 300 GB/s: one second
+    assert roofline.t_floor_ms(LLAMA_2048_ALL, 4800) == pytest.approx(3.40186624)
+
+
+def test_r_floor_by_hand():
+    assert roofline.r_floor(3.0, 12.0) == 0.25
+    assert roofline.r_floor(5.0, 4.0) == 1.25  # faster than the floor: a bug to flag
+    assert roofline.r_floor(roofline.t_floor_ms(16e9, 4800), 10.0) == pytest.approx(1 / 3)
+
+
+def _row(session, model, ctx, arm, step, ms, status="ok", reason="", max_cache_len=None, gpu="h200"):
+    return dict(run_id=f"run{session}", session=session, gpu=gpu, model=model, ctx=ctx,
+                max_cache_len=max_cache_len if status in ("ok", "warmup") else None, arm=arm, attn="sdpa",
+                quant="bf16", step=step if status in ("ok", "warmup") else None,
+                step_ms=ms if status in ("ok", "warmup") else None, status=status, reason=reason)
+
+
+def decode_dicts() -> list[dict]:
+    rows = []
+    # cell A: llama ctx 2048 eager. Session 0: median(10, 12, 14) = 12; session 1: median(16, 18, 20, 22) = 19.
+    # warm-up rows (1000 ms) must not count. t_obs = median(12, 19) = 15.5, min 12, max 19.
+    for s, times in ((0, [14.0, 10.0, 12.0]), (1, [20.0, 18.0, 22.0, 16.0])):
+        rows.append(_row(s, "llama-3.1-8b", 2048, "eager", 0, 1000.0, "warmup", max_cache_len=2048 + 5))
+        rows += [_row(s, "llama-3.1-8b", 2048, "eager", i, t, max_cache_len=2048 + 5) for i, t in enumerate(times)]
+    # cell B: llama ctx 2048 graph at 2 ms, below the 3.40 ms floor: R_floor > 1 must be flagged.
+    for s in (0, 1):
+        rows += [_row(s, "llama-3.1-8b", 2048, "graph", i, 2.0, max_cache_len=2048 + 8) for i in range(3)]
+    # cell C: llama ctx 16384 eager ran out of memory in both sessions: status rows only.
+    for s in (0, 1):
+        rows.append(_row(s, "llama-3.1-8b", 16384, "eager", None, None, "oom", "out of memory: test"))
+    # cell D: qwen ctx 2048 eager, one session only: median(30, 40, 50) = 40.
+    rows += [_row(0, "qwen2.5-7b", 2048, "eager", i, t, max_cache_len=2048 + 5) for i, t in enumerate([50.0, 30.0, 40.0])]
+    return rows
+
+
+def decode_rows() -> pd.DataFrame:
+    return pd.DataFrame(decode_dicts(), columns=records.DECODE.names)
+
+
+SPECS = pd.DataFrame({"gpu": ["h200", "l4"], "bandwidth_gbps": [4800.0, 300.0]})
+BANDWIDTH = pd.DataFrame({"run_id": "b", "gpu": "h200", "method": "d2d_copy", "bytes_moved": 2 << 30,
+                          "rep": [0, 1, 2, 3], "time_ms": 1.0, "bandwidth_gbps": [4000.0, 4200.0, 4100.0, 1.0],
+                          "status": ["ok", "ok", "ok", "error"], "reason": ""})
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return roofline.cell_table(decode_rows(), SPECS, CONFIGS, BANDWIDTH)
+
+
+def cell(table, model, ctx, arm):
+    hit = table[(table["model"] == model) & (table["ctx"] == ctx) & (table["arm"] == arm)]
+    assert len(hit) == 1, hit
+    return hit.iloc[0]
+
+
+def test_one_row_per_cell(table):
+    assert len(table) == 4
+    assert set(zip(table["model"], table["ctx"], table["arm"])) == {
+        ("llama-3.1-8b", 2048, "eager"), ("llama-3.1-8b", 2048, "graph"),
+        ("llama-3.1-8b", 16384, "eager"), ("qwen2.5-7b", 2048, "eager")}
+
+
+def test_t_obs_is_the_median_of_session_medians(table):
+    a = cell(table, "llama-3.1-8b", 2048, "eager")
+    assert a["t_obs_ms"] == 15.5
+    assert a["t_obs_min_ms"] == 12.0 and a["t_obs_max_ms"] == 19.0
+    assert a["sessions"] == 2
+    assert a["steps_per_session"] == 3  # the smaller session had 3 timed steps
+    assert a["max_cache_len"] == 2053
+    assert a["status"] == "ok" and a["flag"] == ""
+    d = cell(table, "qwen2.5-7b", 2048, "eager")
+    assert d["t_obs_ms"] == 40.0 and d["sessions"] == 1
+
+
+def test_floors_and_r_floor_by_hand(table):
+    a = cell(table, "llama-3.1-8b", 2048, "eager")
+    assert a["bandwidth_gbps"] == 4800.0
+    assert a["bytes_W_all"] == LLAMA_2048_ALL
+    assert a["bytes_W_streamed"] == LLAMA_2048_STREAMED
+    assert a["t_floor_ms_W_all"] == pytest.approx(16_328_957_952 / 4.8e12 * 1e3) == pytest.approx(3.40186624)
+    assert a["r_floor_W_all"] == pytest.approx(3.40186624 / 15.5)
+    assert a["t_floor_ms_W_streamed"] == pytest.approx(15_278_292_992 / 4.8e9)
+    assert a["r_floor_W_streamed"] == pytest.approx(15_278_292_992 / 4.8e9 / 15.5)
+    # measured copy bandwidth: median of the ok rows 4000, 4200, 4100 = 4100 GB/s (the error row is ignored)
+    assert a["measured_gbps"] == 4100.0
+    assert a["t_floor_measured_ms_W_all"] == pytest.approx(16_328_957_952 / 4.1e9)
+    assert a["r_floor_measured_W_all"] == pytest.approx(16_328_957_952 / 4.1e9 / 15.5)
+    d = cell(table, "qwen2.5-7b", 2048, "eager")
+    # Qwen2.5-7B: 2 * 7,615,616,512 + 2*28*4*128*2048*2 = 15,231,233,024 + 117,440,512
+    assert d["bytes_W_all"] == 15_348_673_536
+    assert d["r_floor_W_all"] == pytest.approx(15_348_673_536 / 4.8e9 / 40.0)
+
+
+def test_r_floor_above_one_is_flagged(table):
+    b = cell(table, "llama-3.1-8b", 2048, "graph")
+    assert b["t_obs_ms"] == 2.0
+    assert b["r_floor_W_all"] == pytest.approx(3.40186624 / 2.0)
+    assert b["r_floor_W_all"] > 1
+    assert b["flag"] != ""
+    assert "r_floor_W_all>1" in b["flag"].split(";")
+    assert "r_floor_W_streamed>1" in b["flag"].split(";")  # 15.28e9 / 4.8e12 s = 3.18 ms > 2 ms
+    assert "r_floor_measured_W_all>1" in b["flag"].split(";")
+
+
+def test_oom_cell_keeps_its_status_with_nan_t_obs(table):
+    c = cell(table, "llama-3.1-8b", 16384, "eager")
+    assert c["status"] == "oom"
+    assert c["reason"] == "out of memory: test"
+    assert math.isnan(c["t_obs_ms"])
+    assert math.isnan(c["r_floor_W_all"])
+    assert c["flag"] == ""
+    # the floor itself is still known: 16,060,522,496 + 8 * 268,435,456 bytes
+    assert c["bytes_W_all"] == 16_060_522_496 + 2_147_483_648
+
+
+def test_without_bandwidth_rows_the_measured_floor_is_nan():
+    t = roofline.cell_table(decode_rows(), SPECS, CONFIGS)
+    assert t["measured_gbps"].isna().all()
+    assert t["r_floor_measured_W_all"].isna().all()
+    assert cell(t, "llama-3.1-8b", 2048, "eager")["r_floor_W_all"] == pytest.approx(3.40186624 / 15.5)
+
+
+def test_cell_table_from_a_csv_round_trip(tmp_path, table):
+    """The same rows written with records.append_rows and read back validated give the same table."""
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, records.DECODE, decode_dicts())
+    again = roofline.cell_table(records.read_csv(path), SPECS, CONFIGS, BANDWIDTH)
+    cols = ["model", "ctx", "arm", "t_obs_ms", "sessions", "status", "flag", "r_floor_W_all", "r_floor_measured_W_all"]
+    pd.testing.assert_frame_equal(again[cols], table[cols], check_dtype=False)
+
+
+def test_measured_bandwidth_median_per_gpu():
+    got = roofline.measured_bandwidth(BANDWIDTH)
+    assert got.to_dict() == {"h200": 4100.0}
+
+
+def test_floors_by_gpu_shape_and_values():
+    specs = hardware.specs_table()
+    floors = roofline.floors_by_gpu(CONFIGS, specs, ctx=2048)
+    assert floors.shape == (3, 6)
+    assert list(floors.columns) == ["l4", "l40s", "a100-80gb", "h100-sxm", "h200", "b200"]
+    assert set(floors.index) == set(CONFIGS)
+    assert floors.loc["llama-3.1-8b", "h200"] == pytest.approx(3.40186624)
+    assert floors.loc["llama-3.1-8b", "l4"] == pytest.approx(16_328_957_952 / 300e9 * 1e3)  # 54.43 ms
+    assert floors.loc["qwen2.5-7b", "b200"] == pytest.approx(15_348_673_536 / 8000e9 * 1e3)
+    # mistral: 2 * 7,248,023,552 + 268,435,456 bytes at 3350 GB/s
+    assert floors.loc["mistral-7b-v0.3", "h100-sxm"] == pytest.approx((14_496_047_104 + 268_435_456) / 3350e6)
+    streamed = roofline.floors_by_gpu(CONFIGS, specs, ctx=2048, convention="W_streamed")
+    assert streamed.loc["llama-3.1-8b", "h200"] == pytest.approx(15_278_292_992 / 4.8e9)
+    assert (streamed < floors).all().all()
+    assert np.all(floors.to_numpy() > 0)
