@@ -1,0 +1,69 @@
+"""The A/B statistics on hand-checkable cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodegap import ab, roofline
+
+CFG = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+       "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 10, "tie_word_embeddings": False}
+
+
+def _rows(times: dict) -> pd.DataFrame:
+    """times: {(arm, session): [step_ms, ...]} for one cell."""
+    rows = []
+    for (arm, session), steps in times.items():
+        for i, ms in enumerate(steps):
+            rows.append(dict(run_id="r", session=session, gpu="g", model="m", ctx=4, max_cache_len=8, arm=arm,
+                             attn="sdpa", quant="bf16", step=i, step_ms=ms, status="ok", reason=""))
+    return pd.DataFrame(rows)
+
+
+def test_speedup_is_the_mean_of_per_session_ratios_of_medians():
+    # session medians: eager 10, 12, 14; graph 5, 4, 7 -> ratios 2, 3, 2 -> mean 7/3
+    rows = _rows({("eager", 0): [9, 10, 11], ("graph", 0): [5, 5, 6],
+                  ("eager", 1): [12, 12, 40], ("graph", 1): [4, 3, 4],
+                  ("eager", 2): [14, 13, 15], ("graph", 2): [7, 7, 7]})
+    sp = ab.speedups(rows, arm="graph", seed=0).iloc[0]
+    assert sp.speedup == pytest.approx(7 / 3)
+    assert sp.sessions == 3
+    assert 2.0 <= sp.ci_low <= sp.speedup <= sp.ci_high <= 3.0
+    again = ab.speedups(rows, arm="graph", seed=0).iloc[0]
+    assert (again.ci_low, again.ci_high) == (sp.ci_low, sp.ci_high)  # same seed, same interval
+
+
+def test_speedup_leaves_out_unpaired_sessions_and_gives_no_ci_below_three():
+    rows = _rows({("eager", 0): [10], ("graph", 0): [5], ("eager", 1): [12], ("graph", 2): [4]})
+    sp = ab.speedups(rows, arm="graph").iloc[0]
+    assert sp.sessions == 1 and sp.speedup == 2.0
+    assert np.isnan(sp.ci_low) and np.isnan(sp.ci_high)
+
+
+def test_speedups_of_a_missing_arm_are_empty():
+    rows = _rows({("eager", 0): [10]})
+    assert ab.speedups(rows, arm="compile").empty
+
+
+def test_decomposition_adds_up_to_the_eager_step():
+    rows = _rows({("eager", 0): [10.0], ("graph", 0): [4.0]})
+    specs = pd.DataFrame({"gpu": ["g"], "bandwidth_gbps": [1e-6]})  # 1 kB/s: floor in ms = bytes
+    cells = roofline.cell_table(rows, specs, {"m": CFG})
+    kernels = pd.DataFrame([dict(run_id="r", gpu="g", model="m", ctx=4, arm="eager", attn="sdpa", quant="bf16",
+                                 kernels=100, status="ok", reason="")])
+    d = ab.decomposition(cells, kernels).iloc[0]
+    floor = cells.iloc[0]["t_floor_ms_W_all"]
+    assert d.t_floor_ms == pytest.approx(floor)
+    assert d.launch_overhead_ms == pytest.approx(6.0)
+    assert d.gpu_excess_ms == pytest.approx(4.0 - floor)
+    assert d.launch_overhead_fraction == pytest.approx(0.6)
+    assert d.launch_overhead_us_per_kernel == pytest.approx(60.0)
+    assert "60%-60%" in ab.launch_fraction_verdict(pd.DataFrame([d]))
+
+
+def test_decomposition_without_graph_rows_is_empty_not_an_error():
+    rows = _rows({("eager", 0): [10.0]})
+    specs = pd.DataFrame({"gpu": ["g"], "bandwidth_gbps": [1.0]})
+    assert ab.decomposition(roofline.cell_table(rows, specs, {"m": CFG})).empty
