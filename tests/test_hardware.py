@@ -67,10 +67,6 @@ def test_private_data_dir_registry(data_dir):
         hardware.gpu_spec("cpu-test")  # the fixture key is never in the shipped registry
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hardware.py:60 (and :72): pandas reads an empty device_names cell as NaN, and "
-    "`str(row.get('device_names', '') or '')` keeps it (NaN is truthy), so a registry row without device "
-    "names gets device_names == ('nan',) instead of (); gpu_key_for_device_name('nan') would even match it."))
 def test_empty_device_names_give_an_empty_tuple(data_dir):
     assert hardware.gpu_spec("cpu-test", data_dir).device_names == ()
 

@@ -131,12 +131,6 @@ def test_checkpoint_dir_without_config_raises(tmp_path):
         models.build_model(models.load_spec("llama-tiny"), device="cpu", checkpoint_dir=tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "models.py:98-100 loads a local checkpoint with from_pretrained(..., device_map=device); with transformers "
-    "5.17 any device_map needs `accelerate`, which is not a dependency (pyproject/environment.yml; it is only "
-    "listed in hardware.OPTIONAL_PACKAGES), so on a fresh install loading real weights raises ValueError "
-    "'Using a `device_map` ... requires `accelerate`'. Either declare accelerate or load without device_map "
-    "and call .to(device)."))
 def test_load_a_real_checkpoint_from_a_local_directory(tmp_path):
     spec = models.load_spec("llama-tiny")
     saved = models.build_model(spec, device="cpu", seed=3)

@@ -341,13 +341,50 @@ def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
     assert path.with_name("decode.csv.partial").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli.py:84 cmd_check calls records.schema_for(path.stem) for every raw CSV, but the `verify` schema is "
-    "registered only as a side effect of importing decodegap.sessions (sessions.py:32), which `check` never "
-    "imports; every sweep with a non-eager arm writes verify.csv, so `python -m decodegap check` exits 2 "
-    "('no schema for experiment 'verify'') on the shipped data/raw/h200 and on any measured folder."))
 def test_cli_check_accepts_what_a_sweep_writes(swept, data_dir, tmp_path):
     copy_raw(swept[0], data_dir)
     assert (raw(data_dir) / "verify.csv").exists()
     out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
     assert out.returncode == 0, out.stderr
+
+
+# --- a session process that dies --------------------------------------------------------------------------
+
+SITECUSTOMIZE = '''
+import os
+from decodegap import decode
+_run_arm = decode.run_arm
+def run_arm(model, arm, ctx, *args, **kwargs):
+    if ctx == 32:
+        os._exit(3)  # like a device-side assert or a segfault: no Python exception, no cleanup
+    return _run_arm(model, arm, ctx, *args, **kwargs)
+decode.run_arm = run_arm
+'''
+
+
+def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_path, monkeypatch):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)  # loaded by the session processes only
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32, 48), arms=("eager",),
+                              sessions=1, steps=2, warmup=1, device="cpu")
+    sessions.run_sweep(plan, data_dir, progress=False)
+    frame = records.read_csv(raw(data_dir) / "decode.csv")
+    died = frame[frame["ctx"] == 32]
+    assert died["status"].tolist() == ["error"]
+    assert "exited with code 3 while measuring this cell" in died["reason"].iloc[0]
+    # the sweep went on in a new process: the cells before and after were measured
+    for ctx in (16, 48):
+        assert frame.loc[frame["ctx"] == ctx, "status"].tolist() == ["warmup", "ok", "ok"]
+
+
+def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_dir):
+    spec = json.loads((data_dir / "models" / "llama-tiny.json").read_text())
+    spec.update(key="broken-tiny", config=dict(spec["config"], model_type="no-such-architecture"))
+    (data_dir / "models" / "broken-tiny.json").write_text(json.dumps(spec))
+    plan = sessions.SweepPlan(gpu="cpu-test", models=("broken-tiny",), contexts=(16,), arms=("eager",),
+                              sessions=1, steps=2, warmup=1, device="cpu")
+    with pytest.raises(RuntimeError, match="session 0 exited with code 1 outside any cell, twice"):
+        sessions.run_sweep(plan, data_dir, progress=False)
+    assert not (raw(data_dir) / "decode.csv").exists()  # no row claims the cell was measured

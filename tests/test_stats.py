@@ -45,8 +45,9 @@ def test_constant_sample_gives_a_point_interval():
     assert stats.median_ci([12.0, 12.0, 12.0]) == (12.0, 12.0)
 
 
-def test_fewer_than_two_values_give_nan():
-    for values in ([7.0], []):
+def test_too_few_values_give_nan():
+    assert stats.MIN_SESSIONS_FOR_CI == 3  # two sessions only restate their range
+    for values in ([7.0], [], [1.0, 2.0]):
         lo, hi = stats.bootstrap_ci(values)
         assert math.isnan(lo) and math.isnan(hi)
         lo, hi = stats.median_ci(values)

@@ -45,6 +45,11 @@ def specs_table(data: str | Path | None = None) -> pd.DataFrame:
     return pd.read_csv(paths.data_dir(data) / "specs" / "gpus.csv")
 
 
+def _text(value) -> str:
+    """A CSV cell as text; an empty cell (NaN) is ''."""
+    return "" if value is None or pd.isna(value) else str(value)
+
+
 def _how_to_add(data) -> str:
     return (f"Add a row to {paths.data_dir(data) / 'specs' / 'gpus.csv'} with the GPU's datasheet bandwidth "
             "and its source, or pass a known key with --gpu / GPU=.")
@@ -57,7 +62,7 @@ def gpu_spec(gpu: str, data: str | Path | None = None) -> GPUSpec:
     if hit.empty:
         raise UnknownGPUError(f"unknown GPU key {gpu!r}. Known: {', '.join(table['gpu'])}. {_how_to_add(data)}")
     row = hit.iloc[0]
-    names = str(row.get("device_names", "") or "")
+    names = _text(row.get("device_names"))
     return GPUSpec(
         gpu=row["gpu"], name=row["name"], architecture=row["architecture"], memory_gb=float(row["memory_gb"]),
         bandwidth_gbps=float(row["bandwidth_gbps"]),
@@ -69,7 +74,7 @@ def gpu_key_for_device_name(device_name: str, data: str | Path | None = None) ->
     """Registry key whose `device_names` lists `device_name` exactly (as torch reports it)."""
     table = specs_table(data)
     for _, row in table.iterrows():
-        names = [n.strip() for n in str(row.get("device_names", "") or "").split(";")]
+        names = [n.strip() for n in _text(row.get("device_names")).split(";") if n.strip()]
         if device_name in names:
             return row["gpu"]
     raise UnknownGPUError(

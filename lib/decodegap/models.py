@@ -95,9 +95,10 @@ def build_model(spec: ModelSpec, device: str = "cuda", dtype: str = "bf16", attn
         ckpt = Path(checkpoint_dir)
         if not (ckpt / "config.json").exists():
             raise FileNotFoundError(f"{ckpt} holds no config.json: give the folder of a downloaded HF checkpoint")
+        # no device_map: that would need `accelerate`; load, then move
         model = AutoModelForCausalLM.from_pretrained(
-            ckpt, dtype=torch_dtype, attn_implementation=attn, local_files_only=True, device_map=device
-        )
+            ckpt, dtype=torch_dtype, attn_implementation=attn, local_files_only=True
+        ).to(device)
     else:
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(hf_config(spec, attn), dtype=torch_dtype, attn_implementation=attn)

@@ -75,7 +75,16 @@ KERNELS = Schema(
     optional_when_not_ok=("kernels",),
 )
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS)}
+VERIFY = Schema(
+    experiment="verify",
+    columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
+             ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
+             ("status", "str"), ("reason", "str")),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
+    optional_when_not_ok=("max_rel_err",),
+)
+
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY)}
 
 
 def schema_for(experiment: str) -> Schema:
@@ -89,13 +98,22 @@ def schema_for(experiment: str) -> Schema:
         ) from None
 
 
-def _format(value) -> str:
-    if value is None:
+def _format(value, kind: str, column: str) -> str:
+    """One field as text, checked against its column's type (an integral float in an int column, as
+    pandas gives back for int columns with empty cells, is written as an int)."""
+    if value is None or (isinstance(value, float) and value != value):  # None or NaN: empty
         return ""
-    if isinstance(value, float):
-        if value != value:  # NaN
-            return ""
-        return repr(value)
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, (int,)) and not hasattr(value, "__index__"):
+            raise SchemaError(f"column {column!r} takes an int, got {value!r}")
+        return str(int(value))
+    if kind == "float":
+        try:
+            return repr(float(value))
+        except (TypeError, ValueError):
+            raise SchemaError(f"column {column!r} takes a float, got {value!r}") from None
     return str(value)
 
 
@@ -109,7 +127,7 @@ def to_csv_text(schema: Schema, rows: Iterable[Mapping], header: bool) -> str:
         missing = [c for c in schema.names if c not in row]
         if missing:
             raise SchemaError(f"{schema.experiment} row {i} lacks columns {missing}")
-        writer.writerow([_format(row[c]) for c in schema.names])
+        writer.writerow([_format(row[c], kind, c) for c, kind in schema.columns])
     return buf.getvalue()
 
 
@@ -138,14 +156,17 @@ def repair_tail(path: Path, schema: Schema) -> int:
         return tuple(fields[i] if i < len(fields) else None for i in key_idx)
 
     moved = [cut]
-    # Lines of the cut block: same key as the cut line where it is readable, else as the last full line.
-    ref = key_of(cut) if len(cut_fields) > max(key_idx) else (key_of(lines[-1]) if len(lines) > 1 else None)
+    # Lines of the cut block: same key as the cut line where its key is whole (a comma follows the last
+    # key column), else the same key as the last full line.
+    key_whole = len(cut_fields) > max(key_idx) + 1
+    ref = key_of(cut) if key_whole else (key_of(lines[-1]) if len(lines) > 1 else None)
     while len(lines) > 1 and ref is not None and key_of(lines[-1]) == ref:
         moved.insert(0, lines.pop())
     with open(str(path) + ".partial", "a") as fh:
         fh.write("\n".join(moved) + "\n")
+    kept = [line for line in lines if line]  # the header (if whole) and every complete row
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n" if len(lines) > 1 or lines[0] else "")
+    tmp.write_text("".join(line + "\n" for line in kept))
     os.replace(tmp, path)
     return len(moved)
 

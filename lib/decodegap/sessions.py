@@ -21,20 +21,14 @@ from pathlib import Path
 
 from . import decode, hardware, models, paths, records
 
-VERIFY = records.Schema(
-    experiment="verify",
-    columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
-             ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
-             ("status", "str"), ("reason", "str")),
-    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
-    optional_when_not_ok=("max_rel_err",),
-)
-records.SCHEMAS["verify"] = VERIFY
 VERIFY_TOL = 0.1
 """Largest max|logits_arm - logits_eager| / max|logits_eager| accepted, teacher-forced. Calibrated on the
 H200 (bench/verify_diag.py): two correct bf16 paths of the 7-8B random-weight models (one full forward
 against step-by-step decode) differ by 0.043-0.053; graph replay by <= 0.025; hf_default by <= 0.058;
-compile by 0.071. A wrong cache slot or RoPE position gives O(1) (tests/test_decode.py shows it)."""
+compile by 0.071. That the check can fail is shown on the tiny models (tests/test_decode.py): with
+std-0.2 weights a RoPE position off by one gives 0.6-1.5. On the real shapes with std-0.02 weights the
+logits are flatter and a small position error may hide under the tolerance: the check catches wrong
+caches and broken arms, not every off-by-one."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +142,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
             reason = decode.arm_available(cell.arm, model)
             if reason is None:
                 err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL)
-                records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", VERIFY, [dict(
+                records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
                     run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
                     attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed)
