@@ -86,7 +86,7 @@ def test_sweep_row_counts(swept):
 
 def test_verify_rows_in_session_zero(swept):
     data, run_id = swept
-    verify = records.read_csv(raw(data) / "verify.csv", sessions.VERIFY)
+    verify = records.read_csv(raw(data) / "verify.csv", records.VERIFY)
     # hf_default is checked against eager once per context, in session 0; eager needs no check, graph can't run
     assert sorted(zip(verify["session"], verify["ctx"], verify["arm"])) == [(0, 16, "hf_default"), (0, 32, "hf_default")]
     assert set(verify["status"]) == {"ok"} and set(verify["tol"]) == {0.1}
@@ -205,12 +205,12 @@ def test_measure_cell_rows(tiny_model, data_dir):
     assert {r["max_cache_len"] for r in rows} == {16 + 1 + 2}
     assert {(r["run_id"], r["session"], r["gpu"], r["model"], r["ctx"], r["arm"], r["attn"], r["quant"]) for r in rows} \
         == {("rid", 0, "cpu-test", "llama-tiny", 16, "hf_default", "sdpa", "bf16")}
-    verify = records.read_csv(raw(data_dir) / "verify.csv", sessions.VERIFY)
+    verify = records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)
     assert len(verify) == 1 and verify["arm"].iloc[0] == "hf_default"
     # no check for eager, nor outside session 0
     sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
-    assert len(records.read_csv(raw(data_dir) / "verify.csv", sessions.VERIFY)) == 1
+    assert len(records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)) == 1
 
 
 def _raise(exc):

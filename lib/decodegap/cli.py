@@ -60,6 +60,16 @@ def cmd_kernels(args) -> int:
     return 0
 
 
+def cmd_attention(args) -> int:
+    from . import sessions
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    backends = _csv_list(args.backends) if args.backends else None
+    sessions.record_attention(gpu, _csv_list(args.models), _csv_list(args.contexts, int), backends,
+                              args.data_dir, args.device)
+    return 0
+
+
 def cmd_session(args) -> int:
     from . import sessions
 
@@ -144,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--arms", default="eager,hf_default")
     k.add_argument("--device", default="cuda")
     k.set_defaults(func=cmd_kernels)
+
+    a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")
+    a.add_argument("--gpu")
+    a.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
+    a.add_argument("--contexts", default="2048,4096,8192,16384")
+    a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
+    a.add_argument("--device", default="cuda")
+    a.set_defaults(func=cmd_attention)
 
     s = sub.add_parser("_session", help=argparse.SUPPRESS)
     s.add_argument("--plan", required=True)

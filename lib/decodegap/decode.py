@@ -27,6 +27,29 @@ GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyT
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 
 
+HF_IMPLEMENTATION = {"flex": "flex_attention", "fa2": "flash_attention_2"}
+"""attn key -> HF attn_implementation; every other key (sdpa, sdpa_flash, ...) runs HF's "sdpa" path,
+with the forced SDPA backend (if any) switched on around each step (and around the graph capture)."""
+
+
+def hf_implementation(attn: str) -> str:
+    """The `attn_implementation` an HF model is built with for attention backend key `attn`."""
+    return HF_IMPLEMENTATION.get(attn, "sdpa")
+
+
+def attention_context(attn: str):
+    """Context manager forcing the SDPA backend of keys like `sdpa_flash`; a no-op for the others."""
+    import contextlib
+
+    forced = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
+              "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}.get(attn)
+    if forced is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, forced))
+
+
 class ArmUnavailable(RuntimeError):
     """This arm cannot run here (no CUDA device, say); the reason becomes an `unavailable` row."""
 
@@ -168,7 +191,7 @@ def arm_available(arm: str, model) -> str | None:
 
 
 def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: int = 0,
-            keep_logits: bool = False, feedback: bool = True) -> ArmTiming:
+            keep_logits: bool = False, feedback: bool = True, attn: str = "sdpa") -> ArmTiming:
     """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring.
     `feedback=False` feeds the same token every step instead of the argmax (teacher forcing, for
     comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge)."""
@@ -183,7 +206,7 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     cache_len = max_cache_len(arm, ctx, warmup, steps)
     result = ArmTiming(arm=arm, ctx=ctx, max_cache_len=cache_len)
     keep = result.logits if keep_logits else None
-    with torch.inference_mode():
+    with torch.inference_mode(), attention_context(attn):
         if arm == "hf_default":
             result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
             state = DynamicStep(model, ctx, seed, feedback)
@@ -233,7 +256,8 @@ def max_relative_error(a, b) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
 
 
-def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1) -> float:
+def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
+               attn: str = "sdpa") -> float:
     """Check `arm` against eager before timing it: both decode the same prompt, teacher-forced, for the
     same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
     Returns the largest relative error; raises AssertionError past `tol`."""
@@ -243,7 +267,8 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
     total = forward_calls(arm, warm, n_steps)
     ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False).logits
-    got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False).logits
+    got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False,
+                  attn=attn).logits
     assert len(ref) == len(got), (len(ref), len(got))
     worst = max(max_relative_error(g, r) for g, r in zip(got, ref))
     if worst > tol:

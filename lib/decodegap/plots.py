@@ -177,3 +177,23 @@ def r_floor_per_arm(cells: pd.DataFrame, convention: str = "W_all"):
     axes[0][0].set_ylabel(f"R_floor ({convention}, datasheet)")
     axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+def attention_us_vs_context(summ: pd.DataFrame, model: str):
+    """Microseconds per layer call against context per backend: host-inclusive (left), GPU-only (right)."""
+    style()
+    sub = summ[(summ["model"] == model) & (summ["status"] == "ok")]
+    if sub.empty:
+        return _empty(f"No attention rows for {model}.")
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), sharey=False)
+    for ax, col, title in ((axes[0], "host_us", "host-inclusive (eager loop)"), (axes[1], "gpu_us", "GPU-only (graph replay)")):
+        for (gpu, attn), group in sub.dropna(subset=[col]).groupby(["gpu", "attn"]):
+            group = group.sort_values("ctx")
+            ax.plot(group["ctx"], group[col], marker="o", label=f"{gpu} {attn}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("context (tokens)")
+        ax.set_title(title)
+    axes[0].set_ylabel(f"us per decode-attention call ({model} shape)")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

@@ -84,7 +84,18 @@ VERIFY = Schema(
     optional_when_not_ok=("max_rel_err",),
 )
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY)}
+ATTENTION = Schema(
+    experiment="attention",
+    columns=(("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("attn", "str"),
+             ("timing", "str"), ("rep", "int"), ("us_per_call", "float"), ("max_rel_err", "float"),
+             ("status", "str"), ("reason", "str")),
+    key=("gpu", "model", "ctx", "attn"),
+    optional_when_not_ok=("rep", "us_per_call", "max_rel_err"),
+)
+"""Per-layer decode attention: `timing` is `host` (eager loop, host dispatch included) or `gpu` (graph
+replay of many calls); status rows have timing `-`."""
+
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY, ATTENTION)}
 
 
 def schema_for(experiment: str) -> Schema:

@@ -138,14 +138,14 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     import torch
 
     try:
-        if plan.verify and cell.arm != "eager" and session == 0:
+        if plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0:
             reason = decode.arm_available(cell.arm, model)
             if reason is None:
-                err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL)
+                err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn)
                 records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
                     run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
                     attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
-        timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed)
+        timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
         return _timing_rows(plan, run_id, session, cell, timing)
     except decode.ArmUnavailable as exc:
         return _status_rows(plan, run_id, session, cell, "unavailable", str(exc))
@@ -172,7 +172,7 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         cells = [c for c in pending if c.model == model_key]
         try:
             spec = models.load_spec(model_key, data)
-            model = models.build_model(spec, device=plan.device, attn=plan.attn,
+            model = models.build_model(spec, device=plan.device, attn=decode.hf_implementation(plan.attn),
                                        checkpoint_dir=plan.checkpoints.get(model_key), seed=plan.seed)
         except torch.OutOfMemoryError as exc:
             for cell in cells:
@@ -302,3 +302,56 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
                         **common), data)
     if count_kernels:
         record_kernels(gpu, model_keys, contexts, data=data, device=device)
+
+
+def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
+                     reps: int = 5, host_calls: int = 200, graph_calls: int = 100) -> str:
+    """Per-layer decode attention of every backend, model shape and context: correctness against the
+    math backend first, then `reps` host-inclusive and `reps` GPU-only timings (attention.py says how).
+    Appends to data/raw/<gpu>/attention.csv; resumes (a done (model, ctx, backend) is skipped)."""
+    from . import attention
+
+    hardware.gpu_spec(gpu, data)
+    run_id = new_run_id()
+    update_env(gpu, data, run_id, **hardware.environment(), experiment="attention",
+               gpu_state_before=hardware.gpu_state())
+    path = paths.raw_dir(gpu, data) / "attention.csv"
+    done = records.done_keys(path, records.ATTENTION)
+    cuda = device.startswith("cuda")
+    for key in model_keys:
+        shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
+        for ctx in contexts:
+            for attn in backends or list(attention.BACKENDS):
+                if (gpu, key, str(ctx), attn) in done:
+                    continue
+                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
+                            us_per_call=None, max_rel_err=None, reason="")
+                try:
+                    call, err = attention.check(attn, shape, ctx, device)
+                    rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
+                                 us_per_call=attention.time_host_us(call, host_calls, cuda=cuda)) for i in range(reps)]
+                    if cuda:
+                        rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
+                                 for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
+                except attention.BackendUnavailable as exc:
+                    rows = [dict(base, status="unavailable", reason=str(exc)[:300])]
+                except AssertionError as exc:
+                    rows = [dict(base, status="error", reason=f"correctness check failed: {exc}"[:300])]
+                except Exception as exc:  # recorded, never fatal
+                    traceback.print_exc()
+                    rows = [dict(base, status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
+                records.append_rows(path, records.ATTENTION, rows)
+                _free(device)
+    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    return run_id
+
+
+def measure_attention(gpu: str, model_keys, contexts, backends=None, step_backends=("sdpa",),
+                      step_contexts=(2048,), n_sessions: int = 1, steps: int = 30, warmup: int = 5,
+                      device: str = "cuda", data=None) -> None:
+    """Notebook 03's measurements: the per-layer microbenchmark of every backend, then the whole decode
+    step (eager and graph arms) with each backend of `step_backends` inside the HF model."""
+    record_attention(gpu, model_keys, contexts, backends, data, device)
+    for attn in step_backends:
+        run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
+                            sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device), data)

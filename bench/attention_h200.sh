@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Notebook 03's measurements on a GPU machine (not yet run on the H200: the session that wrote it had no
+# device time left). Optional kernels travel as wheels in .whl/ (see ../README.md, "Optional kernel
+# packages"); whatever is missing becomes an `unavailable` row with the reason.
+# Usage (repository root): bash bench/attention_h200.sh OUTDIR
+set -u
+OUTDIR=${1:?usage: bench/attention_h200.sh OUTDIR}
+export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 TORCH_CUDA_ARCH_LIST=9.0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+SECONDS=0
+python3 -m decodegap attention --gpu h200; echo "per-layer microbenchmark done at ${SECONDS} s"
+for attn in sdpa_flash sdpa_efficient sdpa_math flex; do
+  python3 -m decodegap measure --gpu h200 --attn $attn --arms eager,graph --contexts 2048,16384 --sessions 1 --no-progress
+done
+echo "whole-step backends done at ${SECONDS} s"
+cp data/raw/h200/*.csv data/raw/h200/env.json "$OUTDIR"/

@@ -1,0 +1,269 @@
+"""Decode attention backends: one registry, availability probing, correctness against the math backend,
+and the per-layer microbenchmark timed two ways.
+
+A decode-attention call at batch 1 is one query token against the KV cache of one layer:
+q [1, Hq, 1, D] and k, v [1, Hkv, L, D] (HF's layout), GQA with Hq = g * Hkv. Each backend adapts that
+to its own layout outside the timed call. A backend that cannot run here (package missing, wrong
+architecture or dtype, GQA shape refused) reports the reason and becomes an `unavailable` row.
+
+Timings (microseconds per call):
+  host  eager loop of calls, wall clock over the loop with one sync at the end: host dispatch included,
+        what the paper's per-layer table measures;
+  gpu   the same calls captured in one CUDA graph and replayed, CUDA events: the kernels alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+REFERENCE = "sdpa_math"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One model's decode-attention shape."""
+
+    model: str
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+
+    @classmethod
+    def from_config(cls, model: str, config) -> "Shape":
+        from . import accounting
+
+        return cls(model, config["num_attention_heads"], config["num_key_value_heads"], accounting.head_dim(config))
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend. `prepare(q, k, v)` returns a zero-argument callable that runs one decode
+    attention call and returns the output as [1, Hq, 1, D]; it raises BackendUnavailable with the reason."""
+
+    key: str
+    label: str
+    family: str
+    prepare: Callable
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here; the message is the reason recorded in the data."""
+
+
+def _sdpa(backend_name: str | None, expand_kv: bool = False):
+    def prepare(q, k, v):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        if expand_kv:  # the efficient kernel has no GQA: K/V expanded once, outside the timed call
+            g = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        gqa = not expand_kv
+
+        def call():
+            with sdpa_kernel(getattr(SDPBackend, backend_name)) if backend_name else contextlib.nullcontext():
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+
+        _probe(call)
+        return call
+
+    return prepare
+
+
+def _probe(call) -> None:
+    """Run `call` once; turn a refusal into BackendUnavailable carrying PyTorch's own reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except (RuntimeError, NotImplementedError, ValueError, TypeError, AssertionError) as exc:
+            why = "; ".join(str(w.message).splitlines()[0] for w in caught if "because" in str(w.message))
+            raise BackendUnavailable(f"{type(exc).__name__}: {str(exc).splitlines()[0]}" + (f" ({why})" if why else "")) from exc
+
+
+def _import(*names: str):
+    """The first importable module of `names`, else BackendUnavailable naming the packages."""
+    errors = []
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except Exception as exc:  # ImportError, or a broken binary extension
+            errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    raise BackendUnavailable("package not importable (" + "; ".join(errors) + ")")
+
+
+def _need_cuda(q) -> None:
+    if q.device.type != "cuda":
+        raise BackendUnavailable("needs a CUDA device")
+
+
+def _flex(q, k, v):
+    _need_cuda(q)
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    compiled = torch.compile(flex_attention, fullgraph=True)
+
+    def call():
+        return compiled(q, k, v, enable_gqa=True)
+
+    _probe(call)
+    return call
+
+
+def _bshd(q, k, v):
+    """HF [B, H, S, D] to the [B, S, H, D] layout of the flash-attn family (contiguous copies)."""
+    return q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+
+
+def _with_kvcache(module_names: tuple[str, ...]):
+    def prepare(q, k, v):
+        _need_cuda(q)
+        import torch
+
+        mod = _import(*module_names)
+        qb, kb, vb = _bshd(q, k, v)
+        seqlens = torch.full((1,), k.shape[2], dtype=torch.int32, device=q.device)
+
+        def call():
+            out = mod.flash_attn_with_kvcache(qb, kb, vb, cache_seqlens=seqlens)
+            out = out[0] if isinstance(out, tuple) else out
+            return out.transpose(1, 2)
+
+        _probe(call)
+        return call
+
+    return prepare
+
+
+def _fa3_torch(q, k, v):
+    """torch 2.11's SDPA flash backend switched to FlashAttention-3, where an implementation is registered."""
+    _need_cuda(q)
+    from torch.nn import attention as nn_attention
+
+    try:
+        nn_attention.activate_flash_attention_impl("FA3")
+    except Exception as exc:
+        raise BackendUnavailable(f"activate_flash_attention_impl('FA3') failed: {str(exc).splitlines()[0]}") from exc
+    try:
+        call = _sdpa("FLASH_ATTENTION")(q, k, v)
+    finally:
+        nn_attention.restore_flash_attention_impl()
+
+    def fa3_call():
+        nn_attention.activate_flash_attention_impl("FA3")
+        try:
+            return call()
+        finally:
+            nn_attention.restore_flash_attention_impl()
+
+    return fa3_call
+
+
+def _flashinfer(q, k, v):
+    _need_cuda(q)
+    mod = _import("flashinfer")
+    q1 = q[0, :, 0, :].contiguous()  # [Hq, D]
+    k1, v1 = k[0].transpose(0, 1).contiguous(), v[0].transpose(0, 1).contiguous()  # [L, Hkv, D]
+
+    def call():
+        return mod.single_decode_with_kv_cache(q1, k1, v1, kv_layout="NHD")[None, :, None, :]
+
+    _probe(call)
+    return call
+
+
+BACKENDS: dict[str, Backend] = {b.key: b for b in (
+    Backend("sdpa", "SDPA, dispatcher default", "SDPA", _sdpa(None)),
+    Backend("sdpa_flash", "SDPA forced FLASH (PyTorch's FlashAttention-2)", "FA2", _sdpa("FLASH_ATTENTION")),
+    Backend("sdpa_efficient", "SDPA forced EFFICIENT (K/V expanded: no GQA)", "mem-efficient", _sdpa("EFFICIENT_ATTENTION", True)),
+    Backend("sdpa_cudnn", "SDPA forced cuDNN", "cuDNN", _sdpa("CUDNN_ATTENTION")),
+    Backend("sdpa_math", "SDPA forced MATH (the reference)", "math", _sdpa("MATH")),
+    Backend("flex", "FlexAttention (torch.compile, decode kernel)", "Flex", _flex),
+    Backend("fa2", "FlashAttention-2 (flash-attn package)", "FA2", _with_kvcache(("flash_attn",))),
+    Backend("fa3", "FlashAttention-3 (fa3_fwd_interface / flash_attn_interface)", "FA3",
+            _with_kvcache(("fa3_fwd_interface", "flash_attn_interface"))),
+    Backend("fa3_torch", "FlashAttention-3 via torch activate_flash_attention_impl", "FA3", _fa3_torch),
+    Backend("flashinfer", "FlashInfer single_decode_with_kv_cache", "FlashInfer", _flashinfer),
+)}
+
+
+def backend(key: str) -> Backend:
+    try:
+        return BACKENDS[key]
+    except KeyError:
+        raise KeyError(f"unknown attention backend {key!r}; known: {', '.join(BACKENDS)}") from None
+
+
+def decode_inputs(shape: Shape, ctx: int, device: str = "cuda", dtype=None, seed: int = 0):
+    """Random q [1,Hq,1,D], k and v [1,Hkv,ctx,D] in bf16 (N(0,1)), the same for a given seed."""
+    import torch
+
+    dtype = dtype or torch.bfloat16
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, shape.q_heads, 1, shape.head_dim, generator=gen)
+    k = torch.randn(1, shape.kv_heads, ctx, shape.head_dim, generator=gen)
+    v = torch.randn(1, shape.kv_heads, ctx, shape.head_dim, generator=gen)
+    return tuple(t.to(device=device, dtype=dtype) for t in (q, k, v))
+
+
+def check(key: str, shape: Shape, ctx: int, device: str = "cuda", tol: float = 2e-2) -> tuple[Callable, float]:
+    """Prepare backend `key` on random inputs and compare its output with the math backend's.
+    Returns (call, max relative error); raises BackendUnavailable, or AssertionError past `tol`."""
+    from .decode import max_relative_error
+
+    q, k, v = decode_inputs(shape, ctx, device)
+    call = backend(key).prepare(q, k, v)
+    ref = backend(REFERENCE).prepare(q, k, v)().float()
+    err = max_relative_error(call().float().reshape(ref.shape), ref)
+    if err > tol:
+        raise AssertionError(f"{key} on {shape.model} ctx {ctx}: output differs from math by {err:.3g} (> {tol})")
+    return call, err
+
+
+def time_host_us(call: Callable, calls: int = 200, warmup: int = 20, cuda: bool = True) -> float:
+    """Host-inclusive microseconds per call: wall clock over an eager loop, one sync at the end."""
+    import torch
+
+    for _ in range(warmup):
+        call()
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    if cuda:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def time_gpu_us(call: Callable, calls: int = 100, replays: int = 5) -> list[float]:
+    """GPU-only microseconds per call: `calls` calls captured in one CUDA graph, each replay timed with
+    CUDA events; one value per replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    graph.replay()
+    out = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3 / calls)
+    return out

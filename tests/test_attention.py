@@ -1,0 +1,121 @@
+"""Attention backends on the CPU: registry, availability with reasons, correctness against math, and
+notebook 03 in replay and measure mode."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from decodegap import attention, attention_report, decode, models, notebooks, paths, published, sessions
+
+SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
+          for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
+
+
+def test_shapes_are_the_models_gqa_shapes():
+    assert SHAPES["qwen2.5-7b"] == attention.Shape("qwen2.5-7b", 28, 4, 128)
+    assert SHAPES["llama-3.1-8b"] == attention.Shape("llama-3.1-8b", 32, 8, 128)
+    assert SHAPES["mistral-7b-v0.3"] == attention.Shape("mistral-7b-v0.3", 32, 8, 128)
+
+
+def test_registry_holds_every_backend_of_the_issue():
+    assert set(attention.BACKENDS) == {"sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "flex",
+                                       "fa2", "fa3", "fa3_torch", "flashinfer"}
+    assert "FlashAttention-2" in attention.BACKENDS["sdpa_flash"].label  # PyTorch's flash backend is FA2, said so
+    with pytest.raises(KeyError, match="unknown attention backend 'nosuch'; known: sdpa"):
+        attention.backend("nosuch")
+
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+@pytest.mark.parametrize("key", ["sdpa", "sdpa_flash", "sdpa_math"])
+@pytest.mark.parametrize("ctx", [16, 300])
+def test_cpu_backends_equal_the_math_backend(model, key, ctx):
+    _, err = attention.check(key, SHAPES[model], ctx, device="cpu")
+    assert err < 2e-2
+
+
+def test_math_backend_equals_a_hand_written_gqa_attention():
+    import torch
+
+    q, k, v = attention.decode_inputs(SHAPES["qwen2.5-7b"], 32, "cpu", dtype=torch.float32)
+    g = q.shape[1] // k.shape[1]
+    kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    ref = torch.softmax(q @ kk.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1) @ vv
+    out = attention.backend("sdpa_math").prepare(q, k, v)()
+    assert torch.allclose(out, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer"])
+def test_cuda_only_backends_are_unavailable_on_the_cpu_with_a_reason(key):
+    with pytest.raises(attention.BackendUnavailable, match="needs a CUDA device"):
+        attention.check(key, SHAPES["llama-3.1-8b"], 16, device="cpu")
+
+
+def test_a_missing_package_is_named_in_the_reason():
+    with pytest.raises(attention.BackendUnavailable, match="package not importable.*no_such_kernel_pkg"):
+        attention._import("no_such_kernel_pkg")
+
+
+def test_a_wrong_backend_output_fails_the_check(monkeypatch):
+    def broken(q, k, v):
+        return lambda: q * 0
+    monkeypatch.setitem(attention.BACKENDS, "sdpa", attention.Backend("sdpa", "broken", "SDPA", broken))
+    with pytest.raises(AssertionError, match="differs from math"):
+        attention.check("sdpa", SHAPES["llama-3.1-8b"], 16, device="cpu")
+
+
+def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
+    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+                              device="cpu", reps=2, host_calls=5)
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    ok = rows[rows.status == "ok"]
+    assert sorted(ok.attn.unique()) == ["sdpa", "sdpa_math"] and len(ok) == 2 * 2  # 2 host reps each, no GPU timing
+    assert (ok.timing == "host").all() and (ok.us_per_call > 0).all()
+    fi = rows[rows.attn == "flashinfer"].iloc[0]
+    assert fi.status == "unavailable" and "CUDA" in fi.reason
+    # resume: a second call adds nothing
+    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+                              device="cpu", reps=2, host_calls=5)
+    assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == len(rows)
+    summ = attention_report.summary(rows)
+    assert set(summ.attn) == {"sdpa", "sdpa_math", "flashinfer"}
+    assert summ.set_index("attn").loc["sdpa", "host_us"] == pytest.approx(ok[ok.attn == "sdpa"].us_per_call.median())
+
+
+def test_paper_table_puts_the_published_h100_column_beside_ours():
+    summ = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, attn="sdpa", host_us=30.0, gpu_us=10.0,
+                              max_rel_err=0.0, status="ok", reason="")])
+    table = attention_report.paper_table(summ, published.load(), 2048, "llama-3.1-8b").set_index("attn")
+    assert table.loc["sdpa", "h100-sxm us (published)"] == 36.05
+    assert table.loc["fa3", "h100-sxm us (published)"] == 79.25
+    assert table.loc["sdpa_flash", "h100-sxm us (published)"] == 44.35  # FA2 family
+    assert table.loc["sdpa", "h200 host us"] == 30.0 and table.loc["sdpa", "h200 GPU us"] == 10.0
+
+
+def test_decode_step_with_a_forced_backend_equals_default(tmp_path):
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
+    assert decode.verify_arm(model, "eager", 16, attn="sdpa_math") < 1e-2
+    t = decode.run_arm(model, "eager", 16, warmup=1, steps=2, attn="sdpa_math")
+    assert len(t.step_ms) == 2
+    assert decode.hf_implementation("flex") == "flex_attention" and decode.hf_implementation("sdpa_flash") == "sdpa"
+
+
+@pytest.mark.notebooks
+def test_03_replay_and_measure(tmp_path, data_dir):
+    figures = tmp_path / "figures"
+    notebooks.run(paths.NOTEBOOKS / "03_attention_backends.ipynb",
+                  dict(MEASURE=True, GPU="cpu-test", DEVICE="cpu", MODELS=["llama-tiny"], CONTEXTS=[16],
+                       BACKENDS=["sdpa", "sdpa_math", "flex"], STEP_BACKENDS=["sdpa", "sdpa_math"], STEP_CONTEXTS=[16],
+                       STEPS=2, WARMUP=1, TABLE_CTX=16, TABLE_MODEL="llama-tiny", DATA_DIR=str(data_dir),
+                       FIGURES_DIR=str(figures)), out_dir=tmp_path / "executed")
+    table = pd.read_csv(figures / "03_attention_table.csv").set_index("attn")
+    assert table.loc["sdpa", "h100-sxm us (published)"] == 36.05
+    assert table.loc["sdpa", "cpu-test host us"] > 0
+    assert table.loc["flex", "cpu-test status"].startswith("unavailable")
+    step = pd.read_csv(figures / "03_attention_step.csv")
+    assert set(step.attn) == {"sdpa", "sdpa_math"}
+    assert set(step[step.arm == "graph"].status) == {"unavailable"}
+    # replay on the shipped data: the table exists with the published column even without attention rows
+    notebooks.run(paths.NOTEBOOKS / "03_attention_backends.ipynb", dict(FIGURES_DIR=str(tmp_path / "replay")),
+                  out_dir=tmp_path / "executed2")
+    assert pd.read_csv(tmp_path / "replay" / "03_attention_table.csv").shape[0] == len(attention.BACKENDS)
