@@ -150,3 +150,13 @@ def test_max_relative_error():
     ref = torch.tensor([1.0, -4.0, 2.0])
     assert decode.max_relative_error(torch.tensor([1.0, -4.0, 3.0]), ref) == 0.25
     assert decode.max_relative_error(ref, ref) == 0.0
+
+
+def test_cache_len_override_is_used_and_checked():
+    """Verification reuses the timing run's cache length (a compiled arm is not compiled twice)."""
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
+    t = decode.run_arm(model, "eager", 16, warmup=1, steps=2, cache_len=40)
+    assert t.max_cache_len == 40
+    with pytest.raises(ValueError, match="cache_len 18 < 19"):
+        decode.run_arm(model, "eager", 16, warmup=1, steps=2, cache_len=18)
+    assert decode.verify_arm(model, "hf_default", 16, cache_len=16 + 35) < 0.1

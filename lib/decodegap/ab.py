@@ -80,6 +80,8 @@ def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth
     if kernels is not None and not kernels.empty:
         k = kernels[(kernels["arm"] == "eager") & (kernels["status"] == "ok")].groupby(CELL)["kernels"].median()
         table = table.join(k.rename("kernels_per_step"), on=CELL)
+    counts = [c for c in table.columns if c.startswith("sessions_") or c == "kernels_per_step"]
+    table[counts] = table[counts].round().astype("Int64")
     return table
 
 

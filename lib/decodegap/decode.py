@@ -191,10 +191,13 @@ def arm_available(arm: str, model) -> str | None:
 
 
 def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: int = 0,
-            keep_logits: bool = False, feedback: bool = True, attn: str = "sdpa") -> ArmTiming:
+            keep_logits: bool = False, feedback: bool = True, attn: str = "sdpa",
+            cache_len: int | None = None) -> ArmTiming:
     """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring.
     `feedback=False` feeds the same token every step instead of the argmax (teacher forcing, for
-    comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge)."""
+    comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge).
+    `cache_len` overrides the static cache's length (at least ctx + the arm's forward calls): verification
+    uses the timing run's length so that a compiled arm is not compiled again for another shape."""
     import torch
 
     reason = arm_available(arm, model)
@@ -203,7 +206,10 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     cuda = _is_cuda(model)
     if arm == "compile":
         warmup = max(warmup, COMPILE_MIN_WARMUP)
-    cache_len = max_cache_len(arm, ctx, warmup, steps)
+    needed = max_cache_len(arm, ctx, warmup, steps)
+    if cache_len is not None and cache_len < needed:
+        raise ValueError(f"cache_len {cache_len} < {needed}: the {arm} arm makes {needed - ctx} forward calls after ctx {ctx}")
+    cache_len = cache_len or needed
     result = ArmTiming(arm=arm, ctx=ctx, max_cache_len=cache_len)
     keep = result.logits if keep_logits else None
     with torch.inference_mode(), attention_context(attn):
@@ -257,7 +263,7 @@ def max_relative_error(a, b) -> float:
 
 
 def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
-               attn: str = "sdpa") -> float:
+               attn: str = "sdpa", cache_len: int | None = None) -> float:
     """Check `arm` against eager before timing it: both decode the same prompt, teacher-forced, for the
     same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
     Returns the largest relative error; raises AssertionError past `tol`."""
@@ -266,9 +272,11 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
     if n_steps < 1:
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
     total = forward_calls(arm, warm, n_steps)
-    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False).logits
+    cache_len = max(cache_len or 0, ctx + total)  # a longer cache than the check needs is fine
+    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False,
+                  cache_len=cache_len).logits
     got = run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False,
-                  attn=attn).logits
+                  attn=attn, cache_len=cache_len).logits
     assert len(ref) == len(got), (len(ref), len(got))
     worst = max(max_relative_error(g, r) for g, r in zip(got, ref))
     if worst > tol:
