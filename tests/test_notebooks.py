@@ -112,3 +112,14 @@ def test_unknown_gpu_in_measure_mode_is_a_clear_error(tmp_path, data_dir):
 
 def test_hardware_registry_is_what_the_notebooks_read():
     assert hardware.gpu_spec("h200").bandwidth_gbps == 4800
+
+
+def test_committed_tables_are_what_the_data_regenerate(replayed):
+    """figures/ can never be stale: every table the replayed notebooks write equals the committed one."""
+    _, figures = replayed
+    written = sorted(p for p in figures.iterdir() if p.suffix in (".csv", ".md"))
+    assert written, "the replay wrote no tables"
+    for path in written:
+        committed = paths.FIGURES / path.name
+        assert committed.exists(), f"{path.name} is regenerated but not committed in figures/"
+        assert path.read_text() == committed.read_text(), f"figures/{path.name} is stale: run `make reproduce`"
