@@ -95,7 +95,18 @@ ATTENTION = Schema(
 """Per-layer decode attention: `timing` is `host` (eager loop, host dispatch included) or `gpu` (graph
 replay of many calls); status rows have timing `-`."""
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY, ATTENTION)}
+QUANT_LAYERS = Schema(
+    experiment="quant_layers",
+    columns=(("run_id", "str"), ("gpu", "str"), ("model", "str"), ("layer", "str"), ("in_features", "int"),
+             ("out_features", "int"), ("quant", "str"), ("max_rel_err", "float"), ("status", "str"),
+             ("reason", "str")),
+    key=("gpu", "model", "layer", "quant"),
+    optional_when_not_ok=("max_rel_err",),
+)
+"""Per-layer correctness of each quantisation path on a model's real shapes: the quantised layer's output
+against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
+
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY, ATTENTION, QUANT_LAYERS)}
 
 
 def schema_for(experiment: str) -> Schema:

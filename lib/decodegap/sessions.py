@@ -178,11 +178,23 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             spec = models.load_spec(model_key, data)
             model = models.build_model(spec, device=plan.device, attn=decode.hf_implementation(plan.attn),
                                        checkpoint_dir=plan.checkpoints.get(model_key), seed=plan.seed)
-        except torch.OutOfMemoryError as exc:
+            if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's quantised layers
+                from . import quant
+
+                quant.quantise_model_(model, plan.quant, seed=plan.seed)
+        except Exception as exc:
+            from . import quant
+
+            if isinstance(exc, quant.QuantUnavailable):
+                status, why = "unavailable", str(exc)
+            elif isinstance(exc, torch.OutOfMemoryError):
+                status, why = "oom", f"model did not fit: {str(exc).splitlines()[0]}"
+            else:
+                raise
             for cell in cells:
-                records.append_rows(path, schema, _status_rows(plan, run_id, session, cell, "oom",
-                                                               f"model did not fit: {str(exc).splitlines()[0]}"))
+                records.append_rows(path, schema, _status_rows(plan, run_id, session, cell, status, why))
                 _say("done", session, cell)
+            model = None
             _free(plan.device)
             continue
         for cell in cells:

@@ -1,0 +1,111 @@
+"""Measurements of notebook 04: per-layer correctness of every quantisation path on the models' real shapes
+(data/raw/<gpu>/quant_layers.csv) and whole decode steps with each path swapped into the HF model
+(data/raw/<gpu>/decode.csv, rows whose `quant` is the path key), both resumable.
+
+Whole steps run through sessions.run_sweep with SweepPlan(quant=<concrete key>); the session process
+applies quant.quantise_model_(model, plan.quant) after building the model.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from . import hardware, models, quant, records
+from . import paths as repo_paths
+from . import sessions as sweep
+
+LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq", "gptq-exllamav2", "int4-tinygemm")
+LM_HEAD_REASON = "the LM head stays bf16 (not quantised) in every path"
+
+
+def _env(gpu: str, data, experiment: str) -> str:
+    run_id = sweep.new_run_id()
+    sweep.update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment)
+    return run_id
+
+
+def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str = "cuda", layers=None,
+                        group_size: int | None = None, tol: float = quant.QUANT_TOL) -> str:
+    """Check every path on every layer shape of each model (quant.check_linear: the quantised layer's output
+    against x @ W_dequantised^T) and append one row per (model, layer, path) to
+    data/raw/<gpu>/quant_layers.csv: `ok` with the error, `unavailable` with the reason (package, device or
+    shape), `error` past the tolerance or on a failure, `skipped` for the LM head (bf16 in every path).
+    `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
+    hardware.gpu_spec(gpu, data)
+    run_id = _env(gpu, data, "quant_layers")
+    path = repo_paths.raw_dir(gpu, data) / "quant_layers.csv"
+    done = records.done_keys(path, records.QUANT_LAYERS)
+    for key in model_keys:
+        config = models.load_spec(key, data).config
+        shapes = quant.layer_shapes(config)
+        G = group_size or quant.default_group_size(config)
+        for requested in paths or DEFAULT_PATHS:
+            concrete = quant.resolve(requested, device)
+            for layer in layers or LAYERS:
+                k, n = shapes[layer]
+                if (gpu, key, layer, concrete) in done:
+                    continue
+                row = dict(run_id=run_id, gpu=gpu, model=key, layer=layer, in_features=k, out_features=n,
+                           quant=concrete, max_rel_err=None, status="ok", reason="")
+                if layer == "lm_head":
+                    row.update(status="skipped", reason=LM_HEAD_REASON)
+                else:
+                    try:
+                        row["max_rel_err"] = quant.check_linear(concrete, k, n, device, tol, seed=LAYERS.index(layer),
+                                                                group_size=G)
+                    except quant.QuantUnavailable as exc:
+                        row.update(status="unavailable", reason=str(exc)[:300])
+                    except AssertionError as exc:
+                        row.update(status="error", reason=f"correctness check failed: {exc}"[:300])
+                    except Exception as exc:  # recorded, never fatal
+                        traceback.print_exc()
+                        row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
+                    sweep._free(device)
+                records.append_rows(path, records.QUANT_LAYERS, [row])
+    return run_id
+
+
+def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
+    """Write an `unavailable` row for every pending cell of every session of `plan`; returns how many."""
+    pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
+    if not any(pending.values()):
+        return 0
+    run_id = _env(plan.gpu, data, "decode")
+    n = 0
+    for session, cells in pending.items():
+        rows = []
+        for cell in cells:
+            rows += sweep._status_rows(plan, run_id, session, cell, "unavailable", reason)
+        records.append_rows(plan.csv_path(data), records.DECODE, rows)
+        n += len(rows)
+    return n
+
+
+def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms=("eager", "graph"),
+                  sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
+                  layers: bool = True, group_size: int | None = None) -> dict:
+    """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
+    steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
+    data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
+    awq-triton), so the rows name it. A path that cannot run here (package, device) gets `unavailable` rows
+    with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured
+    again. Returns {requested: concrete key}."""
+    hardware.gpu_spec(gpu, data)
+    for key in model_keys:
+        models.load_spec(key, data)
+    chosen = tuple(quant_paths or DEFAULT_PATHS)
+    if layers:
+        record_quant_layers(gpu, model_keys, chosen, data, device, group_size=group_size)
+    resolved = {}
+    for requested in chosen:
+        key = quant.resolve(requested, device)
+        resolved[requested] = key
+        plan = sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
+                               sessions=sessions, steps=steps, warmup=warmup, quant=key, device=device)
+        reason = quant.unavailable_reason(key, device)
+        if reason is not None:
+            _unavailable_cells(plan, data, f"{key}: {reason}" if not reason.startswith(key) else reason)
+            continue
+        sweep.run_sweep(plan, data)
+    return resolved

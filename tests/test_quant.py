@@ -1,0 +1,336 @@
+"""Quantisation paths on the CPU: the byte model by hand, the registry and its unavailable reasons, every
+path that runs here against its dequantised weight on real shapes, the swap into a tiny HF model, the
+per-layer and whole-step recorders, the paper table's arithmetic, and notebook 04 in replay mode."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from decodegap import (accounting, decode, hardware, models, notebooks, paths, published, quant, quant_bench,
+                       quant_report, records)
+
+CONFIGS = {key: models.load_spec(key).config for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
+CUDA_ONLY = {"bnb-nf4": "bitsandbytes", "awq-marlin": "autoawq", "awq-triton": "autoawq",
+             "gptq-exllamav2": "exllamav2"}
+CPU_INT4 = all(hasattr(torch.ops.aten, op) for op in ("_convert_weight_to_int4pack_for_cpu",
+                                                       "_weight_int4pack_mm_for_cpu"))
+
+
+# ------------------------------------------------------------------------------------------ byte model
+
+def test_byte_model_of_llama_3_1_8b_by_hand():
+    cfg = CONFIGS["llama-3.1-8b"]
+    H, I, L, V, G = 4096, 14336, 32, 128256, 128
+    # q, o: 4096x4096; k, v: 4096x1024 (8 kv heads x 128); gate, up: 4096x14336; down: 14336x4096
+    kn = L * (2 * H * H + 2 * H * 1024 + 3 * H * I)
+    assert kn == 6_979_321_856
+    norms, row, head = 2 * H * (2 * L + 1), 2 * H, 2 * V * H  # bf16 RMSNorms, one embedding row, bf16 LM head
+    unquantised = norms + row + head
+    assert unquantised == 532_480 + 8_192 + 1_050_673_152
+    bf16 = 2 * kn + unquantised
+    assert quant.streamed_weight_bytes(cfg, "bf16") == bf16 == 15_009_857_536
+    assert bf16 == accounting.weight_bytes(cfg, "W_streamed")  # the roofline's own convention
+    packed = kn // 2  # two int4 codes per byte
+    gptq = packed + 2 * kn // G + 4 * kn // (8 * G) + unquantised  # + fp16 scales [K/G,N] + int32 qzeros [K/G,N/8]
+    assert quant.streamed_weight_bytes(cfg, "gptq-exllamav2") == gptq == 4_677_189_632
+    assert quant.streamed_weight_bytes(cfg, "awq-triton") == gptq  # same three tensors, other layout
+    assert quant.streamed_weight_bytes(cfg, "awq-marlin") == packed + 2 * kn // G + unquantised == 4_649_926_656
+    tinygemm = packed + 2 * 2 * kn // G + unquantised  # scales_and_zeros bf16 [K/G, N, 2]
+    assert quant.streamed_weight_bytes(cfg, "int4-tinygemm") == tinygemm == 4_758_978_560
+    nf4 = packed + 4 * kn // 64 + 4 * 16 * 7 * L + unquantised  # fp32 absmax per 64 weights + 16-entry fp32 code
+    assert quant.streamed_weight_bytes(cfg, "bnb-nf4") == nf4 == 4_977_096_704
+    kv = 2 * L * 8 * 128 * 2048 * 2
+    assert quant.step_bytes(cfg, "gptq-exllamav2", 2048) == gptq + kv == quant.streamed_weight_bytes(cfg, "gptq-exllamav2", ctx=2048)
+    terms = quant.byte_terms(cfg, "gptq-exllamav2")
+    assert terms["linear_packed"] == packed and terms["linear_zeros"] == kn // (2 * G) and terms["lm_head"] == head
+    assert quant.t_floor_ms(cfg, "gptq-exllamav2", 2048, 300) == pytest.approx((gptq + kv) / 300e9 * 1e3)
+
+
+@pytest.mark.parametrize("model", sorted(CONFIGS))
+def test_byte_model_bf16_is_w_streamed_and_int4_streams_about_3x_less(model):
+    cfg = CONFIGS[model]
+    bf16 = quant.streamed_weight_bytes(cfg, "bf16")
+    assert bf16 == accounting.weight_bytes(cfg, "W_streamed")
+    for key in ("bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm"):
+        ratio = bf16 / quant.streamed_weight_bytes(cfg, key)
+        assert 2.9 < ratio < 3.7, (key, ratio)  # not 4x: the LM head stays bf16 and the metadata costs
+    # the decoder linears of the byte model are every attention and MLP parameter of the accounting
+    counts = accounting.param_count(cfg)
+    per_layer = sum(k * n + (n if b else 0) for _, k, n, b in quant.decoder_linears(cfg))
+    assert per_layer * cfg["num_hidden_layers"] == counts.attention + counts.mlp
+
+
+def test_qwen_biases_are_counted_in_every_path():
+    cfg = CONFIGS["qwen2.5-7b"]
+    bias = 2 * 28 * (3584 + 512 + 512)  # q, k, v biases (bf16/fp16), 28 layers
+    for key in quant.PATHS:
+        assert quant.byte_terms(cfg, key)["linear_bias"] == bias
+    assert quant.byte_terms(CONFIGS["llama-3.1-8b"], "bf16")["linear_bias"] == 0
+
+
+def test_byte_model_refuses_a_group_size_that_does_not_divide():
+    with pytest.raises(ValueError, match="not a multiple of group size 100"):
+        quant.byte_terms(CONFIGS["llama-3.1-8b"], "gptq-exllamav2", group_size=100)
+    with pytest.raises(KeyError, match="unknown quantisation path 'int3'"):
+        quant.byte_terms(CONFIGS["llama-3.1-8b"], "int3")
+
+
+# ---------------------------------------------------------------------------------- registry, reasons
+
+def test_registry_holds_every_path_of_the_issue():
+    assert set(quant.PATHS) == {"bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm"}
+    assert quant.ALIASES["awq"] == ("awq-marlin", "awq-triton")  # Marlin first, Triton where it is missing
+    assert all(p.lm_head.startswith("bf16") for p in quant.PATHS.values())
+    # the published keys are registry keys (the table puts them side by side)
+    pub = published.select(published.load(), "quantisation", "step_ms", gpu="l4")
+    assert set(pub["quant"]) <= set(quant.PATHS)
+
+
+@pytest.mark.parametrize("key", sorted(CUDA_ONLY))
+def test_cuda_only_paths_are_unavailable_on_the_cpu_naming_device_and_package(key):
+    reason = quant.unavailable_reason(key, "cpu")
+    assert "needs a CUDA device" in reason
+    if not hardware._version(CUDA_ONLY[key]):
+        assert CUDA_ONLY[key] in reason
+    with pytest.raises(quant.QuantUnavailable, match="needs a CUDA device"):
+        quant.build_linear(key, 256, 256, device="cpu")
+    with pytest.raises(quant.QuantUnavailable, match=key):
+        quant.check_linear(key, 256, 256, device="cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the reasons of a machine without the packages")
+def test_missing_packages_are_named_even_for_a_cuda_device():
+    for key, pkg in CUDA_ONLY.items():
+        if not hardware._version(pkg):
+            assert f"package {pkg} not installed" in quant.unavailable_reason(key, "cuda")
+    awq = quant.unavailable_reason("awq", "cpu")
+    assert "awq-marlin:" in awq and "awq-triton:" in awq and "marlin_cuda" in awq
+    assert quant.resolve("awq", "cpu") == "awq"  # no member runs here: the alias stays, unavailable
+    assert quant.resolve("int4-tinygemm", "cpu") == "int4-tinygemm"
+    with pytest.raises(KeyError, match="unknown quantisation path"):
+        quant.resolve("int3", "cpu")
+
+
+def test_cpu_paths_are_available_where_this_torch_has_the_ops():
+    assert quant.unavailable_reason("bf16", "cpu") is None
+    reason = quant.unavailable_reason("int4-tinygemm", "cpu")
+    assert (reason is None) == CPU_INT4
+    if not CPU_INT4:
+        assert "_for_cpu" in reason
+
+
+# ----------------------------------------------------------------------------- correctness on the CPU
+
+REAL_SHAPES = [("llama-3.1-8b", "q_proj"), ("llama-3.1-8b", "k_proj"), ("qwen2.5-7b", "k_proj"),
+               ("qwen2.5-7b", "o_proj")]
+
+
+@pytest.mark.parametrize("model,layer", REAL_SHAPES)
+@pytest.mark.parametrize("key", ["bf16", "int4-tinygemm"])
+def test_cpu_paths_match_their_dequantised_weight_on_real_shapes(key, model, layer):
+    if key == "int4-tinygemm" and not CPU_INT4:
+        pytest.skip("this torch has no CPU int4 ops")
+    k, n = quant.layer_shapes(CONFIGS[model])[layer]
+    assert quant.check_linear(key, k, n, device="cpu") < 1e-2
+    mod = quant.build_linear(key, k, n, device="cpu", seed=3)
+    assert mod(torch.randn(1, 1, k, dtype=torch.bfloat16)).shape == (1, 1, n)
+    w = mod.dequantised_weight()
+    assert w.dtype == torch.bfloat16 and w.shape == (n, k)
+    assert 0.01 < float(w.float().std()) < 0.04  # synthesised weights of the models' scale, never zeros
+
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_tinygemm_layout_on_the_cpu():
+    mod = quant.build_linear("int4-tinygemm", 512, 256, device="cpu", group_size=128)
+    assert mod.scales_and_zeros.shape == (512 // 128, 256, 2) and mod.scales_and_zeros.dtype == torch.bfloat16
+    assert mod.packed.numel() * mod.packed.element_size() == 512 * 256 // 2  # two codes per byte
+    with pytest.raises(quant.QuantUnavailable, match="not a multiple of group size 128"):
+        quant.build_linear("int4-tinygemm", 64, 64, device="cpu")
+    with pytest.raises(quant.QuantUnavailable, match="out_features % 16"):
+        quant.build_linear("int4-tinygemm", 128, 24, device="cpu", group_size=32)
+
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_a_wrong_reference_fails_the_check(monkeypatch):
+    def without_zero(self):  # a plausible bug: the zero point forgotten
+        q, s, _ = quant._codes_and_scales(self.in_features, self.out_features, self.group_size, "cpu", self.seed,
+                                          torch.bfloat16)
+        return (q.float() - 8) * quant._grouped(s, self.group_size)
+    monkeypatch.setattr(quant.TinyGemmLinear, "_dequantised", without_zero)
+    with pytest.raises(AssertionError, match="differs from x @ W_deq.T"):
+        quant.check_linear("int4-tinygemm", 1024, 256, device="cpu")
+
+
+def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
+    """The GPU kernels cannot run here; their input formats can be checked: GPTQ packs 8 consecutive k of
+    one column per int32 and 8 columns per qzeros int32, AWQ 8 columns per int32 in the order 0,2,4,6,1,3,5,7."""
+    K, N, G = 256, 64, 128
+    qweight, qzeros, scales, (q, zq, s) = quant._gptq_tensors(K, N, G, "cpu", 0)
+    assert qweight.shape == (K // 8, N) and qzeros.shape == (K // G, N // 8) and scales.shape == (K // G, N)
+    assert qweight.dtype == qzeros.dtype == torch.int32 and scales.dtype == torch.float16
+    nib = quant.unpack_int32(qweight)  # [K/8, N, 8]
+    assert torch.equal(nib.transpose(1, 2).reshape(K, N), q.t().long())
+    assert int(nib[0, 5, 3]) == int(q[5, 3])  # k = 8*0 + 3 of column 5 is nibble 3 of qweight[0, 5]
+    assert torch.equal(quant.unpack_int32(qzeros).reshape(K // G, N), zq.long())
+    qweight, qzeros, scales, (q, z, s) = quant._awq_tensors(K, N, G, "cpu", 0)
+    assert qweight.shape == (K, N // 8) and qzeros.shape == (K // G, N // 8)
+    nib = quant.unpack_int32(qweight)  # [K, N/8, 8]: nibble i holds column 8c + AWQ_ORDER[i]
+    assert int(nib[7, 2, 1]) == int(q[8 * 2 + 2, 7]) and int(nib[7, 2, 4]) == int(q[8 * 2 + 1, 7])
+    assert torch.equal(quant.unpack_int32(qzeros)[..., 1], z[:, 2::8].long())
+    w = (q.float() - quant._grouped(z.t().float(), G)) * quant._grouped(s, G)
+    assert 0.01 < float(w.std()) < 0.04
+
+
+# ------------------------------------------------------------------------------------ the model swap
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model():
+    spec = models.load_spec("llama-tiny")
+    model = models.build_model(spec, device="cpu")
+    with pytest.raises(quant.QuantUnavailable, match="not a multiple of group size 128"):
+        quant.quantise_model_(model, "int4-tinygemm", group_size=128)  # tiny dims 64/128 < 128
+    model = models.build_model(spec, device="cpu")
+    before = model.lm_head.weight.clone()
+    info = quant.quantise_model_(model, "int4-tinygemm")
+    assert quant.default_group_size(spec.config) == 64 == info["group_size"]  # largest of 128/64/32 dividing 64, 128
+    assert info["layers"] == 7 * spec.config["num_hidden_layers"] and info["path"] == "int4-tinygemm"
+    linears = [n for n, m in model.model.layers.named_modules() if isinstance(m, torch.nn.Linear)]
+    assert linears == []
+    assert isinstance(model.lm_head, torch.nn.Linear) and torch.equal(model.lm_head.weight, before)
+    assert model.lm_head.weight.dtype == torch.bfloat16
+    # the quantised model decodes, and equals the same model with each layer's dequantised weight in bf16
+    ids = torch.randint(0, 256, (1, 12))
+    with torch.no_grad():
+        got = model(ids).logits.float()
+        for layer in model.model.layers:
+            for name, mod in list(layer.named_modules()):
+                if isinstance(mod, quant.QuantLinear):
+                    parent = layer.get_submodule(name.rsplit(".", 1)[0])
+                    setattr(parent, name.rsplit(".", 1)[1], quant.BF16Linear(
+                        mod.in_features, mod.out_features, "cpu", 0, weight=mod.dequantised_weight()))
+        ref = model(ids).logits.float()
+    assert decode.max_relative_error(got, ref) < 0.05
+    timing = decode.run_arm(model, "eager", 8, warmup=1, steps=2)
+    assert len(timing.step_ms) == 2
+
+
+def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
+    model = models.build_model(models.load_spec("qwen2-tiny"), device="cpu")
+    with pytest.raises(quant.QuantUnavailable, match="gptq-exllamav2: needs a CUDA device"):
+        quant.quantise_model_(model, "gptq-exllamav2")
+    assert isinstance(model.model.layers[0].self_attn.q_proj, torch.nn.Linear)
+    assert quant.quantise_model_(model, "bf16")["layers"] == 0  # the baseline swaps nothing
+
+
+# ------------------------------------------------------------------------------------------ recorders
+
+def test_record_quant_layers_writes_ok_unavailable_and_skipped_rows(data_dir):
+    keys = ["bf16", "int4-tinygemm", "bnb-nf4", "awq"]
+    layers = ("k_proj", "down_proj", "lm_head")
+    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers)
+    csv = data_dir / "raw" / "cpu-test" / "quant_layers.csv"
+    rows = records.read_csv(csv)  # the QUANT_LAYERS schema is registered
+    assert len(rows) == len(keys) * len(layers)
+    assert set(rows.quant) == {"bf16", "int4-tinygemm", "bnb-nf4", "awq"}  # awq unresolvable here: the alias
+    head = rows[rows.layer == "lm_head"]
+    assert set(head.status) == {"skipped"} and head.reason.str.contains("stays bf16").all()
+    body = rows[rows.layer != "lm_head"].set_index(["quant", "layer"])
+    assert body.loc[("bf16", "down_proj"), "status"] == "ok" and body.loc[("bf16", "down_proj"), "in_features"] == 128
+    assert body.loc[("int4-tinygemm", "k_proj"), "status"] == ("ok" if CPU_INT4 else "unavailable")
+    assert body.loc[("bnb-nf4", "k_proj"), "status"] == "unavailable"
+    assert "CUDA" in body.loc[("awq", "k_proj"), "reason"]
+    assert (body[body.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
+    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers)
+    assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice
+
+
+def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
+    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
+                                         ["eager"], sessions=1, steps=2, warmup=1, device="cpu", data=data_dir,
+                                         layers=False)
+    rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
+    gptq = rows[rows.quant == "gptq-exllamav2"]
+    assert resolved["gptq-exllamav2"] == "gptq-exllamav2"
+    assert set(gptq.status) == {"unavailable"} and gptq.reason.str.contains("needs a CUDA device").all()
+    int4 = rows[rows.quant == "int4-tinygemm"]
+    if not CPU_INT4:
+        assert set(int4.status) == {"unavailable"} and int4.reason.str.contains("_for_cpu").all()
+    else:  # the session swaps the int4 layers in: timed rows of the quantised model
+        assert resolved["int4-tinygemm"] == "int4-tinygemm" and (int4.status == "ok").sum() == 2
+    env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+    assert any(e.get("experiment") == "decode" for e in env.values())
+
+
+# ----------------------------------------------------------------------------------------- reporting
+
+def _rows(gpu, model, ctx, quant_key, arm, times, session=0):
+    base = dict(run_id="r", session=session, gpu=gpu, model=model, ctx=ctx, max_cache_len=ctx + len(times), arm=arm,
+                attn="sdpa", quant=quant_key, reason="")
+    return [dict(base, step=i, step_ms=t, status="ok") for i, t in enumerate(times)]
+
+
+def test_paper_table_and_findings_by_hand(data_dir):
+    model, ctx = "qwen2.5-7b", 2048
+    raw = (_rows("h200", model, ctx, "bf16", "eager", [10.0, 11.0, 12.0])
+           + _rows("h200", model, ctx, "bf16", "eager", [14.0, 14.0, 14.0], session=1)
+           + _rows("h200", model, ctx, "int4-tinygemm", "eager", [4.0, 5.0, 6.0]))
+    rows = pd.DataFrame(raw)
+    specs = hardware.specs_table(data_dir)
+    cells = quant_report.cells(rows, specs, CONFIGS)
+    table = quant_report.paper_table(cells, published.load(), specs, CONFIGS, model, ctx, ["eager"]).set_index("quant")
+    assert list(table.index) == list(quant.PATHS)
+    assert table.loc["bf16", "h200 eager ms"] == 12.5  # median of the session medians 11 and 14
+    assert table.loc["int4-tinygemm", "h200 eager speed-up"] == pytest.approx(12.5 / 5.0)
+    floor = quant.step_bytes(CONFIGS[model], "int4-tinygemm", ctx) / 4800e9 * 1e3
+    assert table.loc["int4-tinygemm", "h200 floor ms"] == pytest.approx(floor)
+    assert table.loc["int4-tinygemm", "h200 eager R_floor"] == pytest.approx(floor / 5.0)
+    assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["gptq-exllamav2", "l4 ms (published)"] == 17.36
+    assert table.loc["gptq-exllamav2", "l4 speed-up (published)"] == pytest.approx(62.32 / 17.36)
+    l4_floor = quant.step_bytes(CONFIGS[model], "gptq-exllamav2", ctx) / 300e9 * 1e3
+    assert table.loc["gptq-exllamav2", "l4 R_floor (our floor, published ms)"] == pytest.approx(l4_floor / 17.36)
+    assert table.loc["bnb-nf4", "h200 status"] == "eager: no rows"
+    lines = quant_report.findings(table.reset_index(), published.load(), cells, model, ctx, ["eager"])
+    frac = quant_report.realised(5.0, 12.5, table.loc["int4-tinygemm", "step GB"], table.loc["bf16", "step GB"])
+    assert any(line.startswith("h200 eager: int4-tinygemm 5.00 ms/step = 2.50x") and f"({frac:.0%} of it" in line
+               for line in lines)
+    assert any("l4 (published): gptq-exllamav2" in line and "realises its weight-traffic saving" in line for line in lines)
+    assert any("l4 (published): bnb-nf4" in line and "does not realise" in line for line in lines)
+    assert not any(line.startswith("No quantised-path rows") for line in lines)
+
+
+@pytest.mark.notebooks
+def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(tmp_path):
+    figures = tmp_path / "figures"
+    out = notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb", dict(FIGURES_DIR=str(figures)),
+                        out_dir=tmp_path / "executed")
+    table = pd.read_csv(figures / "04_quant_table.csv").set_index("quant")
+    assert len(table) == len(quant.PATHS)
+    assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24
+    assert pd.notna(table.loc["gptq-exllamav2", "l4 floor ms"])
+    for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
+        assert (figures / name).stat().st_size > 0
+    text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
+    if not (records.load_experiment("decode", paths.DATA)["quant"] != "bf16").any():
+        assert "No quantised-path rows yet on any GPU" in text and "none yet" in text
+
+
+@pytest.mark.notebooks
+def test_04_replay_with_quant_rows_fills_our_columns(tmp_path, data_dir):
+    raw = data_dir / "raw" / "cpu-test"
+    records.append_rows(raw / "decode.csv", records.DECODE, _rows("cpu-test", "llama-tiny", 16, "bf16", "eager", [2.0, 2.0]))
+    records.append_rows(raw / "decode.csv", records.DECODE, _rows("cpu-test", "llama-tiny", 16, "int4-tinygemm", "eager",
+                                                                  [1.0, 1.0]))
+    figures = tmp_path / "figures"
+    notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb",
+                  dict(DATA_DIR=str(data_dir), FIGURES_DIR=str(figures), MODELS=["llama-tiny"], TABLE_MODEL="llama-tiny",
+                       TABLE_CTX=16, ARMS=["eager"]), out_dir=tmp_path / "executed")
+    table = pd.read_csv(figures / "04_quant_table.csv").set_index("quant")
+    assert table.loc["int4-tinygemm", "cpu-test eager ms"] == 1.0
+    assert table.loc["int4-tinygemm", "cpu-test eager speed-up"] == 2.0
+    assert table.loc["bf16", "l4 ms (published)"] == 62.32
+    bytes_table = pd.read_csv(figures / "04_quant_bytes.csv")
+    assert set(bytes_table.model) == {"llama-tiny"} and (bytes_table.group_size.dropna() == 64).all()
