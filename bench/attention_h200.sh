@@ -5,11 +5,7 @@
 # Usage (repository root): bash bench/attention_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/attention_h200.sh OUTDIR}
-export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0 TORCH_CUDA_ARCH_LIST=9.0
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+source bench/gpu_env.sh
 SECONDS=0
 python3 -m decodegap attention --gpu h200; echo "per-layer microbenchmark done at ${SECONDS} s"
 for attn in sdpa_flash sdpa_efficient sdpa_math flex; do

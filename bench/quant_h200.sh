@@ -5,11 +5,7 @@
 # Usage (repository root): bash bench/quant_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/quant_h200.sh OUTDIR}
-export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+source bench/gpu_env.sh
 SECONDS=0
 python3 - <<'PY'
 from decodegap import quant_bench
