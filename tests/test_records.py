@@ -228,3 +228,16 @@ def test_writer_never_writes_what_the_reader_rejects(tmp_path):
     except SchemaError:
         return  # refusing at write time is fine
     assert records.read_csv(path)["max_cache_len"].tolist() == [19]
+
+
+def test_done_keys_can_retry_cells_that_were_only_unavailable(tmp_path):
+    from decodegap import records as rec
+
+    path = tmp_path / "decode.csv"
+    base = dict(run_id="r", gpu="g", model="m", ctx=16, max_cache_len=None, attn="sdpa", quant="bf16", step=None,
+                step_ms=None, reason="")
+    rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="graph", status="unavailable", reason="no CUDA")])
+    rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="eager", max_cache_len=20, step=0, step_ms=1.0,
+                                            status="ok")])
+    assert len(rec.done_keys(path, rec.DECODE)) == 2
+    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16")}

@@ -388,3 +388,16 @@ def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_di
     with pytest.raises(RuntimeError, match="session 0 exited with code 1 outside any cell, twice"):
         sessions.run_sweep(plan, data_dir, progress=False)
     assert not (raw(data_dir) / "decode.csv").exists()  # no row claims the cell was measured
+
+
+def test_retry_unavailable_measures_such_cells_once_more_and_stops(data_dir, tmp_path):
+    """`--retry-unavailable` re-measures cells recorded only as unavailable, once per run (no endless loop)."""
+    cmd = [sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "measure", "--gpu", "cpu-test",
+           "--device", "cpu", "--models", "llama-tiny", "--contexts", "16", "--arms", "eager,graph", "--sessions", "1",
+           "--steps", "2", "--warmup", "1", "--no-progress"]
+    for extra in ([], ["--retry-unavailable"], []):
+        subprocess.run(cmd + extra, check=True, timeout=240, cwd=tmp_path, capture_output=True)
+    rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
+    graph = rows[rows.arm == "graph"]
+    assert len(graph) == 2 and set(graph.status) == {"unavailable"}  # first run + the retry, none from the third
+    assert (rows[rows.arm == "eager"].status == "ok").sum() == 2  # the eager cell was never measured again

@@ -28,8 +28,10 @@ def cmd_measure(args) -> int:
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
     plan = sessions.SweepPlan(
         gpu=gpu, models=_csv_list(args.models), contexts=_csv_list(args.contexts, int), arms=_csv_list(args.arms),
-        sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, experiment=args.experiment,
+        sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
+        experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
+        retry_unavailable=args.retry_unavailable,
     )
     from . import models
 
@@ -130,12 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell")
     m.add_argument("--steps", type=int, default=30, help="timed decode steps per cell")
     m.add_argument("--warmup", type=int, default=5, help="warm-up steps per cell (kept as warmup rows)")
-    m.add_argument("--attn", default="sdpa")
+    m.add_argument("--attn", default="sdpa", help="attention backend key (decodegap.attention.BACKENDS)")
+    m.add_argument("--quant", default="bf16", help="quantisation path key (decodegap.quant.PATHS)")
     m.add_argument("--experiment", default="decode", help="CSV name under data/raw/<gpu>/")
     m.add_argument("--device", default="cuda")
     m.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
                    help="load real weights of MODEL from a local HF checkpoint folder")
     m.add_argument("--no-verify", action="store_true", help="skip the arm-vs-eager logits check")
+    m.add_argument("--retry-unavailable", action="store_true",
+                   help="measure again cells recorded only as unavailable (e.g. after installing a package)")
     m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)

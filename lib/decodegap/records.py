@@ -301,9 +301,12 @@ def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = No
     return pd.concat(frames, ignore_index=True)
 
 
-def done_keys(path: Path, schema: Schema) -> set[tuple]:
+def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None) -> set[tuple]:
     """Key tuples (schema.key) of the cells already in a file: a cell counts once any row of it is there
-    (blocks are written whole; a cut block is moved aside by repair_tail first)."""
+    (blocks are written whole; a cut block is moved aside by repair_tail first). A cell whose every row has
+    a status in `retry` (e.g. `unavailable`, after installing the missing package) is not done; measuring
+    it again appends new rows beside the old ones, which stay as history. Rows of `run_id` (the run now
+    going on) always count, whatever their status, so a retried cell is measured once per run."""
     path = Path(path)
     if not path.exists():
         return set()
@@ -311,4 +314,6 @@ def done_keys(path: Path, schema: Schema) -> set[tuple]:
     frame = read_csv(path, schema)
     if frame.empty:
         return set()
+    if retry:
+        frame = frame[~frame["status"].isin(retry) | (frame["run_id"] == run_id)]
     return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))

@@ -59,6 +59,7 @@ class SweepPlan:
     seed: int = 0
     verify: bool = True
     checkpoints: dict = field(default_factory=dict)  # model key -> local checkpoint folder
+    retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
 
     def cells(self, session: int) -> list[Cell]:
         arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
@@ -70,8 +71,10 @@ class SweepPlan:
     def csv_path(self, data) -> Path:
         return paths.raw_dir(self.gpu, data) / f"{self.experiment}.csv"
 
-    def pending(self, session: int, data) -> list[Cell]:
-        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment))
+    def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
+        """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
+        retry = ("unavailable",) if self.retry_unavailable else ()
+        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
 
     def to_json(self) -> str:
@@ -171,7 +174,7 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
     torch.manual_seed(plan.seed)
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
-    pending = plan.pending(session, data)
+    pending = plan.pending(session, data, run_id)
     for model_key in dict.fromkeys(c.model for c in pending):
         cells = [c for c in pending if c.model == model_key]
         try:
@@ -222,9 +225,14 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
                gpu_state_before=hardware.gpu_state())
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in range(plan.sessions):
-        attempts = 0
-        while plan.pending(session, data):
+        attempts, stalls, last_left = 0, 0, None
+        while left := len(plan.pending(session, data, run_id)):
             attempts += 1
+            stalls = stalls + 1 if left == last_left else 0
+            if stalls >= 2:  # two session processes in a row finished no cell: never loop for ever
+                raise RuntimeError(f"session {session}: {left} cell(s) still pending after session processes "
+                                   "that made no progress; see their output above")
+            last_left = left
             before = hardware.gpu_state()
             current, finished = _spawn_session(plan, session, run_id, data, bar)
             if current is not None:  # the process died inside a cell: record it and go on
