@@ -603,6 +603,10 @@ def decoder_linears(config: Mapping) -> list[tuple[str, int, int, bool]]:
             ("down_proj", inter, h, mlp_bias)]
 
 
+LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+"""The linear layers of a decoder step, in order: the seven of each decoder layer, then the LM head."""
+
+
 def layer_shapes(config: Mapping) -> dict[str, tuple[int, int]]:
     """layer name -> (K, N) for the seven decoder linears and the LM head."""
     out = {name: (k, n) for name, k, n, _ in decoder_linears(config)}

@@ -14,7 +14,7 @@ from . import hardware, models, quant, records
 from . import paths as repo_paths
 from . import sessions as sweep
 
-LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+LAYERS = quant.LAYERS
 DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq", "gptq-exllamav2", "int4-tinygemm")
 LM_HEAD_REASON = "the LM head stays bf16 (not quantised) in every path"
 
@@ -61,7 +61,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
                     except Exception as exc:  # recorded, never fatal
                         traceback.print_exc()
                         row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
-                    sweep._free(device)
+                    sweep.free_device_memory(device)
                 records.append_rows(path, records.QUANT_LAYERS, [row])
     return run_id
 
@@ -76,7 +76,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     for session, cells in pending.items():
         rows = []
         for cell in cells:
-            rows += sweep._status_rows(plan, run_id, session, cell, "unavailable", reason)
+            rows += sweep.status_rows(plan, run_id, session, cell, "unavailable", reason)
         records.append_rows(plan.csv_path(data), records.DECODE, rows)
         n += len(rows)
     return n

@@ -75,8 +75,7 @@ def layer_summary(layer_rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["gpu", "model", "layer", "in_features", "out_features", "quant", "max_rel_err", "status", "reason"]
     if layer_rows.empty:
         return pd.DataFrame(columns=cols)
-    order = {name: i for i, name in enumerate(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                               "down_proj", "lm_head"))}
+    order = {name: i for i, name in enumerate(quant.LAYERS)}
     out = layer_rows.drop_duplicates(["gpu", "model", "layer", "quant"], keep="last").copy()
     out["_o"] = out["layer"].map(order).fillna(99)
     return out.sort_values(["gpu", "model", "quant", "_o"])[cols].reset_index(drop=True)

@@ -108,7 +108,7 @@ def update_env(gpu: str, data, run_id: str, **fields) -> None:
     os.replace(tmp, path)
 
 
-def _status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
+def status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
     return [dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, max_cache_len=None,
                  arm=cell.arm, attn=cell.attn, quant=cell.quant, step=None, step_ms=None, status=status,
                  reason=reason.replace("\n", " ")[:300])]
@@ -126,7 +126,7 @@ def _say(tag: str, session: int, cell: Cell) -> None:
     print(f"@@{tag} " + json.dumps([session, asdict(cell)]), flush=True)
 
 
-def _free(device: str) -> None:
+def free_device_memory(device: str) -> None:
     import gc
 
     gc.collect()
@@ -155,16 +155,16 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
         return _timing_rows(plan, run_id, session, cell, timing)
     except decode.ArmUnavailable as exc:
-        return _status_rows(plan, run_id, session, cell, "unavailable", str(exc))
+        return status_rows(plan, run_id, session, cell, "unavailable", str(exc))
     except torch.OutOfMemoryError as exc:
-        return _status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
+        return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
     except AssertionError as exc:
-        return _status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
+        return status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
     except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         traceback.print_exc()
-        return _status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
+        return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
     finally:
-        _free(plan.device)
+        free_device_memory(plan.device)
 
 
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
@@ -195,17 +195,17 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             else:
                 raise
             for cell in cells:
-                records.append_rows(path, schema, _status_rows(plan, run_id, session, cell, status, why))
+                records.append_rows(path, schema, status_rows(plan, run_id, session, cell, status, why))
                 _say("done", session, cell)
             model = None
-            _free(plan.device)
+            free_device_memory(plan.device)
             continue
         for cell in cells:
             _say("start", session, cell)
             records.append_rows(path, schema, measure_cell(plan, model, cell, run_id, session, data))
             _say("done", session, cell)
         del model
-        _free(plan.device)
+        free_device_memory(plan.device)
 
 
 def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
@@ -236,7 +236,7 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
             before = hardware.gpu_state()
             current, finished = _spawn_session(plan, session, run_id, data, bar)
             if current is not None:  # the process died inside a cell: record it and go on
-                records.append_rows(path, schema, _status_rows(
+                records.append_rows(path, schema, status_rows(
                     plan, run_id, session, current, "error",
                     f"session process exited with code {finished} while measuring this cell (stderr above)"))
                 bar.update(1)
@@ -306,7 +306,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
                     row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
                 records.append_rows(path, records.KERNELS, [row])
         del model
-        _free(device)
+        free_device_memory(device)
     return run_id
 
 
@@ -365,7 +365,7 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
                     traceback.print_exc()
                     rows = [dict(base, status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
                 records.append_rows(path, records.ATTENTION, rows)
-                _free(device)
+                free_device_memory(device)
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
