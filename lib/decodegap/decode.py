@@ -67,7 +67,10 @@ class ArmTiming:
 
 
 def forward_calls(arm: str, warmup: int, steps: int) -> int:
-    """Forward calls an arm makes after prefill: each consumes one static-cache slot."""
+    """Forward calls an arm makes after prefill: each consumes one static-cache slot. The compile arm
+    warms up at least COMPILE_MIN_WARMUP times; the graph arm adds its side-stream warm-up."""
+    if arm == "compile":
+        warmup = max(warmup, COMPILE_MIN_WARMUP)
     extra = GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0
     return extra + warmup + steps
 
@@ -267,8 +270,11 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
     """Check `arm` against eager before timing it: both decode the same prompt, teacher-forced, for the
     same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
     Returns the largest relative error; raises AssertionError past `tol`."""
+    reason = arm_available(arm, model)
+    if reason:  # before the eager reference is run for nothing
+        raise ArmUnavailable(reason)
     warm = COMPILE_MIN_WARMUP if arm == "compile" else 1
-    n_steps = calls - warm - (GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0)
+    n_steps = calls - forward_calls(arm, warm, 0)
     if n_steps < 1:
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
     total = forward_calls(arm, warm, n_steps)

@@ -142,16 +142,14 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
 
     try:
         if plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0:
-            reason = decode.arm_available(cell.arm, model)
-            if reason is None:
-                # the timing run's cache length: a compiled arm is then not compiled twice
-                timing_len = decode.max_cache_len(cell.arm, cell.ctx, max(plan.warmup, decode.COMPILE_MIN_WARMUP
-                                                  if cell.arm == "compile" else 0), plan.steps)
-                err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
-                                        cache_len=timing_len)
-                records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
-                    run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
-                    attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
+            # an arm that cannot run here raises ArmUnavailable (below); the check uses the timing run's
+            # cache length, so a compiled arm is not compiled twice
+            timing_len = decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps)
+            err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
+                                    cache_len=timing_len)
+            records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
+                run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
+                attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
         return _timing_rows(plan, run_id, session, cell, timing)
     except decode.ArmUnavailable as exc:
