@@ -119,15 +119,21 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def _add_grid_args(parser: argparse.ArgumentParser) -> None:
+    """--gpu, --models, --contexts and --device, shared by the measuring subcommands."""
+    parser.add_argument("--gpu", help="registry key (data/specs/gpus.csv); detected when omitted")
+    parser.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
+    parser.add_argument("--contexts", default="2048,4096,8192,16384")
+    parser.add_argument("--device", default="cuda")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m decodegap", description=__doc__)
     parser.add_argument("--data-dir", default=None, help="data folder (default: the repository's data/)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("measure", help="measure decode cells in fresh sessions (resumes a killed sweep)")
-    m.add_argument("--gpu", help="registry key (data/specs/gpus.csv); detected when omitted")
-    m.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
-    m.add_argument("--contexts", default="2048,4096,8192,16384")
+    _add_grid_args(m)
     m.add_argument("--arms", default="eager,hf_default", help="any of eager,hf_default,graph,compile")
     m.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell")
     m.add_argument("--steps", type=int, default=30, help="timed decode steps per cell")
@@ -135,7 +141,6 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--attn", default="sdpa", help="attention backend key (decodegap.attention.BACKENDS)")
     m.add_argument("--quant", default="bf16", help="quantisation path key (decodegap.quant.PATHS)")
     m.add_argument("--experiment", default="decode", help="CSV name under data/raw/<gpu>/")
-    m.add_argument("--device", default="cuda")
     m.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
                    help="load real weights of MODEL from a local HF checkpoint folder")
     m.add_argument("--no-verify", action="store_true", help="skip the arm-vs-eager logits check")
@@ -153,19 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bandwidth)
 
     k = sub.add_parser("kernels", help="count the kernels one decode step launches (torch.profiler)")
-    k.add_argument("--gpu")
-    k.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
-    k.add_argument("--contexts", default="2048,4096,8192,16384")
+    _add_grid_args(k)
     k.add_argument("--arms", default="eager,hf_default")
-    k.add_argument("--device", default="cuda")
     k.set_defaults(func=cmd_kernels)
 
     a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")
-    a.add_argument("--gpu")
-    a.add_argument("--models", default="qwen2.5-7b,mistral-7b-v0.3,llama-3.1-8b")
-    a.add_argument("--contexts", default="2048,4096,8192,16384")
+    _add_grid_args(a)
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
-    a.add_argument("--device", default="cuda")
     a.set_defaults(func=cmd_attention)
 
     s = sub.add_parser("_session", help=argparse.SUPPRESS)
