@@ -47,7 +47,9 @@ def test_math_backend_equals_a_hand_written_gqa_attention():
 
 @pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer"])
 def test_cuda_only_backends_are_unavailable_on_the_cpu_with_a_reason(key):
-    with pytest.raises(attention.BackendUnavailable, match="needs a CUDA device"):
+    # torch's FA3 switch is refused before the device is looked at: it needs flash_attn_interface
+    why = "flash_attn_interface" if key == "fa3_torch" else "needs a CUDA device"
+    with pytest.raises(attention.BackendUnavailable, match=why):
         attention.check(key, SHAPES["llama-3.1-8b"], 16, device="cpu")
 
 
@@ -62,6 +64,40 @@ def test_a_wrong_backend_output_fails_the_check(monkeypatch):
     monkeypatch.setitem(attention.BACKENDS, "sdpa", attention.Backend("sdpa", "broken", "SDPA", broken))
     with pytest.raises(AssertionError, match="differs from math"):
         attention.check("sdpa", SHAPES["llama-3.1-8b"], 16, device="cpu")
+
+
+def test_a_forced_backend_is_forced_by_its_scope_and_only_there():
+    import torch
+
+    with attention.backend("sdpa_math").scope():
+        assert torch.backends.cuda.math_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled()  # restored on exit
+
+
+def test_timed_calls_run_inside_the_scope_which_is_entered_once(data_dir, monkeypatch):
+    entered, inside = [], []
+
+    class Scope:
+        def __enter__(self):
+            entered.append(1)
+            inside.append(True)
+
+        def __exit__(self, *exc):
+            inside.append(False)
+
+    def prepare(q, k, v):
+        import torch.nn.functional as F
+
+        def call():
+            assert inside[-1], "a timed call ran outside its backend's scope"
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        return call
+
+    monkeypatch.setitem(attention.BACKENDS, "sdpa", attention.Backend("sdpa", "scoped", "SDPA", prepare, Scope))
+    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    assert (rows.status == "ok").all() and len(rows) == 3
+    assert len(entered) == 2  # once for the correctness check, once around all 3 x (20 + 7) timed calls
 
 
 def test_record_attention_writes_ok_and_unavailable_rows(data_dir):

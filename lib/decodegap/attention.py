@@ -43,22 +43,35 @@ class Shape:
 @dataclass(frozen=True)
 class Backend:
     """A registered backend. `prepare(q, k, v)` returns a zero-argument callable that runs one decode
-    attention call and returns the output as [1, Hq, 1, D]; it raises BackendUnavailable with the reason."""
+    attention call and returns the output as [1, Hq, 1, D]; it raises BackendUnavailable with the reason.
+    `scope()` is the context a forced backend needs (SDPA's `sdpa_kernel`, torch's FA3 switch): entered
+    once around preparing, checking and timing, never inside the timed call, so that the host-inclusive
+    time is the kernel's dispatch and not the context switch's."""
 
     key: str
     label: str
     family: str
     prepare: Callable
+    scope: Callable = contextlib.nullcontext
 
 
 class BackendUnavailable(RuntimeError):
     """The backend cannot run here; the message is the reason recorded in the data."""
 
 
-def _sdpa(backend_name: str | None, expand_kv: bool = False):
+def _sdpa_scope(backend_name: str):
+    def scope():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(getattr(SDPBackend, backend_name))
+
+    return scope
+
+
+def _sdpa(expand_kv: bool = False):
+    """SDPA as called by HF (GQA through enable_gqa); the backend it runs is the Backend's scope."""
     def prepare(q, k, v):
         import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
 
         if expand_kv:  # the efficient kernel has no GQA: K/V expanded once, outside the timed call
             g = q.shape[1] // k.shape[1]
@@ -66,8 +79,7 @@ def _sdpa(backend_name: str | None, expand_kv: bool = False):
         gqa = not expand_kv
 
         def call():
-            with sdpa_kernel(getattr(SDPBackend, backend_name)) if backend_name else contextlib.nullcontext():
-                return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
 
         _probe(call)
         return call
@@ -141,9 +153,10 @@ def _with_kvcache(module_names: tuple[str, ...]):
     return prepare
 
 
-def _fa3_torch(q, k, v):
-    """torch 2.11's SDPA flash backend switched to FlashAttention-3, where an implementation is registered."""
-    _need_cuda(q)
+@contextlib.contextmanager
+def _fa3_torch_scope():
+    """torch 2.11's SDPA flash backend switched to FlashAttention-3 (where an implementation is
+    registered) and to the FLASH backend, restored on exit."""
     from torch.nn import attention as nn_attention
 
     try:
@@ -151,18 +164,15 @@ def _fa3_torch(q, k, v):
     except Exception as exc:
         raise BackendUnavailable(f"activate_flash_attention_impl('FA3') failed: {str(exc).splitlines()[0]}") from exc
     try:
-        call = _sdpa("FLASH_ATTENTION")(q, k, v)
+        with _sdpa_scope("FLASH_ATTENTION")():
+            yield
     finally:
         nn_attention.restore_flash_attention_impl()
 
-    def fa3_call():
-        nn_attention.activate_flash_attention_impl("FA3")
-        try:
-            return call()
-        finally:
-            nn_attention.restore_flash_attention_impl()
 
-    return fa3_call
+def _fa3_torch(q, k, v):
+    _need_cuda(q)
+    return _sdpa()(q, k, v)
 
 
 def _flashinfer(q, k, v):
@@ -179,16 +189,18 @@ def _flashinfer(q, k, v):
 
 
 BACKENDS: dict[str, Backend] = {b.key: b for b in (
-    Backend("sdpa", "SDPA, dispatcher default", "SDPA", _sdpa(None)),
-    Backend("sdpa_flash", "SDPA forced FLASH (PyTorch's FlashAttention-2)", "FA2", _sdpa("FLASH_ATTENTION")),
-    Backend("sdpa_efficient", "SDPA forced EFFICIENT (K/V expanded: no GQA)", "mem-efficient", _sdpa("EFFICIENT_ATTENTION", True)),
-    Backend("sdpa_cudnn", "SDPA forced cuDNN", "cuDNN", _sdpa("CUDNN_ATTENTION")),
-    Backend("sdpa_math", "SDPA forced MATH (the reference)", "math", _sdpa("MATH")),
+    Backend("sdpa", "SDPA, dispatcher default", "SDPA", _sdpa()),
+    Backend("sdpa_flash", "SDPA forced FLASH (PyTorch's FlashAttention-2)", "FA2", _sdpa(), _sdpa_scope("FLASH_ATTENTION")),
+    Backend("sdpa_efficient", "SDPA forced EFFICIENT (K/V expanded: no GQA)", "mem-efficient", _sdpa(True),
+            _sdpa_scope("EFFICIENT_ATTENTION")),
+    Backend("sdpa_cudnn", "SDPA forced cuDNN", "cuDNN", _sdpa(), _sdpa_scope("CUDNN_ATTENTION")),
+    Backend("sdpa_math", "SDPA forced MATH (the reference)", "math", _sdpa(), _sdpa_scope("MATH")),
     Backend("flex", "FlexAttention (torch.compile, decode kernel)", "Flex", _flex),
     Backend("fa2", "FlashAttention-2 (flash-attn package)", "FA2", _with_kvcache(("flash_attn",))),
     Backend("fa3", "FlashAttention-3 (fa3_fwd_interface / flash_attn_interface)", "FA3",
             _with_kvcache(("fa3_fwd_interface", "flash_attn_interface"))),
-    Backend("fa3_torch", "FlashAttention-3 via torch activate_flash_attention_impl", "FA3", _fa3_torch),
+    Backend("fa3_torch", "FlashAttention-3 via torch activate_flash_attention_impl", "FA3", _fa3_torch,
+            _fa3_torch_scope),
     Backend("flashinfer", "FlashInfer single_decode_with_kv_cache", "FlashInfer", _flashinfer),
 )}
 
@@ -214,13 +226,16 @@ def decode_inputs(shape: Shape, ctx: int, device: str = "cuda", dtype=None, seed
 
 def check(key: str, shape: Shape, ctx: int, device: str = "cuda", tol: float = 2e-2) -> tuple[Callable, float]:
     """Prepare backend `key` on random inputs and compare its output with the math backend's.
-    Returns (call, max relative error); raises BackendUnavailable, or AssertionError past `tol`."""
+    Returns (call, max relative error); raises BackendUnavailable, or AssertionError past `tol`.
+    Time `call` inside `backend(key).scope()`: outside it a forced SDPA backend is not forced."""
     from .decode import max_relative_error
 
     q, k, v = decode_inputs(shape, ctx, device)
-    call = backend(key).prepare(q, k, v)
-    ref = backend(REFERENCE).prepare(q, k, v)().float()
-    err = max_relative_error(call().float().reshape(ref.shape), ref)
+    with backend(REFERENCE).scope():
+        ref = backend(REFERENCE).prepare(q, k, v)().float()
+    with backend(key).scope():
+        call = backend(key).prepare(q, k, v)
+        err = max_relative_error(call().float().reshape(ref.shape), ref)
     if err > tol:
         raise AssertionError(f"{key} on {shape.model} ctx {ctx}: output differs from math by {err:.3g} (> {tol})")
     return call, err
