@@ -1,7 +1,14 @@
 # Sourced by the bench/*_h200.sh scripts: the library on PYTHONPATH, unbuffered output, Hopper build
 # targets, and any optional-kernel wheels found in .whl/ installed into /tmp/site (no network there).
 export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # warm across the session processes of one run
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
+export CUDA_HOME LIBRARY_PATH=$CUDA_HOME/lib64/stubs:${LIBRARY_PATH:-}  # FlashInfer's JIT links libcuda
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
+# ExLlamaV2's JIT build includes cusparse.h, which pip's CUDA headers keep under nvidia/cu13/include
+NV_INC=$(python3 -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'include'))" 2>/dev/null)
+[ -n "$NV_INC" ] && [ -d "$NV_INC" ] && export CPATH=$NV_INC:${CPATH:-}
+true
