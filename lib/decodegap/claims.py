@@ -14,7 +14,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from . import accounting, attention_report, cost, quant_report
+from . import ab, accounting, attention_report, cost, hardware, models, published, quant_report, records, roofline
 
 REPRODUCED, CONTRADICTED, NOT_TESTABLE = "reproduced", "contradicted", "not testable here"
 VERDICTS = (REPRODUCED, CONTRADICTED, NOT_TESTABLE)
@@ -145,6 +145,29 @@ class Evidence:
     def missing(self, gpu: str) -> str:
         have = ", ".join(self.measured) or "none"
         return f"no {gpu} rows under data/raw/ (GPUs measured: {have})"
+
+
+def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str = "qwen2.5-7b",
+            headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b", seed: int = 0) -> Evidence:
+    """Evidence from a data folder through the modules of notebooks 01-04 (R_floor cells of the default
+    attention and bf16 rows, graph speed-ups, the decomposition, the attention summary, the quantisation
+    cells and byte model) and the cost table of notebook 05."""
+    decode_rows = records.load_experiment("decode", data)
+    bandwidth_rows = records.load_experiment("bandwidth", data)
+    specs = hardware.specs_table(data)
+    keys = set(decode_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
+    configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
+    default = decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")]
+    cells = roofline.cell_table(default, specs, configs, bandwidth_rows)
+    return Evidence(
+        published=published.load(data), specs=specs, configs=configs, cells=cells,
+        speed=ab.speedups(default, arm="graph", seed=seed),
+        decomp=ab.decomposition(cells, records.load_experiment("kernels", data)),
+        attention=attention_report.summary(records.load_experiment("attention", data)),
+        quant_cells=quant_report.cells(decode_rows[decode_rows["attn"] == "sdpa"], specs, configs, bandwidth_rows),
+        quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
+        costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
+        attention_model=attention_model)
 
 
 def _row(id_, claim, statement, published, ours, hardware, verdict, evidence) -> dict:

@@ -1,0 +1,98 @@
+"""The claims table: verdict rules on hand-made inputs (each can fail), and the table built from the shipped data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodegap import claims, cost, hardware, paths, published
+
+R, C, N = claims.REPRODUCED, claims.CONTRADICTED, claims.NOT_TESTABLE
+
+
+def test_about_rule():
+    assert claims.about(0.85, 0.81) == R  # 5 % off
+    assert claims.about(0.95, 0.81) == C  # 17 % off
+    assert claims.about(3.35, 6.0) == C
+    assert claims.about(5.2, 6.0) == R
+    assert claims.about(np.nan, 6.0) == N
+    assert claims.about(0.9, 1.0, rel_tol=0.05) == C
+
+
+def test_interval_rules():
+    assert claims.intervals_overlap(1.25, 1.26, 1.253, 1.267) == R
+    assert claims.intervals_overlap(2.8, 3.7, 1.253, 1.267) == C
+    assert claims.intervals_overlap(np.nan, np.nan, 1.253, 1.267) == N
+    assert claims.speedup_matches(1.04, 1.01, 1.06, 1.028) == R  # inside our CI
+    assert claims.speedup_matches(1.04, np.nan, np.nan, 1.028) == R  # within 0.02
+    assert claims.speedup_matches(1.10, 1.08, 1.12, 1.028) == C
+
+
+def test_trend_and_term_rules():
+    assert claims.falls_as_bandwidth_rises([(3350, 0.27), (300, 0.81), (4800, 0.14)]) == R
+    assert claims.falls_as_bandwidth_rises([(300, 0.81), (3350, 0.27), (4800, 0.30)]) == C
+    assert claims.falls_as_bandwidth_rises([(300, 0.81)]) == N
+    assert claims.largest_term(3.2, 4.9, 14.8) == "launch"
+    assert claims.largest_term(3.4, 14.5, 4.7) == "gpu_excess"
+    assert claims.all_true([]) == N and claims.all_true([True, False]) == C and claims.all_true([True]) == R
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    prices = cost.load_prices()
+    pub = published.load()
+    costs = cost.cost_table(cost.published_configurations(pub), prices, hardware.specs_table())
+    return claims.collect(paths.DATA, costs, prices)
+
+
+@pytest.fixture(scope="module")
+def table(evidence):
+    return claims.build(evidence).set_index("id")
+
+
+def test_every_paper_claim_id_is_a_row_and_verdicts_are_known(table):
+    ids = set(published.load()["claim"])
+    assert ids <= set(table["claim"]), ids - set(table["claim"])
+    assert table.index.is_unique
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    assert (table["evidence"].str.len() > 20).all()
+    not_testable = table[table["verdict"] == N]
+    assert not_testable["evidence"].str.contains("no |not |needs|Needs|statement|explanation|No ").all()
+
+
+def test_shipped_verdicts(table):
+    assert table.loc["T1", "verdict"] == R  # H200: launch overhead is the largest term at ctx 2048
+    assert table.loc["R1e", "verdict"] == R  # L4 0.81 > H100 0.27 > H200 eager ~0.14
+    assert table.loc["N1", "verdict"] == R  # PAPER.md's own 0.82 / 0.31 arithmetic
+    assert table.loc["R2b", "verdict"] == N and "h200 launch overhead" in table.loc["R2b", "evidence"]
+    assert table.loc["R5", "verdict"] == C and table.loc["R5", "ours"] == "3.35x"
+    assert "8.84" in table.loc["R5", "evidence"] and "4.94" in table.loc["R5", "evidence"]
+
+
+def test_h100_rows_make_the_h100_claims_testable(evidence):
+    """The launch-overhead rule applies as soon as H100 rows exist, and can fail."""
+    row = dict(gpu="h100-sxm", model="qwen2.5-7b", ctx=2048, attn="sdpa", quant="bf16", t_floor_ms=4.58,
+               gpu_excess_ms=5.0, launch_overhead_ms=2.4, eager_ms=12.0, graph_ms=9.6, launch_overhead_fraction=0.2)
+    ok = dataclasses.replace(evidence, decomp=pd.concat([evidence.decomp, pd.DataFrame([row])], ignore_index=True))
+    assert claims.build(ok).set_index("id").loc["R2b", "verdict"] == R
+    bad = dataclasses.replace(evidence, decomp=pd.concat(
+        [evidence.decomp, pd.DataFrame([{**row, "launch_overhead_fraction": 0.6}])], ignore_index=True))
+    assert claims.build(bad).set_index("id").loc["R2b", "verdict"] == C
+
+
+def test_cost_claim_follows_the_prices(evidence):
+    """At an H100/L4 price ratio of 8.84 the paper's own step times do give ~6x."""
+    prices = cost.load_prices()
+    prices.loc[prices["gpu"] == "h100-sxm", "usd_per_hour"] = 0.7992 * 6 * 17.36 / 11.78
+    costs = cost.cost_table(cost.published_configurations(published.load()), prices, hardware.specs_table())
+    row = claims.build(dataclasses.replace(evidence, costs=costs, prices=prices)).set_index("id").loc["R5"]
+    assert row["verdict"] == R and row["ours"] == "6.00x"
+
+
+def test_preamble_counts(table):
+    text = claims.preamble(table.reset_index())
+    n = claims.counts(table)
+    assert f"reproduced: {n[R]}, contradicted: {n[C]}, not testable here: {n[N]} (of {len(table)} claims)" in text

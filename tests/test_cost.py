@@ -1,0 +1,111 @@
+"""Cost per million tokens: hand arithmetic, prices only with a source, the ladder and the ratio tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from decodegap import cost, hardware, paths, published
+
+PRICES = pd.DataFrame([
+    dict(gpu="l4", provider="modal", usd_per_hour=0.72, source="test", source_date="2026-05-01", note=""),
+    dict(gpu="h100-sxm", provider="modal", usd_per_hour=3.6, source="test", source_date="2026-05-01", note=""),
+    dict(gpu="h200", provider="modal", usd_per_hour=float("nan"), source="", source_date="", note="no source found"),
+])
+SPECS = pd.DataFrame(dict(gpu=["l4", "h100-sxm", "h200"], bandwidth_gbps=[300, 3350, 4800]))
+
+
+def _configs(rows):
+    cols = ["source", "gpu", "model", "ctx", "arm", "attn", "quant", "step_ms", "sessions"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows], columns=cols)
+
+
+def test_usd_per_mtok_by_hand():
+    # 3.6 $/h = 0.001 $/s; 10 ms/step = 100 tokens/s -> 1e-5 $/token = 10 $ per million tokens
+    assert cost.tokens_per_s(10.0) == pytest.approx(100.0)
+    assert cost.usd_per_mtok(3.6, 10.0) == pytest.approx(10.0)
+    # 0.72 $/h at 50 ms/step: 20 tokens/s, 0.0002 $/s -> 1e-5 $/token = 10 $/Mtok
+    assert cost.usd_per_mtok(0.72, 50.0) == pytest.approx(10.0)
+    assert cost.usd_per_mtok(7.2, 10.0) == pytest.approx(20.0)  # twice the price, twice the cost
+
+
+def test_a_gpu_without_price_is_a_clear_error():
+    assert cost.usd_per_hour("l4", PRICES) == 0.72
+    with pytest.raises(cost.NoPriceError, match=r"'h200'.*prices\.csv.*no source found"):
+        cost.usd_per_hour("h200", PRICES)
+    with pytest.raises(cost.NoPriceError, match=r"'b300'.*prices\.csv"):
+        cost.usd_per_hour("b300", PRICES)
+    with pytest.raises(cost.NoPriceError, match="no lambda price"):
+        cost.usd_per_hour("l4", PRICES, provider="lambda")
+
+
+def test_shipped_prices_have_sources_and_the_paper_provider():
+    prices = cost.load_prices()
+    priced = prices.dropna(subset=["usd_per_hour"])
+    assert priced["source"].str.startswith("http").all() and priced["source_date"].notna().all()
+    modal = priced[priced["provider"] == "modal"].set_index("gpu")["usd_per_hour"]
+    for gpu, price in {"l4": 0.7992, "l40s": 1.9512, "a100-80gb": 2.4984, "h100-sxm": 3.9492}.items():
+        assert modal[gpu] == price
+    assert set(prices["gpu"]) <= set(hardware.specs_table()["gpu"])  # every priced GPU is in the registry
+    assert prices["note"].notna().all()
+
+
+def test_cost_table_keeps_unpriced_rows_with_a_note():
+    configs = _configs([("measured", "h200", "m", 2048, "eager", "sdpa", "bf16", 20.0, 3),
+                        ("measured", "l4", "m", 2048, "eager", "sdpa", "bf16", 50.0, 3)])
+    table = cost.cost_table(configs, PRICES, SPECS)
+    h200, l4 = table.iloc[0], table.iloc[1]
+    assert pd.isna(h200["usd_per_mtok"]) and "no modal price for h200" in h200["price_note"]
+    assert l4["usd_per_mtok"] == pytest.approx(10.0) and l4["price_note"] == ""
+    assert l4["configuration"] == "bf16 eager"
+    assert cost.unpriced(table) == ["h200: 1 measured configuration(s) have no $/Mtok: no modal price for h200 in "
+                                    "data/specs/prices.csv."]
+
+
+def test_ladder_naive_and_best_and_the_ratio_table():
+    configs = _configs([
+        ("p", "l4", None, None, "eager", None, "bf16", 60.0, None),
+        ("p", "l4", None, None, None, None, "gptq-exllamav2", 20.0, None),
+        ("p", "h100-sxm", None, None, "eager", None, "bf16", 15.0, None),
+        ("p", "h100-sxm", None, None, "graph", None, "bf16", 12.0, None),
+        ("p", "h200", None, None, "eager", None, "bf16", 10.0, None),
+    ])
+    table = cost.cost_table(configs, PRICES, SPECS)
+    lad = cost.ladder(table).set_index(["gpu", "kernels"])
+    assert lad.loc[("l4", "naive"), "configuration"] == "bf16 eager"
+    assert lad.loc[("l4", "best"), "configuration"] == "gptq-exllamav2"
+    assert lad.loc[("l4", "best"), "usd_per_mtok"] == pytest.approx(0.72 * 20 / 3.6)  # 4 $/Mtok
+    assert lad.loc[("h100-sxm", "best"), "configuration"] == "bf16 graph"
+    assert "h200" not in lad.index.get_level_values("gpu")  # no price, not on the ladder
+    ratios = cost.ratio_table(table, "l4", "h100-sxm")
+    assert len(ratios) == 4
+    top = ratios.iloc[0]  # h100 eager 15 ms at 3.6 $/h = 15 $/Mtok over l4 int4 20 ms at 0.72 $/h = 4 $/Mtok
+    assert (top["configuration_l4"], top["configuration_h100-sxm"]) == ("gptq-exllamav2", "bf16 eager")
+    assert top["cost_ratio"] == pytest.approx(15 / 4)
+    assert top["cost_ratio"] == pytest.approx(top["price_ratio"] * top["step_ratio"])
+    sens = cost.price_sensitivity(ratios, "l4", "h100-sxm", [5, 10], target=6.0)
+    row = sens.iloc[0]
+    assert row["price_ratio_for_6x"] == pytest.approx(6.0 / 0.75)  # step ratio 15/20
+    assert row["cost_ratio_at_price_ratio_10"] == pytest.approx(7.5)
+
+
+def test_published_configurations_are_labelled_and_complete():
+    configs = cost.published_configurations(published.load())
+    assert set(configs["source"]) == {published.PUBLISHED_LABEL}
+    assert sorted(configs["step_ms"]) == [11.78, 14.83, 17.36, 45.24, 59.36, 62.32]
+
+
+def test_floor_costs_are_in_bandwidth_order_on_the_shipped_registry():
+    from decodegap import models
+
+    cfg = {"qwen2.5-7b": models.load_spec("qwen2.5-7b").config}
+    floors = cost.floor_costs(cfg, hardware.specs_table(), cost.load_prices(), "qwen2.5-7b", 2048)
+    assert "h200" not in set(floors["gpu"])  # no price
+    l4 = floors.set_index("gpu").loc["l4"]
+    assert l4["usd_per_mtok"] == pytest.approx(0.7992 * l4["t_floor_ms"] / 3.6)
+    ordered = floors.sort_values("bandwidth_gbps")["usd_per_mtok"].to_numpy()
+    assert (ordered[1:] < ordered[:-1]).all()
+
+
+def test_prices_file_lives_in_specs():
+    assert cost.prices_path() == paths.DATA / "specs" / "prices.csv"
