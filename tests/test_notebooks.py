@@ -37,7 +37,8 @@ def test_01_replay_rebuilds_the_cell_table_from_raw_rows(replayed):
     cells = pd.read_csv(figures / "01_roofline_cells.csv")
     # Recompute one cell by hand from the raw rows: median over sessions of each session's median.
     raw = pd.read_csv(data / "raw" / "h200" / "decode.csv")
-    sel = raw[(raw.model == "qwen2.5-7b") & (raw.ctx == 2048) & (raw.arm == "eager") & (raw.status == "ok")]
+    sel = raw[(raw.model == "qwen2.5-7b") & (raw.ctx == 2048) & (raw.arm == "eager") & (raw.status == "ok")
+              & (raw.attn == "sdpa") & (raw.quant == "bf16")]  # notebook 01's cells: default attention, bf16
     t_obs = sel.groupby("session").step_ms.median().median()
     cfg = models.load_spec("qwen2.5-7b").config
     t_floor = (2 * accounting.param_count(cfg).total + 2 * 28 * 4 * 128 * 2048 * 2) / 4800e9 * 1e3
