@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import attention, attention_report, decode, models, notebooks, paths, published, sessions
+from decodegap import attention, attention_report, decode, models, notebooks, paths, published, records, sessions
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
           for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
@@ -155,3 +155,80 @@ def test_03_replay_and_measure(tmp_path, data_dir):
     notebooks.run(paths.NOTEBOOKS / "03_attention_backends.ipynb", dict(FIGURES_DIR=str(tmp_path / "replay")),
                   out_dir=tmp_path / "executed2")
     assert pd.read_csv(tmp_path / "replay" / "03_attention_table.csv").shape[0] == len(attention.BACKENDS)
+
+
+# ------------------------------------------------------------------ verdicts and the whole-step comparison
+
+def test_binding_verdict_on_hand_cases():
+    assert attention_report.binding(35.0, 7.0) == "launch sequence"  # 5x
+    assert attention_report.binding(24.0, 20.0) == "kernel"  # 1.2x
+    assert attention_report.binding(30.0, 20.0) == "both"  # 1.5x
+
+
+def _step_rows(cells):
+    """Decode rows for hand-made graph cells {(model, attn, ctx): [ms per step ...]}, one session each."""
+    rows = []
+    for (model, attn, ctx), times in cells.items():
+        for i, ms in enumerate(times):
+            rows.append(dict(run_id="r", session=0, gpu="h200", model=model, ctx=ctx, max_cache_len=ctx + 40,
+                             arm="graph", attn=attn, quant="bf16", step=i, step_ms=ms, status="ok", reason=""))
+    return pd.DataFrame(rows)
+
+
+def test_step_findings_compare_the_step_growth_with_the_per_layer_kernel(data_dir):
+    from decodegap import hardware
+
+    configs = {"llama-3.1-8b": models.load_spec("llama-3.1-8b").config}  # 32 layers
+    rows = _step_rows({("llama-3.1-8b", "sdpa", 2048): [9.0, 9.0, 9.2], ("llama-3.1-8b", "sdpa", 16384): [19.0] * 3,
+                       ("llama-3.1-8b", "flex", 2048): [7.0] * 3, ("llama-3.1-8b", "flex", 16384): [8.0] * 3})
+    steps = attention_report.step_table(rows, hardware.specs_table(data_dir), configs, ["sdpa", "flex"], [2048, 16384])
+    summ = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=c, attn=a, status="ok", gpu_us=us)
+                         for (a, c, us) in [("sdpa", 2048, 7.0), ("sdpa", 16384, 22.0),
+                                            ("flex", 2048, 60.0), ("flex", 16384, 600.0)]])
+    lines = attention_report.step_findings(steps, summ, configs)
+    sdpa = next(line for line in lines if ", sdpa inside" in line)
+    assert "+10.00 ms" in sdpa and "implies +0.48 ms" in sdpa  # 32 x (22 - 7) us = 0.48 ms
+    flex = next(line for line in lines if ", flex inside" in line)
+    assert "+1.00 ms" in flex and "exceed the whole step" in flex  # 32 x 600 us = 19.2 ms > 8 ms
+
+
+def test_step_table_marks_a_refused_forced_backend_unavailable(data_dir):
+    from decodegap import hardware
+
+    rows = pd.DataFrame([dict(run_id="r", session=0, gpu="h200", model="llama-3.1-8b", ctx=2048, max_cache_len=None,
+                              arm="graph", attn="sdpa_flash", quant="bf16", step=None, step_ms=None, status="error",
+                              reason="RuntimeError: No available kernel. Aborting execution.")])
+    configs = {"llama-3.1-8b": models.load_spec("llama-3.1-8b").config}
+    steps = attention_report.step_table(rows, hardware.specs_table(data_dir), configs, ["sdpa_flash"], [2048])
+    assert steps.iloc[0]["status"] == "unavailable" and "explicit attention mask" in steps.iloc[0]["reason"]
+
+
+def test_measure_cell_records_a_refused_forced_backend_as_unavailable(data_dir, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(decode, "run_arm", refuse)
+    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
+                              attn="sdpa_flash", device="cpu", verify=False)
+    rows = sessions.measure_cell(plan, None, sessions.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
+    assert rows[0]["status"] == "unavailable" and "FLASH takes no explicit attention mask" in rows[0]["reason"]
+
+
+def test_readme_statements_on_the_h200_whole_step_hold():
+    """README, notebook 03: SDPA's in-model growth is > 10x what its kernel implies on every shape; Flex's
+    growth is < 0.1 of SDPA's on Llama and Mistral, not on Qwen."""
+    from decodegap import hardware
+
+    data = paths.data_dir(None)
+    configs = {k: models.load_spec(k).config for k in SHAPES}
+    summ = attention_report.summary(records.load_experiment("attention", data))
+    steps = attention_report.step_table(records.load_experiment("decode", data), hardware.specs_table(data), configs,
+                                        ["sdpa", "flex"], [2048, 16384])
+    g = steps[(steps.arm == "graph") & (steps.gpu == "h200")].set_index(["model", "attn", "ctx"])["t_obs_ms"]
+    for model, shape in SHAPES.items():
+        us = summ[(summ.gpu == "h200") & (summ.model == model) & (summ.attn == "sdpa")].set_index("ctx")["gpu_us"]
+        layers = configs[model]["num_hidden_layers"]
+        grow_sdpa = g[(model, "sdpa", 16384)] - g[(model, "sdpa", 2048)]
+        assert grow_sdpa > 10 * layers * (us[16384] - us[2048]) / 1e3
+        grow_flex = g[(model, "flex", 16384)] - g[(model, "flex", 2048)]
+        assert (grow_flex < 0.1 * grow_sdpa) == (model != "qwen2.5-7b")

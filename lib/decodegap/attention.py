@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 REFERENCE = "sdpa_math"
+NO_KERNEL = "No available kernel"  # what SDPA raises when the forced backend refuses the call
+NO_KERNEL_REASON = ("SDPA has no kernel of this backend for the HF model's call (torch 2.11: FLASH takes no "
+                    "explicit attention mask, which HF passes with a static cache; EFFICIENT takes no GQA)")
 
 
 @dataclass(frozen=True)

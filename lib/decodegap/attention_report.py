@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import attention
+from . import attention, roofline
+
+STEP_ARMS = ("eager", "graph")
+NO_KERNEL, NO_KERNEL_REASON = attention.NO_KERNEL, attention.NO_KERNEL_REASON
+LAUNCH_BINDS_RATIO = 2.0  # host-inclusive / GPU-only at or above this: the launch sequence binds
+KERNEL_BINDS_RATIO = 1.25  # at or below this: the kernel binds
 
 # the paper's backend names (data/published/paper.csv `attn`) -> our registry keys of the same kernel family
 PUBLISHED_TO_OURS = {"sdpa": ["sdpa"], "fa2": ["fa2", "sdpa_flash"], "fa3": ["fa3", "fa3_torch"],
@@ -68,7 +73,77 @@ def findings(summ: pd.DataFrame) -> list[str]:
             line += (f"; fastest GPU-only {gpu_only.iloc[0]['attn']} {gpu_only.iloc[0]['gpu_us']:.1f} us; "
                      f"host/GPU ratio {g['host_over_gpu'].min():.1f}-{g['host_over_gpu'].max():.1f}x")
         out.append(line + ".")
-    missing = summ[summ["status"] != "ok"].drop_duplicates(["gpu", "attn"])
-    for r in missing.itertuples():
-        out.append(f"{r.gpu}: {r.attn} did not run: {r.status}: {r.reason}")
+    missing = summ[summ["status"] != "ok"]
+    for (gpu, attn, status, reason), g in missing.groupby(["gpu", "attn", "status", "reason"], dropna=False):
+        ran = ok[(ok["gpu"] == gpu) & (ok["attn"] == attn)]
+        where = "anywhere" if ran.empty else "for " + ", ".join(sorted(set(g["model"])))
+        out.append(f"{gpu}: {attn} did not run {where}: {status}: {reason}")
+    return out
+
+
+def binding(host_us: float, gpu_us: float) -> str:
+    """Which part of one attention call binds: 'launch sequence' when the host-inclusive time is at least
+    LAUNCH_BINDS_RATIO x the GPU-only time, 'kernel' when at most KERNEL_BINDS_RATIO x, else 'both'."""
+    ratio = host_us / gpu_us
+    if ratio >= LAUNCH_BINDS_RATIO:
+        return "launch sequence"
+    if ratio <= KERNEL_BINDS_RATIO:
+        return "kernel"
+    return "both"
+
+
+def binding_findings(summ: pd.DataFrame, attn: str = "sdpa") -> list[str]:
+    """Per GPU and context: does the kernel or the launch sequence bind backend `attn` (all model shapes)?"""
+    ok = summ[(summ["status"] == "ok") & (summ["attn"] == attn)].dropna(subset=["host_us", "gpu_us"])
+    out = []
+    for (gpu, ctx), g in ok.groupby(["gpu", "ctx"]):
+        per_model = {m: binding(h, d) for m, h, d in zip(g["model"], g["host_us"], g["gpu_us"])}
+        verdict = (f"the {next(iter(set(per_model.values())))} binds" if len(set(per_model.values())) == 1 else
+                   "it depends on the shape: " + ", ".join(f"{m} {v}" for m, v in sorted(per_model.items())))
+        out.append(f"{gpu} ctx {ctx}, {attn}: host-inclusive {g['host_us'].min():.1f}-{g['host_us'].max():.1f} us "
+                   f"against GPU-only {g['gpu_us'].min():.1f}-{g['gpu_us'].max():.1f} us per call "
+                   f"({(g['host_us'] / g['gpu_us']).min():.1f}-{(g['host_us'] / g['gpu_us']).max():.1f}x): {verdict}.")
+    return out
+
+
+def step_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, backends, contexts) -> pd.DataFrame:
+    """The whole decode step (bf16, eager and graph arms) with each backend of `backends` inside the HF model,
+    at `contexts`. A cell SDPA refused ("No available kernel") is `unavailable` with the reason."""
+    rows = decode_rows[decode_rows["attn"].isin(backends) & (decode_rows["quant"] == "bf16")
+                       & decode_rows["arm"].isin(STEP_ARMS) & decode_rows["ctx"].isin(contexts)]
+    if rows.empty:
+        return pd.DataFrame(columns=["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all",
+                                     "status", "reason"])
+    cells = roofline.cell_table(rows, specs, configs)
+    refused = (cells["status"] == "error") & cells["reason"].astype(str).str.contains(NO_KERNEL)
+    cells.loc[refused, "status"] = "unavailable"
+    cells.loc[refused, "reason"] = NO_KERNEL_REASON
+    cells = cells.sort_values(["gpu", "model", "arm", "attn", "ctx"]).reset_index(drop=True)
+    return cells[["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all", "status", "reason"]]
+
+
+def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs) -> list[str]:
+    """Generated sentences on the graphed whole step per backend: how much the step grows from the smallest
+    to the largest context, against what the per-layer GPU-only microbenchmark of the same backend implies
+    (layers x the growth of one call); and where one layer's call x layers exceeds the whole graphed step
+    (then the microbenchmark did not time the kernel the model runs)."""
+    out = []
+    graph = steps[(steps["arm"] == "graph") & (steps["status"] == "ok")]
+    for (gpu, model, attn), g in graph.groupby(["gpu", "model", "attn"]):
+        if g["ctx"].nunique() < 2:
+            continue
+        g = g.set_index("ctx")["t_obs_ms"]
+        lo, hi = g.index.min(), g.index.max()
+        layers = int(configs[model]["num_hidden_layers"])
+        line = (f"{gpu} {model}, {attn} inside the model (graph): {g[lo]:.2f} ms at ctx {lo}, {g[hi]:.2f} ms at "
+                f"ctx {hi} (+{g[hi] - g[lo]:.2f} ms)")
+        micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["attn"] == attn)
+                     & (summ["status"] == "ok")].set_index("ctx")["gpu_us"]
+        if lo in micro.index and hi in micro.index:
+            implied_ms = layers * (micro[hi] - micro[lo]) / 1e3
+            line += f"; the per-layer kernel alone implies +{implied_ms:.2f} ms ({layers} layers)"
+            if layers * micro[hi] / 1e3 > g[hi]:
+                line += (f"; but {layers} of its per-layer calls ({layers * micro[hi] / 1e3:.2f} ms) exceed the whole "
+                         "step: the microbenchmark's call is not the kernel the model runs")
+        out.append(line + ".")
     return out

@@ -158,6 +158,13 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
     except AssertionError as exc:
         return status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
+    except RuntimeError as exc:
+        from .attention import NO_KERNEL, NO_KERNEL_REASON
+
+        if NO_KERNEL in str(exc):  # SDPA forced to a backend that refuses the model's call
+            return status_rows(plan, run_id, session, cell, "unavailable", f"{NO_KERNEL_REASON}: {exc}")
+        traceback.print_exc()
+        return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         traceback.print_exc()
         return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
