@@ -293,10 +293,11 @@ def test_paper_table_and_findings_by_hand(data_dir):
     l4_floor = quant.step_bytes(CONFIGS[model], "gptq-exllamav2", ctx) / 300e9 * 1e3
     assert table.loc["gptq-exllamav2", "l4 R_floor (our floor, published ms)"] == pytest.approx(l4_floor / 17.36)
     assert table.loc["bnb-nf4", "h200 status"] == "eager: no rows"
-    lines = quant_report.findings(table.reset_index(), published.load(), cells, model, ctx, ["eager"])
+    assert table.loc["bf16", "h200 eager sessions"] == 2 and table.loc["int4-tinygemm", "h200 eager check"] == "reference"
+    lines = quant_report.findings(table.reset_index(), published.load(), cells, model, [ctx], ["eager"])
     frac = quant_report.realised(5.0, 12.5, table.loc["int4-tinygemm", "step GB"], table.loc["bf16", "step GB"])
-    assert any(line.startswith("h200 eager: int4-tinygemm 5.00 ms/step = 2.50x") and f"({frac:.0%} of it" in line
-               for line in lines)
+    assert any(line.startswith("h200 eager, ctx 2048: int4-tinygemm 5.00 ms/step (1 session each, check reference) = 2.50x")
+               and f"({frac:.0%} of it" in line for line in lines)
     assert any("l4 (published): gptq-exllamav2" in line and "realises its weight-traffic saving" in line for line in lines)
     assert any("l4 (published): bnb-nf4" in line and "does not realise" in line for line in lines)
     assert not any(line.startswith("No quantised-path rows") for line in lines)
@@ -307,8 +308,10 @@ def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(tmp
     figures = tmp_path / "figures"
     out = notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb", dict(FIGURES_DIR=str(figures)),
                         out_dir=tmp_path / "executed")
-    table = pd.read_csv(figures / "04_quant_table.csv").set_index("quant")
-    assert len(table) == len(quant.PATHS)
+    table = pd.read_csv(figures / "04_quant_table.csv")
+    assert sorted(set(table.ctx)) == [2048, 16384] and len(table) == 2 * len(quant.PATHS)
+    assert table[table.ctx == 16384]["l4 ms (published)"].isna().all()  # the paper's context is unstated: first context only
+    table = table[table.ctx == 2048].set_index("quant")
     assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24
     assert pd.notna(table.loc["gptq-exllamav2", "l4 floor ms"])
     for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
@@ -327,10 +330,63 @@ def test_04_replay_with_quant_rows_fills_our_columns(tmp_path, data_dir):
     figures = tmp_path / "figures"
     notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb",
                   dict(DATA_DIR=str(data_dir), FIGURES_DIR=str(figures), MODELS=["llama-tiny"], TABLE_MODEL="llama-tiny",
-                       TABLE_CTX=16, ARMS=["eager"]), out_dir=tmp_path / "executed")
+                       CONTEXTS=[16], ARMS=["eager"]), out_dir=tmp_path / "executed")
     table = pd.read_csv(figures / "04_quant_table.csv").set_index("quant")
     assert table.loc["int4-tinygemm", "cpu-test eager ms"] == 1.0
     assert table.loc["int4-tinygemm", "cpu-test eager speed-up"] == 2.0
     assert table.loc["bf16", "l4 ms (published)"] == 62.32
     bytes_table = pd.read_csv(figures / "04_quant_bytes.csv")
     assert set(bytes_table.model) == {"llama-tiny"} and (bytes_table.group_size.dropna() == 64).all()
+
+
+def _verify(model, ctx, arm, quant_key, err, status="ok"):
+    return dict(run_id="r", session=0, gpu="h200", model=model, ctx=ctx, arm=arm, attn="sdpa", quant=quant_key,
+                max_rel_err=err, tol=0.1, status=status, reason="")
+
+
+def test_checks_label_nan_and_failed_cells_and_keep_them_out_of_verdicts(data_dir):
+    """Hand-made verify rows: a passing check, a NaN one recorded as `ok` (before verify_arm failed NaN), a
+    failure that left only an `error` decode row, and a check whose cell was never timed."""
+    m, m2, ctx = "qwen2.5-7b", "llama-3.1-8b", 2048
+    raw = []
+    for model in (m, m2):
+        raw += (_rows("h200", model, ctx, "bf16", "graph", [10.0, 10.0]) + _rows("h200", model, ctx, "bf16", "eager", [20.0])
+                + _rows("h200", model, ctx, "int4-tinygemm", "graph", [8.0]) + _rows("h200", model, ctx, "int4-tinygemm", "eager", [30.0]))
+    raw += _rows("h200", m2, ctx, "gptq-exllamav2", "eager", [25.0])
+    raw.append(dict(_rows("h200", m, ctx, "awq-triton", "graph", [0.0])[0], step=None, step_ms=None, status="error",
+                    reason="correctness check failed: arm 'graph' at ctx 2048: logits differ from eager by 0.101 (> 0.1)"))
+    verify = pd.DataFrame([_verify(m, ctx, "graph", "int4-tinygemm", 0.0167), _verify(m2, ctx, "graph", "int4-tinygemm", float("nan")),
+                           _verify(m2, ctx, "graph", "gptq-exllamav2", 0.01), _verify(m, ctx, "graph", "bf16", 0.02)])
+    specs = hardware.specs_table(data_dir)
+    cells = quant_report.cells(pd.DataFrame(raw), specs, CONFIGS, verify_rows=verify).set_index(["model", "arm", "quant"])
+    assert cells.loc[(m, "graph", "int4-tinygemm"), "check"] == "ok 0.0167"
+    assert cells.loc[(m2, "graph", "int4-tinygemm"), "check"] == "failed: NaN logits"
+    assert cells.loc[(m2, "eager", "int4-tinygemm"), "check"] == "failed: NaN logits (in its graph check)"
+    assert cells.loc[(m, "eager", "int4-tinygemm"), "check"] == "reference"
+    assert cells.loc[(m, "graph", "awq-triton"), "check"] == "failed: 0.101 > 0.1"
+    assert cells.loc[(m2, "graph", "bf16"), "check"] == "not checked" and not cells.loc[(m2, "graph", "bf16"), "check_failed"]
+    assert list(cells["check_failed"][cells["check_failed"]].index.get_level_values("quant")).count("int4-tinygemm") == 2
+    never = cells.loc[(m2, "graph", "gptq-exllamav2")]
+    assert never["status"] == "not timed" and pd.isna(never["t_obs_ms"]) and never["check"] == "ok 0.0100"
+    assert cells.loc[(m, "graph", "int4-tinygemm"), "speedup_over_bf16"] == pytest.approx(10.0 / 8.0)
+    lines = quant_report.gpu_findings(cells.reset_index(), [ctx], ["graph"])
+    line = next(x for x in lines if "graph, ctx 2048: int4-tinygemm" in x)
+    assert line.startswith("h200 graph, ctx 2048: int4-tinygemm 8.00 ms/step (1 session each, check ok) = 1.25x")
+    assert "left out of the verdict (check failed), timing shown: llama-3.1-8b 8.00 ms (failed: NaN logits)" in line
+    assert "over 2 models" not in line  # the verdict is on the one cell whose check passed
+    awq = next(x for x in lines if ": awq-triton" in x)
+    assert "no verdict" in awq and "failed: 0.101 > 0.1" in awq
+    assert not any("Hypothesis" in x and "int4-tinygemm" in x for x in lines)  # no hypothesis is typed for tinygemm
+    assert any(x.startswith("NaN logits: int4-tinygemm on llama-3.1-8b") and "Cause not examined" in x for x in lines)
+
+
+def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
+    rows = pd.DataFrame(_rows("h200", "qwen2.5-7b", 2048, "bf16", "graph", [10.0])
+                        + _rows("h200", "qwen2.5-7b", 2048, "awq-triton", "graph", [12.0]))
+    specs = hardware.specs_table(data_dir)
+    cells = quant_report.cells(rows, specs, CONFIGS)
+    table = quant_report.paper_table(cells, published.load(), specs, CONFIGS, "qwen2.5-7b", [2048], ["graph"]).set_index("quant")
+    assert table.loc["awq-marlin", "h200 status"].startswith("graph: not run: the `awq` alias ran as awq-triton on h200")
+    assert table.loc["bnb-nf4", "h200 status"] == "graph: no rows"
+    lines = quant_report.findings(table.reset_index(), published.load(), cells, "qwen2.5-7b", [2048], ["graph"])
+    assert any(x.startswith("h200: awq-marlin: graph: not run") for x in lines)

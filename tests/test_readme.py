@@ -39,6 +39,27 @@ def _attention_finding(att) -> str:
             f"host-inclusive time is a median {ok.host_over_gpu.median():.1f}x the GPU-only time: the launch sequence binds.")
 
 
+def _span(v, fmt=".2f") -> str:
+    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _quant_h200_finding(qc) -> str:
+    """Notebook 04 on the H200: graph arm at ctx 2048, over the models whose correctness check passed."""
+    g = qc[(qc.gpu == "h200") & (qc.arm == "graph") & (qc.ctx == 2048) & qc.t_obs_ms.notna()]
+    if g.empty or not (g.quant != "bf16").any():
+        return "No H200 rows of the quantised paths."
+    ok = g[~g.check.astype(str).str.startswith("failed")]
+    p = {k: ok[ok.quant == k] for k in ("bf16", "int4-tinygemm", "bnb-nf4", "gptq-exllamav2", "awq-triton")}
+    nan = sorted(set(g[g.check.astype(str).str.startswith("failed: NaN")].quant))
+    return (f"On the H200 (graph arm, ctx 2048; bf16 {_span(p['bf16'].t_obs_ms)} ms) int4 tinygemm takes "
+            f"{_span(p['int4-tinygemm'].t_obs_ms)} ms ({_span(p['int4-tinygemm'].speedup_over_bf16)}x, "
+            f"{_span(p['int4-tinygemm'].realised_fraction * 100, '.0f')}% of its weight-traffic saving), bitsandbytes nf4 "
+            f"{_span(p['bnb-nf4'].speedup_over_bf16)}x, GPTQ + ExLlamaV2 {_span(p['gptq-exllamav2'].speedup_over_bf16)}x "
+            f"and AWQ's Triton GEMM {_span(p['awq-triton'].speedup_over_bf16)}x (cells whose correctness check failed left "
+            f"out{'; NaN logits: ' + ', '.join(nan) if nan else ''}).")
+
+
 def gallery_findings() -> dict[str, str]:
     """The README gallery's finding of each figure, recomputed from the committed tables in figures/."""
     import pandas as pd
@@ -54,7 +75,8 @@ def gallery_findings() -> dict[str, str]:
     d = d[d.gpu == "h200"]
     d2, d16 = d[d.ctx == 2048].launch_overhead_fraction, d[d.ctx == 16384].launch_overhead_fraction
     att = pd.read_csv(f / "03_attention_cells.csv")
-    q = pd.read_csv(f / "04_quant_table.csv").set_index("quant")["l4 R_floor (our floor, published ms)"]
+    qt = pd.read_csv(f / "04_quant_table.csv")
+    q = qt[qt.ctx == qt.ctx.min()].set_index("quant")["l4 R_floor (our floor, published ms)"]
     lad = pd.read_csv(f / "05_cost_ladder.csv").set_index(["gpu", "kernels"])
     floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
     l4, h100 = lad.loc[("l4", "best")], lad.loc[("h100-sxm", "best")]
@@ -75,7 +97,7 @@ def gallery_findings() -> dict[str, str]:
         "03_attention_us_vs_context.png": _attention_finding(att),
         "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
-                                    "the int4 format, realises the saving.",
+                                    "the int4 format, realises the saving. " + _quant_h200_finding(pd.read_csv(f / "04_quant_cells.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~6x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}).",
@@ -116,3 +138,27 @@ def test_readme_adds_a_gpu_through_every_notebook_and_the_cli():
     for nb in notebooks.notebook_paths():
         assert f"papermill notebooks/{nb.name} notebooks/executed/{nb.name}" in readme, nb.name
     assert "python -m decodegap measure --gpu" in readme
+
+
+def test_readme_quantisation_prose_matches_the_h200_cells():
+    """The notebook-04 paragraph's statements without numbers, checked on figures/04_quant_cells.csv (cells whose
+    correctness check passed, both contexts)."""
+    import pandas as pd
+
+    readme = " ".join((paths.REPO / "README.md").read_text().split())
+    qc = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
+    qc = qc[(qc.gpu == "h200") & (qc.quant != "bf16") & qc.t_obs_ms.notna() & ~qc.check.astype(str).str.startswith("failed")]
+    graph, eager = qc[qc.arm == "graph"], qc[qc.arm == "eager"]
+    int4 = graph[graph.quant == "int4-tinygemm"]
+    assert "int4 tinygemm is the only path clearly faster than bf16 on the graph arm" in readme
+    assert (int4.speedup_over_bf16 > 1.1).all() and (graph[graph.quant != "int4-tinygemm"].speedup_over_bf16 < 1.1).all()
+    assert "saves about as many milliseconds as its own floor drops, yet realises only part" in readme
+    assert (int4.saved_over_floor_drop > 0.8).all() and (int4.realised_fraction < 0.8).all()
+    assert "save little of what their floors allow" in readme
+    assert (graph[graph.quant.isin(["bnb-nf4", "gptq-exllamav2"])].saved_over_floor_drop < 0.3).all()
+    assert "AWQ's Triton GEMM is slower than bf16" in readme and (graph[graph.quant == "awq-triton"].speedup_over_bf16 < 1).all()
+    assert "On the eager arm every path is slower than bf16" in readme and (eager.speedup_over_bf16 < 1).all()
+    assert "awq-marlin" not in set(qc.quant) and "AWQ with Marlin did not run there" in readme
+    nan = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
+    nan = nan[nan.check.astype(str).str.startswith("failed: NaN")]
+    assert set(nan.quant) == {"gptq-exllamav2"} and set(nan.model) == {"mistral-7b-v0.3", "llama-3.1-8b"}

@@ -1,5 +1,6 @@
 """Figure of notebook 04: ms per decode step of each quantisation path against the path's own memory floor,
-for the published L4 column and every measured GPU and arm (plots.style / plots.save conventions)."""
+for the published L4 column and every measured GPU and arm, one panel per context (plots.style /
+plots.save conventions)."""
 
 from __future__ import annotations
 
@@ -13,32 +14,63 @@ from .published import PUBLISHED_LABEL
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
 
 
+def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
+    out = [(c[: -len(" ms (published)")], c) for c in table.columns if c.endswith(" ms (published)")]
+    return out + [(c[: -len(" ms")], c) for c in table.columns if c.endswith(" ms") and not c.endswith("floor ms")]
+
+
 def ms_vs_floor(table: pd.DataFrame, title: str = ""):
-    """Grouped bars: one group per path (rows of quant_report.paper_table), one bar per series (the
-    published L4 column, hatched and labelled published; each measured GPU and arm), each series' floor for
-    that path as a black tick over its bar. A path with no time in a series has no bar."""
+    """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
+    path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
+    first context only; each measured GPU and arm), each series' floor for that path as a black tick over
+    its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a path with no
+    time in a series has no bar (a measured series writes 'no time' where the path has a floor)."""
     plots.style()
-    series = [(c[: -len(" ms (published)")], c) for c in table.columns if c.endswith(" ms (published)")]
-    series += [(c[: -len(" ms")], c) for c in table.columns if c.endswith(" ms") and not c.endswith("floor ms")]
+    series = _series(table)
     if table.empty or not series:
         return plots._empty("No quantisation rows and no published values.")
-    fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(table)), 4.0))
-    x = np.arange(len(table))
+    contexts = sorted(set(table["ctx"])) if "ctx" in table else [None]
+    fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.4, 1.2 * len(set(table["quant"]))) * len(contexts) * 0.8, 4.2),
+                             squeeze=False, sharey=False)
     width = 0.8 / len(series)
-    for i, (name, col) in enumerate(series):
-        gpu = name.split(" ")[0]
-        pos = x - 0.4 + width * (i + 0.5)
-        published = col.endswith("(published)")
-        ax.bar(pos, table[col], width, color=SERIES_COLORS[i % len(SERIES_COLORS)], hatch="//" if published else None,
-               edgecolor="black" if published else None, linewidth=0.5,
-               label=f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)")
-        floor = table.get(f"{gpu} floor ms")
-        if floor is not None:
-            ax.hlines(floor, pos - width / 2, pos + width / 2, color="black", linewidth=1.6,
-                      label="each path's own memory floor (datasheet bandwidth)" if i == 0 else None)
-    ax.set_xticks(x, table["quant"], rotation=20, ha="right")
-    ax.set_ylabel("ms per decode step (median of session medians)")
-    ax.set_ylim(bottom=0)
-    ax.set_title(title or "Quantisation paths against their own memory floors")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    labelled = set()
+    for ax, ctx in zip(axes[0], contexts):
+        panel = table[table["ctx"] == ctx].reset_index(drop=True) if ctx is not None else table
+        x = np.arange(len(panel))
+        for i, (name, col) in enumerate(series):
+            gpu = name.split(" ")[0]
+            pos = x - 0.4 + width * (i + 0.5)
+            published = col.endswith("(published)")
+            if published and panel[col].isna().all():
+                continue
+            check = panel.get(f"{name} check")
+            failed = check.astype(str).str.startswith("failed") if check is not None else pd.Series(False, index=panel.index)
+            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
+            ok = panel[col].where(~failed)
+            ax.bar(pos, ok, width, color=color, hatch="//" if published else None,
+                   edgecolor="black" if published else None, linewidth=0.5, label=None if label in labelled else label)
+            labelled.add(label)
+            if (failed & panel[col].notna()).any():
+                lab = "correctness check failed (timing shown, no verdict)"
+                ax.bar(pos, panel[col].where(failed), width, color=color, alpha=0.45, hatch="xx", edgecolor="black",
+                       linewidth=0.5, label=None if lab in labelled else lab)
+                labelled.add(lab)
+            floor = panel.get(f"{gpu} floor ms")
+            if floor is not None:
+                lab = "each path's own memory floor (datasheet bandwidth)"
+                ax.hlines(floor, pos - width / 2, pos + width / 2, color="black", linewidth=1.6,
+                          label=None if lab in labelled else lab)
+                labelled.add(lab)
+                if not published:
+                    for p, t, f in zip(pos, panel[col], floor):
+                        if pd.isna(t) and pd.notna(f):
+                            ax.text(p, f, " no time", rotation=90, va="bottom", ha="center", fontsize=7)
+        ax.set_xticks(x, panel["quant"], rotation=20, ha="right")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"ctx {ctx}" if ctx is not None else "")
+    axes[0][0].set_ylabel("ms per decode step (median of session medians)")
+    fig.suptitle(title or "Quantisation paths against their own memory floors")
+    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
+    fig.tight_layout()
     return fig

@@ -1,6 +1,7 @@
 """Summaries of the quantisation rows for notebook 04: every cell with its path's own floor, the paper's
 table (ms/step per path, the published L4 column beside our columns), the byte model per model and path,
-the per-layer correctness rows, and generated findings.
+the per-layer correctness rows, each cell's whole-model correctness check (verify.csv) and generated
+findings.
 
 Step times are roofline-style: the median over sessions of each session's median step (roofline.cell_table).
 Each path's floor is its own: quant.step_bytes (packed int4 weights, scales, zeros, the bf16 LM head,
@@ -9,6 +10,7 @@ norms, biases, one embedding row, KV at ctx) over the GPU's datasheet bandwidth.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -32,21 +34,114 @@ def _bytes(configs, model, key, ctx, group_size=None) -> float:
     return float(quant.step_bytes(configs[model], key, int(ctx), _group(configs, model, group_size)))
 
 
+def _check_label(err: float, tol: float) -> tuple[str, bool]:
+    if pd.isna(err):
+        return "failed: NaN logits", True
+    if not err <= tol:
+        return f"failed: {err:.3g} > {tol:g}", True
+    return f"ok {err:.4f}", False
+
+
+_FAILED_REASON = re.compile(r"correctness check failed: .*?by (?P<err>[-+0-9.eE]+|nan) \(> (?P<tol>[0-9.eE]+)\)")
+
+
+def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
+    """Each cell's whole-model correctness check: `check` (a label) and `check_failed` (bool), one per row of
+    `cells_` in its order.
+
+    An arm other than eager is checked against the same model's eager arm before it is timed
+    (decode.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
+    "ok <err>" from its verify.csv row, or "failed: <err> > <tol>" past the tolerance, or "failed: NaN logits"
+    where the error is NaN (rows recorded before verify_arm failed NaN say `ok` with a NaN error: the label
+    goes by the number, not the status). A check that failed before timing left no verify row but an
+    `error` decode row whose reason carries the error; that is read too. The eager arm is the reference of
+    those checks: "reference", except where a check of the same (gpu, model, ctx, attn, quant) gave NaN
+    logits, which puts the model itself in doubt: then it is "failed: NaN logits (in its <arm> check)".
+    A cell with neither is "not checked" (not counted as failed)."""
+    keys = ["gpu", "model", "ctx", "arm", "attn", "quant"]
+    verify = {}
+    if verify_rows is not None and not verify_rows.empty:
+        for r in verify_rows.drop_duplicates(keys, keep="last").itertuples():
+            verify[(r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)] = (float(r.max_rel_err), float(r.tol))
+    labels = {}
+    for r in cells_.itertuples():
+        key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
+        if key in verify:
+            labels[key] = _check_label(*verify[key])
+            continue
+        hit = _FAILED_REASON.search(str(getattr(r, "reason", "") or ""))
+        if hit:
+            labels[key] = _check_label(float(hit["err"]), float(hit["tol"]))
+    nan_checks = {}
+    for (gpu, model, ctx, arm, attn, q), (err, _) in verify.items():
+        if pd.isna(err) and arm != "eager":
+            nan_checks.setdefault((gpu, model, ctx, attn, q), arm)
+    check, failed = [], []
+    for r in cells_.itertuples():
+        key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
+        if r.arm == "eager":
+            other = nan_checks.get(key[:3] + key[4:])
+            label = (f"failed: NaN logits (in its {other} check)", True) if other else ("reference", False)
+        else:
+            label = labels.get(key, ("not checked", False))
+        check.append(label[0])
+        failed.append(label[1])
+    return pd.DataFrame({"check": check, "check_failed": failed}, index=cells_.index)
+
+
+NOT_TIMED = "checked (verify.csv) but never timed: no decode rows of this cell (the run stopped before timing it)"
+
+
+def _not_timed(decode_rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
+    """Cells with a verify row but no decode row, among the arms, attentions and models of `decode_rows`."""
+    if verify_rows is None or verify_rows.empty or decode_rows.empty:
+        return pd.DataFrame(columns=roofline.CELL)
+    v = verify_rows[verify_rows["arm"].isin(set(decode_rows["arm"])) & verify_rows["attn"].isin(set(decode_rows["attn"]))
+                    & verify_rows["model"].isin(set(decode_rows["model"]))]
+    have = set(map(tuple, decode_rows[roofline.CELL].astype({"ctx": int}).itertuples(index=False)))
+    out = [r for r in v[roofline.CELL].astype({"ctx": int}).drop_duplicates().itertuples(index=False) if tuple(r) not in have]
+    return pd.DataFrame(out, columns=roofline.CELL)
+
+
 def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
-          bandwidth_rows: pd.DataFrame | None = None, group_size: int | None = None) -> pd.DataFrame:
+          bandwidth_rows: pd.DataFrame | None = None, group_size: int | None = None,
+          verify_rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """roofline.cell_table of the decode rows plus, per cell, its path's own step bytes (`bytes_quant`),
-    floor at the datasheet bandwidth (`t_floor_quant_ms`) and at the measured copy bandwidth, and
-    R_floor against them. A quant key outside the byte model gets NaN."""
+    floor at the datasheet bandwidth (`t_floor_quant_ms`) and at the measured copy bandwidth, R_floor
+    against them, its correctness check (`check`, `check_failed`: see `checks`), and against the bf16 cell
+    of the same (gpu, model, ctx, arm, attn): `speedup_over_bf16` (t_bf16 / t_path), `realised_fraction`
+    (`realised`: the share of the weight-traffic saving realised as time saved) and
+    `saved_over_floor_drop` ((t_bf16 - t_path) / (t_floor_bf16 - t_floor_path): ms saved per ms the path's
+    own floor is below bf16's). A cell with a verify row but no decode rows is a row with status
+    `not timed`. A quant key outside the byte model gets NaN."""
+    cols = roofline.CELL + ["t_obs_ms", "sessions", "status", "reason", "bytes_quant", "t_floor_quant_ms",
+                            "r_floor_quant", "check", "check_failed", "speedup_over_bf16", "realised_fraction",
+                            "saved_over_floor_drop"]
     if decode_rows.empty:
-        return pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "reason", "bytes_quant",
-                                                     "t_floor_quant_ms", "r_floor_quant"])
+        return pd.DataFrame(columns=cols)
     table = roofline.cell_table(decode_rows, specs, configs, bandwidth_rows)
+    missing = _not_timed(decode_rows, verify_rows)
+    if not missing.empty:
+        missing = missing.merge(specs[["gpu", "bandwidth_gbps"]], on="gpu", how="left")
+        missing["measured_gbps"] = missing["gpu"].map(table.drop_duplicates("gpu").set_index("gpu")["measured_gbps"])
+        missing["status"], missing["reason"] = "not timed", NOT_TIMED
+        table = pd.concat([table, missing], ignore_index=True).sort_values(roofline.CELL).reset_index(drop=True)
     table["bytes_quant"] = [_bytes(configs, m, q, c, group_size)
                             for m, q, c in zip(table["model"], table["quant"], table["ctx"])]
     table["t_floor_quant_ms"] = roofline.t_floor_ms(table["bytes_quant"], table["bandwidth_gbps"])
     table["r_floor_quant"] = table["t_floor_quant_ms"] / table["t_obs_ms"]
     table["t_floor_quant_measured_ms"] = roofline.t_floor_ms(table["bytes_quant"], table["measured_gbps"])
     table["r_floor_quant_measured"] = table["t_floor_quant_measured_ms"] / table["t_obs_ms"]
+    table = pd.concat([table, checks(table, verify_rows)], axis=1)
+    same = ["gpu", "model", "ctx", "arm", "attn"]
+    base = (table[table["quant"] == "bf16"].drop_duplicates(same)
+            .set_index(same)[["t_obs_ms", "bytes_quant", "t_floor_quant_ms"]].add_suffix("_bf16"))
+    b = table.join(base, on=same)
+    table["speedup_over_bf16"] = b["t_obs_ms_bf16"] / b["t_obs_ms"]
+    table["realised_fraction"] = realised(b["t_obs_ms"], b["t_obs_ms_bf16"], b["bytes_quant"], b["bytes_quant_bf16"])
+    table["saved_over_floor_drop"] = (b["t_obs_ms_bf16"] - b["t_obs_ms"]) / (b["t_floor_quant_ms_bf16"] - b["t_floor_quant_ms"])
+    bf16 = table["quant"] == "bf16"
+    table.loc[bf16, ["realised_fraction", "saved_over_floor_drop"]] = np.nan
     return table
 
 
@@ -97,52 +192,77 @@ def _bandwidth(specs: pd.DataFrame, gpu: str) -> float:
     return float(hit["bandwidth_gbps"].iloc[0]) if not hit.empty else float("nan")
 
 
+def _not_run(key: str, gpu: str, gpu_cells: pd.DataFrame) -> str:
+    """Why a registered path has no cell on a GPU: the alias it belongs to ran as another member there
+    (the member was passed over as unavailable when the alias was resolved), or no rows at all."""
+    for alias, members in quant.ALIASES.items():
+        ran = [m for m in members if m != key and m in set(gpu_cells["quant"])]
+        if key in members and ran:
+            return (f"not run: the `{alias}` alias ran as {ran[0]} on {gpu}, so {key} was unavailable there "
+                    f"(quant.resolve; no `unavailable` row of it records the reason)")
+    return "no rows"
+
+
 def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
-                model: str = "qwen2.5-7b", ctx: int = 2048, arms: Sequence[str] = ("eager", "graph"),
-                group_size: int | None = None) -> pd.DataFrame:
-    """The paper's quantisation table: one row per registered path (and any other quant key in the data).
-    Columns: the path's step bytes for `model` at `ctx` and how many times fewer than bf16; the published
-    L4 ms/step (model and context unstated by the paper), its speed-up over bf16, the path's L4 floor and
-    the published R_floor against it; then per measured GPU its floor, and per arm ms/step, speed-up over
-    bf16 on the same arm and R_floor; a status column where a cell did not run."""
+                model: str = "qwen2.5-7b", contexts: Sequence[int] | int = (2048,),
+                arms: Sequence[str] = ("eager", "graph"), group_size: int | None = None) -> pd.DataFrame:
+    """The paper's quantisation table: one row per registered path (and any other quant key in the data) and
+    context. Columns: the path's step bytes for `model` at ctx and how many times fewer than bf16; the
+    published L4 ms/step, its speed-up over bf16, the path's L4 floor and the published R_floor against it
+    (the paper states neither model nor context: the published values sit on the rows of the first
+    context only); then per measured GPU its floor, and per arm ms/step, sessions, speed-up over bf16 on the
+    same arm, R_floor and the cell's correctness check (`checks`: a timing whose check failed is shown with
+    its label); a status column where a cell did not run or has no rows."""
+    contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
     pub = _published(published)
-    sel = cells_[(cells_["model"] == model) & (cells_["ctx"] == ctx) & (cells_["attn"] == "sdpa")
+    sel = cells_[(cells_["model"] == model) & cells_["ctx"].isin(contexts) & (cells_["attn"] == "sdpa")
                  & cells_["arm"].isin(list(arms))] if not cells_.empty else cells_
     keys = list(quant.PATHS) + sorted(set(sel["quant"]) - set(quant.PATHS) if not sel.empty else set())
-    b_bf16 = _bytes(configs, model, "bf16", ctx, group_size)
     l4_bw = _bandwidth(specs, PUBLISHED_GPU)
     gpus = sorted(set(sel["gpu"])) if not sel.empty else []
     rows = []
-    for key in keys:
-        p = quant.PATHS.get(key)
-        b = _bytes(configs, model, key, ctx, group_size)
-        row = {"quant": key, "path": p.label if p else key, "kernel": p.kernel if p else "",
-               "step GB": b / 1e9, "bytes vs bf16 (x fewer)": b_bf16 / b}
-        floor = roofline.t_floor_ms(b, l4_bw)
-        row[f"{PUBLISHED_GPU} ms (published)"] = pub.get(key, np.nan)
-        row[f"{PUBLISHED_GPU} speed-up (published)"] = pub.get("bf16", np.nan) / pub.get(key, np.nan)
-        row[f"{PUBLISHED_GPU} floor ms"] = floor
-        row[f"{PUBLISHED_GPU} R_floor (our floor, published ms)"] = floor / pub.get(key, np.nan)
-        for gpu in gpus:
-            row[f"{gpu} floor ms"] = roofline.t_floor_ms(b, _bandwidth(specs, gpu))
-            status = []
-            for arm in arms:
-                cell = sel[(sel["gpu"] == gpu) & (sel["arm"] == arm) & (sel["quant"] == key)]
-                base = sel[(sel["gpu"] == gpu) & (sel["arm"] == arm) & (sel["quant"] == "bf16")]
-                t = float(cell["t_obs_ms"].iloc[0]) if not cell.empty else np.nan
-                t0 = float(base["t_obs_ms"].iloc[0]) if not base.empty else np.nan
-                if arm in set(sel.loc[sel["gpu"] == gpu, "arm"]):
-                    row[f"{gpu} {arm} ms"] = t
-                    row[f"{gpu} {arm} speed-up"] = t0 / t
-                    row[f"{gpu} {arm} R_floor"] = row[f"{gpu} floor ms"] / t
-                if not cell.empty and cell["status"].iloc[0] != "ok":
-                    status.append(f"{arm}: {cell['status'].iloc[0]}: {cell['reason'].iloc[0]}")
-                elif cell.empty:
-                    status.append(f"{arm}: no rows")
-            if status:
-                row[f"{gpu} status"] = "; ".join(status)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    for ctx in contexts:
+        b_bf16 = _bytes(configs, model, "bf16", ctx, group_size)
+        first = ctx == contexts[0]
+        for key in keys:
+            p = quant.PATHS.get(key)
+            b = _bytes(configs, model, key, ctx, group_size)
+            row = {"quant": key, "ctx": ctx, "path": p.label if p else key, "kernel": p.kernel if p else "",
+                   "step GB": b / 1e9, "bytes vs bf16 (x fewer)": b_bf16 / b}
+            ms = pub.get(key, np.nan) if first else np.nan
+            floor = roofline.t_floor_ms(b, l4_bw)
+            row[f"{PUBLISHED_GPU} ms (published)"] = ms
+            row[f"{PUBLISHED_GPU} speed-up (published)"] = (pub.get("bf16", np.nan) if first else np.nan) / ms
+            row[f"{PUBLISHED_GPU} floor ms"] = floor
+            row[f"{PUBLISHED_GPU} R_floor (our floor, published ms)"] = floor / ms
+            for gpu in gpus:
+                here = sel[(sel["gpu"] == gpu) & (sel["ctx"] == ctx)]
+                row[f"{gpu} floor ms"] = roofline.t_floor_ms(b, _bandwidth(specs, gpu))
+                status = []
+                for arm in arms:
+                    cell = here[(here["arm"] == arm) & (here["quant"] == key)]
+                    base = here[(here["arm"] == arm) & (here["quant"] == "bf16")]
+                    t = float(cell["t_obs_ms"].iloc[0]) if not cell.empty else np.nan
+                    t0 = float(base["t_obs_ms"].iloc[0]) if not base.empty else np.nan
+                    if arm in set(sel.loc[sel["gpu"] == gpu, "arm"]):
+                        row[f"{gpu} {arm} ms"] = t
+                        row[f"{gpu} {arm} sessions"] = float(cell["sessions"].iloc[0]) if not cell.empty else np.nan
+                        row[f"{gpu} {arm} speed-up"] = t0 / t
+                        row[f"{gpu} {arm} R_floor"] = row[f"{gpu} floor ms"] / t
+                        row[f"{gpu} {arm} check"] = cell["check"].iloc[0] if not cell.empty and "check" in cell else ""
+                    if not cell.empty and cell["status"].iloc[0] != "ok":
+                        status.append((arm, f"{cell['status'].iloc[0]}: {cell['reason'].iloc[0]}"))
+                    elif cell.empty:
+                        status.append((arm, _not_run(key, gpu, sel[sel["gpu"] == gpu])))
+                if status:
+                    texts = dict.fromkeys(text for _, text in status)
+                    row[f"{gpu} status"] = "; ".join(", ".join(a for a, t in status if t == text) + f": {text}"
+                                                     for text in texts)
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    status_cols = [c for c in out.columns if c.endswith(" status")]
+    out[status_cols] = out[status_cols].fillna("")
+    return out
 
 
 def _verdict(frac: float) -> str:
@@ -159,20 +279,121 @@ def has_quant_rows(cells_: pd.DataFrame) -> bool:
                 cells_.loc[cells_["quant"] != "bf16", "t_obs_ms"].notna().any())
 
 
-def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame, model: str, ctx: int,
-             arms: Sequence[str] = ("eager", "graph")) -> list[str]:
-    """Sentences generated from the table (never typed by hand): for the published L4 column and every
-    measured GPU and arm, each path's speed-up over bf16 against its byte ratio, the share of the saving
-    realised, and its R_floor against its own floor; then what did not run and why."""
+NAN_HYPOTHESIS = {
+    "gptq-exllamav2": "ExLlamaV2's GEMM computes in fp16 only, and the activations of a random-weight model "
+                      "may overflow fp16 over many layers",
+}
+"""A hypothesis per path for NaN logits in its correctness check, stated as a hypothesis only (not verified)."""
+
+
+def _span(values, fmt: str = ".2f", unit: str = "") -> str:
+    v = pd.Series(values, dtype=float).dropna()
+    if v.empty:
+        return "-"
+    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
+    if lo == hi:
+        return f"{lo}{unit}"
+    return f"{lo}{unit} to {hi}{unit}" if v.min() < 0 else f"{lo}-{hi}{unit}"
+
+
+def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16: pd.DataFrame) -> str:
+    """Why a path does or does not realise its saving on one arm, from the numbers (see `findings`)."""
+    if frac >= REALISED_YES:
+        return "its step shrinks with its bytes"
+    if arm == "eager":
+        return (f"the eager step is launch-bound (bf16 at R_floor {_span(bf16['r_floor_quant'])}, "
+                f"{_span(bf16['eager_over_graph'])}x its graph arm's time: notebook 02), so the weight bytes "
+                "hardly matter there" + ("; its eager step is slower than bf16's: its kernels add more time "
+                                         "(launches, host work, dequantisation) than its bytes save" if speed < 1 else ""))
+    if saved >= REALISED_YES:
+        return (f"it saves {saved:.2f} ms per ms its own floor drops, but bf16's graphed step is only R_floor "
+                f"{_span(bf16['r_floor_quant'])} of its floor: the part above the floor (launches, attention, the "
+                "other kernels) does not shrink with the weight bytes")
+    return (f"its kernel, not its bytes, binds: R_floor {r_floor:.2f} against its own floor (bf16: "
+            f"{_span(bf16['r_floor_quant'])}); it saves {saved:.2f} ms per ms its floor drops"
+            + ("; it is slower than bf16 on the same arm" if speed < 1 else ""))
+
+
+def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[str] = ("eager", "graph")) -> list[str]:
+    """Per measured GPU, context and arm (graph first), from `cells` over every model: bf16's step and
+    R_floor, then per path its ms/step, speed-up over bf16 and byte ratio, the share of its weight-traffic
+    saving realised (`realised`; verdict on the median over models) and why not where not (`_why`). Cells
+    whose correctness check failed keep their timing in the line but are left out of the verdict."""
     out = []
-    t = table.set_index("quant")
+    if cells_.empty:
+        return out
+    c = cells_[(cells_["attn"] == "sdpa") & cells_["ctx"].isin(list(contexts))].copy()
+    if "check_failed" not in c:
+        c["check_failed"], c["check"] = False, "not checked"
+    same = ["gpu", "model", "ctx"]
+    graph_bf16 = c[(c["quant"] == "bf16") & (c["arm"] == "graph")].set_index(same)["t_obs_ms"]
+    order = [a for a in ("graph", "eager") if a in arms] + [a for a in arms if a not in ("graph", "eager")]
+    for gpu in sorted(set(c["gpu"])):
+        for ctx in contexts:
+            for arm in order:
+                here = c[(c["gpu"] == gpu) & (c["ctx"] == ctx) & (c["arm"] == arm)]
+                bf16 = here[(here["quant"] == "bf16") & here["t_obs_ms"].notna()].copy()
+                if bf16.empty or not (here["quant"] != "bf16").any():
+                    continue
+                bf16["eager_over_graph"] = bf16["t_obs_ms"] / bf16.set_index(same).index.map(graph_bf16).to_numpy(float)
+                b0 = bf16.set_index(same)["bytes_quant"].rename("bytes_bf16")
+                name = f"{gpu} {arm}, ctx {ctx}"
+                out.append(f"{name}: bf16 {_span(bf16['t_obs_ms'])} ms/step over {len(bf16)} models "
+                           f"({_span(bf16['sessions'], '.0f')} sessions each), R_floor {_span(bf16['r_floor_quant'])} "
+                           "against its own floor.")
+                for key in dict.fromkeys(list(quant.PATHS) + sorted(set(here["quant"]))):
+                    rows = here[here["quant"] == key]
+                    if rows.empty or key == "bf16":
+                        continue
+                    timed = rows[rows["t_obs_ms"].notna()]
+                    valid = timed[~timed["check_failed"].astype(bool)]
+                    flagged = timed[timed["check_failed"].astype(bool)]
+                    untimed = rows[rows["t_obs_ms"].isna()]
+                    parts = []
+                    if not valid.empty:
+                        frac = float(valid["realised_fraction"].median())
+                        fewer = valid.join(b0, on=same)["bytes_bf16"] / valid["bytes_quant"]
+                        n = valid["sessions"].max()
+                        line = (f"{key} {_span(valid['t_obs_ms'])} ms/step ({_span(valid['sessions'], '.0f')} "
+                                f"session{'s' if n > 1 else ''} each, "
+                                f"check {', '.join(sorted(set(valid['check'].str.split(' ').str[0])))}) = "
+                                f"{_span(valid['speedup_over_bf16'])}x over bf16 with "
+                                f"{_span(fewer)}x fewer bytes: it {_verdict(frac)} ({_span(valid['realised_fraction'] * 100, '.0f', '%')} of it"
+                                f"{' over ' + str(len(valid)) + ' models' if len(valid) > 1 else ''}): "
+                                + _why(arm, frac, float(valid["saved_over_floor_drop"].median()),
+                                       float(valid["speedup_over_bf16"].median()), float(valid["r_floor_quant"].median()), bf16))
+                        parts.append(line)
+                    else:
+                        parts.append(f"{key}: no timed cell with a passing check, so no verdict")
+                    if not flagged.empty:
+                        parts.append("left out of the verdict (check failed), timing shown: "
+                                     + ", ".join(f"{r.model} {r.t_obs_ms:.2f} ms ({r.check})" for r in flagged.itertuples()))
+                    if not untimed.empty:
+                        parts.append("not timed: " + ", ".join(f"{r.model} ({r.status}; check {r.check})"
+                                                               for r in untimed.itertuples()))
+                    out.append(f"{name}: " + "; ".join(parts) + ".")
+    nan = c[c["check"].astype(str).str.startswith("failed: NaN") & (c["arm"] != "eager")]
+    for key, rows in nan.groupby("quant"):
+        out.append(f"NaN logits: {key} on {', '.join(sorted(set(rows['model'])))} (ctx {', '.join(map(str, sorted(set(rows['ctx']))))}): "
+                   "the quantised model's graph-versus-eager check gave NaN, so both arms of those cells are "
+                   "flagged. " + (f"Hypothesis, not verified: {NAN_HYPOTHESIS[key]}." if key in NAN_HYPOTHESIS else
+                                  "Cause not examined."))
+    return out
+
+
+def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame, model: str,
+             contexts: Sequence[int] | int, arms: Sequence[str] = ("eager", "graph")) -> list[str]:
+    """Sentences generated from the data (never typed by hand): for the published L4 column (paper_table
+    rows of the first context), each path's speed-up over bf16 against its byte ratio, the share of the
+    saving realised and its R_floor against its own floor; for every measured GPU, context and arm,
+    `gpu_findings` over every model; then the byte convention and what did not run and why."""
+    contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
+    out = []
+    t = table[table["ctx"] == contexts[0]].set_index("quant") if "ctx" in table else table.set_index("quant")
     bf = t.loc["bf16"] if "bf16" in t.index else None
-    series = [(f"{PUBLISHED_GPU} (published)", f"{PUBLISHED_GPU} ms (published)", f"{PUBLISHED_GPU} R_floor (our floor, published ms)")]
-    gpus = sorted({c.split(" ")[0] for c in t.columns if c.endswith(" floor ms")} - {PUBLISHED_GPU})
-    series += [(f"{g} {a}", f"{g} {a} ms", f"{g} {a} R_floor") for g in gpus for a in arms if f"{g} {a} ms" in t]
-    for name, ms_col, r_col in series:
-        if bf is None or pd.isna(bf[ms_col]):
-            continue
+    name, ms_col, r_col = (f"{PUBLISHED_GPU} (published)", f"{PUBLISHED_GPU} ms (published)",
+                           f"{PUBLISHED_GPU} R_floor (our floor, published ms)")
+    if bf is not None and pd.notna(bf[ms_col]):
         out.append(f"{name}: bf16 {bf[ms_col]:.2f} ms/step, R_floor {bf[r_col]:.2f} against its own floor.")
         for key, r in t.iterrows():
             if key == "bf16" or pd.isna(r[ms_col]):
@@ -182,19 +403,24 @@ def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame,
             out.append(f"{name}: {key} {r[ms_col]:.2f} ms/step = {speed:.2f}x over bf16 with "
                        f"{r['bytes vs bf16 (x fewer)']:.2f}x fewer bytes: it {_verdict(frac)} ({frac:.0%} of it; "
                        f"R_floor {r[r_col]:.2f}).")
+    out += gpu_findings(cells_, contexts, arms)
     pub = published[(published["claim"] == CLAIM) & (published["quantity"] == "step_ms") & (published["gpu"] != PUBLISHED_GPU)]
     if not pub.empty and "gptq-exllamav2" in t.index and pd.notna(t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]):
         g = t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]
         out.append("Published comparison: L4 + gptq-exllamav2 " + f"{g:.2f} ms against "
                    + ", ".join(f"{r.gpu} {r.arm} bf16 {r.value:.2f} ms" for r in pub.itertuples()) + ".")
     out.append(f"Byte convention: each path's floor counts its packed int4 weights, scales and zeros in its own "
-               f"dtype and layout, the bf16 LM head, norms, biases, one embedding row and the KV at ctx {ctx} "
-               f"({model}); the paper does not state the model or context of its quantisation table.")
+               f"dtype and layout, the bf16 LM head, norms, biases, one embedding row and the KV at ctx; the "
+               f"L4 column is set against {model} at ctx {contexts[0]} (the paper does not state the model or "
+               "context of its quantisation table).")
     if not has_quant_rows(cells_):
         out.append("No quantised-path rows yet on any GPU (no decode rows whose quant is not bf16 with a timing): "
                    "the table shows the published L4 column and the floors; measure with MEASURE = True.")
+    for col in [col for col in table.columns if col.endswith(" status")]:
+        for _, r in table[table[col].astype(str).str.contains("not run")].drop_duplicates("quant").iterrows():
+            out.append(f"{col.split(' ')[0]}: {r['quant']}: {r[col]}.")
     if not cells_.empty:
-        failed = cells_[(cells_["status"] != "ok") & (cells_["quant"] != "bf16")].drop_duplicates(["gpu", "quant", "arm"])
-        for r in failed.itertuples():
+        failed = cells_[~cells_["status"].isin(["ok", "not timed", "error"]) & (cells_["quant"] != "bf16")]
+        for r in failed.drop_duplicates(["gpu", "quant", "arm"]).itertuples():
             out.append(f"{r.gpu}: {r.quant} ({r.arm}) did not run: {r.status}: {r.reason}")
     return out

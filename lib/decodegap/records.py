@@ -32,12 +32,14 @@ class SchemaError(ValueError):
 @dataclass(frozen=True)
 class Schema:
     """Columns of one experiment's CSV, in order, with their types (`str`, `int`, `float`).
-    Columns in `optional_when_not_ok` may be empty on rows whose status is not `ok`/`warmup`."""
+    Columns in `optional_when_not_ok` may be empty on rows whose status is not `ok`/`warmup`; columns in
+    `nan_when_empty` may be empty on any row and read as NaN."""
 
     experiment: str
     columns: tuple[tuple[str, str], ...]
     key: tuple[str, ...]
     optional_when_not_ok: tuple[str, ...] = ()
+    nan_when_empty: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -82,7 +84,10 @@ VERIFY = Schema(
              ("status", "str"), ("reason", "str")),
     key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
     optional_when_not_ok=("max_rel_err",),
+    nan_when_empty=("max_rel_err",),
 )
+"""An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
+logits (quant_report.checks labels them failed)."""
 
 ATTENTION = Schema(
     experiment="attention",
@@ -268,6 +273,9 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
             value = row[name]
             if value == "":
                 if name in schema.optional_when_not_ok and status not in ("ok", "warmup"):
+                    out[name] = None
+                    continue
+                if name in schema.nan_when_empty:
                     out[name] = None
                     continue
                 if kinds[name] == "str" and name in ("reason",):
