@@ -3,6 +3,10 @@
 # library, exllamav2, autoawq, torchao: see ../shared/BACKENDS.md) are installed first; a missing path
 # becomes `unavailable` rows. ExLlamaV2's extension is JIT-built first (its time is printed), so that the
 # timed sessions do not share the CPU with nvcc. One session per path (device time): see the README.
+# `awq` runs as awq-triton where marlin_cuda does not import (it is not on the package index); since
+# quant_bench records a passed-over alias member, awq-marlin then gets `unavailable` rows with the reason (the
+# committed H200 rows predate that). The timeout below can end the sweep mid-cell: a cell with a verify row
+# and no decode rows was never timed (notebook 04 shows it as `not timed`).
 # Usage (repository root): bash bench/quant_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/quant_h200.sh OUTDIR}

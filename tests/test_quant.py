@@ -390,3 +390,18 @@ def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
     assert table.loc["bnb-nf4", "h200 status"] == "graph: no rows"
     lines = quant_report.findings(table.reset_index(), published.load(), cells, "qwen2.5-7b", [2048], ["graph"])
     assert any(x.startswith("h200: awq-marlin: graph: not run") for x in lines)
+
+
+def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, monkeypatch):
+    """Where `awq` runs as awq-triton, awq-marlin gets `unavailable` decode rows with its own reason."""
+    real = quant.unavailable_reason
+    monkeypatch.setattr(quant, "unavailable_reason",
+                        lambda key, device="cuda": {"awq-marlin": "no module named 'marlin_cuda'", "awq-triton": None}.get(key, real(key, device)))
+    monkeypatch.setattr(quant_bench.sweep, "run_sweep", lambda plan, data: None)
+    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
+                                         warmup=0, device="cpu", data=data_dir, layers=False)
+    assert resolved == {"awq": "awq-triton"}
+    rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
+    marlin = rows[rows.quant == "awq-marlin"]
+    assert len(marlin) == 1 and set(marlin.status) == {"unavailable"}
+    assert marlin.reason.iloc[0] == "awq-marlin: no module named 'marlin_cuda'"

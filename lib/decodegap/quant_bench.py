@@ -88,8 +88,8 @@ def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms
     """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
     steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
-    awq-triton), so the rows name it. A path that cannot run here (package, device) gets `unavailable` rows
-    with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured
+    awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
+    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured
     again. Returns {requested: concrete key}."""
     hardware.gpu_spec(gpu, data)
     for key in model_keys:
@@ -101,6 +101,12 @@ def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms
     for requested in chosen:
         key = quant.resolve(requested, device)
         resolved[requested] = key
+        for member in quant.ALIASES.get(requested, ())[:quant.ALIASES[requested].index(key) if key != requested else 0]:
+            # a member passed over for the one that runs: its own `unavailable` rows, so the data say why
+            skipped = sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
+                                      sessions=sessions, steps=steps, warmup=warmup, quant=member, device=device)
+            why = quant.unavailable_reason(member, device) or "unavailable"
+            _unavailable_cells(skipped, data, why if why.startswith(member) else f"{member}: {why}")
         plan = sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
                                sessions=sessions, steps=steps, warmup=warmup, quant=key, device=device)
         reason = quant.unavailable_reason(key, device)
