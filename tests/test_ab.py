@@ -67,3 +67,16 @@ def test_decomposition_without_graph_rows_is_empty_not_an_error():
     rows = _rows({("eager", 0): [10.0]})
     specs = pd.DataFrame({"gpu": ["g"], "bandwidth_gbps": [1.0]})
     assert ab.decomposition(roofline.cell_table(rows, specs, {"m": CFG})).empty
+
+
+def test_compile_time_is_the_first_warmup_call_in_seconds_median_and_max_over_sessions():
+    rows = []
+    for session, first_ms in enumerate([42000.0, 11000.0, 12000.0, 40.0]):  # session 3: compiled by its check
+        for step, ms in enumerate([first_ms, 40.0, 8.0]):
+            rows.append(dict(run_id="r", session=session, gpu="h200", model="m", ctx=2048, max_cache_len=2083,
+                             arm="compile", attn="sdpa", quant="bf16", step=step, step_ms=ms, status="warmup", reason=""))
+        rows.append(dict(rows[-1], step=0, step_ms=6.0, status="ok"))  # a timed step 0 is not the compile
+    out = ab.compile_seconds(pd.DataFrame(rows))
+    assert len(out) == 1
+    assert out.iloc[0]["compile_s"] == pytest.approx(12.0) and out.iloc[0]["compile_max_s"] == pytest.approx(42.0)
+    assert ab.compile_seconds(pd.DataFrame(rows).query("arm != 'compile'")).empty

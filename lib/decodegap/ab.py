@@ -9,6 +9,7 @@ import pandas as pd
 from . import accounting, roofline, stats
 
 CELL = ["gpu", "model", "ctx", "attn", "quant"]
+ALREADY_COMPILED_S = 1.0  # a compile-arm first call shorter than this did not compile (tracing alone takes longer)
 
 
 def session_table(decode_rows: pd.DataFrame) -> pd.DataFrame:
@@ -61,10 +62,24 @@ def decomposition(cells: pd.DataFrame, kernels: pd.DataFrame | None = None, conv
     return out.reset_index(drop=True)
 
 
+def compile_seconds(decode_rows: pd.DataFrame) -> pd.DataFrame:
+    """The compile arm's compile time per cell, recorded apart from its step times: the wall time of its
+    first warm-up call (which traces, compiles and records the graph), in seconds; the median and the
+    largest over sessions. A later session finds the inductor cache warm and compiles faster. In a session
+    whose correctness check compiled the step already (session 0 verifies), the first timed warm-up call
+    finds it compiled: first calls under ALREADY_COMPILED_S are left out."""
+    first = decode_rows[(decode_rows["arm"] == "compile") & (decode_rows["status"] == "warmup")
+                        & (decode_rows["step"] == 0) & (decode_rows["step_ms"] >= ALREADY_COMPILED_S * 1e3)]
+    if first.empty:
+        return pd.DataFrame(columns=CELL + ["compile_s", "compile_max_s"])
+    return (first.assign(s=first["step_ms"] / 1e3).groupby(CELL)["s"]
+            .agg(compile_s="median", compile_max_s="max").reset_index())
+
+
 def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth_rows=None,
               kernels: pd.DataFrame | None = None, seed: int = 0) -> pd.DataFrame:
     """The notebook-02 table, one row per cell: ms per arm, speed-ups over eager with CIs, R_floor per
-    arm (W_all, datasheet), sessions per arm, kernels per eager step."""
+    arm (W_all, datasheet), sessions per arm, the compile arm's compile time (s), kernels per eager step."""
     cells = roofline.cell_table(decode_rows, specs, configs, bandwidth_rows)
     cells = cells[cells["status"] == "ok"]
     ms = cells.pivot_table(index=CELL, columns="arm", values="t_obs_ms").add_suffix("_ms")
@@ -77,6 +92,9 @@ def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth
             sp = sp[CELL + ["speedup", "ci_low", "ci_high"]].rename(columns={
                 "speedup": f"speedup_{arm}", "ci_low": f"speedup_{arm}_ci_low", "ci_high": f"speedup_{arm}_ci_high"})
             table = table.merge(sp, on=CELL, how="left")
+    compiled = compile_seconds(decode_rows)
+    if not compiled.empty:
+        table = table.merge(compiled, on=CELL, how="left")
     if kernels is not None and not kernels.empty:
         k = kernels[(kernels["arm"] == "eager") & (kernels["status"] == "ok")].groupby(CELL)["kernels"].median()
         table = table.join(k.rename("kernels_per_step"), on=CELL)
