@@ -7,6 +7,9 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   graph       the eager step captured once in a CUDA graph (after warm-up on a side stream), replayed.
   compile     torch.compile(mode="reduce-overhead", fullgraph=True) of model.forward; the first calls,
               which compile, are warm-up rows whose time is the compile time.
+  lean, lean_graph, lean_compile
+              the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
+              fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead).
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -22,7 +25,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-ARMS = ("eager", "hf_default", "graph", "compile")
+ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile")
+GRAPHED_ARMS = ("graph", "lean_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
+COMPILED_ARMS = ("compile", "lean_compile")  # torch.compile(mode="reduce-overhead")
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 
@@ -69,9 +74,9 @@ class ArmTiming:
 def forward_calls(arm: str, warmup: int, steps: int) -> int:
     """Forward calls an arm makes after prefill: each consumes one static-cache slot. The compile arm
     warms up at least COMPILE_MIN_WARMUP times; the graph arm adds its side-stream warm-up."""
-    if arm == "compile":
+    if arm in COMPILED_ARMS:
         warmup = max(warmup, COMPILE_MIN_WARMUP)
-    extra = GRAPH_SIDE_STREAM_WARMUP if arm == "graph" else 0
+    extra = GRAPH_SIDE_STREAM_WARMUP if arm in GRAPHED_ARMS else 0
     return extra + warmup + steps
 
 
@@ -187,8 +192,8 @@ def arm_available(arm: str, model) -> str | None:
     """None when `arm` can run on the model's device, else the reason it cannot."""
     if arm not in ARMS:
         return f"unknown arm {arm!r}; known arms: {ARMS}"
-    if arm in ("graph", "compile") and not _is_cuda(model):
-        return ("CUDA graphs need a CUDA device" if arm == "graph" else
+    if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
+        return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else
                 "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
     return None
 
@@ -207,7 +212,7 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     if reason:
         raise ArmUnavailable(reason)
     cuda = _is_cuda(model)
-    if arm == "compile":
+    if arm in COMPILED_ARMS:
         warmup = max(warmup, COMPILE_MIN_WARMUP)
     needed = max_cache_len(arm, ctx, warmup, steps)
     if cache_len is not None and cache_len < needed:
@@ -224,10 +229,17 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
             compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
             state = StaticStep(model, ctx, cache_len, seed, forward=compiled, feedback=feedback)
             fn = state.step
+        elif arm.startswith("lean"):
+            from .lean import LeanStep
+
+            state = LeanStep(model, ctx, cache_len, seed, feedback=feedback)
+            if arm == "lean_compile":
+                state.forward = torch.compile(state.lean, mode="reduce-overhead", fullgraph=True)
+            fn = state.step
         else:
             state = StaticStep(model, ctx, cache_len, seed, feedback=feedback)
             fn = state.step
-        if arm == "graph":
+        if arm in GRAPHED_ARMS:
             fn = _capture(state.step, keep)
         result.warmup_ms = wall_calls(fn, warmup, cuda, keep)
         result.step_ms = time_calls(fn, steps, cuda, keep)
@@ -273,7 +285,7 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
     reason = arm_available(arm, model)
     if reason:  # before the eager reference is run for nothing
         raise ArmUnavailable(reason)
-    warm = COMPILE_MIN_WARMUP if arm == "compile" else 1
+    warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
     n_steps = calls - forward_calls(arm, warm, 0)
     if n_steps < 1:
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")

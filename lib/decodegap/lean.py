@@ -1,0 +1,147 @@
+"""A lean decoder for the three architectures (Llama, Mistral, Qwen2): the same config and the same weights
+as the HF model, a static KV cache, fused projections, and nothing else per step. It is the next rung of
+the ladder after HF eager / graph / compile (notebook 06): what a decode step costs when the Python around
+the kernels is as thin as it can be.
+
+Numerics follow the HF modules it replaces, so that its logits equal the HF model's within bf16 tolerance:
+RMSNorm in fp32 then cast back before the weight; rotary cos/sin from the HF model's own `inv_freq` and
+`attention_scaling` (so llama3 rope scaling comes for free), computed in fp32 and cast to the activation
+dtype; SDPA with scale 1/sqrt(head_dim) and GQA; SiLU-gated MLP.
+
+Fused projections: q, k and v are one matmul against their concatenated weights (with Qwen2's biases),
+gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
+lean decoder next to its HF model holds the attention and MLP input weights twice.
+
+One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
+values at positions start_pos..start_pos+T-1 of the cache and attends over the whole preallocated cache
+with the mask `key position <= query position`; shapes never depend on the position, so a decode step
+can be captured in a CUDA graph and replayed with `start_pos` advanced in place.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+ARCHITECTURES = ("llama", "mistral", "qwen2")
+
+
+class LeanUnsupported(ValueError):
+    """The HF model is not one of the architectures the lean decoder implements."""
+
+
+def _rms_norm(x, weight, eps: float):
+    """HF's LlamaRMSNorm / Qwen2RMSNorm / MistralRMSNorm: normalise in fp32, cast back, then scale."""
+    dtype = x.dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(dtype)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LeanDecoder(nn.Module):
+    """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
+
+    def __init__(self, hf_model, max_cache_len: int):
+        super().__init__()
+        cfg = hf_model.config
+        if cfg.model_type not in ARCHITECTURES:
+            raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
+        inner = hf_model.model
+        first = inner.layers[0].self_attn
+        self.n_heads, self.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = first.head_dim
+        self.n_layers, self.max_cache_len = cfg.num_hidden_layers, int(max_cache_len)
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.head_dim ** -0.5
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = inner.norm.weight
+        self.lm_head = hf_model.lm_head.weight
+        dtype, device = self.embed.dtype, self.embed.device
+        self.layers = []
+        with torch.no_grad():
+            for layer in inner.layers:
+                a, m = layer.self_attn, layer.mlp
+                qkv_bias = None
+                if a.q_proj.bias is not None:
+                    qkv_bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+                self.layers.append(dict(
+                    ln_attn=layer.input_layernorm.weight, ln_mlp=layer.post_attention_layernorm.weight,
+                    w_qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), b_qkv=qkv_bias,
+                    w_o=a.o_proj.weight, b_o=a.o_proj.bias,
+                    w_gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]), w_down=m.down_proj.weight))
+            rotary = inner.rotary_emb
+            positions = torch.arange(self.max_cache_len, device=device, dtype=torch.float32)
+            freqs = positions[:, None] * rotary.inv_freq.float()[None, :]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            scaling = float(getattr(rotary, "attention_scaling", 1.0))
+        self.register_buffer("cos", (emb.cos() * scaling).to(dtype), persistent=False)  # [max_len, D]
+        self.register_buffer("sin", (emb.sin() * scaling).to(dtype), persistent=False)
+        shape = (self.n_layers, 1, self.n_kv_heads, self.max_cache_len, self.head_dim)
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights one decode step reads: fused projections, norms, LM head (not the
+        embedding table: one row of it is read)."""
+        n = self.final_norm.numel() + self.lm_head.numel()
+        for p in self.layers:
+            n += sum(t.numel() for t in p.values() if t is not None)
+        return n * self.embed.element_size()
+
+    def forward(self, ids, start_pos):
+        """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
+        returns logits [1, T, vocab] in the weights' dtype."""
+        T = ids.shape[1]
+        pos = start_pos + torch.arange(T, device=ids.device)  # [T]
+        x = F.embedding(ids, self.embed)  # [1, T, hidden]
+        cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
+        mask = (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
+        H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        for i, p in enumerate(self.layers):
+            h = _rms_norm(x, p["ln_attn"], self.eps)
+            qkv = F.linear(h, p["w_qkv"], p["b_qkv"])
+            q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
+            q = q.view(1, T, H, D).transpose(1, 2)
+            k = k.view(1, T, Hkv, D).transpose(1, 2)
+            v = v.view(1, T, Hkv, D).transpose(1, 2)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            self.k_cache[i].index_copy_(2, pos, k)
+            self.v_cache[i].index_copy_(2, pos, v)
+            o = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
+                                               scale=self.scale, enable_gqa=True)
+            x = x + F.linear(o.transpose(1, 2).reshape(1, T, H * D), p["w_o"], p["b_o"])
+            h = _rms_norm(x, p["ln_mlp"], self.eps)
+            gate, up = F.linear(h, p["w_gate_up"]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, p["w_down"])
+        return F.linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head)
+
+
+class LeanStep:
+    """Prefilled lean-decoder state with the interface of decode.StaticStep: `step()` decodes one token and
+    returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
+
+    def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True):
+        from .decode import prompt_ids
+
+        device = next(hf_model.parameters()).device
+        self.lean = LeanDecoder(hf_model, cache_len)
+        self.forward, self.feedback = forward or self.lean, feedback
+        ids = prompt_ids(hf_model.config.vocab_size, ctx, device, seed)
+        logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))
+        self.tok = logits[:, -1:].argmax(-1)  # [1, 1], static: updated in place
+        self.pos = torch.full((1,), ctx, dtype=torch.long, device=device)
+
+    def step(self):
+        logits = self.forward(self.tok, self.pos)
+        if self.feedback:
+            self.tok.copy_(logits[:, -1:].argmax(-1))
+        self.pos.add_(1)
+        return logits
