@@ -49,6 +49,7 @@ def cell_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[
                   t_obs_max_ms=("step_ms", "max"), sessions=("session", "nunique"),
                   steps_per_session=("steps", "min"), max_cache_len=("max_cache_len", "max"))
              .reset_index())
+    table["max_cache_len"] = table["max_cache_len"].round().astype("Int64")  # NaN in rows of failed cells
     table["status"], table["reason"] = "ok", ""
     failed = decode_rows[~decode_rows["status"].isin(["ok", "warmup"])]
     if not failed.empty:
