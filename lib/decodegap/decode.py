@@ -302,19 +302,36 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
     return worst
 
 
-def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
-    """GPU kernels one decode step launches (torch.profiler; one profiled eager step after warm-up)."""
+def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:
+    """(name, GPU microseconds) of every kernel one decode step launches, in launch order (torch.profiler;
+    one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step:
+    hf_default (dynamic cache), lean (decodegap.lean) or else the HF static-cache step. A graph replays
+    the same kernels as its eager step, without the gaps between them."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     if not _is_cuda(model):
-        raise ArmUnavailable("counting GPU kernels needs a CUDA device")
+        raise ArmUnavailable("profiling GPU kernels needs a CUDA device")
     with torch.inference_mode():
-        state = StaticStep(model, ctx, ctx + 4, seed) if arm != "hf_default" else DynamicStep(model, ctx, seed)
+        if arm == "hf_default":
+            state = DynamicStep(model, ctx, seed)
+        elif arm.startswith("lean"):
+            from .lean import LeanStep
+
+            state = LeanStep(model, ctx, ctx + 4, seed)
+        else:
+            state = StaticStep(model, ctx, ctx + 4, seed)
         state.step()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             state.step()
             torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and "Memcpy" not in e.name and "Memset" not in e.name)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "Memcpy" not in e.name and "Memset" not in e.name]
+    kernels.sort(key=lambda e: e.time_range.start)
+    return [(e.name, float(e.time_range.elapsed_us())) for e in kernels]
+
+
+def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
+    """GPU kernels one decode step launches (see kernel_profile)."""
+    return len(kernel_profile(model, arm, ctx, seed))

@@ -77,6 +77,18 @@ KERNELS = Schema(
     optional_when_not_ok=("kernels",),
 )
 
+BREAKDOWN = Schema(
+    experiment="breakdown",
+    columns=(
+        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
+        ("quant", "str"), ("kernel_index", "int"), ("kernel", "str"), ("gpu_us", "float"), ("status", "str"),
+        ("reason", "str"),
+    ),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant"),
+    optional_when_not_ok=("kernel_index", "kernel", "gpu_us"),
+)
+"""One row per GPU kernel of one profiled decode step (decode.kernel_profile), in launch order."""
+
 VERIFY = Schema(
     experiment="verify",
     columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
@@ -111,7 +123,7 @@ QUANT_LAYERS = Schema(
 """Per-layer correctness of each quantisation path on a model's real shapes: the quantised layer's output
 against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, VERIFY, ATTENTION, QUANT_LAYERS)}
+SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
 
 
 def schema_for(experiment: str) -> Schema:

@@ -288,30 +288,41 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
 
 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda") -> str:
-    """Count the GPU kernels one decode step launches (torch.profiler) per model, context and arm, and
-    append them to data/raw/<gpu>/kernels.csv. A graph replays exactly the eager step's kernels."""
+    """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
+    data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
+    time goes). A graph replays exactly the eager step's kernels. Resumes per file."""
     hardware.gpu_spec(gpu, data)
     run_id = new_run_id()
     update_env(gpu, data, run_id, **hardware.environment(), experiment="kernels")
-    path = paths.raw_dir(gpu, data) / "kernels.csv"
-    done = records.done_keys(path, records.KERNELS)
+    folder = paths.raw_dir(gpu, data)
+    done = records.done_keys(folder / "kernels.csv", records.KERNELS)
+    done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
     for key in model_keys:
         model = models.build_model(models.load_spec(key, data), device=device)
         for ctx in contexts:
             for arm in arms:
-                row = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16",
-                           kernels=None, status="ok", reason="")
-                if tuple(str(row[c]) for c in records.KERNELS.key) in done:
+                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16",
+                            status="ok", reason="")
+                cell = tuple(str(base[c]) for c in records.KERNELS.key)
+                if cell in done and cell in done_breakdown:
                     continue
                 try:
-                    row["kernels"] = decode.kernels_per_step(model, arm, ctx)
+                    profile = decode.kernel_profile(model, arm, ctx)
                 except decode.ArmUnavailable as exc:
-                    row.update(status="unavailable", reason=str(exc))
+                    profile, base = None, dict(base, status="unavailable", reason=str(exc))
                 except Exception as exc:  # recorded, never fatal
-                    row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
-                records.append_rows(path, records.KERNELS, [row])
+                    profile, base = None, dict(base, status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
+                if cell not in done:
+                    records.append_rows(folder / "kernels.csv", records.KERNELS,
+                                        [dict(base, kernels=len(profile) if profile is not None else None)])
+                if cell not in done_breakdown:
+                    rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
+                            if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
+                    records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
+                free_device_memory(device)
         del model
         free_device_memory(device)
+    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -331,6 +342,17 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
                         **common), data)
     if count_kernels:
         record_kernels(gpu, model_keys, contexts, data=data, device=device)
+
+
+def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
+                   device: str = "cuda", data=None) -> None:
+    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile) over the grid in fresh
+    sessions (the HF arms and int4 come from notebooks 01, 02 and 04), then one profiled step per cell of
+    the HF eager and lean steps (kernel counts and the per-kernel breakdown)."""
+    run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts),
+                        arms=("lean", "lean_graph", "lean_compile"), sessions=n_sessions, steps=steps, warmup=warmup,
+                        device=device), data)
+    record_kernels(gpu, model_keys, contexts, arms=("eager", "lean"), data=data, device=device)
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",

@@ -1,0 +1,129 @@
+"""Notebook 06: how close to the memory floor batch-1 decode gets, lever by lever, and where the time goes.
+
+The ladder: each lever is an arm (and quantisation path) of the one decode harness, measured into the same
+decode rows as notebooks 01-04; a lever with no rows yet is shown as not measured, never filled in.
+Where the time goes: the kernels of one profiled decode step (data/raw/<gpu>/breakdown.csv) grouped into
+categories by name, each against the floor of the bytes it must move (weights for the matrix products, the
+KV cache for attention; everything else moves activations only, whose bytes are negligible at batch 1).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import pandas as pd
+
+from . import accounting, roofline
+
+LEVERS = (
+    ("HF eager", "eager", "bf16"),
+    ("HF graph", "graph", "bf16"),
+    ("HF compiled", "compile", "bf16"),
+    ("lean eager", "lean", "bf16"),
+    ("lean graph", "lean_graph", "bf16"),
+    ("lean compiled", "lean_compile", "bf16"),
+    ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
+)
+"""(lever, arm, quant) in ladder order. The lean decoder reads bf16 weights only (its fused projections are
+copies of nn.Linear weights), so int4 runs on the HF graph arm; custom kernels are not levers yet."""
+
+TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
+           "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
+"""The issue's targets: Llama-3.1-8B at ctx 2048 on the H200, bf16 at R_floor >= 0.80 against the datasheet
+bandwidth (<= 4.25 ms/step), int4 at <= 2.0 ms/step."""
+
+CATEGORIES = (
+    ("attention", r"flash|fmha|attention|attn|sdpa|cudnn|softmax"),
+    ("matmul", r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk|matmul|_mm_|int4pack|marlin"),
+    ("norm", r"norm|rsqrt"),
+    ("copy / index", r"copy|cat|index|gather|scatter|fill"),
+    ("elementwise", r"elementwise|vectorized|unrolled|reduce|silu|mul|add|triton"),
+)
+"""Kernel-name patterns (case-insensitive, first match wins); a kernel matching none is `other`."""
+
+
+def category(kernel: str) -> str:
+    """The category of a kernel by its name (CATEGORIES)."""
+    for name, pattern in CATEGORIES:
+        if re.search(pattern, kernel, re.IGNORECASE):
+            return name
+    return "other"
+
+
+def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
+    """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
+    roofline.cell_table rows (default attention); a lever with no timed rows says `not measured`.
+    The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
+    columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
+               "r_floor_bf16", "status"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    ok = cells[(cells["status"] == "ok") & (cells["attn"] == "sdpa")]
+    if gpu is not None:
+        ok = ok[ok["gpu"] == gpu]
+    rows = []
+    for (g, model, ctx), group in ok.groupby(["gpu", "model", "ctx"]):
+        floor = group["t_floor_ms_W_all"].iloc[0] if "t_floor_ms_W_all" in group else float("nan")
+        for order, (lever, arm, quant) in enumerate(LEVERS):
+            hit = group[(group["arm"] == arm) & (group["quant"] == quant)]
+            t = float(hit["t_obs_ms"].iloc[0]) if not hit.empty else float("nan")
+            rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
+                             t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
+                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t,
+                             status="ok" if not hit.empty else "not measured"))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def target_findings(ladder: pd.DataFrame) -> list[str]:
+    """Where the best measured lever stands against each target (TARGETS), or that it is not measured."""
+    out = []
+    for kind, target in TARGETS.items():
+        sel = ladder[(ladder["gpu"] == target["gpu"]) & (ladder["model"] == target["model"])
+                     & (ladder["ctx"] == target["ctx"]) & (ladder["status"] == "ok")]
+        sel = sel[(sel["quant"] == "bf16") if kind == "bf16" else (sel["quant"] != "bf16")]
+        where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
+        if sel.empty:
+            out.append(f"{kind} target ({where}): no lever measured yet.")
+            continue
+        best = sel.loc[sel["t_obs_ms"].idxmin()]
+        if kind == "bf16":
+            goal_ms = best["t_floor_bf16_ms"] / target["r_floor"]
+            met = best["r_floor_bf16"] >= target["r_floor"]
+            out.append(f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}: best lever "
+                       f"{best['lever']} {best['t_obs_ms']:.2f} ms, R_floor {best['r_floor_bf16']:.3f}: "
+                       + ("met." if met else f"not met ({best['t_obs_ms'] / goal_ms:.2f}x the target time)."))
+        else:
+            met = best["t_obs_ms"] <= target["step_ms"]
+            out.append(f"int4 target <= {target['step_ms']:.1f} ms/step at {where}: best lever {best['lever']} "
+                       f"{best['t_obs_ms']:.2f} ms: " + ("met." if met else
+                                                        f"not met ({best['t_obs_ms'] / target['step_ms']:.2f}x the target)."))
+    return out
+
+
+def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step (gpu, model, ctx, arm) and kernel category: kernels, summed GPU microseconds, the
+    floor of the bytes the category must move (matmul: the streamed weights; attention: the KV cache at
+    ctx; others: 0) at the datasheet bandwidth, and the excess over it."""
+    ok = breakdown_rows[breakdown_rows["status"] == "ok"].copy()
+    cols = ["gpu", "model", "ctx", "arm", "category", "kernels", "gpu_us", "floor_us", "excess_us"]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    ok["category"] = [category(k) for k in ok["kernel"]]
+    table = (ok.groupby(["gpu", "model", "ctx", "arm", "category"])
+             .agg(kernels=("gpu_us", "size"), gpu_us=("gpu_us", "sum")).reset_index())
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+
+    def floor_us(r) -> float:
+        config = configs[r.model]
+        if r.category == "matmul":
+            nbytes = accounting.weight_bytes(config, "W_streamed")
+        elif r.category == "attention":
+            nbytes = accounting.kv_bytes(config, r.ctx)
+        else:
+            return 0.0
+        return roofline.t_floor_ms(nbytes, float(bandwidth[r.gpu])) * 1e3
+
+    table["floor_us"] = [floor_us(r) for r in table.itertuples()]
+    table["excess_us"] = table["gpu_us"] - table["floor_us"]
+    return table[cols]
