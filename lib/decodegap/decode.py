@@ -10,6 +10,9 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   lean, lean_graph, lean_compile
               the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
               fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead).
+  lean_kernels, lean_kernels_graph
+              the lean step with its projections and attention in decodegap.kernels (Triton GEMV,
+              split-KV decode attention), eager and graphed.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -25,8 +28,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile")
-GRAPHED_ARMS = ("graph", "lean_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
+ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels",
+        "lean_kernels_graph")
+GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
 COMPILED_ARMS = ("compile", "lean_compile")  # torch.compile(mode="reduce-overhead")
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
@@ -195,6 +199,10 @@ def arm_available(arm: str, model) -> str | None:
     if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
         return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else
                 "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
+    if arm.startswith("lean_kernels"):
+        from .kernels import available
+
+        return available("cuda" if _is_cuda(model) else "cpu")
     return None
 
 
@@ -232,7 +240,8 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
         elif arm.startswith("lean"):
             from .lean import LeanStep
 
-            state = LeanStep(model, ctx, cache_len, seed, feedback=feedback)
+            state = LeanStep(model, ctx, cache_len, seed, feedback=feedback,
+                             custom_kernels=arm.startswith("lean_kernels"))
             if arm == "lean_compile":
                 state.forward = torch.compile(state.lean, mode="reduce-overhead", fullgraph=True)
             fn = state.step

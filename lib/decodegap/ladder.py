@@ -23,10 +23,12 @@ LEVERS = (
     ("lean eager", "lean", "bf16"),
     ("lean graph", "lean_graph", "bf16"),
     ("lean compiled", "lean_compile", "bf16"),
+    ("lean graph + Triton kernels", "lean_kernels_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
 )
 """(lever, arm, quant) in ladder order. The lean decoder reads bf16 weights only (its fused projections are
-copies of nn.Linear weights), so int4 runs on the HF graph arm; custom kernels are not levers yet."""
+copies of nn.Linear weights), so int4 runs on the HF graph arm. The Triton kernels (decodegap.kernels) are a
+first set: a one-row GEMV and a split-KV decode attention, untuned."""
 
 TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}

@@ -47,8 +47,9 @@ def _rotate_half(x):
 class LeanDecoder(nn.Module):
     """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
 
-    def __init__(self, hf_model, max_cache_len: int):
+    def __init__(self, hf_model, max_cache_len: int, custom_kernels: bool = False):
         super().__init__()
+        self.custom_kernels = custom_kernels  # decode steps (T == 1) through decodegap.kernels (Triton)
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
@@ -97,16 +98,19 @@ class LeanDecoder(nn.Module):
 
     def forward(self, ids, start_pos):
         """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
-        returns logits [1, T, vocab] in the weights' dtype."""
+        returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
+        runs its projections and attention through decodegap.kernels instead of cuBLAS and SDPA."""
         T = ids.shape[1]
+        kernels = self.custom_kernels and T == 1
+        linear = _kernel_linear if kernels else F.linear
         pos = start_pos + torch.arange(T, device=ids.device)  # [T]
         x = F.embedding(ids, self.embed)  # [1, T, hidden]
         cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
-        mask = (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
+        mask = None if kernels else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
         H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
         for i, p in enumerate(self.layers):
             h = _rms_norm(x, p["ln_attn"], self.eps)
-            qkv = F.linear(h, p["w_qkv"], p["b_qkv"])
+            qkv = linear(h, p["w_qkv"], p["b_qkv"])
             q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
             q = q.view(1, T, H, D).transpose(1, 2)
             k = k.view(1, T, Hkv, D).transpose(1, 2)
@@ -115,24 +119,38 @@ class LeanDecoder(nn.Module):
             k = k * cos + _rotate_half(k) * sin
             self.k_cache[i].index_copy_(2, pos, k)
             self.v_cache[i].index_copy_(2, pos, v)
-            o = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
-                                               scale=self.scale, enable_gqa=True)
-            x = x + F.linear(o.transpose(1, 2).reshape(1, T, H * D), p["w_o"], p["b_o"])
+            if kernels:  # split-KV over the first start_pos + 1 positions, read on the device
+                from .kernels import decode_attention
+
+                o = decode_attention(q[0, :, 0], self.k_cache[i][0], self.v_cache[i][0], start_pos + 1, self.scale)
+            else:
+                o = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
+                                                   scale=self.scale, enable_gqa=True).transpose(1, 2)
+            x = x + linear(o.reshape(1, T, H * D), p["w_o"], p["b_o"])
             h = _rms_norm(x, p["ln_mlp"], self.eps)
-            gate, up = F.linear(h, p["w_gate_up"]).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, p["w_down"])
-        return F.linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head)
+            gate, up = linear(h, p["w_gate_up"], None).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, p["w_down"], None)
+        return linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None)
+
+
+def _kernel_linear(x, weight, bias):
+    """F.linear for one row through decodegap.kernels.gemv."""
+    from .kernels import gemv
+
+    y = gemv(x, weight)
+    return y if bias is None else y + bias
 
 
 class LeanStep:
     """Prefilled lean-decoder state with the interface of decode.StaticStep: `step()` decodes one token and
     returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
 
-    def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True):
+    def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
+                 custom_kernels: bool = False):
         from .decode import prompt_ids
 
         device = next(hf_model.parameters()).device
-        self.lean = LeanDecoder(hf_model, cache_len)
+        self.lean = LeanDecoder(hf_model, cache_len, custom_kernels)
         self.forward, self.feedback = forward or self.lean, feedback
         ids = prompt_ids(hf_model.config.vocab_size, ctx, device, seed)
         logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))

@@ -346,11 +346,12 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None) -> None:
-    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile) over the grid in fresh
+    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile, lean_kernels_graph) over the grid in fresh
     sessions (the HF arms and int4 come from notebooks 01, 02 and 04), then one profiled step per cell of
     the HF eager and lean steps (kernel counts and the per-kernel breakdown)."""
     run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts),
-                        arms=("lean", "lean_graph", "lean_compile"), sessions=n_sessions, steps=steps, warmup=warmup,
+                        arms=("lean", "lean_graph", "lean_compile", "lean_kernels_graph"), sessions=n_sessions,
+                        steps=steps, warmup=warmup,
                         device=device), data)
     record_kernels(gpu, model_keys, contexts, arms=("eager", "lean"), data=data, device=device)
 

@@ -1,0 +1,186 @@
+"""Custom decode kernels for the lean decoder (Triton), each with the PyTorch reference it must equal.
+
+  gemv              y[N] = W[N, K] x[K] for one row (batch-1 projections): each program reduces BLOCK_N
+                    rows of W over K in BLOCK_K chunks, fp32 accumulation.
+  decode_attention  one query token of every head against a layer's KV cache with grouped-query heads,
+                    split-KV: stage 1 gives each (kv head, split) program one slice of the cache and all
+                    the query heads that share that kv head (K and V read once for the group), keeping a
+                    running max, sum and weighted V (online softmax); stage 2 merges the splits per head.
+                    The number of valid cache positions is read from a device tensor, so the call can be
+                    captured in a CUDA graph and replayed as the cache grows.
+
+The references (`*_reference`) are plain PyTorch and run anywhere; the kernels need Triton and a CUDA device
+(or TRITON_INTERPRET=1 on a CPU, which the tests use where Triton is installed). `available()` says why a
+kernel cannot run here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+H200_SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the split count aims at a few waves
+
+
+def available(device="cuda") -> str | None:
+    """None when the Triton kernels can run on `device`, else the reason."""
+    import os
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "package triton not installed"
+    if str(device).startswith("cuda") or os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    return "Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
+
+
+# ------------------------------------------------------------------------------------------- references
+
+def gemv_reference(x, weight):
+    """x [..., K] @ weight[N, K]^T, as F.linear."""
+    return F.linear(x, weight)
+
+
+def decode_attention_reference(q, k_cache, v_cache, length: int, scale: float):
+    """q [Hq, D] against the first `length` positions of k_cache, v_cache [Hkv, L, D] (Hq = g * Hkv, query
+    head i reads kv head i // g); softmax in fp32; returns [Hq, D] in q's dtype."""
+    g = q.shape[0] // k_cache.shape[0]
+    k = k_cache[:, :length].float().repeat_interleave(g, dim=0)  # [Hq, length, D]
+    v = v_cache[:, :length].float().repeat_interleave(g, dim=0)
+    p = torch.softmax((k @ q.float()[:, :, None])[..., 0] * scale, dim=-1)  # [Hq, length]
+    return (p[:, None, :] @ v)[:, 0].to(q.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+def _triton():
+    import triton
+    import triton.language as tl
+
+    return triton, tl
+
+
+_COMPILED: dict = {}
+
+
+def _gemv_kernel():
+    if "gemv" not in _COMPILED:
+        triton, tl = _triton()
+
+        @triton.jit
+        def gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+            rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                cols = k0 + tl.arange(0, BLOCK_K)
+                x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+                w = tl.load(w_ptr + rows[:, None] * K + cols[None, :],
+                            mask=(rows[:, None] < N) & (cols[None, :] < K), other=0.0).to(tl.float32)
+                acc += tl.sum(w * x[None, :], axis=1)
+            tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < N)
+
+        _COMPILED["gemv"] = gemv_kernel
+    return _COMPILED["gemv"]
+
+
+def gemv(x, weight, block_n: int = 16, block_k: int = 256):
+    """One-row x [..., K] (a single row in all) times weight [N, K]^T -> [..., N], in x's dtype."""
+    N, K = weight.shape
+    if x.numel() != K:
+        raise ValueError(f"gemv takes one row: x has {x.numel()} elements, weight has K = {K}")
+    triton, _ = _triton()
+    xc, wc = x.reshape(K).contiguous(), weight.contiguous()
+    y = torch.empty(N, dtype=x.dtype, device=x.device)
+    _gemv_kernel()[(triton.cdiv(N, block_n),)](xc, wc, y, N, K, BLOCK_N=block_n, BLOCK_K=block_k)
+    return y.reshape(*x.shape[:-1], N)
+
+
+def _attention_kernels():
+    if "attention" not in _COMPILED:
+        triton, tl = _triton()
+
+        @triton.jit
+        def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
+                         SPLIT: tl.constexpr, BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr):
+            h = tl.program_id(0)
+            s = tl.program_id(1)
+            length = tl.load(len_ptr)
+            gi = tl.arange(0, G)
+            d = tl.arange(0, D)
+            q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
+                        other=0.0).to(tl.float32)  # [G, D]
+            m = tl.full((G,), -1e30, dtype=tl.float32)
+            lsum = tl.zeros((G,), dtype=tl.float32)
+            acc = tl.zeros((G, D), dtype=tl.float32)
+            start = s * SPLIT
+            end = tl.minimum(start + SPLIT, length)
+            for b in range(start, end, BLOCK):
+                pos = b + tl.arange(0, BLOCK)
+                valid = pos < end
+                kv_off = h * L * D + pos[:, None] * D + d[None, :]
+                k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0).to(tl.float32)  # [BLOCK, D]
+                scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale  # [G, BLOCK]
+                scores = tl.where(valid[None, :], scores, -1e30)
+                m_new = tl.maximum(m, tl.max(scores, axis=1))
+                alpha = tl.exp(m - m_new)
+                p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
+                v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0).to(tl.float32)
+                lsum = lsum * alpha + tl.sum(p, axis=1)
+                acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+                m = m_new
+            part = (h * n_splits + s) * G + gi
+            tl.store(m_ptr + part, m)
+            tl.store(l_ptr + part, lsum)
+            tl.store(o_ptr + part[:, None] * D + d[None, :], acc)
+
+        @triton.jit
+        def merge_kernel(o_ptr, m_ptr, l_ptr, out_ptr, n_splits, group,
+                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr):
+            i = tl.program_id(0)  # query head
+            h, g = i // group, i % group
+            s = tl.arange(0, S)
+            d = tl.arange(0, D)
+            part = (h * n_splits + s) * G + g
+            ok = s < n_splits
+            m = tl.load(m_ptr + part, mask=ok, other=-1e30)
+            lsum = tl.load(l_ptr + part, mask=ok, other=0.0)
+            w = tl.where(ok, tl.exp(m - tl.max(m, axis=0)), 0.0)
+            o = tl.load(o_ptr + part[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
+            out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * lsum, axis=0)
+            tl.store(out_ptr + i * D + d, out.to(out_ptr.dtype.element_ty))
+
+        _COMPILED["attention"] = (split_kernel, merge_kernel)
+    return _COMPILED["attention"]
+
+
+def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS, waves: int = 2) -> int:
+    """Cache positions per split: a power of two >= `block` giving about `waves` x `sms` programs over the
+    kv heads at the cache's full length."""
+    target = max(1, (waves * sms) // max(1, kv_heads))
+    return max(block, 1 << max(0, math.ceil(math.log2(max(1, math.ceil(max_len / target))))))
+
+
+def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32):
+    """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
+    positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype."""
+    triton, _ = _triton()
+    Hq, D = q.shape
+    Hkv, L, _ = k_cache.shape
+    if Hq % Hkv or D & (D - 1):
+        raise ValueError(f"decode_attention needs Hq % Hkv == 0 and a power-of-two head_dim, got {Hq}, {Hkv}, {D}")
+    group = Hq // Hkv
+    split = split or split_size(L, Hkv, block)
+    n_splits = triton.cdiv(L, split)
+    G, S = triton.next_power_of_2(group), triton.next_power_of_2(n_splits)
+    o = torch.empty(Hkv * n_splits * G, D, dtype=torch.float32, device=q.device)
+    m = torch.empty(Hkv * n_splits * G, dtype=torch.float32, device=q.device)
+    lsum = torch.empty_like(m)
+    out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
+    split_kernel, merge_kernel = _attention_kernels()
+    split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
+                                  SPLIT=split, BLOCK=block, G=G, D=D)
+    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D)
+    return out

@@ -1,0 +1,141 @@
+"""Custom decode kernels: the PyTorch references against independent computations (always), the Triton
+kernels against the references in Triton's CPU interpreter where Triton is installed, and on the GPU on the
+real shapes (gpu marker)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from decodegap import kernels, lean, models
+
+SHAPES = {"qwen2.5-7b": (28, 4), "mistral-7b-v0.3": (32, 8), "llama-3.1-8b": (32, 8)}  # (Hq, Hkv), head_dim 128
+
+
+def _qkv(Hq, Hkv, L, D, dtype=torch.bfloat16, device="cpu", seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(*s, generator=gen) for s in ((Hq, D), (Hkv, L, D), (Hkv, L, D)))
+    return q.to(device, dtype), k.to(device, dtype), v.to(device, dtype)
+
+
+@pytest.mark.parametrize("length", [1, 37, 64])
+def test_attention_reference_equals_sdpa_math_on_the_valid_prefix(length):
+    q, k, v = _qkv(8, 2, 64, 16, dtype=torch.float32)
+    ref = F.scaled_dot_product_attention(q[None, :, None], k[None, :, :length], v[None, :, :length], enable_gqa=True)
+    got = kernels.decode_attention_reference(q, k, v, length, 16 ** -0.5)
+    assert torch.allclose(got, ref[0, :, 0], atol=1e-5)
+
+
+def test_attention_reference_ignores_positions_past_the_length():
+    q, k, v = _qkv(8, 2, 64, 16, dtype=torch.float32)
+    k2, v2 = k.clone(), v.clone()
+    k2[:, 40:], v2[:, 40:] = 1e4, -1e4  # garbage past the valid prefix
+    assert torch.equal(kernels.decode_attention_reference(q, k, v, 40, 0.25),
+                       kernels.decode_attention_reference(q, k2, v2, 40, 0.25))
+
+
+def test_gemv_reference_is_the_matrix_product():
+    gen = torch.Generator().manual_seed(1)
+    x, w = torch.randn(1, 1, 5, generator=gen), torch.randn(3, 5, generator=gen)
+    assert torch.allclose(kernels.gemv_reference(x, w)[0, 0], torch.stack([(w[n] * x[0, 0]).sum() for n in range(3)]))
+
+
+def test_split_size_by_hand():
+    assert kernels.split_size(16384, 8) == 512  # 2 x 132 / 8 = 33 programs per head -> 16384 / 33 -> 497 -> 512
+    assert kernels.split_size(2083, 4) == 32  # 66 per head -> 2083 / 66 -> 32
+    assert kernels.split_size(100, 8, block=64) == 64  # never below the block
+
+
+def test_kernels_without_triton_or_a_gpu_say_why(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    reason = kernels.available("cpu")
+    assert reason in ("package triton not installed", "Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
+
+
+# --------------------------------------------------------------------- Triton's interpreter, on the CPU
+
+INTERPRETED_CHECKS = """
+import torch
+from decodegap import kernels, lean, models
+
+def qkv(Hq, Hkv, L, D):
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randn(*s, generator=gen).bfloat16() for s in ((Hq, D), (Hkv, L, D), (Hkv, L, D))]
+
+for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
+    q, k, v = qkv(Hq, Hkv, L, 16)
+    got = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16)
+    ref = kernels.decode_attention_reference(q, k, v, length, 0.25)
+    assert (got.float() - ref.float()).abs().max() < 2e-2, (Hq, Hkv, L, length)
+gen = torch.Generator().manual_seed(2)
+x, w = torch.randn(1, 1, 100, generator=gen).bfloat16(), (0.1 * torch.randn(37, 100, generator=gen)).bfloat16()
+got, ref = kernels.gemv(x, w), kernels.gemv_reference(x, w)
+assert got.shape == (1, 1, 37) and (got.float() - ref.float()).abs().max() < 2e-2 * ref.abs().max()
+model = models.build_model(models.load_spec("qwen2-tiny"), device="cpu")
+models.randomise_(model, seed=3, std=0.2)
+with torch.inference_mode():
+    plain = lean.LeanStep(model, 12, 16, feedback=False)
+    fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
+    for _ in range(3):
+        a, b = plain.step().float(), fast.step().float()
+        assert (a - b).abs().max() < 0.05 * a.abs().max()
+print("interpreted kernels ok")
+"""
+
+
+def test_kernels_equal_their_references_in_tritons_interpreter():
+    """The split-KV attention (three GQA shapes, a cache length of 1 included), the GEMV, and the lean
+    decoder with its kernels against without, in a fresh process with TRITON_INTERPRET=1 (Triton reads
+    the flag when it is first imported)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed here (the GPU tests cover the kernels)")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", INTERPRETED_CHECKS], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "interpreted kernels ok" in done.stdout
+
+
+# ------------------------------------------------------------------------------- the GPU, real shapes
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", sorted(SHAPES))
+@pytest.mark.parametrize("L,length", [(2083, 2049), (16419, 16385)])
+def test_split_kv_attention_on_the_gpu(model, L, length):
+    Hq, Hkv = SHAPES[model]
+    q, k, v = _qkv(Hq, Hkv, L, 128, device="cuda")
+    got = kernels.decode_attention(q, k, v, torch.tensor([length], device="cuda"), 128 ** -0.5)
+    ref = kernels.decode_attention_reference(q, k, v, length, 128 ** -0.5)
+    assert (got.float() - ref.float()).abs().max() < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", sorted(SHAPES))
+def test_gemv_on_every_projection_shape_on_the_gpu(model):
+    from decodegap import quant
+
+    config = models.load_spec(model).config
+    shapes = {(k, n) for _, k, n, _ in quant.decoder_linears(config)} | {(config["hidden_size"], config["vocab_size"])}
+    gen = torch.Generator().manual_seed(0)
+    for K, N in sorted(shapes):
+        x = torch.randn(1, 1, K, generator=gen).cuda().bfloat16()
+        w = (0.02 * torch.randn(N, K, generator=gen)).cuda().bfloat16()
+        got, ref = kernels.gemv(x, w).float(), kernels.gemv_reference(x, w).float()
+        assert (got - ref).abs().max() < 2e-2 * ref.abs().max(), (K, N)
+
+
+def test_the_kernel_arms_are_unavailable_with_the_reason_where_they_cannot_run(monkeypatch):
+    from decodegap import decode
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
+    with pytest.raises(decode.ArmUnavailable, match="[Tt]riton"):
+        decode.run_arm(model, "lean_kernels", 8, warmup=1, steps=1)
+    with pytest.raises(decode.ArmUnavailable, match="CUDA graphs need a CUDA device"):
+        decode.run_arm(model, "lean_kernels_graph", 8, warmup=1, steps=1)
