@@ -190,6 +190,13 @@ def test_step_findings_compare_the_step_growth_with_the_per_layer_kernel(data_di
     assert "+10.00 ms" in sdpa and "implies +0.48 ms" in sdpa  # 32 x (22 - 7) us = 0.48 ms
     flex = next(line for line in lines if ", flex inside" in line)
     assert "+1.00 ms" in flex and "exceed the whole step" in flex  # 32 x 600 us = 19.2 ms > 8 ms
+    # with a bandwidth: HF's repeat_kv on Llama-3.1-8B adds 2 x 32 layers x 2 x 32 heads x 128 x 2 bytes
+    # = 1,048,576 bytes per cache position; (16384 - 2048) positions -> 15.03 GB -> 3.76 ms at 4000 GB/s
+    lines = attention_report.step_findings(steps, summ, configs, {"h200": 4000.0})
+    sdpa = next(line for line in lines if ", sdpa inside" in line)
+    assert "adds 15.0 GB per step" in sdpa and "3.76 ms at 4000 GB/s" in sdpa
+    assert "expansion" not in next(line for line in lines if ", flex inside" in line)
+    assert attention_report.repeat_kv_bytes(configs["llama-3.1-8b"], 1) == 1_048_576
 
 
 def test_step_table_marks_a_refused_forced_backend_unavailable(data_dir):

@@ -122,11 +122,30 @@ def step_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, backends
     return cells[["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all", "status", "reason"]]
 
 
-def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs) -> list[str]:
+REPEAT_KV_BACKENDS = ("sdpa", "sdpa_cudnn", "sdpa_math", "sdpa_efficient", "sdpa_flash")
+"""Backends HF reaches through its SDPA integration. transformers 5.x (integrations/sdpa_attention.py,
+`use_gqa_in_sdpa`) passes GQA to SDPA only when there is no attention mask; a static cache always passes one,
+so K and V are first expanded to every query head (`repeat_kv`), in every layer of every step."""
+
+
+def repeat_kv_bytes(config, cache_len: int, dtype_bytes: int = 2) -> int:
+    """Bytes per decode step that HF's `repeat_kv` adds over a GQA-aware kernel at a static cache of
+    `cache_len` positions: for K and V in every layer, the expanded copy is written (Hq heads) and read again
+    by the attention kernel (Hq heads) instead of the kernel reading the Hkv heads once; the copy's own read
+    of the Hkv heads replaces that read. So 2 x layers x 2 x Hq x cache_len x head_dim x bytes."""
+    from . import accounting
+
+    hq = config["num_attention_heads"]
+    return 2 * config["num_hidden_layers"] * 2 * hq * int(cache_len) * accounting.head_dim(config) * dtype_bytes
+
+
+def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs, bandwidth_gbps: dict | None = None) -> list[str]:
     """Generated sentences on the graphed whole step per backend: how much the step grows from the smallest
     to the largest context, against what the per-layer GPU-only microbenchmark of the same backend implies
     (layers x the growth of one call); and where one layer's call x layers exceeds the whole graphed step
-    (then the microbenchmark did not time the kernel the model runs)."""
+    (then the microbenchmark did not time the kernel the model runs). For HF's SDPA backends and a GPU in
+    `bandwidth_gbps` ({gpu: GB/s}), how much of the growth HF's K/V expansion (repeat_kv_bytes) accounts
+    for at that bandwidth."""
     out = []
     graph = steps[(steps["arm"] == "graph") & (steps["status"] == "ok")]
     for (gpu, model, attn), g in graph.groupby(["gpu", "model", "attn"]):
@@ -145,5 +164,9 @@ def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs) -> list[str]
             if layers * micro[hi] / 1e3 > g[hi]:
                 line += (f"; but {layers} of its per-layer calls ({layers * micro[hi] / 1e3:.2f} ms) exceed the whole "
                          "step: the microbenchmark's call is not the kernel the model runs")
+        if attn in REPEAT_KV_BACKENDS and bandwidth_gbps and gpu in bandwidth_gbps:
+            extra = repeat_kv_bytes(configs[model], hi) - repeat_kv_bytes(configs[model], lo)
+            line += (f"; HF's K/V expansion for GQA under a mask adds {extra / 1e9:.1f} GB per step from ctx {lo} to "
+                     f"{hi}: {extra / bandwidth_gbps[gpu] / 1e6:.2f} ms at {bandwidth_gbps[gpu]:.0f} GB/s")
         out.append(line + ".")
     return out

@@ -15,7 +15,9 @@ lean decoder next to its HF model holds the attention and MLP input weights twic
 One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
 values at positions start_pos..start_pos+T-1 of the cache and attends over the whole preallocated cache
 with the mask `key position <= query position`; shapes never depend on the position, so a decode step
-can be captured in a CUDA graph and replayed with `start_pos` advanced in place.
+can be captured in a CUDA graph and replayed with `start_pos` advanced in place. Under that mask it calls
+SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
+the lean levers time the same attention kernels as HF's and the split-KV kernel lever is what removes them.
 """
 
 from __future__ import annotations
@@ -123,14 +125,23 @@ class LeanDecoder(nn.Module):
                 from .kernels import decode_attention
 
                 o = decode_attention(q[0, :, 0], self.k_cache[i][0], self.v_cache[i][0], start_pos + 1, self.scale)
-            else:
-                o = F.scaled_dot_product_attention(q, self.k_cache[i], self.v_cache[i], attn_mask=mask,
-                                                   scale=self.scale, enable_gqa=True).transpose(1, 2)
+            else:  # as HF does under a mask: K/V expanded to every query head
+                keys, values = _expand_kv(self.k_cache[i], H), _expand_kv(self.v_cache[i], H)
+                o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale).transpose(1, 2)
             x = x + linear(o.reshape(1, T, H * D), p["w_o"], p["b_o"])
             h = _rms_norm(x, p["ln_mlp"], self.eps)
             gate, up = linear(h, p["w_gate_up"], None).chunk(2, dim=-1)
             x = x + linear(F.silu(gate) * up, p["w_down"], None)
         return linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None)
+
+
+def _expand_kv(cache, q_heads: int):
+    """[1, Hkv, L, D] -> [1, Hq, L, D], query head i reading kv head i // (Hq / Hkv) (HF's repeat_kv)."""
+    b, kv_heads, length, d = cache.shape
+    if kv_heads == q_heads:
+        return cache
+    g = q_heads // kv_heads
+    return cache[:, :, None].expand(b, kv_heads, g, length, d).reshape(b, q_heads, length, d)
 
 
 def _kernel_linear(x, weight, bias):
