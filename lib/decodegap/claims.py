@@ -285,8 +285,10 @@ def _software_matrix(ev: Evidence) -> list[dict]:
     att = ev.attention
     ran = set(att.loc[att["status"] == "ok", "attn"]) if not att.empty else set()
     done = {p: [k for k in attention_report.PUBLISHED_TO_OURS[p] if k in ran] for p in pub_attn}
-    not_ok = att[att["status"] != "ok"].drop_duplicates(["gpu", "attn"]) if not att.empty else att
-    why = "; ".join(f"{r.gpu} {r.attn}: {r.status}" for r in not_ok.itertuples()) if not att.empty else "no attention rows yet"
+    not_ok = att[att["status"] != "ok"] if not att.empty else att
+    why = "; ".join(f"{gpu} {attn}: {status} for {', '.join(sorted(set(g['model'])))}"
+                    for (gpu, attn, status), g in not_ok.groupby(["gpu", "attn", "status"])) if not att.empty else \
+        "no attention rows yet"
     rows = [_row("M7", "method", "Software-stack matrix, attention backends: SDPA, FlashAttention-2, FlashAttention-3, FlashInfer.",
                  ", ".join(pub_attn), "; ".join(f"{p}: {', '.join(k) or 'no row'}" for p, k in done.items()),
                  ", ".join(sorted(set(att["gpu"]))) if not att.empty else "-",
