@@ -7,7 +7,7 @@ import pandas as pd
 from . import attention, roofline
 
 STEP_ARMS = ("eager", "graph")
-NO_KERNEL, NO_KERNEL_REASON = attention.NO_KERNEL, attention.NO_KERNEL_REASON
+STEP_COLUMNS = ["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all", "status", "reason"]
 LAUNCH_BINDS_RATIO = 2.0  # host-inclusive / GPU-only at or above this: the launch sequence binds
 KERNEL_BINDS_RATIO = 1.25  # at or below this: the kernel binds
 
@@ -112,14 +112,13 @@ def step_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, backends
     rows = decode_rows[decode_rows["attn"].isin(backends) & (decode_rows["quant"] == "bf16")
                        & decode_rows["arm"].isin(STEP_ARMS) & decode_rows["ctx"].isin(contexts)]
     if rows.empty:
-        return pd.DataFrame(columns=["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all",
-                                     "status", "reason"])
+        return pd.DataFrame(columns=STEP_COLUMNS)
     cells = roofline.cell_table(rows, specs, configs)
-    refused = (cells["status"] == "error") & cells["reason"].astype(str).str.contains(NO_KERNEL)
+    refused = (cells["status"] == "error") & cells["reason"].astype(str).str.contains(attention.NO_KERNEL)
     cells.loc[refused, "status"] = "unavailable"
-    cells.loc[refused, "reason"] = NO_KERNEL_REASON
+    cells.loc[refused, "reason"] = attention.NO_KERNEL_REASON
     cells = cells.sort_values(["gpu", "model", "arm", "attn", "ctx"]).reset_index(drop=True)
-    return cells[["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all", "status", "reason"]]
+    return cells[STEP_COLUMNS]
 
 
 REPEAT_KV_BACKENDS = ("sdpa", "sdpa_cudnn", "sdpa_math", "sdpa_efficient", "sdpa_flash")

@@ -192,6 +192,25 @@ class DynamicStep:
         return logits
 
 
+def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True):
+    """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
+    DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels for lean_kernels*,
+    compiled for lean_compile); StaticStep otherwise, its forward compiled for compile."""
+    import torch
+
+    if arm == "hf_default":
+        return DynamicStep(model, ctx, seed, feedback)
+    if arm.startswith("lean"):
+        from .lean import LeanStep
+
+        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=arm.startswith("lean_kernels"))
+        if arm in COMPILED_ARMS:
+            state.forward = torch.compile(state.lean, mode="reduce-overhead", fullgraph=True)
+        return state
+    forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if arm in COMPILED_ARMS else None
+    return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
+
+
 def arm_available(arm: str, model) -> str | None:
     """None when `arm` can run on the model's device, else the reason it cannot."""
     if arm not in ARMS:
@@ -231,23 +250,8 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     with torch.inference_mode(), attention_context(attn):
         if arm == "hf_default":
             result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
-            state = DynamicStep(model, ctx, seed, feedback)
-            fn = state.step
-        elif arm == "compile":
-            compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-            state = StaticStep(model, ctx, cache_len, seed, forward=compiled, feedback=feedback)
-            fn = state.step
-        elif arm.startswith("lean"):
-            from .lean import LeanStep
-
-            state = LeanStep(model, ctx, cache_len, seed, feedback=feedback,
-                             custom_kernels=arm.startswith("lean_kernels"))
-            if arm == "lean_compile":
-                state.forward = torch.compile(state.lean, mode="reduce-overhead", fullgraph=True)
-            fn = state.step
-        else:
-            state = StaticStep(model, ctx, cache_len, seed, feedback=feedback)
-            fn = state.step
+        state = step_state(model, arm, ctx, cache_len, seed, feedback)
+        fn = state.step
         if arm in GRAPHED_ARMS:
             fn = _capture(state.step, keep)
         result.warmup_ms = wall_calls(fn, warmup, cuda, keep)
@@ -313,23 +317,16 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
 
 def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:
     """(name, GPU microseconds) of every kernel one decode step launches, in launch order (torch.profiler;
-    one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step:
-    hf_default (dynamic cache), lean (decodegap.lean) or else the HF static-cache step. A graph replays
-    the same kernels as its eager step, without the gaps between them."""
+    one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step
+    (step_state): give an eager arm (eager, hf_default, lean, lean_kernels); a graph replays the same
+    kernels as its eager step, without the gaps between them."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     if not _is_cuda(model):
         raise ArmUnavailable("profiling GPU kernels needs a CUDA device")
     with torch.inference_mode():
-        if arm == "hf_default":
-            state = DynamicStep(model, ctx, seed)
-        elif arm.startswith("lean"):
-            from .lean import LeanStep
-
-            state = LeanStep(model, ctx, ctx + 4, seed)
-        else:
-            state = StaticStep(model, ctx, ctx + 4, seed)
+        state = step_state(model, arm, ctx, ctx + 4, seed)
         state.step()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -25,6 +25,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 import torch.nn.functional as F
+from transformers.integrations.sdpa_attention import repeat_kv
+
+from .kernels import decode_attention, gemv
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 
@@ -122,11 +125,9 @@ class LeanDecoder(nn.Module):
             self.k_cache[i].index_copy_(2, pos, k)
             self.v_cache[i].index_copy_(2, pos, v)
             if kernels:  # split-KV over the first start_pos + 1 positions, read on the device
-                from .kernels import decode_attention
-
                 o = decode_attention(q[0, :, 0], self.k_cache[i][0], self.v_cache[i][0], start_pos + 1, self.scale)
             else:  # as HF does under a mask: K/V expanded to every query head
-                keys, values = _expand_kv(self.k_cache[i], H), _expand_kv(self.v_cache[i], H)
+                keys, values = repeat_kv(self.k_cache[i], H // Hkv), repeat_kv(self.v_cache[i], H // Hkv)
                 o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale).transpose(1, 2)
             x = x + linear(o.reshape(1, T, H * D), p["w_o"], p["b_o"])
             h = _rms_norm(x, p["ln_mlp"], self.eps)
@@ -135,19 +136,8 @@ class LeanDecoder(nn.Module):
         return linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None)
 
 
-def _expand_kv(cache, q_heads: int):
-    """[1, Hkv, L, D] -> [1, Hq, L, D], query head i reading kv head i // (Hq / Hkv) (HF's repeat_kv)."""
-    b, kv_heads, length, d = cache.shape
-    if kv_heads == q_heads:
-        return cache
-    g = q_heads // kv_heads
-    return cache[:, :, None].expand(b, kv_heads, g, length, d).reshape(b, q_heads, length, d)
-
-
 def _kernel_linear(x, weight, bias):
     """F.linear for one row through decodegap.kernels.gemv."""
-    from .kernels import gemv
-
     y = gemv(x, weight)
     return y if bias is None else y + bias
 

@@ -158,14 +158,11 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
     except AssertionError as exc:
         return status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
-    except RuntimeError as exc:
+    except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         from .attention import NO_KERNEL, NO_KERNEL_REASON
 
-        if NO_KERNEL in str(exc):  # SDPA forced to a backend that refuses the model's call
+        if isinstance(exc, RuntimeError) and NO_KERNEL in str(exc):  # a forced SDPA backend refused the call
             return status_rows(plan, run_id, session, cell, "unavailable", f"{NO_KERNEL_REASON}: {exc}")
-        traceback.print_exc()
-        return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         traceback.print_exc()
         return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
     finally:
@@ -346,13 +343,12 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None) -> None:
-    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile, lean_kernels_graph) over the grid in fresh
-    sessions (the HF arms and int4 come from notebooks 01, 02 and 04), then one profiled step per cell of
+    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile, lean_kernels_graph) over
+    the grid in fresh sessions (the HF arms and int4 come from notebooks 01, 02 and 04), then one profiled step per cell of
     the HF eager and lean steps (kernel counts and the per-kernel breakdown)."""
     run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts),
                         arms=("lean", "lean_graph", "lean_compile", "lean_kernels_graph"), sessions=n_sessions,
-                        steps=steps, warmup=warmup,
-                        device=device), data)
+                        steps=steps, warmup=warmup, device=device), data)
     record_kernels(gpu, model_keys, contexts, arms=("eager", "lean"), data=data, device=device)
 
 
