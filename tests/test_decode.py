@@ -160,3 +160,23 @@ def test_cache_len_override_is_used_and_checked():
     with pytest.raises(ValueError, match="cache_len 18 < 19"):
         decode.run_arm(model, "eager", 16, warmup=1, steps=2, cache_len=18)
     assert decode.verify_arm(model, "hf_default", 16, cache_len=16 + 35) < 0.1
+
+
+def test_one_compile_serves_every_cache_length(tiny):
+    """The compile arm's dynamic shapes: dynamo traces the static-cache step once for all cache lengths
+    (with static shapes it would trace once per length; automatic dynamic, twice). Checked with the eager
+    backend, which runs on a CPU; the arm itself adds inductor and CUDA graphs on top."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = tiny["llama-tiny"]
+    options = {k: v for k, v in decode.COMPILE_OPTIONS.items() if k != "mode"}
+    forward = torch.compile(model.forward, backend="eager", **options)
+    with torch.inference_mode():
+        for ctx in (16, 32, 48):
+            state = decode.StaticStep(model, ctx, ctx + 4, forward=forward)
+            for _ in range(2):
+                state.step()
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()

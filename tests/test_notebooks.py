@@ -59,6 +59,8 @@ def test_02_replay_gives_speedups_with_cis(replayed):
     head = table[(table.gpu == "h200") & (table.ctx == 2048)]
     assert len(head) == 3
     assert (head.sessions_graph == 10).all() and (head.sessions_eager == 10).all()
+    grid = table[table.gpu == "h200"]  # every cell of the grid has all three arms, N >= 3
+    assert len(grid) == 12 and (grid[["sessions_eager", "sessions_graph", "sessions_compile"]] >= 3).all().all()
     assert ((head.speedup_graph_ci_low <= head.speedup_graph) & (head.speedup_graph <= head.speedup_graph_ci_high)).all()
     decomp = pd.read_csv(figures / "02_decomposition.csv")
     # the stack adds up: floor + excess + launch overhead = eager step time (tables round to 3 decimals)
@@ -112,9 +114,9 @@ def test_01_measure_mode_on_a_tiny_model(tmp_path, data_dir):
 def test_02_measure_mode_on_a_tiny_model_records_unavailable_arms(tmp_path, data_dir):
     figures = tmp_path / "figures"
     _run("02_cuda_graphs_ab", tmp_path, MEASURE=True, GPU="cpu-test", DEVICE="cpu", MODELS=["llama-tiny"],
-         CONTEXTS=[16], HEADLINE_CTX=16, SESSIONS=1, HEADLINE_SESSIONS=2, COMPILE_CONTEXTS=[16], STEPS=2,
+         CONTEXTS=[16], HEADLINE_CTX=16, SESSIONS=1, HEADLINE_SESSIONS=2, COUNT_KERNELS=True, STEPS=2,
          WARMUP=1, DATA_DIR=str(data_dir), FIGURES_DIR=str(figures))
-    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "ab.csv")
     eager = rows[(rows.arm == "eager") & (rows.status == "ok")]
     assert eager.session.nunique() == 2
     for arm, reason in (("graph", "CUDA graphs need a CUDA device"), ("compile", "reduce-overhead")):
@@ -122,6 +124,9 @@ def test_02_measure_mode_on_a_tiny_model_records_unavailable_arms(tmp_path, data
         assert set(status.status) == {"unavailable"} and status.reason.str.contains(reason).all()
     kernels = pd.read_csv(data_dir / "raw" / "cpu-test" / "kernels.csv")
     assert set(kernels.status) == {"unavailable"}
+    env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+    walls = [e["ab_sweep"] for e in env.values() if "ab_sweep" in e]
+    assert len(walls) == 1 and walls[0]["total_s"] >= walls[0]["grid_s"] + walls[0]["headline_s"] - 0.2
 
 
 def test_committed_notebooks_have_parameters_and_no_outputs():

@@ -118,7 +118,11 @@ def test_env_json_records_the_run(swept):
     assert "time" in entry["gpu_state_before"] and "time" in entry["gpu_state_after"]
     assert sorted(entry["sessions"]) == ["0", "1"]
     for s in ("0", "1"):
-        assert set(entry["sessions"][s]) == {"before", "after"}
+        assert set(entry["sessions"][s]) == {"before", "after", "timing"}
+        timing = entry["sessions"][s]["timing"]  # where the session process's wall time went
+        assert set(timing["build_s"]) == set(timing["cells_s"]) == set(PLAN.models)
+        parts = timing["startup_s"] + timing["import_s"] + sum(timing["build_s"].values()) + sum(timing["cells_s"].values())
+        assert 0 < parts <= timing["total_s"] + 0.05  # rounded to 0.01 s each
 
 
 def test_sweep_plan_json_round_trip():

@@ -3,13 +3,50 @@ decode step into memory floor, GPU-side excess and host launch overhead."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from . import accounting, roofline, stats
+from . import accounting, records, roofline, stats
 
 CELL = ["gpu", "model", "ctx", "attn", "quant"]
-ALREADY_COMPILED_S = 1.0  # a compile-arm first call shorter than this did not compile (tracing alone takes longer)
+
+
+def ab_rows(data) -> pd.DataFrame:
+    """The A/B sweep's decode rows (data/raw/<gpu>/ab.csv of every GPU): default attention, bf16."""
+    rows = records.load_experiment("ab", data)
+    return rows[(rows["attn"] == "sdpa") & (rows["quant"] == "bf16")].reset_index(drop=True)
+
+
+def _ab_runs(data):
+    """(gpu, run id, env.json entry) of every A/B sweep run recorded under data/raw/."""
+    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+        for run_id, entry in json.loads(env_path.read_text()).items():
+            if entry.get("experiment") == "ab" or "ab_sweep" in entry:
+                yield env_path.parent.name, run_id, entry
+
+
+def sweep_walls(data) -> pd.DataFrame:
+    """Wall seconds of each whole A/B sweep (sessions.measure_ab: grid, headline sessions, kernels, total)."""
+    rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data) if "ab_sweep" in e]
+    return pd.DataFrame(rows, columns=["gpu", "run_id", "grid_s", "headline_s", "kernels_s", "total_s"])
+
+
+def session_walls(data) -> pd.DataFrame:
+    """Where each A/B session process's wall time went (env.json sessions.<s>.timing): start-up (process
+    spawn to first line), imports of torch and transformers, model builds and cells (summed over models)."""
+    rows = []
+    for gpu, run_id, entry in _ab_runs(data):
+        for session, info in entry.get("sessions", {}).items():
+            t = info.get("timing")
+            if t:
+                rows.append(dict(gpu=gpu, run_id=run_id, session=int(session), startup_s=t["startup_s"],
+                                 import_s=t["import_s"], build_s=sum(t["build_s"].values()),
+                                 cells_s=sum(t["cells_s"].values()), total_s=t["total_s"]))
+    return pd.DataFrame(rows, columns=["gpu", "run_id", "session", "startup_s", "import_s", "build_s", "cells_s",
+                                       "total_s"])
 
 
 def session_table(decode_rows: pd.DataFrame) -> pd.DataFrame:
@@ -64,12 +101,11 @@ def decomposition(cells: pd.DataFrame, kernels: pd.DataFrame | None = None, conv
 
 def compile_seconds(decode_rows: pd.DataFrame) -> pd.DataFrame:
     """The compile arm's compile time per cell, recorded apart from its step times: the wall time of its
-    first warm-up call (which traces, compiles and records the graph), in seconds; the median and the
-    largest over sessions. A later session finds the inductor cache warm and compiles faster. In a session
-    whose correctness check compiled the step already (session 0 verifies), the first timed warm-up call
-    finds it compiled: first calls under ALREADY_COMPILED_S are left out."""
+    first warm-up call, in seconds; the median and the largest over sessions. The first compile cell of a
+    model in a session carries its compile (traced once for every context: decode.COMPILE_OPTIONS); later
+    contexts' first calls only record their CUDA graph. A later session finds the inductor cache warm."""
     first = decode_rows[(decode_rows["arm"] == "compile") & (decode_rows["status"] == "warmup")
-                        & (decode_rows["step"] == 0) & (decode_rows["step_ms"] >= ALREADY_COMPILED_S * 1e3)]
+                        & (decode_rows["step"] == 0)]
     if first.empty:
         return pd.DataFrame(columns=CELL + ["compile_s", "compile_max_s"])
     return (first.assign(s=first["step_ms"] / 1e3).groupby(CELL)["s"]

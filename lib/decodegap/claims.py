@@ -155,14 +155,16 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
     decode_rows = records.load_experiment("decode", data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
-    keys = set(decode_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
+    ab_rows = ab.ab_rows(data)  # notebook 02's one-run A/B sweep
+    keys = set(decode_rows["model"]) | set(ab_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
     configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
     default = decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")]
     cells = roofline.cell_table(default, specs, configs, bandwidth_rows)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
-        speed=ab.speedups(default, arm="graph", seed=seed),
-        decomp=ab.decomposition(cells, records.load_experiment("kernels", data)),
+        speed=ab.speedups(ab_rows, arm="graph", seed=seed),
+        decomp=ab.decomposition(roofline.cell_table(ab_rows, specs, configs, bandwidth_rows),
+                                records.load_experiment("kernels", data)),
         attention=attention_report.summary(records.load_experiment("attention", data)),
         quant_cells=quant_report.cells(decode_rows[decode_rows["attn"] == "sdpa"], specs, configs, bandwidth_rows),
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),

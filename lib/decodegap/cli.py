@@ -44,6 +44,19 @@ def cmd_measure(args) -> int:
     return 0
 
 
+def cmd_ab(args) -> int:
+    from . import models, sessions
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    model_keys = _csv_list(args.models)
+    for key in model_keys:
+        models.load_spec(key, args.data_dir)  # unknown model: clear error before any process starts
+    sessions.measure_ab(gpu, model_keys, _csv_list(args.contexts, int), args.headline_ctx, args.sessions,
+                        args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
+                        count_kernels=args.count_kernels, progress=not args.no_progress)
+    return 0
+
+
 def cmd_bandwidth(args) -> int:
     from . import sessions
 
@@ -149,6 +162,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)
+
+    ab = sub.add_parser("ab", help="notebook 02's whole A/B sweep (eager, graph, compile) in one run, into ab.csv")
+    _add_grid_args(ab)
+    ab.add_argument("--headline-ctx", type=int, default=2048, help="context of the headline cells")
+    ab.add_argument("--sessions", type=int, default=3, help="fresh sessions of every cell of the grid")
+    ab.add_argument("--headline-sessions", type=int, default=10, help="fresh sessions of the headline cells")
+    ab.add_argument("--steps", type=int, default=30)
+    ab.add_argument("--warmup", type=int, default=5)
+    ab.add_argument("--count-kernels", action="store_true", help="also profile kernels per step (kernels.csv)")
+    ab.add_argument("--no-progress", action="store_true")
+    ab.set_defaults(func=cmd_ab)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
     b.add_argument("--gpu")

@@ -5,8 +5,11 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   hf_default  HF forward with the default DynamicCache, positions derived by the model: what a user
               of `model(...)`/`generate` gets without asking for a static cache.
   graph       the eager step captured once in a CUDA graph (after warm-up on a side stream), replayed.
-  compile     torch.compile(mode="reduce-overhead", fullgraph=True) of model.forward; the first calls,
-              which compile, are warm-up rows whose time is the compile time.
+  compile     torch.compile(mode="reduce-overhead", fullgraph=True, dynamic=True) of model.forward; the
+              first calls, which compile, are warm-up rows whose time is the compile time. With dynamic
+              shapes the cache length is a symbolic size, so one compile per model and process serves
+              every context (later contexts only record their CUDA graph); compiled per context, each of
+              the 12 cells cost 30-100 s cold on the H200.
   lean, lean_graph, lean_compile
               the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
               fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead).
@@ -34,6 +37,14 @@ GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph")  # captured once wi
 COMPILED_ARMS = ("compile", "lean_compile")  # torch.compile(mode="reduce-overhead")
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
+COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
+
+
+def compiled(fn):
+    """`fn` under torch.compile with COMPILE_OPTIONS (the compile and lean_compile arms)."""
+    import torch
+
+    return torch.compile(fn, **COMPILE_OPTIONS)
 
 
 HF_IMPLEMENTATION = {"flex": "flex_attention", "fa2": "flash_attention_2"}
@@ -196,8 +207,6 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
     """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
     DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels for lean_kernels*,
     compiled for lean_compile); StaticStep otherwise, its forward compiled for compile."""
-    import torch
-
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
     if arm.startswith("lean"):
@@ -205,9 +214,9 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
 
         state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=arm.startswith("lean_kernels"))
         if arm in COMPILED_ARMS:
-            state.forward = torch.compile(state.lean, mode="reduce-overhead", fullgraph=True)
+            state.forward = compiled(state.lean)
         return state
-    forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) if arm in COMPILED_ARMS else None
+    forward = compiled(model.forward) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
 
 

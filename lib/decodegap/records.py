@@ -14,7 +14,7 @@ import csv
 import fcntl
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -123,7 +123,11 @@ QUANT_LAYERS = Schema(
 """Per-layer correctness of each quantisation path on a model's real shapes: the quantised layer's output
 against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
 
-SCHEMAS = {s.experiment: s for s in (DECODE, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
+AB = replace(DECODE, experiment="ab")
+"""Notebook 02's A/B sweep (eager, graph, compile), measured in one run by sessions.measure_ab: the rows of
+a decode step, kept apart from decode.csv so that its sessions are those of one run."""
+
+SCHEMAS = {s.experiment: s for s in (DECODE, AB, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
 
 
 def schema_for(experiment: str) -> Schema:

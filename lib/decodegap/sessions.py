@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import decode, hardware, models, paths, records
 
+SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 VERIFY_TOL = 0.1
 """Largest max|logits_arm - logits_eager| / max|logits_eager| accepted, teacher-forced. Calibrated on the
 H200 (bench/verify_diag.py): two correct bf16 paths of the 7-8B random-weight models (one full forward
@@ -136,21 +137,31 @@ def free_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
+def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
+    """Check the cell's arm against eager (decode.verify_arm) and append the verdict to verify.csv."""
+    err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
+                            cache_len=cache_len)
+    records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
+        run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
+        attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
+
+
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
-    """Verify a non-eager arm against eager (in session 0), then time one cell; return its rows."""
+    """Time one cell and return its rows; in session 0 a non-eager arm is checked against eager first.
+    A compiled arm is checked right after its timing instead, on the compiled step the timing used (same
+    cache length, nothing compiles again), so that its first warm-up row holds the compile time; if that
+    check fails the cell gets an `error` row and its timings are dropped."""
     import torch
 
+    check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0
+    check_after = check and cell.arm in decode.COMPILED_ARMS
     try:
-        if plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0:
-            # an arm that cannot run here raises ArmUnavailable (below); the check uses the timing run's
-            # cache length, so a compiled arm is not compiled twice
-            timing_len = decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps)
-            err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
-                                    cache_len=timing_len)
-            records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
-                run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
-                attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
+        timing_len = decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps)
+        if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below)
+            _check(plan, model, cell, run_id, session, data, timing_len)
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
+        if check_after:
+            _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
         return _timing_rows(plan, run_id, session, cell, timing)
     except decode.ArmUnavailable as exc:
         return status_rows(plan, run_id, session, cell, "unavailable", str(exc))
@@ -170,15 +181,22 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
 
 
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
-    """Body of one fresh session process: measure every pending cell of `session`, model by model."""
+    """Body of one fresh session process: measure every pending cell of `session`, model by model. At the
+    end it reports where its wall time went (`@@timing`: start-up, imports, model builds, cells), which
+    the parent keeps in env.json."""
+    spawned = float(os.environ.get(SPAWNED_AT, time.time()))
+    began = time.time()
     import torch
+    import transformers  # noqa: F401  (timed with torch: the imports every session pays)
 
+    timing = dict(startup_s=began - spawned, import_s=time.time() - began, build_s={}, cells_s={})
     torch.manual_seed(plan.seed)
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
     pending = plan.pending(session, data, run_id)
     for model_key in dict.fromkeys(c.model for c in pending):
         cells = [c for c in pending if c.model == model_key]
+        t0 = time.time()
         try:
             spec = models.load_spec(model_key, data)
             model = models.build_model(spec, device=plan.device, attn=decode.hf_implementation(plan.attn),
@@ -202,12 +220,21 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             model = None
             free_device_memory(plan.device)
             continue
+        timing["build_s"][model_key] = time.time() - t0
+        t0 = time.time()
         for cell in cells:
             _say("start", session, cell)
             records.append_rows(path, schema, measure_cell(plan, model, cell, run_id, session, data))
             _say("done", session, cell)
+        timing["cells_s"][model_key] = time.time() - t0
         del model
         free_device_memory(plan.device)
+    timing["total_s"] = time.time() - spawned
+    print("@@timing " + json.dumps({k: _rounded(v) for k, v in timing.items()}), flush=True)
+
+
+def _rounded(value):
+    return {k: round(v, 2) for k, v in value.items()} if isinstance(value, dict) else round(value, 2)
 
 
 def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
@@ -236,7 +263,7 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
                                    "that made no progress; see their output above")
             last_left = left
             before = hardware.gpu_state()
-            current, finished = _spawn_session(plan, session, run_id, data, bar)
+            current, finished, timing = _spawn_session(plan, session, run_id, data, bar)
             if current is not None:  # the process died inside a cell: record it and go on
                 records.append_rows(path, schema, status_rows(
                     plan, run_id, session, current, "error",
@@ -245,19 +272,20 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
-            update_env(plan.gpu, data, run_id, sessions={str(session): {"before": before, "after": hardware.gpu_state()}})
+            update_env(plan.gpu, data, run_id, sessions={str(session): {
+                "before": before, "after": hardware.gpu_state(), "timing": timing}})
     bar.close()
     update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
 def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
-    """Run one session process; returns (cell it died in or None, exit code)."""
+    """Run one session process; returns (cell it died in or None, exit code, its @@timing report or None)."""
     cmd = [sys.executable, "-m", "decodegap"] + (["--data-dir", str(data)] if data is not None else [])
     cmd += ["_session", "--plan", plan.to_json(), "--session", str(session), "--run-id", run_id]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{SPAWNED_AT: repr(time.time())})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=paths.REPO)
-    current = None
+    current, timing = None, None
     for line in proc.stdout:
         if line.startswith("@@start "):
             s, cell = json.loads(line[8:])
@@ -265,10 +293,12 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
         elif line.startswith("@@done "):
             current = None
             bar.update(1)
+        elif line.startswith("@@timing "):
+            timing = json.loads(line[9:])
         else:
             sys.stdout.write(line)
     code = proc.wait()
-    return (current if code != 0 else None), code
+    return (current if code != 0 else None), code, timing
 
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
@@ -325,20 +355,32 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
 
 def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
                headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-               compile_contexts=None, count_kernels: bool = True) -> None:
-    """The CUDA-graphs A/B sweep of notebook 02, resumable:
-    1. every cell, arms eager and graph, `n_sessions` fresh sessions (arm order alternating);
-    2. the headline cells (ctx = headline_ctx) to `headline_sessions` sessions;
-    3. the compile arm in sessions of its own (a process that has run torch.compile is not reused to time
-       eager), at `compile_contexts` (default: the headline context), `n_sessions` sessions;
-    4. kernels per decode step."""
-    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device)
-    run_sweep(SweepPlan(contexts=tuple(contexts), arms=("eager", "graph"), sessions=n_sessions, **common), data)
-    run_sweep(SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common), data)
-    run_sweep(SweepPlan(contexts=tuple(compile_contexts or (headline_ctx,)), arms=("compile",), sessions=n_sessions,
-                        **common), data)
+               count_kernels: bool = False, experiment: str = "ab", progress: bool = True) -> dict:
+    """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
+    1. every cell of the grid, arms eager, graph and compile, `n_sessions` fresh sessions; a session builds
+       each model once for all three arms and contexts (arm order alternating between sessions), and the
+       compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
+    2. the headline cells (ctx = headline_ctx), eager and graph, to `headline_sessions` sessions;
+    3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
+    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
+    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    began = time.time()
+    grid_run = run_sweep(SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions,
+                                   **common), data, progress)
+    walls = dict(grid_s=time.time() - began)
+    t0 = time.time()
+    run_sweep(SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common), data,
+              progress)
+    walls["headline_s"] = time.time() - t0
     if count_kernels:
+        t0 = time.time()
         record_kernels(gpu, model_keys, contexts, data=data, device=device)
+        walls["kernels_s"] = time.time() - t0
+    walls["total_s"] = time.time() - began
+    walls = {k: round(v, 1) for k, v in walls.items()}
+    update_env(gpu, data, grid_run, ab_sweep=walls)
+    print(f"A/B sweep wall time: {walls}")
+    return walls
 
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
