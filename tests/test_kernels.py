@@ -80,14 +80,24 @@ with torch.inference_mode():
     for _ in range(3):
         a, b = plain.step().float(), fast.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max()
+from decodegap import quant
+if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm projections, split-KV attention
+    quant.quantise_model_(model, "int4-tinygemm")
+    with torch.inference_mode():
+        plain = lean.LeanStep(model, 12, 16, feedback=False)
+        fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
+        assert isinstance(fast.lean.layers[0]["w_qkv"], quant.TinyGemmLinear)
+        for _ in range(3):
+            a, b = plain.step().float(), fast.step().float()
+            assert (a - b).abs().max() < 0.05 * a.abs().max()
 print("interpreted kernels ok")
 """
 
 
 def test_kernels_equal_their_references_in_tritons_interpreter():
-    """The split-KV attention (three GQA shapes, a cache length of 1 included), the GEMV, and the lean
-    decoder with its kernels against without, in a fresh process with TRITON_INTERPRET=1 (Triton reads
-    the flag when it is first imported)."""
+    """The split-KV attention (three GQA shapes, a cache length of 1 included), the GEMV (its one
+    interpreter config), and the lean decoder with its kernels against without, bf16 and int4, in a fresh
+    process with TRITON_INTERPRET=1 (Triton reads the flag when it is first imported)."""
     import importlib.util
     import os
     import subprocess
@@ -100,6 +110,23 @@ def test_kernels_equal_their_references_in_tritons_interpreter():
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "interpreted kernels ok" in done.stdout
+
+
+def test_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch):
+    """Outside the interpreter the GEMV is a triton.autotune'd kernel keyed on (N, K) over GEMV_CONFIGS:
+    BLOCK_N in {8..64}, BLOCK_K in {128..512}, 2-8 warps, a dozen configs at most (each is timed on the
+    first call of every projection shape)."""
+    pytest.importorskip("triton")
+    from triton.runtime.autotuner import Autotuner
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    tuned = kernels._gemv_kernel()
+    assert isinstance(tuned, Autotuner) and list(tuned.keys) == ["N", "K"]
+    configs = {(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps) for c in tuned.configs}
+    assert configs == set(kernels.GEMV_CONFIGS) and 8 <= len(configs) <= 12
+    assert {n for n, _, _ in configs} == {8, 16, 32, 64} and {k for _, k, _ in configs} == {128, 256, 512}
+    assert {w for _, _, w in configs} == {2, 4, 8}
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes

@@ -1,12 +1,13 @@
 """The lean decoder against the HF model it is built from, on the CPU with the tiny configs: same weights,
-same inputs, logits equal within tolerance; and the comparison can fail."""
+same inputs, logits equal within tolerance, in bf16/fp32 and on a model quantised to int4-tinygemm; and the
+comparison can fail. On the GPU (gpu marker): the int4 lean arms on Llama-3.1-8B."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from decodegap import decode, lean, models
+from decodegap import decode, lean, models, quant
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 24
@@ -64,17 +65,14 @@ def test_a_wrong_rotary_position_fails_the_comparison():
     assert err > 0.05
 
 
-def test_fused_weights_are_the_hf_weights_and_the_byte_count_adds_up():
+def test_fused_weights_are_the_hf_weights():
     model = _build("llama-tiny")
     decoder = lean.LeanDecoder(model, 8)
-    cfg = model.config
-    a = model.model.layers[1].self_attn
+    a, m = model.model.layers[1].self_attn, model.model.layers[1].mlp
     assert torch.equal(decoder.layers[1]["w_qkv"], torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-    # llama-tiny: hidden 64, 4 heads x 16, 2 kv heads, intermediate 128, 2 layers, vocab 256, fp32
-    h, kv, inter, vocab = 64, 2 * 16, 128, 256
-    per_layer = (h * h + 2 * kv * h) + h * h + 2 * inter * h + inter * h + 2 * h
-    assert decoder.weight_bytes() == 4 * (2 * per_layer + h + vocab * h)
-    assert cfg.num_hidden_layers == 2 and cfg.hidden_size == h
+    assert torch.equal(decoder.layers[1]["w_gate_up"], torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+    assert decoder.layers[1]["w_qkv"].shape == (64 + 2 * 32, 64)  # 4 heads x 16, then 2 kv heads x 16 twice
+    assert decoder.layers[1]["w_o"] is a.o_proj.weight  # unfused projections are the HF tensors themselves
 
 
 def test_an_unsupported_architecture_is_refused_with_the_reason():
@@ -93,3 +91,122 @@ def test_the_lean_arms_run_in_the_decode_harness_and_pass_its_check():
         with pytest.raises(decode.ArmUnavailable, match="CUDA"):
             decode.run_arm(model, arm, CTX)
     assert decode.max_cache_len("lean_graph", 100, 5, 30) == 100 + decode.GRAPH_SIDE_STREAM_WARMUP + 35
+
+
+# ------------------------------------------------------------------------------------- int4 (tinygemm)
+
+CPU_INT4 = quant.unavailable_reason("int4-tinygemm", "cpu") is None
+needs_cpu_int4 = pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+INT4_SCALE = 10.0
+
+
+def _int4(key):
+    """A tiny HF model quantised to int4-tinygemm, every layer's scales and zeros times INT4_SCALE: weights of
+    std ~0.2 as in the bf16 tests (attention far from uniform). The scaling makes the layers' seed-based
+    `dequantised_weight` stale; these tests compare the lean decoder with the HF model, never with it."""
+    model = _build(key, dtype="bf16")
+    quant.quantise_model_(model, "int4-tinygemm")
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, quant.TinyGemmLinear):
+                mod.scales_and_zeros.mul_(INT4_SCALE)
+    return model
+
+
+@needs_cpu_int4
+@pytest.mark.parametrize("key", TINY)
+def test_lean_logits_equal_hf_on_an_int4_model(key):
+    assert _lean_vs_hf(_int4(key)) < 0.05  # the bf16 tests' tolerance (measured: 0, the same kernels)
+
+
+@needs_cpu_int4
+def test_int4_projections_are_fused_tinygemm_layers_holding_the_hf_codes():
+    model = _build("qwen2-tiny", dtype="bf16")
+    quant.quantise_model_(model, "int4-tinygemm")
+    decoder = lean.LeanDecoder(model, 8)
+    a, m, p = model.model.layers[1].self_attn, model.model.layers[1].mlp, decoder.layers[1]
+    assert isinstance(p["w_qkv"], quant.TinyGemmLinear) and p["b_qkv"] is None  # the biases are inside it
+    assert (p["w_qkv"].in_features, p["w_qkv"].out_features) == (64, 128)
+    parts = (a.q_proj, a.k_proj, a.v_proj)
+    assert torch.equal(p["w_qkv"].bias, torch.cat([q.bias for q in parts]))
+    # the fused layer's weight, read back from its packed codes, is the HF layers' synthesised weights
+    assert torch.equal(p["w_qkv"].dequantised_weight(), torch.cat([q.dequantised_weight() for q in parts]))
+    assert torch.equal(p["w_gate_up"].dequantised_weight(),
+                       torch.cat([m.gate_proj.dequantised_weight(), m.up_proj.dequantised_weight()]))
+    assert p["w_o"] is a.o_proj and p["w_down"] is m.down_proj  # unfused: the HF model's own layers
+
+
+@needs_cpu_int4
+def test_int4_parts_fused_in_the_wrong_order_fail_the_comparison(monkeypatch):
+    model = _int4("llama-tiny")
+    ids = decode.prompt_ids(model.config.vocab_size, CTX, "cpu")
+
+    def prefill_error():  # the lean decoder's prefill logits against the HF model's, every position
+        with torch.inference_mode():
+            got = lean.LeanDecoder(model, CTX)(ids, torch.zeros(1, dtype=torch.long)).float()
+            return decode.max_relative_error(got, model(ids).logits.float())
+
+    assert prefill_error() < 0.05
+    real = quant.fuse_linears
+    monkeypatch.setattr(quant, "fuse_linears", lambda parts: real(list(parts)[::-1]))  # v, k, q and up, gate
+    assert prefill_error() > 0.05
+
+
+@needs_cpu_int4
+def test_a_quantised_layer_the_lean_decoder_cannot_read_is_refused():
+    model = _build("mistral-tiny", dtype="bf16")
+    quant.quantise_model_(model, "int4-tinygemm")
+    model.model.layers[1].mlp.down_proj = quant.build_linear("bf16", 128, 64, device="cpu")
+    with pytest.raises(lean.LeanUnsupported, match="layer 1 has BF16Linear"):
+        lean.LeanDecoder(model, 8)
+
+
+@needs_cpu_int4
+def test_the_int4_lean_decoder_traces_as_one_graph_and_runs_in_the_harness():
+    """torch.compile(fullgraph=True) of the int4 lean step (the lean_compile arm's, here with the eager
+    backend: no graph breaks at the quantised projections); and the lean arm's check on an int4 model."""
+    model = _int4("qwen2-tiny")
+    with torch.inference_mode():
+        decoder = lean.LeanDecoder(model, CTX)
+        ids, pos = torch.tensor([[5]]), torch.tensor([3])
+        ref = decoder(ids, pos)
+        got = torch.compile(decoder, backend="aot_eager", fullgraph=True)(ids, pos)
+    assert torch.equal(got, ref)
+    assert decode.verify_arm(model, "lean", CTX) < 0.1
+
+
+# --------------------------------------------------------------------------------- the GPU, Llama-3.1-8B
+
+@pytest.fixture(scope="module")
+def llama_int4():
+    model = models.build_model(models.load_spec("llama-3.1-8b"), device="cuda")
+    quant.quantise_model_(model, "int4-tinygemm")
+    yield model
+    del model
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+def test_fused_int4_layout_on_the_real_llama_shapes():
+    """CUDA tinygemm packs tiles of 8 output rows: q/k/v (4096 -> 4096, 1024, 1024) and gate/up
+    (4096 -> 14336 twice) fused by concatenating their packed tensors give exactly the parts' outputs."""
+    config = models.load_spec("llama-3.1-8b").config
+    shapes = quant.layer_shapes(config)
+    gen = torch.Generator().manual_seed(0)
+    for names in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
+        parts = [quant.build_linear("int4-tinygemm", *shapes[n], device="cuda", seed=i) for i, n in enumerate(names)]
+        fused = quant.fuse_linears(parts)
+        assert fused.packed.shape[0] == sum(shapes[n][1] for n in names) // 8
+        x = torch.randn(1, 7, 4096, generator=gen).cuda().bfloat16()
+        with torch.no_grad():
+            for rows in (x[:, :1], x):
+                assert torch.equal(fused(rows), torch.cat([p(rows) for p in parts], dim=-1)), names
+        if names[0] == "q_proj":
+            assert torch.equal(fused.dequantised_weight(), torch.cat([p.dequantised_weight() for p in parts]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arm", ["lean", "lean_graph", "lean_compile", "lean_kernels_graph"])
+def test_int4_lean_arms_equal_hf_int4_on_llama(llama_int4, arm):
+    """Teacher-forced against HF eager on the same int4 model (decode.verify_arm), at a short context."""
+    assert decode.verify_arm(llama_int4, arm, ctx=64) < 0.1

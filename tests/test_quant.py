@@ -165,6 +165,66 @@ def test_a_wrong_reference_fails_the_check(monkeypatch):
         quant.check_linear("int4-tinygemm", 1024, 256, device="cpu")
 
 
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_tinygemm_codes_read_back_through_the_kernel_are_the_synthesised_codes():
+    for n in (16, 48, 64):  # a CPU packing block of 32 or 64 rows, and tails of it
+        mod = quant.build_linear("int4-tinygemm", 128, n, device="cpu", seed=n, group_size=32)
+        q, _, _ = quant._codes_and_scales(128, n, 32, "cpu", n, torch.bfloat16)
+        assert torch.equal(mod.codes(rows=48), q)  # 48: the identity read in uneven chunks
+
+
+def _parts(shapes, K=64, G=32, bias=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [quant.build_linear("int4-tinygemm", K, n, device="cpu", seed=seed + i, group_size=G,
+                               bias=torch.randn(n, generator=gen) if bias else None) for i, n in enumerate(shapes)]
+
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+@pytest.mark.parametrize("shapes,bias", [((64, 32, 32), True), ((64, 32, 32), False), ((128, 128), False),
+                                         ((16, 48, 96), True)])
+def test_fused_tinygemm_layer_is_its_parts_concatenated(shapes, bias):
+    """q/k/v (Qwen2: with biases) and gate/up of the tiny configs, and parts that are no whole CPU block:
+    the fused layer's output is exactly the parts' outputs side by side, decode row and prefill rows."""
+    parts = _parts(shapes, bias=bias)
+    fused = quant.fuse_linears(parts)
+    assert isinstance(fused, quant.TinyGemmLinear) and (fused.in_features, fused.out_features) == (64, sum(shapes))
+    assert (fused.bias is not None) == bias and fused.scales_and_zeros.shape == (64 // 32, sum(shapes), 2)
+    x = torch.randn(1, 5, 64).bfloat16()
+    with torch.no_grad():
+        for rows in (x[:, :1], x):
+            assert torch.equal(fused(rows), torch.cat([p(rows) for p in parts], dim=-1))
+    # the weight it applies, read back from its own packed codes, is the parts' synthesised weights
+    assert torch.equal(fused.dequantised_weight(), torch.cat([p.dequantised_weight() for p in parts]))
+
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_parts_fused_in_the_wrong_order_or_plainly_concatenated_are_detected():
+    q, k, v = _parts((64, 32, 32))
+    x = torch.randn(1, 1, 64).bfloat16()
+    with torch.no_grad():
+        ref = torch.cat([q(x), k(x), v(x)], dim=-1)
+        assert torch.equal(quant.fuse_linears([q, k, v])(x), ref)
+        assert decode.max_relative_error(quant.fuse_linears([k, q, v])(x).float(), ref.float()) > 0.5
+        # the CPU packing interleaves rows within blocks of 32 or 64: a 16-row part then a 48-row one do not
+        # concatenate as packed tensors (why fuse_linears packs the codes again on a CPU)
+        a, b = _parts((16, 48))
+        naive = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x[0], torch.cat([a.packed, b.packed]), 32, torch.cat([a.scales_and_zeros, b.scales_and_zeros], dim=1))
+        ref = torch.cat([a(x), b(x)], dim=-1)[0]
+    assert decode.max_relative_error(naive.float(), ref.float()) > 0.5
+
+
+@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+def test_fuse_linears_refuses_other_layers_and_mismatched_parts():
+    q, k = _parts((64, 32))
+    with pytest.raises(ValueError, match="not BF16Linear"):
+        quant.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
+    with pytest.raises(ValueError, match="one in_features, group size"):
+        quant.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
+    with pytest.raises(ValueError, match="not nothing"):
+        quant.fuse_linears([])
+
+
 def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
     """The GPU kernels cannot run here; their input formats can be checked: GPTQ packs 8 consecutive k of
     one column per int32 and 8 columns per qzeros int32, AWQ 8 columns per int32 in the order 0,2,4,6,1,3,5,7."""

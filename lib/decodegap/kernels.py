@@ -1,7 +1,8 @@
 """Custom decode kernels for the lean decoder (Triton), each with the PyTorch reference it must equal.
 
   gemv              y[N] = W[N, K] x[K] for one row (batch-1 projections): each program reduces BLOCK_N
-                    rows of W over K in BLOCK_K chunks, fp32 accumulation.
+                    rows of W over K in BLOCK_K chunks, fp32 accumulation; BLOCK_N, BLOCK_K and the warps
+                    autotuned per (N, K) over a few configs (GEMV_CONFIGS).
   decode_attention  one query token of every head against a layer's KV cache with grouped-query heads,
                     split-KV: stage 1 gives each (kv head, split) program one slice of the cache and all
                     the query heads that share that kv head (K and V read once for the group), keeping a
@@ -17,6 +18,7 @@ kernel cannot run here.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -26,13 +28,11 @@ H200_SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the spli
 
 def available(device="cuda") -> str | None:
     """None when the Triton kernels can run on `device`, else the reason."""
-    import os
-
     try:
         import triton  # noqa: F401
     except ImportError:
         return "package triton not installed"
-    if str(device).startswith("cuda") or os.environ.get("TRITON_INTERPRET") == "1":
+    if str(device).startswith("cuda") or _interpreted():
         return None
     return "Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
 
@@ -65,8 +65,24 @@ def _triton():
 
 _COMPILED: dict = {}
 
+GEMV_CONFIGS = ((8, 256, 2), (8, 512, 4), (16, 128, 2), (16, 256, 4), (16, 512, 8), (32, 128, 4),
+                (32, 256, 4), (32, 256, 8), (64, 128, 4), (64, 128, 8))
+"""(BLOCK_N, BLOCK_K, num_warps) the GEMV is autotuned over, per (N, K), on its first call for each shape
+(so before a CUDA graph captures it: the graphed arms warm up first). A one-row GEMV is bandwidth-bound:
+the configs trade programs per SM (BLOCK_N rows each; 4096 rows make 64 to 512 programs on 132 SMs)
+against bytes in flight per program (BLOCK_N x BLOCK_K weights per loop step, 4-16 KiB in bf16)."""
+GEMV_INTERPRETED = (16, 256)
+"""(BLOCK_N, BLOCK_K) under TRITON_INTERPRET=1: one config, no autotuning (every run there is slow and
+none of its timings mean anything)."""
+
+
+def _interpreted() -> bool:
+    """Triton's CPU interpreter is on (TRITON_INTERPRET=1, read by Triton when it is first imported)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
 
 def _gemv_kernel():
+    """The GEMV kernel: autotuned over GEMV_CONFIGS keyed on (N, K); the bare kernel in the interpreter."""
     if "gemv" not in _COMPILED:
         triton, tl = _triton()
 
@@ -82,11 +98,14 @@ def _gemv_kernel():
                 acc += tl.sum(w * x[None, :], axis=1)
             tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < N)
 
+        if not _interpreted():
+            configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w) for n, k, w in GEMV_CONFIGS]
+            gemv_kernel = triton.autotune(configs=configs, key=["N", "K"])(gemv_kernel)
         _COMPILED["gemv"] = gemv_kernel
     return _COMPILED["gemv"]
 
 
-def gemv(x, weight, block_n: int = 16, block_k: int = 256):
+def gemv(x, weight):
     """One-row x [..., K] (a single row in all) times weight [N, K]^T -> [..., N], in x's dtype."""
     N, K = weight.shape
     if x.numel() != K:
@@ -94,7 +113,12 @@ def gemv(x, weight, block_n: int = 16, block_k: int = 256):
     triton, _ = _triton()
     xc, wc = x.reshape(K).contiguous(), weight.contiguous()
     y = torch.empty(N, dtype=x.dtype, device=x.device)
-    _gemv_kernel()[(triton.cdiv(N, block_n),)](xc, wc, y, N, K, BLOCK_N=block_n, BLOCK_K=block_k)
+    kernel = _gemv_kernel()
+    if _interpreted():
+        block_n, block_k = GEMV_INTERPRETED
+        kernel[(triton.cdiv(N, block_n),)](xc, wc, y, N, K, BLOCK_N=block_n, BLOCK_K=block_k)
+    else:
+        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]),)](xc, wc, y, N, K)
     return y.reshape(*x.shape[:-1], N)
 
 

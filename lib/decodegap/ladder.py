@@ -25,10 +25,17 @@ LEVERS = (
     ("lean compiled", "lean_compile", "bf16"),
     ("lean graph + Triton kernels", "lean_kernels_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
+    ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
+    ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
+    ("int4 tinygemm, lean graph + Triton attention", "lean_kernels_graph", "int4-tinygemm"),
 )
-"""(lever, arm, quant) in ladder order. The lean decoder reads bf16 weights only (its fused projections are
-copies of nn.Linear weights), so int4 runs on the HF graph arm. The Triton kernels (decodegap.kernels) are a
-first set: a one-row GEMV and a split-KV decode attention, untuned."""
+"""(lever, arm, quant) in ladder order. The lean decoder reads the int4-tinygemm weights of the quantised
+HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
+kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
+int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
+kernels (and the GEMV for its LM head, which stays bf16).
+The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over a few configs, and a split-KV
+decode attention."""
 
 TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}

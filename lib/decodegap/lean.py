@@ -10,7 +10,13 @@ dtype; SDPA with scale 1/sqrt(head_dim) and GQA; SiLU-gated MLP.
 
 Fused projections: q, k and v are one matmul against their concatenated weights (with Qwen2's biases),
 gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
-lean decoder next to its HF model holds the attention and MLP input weights twice.
+lean decoder next to its HF model holds the attention and MLP input weights twice. On a model quantised to
+int4-tinygemm (quant.quantise_model_) the same holds for the int4 weights: q/k/v and gate/up become one
+int4 layer each whose packed codes, scales and zeros are the parts' concatenated (quant.fuse_linears),
+o and down are the HF model's own quantised layers, and every one runs tinygemm's kernel (also with the
+custom kernels, whose GEMV reads bf16 weights; attention still goes through the split-KV kernel). Any
+other quantised layer type is refused (LeanUnsupported). The LM head is bf16 in every path (with the
+custom kernels it goes through the Triton GEMV).
 
 One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
 values at positions start_pos..start_pos+T-1 of the cache and attends over the whole preallocated cache
@@ -27,13 +33,15 @@ from torch import nn
 import torch.nn.functional as F
 from transformers.integrations.sdpa_attention import repeat_kv
 
+from . import quant
 from .kernels import decode_attention, gemv
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 
 
 class LeanUnsupported(ValueError):
-    """The HF model is not one of the architectures the lean decoder implements."""
+    """The HF model is not one of the architectures (or its layers not one of the weight formats) the lean
+    decoder implements."""
 
 
 def _rms_norm(x, weight, eps: float):
@@ -71,16 +79,15 @@ class LeanDecoder(nn.Module):
         dtype, device = self.embed.dtype, self.embed.device
         self.layers = []
         with torch.no_grad():
-            for layer in inner.layers:
+            for i, layer in enumerate(inner.layers):
                 a, m = layer.self_attn, layer.mlp
-                qkv_bias = None
-                if a.q_proj.bias is not None:
-                    qkv_bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+                w_qkv, b_qkv = _projection(i, (a.q_proj, a.k_proj, a.v_proj))
+                w_o, b_o = _projection(i, (a.o_proj,))
+                w_gate_up, _ = _projection(i, (m.gate_proj, m.up_proj))
+                w_down, _ = _projection(i, (m.down_proj,))
                 self.layers.append(dict(
                     ln_attn=layer.input_layernorm.weight, ln_mlp=layer.post_attention_layernorm.weight,
-                    w_qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), b_qkv=qkv_bias,
-                    w_o=a.o_proj.weight, b_o=a.o_proj.bias,
-                    w_gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]), w_down=m.down_proj.weight))
+                    w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o, w_gate_up=w_gate_up, w_down=w_down))
             rotary = inner.rotary_emb
             positions = torch.arange(self.max_cache_len, device=device, dtype=torch.float32)
             freqs = positions[:, None] * rotary.inv_freq.float()[None, :]
@@ -93,21 +100,13 @@ class LeanDecoder(nn.Module):
         self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
 
-    def weight_bytes(self) -> int:
-        """Bytes of the weights one decode step reads: fused projections, norms, LM head (not the
-        embedding table: one row of it is read)."""
-        n = self.final_norm.numel() + self.lm_head.numel()
-        for p in self.layers:
-            n += sum(t.numel() for t in p.values() if t is not None)
-        return n * self.embed.element_size()
-
     def forward(self, ids, start_pos):
         """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
         returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
-        runs its projections and attention through decodegap.kernels instead of cuBLAS and SDPA."""
+        runs its bf16 projections and its attention through decodegap.kernels instead of cuBLAS and SDPA
+        (int4 projections keep tinygemm's kernel)."""
         T = ids.shape[1]
         kernels = self.custom_kernels and T == 1
-        linear = _kernel_linear if kernels else F.linear
         pos = start_pos + torch.arange(T, device=ids.device)  # [T]
         x = F.embedding(ids, self.embed)  # [1, T, hidden]
         cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
@@ -115,7 +114,7 @@ class LeanDecoder(nn.Module):
         H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
         for i, p in enumerate(self.layers):
             h = _rms_norm(x, p["ln_attn"], self.eps)
-            qkv = linear(h, p["w_qkv"], p["b_qkv"])
+            qkv = _project(h, p["w_qkv"], p["b_qkv"], kernels)
             q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
             q = q.view(1, T, H, D).transpose(1, 2)
             k = k.view(1, T, Hkv, D).transpose(1, 2)
@@ -129,17 +128,36 @@ class LeanDecoder(nn.Module):
             else:  # as HF does under a mask: K/V expanded to every query head
                 keys, values = repeat_kv(self.k_cache[i], H // Hkv), repeat_kv(self.v_cache[i], H // Hkv)
                 o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale).transpose(1, 2)
-            x = x + linear(o.reshape(1, T, H * D), p["w_o"], p["b_o"])
+            x = x + _project(o.reshape(1, T, H * D), p["w_o"], p["b_o"], kernels)
             h = _rms_norm(x, p["ln_mlp"], self.eps)
-            gate, up = linear(h, p["w_gate_up"], None).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, p["w_down"], None)
-        return linear(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None)
+            gate, up = _project(h, p["w_gate_up"], None, kernels).chunk(2, dim=-1)
+            x = x + _project(F.silu(gate) * up, p["w_down"], None, kernels)
+        return _project(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None, kernels)
 
 
-def _kernel_linear(x, weight, bias):
-    """F.linear for one row through decodegap.kernels.gemv."""
+def _project(x, weight, bias, kernels: bool):
+    """x @ weight^T + bias: F.linear, or decodegap.kernels.gemv for a decode step with the custom kernels;
+    a quantised layer (weight a quant.QuantLinear, its bias inside) runs its own kernel either way (the
+    Triton GEMV reads bf16 weights only)."""
+    if isinstance(weight, nn.Module):
+        return weight(x)
+    if not kernels:
+        return F.linear(x, weight, bias)
     y = gemv(x, weight)
     return y if bias is None else y + bias
+
+
+def _projection(index: int, parts):
+    """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
+    down): nn.Linear weights and biases concatenated, or one int4-tinygemm layer (quant.fuse_linears for
+    several parts) with its bias inside and bias None. Other layer types are refused."""
+    if all(type(p) is nn.Linear for p in parts):
+        bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
+        return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
+    if all(type(p) is quant.TinyGemmLinear for p in parts):
+        return (quant.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
+    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or int4-tinygemm (TinyGemmLinear) projections; "
+                          f"layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
 
 
 class LeanStep:

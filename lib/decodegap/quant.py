@@ -1,6 +1,7 @@
 """Weight-quantisation paths for batch-1 decode: one registry, availability with reasons, quantised layers
 built from SYNTHESISED weights in each path's own format (no checkpoint needed), a correctness check
-against each layer's dequantised weight, the swap into an HF model, and the byte model.
+against each layer's dequantised weight, the swap into an HF model, the fusion of int4-tinygemm layers
+that read one input into one layer (`fuse_linears`: the lean decoder's q/k/v and gate/up), and the byte model.
 
 Paths (`PATHS`; the key is what the data's `quant` column holds):
   bf16            the baseline: torch F.linear on bf16 weights.
@@ -329,11 +330,15 @@ class BF16Linear(QuantLinear):
 
 
 class TinyGemmLinear(QuantLinear):
-    """int4 weight-only, tinygemm layout: packed codes and scales_and_zeros bf16 [K/G, N, 2]."""
+    """int4 weight-only, tinygemm layout: packed codes and scales_and_zeros bf16 [K/G, N, 2].
+
+    Built from synthesised weights (`seed`), or from given `packed` and `scales_and_zeros` (seed None:
+    `fuse_linears`), whose dequantised weight is then read back from the packed codes (`codes`)."""
 
     path_key = "int4-tinygemm"
 
-    def __init__(self, K, N, device, seed, group_size=DEFAULT_GROUP_SIZE, bias=None):
+    def __init__(self, K, N, device, seed, group_size=DEFAULT_GROUP_SIZE, bias=None, packed=None,
+                 scales_and_zeros=None):
         G = group_size
         _check_group(K, G, TINYGEMM_GROUP_SIZES)
         cuda = _device_type(device) == "cuda"
@@ -347,14 +352,12 @@ class TinyGemmLinear(QuantLinear):
             raise QuantUnavailable(f"tinygemm (CPU) needs out_features % 16 == 0, got {N}")
         super().__init__(K, N, G, bias)
         self.seed, self.cuda = seed, cuda
-        q, s, gen = _codes_and_scales(K, N, G, device, seed, torch.bfloat16)
-        z = (torch.randn(N, K // G, generator=gen, device=device) * (WEIGHT_STD / 4.6)).to(torch.bfloat16)
-        self.register_buffer("scales_and_zeros", torch.stack([s.t().to(torch.bfloat16), z.t()], dim=-1).contiguous())
-        if cuda:
-            as_bytes = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)  # CUDA op: even k in the high nibble
-            packed = torch.ops.aten._convert_weight_to_int4pack(as_bytes.contiguous(), inner)
-        else:
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)  # int32 [N, K]
+        if packed is None:
+            q, s, gen = _codes_and_scales(K, N, G, device, seed, torch.bfloat16)
+            z = (torch.randn(N, K // G, generator=gen, device=device) * (WEIGHT_STD / 4.6)).to(torch.bfloat16)
+            scales_and_zeros = torch.stack([s.t().to(torch.bfloat16), z.t()], dim=-1).contiguous()
+            packed = _tinygemm_pack(q, cuda, inner if cuda else None)
+        self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.register_buffer("packed", packed)
         self._mm = torch.ops.aten._weight_int4pack_mm if cuda else torch.ops.aten._weight_int4pack_mm_for_cpu
 
@@ -362,11 +365,67 @@ class TinyGemmLinear(QuantLinear):
         x2 = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
         return self._finish(self._mm(x2, self.packed, self.group_size, self.scales_and_zeros), x.shape)
 
+    def codes(self, rows: int = 1024):
+        """The int4 codes q [N, K] (int32, 0..15), read back through the layer's own kernel: with unit
+        scales and zero zeros it computes I_K @ (q - 8)^T exactly (small integers in bf16), whatever the
+        packed layout. `rows` rows of I_K per call bound the memory."""
+        K = self.in_features
+        unit = torch.zeros_like(self.scales_and_zeros)
+        unit[..., 0] = 1.0
+        eye = torch.eye(K, dtype=torch.bfloat16, device=self.packed.device)
+        w = torch.cat([self._mm(eye[i:i + rows], self.packed, self.group_size, unit) for i in range(0, K, rows)])
+        return (w.t().float() + 8).to(torch.int32).contiguous()
+
     def _dequantised(self):
-        q, s, gen = _codes_and_scales(self.in_features, self.out_features, self.group_size, self.packed.device,
-                                      self.seed, torch.bfloat16)
+        if self.seed is None:  # given tensors: the codes from the packed tensor
+            q, s = self.codes(), self.scales_and_zeros[..., 0].t().float()
+        else:
+            q, s, _ = _codes_and_scales(self.in_features, self.out_features, self.group_size, self.packed.device,
+                                        self.seed, torch.bfloat16)
         z = self.scales_and_zeros[..., 1].t().float()
         return (q.float() - 8) * _grouped(s, self.group_size) + _grouped(z, self.group_size)
+
+
+def _tinygemm_pack(q, cuda: bool, inner: int | None = None):
+    """Codes q [N, K] (int32, 0..15) in tinygemm's packed layout. CUDA: int32 [N/8, K/(16 inner), 32,
+    inner/2] (tiles of 8 output rows; the op takes uint8 [N, K/2], even k in the high nibble). CPU
+    (`_for_cpu`): uint8 [N, K/2], rows interleaved within blocks of 32 or 64 by the CPU's vector width."""
+    if cuda:
+        as_bytes = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
+        return torch.ops.aten._convert_weight_to_int4pack(as_bytes.contiguous(), inner)
+    return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+
+
+def fuse_linears(parts) -> QuantLinear:
+    """One int4-tinygemm layer for several that read the same input (q/k/v, gate/up): its output is
+    torch.cat of theirs along the last dimension, and so is its `dequantised_weight()`. The parts' packed
+    codes are joined along the output dimension (CUDA: the first dimension counts tiles of 8 output rows,
+    so the packed tensors concatenate as they are; CPU: rows are interleaved within blocks whose size
+    depends on the CPU, so the codes are read back (`codes`) and packed again), scales_and_zeros
+    [K/G, N, 2] along dim 1, biases along dim 0 (zeros for a part without one, if another has one).
+    Raises ValueError for other layer types or parts that differ in K, group size or device."""
+    parts = list(parts)
+    if not parts or not all(type(p) is TinyGemmLinear for p in parts):
+        names = sorted({type(p).__name__ for p in parts})
+        raise ValueError(f"fuse_linears fuses TinyGemmLinear (int4-tinygemm) layers, not {', '.join(names) or 'nothing'}")
+    first = parts[0]
+    K, G, device = first.in_features, first.group_size, first.packed.device
+    if any((p.in_features, p.group_size, p.packed.device) != (K, G, device) for p in parts):
+        raise ValueError("fuse_linears needs parts of one in_features, group size and device: "
+                         + ", ".join(f"{p.in_features}/{p.group_size}/{p.packed.device}" for p in parts))
+    if first.cuda:
+        if any(p.packed.shape[1:] != first.packed.shape[1:] for p in parts):
+            raise ValueError(f"fuse_linears: packed tiles differ: {[tuple(p.packed.shape) for p in parts]}")
+        packed = torch.cat([p.packed for p in parts])
+    else:
+        packed = _tinygemm_pack(torch.cat([p.codes() for p in parts]), cuda=False)
+    bias = None
+    if any(p.bias is not None for p in parts):
+        bias = torch.cat([p.bias if p.bias is not None else torch.zeros(p.out_features, dtype=torch.bfloat16,
+                                                                        device=device) for p in parts])
+    sz = torch.cat([p.scales_and_zeros for p in parts], dim=1).contiguous()
+    return TinyGemmLinear(K, sum(p.out_features for p in parts), device, None, G, bias, packed=packed,
+                          scales_and_zeros=sz)
 
 
 def _gptq_tensors(K, N, G, device, seed):
