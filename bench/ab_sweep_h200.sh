@@ -10,6 +10,6 @@ rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the first session compiles from nothi
 save() { cp data/raw/h200/ab.csv data/raw/h200/verify.csv data/raw/h200/env.json "$OUTDIR"/ 2>/dev/null; true; }
 ( while sleep 20; do save; done ) & SAVER=$!
 SECONDS=0
-timeout 585 python3 -m decodegap ab --gpu h200 --no-progress 2>&1 | tail -n 80
+timeout ${AB_TIMEOUT:-585} python3 -m decodegap ab --gpu h200 --no-progress 2>&1 | tail -n 80
 echo "A/B sweep ended at ${SECONDS} s (exit ${PIPESTATUS[0]})"
 kill $SAVER; save
