@@ -11,9 +11,9 @@ source bench/gpu_env.sh
 save() { cp data/raw/h200/*.csv data/raw/h200/env.json "$OUTDIR"/ 2>/dev/null; true; }
 ( while sleep 15; do save; done ) & SAVER=$!
 SECONDS=0
-timeout 280 python3 -m decodegap ab --gpu h200 --no-progress 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 20
+timeout 300 python3 -m decodegap ab --gpu h200 --no-progress 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 20
 echo "A/B sweep part ended at ${SECONDS} s"; save
-timeout $((500 - SECONDS)) python3 - <<'PY' 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 30
+timeout $((515 - SECONDS)) python3 - <<'PY' 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 30
 from decodegap import sessions
 common = dict(gpu="h200", models=("llama-3.1-8b",), contexts=(2048,), sessions=1)
 sessions.run_sweep(sessions.SweepPlan(arms=("lean_graph", "lean_kernels_graph", "lean"), **common), progress=False)
