@@ -80,3 +80,15 @@ def test_compile_time_is_the_first_warmup_call_in_seconds_median_and_max_over_se
     assert len(out) == 1
     assert out.iloc[0]["compile_s"] == pytest.approx(12.0) and out.iloc[0]["compile_max_s"] == pytest.approx(42.0)
     assert ab.compile_seconds(pd.DataFrame(rows).query("arm != 'compile'")).empty
+
+
+def test_session_spread_is_slowest_over_fastest_session_median_per_cell():
+    rows = []
+    for session, (eager, graph) in enumerate([(20.0, 8.0), (40.0, 8.08), (30.0, 8.04)]):
+        for arm, ms in (("eager", eager), ("graph", graph)):
+            rows += [dict(gpu="h200", model="m", ctx=2048, attn="sdpa", quant="bf16", arm=arm, session=session,
+                          step=i, step_ms=ms, status="ok") for i in range(3)]
+    rows.append(dict(rows[-1], ctx=4096, session=0))  # a one-session cell has no spread
+    spread = ab.session_spread(pd.DataFrame(rows)).set_index("arm")
+    assert spread.loc["eager", "max"] == pytest.approx(2.0) and spread.loc["graph", "max"] == pytest.approx(1.01)
+    assert spread.loc["graph", "size"] == 1

@@ -64,11 +64,14 @@ def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
                        STEPS=2, WARMUP=1, LADDER_GPU="cpu-test", DATA_DIR=str(data_dir), FIGURES_DIR=str(figures)),
                   out_dir=tmp_path / "executed")
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
-    assert (rows[rows.arm == "lean"].status == "ok").sum() == 2
-    for arm in ("lean_graph", "lean_compile"):
-        assert set(rows[rows.arm == arm].status) == {"unavailable"}
+    assert (rows[rows.arm == "lean"].status == "ok").sum() == 2  # bf16 only: int4 has no lean eager lever
+    for quant in ("bf16", "int4-tinygemm"):  # the int4 levers are swept too (the CPU has tinygemm's op)
+        of = rows[rows.quant == quant]
+        for arm in ("lean_graph", "lean_compile"):
+            assert set(of[of.arm == arm].status) == {"unavailable"}
     table = pd.read_csv(figures / "06_ladder.csv").set_index("lever")
     assert table.loc["lean eager", "status"] == "ok" and table.loc["lean graph", "status"] == "not measured"
+    assert table.loc["int4 tinygemm, lean graph", "status"] == "not measured"
     breakdown = pd.read_csv(data_dir / "raw" / "cpu-test" / "breakdown.csv")
     assert set(breakdown.status) == {"unavailable"} and breakdown.reason.str.contains("CUDA").all()
     assert (figures / "06_ladder.png").stat().st_size > 0

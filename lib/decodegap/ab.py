@@ -139,6 +139,15 @@ def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth
     return table
 
 
+def session_spread(decode_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per arm: the smallest and largest, over cells, of the ratio of a cell's slowest to its fastest
+    session median (cells with at least two sessions): how much a fresh session moves each arm."""
+    per = stats.session_medians(decode_rows, CELL + ["arm"])
+    ratio = per.groupby(CELL + ["arm"])["step_ms"].agg(lambda x: x.max() / x.min() if len(x) > 1 else float("nan"))
+    ratio = ratio.dropna().rename("spread").reset_index()
+    return ratio.groupby("arm")["spread"].agg(["min", "max", "size"]).reset_index()
+
+
 def launch_fraction_verdict(decomp: pd.DataFrame, claimed: float = 0.20) -> str:
     """One sentence: is launch overhead about `claimed` of the eager step on these cells?"""
     if decomp.empty:
@@ -154,7 +163,8 @@ def bytes_note(config) -> str:
     return f"W_all {w / 1e9:.2f} GB, W_streamed {s / 1e9:.2f} GB"
 
 
-def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.DataFrame, headline_ctx: int = 2048) -> list[str]:
+def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.DataFrame, headline_ctx: int = 2048,
+             decode_rows: pd.DataFrame | None = None) -> list[str]:
     """Sentences generated from the data for the notebook narrative."""
     out = []
     for row in speed[speed["ctx"] == headline_ctx].sort_values(["gpu", "arm", "model"]).itertuples():
@@ -171,6 +181,11 @@ def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.Data
             out.append(f"{gpu}: graph speed-up by context (median over models): "
                        + ", ".join(f"{c}: {s:.2f}x" for c, s in by_ctx.items()) + ".")
     out.append(launch_fraction_verdict(decomp))
+    if decode_rows is not None:
+        spread = session_spread(decode_rows)
+        if not spread.empty:
+            out.append("Slowest over fastest session median of a cell: " + ", ".join(
+                f"{r.arm} {r.min:.3f}-{r.max:.3f}x" for r in spread.itertuples()) + " (over cells with 2+ sessions).")
     if "kernels_per_step" in decomp and decomp["kernels_per_step"].notna().any():
         out.append(f"Kernels per eager step: {int(decomp['kernels_per_step'].min())}-{int(decomp['kernels_per_step'].max())}; "
                    f"launch overhead per kernel {decomp['launch_overhead_us_per_kernel'].min():.1f}-"

@@ -43,13 +43,14 @@ TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80
 bandwidth (<= 4.25 ms/step), int4 at <= 2.0 ms/step."""
 
 CATEGORIES = (
-    ("attention", r"flash|fmha|attention|attn|sdpa|cudnn|softmax"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|cudnn|softmax|split_kernel|merge_kernel"),
     ("matmul", r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk|matmul|_mm_|int4pack|marlin"),
     ("norm", r"norm|rsqrt"),
     ("copy / index", r"copy|cat|index|gather|scatter|fill"),
     ("elementwise", r"elementwise|vectorized|unrolled|reduce|silu|mul|add|triton"),
 )
-"""Kernel-name patterns (case-insensitive, first match wins); a kernel matching none is `other`."""
+"""Kernel-name patterns (case-insensitive, first match wins); a kernel matching none is `other`.
+`split_kernel` and `merge_kernel` are the two stages of decodegap.kernels.decode_attention."""
 
 
 def category(kernel: str) -> str:
@@ -58,6 +59,20 @@ def category(kernel: str) -> str:
         if re.search(pattern, kernel, re.IGNORECASE):
             return name
     return "other"
+
+
+CELL_KEY = ["gpu", "model", "ctx", "arm", "attn", "quant"]
+
+
+def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame) -> pd.DataFrame:
+    """The decode rows the ladder reads: decode.csv's, plus notebook 02's A/B sweep (ab.csv) for every
+    (cell, arm) that decode.csv lacks (the compile arm beyond ctx 2048). The two files' sessions are never
+    pooled: a lever's rows come from one file."""
+    if ab_rows.empty:
+        return decode_rows
+    have = set(decode_rows[CELL_KEY].astype(str).itertuples(index=False, name=None))
+    extra = ab_rows[[k not in have for k in ab_rows[CELL_KEY].astype(str).itertuples(index=False, name=None)]]
+    return pd.concat([decode_rows, extra], ignore_index=True)
 
 
 def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
@@ -136,3 +151,36 @@ def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping],
     table["floor_us"] = [floor_us(r) for r in table.itertuples()]
     table["excess_us"] = table["gpu_us"] - table["floor_us"]
     return table[cols]
+
+
+def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.DataFrame,
+                 measured_gbps: Mapping[str, float]) -> list[str]:
+    """What stands between the bf16 target cell (TARGETS) and its goal, from its profiled steps: per profiled
+    arm the matrix products against their weight floor, attention (with the copies around it) and the
+    small kernels; and how much time the goal leaves above the floor at the measured copy bandwidth."""
+    target = TARGETS["bf16"]
+    at = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
+    where = f"{at['model']} ctx {at['ctx']} on the {at['gpu']}"
+    steps = by_category[(by_category["gpu"] == at["gpu"]) & (by_category["model"] == at["model"])
+                        & (by_category["ctx"] == at["ctx"])]
+    out = []
+    for arm, g in steps.groupby("arm", sort=False):
+        c = g.set_index("category")
+        us = c["gpu_us"].to_dict()
+        mm, floor = us.get("matmul", 0.0), float(c["floor_us"].get("matmul", float("nan")))
+        small = sum(us.get(k, 0.0) for k in ("elementwise", "copy / index", "norm", "other"))
+        n_small = int(sum(c["kernels"].get(k, 0) for k in ("elementwise", "copy / index", "norm", "other")))
+        out.append(f"{where}, {arm} step: {int(c['kernels'].sum())} kernels, {sum(us.values()) / 1e3:.2f} ms of GPU "
+                   f"time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
+                   f"({floor / mm:.0%} of the datasheet bandwidth), attention {us.get('attention', 0.0) / 1e3:.2f} ms, "
+                   f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.")
+    sel = ladder[(ladder["gpu"] == at["gpu"]) & (ladder["model"] == at["model"]) & (ladder["ctx"] == at["ctx"])]
+    if not sel.empty and at["gpu"] in measured_gbps:
+        floor_ms = float(sel["t_floor_bf16_ms"].iloc[0])
+        goal_ms = floor_ms / target["r_floor"]
+        datasheet_gbps = float(specs.set_index("gpu").loc[at["gpu"], "bandwidth_gbps"])
+        copy_floor_ms = floor_ms * datasheet_gbps / measured_gbps[at["gpu"]]
+        out.append(f"The bf16 goal ({goal_ms:.2f} ms) is {goal_ms - copy_floor_ms:.2f} ms above the same bytes at the "
+                   f"measured copy bandwidth ({measured_gbps[at['gpu']]:.0f} GB/s: {copy_floor_ms:.2f} ms): with every "
+                   "weight streamed at copy speed, everything else in the step must fit in that.")
+    return out

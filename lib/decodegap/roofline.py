@@ -13,6 +13,7 @@ import pandas as pd
 from . import accounting, stats
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
+HF_ARMS = ("eager", "hf_default", "graph", "compile")  # the HF model's arms (the lean decoder's: notebook 06)
 
 
 def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:

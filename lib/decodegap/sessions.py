@@ -385,13 +385,17 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None) -> None:
-    """Notebook 06's measurements: the lean arms (lean, lean_graph, lean_compile, lean_kernels_graph) over
-    the grid in fresh sessions (the HF arms and int4 come from notebooks 01, 02 and 04), then one profiled step per cell of
-    the HF eager and lean steps (kernel counts and the per-kernel breakdown)."""
-    run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts),
-                        arms=("lean", "lean_graph", "lean_compile", "lean_kernels_graph"), sessions=n_sessions,
-                        steps=steps, warmup=warmup, device=device), data)
-    record_kernels(gpu, model_keys, contexts, arms=("eager", "lean"), data=data, device=device)
+    """Notebook 06's measurements, resumable: the lean arms (lean, lean_graph, lean_compile,
+    lean_kernels_graph) over the grid in fresh sessions, bf16 and then int4 tinygemm (the HF arms come
+    from notebooks 01, 02 and 04), then one profiled step per cell of the HF eager and lean steps, with and
+    without the Triton kernels (kernel counts and the per-kernel breakdown)."""
+    from . import ladder
+
+    for quant in dict.fromkeys(q for _, _, q in ladder.LEVERS):
+        arms = tuple(a for _, a, q in ladder.LEVERS if q == quant and a.startswith("lean"))
+        run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=arms, quant=quant,
+                            sessions=n_sessions, steps=steps, warmup=warmup, device=device), data)
+    record_kernels(gpu, model_keys, contexts, arms=("eager", "lean", "lean_kernels"), data=data, device=device)
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
