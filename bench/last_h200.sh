@@ -8,7 +8,9 @@
 set -u
 OUTDIR=${1:?usage: bench/last_h200.sh OUTDIR}
 source bench/gpu_env.sh
-save() { cp data/raw/h200/*.csv data/raw/h200/env.json "$OUTDIR"/ 2>/dev/null; true; }
+# as run, it copied every CSV: the device returns at most 8 files, and verify.csv was left behind
+save() {  # the device returns at most 8 files
+  for f in ab.csv decode.csv verify.csv kernels.csv breakdown.csv env.json; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done; true; }
 ( while sleep 15; do save; done ) & SAVER=$!
 SECONDS=0
 timeout 300 python3 -m decodegap ab --gpu h200 --no-progress 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 20

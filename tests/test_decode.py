@@ -164,19 +164,20 @@ def test_cache_len_override_is_used_and_checked():
 
 def test_one_compile_serves_every_cache_length(tiny):
     """The compile arm's dynamic shapes: dynamo traces the static-cache step once for all cache lengths
-    (with static shapes it would trace once per length; automatic dynamic, twice). Checked with the eager
-    backend, which runs on a CPU; the arm itself adds inductor and CUDA graphs on top."""
+    (with static shapes it would trace once per length; automatic dynamic, twice), and AOT autograd runs
+    once (without specialize_float dynamo traces the model a second time: counters["aot_autograd"] == 2).
+    Checked with the aot_eager backend, which runs on a CPU; the arm adds inductor and CUDA graphs on top."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
     model = tiny["llama-tiny"]
-    options = {k: v for k, v in decode.COMPILE_OPTIONS.items() if k != "mode"}
-    forward = torch.compile(model.forward, backend="eager", **options)
+    forward = decode.compiled(model.forward, backend="aot_eager", mode=None)
     with torch.inference_mode():
         for ctx in (16, 32, 48):
             state = decode.StaticStep(model, ctx, ctx + 4, forward=forward)
             for _ in range(2):
                 state.step()
     assert counters["stats"]["unique_graphs"] == 1
+    assert counters["aot_autograd"]["total"] == 1
     torch._dynamo.reset()

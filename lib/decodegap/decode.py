@@ -40,11 +40,16 @@ COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up 
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
 
 
-def compiled(fn):
-    """`fn` under torch.compile with COMPILE_OPTIONS (the compile and lean_compile arms)."""
+def compiled(fn, **overrides):
+    """`fn` under torch.compile with COMPILE_OPTIONS (the compile and lean_compile arms; `overrides` for
+    the CPU tests' backends). It also sets dynamo's process-wide `specialize_float`: with dynamic=True dynamo
+    otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales: constants) symbolic,
+    then throws that trace away and traces the whole model again with them specialized, which doubles the
+    trace (measured on the CPU with a 32-layer Llama: 36.6 s -> 18.6 s; static shapes 11.7 s per context)."""
     import torch
 
-    return torch.compile(fn, **COMPILE_OPTIONS)
+    torch._dynamo.config.specialize_float = True
+    return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
 
 
 HF_IMPLEMENTATION = {"flex": "flex_attention", "fa2": "flash_attention_2"}
