@@ -42,7 +42,8 @@ def test_static_decode_equals_full_forward_on_gpu(llama):
         assert decode.max_relative_error(out[0, -1], full[0, ctx + i]) < 0.1
 
 
-@pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph"])
+@pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph",
+                                 "lean_attn_graph", "lean_attn_compile"])
 def test_arm_logits_equal_eager(llama, arm):
     _, model = llama
     assert decode.verify_arm(model, arm, ctx=256) < 0.1

@@ -77,9 +77,10 @@ models.randomise_(model, seed=3, std=0.2)
 with torch.inference_mode():
     plain = lean.LeanStep(model, 12, 16, feedback=False)
     fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
+    attn = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",))  # cuBLAS projections
     for _ in range(3):
-        a, b = plain.step().float(), fast.step().float()
-        assert (a - b).abs().max() < 0.05 * a.abs().max()
+        a, b, c = plain.step().float(), fast.step().float(), attn.step().float()
+        assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
 from decodegap import quant
 if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm projections, split-KV attention
     quant.quantise_model_(model, "int4-tinygemm")
@@ -164,5 +165,16 @@ def test_the_kernel_arms_are_unavailable_with_the_reason_where_they_cannot_run(m
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
     with pytest.raises(decode.ArmUnavailable, match="[Tt]riton"):
         decode.run_arm(model, "lean_kernels", 8, warmup=1, steps=1)
-    with pytest.raises(decode.ArmUnavailable, match="CUDA graphs need a CUDA device"):
-        decode.run_arm(model, "lean_kernels_graph", 8, warmup=1, steps=1)
+    for arm in ("lean_kernels_graph", "lean_attn_graph"):
+        with pytest.raises(decode.ArmUnavailable, match="CUDA graphs need a CUDA device"):
+            decode.run_arm(model, arm, 8, warmup=1, steps=1)
+
+
+def test_a_lean_decoder_takes_some_or_all_custom_kernels_by_name():
+    assert lean.kernel_set(True) == {"gemv", "attention"} and lean.kernel_set(False) == frozenset()
+    assert lean.kernel_set(("attention",)) == {"attention"}
+    with pytest.raises(ValueError, match="unknown custom kernel.*'gemm'"):
+        lean.kernel_set(("gemm",))
+    from decodegap import decode
+
+    assert {a for a, k in decode.ARM_KERNELS.items() if "gemv" not in k} == {"lean_attn_graph", "lean_attn_compile"}

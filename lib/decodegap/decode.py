@@ -16,6 +16,9 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   lean_kernels, lean_kernels_graph
               the lean step with its projections and attention in decodegap.kernels (Triton GEMV,
               split-KV decode attention), eager and graphed.
+  lean_attn_graph, lean_attn_compile
+              the lean step with only its attention in decodegap.kernels (projections on cuBLAS, which the
+              H200 profile found faster than the Triton GEMV), graphed and torch.compile'd.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -32,9 +35,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels",
-        "lean_kernels_graph")
-GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
-COMPILED_ARMS = ("compile", "lean_compile")  # torch.compile(mode="reduce-overhead")
+        "lean_kernels_graph", "lean_attn_graph", "lean_attn_compile")
+GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
+COMPILED_ARMS = ("compile", "lean_compile", "lean_attn_compile")  # torch.compile(mode="reduce-overhead")
+ARM_KERNELS = {"lean_kernels": ("gemv", "attention"), "lean_kernels_graph": ("gemv", "attention"),
+               "lean_attn_graph": ("attention",), "lean_attn_compile": ("attention",)}
+"""The decodegap.kernels a lean arm's decode step runs (lean.CUSTOM_KERNELS); the other arms run none."""
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
@@ -210,16 +216,16 @@ class DynamicStep:
 
 def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True):
     """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
-    DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels for lean_kernels*,
-    compiled for lean_compile); StaticStep otherwise, its forward compiled for compile."""
+    DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels of ARM_KERNELS, compiled
+    for the compiled ones); StaticStep otherwise, its forward compiled for compile."""
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
     if arm.startswith("lean"):
         from .lean import LeanStep
 
-        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=arm.startswith("lean_kernels"))
-        if arm in COMPILED_ARMS:
-            state.forward = compiled(state.lean)
+        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))
+        if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
+            state.forward = compiled(state.lean, dynamic=not ARM_KERNELS.get(arm))  # static shapes for it
         return state
     forward = compiled(model.forward) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
@@ -232,7 +238,7 @@ def arm_available(arm: str, model) -> str | None:
     if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
         return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else
                 "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
-    if arm.startswith("lean_kernels"):
+    if ARM_KERNELS.get(arm):
         from .kernels import available
 
         return available("cuda" if _is_cuda(model) else "cpu")

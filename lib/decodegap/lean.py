@@ -37,6 +37,18 @@ from . import quant
 from .kernels import decode_attention, gemv
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
+CUSTOM_KERNELS = ("gemv", "attention")  # what `custom_kernels` may name: decodegap.kernels.gemv, .decode_attention
+
+
+def kernel_set(custom_kernels) -> frozenset:
+    """The custom kernels a lean decoder's decode steps use: True for all of CUSTOM_KERNELS, False or ()
+    for none, or an iterable of their names."""
+    if custom_kernels is True or custom_kernels is False:
+        return frozenset(CUSTOM_KERNELS if custom_kernels else ())
+    chosen = frozenset(custom_kernels)
+    if not chosen <= set(CUSTOM_KERNELS):
+        raise ValueError(f"unknown custom kernel(s) {sorted(chosen - set(CUSTOM_KERNELS))}; known: {CUSTOM_KERNELS}")
+    return chosen
 
 
 class LeanUnsupported(ValueError):
@@ -60,9 +72,9 @@ def _rotate_half(x):
 class LeanDecoder(nn.Module):
     """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
 
-    def __init__(self, hf_model, max_cache_len: int, custom_kernels: bool = False):
+    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False):
         super().__init__()
-        self.custom_kernels = custom_kernels  # decode steps (T == 1) through decodegap.kernels (Triton)
+        self.custom_kernels = kernel_set(custom_kernels)  # decode steps (T == 1) through decodegap.kernels (Triton)
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
@@ -103,14 +115,15 @@ class LeanDecoder(nn.Module):
     def forward(self, ids, start_pos):
         """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
         returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
-        runs its bf16 projections and its attention through decodegap.kernels instead of cuBLAS and SDPA
-        (int4 projections keep tinygemm's kernel)."""
+        runs its bf16 projections ("gemv") and/or its attention ("attention") through decodegap.kernels
+        instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel)."""
         T = ids.shape[1]
-        kernels = self.custom_kernels and T == 1
+        kernels = T == 1 and "gemv" in self.custom_kernels
+        split_kv = T == 1 and "attention" in self.custom_kernels
         pos = start_pos + torch.arange(T, device=ids.device)  # [T]
         x = F.embedding(ids, self.embed)  # [1, T, hidden]
         cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
-        mask = None if kernels else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
+        mask = None if split_kv else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
         H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
         for i, p in enumerate(self.layers):
             h = _rms_norm(x, p["ln_attn"], self.eps)
@@ -123,7 +136,7 @@ class LeanDecoder(nn.Module):
             k = k * cos + _rotate_half(k) * sin
             self.k_cache[i].index_copy_(2, pos, k)
             self.v_cache[i].index_copy_(2, pos, v)
-            if kernels:  # split-KV over the first start_pos + 1 positions, read on the device
+            if split_kv:  # split-KV over the first start_pos + 1 positions, read on the device
                 o = decode_attention(q[0, :, 0], self.k_cache[i][0], self.v_cache[i][0], start_pos + 1, self.scale)
             else:  # as HF does under a mask: K/V expanded to every query head
                 keys, values = repeat_kv(self.k_cache[i], H // Hkv), repeat_kv(self.v_cache[i], H // Hkv)
@@ -165,7 +178,7 @@ class LeanStep:
     returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
 
     def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
-                 custom_kernels: bool = False):
+                 custom_kernels=False):
         from .decode import prompt_ids
 
         device = next(hf_model.parameters()).device
