@@ -8,21 +8,14 @@ applies quant.quantise_model_(model, plan.quant) after building the model.
 
 from __future__ import annotations
 
-import traceback
-
 from . import hardware, models, quant, records
 from . import paths as repo_paths
 from . import sessions as sweep
+from .outcome import attempt
 
 LAYERS = quant.LAYERS
 DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq", "gptq-exllamav2", "int4-tinygemm")
 LM_HEAD_REASON = "the LM head stays bf16 (not quantised) in every path"
-
-
-def _env(gpu: str, data, experiment: str) -> str:
-    run_id = sweep.new_run_id()
-    sweep.update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment)
-    return run_id
 
 
 def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str = "cuda", layers=None,
@@ -33,7 +26,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     shape), `error` past the tolerance or on a failure, `skipped` for the LM head (bf16 in every path).
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
     hardware.gpu_spec(gpu, data)
-    run_id = _env(gpu, data, "quant_layers")
+    run_id = sweep.start_run(gpu, data, "quant_layers")
     path = repo_paths.raw_dir(gpu, data) / "quant_layers.csv"
     done = records.done_keys(path, records.QUANT_LAYERS)
     for key in model_keys:
@@ -51,16 +44,9 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
                 if layer == "lm_head":
                     row.update(status="skipped", reason=LM_HEAD_REASON)
                 else:
-                    try:
-                        row["max_rel_err"] = quant.check_linear(concrete, k, n, device, tol, seed=LAYERS.index(layer),
-                                                                group_size=G)
-                    except quant.QuantUnavailable as exc:
-                        row.update(status="unavailable", reason=str(exc)[:300])
-                    except AssertionError as exc:
-                        row.update(status="error", reason=f"correctness check failed: {exc}"[:300])
-                    except Exception as exc:  # recorded, never fatal
-                        traceback.print_exc()
-                        row.update(status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
+                    err, status, reason = attempt(lambda: quant.check_linear(
+                        concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G), (quant.QuantUnavailable,))
+                    row.update(max_rel_err=err, status=status, reason=reason)
                     sweep.free_device_memory(device)
                 records.append_rows(path, records.QUANT_LAYERS, [row])
     return run_id
@@ -71,7 +57,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
     if not any(pending.values()):
         return 0
-    run_id = _env(plan.gpu, data, "decode")
+    run_id = sweep.start_run(plan.gpu, data, "decode")
     n = 0
     for session, cells in pending.items():
         rows = []

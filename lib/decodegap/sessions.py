@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import decode, hardware, models, paths, records
+from .outcome import attempt
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 VERIFY_TOL = 0.1
@@ -91,6 +92,13 @@ class SweepPlan:
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def start_run(gpu: str, data, experiment: str, **fields) -> str:
+    """A new run id, with this machine's environment (and `fields`) recorded under it in env.json."""
+    run_id = new_run_id()
+    update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment, **fields)
+    return run_id
 
 
 def update_env(gpu: str, data, run_id: str, **fields) -> None:
@@ -242,16 +250,14 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     from tqdm.auto import tqdm
 
     hardware.gpu_spec(plan.gpu, data)  # an unknown GPU key fails here, before anything is written
-    run_id = new_run_id()
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
     todo = {s: plan.pending(s, data) for s in range(plan.sessions)}
     total = sum(len(v) for v in todo.values())
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
-        return run_id
-    update_env(plan.gpu, data, run_id, **hardware.environment(), plan=asdict(plan), experiment=plan.experiment,
-               gpu_state_before=hardware.gpu_state())
+        return new_run_id()
+    run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state())
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in range(plan.sessions):
         attempts, stalls, last_left = 0, 0, None
@@ -304,8 +310,7 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
     hardware.gpu_spec(gpu, data)
-    run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment="bandwidth", gpu_state_before=hardware.gpu_state())
+    run_id = start_run(gpu, data, "bandwidth", gpu_state_before=hardware.gpu_state())
     rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
     for r in rows:
         r.update(run_id=run_id, gpu=gpu)
@@ -319,8 +324,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
     time goes). A graph replays exactly the eager step's kernels. Resumes per file."""
     hardware.gpu_spec(gpu, data)
-    run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment="kernels")
+    run_id = start_run(gpu, data, "kernels")
     folder = paths.raw_dir(gpu, data)
     done = records.done_keys(folder / "kernels.csv", records.KERNELS)
     done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
@@ -328,17 +332,12 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
         model = models.build_model(models.load_spec(key, data), device=device)
         for ctx in contexts:
             for arm in arms:
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16",
-                            status="ok", reason="")
+                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16")
                 cell = tuple(str(base[c]) for c in records.KERNELS.key)
                 if cell in done and cell in done_breakdown:
                     continue
-                try:
-                    profile = decode.kernel_profile(model, arm, ctx)
-                except decode.ArmUnavailable as exc:
-                    profile, base = None, dict(base, status="unavailable", reason=str(exc))
-                except Exception as exc:  # recorded, never fatal
-                    profile, base = None, dict(base, status="error", reason=f"{type(exc).__name__}: {exc}"[:300])
+                profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx), (decode.ArmUnavailable,))
+                base.update(status=status, reason=reason)
                 if cell not in done:
                     records.append_rows(folder / "kernels.csv", records.KERNELS,
                                         [dict(base, kernels=len(profile) if profile is not None else None)])
@@ -406,9 +405,7 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
     from . import attention
 
     hardware.gpu_spec(gpu, data)
-    run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment="attention",
-               gpu_state_before=hardware.gpu_state())
+    run_id = start_run(gpu, data, "attention", gpu_state_before=hardware.gpu_state())
     path = paths.raw_dir(gpu, data) / "attention.csv"
     done = records.done_keys(path, records.ATTENTION)
     cuda = device.startswith("cuda")
@@ -420,7 +417,8 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
                     continue
                 base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
                             us_per_call=None, max_rel_err=None, reason="")
-                try:
+
+                def timed_rows():
                     call, err = attention.check(attn, shape, ctx, device)
                     with attention.backend(attn).scope():  # entered once, outside the timed calls
                         rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
@@ -429,14 +427,10 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
                         if cuda:
                             rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
                                      for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
-                except attention.BackendUnavailable as exc:
-                    rows = [dict(base, status="unavailable", reason=str(exc)[:300])]
-                except AssertionError as exc:
-                    rows = [dict(base, status="error", reason=f"correctness check failed: {exc}"[:300])]
-                except Exception as exc:  # recorded, never fatal
-                    traceback.print_exc()
-                    rows = [dict(base, status="error", reason=f"{type(exc).__name__}: {exc}"[:300])]
-                records.append_rows(path, records.ATTENTION, rows)
+                    return rows
+
+                rows, status, reason = attempt(timed_rows, (attention.BackendUnavailable,))
+                records.append_rows(path, records.ATTENTION, rows or [dict(base, status=status, reason=reason)])
                 free_device_memory(device)
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
