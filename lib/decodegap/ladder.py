@@ -29,14 +29,16 @@ LEVERS = (
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
-    ("int4 tinygemm, lean graph + Triton attention", "lean_kernels_graph", "int4-tinygemm"),
+    ("int4 tinygemm, lean graph + Triton kernels", "lean_kernels_graph", "int4-tinygemm"),
+    ("int4 tinygemm, lean graph + Triton attention", "lean_attn_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled + Triton attention", "lean_attn_compile", "int4-tinygemm"),
 )
 """(lever, arm, quant) in ladder order. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
-kernels (and the GEMV for its LM head, which stays bf16).
+kernels (and the Triton GEMV for its LM head, which stays bf16; on the Triton-attention arms the head stays
+on cuBLAS).
 The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over a few configs, and a split-KV
 decode attention. The H200 profile of the Llama ctx-2048 step found the Triton GEMV slower than cuBLAS (matrix
 products 4.70 against 4.22 ms) and the ~1,000 small kernels worth 1.7-3.2 ms, hence the levers with only the
