@@ -178,3 +178,14 @@ def test_a_lean_decoder_takes_some_or_all_custom_kernels_by_name():
     from decodegap import decode
 
     assert {a for a, k in decode.ARM_KERNELS.items() if "gemv" not in k} == {"lean_attn_graph", "lean_attn_compile"}
+
+
+def test_decode_attention_names_what_it_cannot_take():
+    """Checked before Triton is imported, so the message is the same on any machine."""
+    q, k = torch.zeros(8, 64, dtype=torch.bfloat16), torch.zeros(2, 32, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="head_dim >= 16.*head_dim 8"):
+        kernels.decode_attention(q[:, :8], k[..., :8], k[..., :8], torch.tensor([4]), 1.0)
+    with pytest.raises(ValueError, match="Hq % Hkv == 0.*Hq 7, Hkv 2"):
+        kernels.decode_attention(q[:7], k, k, torch.tensor([4]), 1.0)
+    with pytest.raises(ValueError, match="one dtype.*torch.float32"):
+        kernels.decode_attention(q.float(), k, k, torch.tensor([4]), 1.0)

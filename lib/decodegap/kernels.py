@@ -5,8 +5,11 @@
                     autotuned per (N, K) over a few configs (GEMV_CONFIGS).
   decode_attention  one query token of every head against a layer's KV cache with grouped-query heads,
                     split-KV: stage 1 gives each (kv head, split) program one slice of the cache and all
-                    the query heads that share that kv head (K and V read once for the group), keeping a
-                    running max, sum and weighted V (online softmax); stage 2 merges the splits per head.
+                    the query heads that share that kv head (K and V read once for the group; the group,
+                    padded to 16 rows, against each block of keys and values as two tl.dot products on
+                    the tensor cores), keeping a running max, sum and weighted V (online softmax; the
+                    weights cast to the cache's dtype for the second product, as flash attention does);
+                    stage 2 merges the splits per head.
                     The number of valid cache positions is read from a device tensor, so the call can be
                     captured in a CUDA graph and replayed as the cache grows.
 
@@ -128,14 +131,17 @@ def _attention_kernels():
 
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
-                         SPLIT: tl.constexpr, BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr):
+                         SPLIT: tl.constexpr, BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
+                         UPCAST: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             length = tl.load(len_ptr)
             gi = tl.arange(0, G)
             d = tl.arange(0, D)
             q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
-                        other=0.0).to(tl.float32)  # [G, D]
+                        other=0.0)  # [G, D], the group's query heads padded with zero rows to G >= 16
+            if UPCAST:
+                q = q.to(tl.float32)
             m = tl.full((G,), -1e30, dtype=tl.float32)
             lsum = tl.zeros((G,), dtype=tl.float32)
             acc = tl.zeros((G, D), dtype=tl.float32)
@@ -145,15 +151,19 @@ def _attention_kernels():
                 pos = b + tl.arange(0, BLOCK)
                 valid = pos < end
                 kv_off = h * L * D + pos[:, None] * D + d[None, :]
-                k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0).to(tl.float32)  # [BLOCK, D]
-                scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale  # [G, BLOCK]
+                k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
+                if UPCAST:
+                    k = k.to(tl.float32)
+                scores = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK] on the tensor cores, fp32 accumulation
                 scores = tl.where(valid[None, :], scores, -1e30)
                 m_new = tl.maximum(m, tl.max(scores, axis=1))
                 alpha = tl.exp(m - m_new)
                 p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
-                v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0).to(tl.float32)
+                v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                if UPCAST:
+                    v = v.to(tl.float32)
                 lsum = lsum * alpha + tl.sum(p, axis=1)
-                acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # p in the cache's dtype, as flash attention
                 m = m_new
             part = (h * n_splits + s) * G + gi
             tl.store(m_ptr + part, m)
@@ -190,21 +200,27 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype."""
-    triton, _ = _triton()
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
-    if Hq % Hkv or D & (D - 1):
-        raise ValueError(f"decode_attention needs Hq % Hkv == 0 and a power-of-two head_dim, got {Hq}, {Hkv}, {D}")
+    if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
+        raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
+                         f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
+    if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"decode_attention needs q and the cache in one dtype, got {q.dtype}, {k_cache.dtype}, "
+                         f"{v_cache.dtype}")
+    triton, _ = _triton()
     group = Hq // Hkv
     split = split or split_size(L, Hkv, block)
     n_splits = triton.cdiv(L, split)
-    G, S = triton.next_power_of_2(group), triton.next_power_of_2(n_splits)
+    G, S = max(16, triton.next_power_of_2(group)), triton.next_power_of_2(n_splits)  # tl.dot needs 16 rows
     o = torch.empty(Hkv * n_splits * G, D, dtype=torch.float32, device=q.device)
     m = torch.empty(Hkv * n_splits * G, dtype=torch.float32, device=q.device)
     lsum = torch.empty_like(m)
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
     split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
-                                  SPLIT=split, BLOCK=block, G=G, D=D)
+                                  SPLIT=split, BLOCK=block, G=G, D=D, UPCAST=_interpreted())
+    # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
+    # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D)
     return out
