@@ -60,6 +60,15 @@ CATEGORIES = (
 `split_kernel` and `merge_kernel` are the two stages of decodegap.kernels.decode_attention."""
 
 
+SMALL_CATEGORIES = ("elementwise", "copy / index", "norm", "other")
+"""Kernel categories that move activations only: at batch 1 their bytes are negligible, their count is not."""
+
+
+def _at(frame: pd.DataFrame, target: Mapping) -> pd.DataFrame:
+    """The rows of `frame` at a target's cell (its gpu, model and ctx)."""
+    return frame[(frame["gpu"] == target["gpu"]) & (frame["model"] == target["model"]) & (frame["ctx"] == target["ctx"])]
+
+
 def category(kernel: str) -> str:
     """The category of a kernel by its name (CATEGORIES)."""
     for name, pattern in CATEGORIES:
@@ -110,8 +119,8 @@ def target_findings(ladder: pd.DataFrame) -> list[str]:
     """Where the best measured lever stands against each target (TARGETS), or that it is not measured."""
     out = []
     for kind, target in TARGETS.items():
-        sel = ladder[(ladder["gpu"] == target["gpu"]) & (ladder["model"] == target["model"])
-                     & (ladder["ctx"] == target["ctx"]) & (ladder["status"] == "ok")]
+        sel = _at(ladder, target)
+        sel = sel[sel["status"] == "ok"]
         sel = sel[(sel["quant"] == "bf16") if kind == "bf16" else (sel["quant"] != "bf16")]
         where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
         if sel.empty:
@@ -166,28 +175,25 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
     arm the matrix products against their weight floor, attention (with the copies around it) and the
     small kernels; and how much time the goal leaves above the floor at the measured copy bandwidth."""
     target = TARGETS["bf16"]
-    at = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
-    where = f"{at['model']} ctx {at['ctx']} on the {at['gpu']}"
-    steps = by_category[(by_category["gpu"] == at["gpu"]) & (by_category["model"] == at["model"])
-                        & (by_category["ctx"] == at["ctx"])]
+    where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
     out = []
-    for arm, g in steps.groupby("arm", sort=False):
+    for arm, g in _at(by_category, target).groupby("arm", sort=False):
         c = g.set_index("category")
         us = c["gpu_us"].to_dict()
         mm, floor = us.get("matmul", 0.0), float(c["floor_us"].get("matmul", float("nan")))
-        small = sum(us.get(k, 0.0) for k in ("elementwise", "copy / index", "norm", "other"))
-        n_small = int(sum(c["kernels"].get(k, 0) for k in ("elementwise", "copy / index", "norm", "other")))
+        small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES)
+        n_small = int(sum(c["kernels"].get(k, 0) for k in SMALL_CATEGORIES))
         out.append(f"{where}, {arm} step: {int(c['kernels'].sum())} kernels, {sum(us.values()) / 1e3:.2f} ms of GPU "
                    f"time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
                    f"({floor / mm:.0%} of the datasheet bandwidth), attention {us.get('attention', 0.0) / 1e3:.2f} ms, "
                    f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.")
-    sel = ladder[(ladder["gpu"] == at["gpu"]) & (ladder["model"] == at["model"]) & (ladder["ctx"] == at["ctx"])]
-    if not sel.empty and at["gpu"] in measured_gbps:
+    sel = _at(ladder, target)
+    if not sel.empty and target["gpu"] in measured_gbps:
         floor_ms = float(sel["t_floor_bf16_ms"].iloc[0])
         goal_ms = floor_ms / target["r_floor"]
-        datasheet_gbps = float(specs.set_index("gpu").loc[at["gpu"], "bandwidth_gbps"])
-        copy_floor_ms = floor_ms * datasheet_gbps / measured_gbps[at["gpu"]]
+        datasheet_gbps = float(specs.set_index("gpu").loc[target["gpu"], "bandwidth_gbps"])
+        copy_floor_ms = floor_ms * datasheet_gbps / measured_gbps[target["gpu"]]
         out.append(f"The bf16 goal ({goal_ms:.2f} ms) is {goal_ms - copy_floor_ms:.2f} ms above the same bytes at the "
-                   f"measured copy bandwidth ({measured_gbps[at['gpu']]:.0f} GB/s: {copy_floor_ms:.2f} ms): with every "
+                   f"measured copy bandwidth ({measured_gbps[target['gpu']]:.0f} GB/s: {copy_floor_ms:.2f} ms): with every "
                    "weight streamed at copy speed, everything else in the step must fit in that.")
     return out

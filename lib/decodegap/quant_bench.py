@@ -53,7 +53,10 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
 
 
 def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
-    """Write an `unavailable` row for every pending cell of every session of `plan`; returns how many."""
+    """Write an `unavailable` row for every pending cell of every session of `plan`, its reason naming the
+    plan's path (prefixed unless it already starts with it); returns how many."""
+    if not reason.startswith(plan.quant):
+        reason = f"{plan.quant}: {reason}"
     pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
     if not any(pending.values()):
         return 0
@@ -83,21 +86,21 @@ def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms
     chosen = tuple(quant_paths or DEFAULT_PATHS)
     if layers:
         record_quant_layers(gpu, model_keys, chosen, data, device, group_size=group_size)
+    def plan_for(path_key: str) -> sweep.SweepPlan:
+        return sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
+                               sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device)
+
     resolved = {}
     for requested in chosen:
         key = quant.resolve(requested, device)
         resolved[requested] = key
         for member in quant.ALIASES.get(requested, ())[:quant.ALIASES[requested].index(key) if key != requested else 0]:
             # a member passed over for the one that runs: its own `unavailable` rows, so the data say why
-            skipped = sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
-                                      sessions=sessions, steps=steps, warmup=warmup, quant=member, device=device)
-            why = quant.unavailable_reason(member, device) or "unavailable"
-            _unavailable_cells(skipped, data, why if why.startswith(member) else f"{member}: {why}")
-        plan = sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
-                               sessions=sessions, steps=steps, warmup=warmup, quant=key, device=device)
+            _unavailable_cells(plan_for(member), data, quant.unavailable_reason(member, device) or "unavailable")
+        plan = plan_for(key)
         reason = quant.unavailable_reason(key, device)
         if reason is not None:
-            _unavailable_cells(plan, data, f"{key}: {reason}" if not reason.startswith(key) else reason)
+            _unavailable_cells(plan, data, reason)
             continue
         sweep.run_sweep(plan, data)
     return resolved

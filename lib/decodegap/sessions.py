@@ -164,9 +164,10 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0
     check_after = check and cell.arm in decode.COMPILED_ARMS
     try:
-        timing_len = decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps)
-        if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below)
-            _check(plan, model, cell, run_id, session, data, timing_len)
+        if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
+            # uses the timing run's cache length
+            _check(plan, model, cell, run_id, session, data,
+                   decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps))
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
         if check_after:
             _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
@@ -384,10 +385,10 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None) -> None:
-    """Notebook 06's measurements, resumable: the lean arms (lean, lean_graph, lean_compile,
-    lean_kernels_graph) over the grid in fresh sessions, bf16 and then int4 tinygemm (the HF arms come
-    from notebooks 01, 02 and 04), then one profiled step per cell of the HF eager and lean steps, with and
-    without the Triton kernels (kernel counts and the per-kernel breakdown)."""
+    """Notebook 06's measurements, resumable: every lean lever of ladder.LEVERS over the grid in fresh
+    sessions, one sweep per quantisation path (bf16, then int4 tinygemm; the HF levers come from notebooks 01,
+    02 and 04), then one profiled step per cell of the HF eager and lean steps, with and without the Triton
+    kernels (kernel counts and the per-kernel breakdown)."""
     from . import ladder
 
     for quant in dict.fromkeys(q for _, _, q in ladder.LEVERS):
