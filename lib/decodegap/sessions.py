@@ -383,19 +383,26 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
     return walls
 
 
+LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph")
+"""The arms measure_ladder profiles per cell (decode.kernel_profile profiles the eager step a graphed arm
+captures). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
+`lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
+
+
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None) -> None:
     """Notebook 06's measurements, resumable: every lean lever of ladder.LEVERS over the grid in fresh
     sessions, one sweep per quantisation path (bf16, then int4 tinygemm; the HF levers come from notebooks 01,
-    02 and 04), then one profiled step per cell of the HF eager and lean steps, with and without the Triton
-    kernels (kernel counts and the per-kernel breakdown)."""
+    02 and 04), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
+    and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
+    split-KV attention; lean_attn_graph: the attention only)."""
     from . import ladder
 
     for quant in dict.fromkeys(q for _, _, q in ladder.LEVERS):
         arms = tuple(a for _, a, q in ladder.LEVERS if q == quant and a.startswith("lean"))
         run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=arms, quant=quant,
                             sessions=n_sessions, steps=steps, warmup=warmup, device=device), data)
-    record_kernels(gpu, model_keys, contexts, arms=("eager", "lean", "lean_kernels"), data=data, device=device)
+    record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
