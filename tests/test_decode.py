@@ -181,3 +181,34 @@ def test_one_compile_serves_every_cache_length(tiny):
     assert counters["stats"]["unique_graphs"] == 1
     assert counters["aot_autograd"]["total"] == 1
     torch._dynamo.reset()
+
+
+def test_compile_arm_traces_one_decoder_layer_and_reuses_it(tiny):
+    """COMPILE_LAYER_REGIONS: the compile arm's step is still one graph, but each decoder layer inside it is a
+    call of a nested compile region traced once, and the compiled step's logits equal eager's. The tiny Llama
+    with 4 layers: dynamo traces the first layer inline and calls one subgraph for the other three (with 2
+    layers it inlines both, so the tiny model's own 2 would show nothing; 32 layers: 31 calls)."""
+    from torch._dynamo.utils import counters
+
+    if not decode.compile_settings()["layer_regions"]:
+        pytest.skip("this torch has no torch.compiler.nested_compile_region")
+    torch._dynamo.reset()
+    counters.clear()
+    seen = []
+
+    def backend(gm, example_inputs):
+        calls = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.invoke_subgraph]
+        seen.append((len(calls), len({n.args[0].target for n in calls})))
+        return gm
+
+    spec = models.load_spec("llama-tiny")
+    model = models.build_model(models.ModelSpec(spec.key, spec.name, None, "4 layers", True,
+                                                dict(spec.config, num_hidden_layers=4)), device="cpu")
+    forward = decode.compiled(model.forward, layers=model.model.layers, backend=backend, mode=None)
+    with torch.inference_mode():
+        eager = decode.StaticStep(model, 16, 20).step()
+        got = decode.StaticStep(model, 16, 20, forward=forward).step()
+    assert seen == [(3, 1)]
+    torch.testing.assert_close(got, eager, rtol=0, atol=0)
+    assert decode.compile_settings() == dict(decode.COMPILE_OPTIONS, specialize_float=True, layer_regions=True)
+    torch._dynamo.reset()

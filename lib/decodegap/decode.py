@@ -5,7 +5,8 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   hf_default  HF forward with the default DynamicCache, positions derived by the model: what a user
               of `model(...)`/`generate` gets without asking for a static cache.
   graph       the eager step captured once in a CUDA graph (after warm-up on a side stream), replayed.
-  compile     torch.compile(mode="reduce-overhead", fullgraph=True, dynamic=True) of model.forward; the
+  compile     torch.compile(mode="reduce-overhead", fullgraph=True, dynamic=True) of model.forward, each
+              decoder layer a nested compile region (COMPILE_LAYER_REGIONS); the
               first calls, which compile, are warm-up rows whose time is the compile time. With dynamic
               shapes the cache length is a symbolic size, so one compile per model and process serves
               every context (later contexts only record their CUDA graph); compiled per context, each of
@@ -44,17 +45,51 @@ ARM_KERNELS = {"lean_kernels": ("gemv", "attention"), "lean_kernels_graph": ("ge
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
+COMPILE_LAYER_REGIONS = True
+"""Whether the compile arm marks the HF model's decoder-layer class a nested compile region
+(torch.compiler.nested_compile_region): dynamo then traces one layer and stamps it out for the others, and
+inductor compiles that layer's kernels once, still into one graph of the whole step (fullgraph; one CUDA graph).
+Measured on a CPU (inductor, the 32-layer Llama at narrow width, cold cache): first call 79 s -> 29 s. Kernels
+do not fuse across a layer boundary, so the step can differ from a whole-model compile; notebook 02 reads the
+setting of each run from env.json (`compile_settings`)."""
+
+_REGION_CLASSES: set = set()
 
 
-def compiled(fn, **overrides):
+def compile_settings() -> dict:
+    """The compile arm's settings as they apply in this process (recorded with every run in env.json)."""
+    import torch
+
+    regions = COMPILE_LAYER_REGIONS and hasattr(torch.compiler, "nested_compile_region")
+    return dict(COMPILE_OPTIONS, specialize_float=True, layer_regions=regions)
+
+
+def mark_layer_regions(layers) -> None:
+    """Mark the forward of each class among `layers` a nested compile region (once per class and process;
+    outside torch.compile a marked forward runs as before, through a wrapper of ~0.5 us per call on a CPU).
+    A torch without nested_compile_region leaves them unmarked (compile_settings says so)."""
+    import torch
+
+    if not compile_settings()["layer_regions"]:
+        return
+    for cls in dict.fromkeys(type(layer) for layer in layers):
+        if cls not in _REGION_CLASSES:
+            cls.forward = torch.compiler.nested_compile_region(cls.forward)
+            _REGION_CLASSES.add(cls)
+
+
+def compiled(fn, layers=(), **overrides):
     """`fn` under torch.compile with COMPILE_OPTIONS (the compile and lean_compile arms; `overrides` for
-    the CPU tests' backends). It also sets dynamo's process-wide `specialize_float`: with dynamic=True dynamo
-    otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales: constants) symbolic,
-    then throws that trace away and traces the whole model again with them specialized, which doubles the
-    trace (measured on the CPU with a 32-layer Llama: 36.6 s -> 18.6 s; static shapes 11.7 s per context)."""
+    the CPU tests' backends), the module classes of `layers` (the HF model's decoder layers) marked nested
+    compile regions (COMPILE_LAYER_REGIONS). It also sets dynamo's process-wide `specialize_float`: with
+    dynamic=True dynamo otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales:
+    constants) symbolic, then throws that trace away and traces the whole model again with them specialized,
+    which doubles the trace (measured on the CPU with a 32-layer Llama: 36.6 s -> 18.6 s; static shapes 11.7 s
+    per context)."""
     import torch
 
     torch._dynamo.config.specialize_float = True
+    mark_layer_regions(layers)
     return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
 
 
@@ -227,7 +262,7 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
         if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
             state.forward = compiled(state.lean, dynamic=not ARM_KERNELS.get(arm))  # static shapes for it
         return state
-    forward = compiled(model.forward) if arm in COMPILED_ARMS else None
+    forward = compiled(model.forward, layers=model.model.layers) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
 
 

@@ -154,7 +154,9 @@ def _attention_kernels():
                 k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
                 if UPCAST:
                     k = k.to(tl.float32)
-                scores = tl.dot(q, tl.trans(k)) * scale  # [G, BLOCK] on the tensor cores, fp32 accumulation
+                # [G, BLOCK] on the tensor cores, fp32 accumulation; the cast keeps the loop's types fixed when
+                # inductor passes `scale` as fp64 (a compiled step: lean_attn_compile failed on the H200 without it)
+                scores = (tl.dot(q, tl.trans(k)) * scale).to(tl.float32)
                 scores = tl.where(valid[None, :], scores, -1e30)
                 m_new = tl.maximum(m, tl.max(scores, axis=1))
                 alpha = tl.exp(m - m_new)

@@ -97,7 +97,8 @@ def new_run_id() -> str:
 def start_run(gpu: str, data, experiment: str, **fields) -> str:
     """A new run id, with this machine's environment (and `fields`) recorded under it in env.json."""
     run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment, **fields)
+    update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
+               compile_settings=decode.compile_settings(), **fields)
     return run_id
 
 
