@@ -92,3 +92,26 @@ def test_session_spread_is_slowest_over_fastest_session_median_per_cell():
     spread = ab.session_spread(pd.DataFrame(rows)).set_index("arm")
     assert spread.loc["eager", "max"] == pytest.approx(2.0) and spread.loc["graph", "max"] == pytest.approx(1.01)
     assert spread.loc["graph", "size"] == 1
+
+
+def test_compile_settings_compared_pairs_cells_and_keeps_only_compile_first_calls():
+    """Hand-checkable: one cell, two sessions per setting; medians 6 and 6.5 ms (ratio 12/13), compile first
+    calls 30 s (regions) and 90/110 s (whole model: median 100); the later context's 0.2 s graph record is
+    not a compile and stays NaN."""
+    def rows(step_by_session, first_s):
+        out = []
+        for session, (ms, s) in enumerate(zip(step_by_session, first_s)):
+            base = dict(gpu="h200", model="m", attn="sdpa", quant="bf16", arm="compile", session=session)
+            out += [dict(base, ctx=2048, status="warmup", step=0, step_ms=s * 1e3)]
+            out += [dict(base, ctx=2048, status="ok", step=i, step_ms=ms + d) for i, d in enumerate((-0.1, 0, 0.1))]
+            out += [dict(base, ctx=4096, status="warmup", step=0, step_ms=200.0)]
+            out += [dict(base, ctx=4096, status="ok", step=0, step_ms=ms + 1)]
+        return pd.DataFrame(out)
+
+    got = ab.compile_settings_compared(rows((6.0, 6.0), (30, 30)), rows((6.4, 6.6), (90, 110)))
+    first = got[got["ctx"] == 2048].iloc[0]
+    assert first["regions_ms"] == 6.0 and first["whole_model_ms"] == pytest.approx(6.5)
+    assert first["regions_over_whole"] == pytest.approx(12 / 13)
+    assert first["regions_compile_s"] == 30 and first["whole_model_compile_s"] == 100
+    later = got[got["ctx"] == 4096].iloc[0]
+    assert later["regions_ms"] == 7.0 and pd.isna(later["regions_compile_s"])

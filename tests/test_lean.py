@@ -93,6 +93,20 @@ def test_the_lean_arms_run_in_the_decode_harness_and_pass_its_check():
     assert decode.max_cache_len("lean_graph", 100, 5, 30) == 100 + decode.GRAPH_SIDE_STREAM_WARMUP + 35
 
 
+def test_a_session_compiles_more_lean_decoders_than_dynamos_default_limit():
+    """decode.compiled raises dynamo's recompile limit: each cell builds its own lean decoder, a new module to
+    dynamo, and on the H200 the 9th compiled lean cell of a session failed at the default limit of 8."""
+    torch._dynamo.reset()
+    model = _build("llama-tiny")
+    with torch.inference_mode():
+        for ctx in range(8, 8 + 10):
+            state = lean.LeanStep(model, ctx, ctx + 2)
+            state.forward = decode.compiled(state.lean, backend="aot_eager", mode=None, dynamic=False)
+            state.step()
+    assert torch._dynamo.config.recompile_limit == decode.RECOMPILE_LIMIT
+    torch._dynamo.reset()
+
+
 # ------------------------------------------------------------------------------------- int4 (tinygemm)
 
 CPU_INT4 = quant.unavailable_reason("int4-tinygemm", "cpu") is None
@@ -210,3 +224,4 @@ def test_fused_int4_layout_on_the_real_llama_shapes():
 def test_int4_lean_arms_equal_hf_int4_on_llama(llama_int4, arm):
     """Teacher-forced against HF eager on the same int4 model (decode.verify_arm), at a short context."""
     assert decode.verify_arm(llama_int4, arm, ctx=64) < 0.1
+

@@ -21,11 +21,15 @@ def ab_rows(data) -> pd.DataFrame:
 
 
 def _ab_runs(data):
-    """(gpu, run id, env.json entry) of every A/B sweep run recorded under data/raw/."""
+    """(gpu, run id, env.json entry) of every A/B sweep run whose rows are in ab.csv (env.json also keeps the
+    runs of earlier sweeps, whose rows moved to another file)."""
+    rows = records.load_experiment("ab", data)
+    in_ab = set(zip(rows["gpu"], rows["run_id"]))
     for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+        gpu = env_path.parent.name
         for run_id, entry in json.loads(env_path.read_text()).items():
-            if entry.get("experiment") == "ab" or "ab_sweep" in entry:
-                yield env_path.parent.name, run_id, entry
+            if (gpu, run_id) in in_ab and (entry.get("experiment") == "ab" or "ab_sweep" in entry):
+                yield gpu, run_id, entry
 
 
 def sweep_walls(data) -> pd.DataFrame:
@@ -110,6 +114,26 @@ def compile_seconds(decode_rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CELL + ["compile_s", "compile_max_s"])
     return (first.assign(s=first["step_ms"] / 1e3).groupby(CELL)["s"]
             .agg(compile_s="median", compile_max_s="max").reset_index())
+
+
+def compile_settings_compared(ab: pd.DataFrame, whole_model: pd.DataFrame) -> pd.DataFrame:
+    """The compile arm under two compile settings, per cell: the median over sessions of the median step
+    (ms) with each decoder layer a nested compile region (`ab`, ab.csv) and with the whole model compiled as
+    one region (`whole_model`, ab_whole_model.csv), their ratio, and each setting's compile time (the median
+    over sessions of the first call, s, at the cell that carried the compile; NaN at later contexts)."""
+    cols = CELL + ["regions_ms", "whole_model_ms", "regions_over_whole", "regions_compile_s", "whole_model_compile_s"]
+    parts = []
+    for name, rows in (("regions", ab), ("whole_model", whole_model)):
+        ok = rows[(rows["arm"] == "compile") & (rows["status"] == "ok")]
+        if ok.empty:
+            return pd.DataFrame(columns=cols)
+        step = ok.groupby(CELL + ["session"])["step_ms"].median().groupby(CELL).median().rename(f"{name}_ms")
+        first = compile_seconds(rows).set_index(CELL)["compile_s"]
+        first = first[first > 5].rename(f"{name}_compile_s")  # a CUDA-graph record alone takes < 1 s
+        parts += [step, first]
+    out = pd.concat(parts, axis=1).dropna(subset=["regions_ms", "whole_model_ms"]).reset_index()
+    out["regions_over_whole"] = out["regions_ms"] / out["whole_model_ms"]
+    return out[cols]
 
 
 def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth_rows=None,

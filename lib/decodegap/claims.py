@@ -453,7 +453,8 @@ def quantisation(ev: Evidence) -> list[dict]:
         ours = ev.quant_ms("l4", p.quant)
         floor = qb.loc[p.quant, "step_GB"] * 1e9 / (ev.bandwidth("l4") * 1e9) * 1e3 if p.quant in qb.index else np.nan
         other = qc[(qc["quant"] == p.quant) & (qc["status"] == "ok") & (qc["ctx"] == ev.headline_ctx)
-                   & (qc["model"] == ev.headline_model) & qc["t_obs_ms"].notna()] if not qc.empty else qc
+                   & (qc["model"] == ev.headline_model) & qc["t_obs_ms"].notna()
+                   & qc["arm"].isin(roofline.HF_ARMS)] if not qc.empty else qc  # the HF model's steps, as the paper
         near = "; ".join(f"{r.gpu} {r.arm} {r.t_obs_ms:.2f} ms" for r in other.itertuples() if r.gpu != "l4")
         rows.append(_row(f"R4{'abcd'[i]}", "quantisation", f"L4, ms per decode step: {p.quant} {p.value:.2f}.",
                          f"{p.value:.2f} ms", f"{ours:.2f} ms" if pd.notna(ours) else "-", "l4" if pd.notna(ours) else "-",

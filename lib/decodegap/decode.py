@@ -53,6 +53,7 @@ Measured on a CPU (inductor, the 32-layer Llama at narrow width, cold cache): fi
 do not fuse across a layer boundary, so the step can differ from a whole-model compile; notebook 02 reads the
 setting of each run from env.json (`compile_settings`)."""
 
+RECOMPILE_LIMIT = 64  # dynamo recompiles allowed per code object (its default, 8, is too few for the lean arms)
 _REGION_CLASSES: set = set()
 
 
@@ -89,6 +90,9 @@ def compiled(fn, layers=(), **overrides):
     import torch
 
     torch._dynamo.config.specialize_float = True
+    # Each lean decoder (one per cell) is a new module to dynamo, so a session of more than 8 compiled lean
+    # cells hit the default recompile limit (8) on the H200 and failed (fullgraph); each is a compile anyway.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     mark_layer_regions(layers)
     return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
 

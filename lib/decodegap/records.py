@@ -127,7 +127,12 @@ AB = replace(DECODE, experiment="ab")
 """Notebook 02's A/B sweep (eager, graph, compile), measured in one run by sessions.measure_ab: the rows of
 a decode step, kept apart from decode.csv so that its sessions are those of one run."""
 
-SCHEMAS = {s.experiment: s for s in (DECODE, AB, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
+AB_WHOLE_MODEL = replace(DECODE, experiment="ab_whole_model")
+"""An earlier A/B sweep whose compile arm compiled the whole model as one region (before
+decode.COMPILE_LAYER_REGIONS): on the H200 three device runs, each cut by its time limit and resumed, the
+headline cells to 7 sessions. Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
+
+SCHEMAS = {s.experiment: s for s in (DECODE, AB, AB_WHOLE_MODEL, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
 
 
 def schema_for(experiment: str) -> Schema:
