@@ -107,6 +107,24 @@ def test_a_session_compiles_more_lean_decoders_than_dynamos_default_limit():
     torch._dynamo.reset()
 
 
+
+def test_each_layer_has_its_own_cache_tensors():
+    """One K and one V buffer per layer, [1, kv_heads, max_cache_len, head_dim], written in place by the step
+    (a write into a slice of one all-layer tensor made inductor copy each layer's slice back and forth every
+    step: bench/lean_compile_cache_cpu.py)."""
+    model = _build("llama-tiny")
+    cfg = model.config
+    state = lean.LeanStep(model, 8, 12)
+    caches = {name: b for name, b in state.lean.named_buffers() if "_cache_" in name}
+    assert len(caches) == 2 * cfg.num_hidden_layers
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    assert {tuple(b.shape) for b in caches.values()} == {(1, cfg.num_key_value_heads, 12, head_dim)}
+    before = state.lean.k_cache_1[0, :, 8].clone()
+    with torch.inference_mode():
+        state.step()
+    assert not torch.equal(state.lean.k_cache_1[0, :, 8], before)  # the step wrote position 8 of layer 1
+    assert state.lean.k_cache_1[0, :, 9].abs().sum() == 0  # and nothing past it
+
 # ------------------------------------------------------------------------------------- int4 (tinygemm)
 
 CPU_INT4 = quant.unavailable_reason("int4-tinygemm", "cpu") is None

@@ -19,7 +19,8 @@ other quantised layer type is refused (LeanUnsupported). The LM head is bf16 in 
 custom kernels it goes through the Triton GEMV).
 
 One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
-values at positions start_pos..start_pos+T-1 of the cache and attends over the whole preallocated cache
+values at positions start_pos..start_pos+T-1 of the cache (one K and one V buffer per layer,
+`k_cache_<i>` / `v_cache_<i>`) and attends over the whole preallocated cache
 with the mask `key position <= query position`; shapes never depend on the position, so a decode step
 can be captured in a CUDA graph and replayed with `start_pos` advanced in place. Under that mask it calls
 SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
@@ -107,9 +108,13 @@ class LeanDecoder(nn.Module):
             scaling = float(getattr(rotary, "attention_scaling", 1.0))
         self.register_buffer("cos", (emb.cos() * scaling).to(dtype), persistent=False)  # [max_len, D]
         self.register_buffer("sin", (emb.sin() * scaling).to(dtype), persistent=False)
-        shape = (self.n_layers, 1, self.n_kv_heads, self.max_cache_len, self.head_dim)
-        self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        # one K and one V tensor per layer, as HF's StaticCache keeps them: an in-place write into a slice of one
+        # big cache tensor made inductor copy every layer's whole slice and write it back each step (CPU output
+        # code), a cost that grows with the cache; a write into a whole buffer it does in place
+        shape = (1, self.n_kv_heads, self.max_cache_len, self.head_dim)
+        for i in range(self.n_layers):
+            self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+            self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
 
     def forward(self, ids, start_pos):
@@ -134,12 +139,13 @@ class LeanDecoder(nn.Module):
             v = v.view(1, T, Hkv, D).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            self.k_cache[i].index_copy_(2, pos, k)
-            self.v_cache[i].index_copy_(2, pos, v)
+            k_cache, v_cache = getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}")
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
             if split_kv:  # split-KV over the first start_pos + 1 positions, read on the device
-                o = decode_attention(q[0, :, 0], self.k_cache[i][0], self.v_cache[i][0], start_pos + 1, self.scale)
+                o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
             else:  # as HF does under a mask: K/V expanded to every query head
-                keys, values = repeat_kv(self.k_cache[i], H // Hkv), repeat_kv(self.v_cache[i], H // Hkv)
+                keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
                 o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale).transpose(1, 2)
             x = x + _project(o.reshape(1, T, H * D), p["w_o"], p["b_o"], kernels)
             h = _rms_norm(x, p["ln_mlp"], self.eps)
