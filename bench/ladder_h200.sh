@@ -16,7 +16,10 @@ timeout ${TESTS_TIMEOUT:-200} python3 -m pytest -m gpu -q -p no:cacheprovider --
 echo "GPU tests done at ${SECONDS} s"
 timeout $((${LADDER_TIMEOUT:-575} - SECONDS)) python3 - <<'PY' 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -n 40
 from decodegap import sessions
-sessions.measure_ladder("h200", ["llama-3.1-8b"], [2048], n_sessions=1)  # the target cell first
-sessions.measure_ladder("h200", ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"], [2048, 4096, 8192, 16384], n_sessions=1)
+# the target cell first; cells recorded only as `error` are measured again (the causes found so far are fixed:
+# the attention kernel's loop types under inductor, dynamo's recompile limit)
+sessions.measure_ladder("h200", ["llama-3.1-8b"], [2048], n_sessions=1, retry_errors=True)
+sessions.measure_ladder("h200", ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"], [2048, 4096, 8192, 16384], n_sessions=1,
+                        retry_errors=True)
 PY
 echo "ladder done at ${SECONDS} s"; kill $SAVER; save

@@ -31,7 +31,7 @@ def cmd_measure(args) -> int:
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
-        retry_unavailable=args.retry_unavailable,
+        retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
     from . import models
 
@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-verify", action="store_true", help="skip the arm-vs-eager logits check")
     m.add_argument("--retry-unavailable", action="store_true",
                    help="measure again cells recorded only as unavailable (e.g. after installing a package)")
+    m.add_argument("--retry-errors", action="store_true",
+                   help="measure again cells recorded only as error (e.g. after fixing a failed check or compile)")
     m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)

@@ -62,6 +62,7 @@ class SweepPlan:
     verify: bool = True
     checkpoints: dict = field(default_factory=dict)  # model key -> local checkpoint folder
     retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
+    retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
 
     def cells(self, session: int) -> list[Cell]:
         arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
@@ -75,7 +76,7 @@ class SweepPlan:
 
     def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
         """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
-        retry = ("unavailable",) if self.retry_unavailable else ()
+        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
         done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
 
@@ -391,18 +392,20 @@ captures). Before the split-KV attention's products became tl.dot, the H200 targ
 
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
-                   device: str = "cuda", data=None) -> None:
+                   device: str = "cuda", data=None, retry_errors: bool = False) -> None:
     """Notebook 06's measurements, resumable: every lean lever of ladder.LEVERS over the grid in fresh
     sessions, one sweep per quantisation path (bf16, then int4 tinygemm; the HF levers come from notebooks 01,
     02 and 04), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
-    split-KV attention; lean_attn_graph: the attention only)."""
+    split-KV attention; lean_attn_graph: the attention only). `retry_errors` measures again the lean cells
+    recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
     from . import ladder
 
     for quant in dict.fromkeys(q for _, _, q in ladder.LEVERS):
         arms = tuple(a for _, a, q in ladder.LEVERS if q == quant and a.startswith("lean"))
         run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=arms, quant=quant,
-                            sessions=n_sessions, steps=steps, warmup=warmup, device=device), data)
+                            sessions=n_sessions, steps=steps, warmup=warmup, device=device,
+                            retry_errors=retry_errors), data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
 
 
