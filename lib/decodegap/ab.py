@@ -12,6 +12,7 @@ import pandas as pd
 from . import accounting, records, roofline, stats
 
 CELL = ["gpu", "model", "ctx", "attn", "quant"]
+COMPILED_FIRST_CALL_S = 5.0  # a compile arm's first call longer than this compiled (a CUDA-graph record: < 0.1 s)
 
 
 def ab_rows(data) -> pd.DataFrame:
@@ -20,11 +21,10 @@ def ab_rows(data) -> pd.DataFrame:
     return rows[(rows["attn"] == "sdpa") & (rows["quant"] == "bf16")].reset_index(drop=True)
 
 
-def _ab_runs(data):
-    """(gpu, run id, env.json entry) of every A/B sweep run whose rows are in ab.csv (env.json also keeps the
-    runs of earlier sweeps, whose rows moved to another file)."""
-    rows = records.load_experiment("ab", data)
-    in_ab = set(zip(rows["gpu"], rows["run_id"]))
+def _ab_runs(data, ab_rows: pd.DataFrame):
+    """(gpu, run id, env.json entry) of every A/B sweep run with rows in `ab_rows` (ab_rows(data): env.json also
+    keeps the runs of earlier sweeps, whose rows moved to another file)."""
+    in_ab = set(zip(ab_rows["gpu"], ab_rows["run_id"]))
     for env_path in sorted(Path(data, "raw").glob("*/env.json")):
         gpu = env_path.parent.name
         for run_id, entry in json.loads(env_path.read_text()).items():
@@ -32,17 +32,19 @@ def _ab_runs(data):
                 yield gpu, run_id, entry
 
 
-def sweep_walls(data) -> pd.DataFrame:
-    """Wall seconds of each whole A/B sweep (sessions.measure_ab: grid, headline sessions, kernels, total)."""
-    rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data) if "ab_sweep" in e]
+def sweep_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
+    """Wall seconds of each whole A/B sweep behind `ab_rows` (sessions.measure_ab: grid, headline sessions,
+    kernels, total)."""
+    rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data, ab_rows) if "ab_sweep" in e]
     return pd.DataFrame(rows, columns=["gpu", "run_id", "grid_s", "headline_s", "kernels_s", "total_s"])
 
 
-def session_walls(data) -> pd.DataFrame:
-    """Where each A/B session process's wall time went (env.json sessions.<s>.timing): start-up (process
-    spawn to first line), imports of torch and transformers, model builds and cells (summed over models)."""
+def session_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
+    """Where each A/B session process behind `ab_rows` spent its wall time (env.json sessions.<s>.timing):
+    start-up (process spawn to first line), imports of torch and transformers, model builds and cells (summed
+    over models)."""
     rows = []
-    for gpu, run_id, entry in _ab_runs(data):
+    for gpu, run_id, entry in _ab_runs(data, ab_rows):
         for session, info in entry.get("sessions", {}).items():
             t = info.get("timing")
             if t:
@@ -129,7 +131,7 @@ def compile_settings_compared(ab: pd.DataFrame, whole_model: pd.DataFrame) -> pd
             return pd.DataFrame(columns=cols)
         step = ok.groupby(CELL + ["session"])["step_ms"].median().groupby(CELL).median().rename(f"{name}_ms")
         first = compile_seconds(rows).set_index(CELL)["compile_s"]
-        first = first[first > 5].rename(f"{name}_compile_s")  # a CUDA-graph record alone takes < 1 s
+        first = first[first > COMPILED_FIRST_CALL_S].rename(f"{name}_compile_s")
         parts += [step, first]
     out = pd.concat(parts, axis=1).dropna(subset=["regions_ms", "whole_model_ms"]).reset_index()
     out["regions_over_whole"] = out["regions_ms"] / out["whole_model_ms"]

@@ -21,6 +21,14 @@ def _resolve_gpu(gpu: str | None, data) -> str:
     return hardware.detect_gpu(data)
 
 
+def _check_models(model_keys, data_dir) -> None:
+    """Load every model's spec: an unknown model fails with a clear error before any session process starts."""
+    from . import models
+
+    for key in model_keys:
+        models.load_spec(key, data_dir)
+
+
 def cmd_measure(args) -> int:
     from . import sessions
 
@@ -33,10 +41,7 @@ def cmd_measure(args) -> int:
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
         retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
-    from . import models
-
-    for key in plan.models:
-        models.load_spec(key, args.data_dir)  # unknown model: clear error before any process starts
+    _check_models(plan.models, args.data_dir)
     run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
@@ -45,12 +50,11 @@ def cmd_measure(args) -> int:
 
 
 def cmd_ab(args) -> int:
-    from . import models, sessions
+    from . import sessions
 
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
-    for key in model_keys:
-        models.load_spec(key, args.data_dir)  # unknown model: clear error before any process starts
+    _check_models(model_keys, args.data_dir)
     sessions.measure_ab(gpu, model_keys, _csv_list(args.contexts, int), args.headline_ctx, args.sessions,
                         args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
                         count_kernels=args.count_kernels, progress=not args.no_progress)

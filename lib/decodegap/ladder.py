@@ -77,17 +77,14 @@ def category(kernel: str) -> str:
     return "other"
 
 
-CELL_KEY = ["gpu", "model", "ctx", "arm", "attn", "quant"]
-
-
 def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame) -> pd.DataFrame:
     """The decode rows the ladder reads: decode.csv's, plus notebook 02's A/B sweep (ab.csv) for every
     (cell, arm) that decode.csv lacks (the compile arm beyond ctx 2048). The two files' sessions are never
     pooled: a lever's rows come from one file."""
     if ab_rows.empty:
         return decode_rows
-    have = set(decode_rows[CELL_KEY].astype(str).itertuples(index=False, name=None))
-    extra = ab_rows[[k not in have for k in ab_rows[CELL_KEY].astype(str).itertuples(index=False, name=None)]]
+    have = set(decode_rows[roofline.CELL].astype(str).itertuples(index=False, name=None))
+    extra = ab_rows[[k not in have for k in ab_rows[roofline.CELL].astype(str).itertuples(index=False, name=None)]]
     return pd.concat([decode_rows, extra], ignore_index=True)
 
 
