@@ -1,0 +1,37 @@
+"""Which side is off at Llama-3.1-8B ctx 8192 (bench/lean_8192_diag.py: the lean decoder against HF eager is 1.64 with
+PyTorch's default SDPA choice on both sides, 0.047 with the math backend forced on both): each side (HF eager, lean
+eager) decodes the same prompt teacher-forced under each SDPA backend (default choice, efficient, cuDNN, math), and
+each is compared with the same side under the math backend. ctx 4096 is the control. Prints one line per case.
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py"""
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from decodegap import decode, models
+
+BACKENDS = {"default": None, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "math": SDPBackend.MATH}
+model = models.build_model(models.load_spec("llama-3.1-8b"), device="cuda")
+with torch.inference_mode():
+    for ctx in (8192, 4096):
+        cache_len = decode.max_cache_len("lean", ctx, 5, 30)  # the lean timing run's cache length
+        for arm in ("eager", "lean"):
+            logits = {}
+            for name, backend in BACKENDS.items():
+                try:
+                    scope = sdpa_kernel(backend) if backend is not None else torch.no_grad()
+                    with scope:
+                        logits[name] = decode.run_arm(model, arm, ctx, warmup=0, steps=3, keep_logits=True,
+                                                      feedback=False, cache_len=cache_len).logits
+                except Exception as exc:  # noqa: BLE001 (a diagnostic: report and go on)
+                    print(f"ctx {ctx} {arm} {name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            for name, got in logits.items():
+                if name != "math" and "math" in logits:
+                    err = max(decode.max_relative_error(g, r) for g, r in zip(got, logits["math"]))
+                    print(f"ctx {ctx} cache {cache_len} {arm} side, {name} vs math: max rel err {err:.4f}", flush=True)
+            if arm == "lean":
+                for name in logits:
+                    if name in hf:
+                        err = max(decode.max_relative_error(g, r) for g, r in zip(logits[name], hf[name]))
+                        print(f"ctx {ctx} lean vs HF, both {name}: {err:.4f}", flush=True)
+            hf = logits
