@@ -2,7 +2,15 @@
 PyTorch's default SDPA choice on both sides, 0.047 with the math backend forced on both): each side (HF eager, lean
 eager) decodes the same prompt teacher-forced under each SDPA backend (default choice, efficient, cuDNN, math), and
 each is compared with the same side under the math backend. ctx 4096 is the control. Prints one line per case.
-Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py"""
+Measured on the H200 2026-11-29 (bench/ladder3_h200.sh, commit 6b1e0b2; cache length 8227 / 4131, three
+teacher-forced steps), max rel. error against the same side under math:
+  ctx 8192  HF eager: default 0.0497, cuDNN 0.0497 (efficient refuses HF's call);
+            lean: default 1.4699, cuDNN 1.4699, efficient 0.0519; lean vs HF, both math 0.0470.
+  ctx 4096  HF eager: default 0.0552, cuDNN 0.0552; lean: default 0.0542, cuDNN 0.0542, efficient 0.0495.
+So PyTorch's default choice for the lean call at ctx 8192 is cuDNN's attention, and it is what is off; HF's side is
+right. The same run's checks failed for Llama ctx 8192 lean_attn_graph too, whose decode steps attend in Triton:
+the lean prefill (the one SDPA call with 8192 queries) is where it goes wrong. Mistral ctx 16384 failed the same way
+(1.51-1.53). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py"""
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
