@@ -2,7 +2,7 @@
 PyTorch's default SDPA choice on both sides, 0.047 with the math backend forced on both): each side (HF eager, lean
 eager) decodes the same prompt teacher-forced under each SDPA backend (default choice, efficient, cuDNN, math), and
 each is compared with the same side under the math backend. ctx 4096 is the control. Prints one line per case.
-Measured on the H200 2026-11-29 (bench/ladder3_h200.sh, commit 6b1e0b2; cache length 8227 / 4131, three
+Measured on the H200 2026-11-29 (bench/ladder3_h200.sh, commit 98e6285; cache length 8227 / 4131, three
 teacher-forced steps), max rel. error against the same side under math:
   ctx 8192  HF eager: default 0.0497, cuDNN 0.0497 (efficient refuses HF's call);
             lean: default 1.4699, cuDNN 1.4699, efficient 0.0519; lean vs HF, both math 0.0470.
