@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import pytest
 
 from decodegap import hardware
@@ -102,3 +103,11 @@ def test_environment_keys():
 def test_gpu_state_on_a_cpu_machine_still_has_time_and_load():
     state = hardware.gpu_state()
     assert "time" in state and len(state["load_average"]) == 3
+
+
+def test_git_commit_given_wins(monkeypatch):
+    """A copied working tree may carry an older .git: the commit the copier names is the one recorded."""
+    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
+    assert hardware.git_commit() == "98e6285" + "0" * 33
+    monkeypatch.delenv("DECODEGAP_GIT_COMMIT")
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown .*", hardware.git_commit())

@@ -125,6 +125,27 @@ def test_each_layer_has_its_own_cache_tensors():
     assert not torch.equal(state.lean.k_cache_1[0, :, 8], before)  # the step wrote position 8 of layer 1
     assert state.lean.k_cache_1[0, :, 9].abs().sum() == 0  # and nothing past it
 
+
+def test_the_prefill_attends_without_cudnn_and_decode_steps_with_the_default_choice(monkeypatch):
+    """cuDNN's attention was wrong for the lean prefill at Llama ctx 8192 on the H200 (bench/lean_8192_sides.py):
+    the prefill's SDPA calls run with it switched off, the decode steps' with PyTorch's default choice."""
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, *args, **kwargs):
+        seen.append((q.shape[2], torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()))
+        return sdpa(q, *args, **kwargs)
+
+    monkeypatch.setattr(lean.F, "scaled_dot_product_attention", spy)
+    model = _build("llama-tiny")
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    with torch.inference_mode():
+        state = lean.LeanStep(model, 8, 12)
+        state.step()
+    layers = model.config.num_hidden_layers
+    assert seen == [(8, False, True)] * layers + [(1, True, True)] * layers
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # switched back on after the prefill
+
 # ------------------------------------------------------------------------------------- int4 (tinygemm)
 
 CPU_INT4 = quant.unavailable_reason("int4-tinygemm", "cpu") is None

@@ -158,12 +158,16 @@ def _version(pkg: str) -> str | None:
 
 
 def git_commit() -> str:
-    """The repository commit (and '+dirty'), or DECODEGAP_GIT_COMMIT when the tree is a copy without .git."""
+    """DECODEGAP_GIT_COMMIT when set (a copied working tree, whose .git, if any, need not be the source's: a
+    device copy carried an older one and recorded it, '+dirty'), else the repository commit (and '+dirty')."""
+    given = os.environ.get("DECODEGAP_GIT_COMMIT")
+    if given:
+        return given
     commit = _run(["git", "-C", str(paths.REPO), "rev-parse", "HEAD"])
     if re.fullmatch(r"[0-9a-f]{40}", commit):
         dirty = _run(["git", "-C", str(paths.REPO), "status", "--porcelain", "--untracked-files=no"])
         return commit + ("+dirty" if dirty else "")
-    return os.environ.get("DECODEGAP_GIT_COMMIT", "unknown (no git checkout here)")
+    return "unknown (no git checkout here, DECODEGAP_GIT_COMMIT not set)"
 
 
 def environment() -> dict:

@@ -32,12 +32,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.integrations.sdpa_attention import repeat_kv
 
 from . import quant
 from .kernels import decode_attention, gemv
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
+PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+"""The SDPA backends a prefill (T > 1; never timed) may use: every one but cuDNN's. On the H200 PyTorch's default
+choice for the lean prefill's masked call was cuDNN's attention, and it was wrong at Llama-3.1-8B ctx 8192 and
+Mistral-7B ctx 16384 (logits 1.47-1.64 off HF's and off the same call under math; efficient 0.052 off math, as
+HF's side; bench/lean_8192_sides.py), which made every lean lever fail its check there. Decode steps (T == 1) keep
+the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention")  # what `custom_kernels` may name: decodegap.kernels.gemv, .decode_attention
 
 
@@ -146,12 +153,20 @@ class LeanDecoder(nn.Module):
                 o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
             else:  # as HF does under a mask: K/V expanded to every query head
                 keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
-                o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale).transpose(1, 2)
+                o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
             x = x + _project(o.reshape(1, T, H * D), p["w_o"], p["b_o"], kernels)
             h = _rms_norm(x, p["ln_mlp"], self.eps)
             gate, up = _project(h, p["w_gate_up"], None, kernels).chunk(2, dim=-1)
             x = x + _project(F.silu(gate) * up, p["w_down"], None, kernels)
         return _project(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None, kernels)
+
+
+def _attention(q, keys, values, mask, scale: float, prefill: bool):
+    """SDPA under the mask, [1, T, H, D]; a prefill without cuDNN's attention (PREFILL_SDPA_BACKENDS)."""
+    if prefill:
+        with sdpa_kernel(list(PREFILL_SDPA_BACKENDS)):
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
 
 
 def _project(x, weight, bias, kernels: bool):
