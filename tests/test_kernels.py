@@ -87,7 +87,7 @@ if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm p
     with torch.inference_mode():
         plain = lean.LeanStep(model, 12, 16, feedback=False)
         fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
-        assert isinstance(fast.lean.layers[0]["w_qkv"], quant.TinyGemmLinear)
+        assert isinstance(fast.lean.layers[0].w_qkv, quant.TinyGemmLinear)
         for _ in range(3):
             a, b = plain.step().float(), fast.step().float()
             assert (a - b).abs().max() < 0.05 * a.abs().max()

@@ -32,6 +32,24 @@ def test_ladder_table_orders_levers_and_marks_the_unmeasured():
     assert got.loc["HF compiled", "status"] == "not measured" and pd.isna(got.loc["HF compiled", "t_obs_ms"])
 
 
+def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone():
+    """int4 on the fastest path: over the grid int4 runs on the HF graph and the Triton-attention lean levers; the
+    other int4 lean levers at the target cell (h200, llama-3.1-8b, ctx 2048) only."""
+    plan = ladder.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
+    assert plan == [
+        ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
+                                                              "lean_attn_graph", "lean_attn_compile")),
+        ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
+        ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph"))]
+    assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 2  # no target cell in the grid
+    assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 2
+    elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
+    table = ladder.ladder_table(pd.concat([_cells({("eager", "bf16"): 24.0}), elsewhere])).set_index(["ctx", "lever"])
+    assert table.loc[(2048, "int4 tinygemm, lean graph"), "status"] == "not measured"
+    assert table.loc[(4096, "int4 tinygemm, lean graph"), "status"] == "target cell only"
+    assert table.loc[(4096, "int4 tinygemm, lean graph + Triton attention"), "status"] == "not measured"
+
+
 def test_targets_met_and_not_met():
     floor = 3.4  # -> the bf16 target is 3.4 / 0.8 = 4.25 ms
     missed = ladder.target_findings(ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor)))
@@ -65,13 +83,16 @@ def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
                   out_dir=tmp_path / "executed")
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
     assert (rows[rows.arm == "lean"].status == "ok").sum() == 2  # bf16 only: int4 has no lean eager lever
-    for quant in ("bf16", "int4-tinygemm"):  # the int4 levers are swept too (the CPU has tinygemm's op)
+    swept = {"bf16": ("lean_graph", "lean_compile"),  # the int4 levers are swept too (the CPU has tinygemm's op)
+             "int4-tinygemm": ("graph", "lean_attn_graph", "lean_attn_compile")}
+    for quant, arms in swept.items():
         of = rows[rows.quant == quant]
-        for arm in ("lean_graph", "lean_compile"):
+        for arm in arms:
             assert set(of[of.arm == arm].status) == {"unavailable"}
+    assert rows[(rows.quant == "int4-tinygemm") & (rows.arm == "lean_graph")].empty  # a target-cell-only lever
     table = pd.read_csv(figures / "06_ladder.csv").set_index("lever")
     assert table.loc["lean eager", "status"] == "ok" and table.loc["lean graph", "status"] == "not measured"
-    assert table.loc["int4 tinygemm, lean graph", "status"] == "not measured"
+    assert table.loc["int4 tinygemm, lean graph", "status"] == "target cell only"
     breakdown = pd.read_csv(data_dir / "raw" / "cpu-test" / "breakdown.csv")
     assert set(breakdown.status) == {"unavailable"} and breakdown.reason.str.contains("CUDA").all()
     assert (figures / "06_ladder.png").stat().st_size > 0

@@ -47,12 +47,12 @@ def test_qwen2_biases_are_used():
     model = _build("qwen2-tiny")
     assert model.model.layers[0].self_attn.q_proj.bias is not None
     decoder = lean.LeanDecoder(model, 8)
-    assert decoder.layers[0]["b_qkv"] is not None
+    assert decoder.layers[0].b_qkv is not None
     with torch.no_grad():  # the check fails if the lean decoder ignored the qkv bias
         model.model.layers[0].self_attn.k_proj.bias.add_(1.0)
     assert _lean_vs_hf(model) < 1e-4  # built after the change: still equal
     stale = lean.LeanDecoder(model, CTX + 4)
-    assert torch.equal(stale.layers[0]["b_qkv"][64:96], model.model.layers[0].self_attn.k_proj.bias)
+    assert torch.equal(stale.layers[0].b_qkv[64:96], model.model.layers[0].self_attn.k_proj.bias)
 
 
 def test_a_wrong_rotary_position_fails_the_comparison():
@@ -69,10 +69,10 @@ def test_fused_weights_are_the_hf_weights():
     model = _build("llama-tiny")
     decoder = lean.LeanDecoder(model, 8)
     a, m = model.model.layers[1].self_attn, model.model.layers[1].mlp
-    assert torch.equal(decoder.layers[1]["w_qkv"], torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-    assert torch.equal(decoder.layers[1]["w_gate_up"], torch.cat([m.gate_proj.weight, m.up_proj.weight]))
-    assert decoder.layers[1]["w_qkv"].shape == (64 + 2 * 32, 64)  # 4 heads x 16, then 2 kv heads x 16 twice
-    assert decoder.layers[1]["w_o"] is a.o_proj.weight  # unfused projections are the HF tensors themselves
+    assert torch.equal(decoder.layers[1].w_qkv, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+    assert torch.equal(decoder.layers[1].w_gate_up, torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+    assert decoder.layers[1].w_qkv.shape == (64 + 2 * 32, 64)  # 4 heads x 16, then 2 kv heads x 16 twice
+    assert decoder.layers[1].w_o.data_ptr() == a.o_proj.weight.data_ptr()  # unfused: the HF tensors themselves
 
 
 def test_an_unsupported_architecture_is_refused_with_the_reason():
@@ -124,6 +124,44 @@ def test_each_layer_has_its_own_cache_tensors():
         state.step()
     assert not torch.equal(state.lean.k_cache_1[0, :, 8], before)  # the step wrote position 8 of layer 1
     assert state.lean.k_cache_1[0, :, 9].abs().sum() == 0  # and nothing past it
+
+
+def _four_layer(key, quantised=False):
+    spec = models.load_spec(key)
+    model = models.build_model(models.ModelSpec(spec.key, spec.name, None, "4 layers", True,
+                                                dict(spec.config, num_hidden_layers=4)), device="cpu", dtype="bf16")
+    if quantised:
+        quant.quantise_model_(model, "int4-tinygemm")
+    return model
+
+
+@pytest.mark.parametrize("quantised", [False, True])
+def test_compiled_lean_step_traces_one_layer_and_reuses_it(quantised):
+    """The compiled lean arms mark LeanLayer.forward a nested compile region (as the HF compile arm marks HF's
+    decoder layers): one graph of the whole step, in which each of the 4 layers is a call of one subgraph (the
+    HF model's first layer is inlined instead: tests/test_decode.py), bf16 and int4 (the int4 layers are modules inside the region); the compiled
+    step's logits equal the eager lean step's."""
+    if quantised and not CPU_INT4:
+        pytest.skip("this torch has no CPU int4 ops")
+    if not decode.compile_settings()["layer_regions"]:
+        pytest.skip("this torch has no torch.compiler.nested_compile_region")
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        calls = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.invoke_subgraph]
+        seen.append((len(calls), len({n.args[0].target for n in calls})))
+        return gm
+
+    model = _four_layer("qwen2-tiny", quantised)  # Qwen2: the biases go through the region too
+    with torch.inference_mode():
+        eager = lean.LeanStep(model, 16, 20, feedback=False)
+        state = lean.LeanStep(model, 16, 20, feedback=False)
+        state.forward = decode.compiled(state.lean, layers=state.lean.layers, backend=backend, mode=None)
+        for _ in range(2):
+            torch.testing.assert_close(state.step(), eager.step(), rtol=0, atol=0)
+    assert seen == [(4, 1)]
+    torch._dynamo.reset()
 
 
 def test_the_prefill_attends_without_cudnn_and_decode_steps_with_the_default_choice(monkeypatch):
@@ -178,15 +216,15 @@ def test_int4_projections_are_fused_tinygemm_layers_holding_the_hf_codes():
     quant.quantise_model_(model, "int4-tinygemm")
     decoder = lean.LeanDecoder(model, 8)
     a, m, p = model.model.layers[1].self_attn, model.model.layers[1].mlp, decoder.layers[1]
-    assert isinstance(p["w_qkv"], quant.TinyGemmLinear) and p["b_qkv"] is None  # the biases are inside it
-    assert (p["w_qkv"].in_features, p["w_qkv"].out_features) == (64, 128)
+    assert isinstance(p.w_qkv, quant.TinyGemmLinear) and p.b_qkv is None  # the biases are inside it
+    assert (p.w_qkv.in_features, p.w_qkv.out_features) == (64, 128)
     parts = (a.q_proj, a.k_proj, a.v_proj)
-    assert torch.equal(p["w_qkv"].bias, torch.cat([q.bias for q in parts]))
+    assert torch.equal(p.w_qkv.bias, torch.cat([q.bias for q in parts]))
     # the fused layer's weight, read back from its packed codes, is the HF layers' synthesised weights
-    assert torch.equal(p["w_qkv"].dequantised_weight(), torch.cat([q.dequantised_weight() for q in parts]))
-    assert torch.equal(p["w_gate_up"].dequantised_weight(),
+    assert torch.equal(p.w_qkv.dequantised_weight(), torch.cat([q.dequantised_weight() for q in parts]))
+    assert torch.equal(p.w_gate_up.dequantised_weight(),
                        torch.cat([m.gate_proj.dequantised_weight(), m.up_proj.dequantised_weight()]))
-    assert p["w_o"] is a.o_proj and p["w_down"] is m.down_proj  # unfused: the HF model's own layers
+    assert p.w_o is a.o_proj and p.w_down is m.down_proj  # unfused: the HF model's own layers
 
 
 @needs_cpu_int4
@@ -264,3 +302,18 @@ def test_int4_lean_arms_equal_hf_int4_on_llama(llama_int4, arm):
     """Teacher-forced against HF eager on the same int4 model (decode.verify_arm), at a short context."""
     assert decode.verify_arm(llama_int4, arm, ctx=64) < 0.1
 
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("quantised", [False, True])
+@pytest.mark.parametrize("arm", ["lean_compile", "lean_attn_compile"])
+def test_compiled_lean_arms_with_layer_regions_on_real_widths(arm, quantised):
+    """The compiled lean arms (LeanLayer a nested compile region; the int4 layers and, for lean_attn_compile, the
+    Triton split-KV attention inside it) against HF eager on Llama-3.1-8B's widths with 4 layers, inductor."""
+    spec = models.load_spec("llama-3.1-8b")
+    model = models.build_model(models.ModelSpec(spec.key, spec.name, None, "4 layers", True,
+                                                dict(spec.config, num_hidden_layers=4)), device="cuda")
+    if quantised:
+        quant.quantise_model_(model, "int4-tinygemm")
+    assert decode.verify_arm(model, arm, ctx=300) < 0.1
+    torch._dynamo.reset()

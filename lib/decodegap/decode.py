@@ -265,7 +265,8 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
 
         state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))
         if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
-            state.forward = compiled(state.lean, dynamic=not ARM_KERNELS.get(arm))  # static shapes for it
+            state.forward = compiled(state.lean, layers=state.lean.layers,  # static shapes for it
+                                     dynamic=not ARM_KERNELS.get(arm))
         return state
     forward = compiled(model.forward, layers=model.model.layers) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)

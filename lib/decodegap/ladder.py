@@ -44,6 +44,14 @@ decode attention. The H200 profile of the Llama ctx-2048 step found the Triton G
 products 4.70 against 4.22 ms) and the ~1,000 small kernels worth 1.7-3.2 ms, hence the levers with only the
 Triton attention, graphed and compiled (compile fuses the small kernels)."""
 
+TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
+                              ("lean_kernels_graph", "int4-tinygemm")})
+"""(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
+path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
+Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower
+(int4 there: lean graph 6.33, lean compiled 5.81, lean graph + Triton kernels 5.30, lean graph + Triton attention
+4.79 ms), are not measured elsewhere, and ladder_table says so (`target cell only`)."""
+
 TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
 """The issue's targets: Llama-3.1-8B at ctx 2048 on the H200, bf16 at R_floor >= 0.80 against the datasheet
@@ -90,7 +98,8 @@ def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame) -> pd.DataFram
 
 def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
     """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
-    roofline.cell_table rows (default attention); a lever with no timed rows says `not measured`.
+    roofline.cell_table rows (default attention); a lever with no timed rows says `not measured`, or `target cell
+    only` for a TARGET_CELL_ONLY lever away from the target cell.
     The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
     columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
                "r_floor_bf16", "status"]
@@ -108,8 +117,32 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
             rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
                              t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
                              t_floor_bf16_ms=floor, r_floor_bf16=floor / t,
-                             status="ok" if not hit.empty else "not measured"))
+                             status="ok" if not hit.empty else _gap(g, model, ctx, arm, quant)))
     return pd.DataFrame(rows, columns=columns)
+
+
+def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
+    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from it) or `not measured`."""
+    target = TARGETS["bf16"]
+    at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
+    return "target cell only" if (arm, quant) in TARGET_CELL_ONLY and not at_target else "not measured"
+
+
+def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple, tuple]]:
+    """What measure_ladder sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
+    levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
+    HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
+    grid holds it."""
+    target = TARGETS["bf16"]
+    sweeps = []
+    for quant in dict.fromkeys(q for _, _, q in LEVERS):
+        levers = [a for _, a, q in LEVERS if q == quant and (a.startswith("lean") or q != "bf16")]
+        grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
+        sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
+        extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)
+        if extra and gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts:
+            sweeps.append((quant, (target["model"],), (target["ctx"],), extra))
+    return sweeps
 
 
 def target_findings(ladder: pd.DataFrame) -> list[str]:

@@ -97,17 +97,8 @@ class LeanDecoder(nn.Module):
         self.final_norm = inner.norm.weight
         self.lm_head = hf_model.lm_head.weight
         dtype, device = self.embed.dtype, self.embed.device
-        self.layers = []
         with torch.no_grad():
-            for i, layer in enumerate(inner.layers):
-                a, m = layer.self_attn, layer.mlp
-                w_qkv, b_qkv = _projection(i, (a.q_proj, a.k_proj, a.v_proj))
-                w_o, b_o = _projection(i, (a.o_proj,))
-                w_gate_up, _ = _projection(i, (m.gate_proj, m.up_proj))
-                w_down, _ = _projection(i, (m.down_proj,))
-                self.layers.append(dict(
-                    ln_attn=layer.input_layernorm.weight, ln_mlp=layer.post_attention_layernorm.weight,
-                    w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o, w_gate_up=w_gate_up, w_down=w_down))
+            self.layers = nn.ModuleList(LeanLayer(i, layer, self) for i, layer in enumerate(inner.layers))
             rotary = inner.rotary_emb
             positions = torch.arange(self.max_cache_len, device=device, dtype=torch.float32)
             freqs = positions[:, None] * rotary.inv_freq.float()[None, :]
@@ -136,29 +127,59 @@ class LeanDecoder(nn.Module):
         x = F.embedding(ids, self.embed)  # [1, T, hidden]
         cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
         mask = None if split_kv else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
-        H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        for i, p in enumerate(self.layers):
-            h = _rms_norm(x, p["ln_attn"], self.eps)
-            qkv = _project(h, p["w_qkv"], p["b_qkv"], kernels)
-            q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
-            q = q.view(1, T, H, D).transpose(1, 2)
-            k = k.view(1, T, Hkv, D).transpose(1, 2)
-            v = v.view(1, T, Hkv, D).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
-            k_cache, v_cache = getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}")
-            k_cache.index_copy_(2, pos, k)
-            v_cache.index_copy_(2, pos, v)
-            if split_kv:  # split-KV over the first start_pos + 1 positions, read on the device
-                o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
-            else:  # as HF does under a mask: K/V expanded to every query head
-                keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
-                o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
-            x = x + _project(o.reshape(1, T, H * D), p["w_o"], p["b_o"], kernels)
-            h = _rms_norm(x, p["ln_mlp"], self.eps)
-            gate, up = _project(h, p["w_gate_up"], None, kernels).chunk(2, dim=-1)
-            x = x + _project(F.silu(gate) * up, p["w_down"], None, kernels)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, mask, start_pos, pos, getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))
         return _project(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None, kernels)
+
+
+class LeanLayer(nn.Module):
+    """One decoder layer of a LeanDecoder: its norm weights, fused projections (bf16 tensors, or int4-tinygemm
+    layers) and the layer step. A module of its own so that the compiled lean arms can mark its forward a nested
+    compile region (decode.compiled with layers=...), as the HF compile arm does with HF's decoder layers: dynamo
+    traces one layer and reuses it for the others. The bf16 weights are buffers (never saved: state_dict leaves
+    them out) that share storage with the HF model's tensors or hold the fused copies."""
+
+    def __init__(self, index: int, hf_layer, decoder: "LeanDecoder"):
+        super().__init__()
+        a, m = hf_layer.self_attn, hf_layer.mlp
+        self.n_heads, self.n_kv_heads, self.head_dim = decoder.n_heads, decoder.n_kv_heads, decoder.head_dim
+        self.eps, self.scale, self.custom_kernels = decoder.eps, decoder.scale, decoder.custom_kernels
+        self.register_buffer("ln_attn", hf_layer.input_layernorm.weight.detach(), persistent=False)
+        self.register_buffer("ln_mlp", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
+        for name, parts in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("o", (a.o_proj,)),
+                            ("gate_up", (m.gate_proj, m.up_proj)), ("down", (m.down_proj,))):
+            weight, bias = _projection(index, parts)
+            if isinstance(weight, nn.Module):
+                self.add_module(f"w_{name}", weight)
+            else:
+                self.register_buffer(f"w_{name}", weight.detach(), persistent=False)
+            self.register_buffer(f"b_{name}", None if bias is None else bias.detach(), persistent=False)
+
+    def forward(self, x, cos, sin, mask, start_pos, pos, k_cache, v_cache):
+        """x [1, T, hidden] -> x after this layer; writes the T new keys and values at `pos` of k_cache and
+        v_cache [1, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention)."""
+        T = x.shape[1]
+        kernels = T == 1 and "gemv" in self.custom_kernels
+        H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        h = _rms_norm(x, self.ln_attn, self.eps)
+        qkv = _project(h, self.w_qkv, self.b_qkv, kernels)
+        q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
+        q = q.view(1, T, H, D).transpose(1, 2)
+        k = k.view(1, T, Hkv, D).transpose(1, 2)
+        v = v.view(1, T, Hkv, D).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        k_cache.index_copy_(2, pos, k)
+        v_cache.index_copy_(2, pos, v)
+        if mask is None:  # split-KV over the first start_pos + 1 positions, read on the device
+            o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
+        else:  # as HF does under a mask: K/V expanded to every query head
+            keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
+            o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
+        x = x + _project(o.reshape(1, T, H * D), self.w_o, self.b_o, kernels)
+        h = _rms_norm(x, self.ln_mlp, self.eps)
+        gate, up = _project(h, self.w_gate_up, None, kernels).chunk(2, dim=-1)
+        return x + _project(F.silu(gate) * up, self.w_down, None, kernels)
 
 
 def _attention(q, keys, values, mask, scale: float, prefill: bool):

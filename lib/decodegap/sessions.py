@@ -393,19 +393,18 @@ captures). Before the split-KV attention's products became tl.dot, the H200 targ
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None, retry_errors: bool = False) -> None:
-    """Notebook 06's measurements, resumable: every lean lever of ladder.LEVERS over the grid in fresh
-    sessions, one sweep per quantisation path (bf16, then int4 tinygemm; the HF levers come from notebooks 01,
-    02 and 04), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
+    """Notebook 06's measurements, resumable: the sweeps of ladder.ladder_plan in fresh sessions (per
+    quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
+    levers of ladder.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
+    02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
     split-KV attention; lean_attn_graph: the attention only). `retry_errors` measures again the lean cells
     recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
     from . import ladder
 
-    for quant in dict.fromkeys(q for _, _, q in ladder.LEVERS):
-        arms = tuple(a for _, a, q in ladder.LEVERS if q == quant and a.startswith("lean"))
-        run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=arms, quant=quant,
-                            sessions=n_sessions, steps=steps, warmup=warmup, device=device,
-                            retry_errors=retry_errors), data)
+    for quant, models_, contexts_, arms in ladder.ladder_plan(model_keys, contexts, gpu):
+        run_sweep(SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
+                            steps=steps, warmup=warmup, device=device, retry_errors=retry_errors), data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
 
 
