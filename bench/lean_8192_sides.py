@@ -10,23 +10,29 @@ teacher-forced steps), max rel. error against the same side under math:
 So PyTorch's default choice for the lean call at ctx 8192 is cuDNN's attention, and it is what is off; HF's side is
 right. The same run's checks failed for Llama ctx 8192 lean_attn_graph too, whose decode steps attend in Triton:
 the lean prefill (the one SDPA call with 8192 queries) is where it goes wrong. Mistral ctx 16384 failed the same way
-(1.51-1.53). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py"""
+(1.51-1.53). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py [MODEL CTX ...]"""
+
+import sys
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from decodegap import decode, models
+from decodegap import decode, lean, models
 
 BACKENDS = {"default": None, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
             "math": SDPBackend.MATH}
-model = models.build_model(models.load_spec("llama-3.1-8b"), device="cuda")
+MODEL = sys.argv[1] if len(sys.argv) > 1 else "llama-3.1-8b"
+CONTEXTS = [int(c) for c in sys.argv[2:]] or [8192, 4096]
+PREFILL = lean.PREFILL_SDPA_BACKENDS  # the lean prefill's own choice (since the ctx-8192 finding: no cuDNN)
+model = models.build_model(models.load_spec(MODEL), device="cuda")
 with torch.inference_mode():
-    for ctx in (8192, 4096):
+    for ctx in CONTEXTS:
         cache_len = decode.max_cache_len("lean", ctx, 5, 30)  # the lean timing run's cache length
         for arm in ("eager", "lean"):
             logits = {}
             for name, backend in BACKENDS.items():
-                try:
+                try:  # a forced backend is forced on the lean prefill too (it sets its own backends otherwise)
+                    lean.PREFILL_SDPA_BACKENDS = PREFILL if backend is None else (backend,)
                     scope = sdpa_kernel(backend) if backend is not None else torch.no_grad()
                     with scope:
                         logits[name] = decode.run_arm(model, arm, ctx, warmup=0, steps=3, keep_logits=True,

@@ -63,6 +63,10 @@ def qkv(Hq, Hkv, L, D):
     gen = torch.Generator().manual_seed(0)
     return [torch.randn(*s, generator=gen).bfloat16() for s in ((Hq, D), (Hkv, L, D), (Hkv, L, D))]
 
+kernels.prepare(("gemv",))
+assert "attention" not in kernels._COMPILED  # built only when asked (decode.step_state asks before compiling)
+kernels.prepare(("attention",))
+assert "attention" in kernels._COMPILED
 for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
     q, k, v = qkv(Hq, Hkv, L, 16)
     got = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16)

@@ -265,6 +265,9 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
 
         state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))
         if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
+            from .kernels import prepare
+
+            prepare(ARM_KERNELS.get(arm, ()))
             state.forward = compiled(state.lean, layers=state.lean.layers,  # static shapes for it
                                      dynamic=not ARM_KERNELS.get(arm))
         return state

@@ -192,6 +192,15 @@ def _attention_kernels():
     return _COMPILED["attention"]
 
 
+def prepare(names) -> None:
+    """Build the Triton kernels of `names` (lean.CUSTOM_KERNELS: "attention"; "gemv" is built per shape by its
+    autotuner at its first call) before torch.compile traces a step that calls them: dynamo cannot trace
+    triton.jit's decorator itself (the H200's lean_attn_compile cells failed in a session whose first use of
+    the attention kernel was inside the compiled step)."""
+    if "attention" in names:
+        _attention_kernels()
+
+
 def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS, waves: int = 2) -> int:
     """Cache positions per split: a power of two >= `block` giving about `waves` x `sms` programs over the
     kv heads at the cache's full length."""
