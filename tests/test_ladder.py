@@ -91,8 +91,18 @@ def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
             assert set(of[of.arm == arm].status) == {"unavailable"}
     assert rows[(rows.quant == "int4-tinygemm") & (rows.arm == "lean_graph")].empty  # a target-cell-only lever
     table = pd.read_csv(figures / "06_ladder.csv").set_index("lever")
-    assert table.loc["lean eager", "status"] == "ok" and table.loc["lean graph", "status"] == "not measured"
+    assert table.loc["lean eager", "status"] == "ok" and table.loc["lean graph", "status"] == "unavailable"
+    assert "CUDA" in table.loc["lean graph", "reason"]
     assert table.loc["int4 tinygemm, lean graph", "status"] == "target cell only"
     breakdown = pd.read_csv(data_dir / "raw" / "cpu-test" / "breakdown.csv")
     assert set(breakdown.status) == {"unavailable"} and breakdown.reason.str.contains("CUDA").all()
     assert (figures / "06_ladder.png").stat().st_size > 0
+
+
+def test_a_lever_whose_check_failed_says_so_with_the_reason():
+    cells = _cells({("eager", "bf16"): 24.0})
+    lost = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean", attn="sdpa", quant="bf16", t_obs_ms=float("nan"),
+                sessions=0, status="error", reason="correctness check failed: 1.5 (> 0.1)", t_floor_ms_W_all=3.4)
+    table = ladder.ladder_table(pd.concat([cells, pd.DataFrame([lost])], ignore_index=True)).set_index("lever")
+    assert table.loc["lean eager", "status"] == "error" and "check failed" in table.loc["lean eager", "reason"]
+    assert table.loc["lean graph", "status"] == "not measured" and table.loc["HF eager", "status"] == "ok"

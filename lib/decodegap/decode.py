@@ -13,7 +13,9 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               the 12 cells cost 30-100 s cold on the H200.
   lean, lean_graph, lean_compile
               the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
-              fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead).
+              fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead;
+              each lean.LeanLayer a nested compile region, as the HF layers of the compile arm; H200 first
+              call 8-18 s, 28-39 s with the Triton attention, whose static shapes compile once per cell).
   lean_kernels, lean_kernels_graph
               the lean step with its projections and attention in decodegap.kernels (Triton GEMV,
               split-KV decode attention), eager and graphed.

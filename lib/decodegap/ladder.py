@@ -98,26 +98,36 @@ def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame) -> pd.DataFram
 
 def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
     """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
-    roofline.cell_table rows (default attention); a lever with no timed rows says `not measured`, or `target cell
+    roofline.cell_table rows (default attention). A lever with no timed rows keeps the status and reason of its
+    failed cell (`error`: its check against HF eager failed, say), else says `not measured`, or `target cell
     only` for a TARGET_CELL_ONLY lever away from the target cell.
     The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
     columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
-               "r_floor_bf16", "status"]
+               "r_floor_bf16", "status", "reason"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
-    ok = cells[(cells["status"] == "ok") & (cells["attn"] == "sdpa")]
+    cells = cells[cells["attn"] == "sdpa"]
     if gpu is not None:
-        ok = ok[ok["gpu"] == gpu]
+        cells = cells[cells["gpu"] == gpu]
+    ok = cells[cells["status"] == "ok"]
+    failed = cells[cells["status"] != "ok"].set_index(["gpu", "model", "ctx", "arm", "quant"])
     rows = []
     for (g, model, ctx), group in ok.groupby(["gpu", "model", "ctx"]):
         floor = group["t_floor_ms_W_all"].iloc[0] if "t_floor_ms_W_all" in group else float("nan")
         for order, (lever, arm, quant) in enumerate(LEVERS):
             hit = group[(group["arm"] == arm) & (group["quant"] == quant)]
             t = float(hit["t_obs_ms"].iloc[0]) if not hit.empty else float("nan")
+            status, reason = "ok", ""
+            if hit.empty:
+                key = (g, model, ctx, arm, quant)
+                if key in failed.index:
+                    lost = failed.loc[[key]].iloc[0]
+                    status, reason = str(lost["status"]), str(lost.get("reason", ""))
+                else:
+                    status = _gap(g, model, ctx, arm, quant)
             rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
                              t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
-                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t,
-                             status="ok" if not hit.empty else _gap(g, model, ctx, arm, quant)))
+                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason))
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -1,5 +1,5 @@
 """Figure of notebook 06: ms per decode step and R_floor per lever of the ladder, one line per measured cell
-(model x context) of a GPU (plots.style / plots.save conventions). Levers without rows are gaps."""
+(model x context) of a GPU (plots.style / plots.save conventions). Levers without timed rows are gaps."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def ladder(table: pd.DataFrame, gpu: str):
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=7)
     ax_ms.legend(fontsize=6, ncol=2)
-    fig.suptitle(f"The ladder of levers on the {gpu} (gaps: not measured yet)")
+    fig.suptitle(f"The ladder of levers on the {gpu} (a gap: not measured, failed its check, or measured at the "
+                 "target cell only; 06_ladder.csv says which)")
     fig.tight_layout()
     return fig
