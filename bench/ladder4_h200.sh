@@ -2,7 +2,7 @@
 # Second device run of 2026-11-29 (fifth session): the GPU tests of the compiled lean arms with LeanLayer a nested
 # compile region (150 s at most), then notebook 06's ladder in order of need, each sweep resumable, error cells
 # measured again: the compiled levers at the target cell (bf16, int4), the lean levers whose check failed at Llama
-# ctx 8192 and Mistral ctx 16384 (the lean prefill's cuDNN attention, now not used), the compiled bf16 lean levers
+# ctx 8192 and Mistral ctx 16384 (with cuDNN's attention in the lean prefill, now left out), the compiled bf16 lean levers
 # over the grid, the int4 grid levers, then whatever else ladder_plan holds. Usage: bash bench/ladder4_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/ladder4_h200.sh OUTDIR}

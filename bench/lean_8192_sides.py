@@ -7,14 +7,18 @@ teacher-forced steps), max rel. error against the same side under math:
   ctx 8192  HF eager: default 0.0497, cuDNN 0.0497 (efficient refuses HF's call);
             lean: default 1.4699, cuDNN 1.4699, efficient 0.0519; lean vs HF, both math 0.0470.
   ctx 4096  HF eager: default 0.0552, cuDNN 0.0552; lean: default 0.0542, cuDNN 0.0542, efficient 0.0495.
-So PyTorch's default choice for the lean call at ctx 8192 is cuDNN's attention, and it is what is off; HF's side is
-right. The same run's checks failed for Llama ctx 8192 lean_attn_graph too, whose decode steps attend in Triton:
-the lean prefill (the one SDPA call with 8192 queries) is where it goes wrong. Mistral ctx 16384 failed the same way
-(1.51-1.53). Since then the lean prefill leaves cuDNN out (lean.PREFILL_SDPA_BACKENDS), and Llama ctx 8192 passes (0.047-0.053).
+PyTorch's default choice for the lean prefill at ctx 8192 is cuDNN's attention. The same run's checks failed for
+Llama ctx 8192 lean_attn_graph too, whose decode steps attend in Triton: it is the prefill that differs. Mistral ctx
+16384 failed the same way (1.51-1.53). Since then the lean prefill leaves cuDNN out (lean.PREFILL_SDPA_BACKENDS),
+and Llama ctx 8192 passes (0.047-0.053).
 Mistral-7B ctx 16384 (bench/ladder5_h200.sh, commit d644c1d; cache 16419): HF eager default 0.0512, cuDNN 0.0512
 against math; lean default 0.0503, efficient 0.0621, cuDNN 0.0523; lean vs HF: both default 1.5000, both cuDNN
-1.5121, both math 1.5000. There each side agrees with itself under every backend and the two disagree under
-math too: not an attention kernel's fault but a difference in what they compute at that length (not found yet).
+1.5121, both math 1.5000: each side agrees with itself under every backend and the two disagree under math too.
+Reading, found after these runs: this script (and the check) fed each side the argmax of its own prefill, and with
+random weights that argmax is a near-tie any rounding difference can flip; two sides fed different tokens give
+unrelated logits, 1.4-1.6 apart by this measure. Every failure above is of that size, so a flipped argmax explains
+them as well as a wrong kernel does; which it was is not known. run_arm now feeds one token (decode.teacher_token)
+to every side; neither cell was measured again with it (no device time left).
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/lean_8192_sides.py [MODEL CTX ...]"""
 
 import sys

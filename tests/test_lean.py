@@ -165,8 +165,8 @@ def test_compiled_lean_step_traces_one_layer_and_reuses_it(quantised):
 
 
 def test_the_prefill_attends_without_cudnn_and_decode_steps_with_the_default_choice(monkeypatch):
-    """cuDNN's attention was wrong for the lean prefill at Llama ctx 8192 on the H200 (bench/lean_8192_sides.py):
-    the prefill's SDPA calls run with it switched off, the decode steps' with PyTorch's default choice."""
+    """lean.PREFILL_SDPA_BACKENDS: the prefill's SDPA calls run with cuDNN's attention switched off (with it, the
+    lean levers failed their check at Llama ctx 8192 on the H200), the decode steps' with PyTorch's default."""
     seen = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 

@@ -172,6 +172,15 @@ def prompt_ids(vocab_size: int, ctx: int, device, seed: int = 0):
     return torch.randint(0, vocab_size, (1, ctx), generator=gen).to(device)
 
 
+def teacher_token(vocab_size: int, seed: int = 0) -> int:
+    """The token every teacher-forced step feeds (run_arm with feedback=False), the same for every arm and side:
+    not each side's own prefill argmax, which with random weights is a near-tie that bf16 rounding can flip
+    (two sides fed different tokens give unrelated logits, ~1.4-1.6 apart by max_relative_error)."""
+    import torch
+
+    return int(torch.randint(0, vocab_size, (1,), generator=torch.Generator().manual_seed(seed + 1)))
+
+
 def time_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
     """Call `fn` n times, timing each call: CUDA events on a GPU (no host sync between calls, so a
     host-bound step shows its host time), perf_counter on a CPU. `keep` collects clones of outputs."""
@@ -295,8 +304,8 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
             keep_logits: bool = False, feedback: bool = True, attn: str = "sdpa",
             cache_len: int | None = None) -> ArmTiming:
     """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring.
-    `feedback=False` feeds the same token every step instead of the argmax (teacher forcing, for
-    comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge).
+    `feedback=False` feeds the same token (teacher_token) every step instead of the argmax (teacher forcing,
+    for comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge).
     `cache_len` overrides the static cache's length (at least ctx + the arm's forward calls): verification
     uses the timing run's length so that a compiled arm is not compiled again for another shape."""
     import torch
@@ -317,6 +326,8 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
         if arm == "hf_default":
             result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
         state = step_state(model, arm, ctx, cache_len, seed, feedback)
+        if not feedback:  # teacher forcing: one token for every arm, whatever its prefill's argmax
+            state.tok.fill_(teacher_token(model.config.vocab_size, seed))
         fn = state.step
         if arm in GRAPHED_ARMS:
             fn = _capture(state.step, keep)

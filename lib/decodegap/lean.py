@@ -41,10 +41,12 @@ from .kernels import decode_attention, gemv
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 """The SDPA backends a prefill (T > 1; never timed) may use: every one but cuDNN's. On the H200 PyTorch's default
-choice for the lean prefill's masked call was cuDNN's attention, and it was wrong at Llama-3.1-8B ctx 8192 and
-Mistral-7B ctx 16384 (logits 1.47-1.64 off HF's and off the same call under math; efficient 0.052 off math, as
-HF's side; bench/lean_8192_sides.py), which made every lean lever fail its check there. Decode steps (T == 1) keep
-the default choice, as HF's do."""
+choice for the lean prefill's masked call was cuDNN's attention, and with it every lean lever failed its check
+at Llama-3.1-8B ctx 8192 (1.47-1.64), without it they pass (0.047-0.053; bench/lean_8192_sides.py). Whether
+cuDNN's result was wrong is not known: the check then fed each side its own prefill's argmax, a near-tie of
+random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
+since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
+with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention")  # what `custom_kernels` may name: decodegap.kernels.gemv, .decode_attention
 
 
