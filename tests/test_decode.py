@@ -231,3 +231,20 @@ def test_compile_arm_traces_one_decoder_layer_and_reuses_it(tiny):
     torch.testing.assert_close(got, eager, rtol=0, atol=0)
     assert decode.compile_settings() == dict(decode.COMPILE_OPTIONS, specialize_float=True, layer_regions=True)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("arm", ["compile", "lean_compile"])
+def test_compile_overrides_reach_torch_compile(tiny, arm, monkeypatch):
+    """kernel_profile compiles a compiled arm with mode=None: inductor's kernels, which reduce-overhead's CUDA
+    graph replays, run one by one for the profiler; every other compile option stays."""
+    seen = []
+
+    def spy(fn, **kwargs):
+        seen.append(kwargs)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", spy)
+    with torch.inference_mode():
+        decode.step_state(tiny["llama-tiny"], arm, 8, 12, mode=None)
+        decode.step_state(tiny["llama-tiny"], arm, 8, 12)
+    assert seen == [dict(decode.COMPILE_OPTIONS, mode=None), decode.COMPILE_OPTIONS]

@@ -265,10 +265,12 @@ class DynamicStep:
         return logits
 
 
-def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True):
+def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True,
+               **compile_overrides):
     """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
     DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels of ARM_KERNELS, compiled
-    for the compiled ones); StaticStep otherwise, its forward compiled for compile."""
+    for the compiled ones); StaticStep otherwise, its forward compiled for compile. `compile_overrides` go to
+    torch.compile for a compiled arm (kernel_profile: mode=None, the same kernels without the CUDA graph)."""
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
     if arm.startswith("lean"):
@@ -280,9 +282,9 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
 
             prepare(ARM_KERNELS.get(arm, ()))
             state.forward = compiled(state.lean, layers=state.lean.layers,  # static shapes for it
-                                     dynamic=not ARM_KERNELS.get(arm))
+                                     **{"dynamic": not ARM_KERNELS.get(arm), **compile_overrides})
         return state
-    forward = compiled(model.forward, layers=model.model.layers) if arm in COMPILED_ARMS else None
+    forward = compiled(model.forward, layers=model.model.layers, **compile_overrides) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
 
 
@@ -395,15 +397,17 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
 def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:
     """(name, GPU microseconds) of every kernel one decode step launches, in launch order (torch.profiler;
     one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step
-    (step_state): give an eager arm (eager, hf_default, lean, lean_kernels); a graph replays the same
-    kernels as its eager step, without the gaps between them."""
+    (step_state): an eager arm (eager, hf_default, lean, lean_kernels; a graph replays the same kernels as its
+    eager step, without the gaps between them) or a compiled arm, compiled here without its CUDA graph
+    (mode=None: inductor's kernels, which reduce-overhead's graph replays), its compile the warm-up step."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     if not _is_cuda(model):
         raise ArmUnavailable("profiling GPU kernels needs a CUDA device")
     with torch.inference_mode():
-        state = step_state(model, arm, ctx, ctx + 4, seed)
+        overrides = dict(mode=None) if arm in COMPILED_ARMS else {}
+        state = step_state(model, arm, ctx, ctx + 4, seed, **overrides)
         state.step()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:

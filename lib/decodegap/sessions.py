@@ -389,6 +389,9 @@ LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph"
 """The arms measure_ladder profiles per cell (decode.kernel_profile profiles the eager step a graphed arm
 captures). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
 `lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
+LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
+"""Arms measure_ladder profiles at the target cell only (ladder.TARGETS): the fastest lever there, compiled
+without its CUDA graph for the profile (a compile per cell would cost 30-40 s each over the grid)."""
 
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
@@ -398,7 +401,8 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
     levers of ladder.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
     02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
-    split-KV attention; lean_attn_graph: the attention only). `retry_errors` measures again the lean cells
+    split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
+    Triton attention (LADDER_TARGET_PROFILED_ARMS). `retry_errors` measures again the lean cells
     recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
     from . import ladder
 
@@ -406,6 +410,10 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
         run_sweep(SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
                             steps=steps, warmup=warmup, device=device, retry_errors=retry_errors), data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
+    target = ladder.TARGETS["bf16"]
+    if gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts:
+        record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
+                       device=device)
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
