@@ -150,9 +150,15 @@ def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple,
         grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
         sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
         extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)
-        if extra and gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts:
+        if extra and target_in_grid(model_keys, contexts, gpu):
             sweeps.append((quant, (target["model"],), (target["ctx"],), extra))
     return sweeps
+
+
+def target_in_grid(model_keys, contexts, gpu: str) -> bool:
+    """Whether a sweep of `model_keys` x `contexts` on `gpu` holds the target cell (TARGETS)."""
+    target = TARGETS["bf16"]
+    return gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts
 
 
 def target_findings(ladder: pd.DataFrame) -> list[str]:

@@ -29,6 +29,8 @@ the lean levers time the same attention kernels as HF's and the split-KV kernel 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -186,10 +188,8 @@ class LeanLayer(nn.Module):
 
 def _attention(q, keys, values, mask, scale: float, prefill: bool):
     """SDPA under the mask, [1, T, H, D]; a prefill without cuDNN's attention (PREFILL_SDPA_BACKENDS)."""
-    if prefill:
-        with sdpa_kernel(list(PREFILL_SDPA_BACKENDS)):
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
+    with sdpa_kernel(list(PREFILL_SDPA_BACKENDS)) if prefill else contextlib.nullcontext():
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
 
 
 def _project(x, weight, bias, kernels: bool):

@@ -411,8 +411,8 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
         run_sweep(SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
                             steps=steps, warmup=warmup, device=device, retry_errors=retry_errors), data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
-    target = ladder.TARGETS["bf16"]
-    if gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts:
+    if ladder.target_in_grid(model_keys, contexts, gpu):
+        target = ladder.TARGETS["bf16"]
         record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
                        device=device)
 
