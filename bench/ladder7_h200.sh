@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Second device run of 2026-11-29 (sixth session): the rest of notebook 06's measure_ladder, resumed, cells recorded
+# only as `error` measured again: int4 lean compiled + Triton attention over the grid (its cells of the run before
+# kernels.prepare are `error`), then whatever profile bench/ladder6_h200.sh did not reach.
+# Usage (repository root): bash bench/ladder7_h200.sh OUTDIR
+set -u
+OUTDIR=${1:?usage: bench/ladder7_h200.sh OUTDIR}
+source bench/gpu_env.sh
+save() { for f in decode.csv verify.csv env.json kernels.csv breakdown.csv; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done; true; }
+( while sleep 15; do save; done ) & SAVER=$!
+SECONDS=0
+timeout ${LADDER_TIMEOUT:-585} python3 - <<'PY' 2>&1 | grep -v "TensorFloat32\|warnings.warn\|^DEBUG" | tail -n 30
+from decodegap import sessions
+sessions.measure_ladder("h200", ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"), (2048, 4096, 8192, 16384),
+                        n_sessions=1, retry_errors=True)
+PY
+echo "ladder done at ${SECONDS} s"; kill $SAVER; save
