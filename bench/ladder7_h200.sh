@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Second device run of 2026-11-29 (sixth session): the rest of notebook 06's measure_ladder, resumed, cells recorded
 # only as `error` measured again: int4 lean compiled + Triton attention over the grid (its cells of the run before
-# kernels.prepare are `error`), then whatever profile bench/ladder6_h200.sh did not reach.
+# kernels.prepare are `error`), then the breakdowns of bench/ladder6_h200.sh's profiles (its breakdown.csv, over the
+# 16 MiB a returned file may have, did not come back; its kernels.csv rows did, and record_kernels redoes a cell
+# whose breakdown is missing), gzipped.
 # Usage (repository root): bash bench/ladder7_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/ladder7_h200.sh OUTDIR}
 source bench/gpu_env.sh
-save() { for f in decode.csv verify.csv env.json kernels.csv breakdown.csv; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done; true; }
+save() { for f in decode.csv verify.csv env.json kernels.csv; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done
+        gzip -c data/raw/h200/breakdown.csv > "$OUTDIR"/breakdown.csv.gz.part && mv "$OUTDIR"/breakdown.csv.gz.part "$OUTDIR"/breakdown.csv.gz; true; }  # breakdown.csv outgrows the 16 MiB a returned file may have
 ( while sleep 15; do save; done ) & SAVER=$!
 SECONDS=0
 timeout ${LADDER_TIMEOUT:-585} python3 - <<'PY' 2>&1 | grep -v "TensorFloat32\|warnings.warn\|^DEBUG" | tail -n 30
