@@ -106,3 +106,84 @@ def test_a_lever_whose_check_failed_says_so_with_the_reason():
     table = ladder.ladder_table(pd.concat([cells, pd.DataFrame([lost])], ignore_index=True)).set_index("lever")
     assert table.loc["lean eager", "status"] == "error" and "check failed" in table.loc["lean eager", "reason"]
     assert table.loc["lean graph", "status"] == "not measured" and table.loc["HF eager", "status"] == "ok"
+
+
+def test_torch_compile_kernels_are_categorised_by_what_they_do_not_the_ops_they_came_from():
+    """Inductor names a fused kernel after its nodes' ops: `matmul` in a pointwise kernel's name is not a product."""
+    assert ladder.category("triton_poi_fused_add_arange_cat_embedding_index_matmul_mul_neg_select_slice_9") == "elementwise"
+    assert ladder.category("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_11") == "norm"
+    assert ladder.category("triton_per_fused_add_mean_mul_rsqrt_3") == "norm"
+    assert ladder.category("triton_tem_fused_mm_0") == "matmul"
+    assert ladder.category("split_kernel") == "attention"
+    assert ladder.category("void cublasLt::splitKreduce_kernel<32, 16, int, float>") == "matmul"
+
+
+def _profile(arm: str, kernels: list[tuple[str, float]], model: str = "llama-tiny") -> pd.DataFrame:
+    return pd.DataFrame([dict(run_id="r", gpu="h200", model=model, ctx=2048, arm=arm, attn="sdpa", quant="bf16",
+                              kernel_index=i, kernel=k, gpu_us=us, status="ok", reason="")
+                         for i, (k, us) in enumerate(kernels)])
+
+
+def test_projection_table_names_each_product_and_sets_it_against_its_bytes(data_dir):
+    config = models.load_spec("llama-tiny").config  # 2 layers
+    layer = [("rms_norm_kernel", 1.0), ("nvjet_qkv", 10.0), ("void cublasLt::splitKreduce_kernel<>", 2.0),
+             ("split_kernel", 3.0), ("nvjet_o", 5.0), ("triton_red_fused_add_matmul_mean_rsqrt_2", 1.0),
+             ("nvjet_gate_up", 20.0), ("vectorized_elementwise_kernel<silu>", 1.0), ("nvjet_down", 8.0)]
+    hf_layer = [("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32>", 9.0)] + [
+        (f"nvjet_{p}", 4.0) for p in ("q", "k", "v", "o", "gate", "up", "down")]
+    rows = pd.concat([_profile("lean_attn_compile", layer * 2 + [("nvjet_head", 30.0)]),
+                      _profile("eager", hf_layer * 2 + [("nvjet_head", 30.0)]),
+                      _profile("lean", layer * 2)])  # no LM head: not 2 x 4 + 1 products, left out
+    specs = hardware.specs_table(data_dir)
+    table = ladder.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "projection"])
+    assert set(table.index.get_level_values("arm")) == {"lean_attn_compile", "eager"}
+    qkv = table.loc[("lean_attn_compile", "qkv")]
+    assert qkv["calls"] == 2 and qkv["gpu_us"] == 2 * (10.0 + 2.0)  # the split-K reduction is its product's
+    # llama-tiny: hidden 64, 4 heads x 16, 2 KV heads x 16: qkv 64 x (64 + 2 x 32) x 2 bytes = 16,384 per call
+    assert qkv["bytes"] == 2 * 16_384
+    assert qkv["floor_us"] == pytest.approx(2 * 16_384 / 4800e9 * 1e6)
+    assert qkv["gbps"] == pytest.approx(2 * 16_384 / 24e-6 / 1e9)
+    assert table.loc[("lean_attn_compile", "lm_head"), "gpu_us"] == 30.0
+    assert table.loc[("eager", "q"), "gpu_us"] == 8.0  # the rotary's fp32 sgemm is not a product of weights
+    assert len(table.loc["eager"]) == 8
+
+
+SHAPES = {"qkv": 50e6, "o": 33e6, "gate_up": 235e6, "down": 117e6, "lm_head": 1050e6}  # bytes per call
+
+
+def _products(fixed_us: float, gbps: float) -> pd.DataFrame:
+    """projection_table rows of products taking exactly `fixed_us` plus their bytes at `gbps` (32 layers, one head)."""
+    return pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile", projection=p,
+                              calls=calls, gpu_us=calls * (fixed_us + b / (gbps * 1e9) * 1e6), bytes=calls * b,
+                              floor_us=0.0, gbps=0.0, of_datasheet=0.5)
+                         for p, b in SHAPES.items() for calls in [1 if p == "lm_head" else 32]])
+
+
+def test_a_line_through_the_products_recovers_fixed_cost_and_streaming_rate():
+    """Products that take exactly 6 us plus their bytes at 4,000 GB/s give back 6 us and 4,000 GB/s."""
+    rows = _products(6.0, 4000.0)
+    fit = ladder.product_cost_fit(rows).iloc[0]
+    assert fit["fixed_us"] == pytest.approx(6.0) and fit["stream_gbps"] == pytest.approx(4000.0)
+    assert fit["products"] == 4 * 32 + 1
+    line = ladder.projection_findings(rows)[0]
+    assert "6.0 us per product plus the weights at 4000 GB/s (129 products: 0.77 ms fixed)" in line
+    assert ladder.product_cost_fit(rows.head(2)).empty  # two shapes do not make a line
+
+
+def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
+    """Products of 6 us + bytes at 4,000 GB/s over 32 x (50 + 33 + 235 + 117) MB + 1,050 MB = 14.97 GB: 3.7425 ms
+    streaming, 129 x 6 us = 0.774 ms fixed, 4.5165 ms in all; with attention 0.3 and elementwise 0.2 ms the kernels
+    sum to 5.0165 ms, so a 5.2 ms step has 0.18 ms between kernels; the 4.25 ms goal leaves 4.25 - 3.7425 = 0.51 ms
+    beside the weights, where the rest takes 5.2 - 3.7425 = 1.46 ms."""
+    products = _products(6.0, 4000.0)
+    cell = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile")
+    by_category = pd.DataFrame([dict(cell, category="matmul", kernels=129, gpu_us=products.gpu_us.sum()),
+                                dict(cell, category="attention", kernels=64, gpu_us=300.0),
+                                dict(cell, category="elementwise", kernels=100, gpu_us=200.0)])
+    table = ladder.ladder_table(_cells({("lean_attn_compile", "bf16"): 5.2}))
+    (line,) = ladder.budget_findings(by_category, products, table)
+    assert line == ("lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms = matrix products 4.52 "
+                    "(their line: weights at 4000 GB/s 3.74, fixed cost 0.77) + attention 0.30 + small kernels 0.20 + "
+                    "between kernels 0.18. The goal (4.25 ms) leaves 0.51 ms beside the weights at that rate for the "
+                    "rest, which takes 1.46 ms now.")
+    assert ladder.budget_findings(by_category, products, ladder.ladder_table(_cells({("eager", "bf16"): 24.0}))) == []

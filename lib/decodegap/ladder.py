@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from . import accounting, roofline
@@ -77,8 +78,17 @@ def _at(frame: pd.DataFrame, target: Mapping) -> pd.DataFrame:
     return frame[(frame["gpu"] == target["gpu"]) & (frame["model"] == target["model"]) & (frame["ctx"] == target["ctx"])]
 
 
+INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per)_")
+"""A kernel torch.compile generated from pointwise/reduction ops: its name lists the ops its graph nodes came from
+(`..._matmul_...` where a fused node stood next to a product), not what it does, so CATEGORIES' patterns would
+misread it; a matrix product stays an extern call (cuBLAS) or a `triton_tem_` template."""
+
+
 def category(kernel: str) -> str:
-    """The category of a kernel by its name (CATEGORIES)."""
+    """The category of a kernel by its name (CATEGORIES). A torch.compile pointwise/reduction kernel
+    (INDUCTOR_KERNEL) is `norm` when it takes an rsqrt, else `elementwise`."""
+    if INDUCTOR_KERNEL.match(kernel):
+        return "norm" if "rsqrt" in kernel else "elementwise"
     for name, pattern in CATEGORIES:
         if re.search(pattern, kernel, re.IGNORECASE):
             return name
@@ -213,6 +223,124 @@ def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping],
     table["floor_us"] = [floor_us(r) for r in table.itertuples()]
     table["excess_us"] = table["gpu_us"] - table["floor_us"]
     return table[cols]
+
+
+PRODUCT_HELPER = re.compile(r"splitKreduce", re.IGNORECASE)
+"""A cuBLAS kernel that finishes the product launched before it (the split-K reduction): its time is that
+product's."""
+
+NOT_A_PROJECTION = re.compile(r"sgemm", re.IGNORECASE)
+"""An fp32 matrix product in a bf16 step reads no weights: HF's rotary embedding computes its frequencies as
+inv_freq x positions (one small sgemm per step)."""
+
+
+def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step (gpu, model, ctx, arm) and matrix product of a layer (accounting.PROJECTIONS: HF's
+    seven for the HF arms, the lean decoder's four fused ones for `lean*` arms) plus the LM head: calls, summed GPU
+    microseconds, the bytes those calls read, their floor at the datasheet bandwidth and the bandwidth reached.
+    The step's matmul kernels (category) are taken in launch order, a cuBLAS helper (PRODUCT_HELPER) folded into the
+    product before it, an fp32 product (NOT_A_PROJECTION) left out, and named layer by layer; a step whose count is not layers x products + 1 is left out."""
+    ok = breakdown_rows[breakdown_rows["status"] == "ok"]
+    cols = ["gpu", "model", "ctx", "arm", "projection", "calls", "gpu_us", "bytes", "floor_us", "gbps",
+            "of_datasheet"]
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+    rows = []
+    for (g, model, ctx, arm), step in ok.groupby(["gpu", "model", "ctx", "arm"], sort=False):
+        config = configs[model]
+        layout = "fused" if str(arm).startswith("lean") else "hf"
+        order = accounting.PROJECTIONS[layout]
+        times: list[float] = []
+        for kernel, us in step.sort_values("kernel_index")[["kernel", "gpu_us"]].itertuples(index=False):
+            if category(kernel) != "matmul" or NOT_A_PROJECTION.search(kernel):
+                continue
+            if PRODUCT_HELPER.search(kernel) and times:
+                times[-1] += float(us)
+            else:
+                times.append(float(us))
+        layers = int(config["num_hidden_layers"])
+        if len(times) != layers * len(order) + 1:
+            continue
+        names = [*order * layers, "lm_head"]
+        per_call = accounting.projection_bytes(config, layout)
+        for name in [*order, "lm_head"]:
+            us = sum(t for n, t in zip(names, times) if n == name)
+            calls = names.count(name)
+            nbytes = per_call[name] * calls
+            floor = roofline.t_floor_ms(nbytes, float(bandwidth[g])) * 1e3
+            rows.append(dict(gpu=g, model=model, ctx=ctx, arm=arm, projection=name, calls=calls, gpu_us=us,
+                             bytes=nbytes, floor_us=floor, gbps=nbytes / us / 1e3, of_datasheet=floor / us))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step, a least-squares line through its matrix products' per-call times against their per-call
+    bytes: time = fixed_us + bytes / stream_gbps. `fixed_us` is what a product costs beyond streaming its weights
+    (ramp-up and tail of one kernel), `stream_gbps` the rate the weights stream at; a step needs at least three
+    product shapes."""
+    cols = ["gpu", "model", "ctx", "arm", "fixed_us", "stream_gbps", "products"]
+    rows = []
+    for key, g in by_projection.groupby(["gpu", "model", "ctx", "arm"], sort=False):
+        if len(g) < 3:
+            continue
+        mb = (g["bytes"] / g["calls"] / 1e6).to_numpy()
+        us = (g["gpu_us"] / g["calls"]).to_numpy()
+        slope, fixed = np.polyfit(mb, us, 1)  # us per MB: 1e6 bytes / (GB/s * 1e9) * 1e6 us = 1e3 / GB/s
+        rows.append(dict(zip(cols, key), fixed_us=float(fixed), stream_gbps=1e3 / float(slope),
+                         products=int(g["calls"].sum())))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def projection_findings(by_projection: pd.DataFrame) -> list[str]:
+    """At the bf16 target cell (TARGETS), per profiled arm: the share of the datasheet bandwidth each matrix
+    product reaches, and the line through their times (product_cost_fit)."""
+    target = TARGETS["bf16"]
+    at = _at(by_projection, target)
+    fits = product_cost_fit(at).set_index("arm")
+    out = []
+    for arm, g in at.groupby("arm", sort=False):
+        parts = ", ".join(f"{r.projection} {r.of_datasheet:.0%}" for r in g.itertuples())
+        line = (f"{target['model']} ctx {target['ctx']} on the {target['gpu']}, {arm} step, matrix products at "
+                f"their share of the datasheet bandwidth: {parts}; together {g['gpu_us'].sum() / 1e3:.2f} ms against "
+                f"{g['floor_us'].sum() / 1e3:.2f} ms.")
+        if arm in fits.index:
+            fit = fits.loc[arm]
+            line += (f" A line through their per-call times: {fit['fixed_us']:.1f} us per product plus the weights at "
+                     f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: "
+                     f"{fit['fixed_us'] * fit['products'] / 1e3:.2f} ms fixed).")
+        out.append(line)
+    return out
+
+
+def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladder: pd.DataFrame) -> list[str]:
+    """At the bf16 target cell (TARGETS), per profiled arm with a timed bf16 lever: its measured step split into
+    matrix products (and of them, by product_cost_fit, the weights streamed at the products' rate and the fixed
+    cost per product), attention, small kernels and the time between kernels (the step less its kernels' sum);
+    and what the goal leaves beside the streamed weights."""
+    target = TARGETS["bf16"]
+    timed = _at(ladder, target)
+    timed = timed[(timed["status"] == "ok") & (timed["quant"] == "bf16")].set_index("arm")
+    fits = product_cost_fit(_at(by_projection, target)).set_index("arm")
+    out = []
+    for arm, g in _at(by_category, target).groupby("arm", sort=False):
+        if arm not in timed.index or arm not in fits.index:
+            continue
+        lever, t_obs = timed.loc[arm, "lever"], float(timed.loc[arm, "t_obs_ms"])
+        goal_ms = float(timed.loc[arm, "t_floor_bf16_ms"]) / target["r_floor"]
+        us = g.set_index("category")["gpu_us"].to_dict()
+        products = us.get("matmul", 0.0) / 1e3
+        weights = _at(by_projection, target)
+        weights = weights[weights["arm"] == arm]["bytes"].sum()
+        fit = fits.loc[arm]
+        stream_ms = weights / fit["stream_gbps"] / 1e6
+        fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
+        small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES) / 1e3
+        between = t_obs - sum(us.values()) / 1e3
+        out.append(f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
+                   f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}) + "
+                   f"attention {us.get('attention', 0.0) / 1e3:.2f} + small kernels {small:.2f} + between kernels "
+                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) leaves {goal_ms - stream_ms:.2f} ms beside the weights "
+                   f"at that rate for the rest, which takes {t_obs - stream_ms:.2f} ms now.")
+    return out
 
 
 def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.DataFrame,
