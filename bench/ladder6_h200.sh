@@ -4,6 +4,9 @@
 # ctx 16384's bf16 lean levers measured again (their checks now feed both sides one token, decode.teacher_token),
 # the profile of the compiled lean step with the Triton attention at the target cell, and the profiles of the
 # ladder's profiled arms over the grid (sessions.LADDER_PROFILED_ARMS; eager is there already).
+# Ran once (308 s, commit ddbe539): GPU tests 13 passed in 77 s; Mistral ctx 16384's six bf16 lean levers all ok
+# (checks 0.045-0.075; 105 s); the compiled target step profiled (47 s, 520 kernels) and the grid (69 s). Its
+# breakdown.csv outgrew the 16 MiB a returned file may have and did not come back (bench/ladder7_h200.sh gzips it).
 # bench/ladder7_h200.sh is the rest of measure_ladder. Usage (repository root): bash bench/ladder6_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/ladder6_h200.sh OUTDIR}

@@ -4,6 +4,9 @@
 # kernels.prepare are `error`), then the breakdowns of bench/ladder6_h200.sh's profiles (its breakdown.csv, over the
 # 16 MiB a returned file may have, did not come back; its kernels.csv rows did, and record_kernels redoes a cell
 # whose breakdown is missing), gzipped.
+# Ran twice (commit 66743de): 586 s, int4 lean_attn_compile over the 11 cells left (9.5 min, ~52 s a cell, every
+# check ok, 3.00-3.69 ms), its time limit cutting the profiles after two; then 89 s (LADDER_TIMEOUT=400), the
+# profiles' breakdowns (18.7 MB unzipped).
 # Usage (repository root): bash bench/ladder7_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/ladder7_h200.sh OUTDIR}

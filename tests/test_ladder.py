@@ -187,3 +187,20 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
                     "between kernels 0.18. The goal (4.25 ms) leaves 0.51 ms beside the weights at that rate for the "
                     "rest, which takes 1.46 ms now.")
     assert ladder.budget_findings(by_category, products, ladder.ladder_table(_cells({("eager", "bf16"): 24.0}))) == []
+
+
+def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(data_dir):
+    """Llama-3.1-8B ctx 2048: W_streamed = 8,030,261,248 - 525,336,576 + 4,096 params = 7,504,928,768 x 2 bytes and
+    K(2048) = 268,435,456 bytes, 15,278,292,992 bytes: 3.183 ms at 4,800 GB/s, 3.638 ms at a 4,200 GB/s copy. The
+    goal, R_floor 0.80 of a 3.4 ms floor, is 4.25 ms: 4.25 - 3.638 = 0.61 ms above it."""
+    config = models.load_spec("llama-3.1-8b").config
+    rows = _profile("lean_attn_compile", [("nvjet_gemv", 4000.0), ("split_kernel", 300.0), ("triton_poi_fused_add_1", 50.0)],
+                    model="llama-3.1-8b")
+    by_category = ladder.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir))
+    lines = ladder.gap_findings(by_category, ladder.ladder_table(_cells({("lean_attn_compile", "bf16"): 4.5})),
+                                hardware.specs_table(data_dir), {"h200": 4200.0})
+    assert "lean_attn_compile step: 3 kernels, 4.35 ms of GPU time; matrix products 4.00 ms" in lines[0]
+    assert "1 small kernels (elementwise, copies, norms, other) 0.05 ms" in lines[0]
+    assert lines[1] == ("The bytes a step reads (W_streamed + K(ctx): 3.18 ms at the datasheet bandwidth) take 3.64 ms at "
+                        "the measured copy bandwidth (4200 GB/s); the bf16 goal (4.25 ms, set against W_all + K(ctx), the "
+                        "unread embedding table included) leaves 0.61 ms above that for everything else in the step.")

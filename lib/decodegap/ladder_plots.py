@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from . import plots
@@ -38,5 +39,43 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_ms.legend(fontsize=6, ncol=2)
     fig.suptitle(f"The ladder of levers on the {gpu} (a gap: not measured, failed its check, or measured at the "
                  "target cell only; 06_ladder.csv says which)")
+    fig.tight_layout()
+    return fig
+
+
+def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: str, ctx: int, datasheet_gbps: float,
+             arms=None):
+    """Per-call GPU time of each matrix product against the bytes it reads (log-log), one colour per profiled
+    step of one cell (ladder.projection_table; `arms` picks some), each with its line (ladder.product_cost_fit),
+    and the datasheet bandwidth's line through zero: the products sit above it by a fixed cost per product, which
+    weighs most on the small ones."""
+    plots.style()
+    rows = by_projection[(by_projection["gpu"] == gpu) & (by_projection["model"] == model)
+                         & (by_projection["ctx"] == ctx)]
+    if arms is not None:
+        rows = rows[rows["arm"].isin(list(arms))]
+    if rows.empty:
+        return plots._empty(f"No profiled step of {model} ctx {ctx} on {gpu}.")
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    per_call_mb = rows["bytes"] / rows["calls"] / 1e6
+    xs = np.geomspace(float(per_call_mb.min()) * 0.8, float(per_call_mb.max()) * 1.25, 100)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (arm, g) in enumerate(rows.groupby("arm", sort=False)):
+        color = cycle[i % len(cycle)]
+        mb, us = g["bytes"] / g["calls"] / 1e6, g["gpu_us"] / g["calls"]
+        ax.scatter(mb, us, color=color, s=22, label=arm, zorder=3)
+        fit = fits[(fits["gpu"] == gpu) & (fits["model"] == model) & (fits["ctx"] == ctx) & (fits["arm"] == arm)]
+        if not fit.empty:
+            f = fit.iloc[0]
+            ax.plot(xs, f["fixed_us"] + xs * 1e3 / f["stream_gbps"], color=color, linewidth=0.9,
+                    label=f"  {f['fixed_us']:.1f} us + bytes at {f['stream_gbps']:.0f} GB/s")
+    ax.plot(xs, xs * 1e3 / datasheet_gbps, color="black", linestyle=":", linewidth=1.0,
+            label=f"bytes at the datasheet {datasheet_gbps:.0f} GB/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("MB read per call (weights and bias)")
+    ax.set_ylabel("GPU us per call")
+    ax.legend(fontsize=6.5)
+    ax.set_title(f"Matrix products of one decode step, {model} ctx {ctx} on the {gpu}", fontsize=9)
     fig.tight_layout()
     return fig
