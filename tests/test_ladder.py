@@ -133,7 +133,8 @@ def test_projection_table_names_each_product_and_sets_it_against_its_bytes(data_
         (f"nvjet_{p}", 4.0) for p in ("q", "k", "v", "o", "gate", "up", "down")]
     rows = pd.concat([_profile("lean_attn_compile", layer * 2 + [("nvjet_head", 30.0)]),
                       _profile("eager", hf_layer * 2 + [("nvjet_head", 30.0)]),
-                      _profile("lean", layer * 2)])  # no LM head: not 2 x 4 + 1 products, left out
+                      _profile("lean", layer * 2),  # no LM head: not 2 x 4 + 1 products, left out
+                      _profile("lean_graph", layer * 2 + [("nvjet_head", 30.0)]).assign(quant="int4-tinygemm")])
     specs = hardware.specs_table(data_dir)
     table = ladder.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "projection"])
     assert set(table.index.get_level_values("arm")) == {"lean_attn_compile", "eager"}
@@ -204,3 +205,17 @@ def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(
     assert lines[1] == ("The bytes a step reads (W_streamed + K(ctx): 3.18 ms at the datasheet bandwidth) take 3.64 ms at "
                         "the measured copy bandwidth (4200 GB/s); the bf16 goal (4.25 ms, set against W_all + K(ctx), the "
                         "unread embedding table included) leaves 0.61 ms above that for everything else in the step.")
+
+
+def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_line():
+    from decodegap import ladder_plots
+
+    rows = _products(6.0, 4000.0)
+    fig = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "llama-3.1-8b", 2048, 4800.0)
+    (ax,) = fig.axes
+    assert len(ax.collections) == 1 and len(ax.lines) == 2  # one step's points, its line, the datasheet's
+    fit_line, datasheet = ax.lines
+    x, y = fit_line.get_data()
+    assert y[0] == pytest.approx(6.0 + x[0] * 1e3 / 4000.0) and datasheet.get_ydata()[-1] == pytest.approx(x[-1] / 4.8)
+    empty = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "qwen2.5-7b", 2048, 4800.0)
+    assert not empty.axes[0].lines

@@ -239,8 +239,9 @@ def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping
     seven for the HF arms, the lean decoder's four fused ones for `lean*` arms) plus the LM head: calls, summed GPU
     microseconds, the bytes those calls read, their floor at the datasheet bandwidth and the bandwidth reached.
     The step's matmul kernels (category) are taken in launch order, a cuBLAS helper (PRODUCT_HELPER) folded into the
-    product before it, an fp32 product (NOT_A_PROJECTION) left out, and named layer by layer; a step whose count is not layers x products + 1 is left out."""
-    ok = breakdown_rows[breakdown_rows["status"] == "ok"]
+    product before it, an fp32 product (NOT_A_PROJECTION) left out, and named layer by layer; a step whose count is
+    not layers x products + 1 is left out, and so is a quantised step (its bytes are not the bf16 ones counted here)."""
+    ok = breakdown_rows[(breakdown_rows["status"] == "ok") & (breakdown_rows["quant"] == "bf16")]
     cols = ["gpu", "model", "ctx", "arm", "projection", "calls", "gpu_us", "bytes", "floor_us", "gbps",
             "of_datasheet"]
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
