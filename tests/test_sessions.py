@@ -420,3 +420,20 @@ def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path
     assert plan.pending(0, tmp_path) == []
     retried = sessions.SweepPlan(**{**asdict(plan), "retry_errors": True}).pending(0, tmp_path)
     assert [c.arm for c in retried] == ["lean_compile"]
+
+
+def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_run(data_dir):
+    """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
+    profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
+    (AWQ's Triton GEMM on a CPU) says so in its rows, without profiling."""
+    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+                            quant="int4-tinygemm")
+    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+                            quant="awq-triton")
+    with open(data_dir / "raw" / "cpu-test" / "kernels.csv") as fh:
+        rows = {r["quant"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"int4-tinygemm", "awq-triton"}
+    assert rows["int4-tinygemm"]["status"] == "unavailable" and "CUDA" in rows["int4-tinygemm"]["reason"]
+    assert rows["awq-triton"]["status"] == "unavailable" and "awq" in rows["awq-triton"]["reason"].lower()
+    with open(data_dir / "raw" / "cpu-test" / "breakdown.csv") as fh:
+        assert sorted(r["quant"] for r in csv.DictReader(fh)) == ["awq-triton", "int4-tinygemm"]

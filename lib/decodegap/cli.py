@@ -75,7 +75,7 @@ def cmd_kernels(args) -> int:
 
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     sessions.record_kernels(gpu, _csv_list(args.models), _csv_list(args.contexts, int), _csv_list(args.arms),
-                            args.data_dir, args.device)
+                            args.data_dir, args.device, quant=args.quant)
     return 0
 
 
@@ -190,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("kernels", help="count the kernels one decode step launches (torch.profiler)")
     _add_grid_args(k)
     k.add_argument("--arms", default="eager,hf_default")
+    k.add_argument("--quant", default="bf16", help="quantisation path of the profiled model (decodegap.quant.PATHS)")
     k.set_defaults(func=cmd_kernels)
 
     a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")

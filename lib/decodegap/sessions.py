@@ -323,10 +323,13 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
     return run_id
 
 
-def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda") -> str:
+def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
+                   quant: str = "bf16") -> str:
     """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
     data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
-    time goes). A graph replays exactly the eager step's kernels. Resumes per file."""
+    time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
+    its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
+    run here leaves `unavailable` rows with the reason. Resumes per file."""
     hardware.gpu_spec(gpu, data)
     run_id = start_run(gpu, data, "kernels")
     folder = paths.raw_dir(gpu, data)
@@ -334,13 +337,25 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
     for key in model_keys:
         model = models.build_model(models.load_spec(key, data), device=device)
+        unavailable = None
+        if quant != "bf16":
+            from . import quant as quant_paths
+
+            try:
+                quant_paths.quantise_model_(model, quant, seed=0)
+            except quant_paths.QuantUnavailable as exc:
+                unavailable = str(exc)
         for ctx in contexts:
             for arm in arms:
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant="bf16")
+                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
                 cell = tuple(str(base[c]) for c in records.KERNELS.key)
                 if cell in done and cell in done_breakdown:
                     continue
-                profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx), (decode.ArmUnavailable,))
+                if unavailable is None:
+                    profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
+                                                      (decode.ArmUnavailable,))
+                else:
+                    profile, status, reason = None, "unavailable", unavailable
                 base.update(status=status, reason=reason)
                 if cell not in done:
                     records.append_rows(folder / "kernels.csv", records.KERNELS,
@@ -392,7 +407,10 @@ captures). Before the split-KV attention's products became tl.dot, the H200 targ
 `lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
 LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
 """Arms measure_ladder profiles at the target cell only (ladder.TARGETS): the fastest lever there, compiled
-without its CUDA graph for the profile (a compile per cell would cost 30-40 s each over the grid)."""
+without its CUDA graph for the profile (a compile per cell would cost 30-40 s each over the grid), in each
+quantisation of LADDER_TARGET_PROFILED_QUANTS."""
+LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
+"""The quantisations of the target-cell profiles: bf16 and int4 weight-only on the fastest path, one per target."""
 
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
@@ -403,8 +421,8 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
     02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
     split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
-    Triton attention (LADDER_TARGET_PROFILED_ARMS). `retry_errors` measures again the lean cells
-    recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
+    Triton attention (LADDER_TARGET_PROFILED_ARMS), bf16 and int4 (LADDER_TARGET_PROFILED_QUANTS). `retry_errors`
+    measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
     from . import ladder
 
     for quant, models_, contexts_, arms in ladder.ladder_plan(model_keys, contexts, gpu):
@@ -413,8 +431,9 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
     if ladder.target_in_grid(model_keys, contexts, gpu):
         target = ladder.TARGETS["bf16"]
-        record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
-                       device=device)
+        for quant in LADDER_TARGET_PROFILED_QUANTS:
+            record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
+                           device=device, quant=quant)
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
