@@ -6,7 +6,8 @@
 # whose breakdown is missing), gzipped.
 # Ran twice (commit 66743de): 586 s, int4 lean_attn_compile over the 11 cells left (9.5 min, ~52 s a cell, every
 # check ok, 3.00-3.69 ms), its time limit cutting the profiles after two; then 89 s (LADDER_TIMEOUT=400), the
-# profiles' breakdowns (18.7 MB unzipped).
+# profiles' breakdowns (18.7 MB unzipped). A third time (commit f7873b1, 68 s): the new int4 profile of the target
+# cell's compiled lean step with the Triton attention (456 kernels, 3.11 ms of GPU time).
 # Usage (repository root): bash bench/ladder7_h200.sh OUTDIR
 set -u
 OUTDIR=${1:?usage: bench/ladder7_h200.sh OUTDIR}

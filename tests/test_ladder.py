@@ -125,28 +125,37 @@ def _profile(arm: str, kernels: list[tuple[str, float]], model: str = "llama-tin
 
 
 def test_projection_table_names_each_product_and_sets_it_against_its_bytes(data_dir):
-    config = models.load_spec("llama-tiny").config  # 2 layers
+    # llama-tiny widened so that tinygemm's group size 128 divides every K: hidden 128 (4 heads x 32, 2 KV heads),
+    # intermediate 256, 2 layers
+    config = dict(models.load_spec("llama-tiny").config, hidden_size=128, intermediate_size=256)
     layer = [("rms_norm_kernel", 1.0), ("nvjet_qkv", 10.0), ("void cublasLt::splitKreduce_kernel<>", 2.0),
              ("split_kernel", 3.0), ("nvjet_o", 5.0), ("triton_red_fused_add_matmul_mean_rsqrt_2", 1.0),
              ("nvjet_gate_up", 20.0), ("vectorized_elementwise_kernel<silu>", 1.0), ("nvjet_down", 8.0)]
+    int4_layer = [(k.replace("nvjet", "tinygemm_m16n8k16_chunk_kernel"), us) for k, us in layer]
     hf_layer = [("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32>", 9.0)] + [
         (f"nvjet_{p}", 4.0) for p in ("q", "k", "v", "o", "gate", "up", "down")]
     rows = pd.concat([_profile("lean_attn_compile", layer * 2 + [("nvjet_head", 30.0)]),
                       _profile("eager", hf_layer * 2 + [("nvjet_head", 30.0)]),
                       _profile("lean", layer * 2),  # no LM head: not 2 x 4 + 1 products, left out
-                      _profile("lean_graph", layer * 2 + [("nvjet_head", 30.0)]).assign(quant="int4-tinygemm")])
+                      _profile("lean_attn_compile", int4_layer * 2 + [("nvjet_head", 30.0)]).assign(quant="int4-tinygemm")])
     specs = hardware.specs_table(data_dir)
-    table = ladder.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "projection"])
-    assert set(table.index.get_level_values("arm")) == {"lean_attn_compile", "eager"}
-    qkv = table.loc[("lean_attn_compile", "qkv")]
+    table = ladder.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "quant", "projection"]).sort_index()
+    assert set(table.index.droplevel("projection")) == {("lean_attn_compile", "bf16"), ("eager", "bf16"),
+                                                       ("lean_attn_compile", "int4-tinygemm")}
+    qkv = table.loc[("lean_attn_compile", "bf16", "qkv")]
     assert qkv["calls"] == 2 and qkv["gpu_us"] == 2 * (10.0 + 2.0)  # the split-K reduction is its product's
-    # llama-tiny: hidden 64, 4 heads x 16, 2 KV heads x 16: qkv 64 x (64 + 2 x 32) x 2 bytes = 16,384 per call
-    assert qkv["bytes"] == 2 * 16_384
-    assert qkv["floor_us"] == pytest.approx(2 * 16_384 / 4800e9 * 1e6)
-    assert qkv["gbps"] == pytest.approx(2 * 16_384 / 24e-6 / 1e9)
-    assert table.loc[("lean_attn_compile", "lm_head"), "gpu_us"] == 30.0
-    assert table.loc[("eager", "q"), "gpu_us"] == 8.0  # the rotary's fp32 sgemm is not a product of weights
-    assert len(table.loc["eager"]) == 8
+    # qkv reads 128 x (128 + 2 x 64) bf16 weights = 65,536 bytes per call
+    assert qkv["bytes"] == 2 * 65_536
+    assert qkv["floor_us"] == pytest.approx(2 * 65_536 / 4800e9 * 1e6)
+    assert qkv["gbps"] == pytest.approx(2 * 65_536 / 24e-6 / 1e9)
+    # int4 tinygemm: 128 x 256 codes / 2 = 16,384 bytes + scales and zeros 2 x 2 x (128 / 128) x 256 = 1,024
+    assert table.loc[("lean_attn_compile", "int4-tinygemm", "qkv"), "bytes"] == 2 * (16_384 + 1_024)
+    assert table.loc[("lean_attn_compile", "int4-tinygemm", "lm_head"), "bytes"] == 256 * 128 * 2  # bf16 head
+    assert table.loc[("lean_attn_compile", "bf16", "lm_head"), "gpu_us"] == 30.0
+    assert table.loc[("eager", "bf16", "q"), "gpu_us"] == 8.0  # the rotary's fp32 sgemm is not a product of weights
+    assert len(table.loc[("eager", "bf16")]) == 8
+    narrow = ladder.projection_table(rows, {"llama-tiny": models.load_spec("llama-tiny").config}, specs)
+    assert set(narrow.quant) == {"bf16"}  # hidden 64: G = 128 does not divide it, the int4 step is left out
 
 
 SHAPES = {"qkv": 50e6, "o": 33e6, "gate_up": 235e6, "down": 117e6, "lm_head": 1050e6}  # bytes per call
@@ -154,8 +163,8 @@ SHAPES = {"qkv": 50e6, "o": 33e6, "gate_up": 235e6, "down": 117e6, "lm_head": 10
 
 def _products(fixed_us: float, gbps: float) -> pd.DataFrame:
     """projection_table rows of products taking exactly `fixed_us` plus their bytes at `gbps` (32 layers, one head)."""
-    return pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile", projection=p,
-                              calls=calls, gpu_us=calls * (fixed_us + b / (gbps * 1e9) * 1e6), bytes=calls * b,
+    return pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile", quant="bf16",
+                              projection=p, calls=calls, gpu_us=calls * (fixed_us + b / (gbps * 1e9) * 1e6), bytes=calls * b,
                               floor_us=0.0, gbps=0.0, of_datasheet=0.5)
                          for p, b in SHAPES.items() for calls in [1 if p == "lm_head" else 32]])
 
@@ -177,7 +186,7 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
     sum to 5.0165 ms, so a 5.2 ms step has 0.18 ms between kernels; the 4.25 ms goal leaves 4.25 - 3.7425 = 0.51 ms
     beside the weights, where the rest takes 5.2 - 3.7425 = 1.46 ms."""
     products = _products(6.0, 4000.0)
-    cell = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile")
+    cell = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_compile", quant="bf16")
     by_category = pd.DataFrame([dict(cell, category="matmul", kernels=129, gpu_us=products.gpu_us.sum()),
                                 dict(cell, category="attention", kernels=64, gpu_us=300.0),
                                 dict(cell, category="elementwise", kernels=100, gpu_us=200.0)])
@@ -188,6 +197,13 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
                     "between kernels 0.18. The goal (4.25 ms) leaves 0.51 ms beside the weights at that rate for the "
                     "rest, which takes 1.46 ms now.")
     assert ladder.budget_findings(by_category, products, ladder.ladder_table(_cells({("eager", "bf16"): 24.0}))) == []
+    int4 = ladder.budget_findings(by_category.assign(quant="int4-tinygemm"), products.assign(quant="int4-tinygemm"),
+                                  ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 5.2})))
+    assert int4[0].startswith("int4 tinygemm, lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms")
+    # int4's goal is 2.0 ms per step; its bf16 LM head (6 + 262.5 us) is off the line: 128 products stream
+    # 13.92 GB in 3.48 ms, so the goal leaves 2.0 - 3.48 - 0.2685 = -1.75 ms
+    assert "(their line: weights at 4000 GB/s 3.48, fixed cost 0.77, the bf16 LM head 0.27)" in int4[0]
+    assert "The goal (2.00 ms) leaves -1.75 ms beside the weights at that rate and the head" in int4[0]
 
 
 def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(data_dir):

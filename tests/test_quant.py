@@ -465,3 +465,36 @@ def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, mon
     marlin = rows[rows.quant == "awq-marlin"]
     assert len(marlin) == 1 and set(marlin.status) == {"unavailable"}
     assert marlin.reason.iloc[0] == "awq-marlin: no module named 'marlin_cuda'"
+
+
+def test_per_product_bytes_of_int4_tinygemm_written_out():
+    """Llama-3.1-8B, G = 128: q (K 4096, N 4096) packs 4096 x 4096 / 2 = 8,388,608 bytes of codes and
+    2 x 2 x 32 x 4096 = 524,288 of scales and zeros; gate (N 14336) and down (K 14336) 29,360,128 + 1,835,008 each;
+    the LM head stays bf16."""
+    cfg = models.load_spec("llama-3.1-8b").config
+    hf = quant.projection_bytes(cfg, "int4-tinygemm")
+    assert hf["q"] == hf["o"] == 8_388_608 + 524_288 and hf["gate"] == hf["down"] == 29_360_128 + 1_835_008
+    assert hf["lm_head"] == 128256 * 4096 * 2
+    fused = quant.projection_bytes(cfg, "int4-tinygemm", "fused")
+    assert fused["gate_up"] == 2 * hf["gate"] and fused["qkv"] == hf["q"] + hf["k"] + hf["v"]
+
+
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"])
+@pytest.mark.parametrize("path_key", ["bf16", "int4-tinygemm", "gptq-exllamav2", "bnb-nf4"])
+def test_every_layers_products_the_head_the_norms_and_one_row_are_the_paths_streamed_bytes(key, path_key):
+    cfg = models.load_spec(key).config
+    for layout in ("hf", "fused"):
+        per_call = quant.projection_bytes(cfg, path_key, layout)
+        head = per_call.pop("lm_head")
+        terms = quant.byte_terms(cfg, path_key)
+        assert cfg["num_hidden_layers"] * sum(per_call.values()) + head + terms["norms"] + terms["embedding_row"] == \
+            quant.streamed_weight_bytes(cfg, path_key)
+    assert quant.projection_bytes(cfg, "bf16", "fused") == accounting.projection_bytes(cfg, "fused")
+
+
+def test_per_product_bytes_refuse_an_unknown_path_or_layout():
+    cfg = models.load_spec("llama-3.1-8b").config
+    with pytest.raises(ValueError, match="unknown projection layout 'split'"):
+        quant.projection_bytes(cfg, "int4-tinygemm", "split")
+    with pytest.raises(Exception, match="int3"):
+        quant.projection_bytes(cfg, "int3")

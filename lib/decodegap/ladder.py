@@ -198,22 +198,25 @@ def target_findings(ladder: pd.DataFrame) -> list[str]:
 
 
 def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled step (gpu, model, ctx, arm) and kernel category: kernels, summed GPU microseconds, the
-    floor of the bytes the category must move (matmul: the streamed weights; attention: the KV cache at
-    ctx; others: 0) at the datasheet bandwidth, and the excess over it."""
+    """Per profiled step (gpu, model, ctx, arm, quant) and kernel category: kernels, summed GPU microseconds, the
+    floor of the bytes the category must move (matmul: the weights the step streams in its quantisation path,
+    quant.streamed_weight_bytes, W_streamed for bf16; attention: the KV cache at ctx; others: 0) at the datasheet
+    bandwidth, and the excess over it."""
+    from . import quant as quant_paths
+
     ok = breakdown_rows[breakdown_rows["status"] == "ok"].copy()
-    cols = ["gpu", "model", "ctx", "arm", "category", "kernels", "gpu_us", "floor_us", "excess_us"]
+    cols = ["gpu", "model", "ctx", "arm", "quant", "category", "kernels", "gpu_us", "floor_us", "excess_us"]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     ok["category"] = [category(k) for k in ok["kernel"]]
-    table = (ok.groupby(["gpu", "model", "ctx", "arm", "category"])
+    table = (ok.groupby(["gpu", "model", "ctx", "arm", "quant", "category"], sort=False)
              .agg(kernels=("gpu_us", "size"), gpu_us=("gpu_us", "sum")).reset_index())
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
 
     def floor_us(r) -> float:
         config = configs[r.model]
         if r.category == "matmul":
-            nbytes = accounting.weight_bytes(config, "W_streamed")
+            nbytes = quant_paths.streamed_weight_bytes(config, r.quant)
         elif r.category == "attention":
             nbytes = accounting.kv_bytes(config, r.ctx)
         else:
@@ -235,18 +238,21 @@ inv_freq x positions (one small sgemm per step)."""
 
 
 def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled step (gpu, model, ctx, arm) and matrix product of a layer (accounting.PROJECTIONS: HF's
+    """Per profiled step (gpu, model, ctx, arm, quant) and matrix product of a layer (accounting.PROJECTIONS: HF's
     seven for the HF arms, the lean decoder's four fused ones for `lean*` arms) plus the LM head: calls, summed GPU
-    microseconds, the bytes those calls read, their floor at the datasheet bandwidth and the bandwidth reached.
-    The step's matmul kernels (category) are taken in launch order, a cuBLAS helper (PRODUCT_HELPER) folded into the
-    product before it, an fp32 product (NOT_A_PROJECTION) left out, and named layer by layer; a step whose count is
-    not layers x products + 1 is left out, and so is a quantised step (its bytes are not the bf16 ones counted here)."""
-    ok = breakdown_rows[(breakdown_rows["status"] == "ok") & (breakdown_rows["quant"] == "bf16")]
-    cols = ["gpu", "model", "ctx", "arm", "projection", "calls", "gpu_us", "bytes", "floor_us", "gbps",
+    microseconds, the bytes those calls read in the step's quantisation path (quant.projection_bytes), their floor
+    at the datasheet bandwidth and the bandwidth reached. The step's matmul kernels (category) are taken in launch
+    order, a cuBLAS helper (PRODUCT_HELPER) folded into the product before it, an fp32 product (NOT_A_PROJECTION)
+    left out, and named layer by layer; a step whose count is not layers x products + 1 is left out, and so is one
+    whose path's bytes cannot be counted for its shapes."""
+    from . import quant as quant_paths
+
+    ok = breakdown_rows[breakdown_rows["status"] == "ok"]
+    cols = ["gpu", "model", "ctx", "arm", "quant", "projection", "calls", "gpu_us", "bytes", "floor_us", "gbps",
             "of_datasheet"]
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
     rows = []
-    for (g, model, ctx, arm), step in ok.groupby(["gpu", "model", "ctx", "arm"], sort=False):
+    for (g, model, ctx, arm, quant), step in ok.groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):
         config = configs[model]
         layout = "fused" if str(arm).startswith("lean") else "hf"
         order = accounting.PROJECTIONS[layout]
@@ -262,25 +268,40 @@ def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping
         if len(times) != layers * len(order) + 1:
             continue
         names = [*order * layers, "lm_head"]
-        per_call = accounting.projection_bytes(config, layout)
+        try:
+            per_call = quant_paths.projection_bytes(config, quant, layout)
+        except ValueError:  # a group size that does not divide a tiny model's widths: its bytes are not counted
+            continue
         for name in [*order, "lm_head"]:
             us = sum(t for n, t in zip(names, times) if n == name)
             calls = names.count(name)
             nbytes = per_call[name] * calls
             floor = roofline.t_floor_ms(nbytes, float(bandwidth[g])) * 1e3
-            rows.append(dict(gpu=g, model=model, ctx=ctx, arm=arm, projection=name, calls=calls, gpu_us=us,
-                             bytes=nbytes, floor_us=floor, gbps=nbytes / us / 1e3, of_datasheet=floor / us))
+            rows.append(dict(gpu=g, model=model, ctx=ctx, arm=arm, quant=quant, projection=name, calls=calls,
+                             gpu_us=us, bytes=nbytes, floor_us=floor, gbps=nbytes / us / 1e3, of_datasheet=floor / us))
     return pd.DataFrame(rows, columns=cols)
 
 
+def step_label(arm: str, quant: str) -> str:
+    """A profiled step's name in findings and figures: its arm, and its quantisation path unless bf16."""
+    return arm if quant == "bf16" else f"{arm} ({quant})"
+
+
+def fitted_products(by_projection: pd.DataFrame) -> pd.DataFrame:
+    """The projection_table rows product_cost_fit draws its lines through: every product of a bf16 step, and of a
+    quantised step all but the LM head, which stays bf16 on cuBLAS."""
+    return by_projection[(by_projection["quant"] == "bf16") | (by_projection["projection"] != "lm_head")]
+
+
 def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled step, a least-squares line through its matrix products' per-call times against their per-call
-    bytes: time = fixed_us + bytes / stream_gbps. `fixed_us` is what a product costs beyond streaming its weights
-    (ramp-up and tail of one kernel), `stream_gbps` the rate the weights stream at; a step needs at least three
-    product shapes."""
-    cols = ["gpu", "model", "ctx", "arm", "fixed_us", "stream_gbps", "products"]
+    """Per profiled step (gpu, model, ctx, arm, quant), a least-squares line through its matrix products' per-call
+    times against their per-call bytes: time = fixed_us + bytes / stream_gbps. `fixed_us` is what a product costs
+    beyond streaming its weights (ramp-up and tail of one kernel), `stream_gbps` the rate the weights stream at; a
+    step needs at least three product shapes. A quantised step's LM head (bf16 in every path, another kernel than
+    its products') is left out of its line (fitted_products)."""
+    cols = ["gpu", "model", "ctx", "arm", "quant", "fixed_us", "stream_gbps", "products"]
     rows = []
-    for key, g in by_projection.groupby(["gpu", "model", "ctx", "arm"], sort=False):
+    for key, g in fitted_products(by_projection).groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):
         if len(g) < 3:
             continue
         mb = (g["bytes"] / g["calls"] / 1e6).to_numpy()
@@ -292,19 +313,19 @@ def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
 
 
 def projection_findings(by_projection: pd.DataFrame) -> list[str]:
-    """At the bf16 target cell (TARGETS), per profiled arm: the share of the datasheet bandwidth each matrix
+    """At the target cell (TARGETS), per profiled step: the share of the datasheet bandwidth each matrix
     product reaches, and the line through their times (product_cost_fit)."""
     target = TARGETS["bf16"]
     at = _at(by_projection, target)
-    fits = product_cost_fit(at).set_index("arm")
+    fits = product_cost_fit(at).set_index(["arm", "quant"])
     out = []
-    for arm, g in at.groupby("arm", sort=False):
+    for (arm, quant), g in at.groupby(["arm", "quant"], sort=False):
         parts = ", ".join(f"{r.projection} {r.of_datasheet:.0%}" for r in g.itertuples())
-        line = (f"{target['model']} ctx {target['ctx']} on the {target['gpu']}, {arm} step, matrix products at "
-                f"their share of the datasheet bandwidth: {parts}; together {g['gpu_us'].sum() / 1e3:.2f} ms against "
-                f"{g['floor_us'].sum() / 1e3:.2f} ms.")
-        if arm in fits.index:
-            fit = fits.loc[arm]
+        line = (f"{target['model']} ctx {target['ctx']} on the {target['gpu']}, {step_label(arm, quant)} step, matrix "
+                f"products at their share of the datasheet bandwidth: {parts}; together {g['gpu_us'].sum() / 1e3:.2f} ms "
+                f"against {g['floor_us'].sum() / 1e3:.2f} ms.")
+        if (arm, quant) in fits.index:
+            fit = fits.loc[(arm, quant)]
             line += (f" A line through their per-call times: {fit['fixed_us']:.1f} us per product plus the weights at "
                      f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: "
                      f"{fit['fixed_us'] * fit['products'] / 1e3:.2f} ms fixed).")
@@ -313,59 +334,66 @@ def projection_findings(by_projection: pd.DataFrame) -> list[str]:
 
 
 def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladder: pd.DataFrame) -> list[str]:
-    """At the bf16 target cell (TARGETS), per profiled arm with a timed bf16 lever: its measured step split into
-    matrix products (and of them, by product_cost_fit, the weights streamed at the products' rate and the fixed
-    cost per product), attention, small kernels and the time between kernels (the step less its kernels' sum);
-    and what the goal leaves beside the streamed weights."""
+    """At the target cell (TARGETS), per profiled step with a timed lever of the same arm and quantisation: its
+    measured step split into matrix products (and of them, by product_cost_fit, the weights streamed at the
+    products' rate and the fixed cost per product), attention, small kernels and the time between kernels (the step
+    less its kernels' sum); and what the goal (bf16: R_floor; int4: ms per step) leaves beside the streamed
+    weights."""
     target = TARGETS["bf16"]
     timed = _at(ladder, target)
-    timed = timed[(timed["status"] == "ok") & (timed["quant"] == "bf16")].set_index("arm")
-    fits = product_cost_fit(_at(by_projection, target)).set_index("arm")
+    timed = timed[timed["status"] == "ok"].set_index(["arm", "quant"])
+    at = _at(by_projection, target)
+    fits = product_cost_fit(at).set_index(["arm", "quant"])
     out = []
-    for arm, g in _at(by_category, target).groupby("arm", sort=False):
-        if arm not in timed.index or arm not in fits.index:
+    for (arm, quant), g in _at(by_category, target).groupby(["arm", "quant"], sort=False):
+        if (arm, quant) not in timed.index or (arm, quant) not in fits.index:
             continue
-        lever, t_obs = timed.loc[arm, "lever"], float(timed.loc[arm, "t_obs_ms"])
-        goal_ms = float(timed.loc[arm, "t_floor_bf16_ms"]) / target["r_floor"]
+        lever, t_obs = timed.loc[(arm, quant), "lever"], float(timed.loc[(arm, quant), "t_obs_ms"])
+        goal_ms = (float(timed.loc[(arm, quant), "t_floor_bf16_ms"]) / target["r_floor"] if quant == "bf16"
+                   else TARGETS["int4"]["step_ms"])
         us = g.set_index("category")["gpu_us"].to_dict()
         products = us.get("matmul", 0.0) / 1e3
-        weights = _at(by_projection, target)
-        weights = weights[weights["arm"] == arm]["bytes"].sum()
-        fit = fits.loc[arm]
-        stream_ms = weights / fit["stream_gbps"] / 1e6
+        step = at[(at["arm"] == arm) & (at["quant"] == quant)]
+        fitted = fitted_products(step)
+        head_ms = float(step.drop(fitted.index)["gpu_us"].sum()) / 1e3  # a quantised step's bf16 LM head
+        fit = fits.loc[(arm, quant)]
+        stream_ms = fitted["bytes"].sum() / fit["stream_gbps"] / 1e6
         fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
         small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES) / 1e3
         between = t_obs - sum(us.values()) / 1e3
+        head = f", the bf16 LM head {head_ms:.2f}" if head_ms else ""
+        beside = "the weights at that rate" + (" and the head" if head_ms else "")
         out.append(f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
-                   f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}) + "
-                   f"attention {us.get('attention', 0.0) / 1e3:.2f} + small kernels {small:.2f} + between kernels "
-                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) leaves {goal_ms - stream_ms:.2f} ms beside the weights "
-                   f"at that rate for the rest, which takes {t_obs - stream_ms:.2f} ms now.")
+                   f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
+                   f"+ attention {us.get('attention', 0.0) / 1e3:.2f} + small kernels {small:.2f} + between kernels "
+                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) leaves {goal_ms - stream_ms - head_ms:.2f} ms beside "
+                   f"{beside} for the rest, which takes {t_obs - stream_ms - head_ms:.2f} ms now.")
     return out
 
 
 def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.DataFrame,
                  measured_gbps: Mapping[str, float]) -> list[str]:
-    """What stands between the bf16 target cell (TARGETS) and its goal, from its profiled steps: per profiled
-    arm the matrix products against their weight floor, attention (with the copies around it) and the
+    """What stands between the target cell (TARGETS) and its goals, from its profiled steps: per profiled
+    step (arm, quantisation) the matrix products against their weight floor, attention (with the copies around it) and the
     small kernels; and how much time the goal leaves above the bytes a step reads (W_streamed + K(ctx)) at the
     measured copy bandwidth."""
     target = TARGETS["bf16"]
     where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
     out = []
-    for arm, g in _at(by_category, target).groupby("arm", sort=False):
+    for (arm, quant), g in _at(by_category, target).groupby(["arm", "quant"], sort=False):
         c = g.set_index("category")
         us = c["gpu_us"].to_dict()
         mm, floor = us.get("matmul", 0.0), float(c["floor_us"].get("matmul", float("nan")))
         small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES)
         n_small = int(sum(c["kernels"].get(k, 0) for k in SMALL_CATEGORIES))
-        out.append(f"{where}, {arm} step: {int(c['kernels'].sum())} kernels, {sum(us.values()) / 1e3:.2f} ms of GPU "
-                   f"time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
+        out.append(f"{where}, {step_label(arm, quant)} step: {int(c['kernels'].sum())} kernels, "
+                   f"{sum(us.values()) / 1e3:.2f} ms of GPU time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
                    f"({floor / mm:.0%} of the datasheet bandwidth), attention {us.get('attention', 0.0) / 1e3:.2f} ms, "
                    f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.")
     sel = _at(ladder, target)
     floors = _at(by_category, target)
-    floors = floors[floors["category"].isin(["matmul", "attention"])].drop_duplicates("category")
+    floors = floors[(floors["quant"] == "bf16") & floors["category"].isin(["matmul", "attention"])]
+    floors = floors.drop_duplicates("category")
     if not sel.empty and len(floors) == 2 and target["gpu"] in measured_gbps:
         goal_ms = float(sel["t_floor_bf16_ms"].iloc[0]) / target["r_floor"]
         datasheet_gbps = float(specs.set_index("gpu").loc[target["gpu"], "bandwidth_gbps"])

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots
-from .ladder import LEVERS
+from .ladder import LEVERS, fitted_products, step_label
 
 
 def ladder(table: pd.DataFrame, gpu: str):
@@ -46,9 +46,9 @@ def ladder(table: pd.DataFrame, gpu: str):
 def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: str, ctx: int, datasheet_gbps: float,
              arms=None):
     """Per-call GPU time of each matrix product against the bytes it reads (log-log), one colour per profiled
-    step of one cell (ladder.projection_table; `arms` picks some), each with its line (ladder.product_cost_fit),
-    and the datasheet bandwidth's line through zero: the products sit above it by a fixed cost per product, which
-    weighs most on the small ones."""
+    step (arm and quantisation) of one cell (ladder.projection_table; `arms` picks arms), each with its line
+    (ladder.product_cost_fit), and the datasheet bandwidth's line through zero: the products sit above it by a fixed
+    cost per product, which weighs most on the small ones."""
     plots.style()
     rows = by_projection[(by_projection["gpu"] == gpu) & (by_projection["model"] == model)
                          & (by_projection["ctx"] == ctx)]
@@ -60,14 +60,17 @@ def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: s
     per_call_mb = rows["bytes"] / rows["calls"] / 1e6
     xs = np.geomspace(float(per_call_mb.min()) * 0.8, float(per_call_mb.max()) * 1.25, 100)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (arm, g) in enumerate(rows.groupby("arm", sort=False)):
+    for i, ((arm, quant), g) in enumerate(rows.groupby(["arm", "quant"], sort=False)):
         color = cycle[i % len(cycle)]
         mb, us = g["bytes"] / g["calls"] / 1e6, g["gpu_us"] / g["calls"]
-        ax.scatter(mb, us, color=color, s=22, label=arm, zorder=3)
-        fit = fits[(fits["gpu"] == gpu) & (fits["model"] == model) & (fits["ctx"] == ctx) & (fits["arm"] == arm)]
-        if not fit.empty:
-            f = fit.iloc[0]
-            ax.plot(xs, f["fixed_us"] + xs * 1e3 / f["stream_gbps"], color=color, linewidth=0.9,
+        ax.scatter(mb, us, color=color, s=22, label=step_label(arm, quant), zorder=3)
+        fit = fits[(fits["gpu"] == gpu) & (fits["model"] == model) & (fits["ctx"] == ctx) & (fits["arm"] == arm)
+                   & (fits["quant"] == quant)]
+        if not fit.empty:  # drawn over the products its line was fitted to (a quantised step's bf16 head is not)
+            f, on_line = fit.iloc[0], fitted_products(g)
+            span = on_line["bytes"] / on_line["calls"] / 1e6
+            xs_fit = np.geomspace(float(span.min()) * 0.8, float(span.max()) * 1.25, 100)
+            ax.plot(xs_fit, f["fixed_us"] + xs_fit * 1e3 / f["stream_gbps"], color=color, linewidth=0.9,
                     label=f"  {f['fixed_us']:.1f} us + bytes at {f['stream_gbps']:.0f} GB/s")
     ax.plot(xs, xs * 1e3 / datasheet_gbps, color="black", linestyle=":", linewidth=1.0,
             label=f"bytes at the datasheet {datasheet_gbps:.0f} GB/s")

@@ -712,6 +712,27 @@ def quantise_model_(model, path_key: str, group_size: int | None = None, seed: i
 
 # ------------------------------------------------------------------------------------------ byte model
 
+def _linear_terms(layout: str, name: str, k: int, n: int, G: int, has_bias: bool) -> dict[str, int]:
+    """The byte terms of one decoder linear (K in, N out) in `layout` (see byte_terms)."""
+    if layout != "bf16" and layout != "nf4" and k % G:
+        raise ValueError(f"{name}: in_features {k} is not a multiple of group size {G}")
+    terms = {"linear_bias": 2 * n} if has_bias else {}
+    if layout == "bf16":
+        return {**terms, "linear_weight": 2 * k * n}
+    terms["linear_packed"] = k * n // 2
+    if layout == "tinygemm":
+        terms["linear_scales"] = 2 * 2 * (k // G) * n
+    elif layout in ("gptq", "awq_gemm"):
+        terms["linear_zeros"] = 4 * (k // G) * (n // 8)
+        terms["linear_scales"] = 2 * (k // G) * n
+    elif layout == "marlin":
+        terms["linear_scales"] = 2 * (k // G) * n
+    elif layout == "nf4":
+        terms["linear_absmax"] = 4 * -(-k * n // BNB_BLOCKSIZE)
+        terms["linear_code"] = 4 * 16
+    return terms
+
+
 def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
     """Bytes one decode step streams for path `path_key`, term by term (W_streamed convention).
 
@@ -748,30 +769,32 @@ def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_S
     terms = dict.fromkeys(("linear_weight", "linear_packed", "linear_scales", "linear_zeros", "linear_absmax",
                            "linear_code", "linear_bias"), 0)
     for name, k, n, has_bias in decoder_linears(config):
-        if layout != "bf16" and layout != "nf4" and k % G:
-            raise ValueError(f"{name}: in_features {k} is not a multiple of group size {G}")
-        if has_bias:
-            terms["linear_bias"] += 2 * n
-        if layout == "bf16":
-            terms["linear_weight"] += 2 * k * n
-            continue
-        terms["linear_packed"] += k * n // 2
-        if layout == "tinygemm":
-            terms["linear_scales"] += 2 * 2 * (k // G) * n
-        elif layout in ("gptq", "awq_gemm"):
-            terms["linear_zeros"] += 4 * (k // G) * (n // 8)
-            terms["linear_scales"] += 2 * (k // G) * n
-        elif layout == "marlin":
-            terms["linear_scales"] += 2 * (k // G) * n
-        elif layout == "nf4":
-            blocks = -(-k * n // BNB_BLOCKSIZE)
-            terms["linear_absmax"] += 4 * blocks
-            terms["linear_code"] += 4 * 16
+        for term, nbytes in _linear_terms(layout, name, k, n, G, has_bias).items():
+            terms[term] += nbytes
     terms = {t: b * layers for t, b in terms.items()}
     terms["norms"] = 2 * h * (2 * layers + 1)
     terms["embedding_row"] = 2 * h
     terms["lm_head"] = 2 * v * h
     return terms
+
+
+def projection_bytes(config: Mapping, path_key: str, layout: str = "hf",
+                     group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
+    """Bytes one call of each matrix product of a decoder layer reads for path `path_key` (byte_terms' terms of
+    its linears: packed codes, scales, zeros, bias), in accounting.PROJECTIONS[layout] order (`fused`: the lean
+    decoder's qkv and gate_up, one layer each, as quant.fuse_linears builds them), and the LM head's (bf16 in every
+    path). For bf16 they are accounting.projection_bytes."""
+    kind = LAYOUT_OF.get(path_key)
+    if kind is None:
+        path(path_key)  # raises the unknown-key error
+    if layout not in accounting.PROJECTIONS:
+        raise ValueError(f"unknown projection layout {layout!r}; use one of {tuple(accounting.PROJECTIONS)}")
+    per = {name.removesuffix("_proj"): sum(_linear_terms(kind, name, k, n, group_size, bias).values())
+           for name, k, n, bias in decoder_linears(config)}
+    if layout == "fused":
+        per = dict(qkv=per["q"] + per["k"] + per["v"], o=per["o"], gate_up=per["gate"] + per["up"], down=per["down"])
+    per["lm_head"] = 2 * config["vocab_size"] * config["hidden_size"]
+    return per
 
 
 def streamed_weight_bytes(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE, ctx: int = 0) -> int:
