@@ -195,15 +195,15 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
     assert line == ("lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms = matrix products 4.52 "
                     "(their line: weights at 4000 GB/s 3.74, fixed cost 0.77) + attention 0.30 + small kernels 0.20 + "
                     "between kernels 0.18. The goal (4.25 ms) leaves 0.51 ms beside the weights at that rate for the "
-                    "rest, which takes 1.46 ms now.")
+                    "rest; the rest takes 1.46 ms now.")
     assert ladder.budget_findings(by_category, products, ladder.ladder_table(_cells({("eager", "bf16"): 24.0}))) == []
     int4 = ladder.budget_findings(by_category.assign(quant="int4-tinygemm"), products.assign(quant="int4-tinygemm"),
                                   ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 5.2})))
     assert int4[0].startswith("int4 tinygemm, lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms")
     # int4's goal is 2.0 ms per step; its bf16 LM head (6 + 262.5 us) is off the line: 128 products stream
-    # 13.92 GB in 3.48 ms, so the goal leaves 2.0 - 3.48 - 0.2685 = -1.75 ms
+    # 13.92 GB in 3.48 ms, so the goal is 3.48 + 0.2685 - 2.0 = 1.75 ms short of them
     assert "(their line: weights at 4000 GB/s 3.48, fixed cost 0.77, the bf16 LM head 0.27)" in int4[0]
-    assert "The goal (2.00 ms) leaves -1.75 ms beside the weights at that rate and the head" in int4[0]
+    assert "The goal (2.00 ms) is 1.75 ms short of the weights at that rate and the head alone" in int4[0]
 
 
 def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(data_dir):

@@ -363,11 +363,14 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         between = t_obs - sum(us.values()) / 1e3
         head = f", the bf16 LM head {head_ms:.2f}" if head_ms else ""
         beside = "the weights at that rate" + (" and the head" if head_ms else "")
+        left = goal_ms - stream_ms - head_ms
+        verdict = (f"leaves {left:.2f} ms beside {beside} for the rest" if left >= 0 else
+                   f"is {-left:.2f} ms short of {beside} alone")
         out.append(f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
                    f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
                    f"+ attention {us.get('attention', 0.0) / 1e3:.2f} + small kernels {small:.2f} + between kernels "
-                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) leaves {goal_ms - stream_ms - head_ms:.2f} ms beside "
-                   f"{beside} for the rest, which takes {t_obs - stream_ms - head_ms:.2f} ms now.")
+                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) {verdict}; the rest takes "
+                   f"{t_obs - stream_ms - head_ms:.2f} ms now.")
     return out
 
 
