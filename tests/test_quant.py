@@ -489,7 +489,6 @@ def test_every_layers_products_the_head_the_norms_and_one_row_are_the_paths_stre
         terms = quant.byte_terms(cfg, path_key)
         assert cfg["num_hidden_layers"] * sum(per_call.values()) + head + terms["norms"] + terms["embedding_row"] == \
             quant.streamed_weight_bytes(cfg, path_key)
-    assert quant.projection_bytes(cfg, "bf16", "fused") == accounting.projection_bytes(cfg, "fused")
 
 
 def test_per_product_bytes_refuse_an_unknown_path_or_layout():
@@ -498,3 +497,39 @@ def test_per_product_bytes_refuse_an_unknown_path_or_layout():
         quant.projection_bytes(cfg, "int4-tinygemm", "split")
     with pytest.raises(Exception, match="int3"):
         quant.projection_bytes(cfg, "int3")
+
+
+# --- per-product bytes, bf16 (notebook 06's per-product breakdown) ------------------------------------
+
+def test_llama_projection_bytes_written_out():
+    hf = quant.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "hf")
+    assert list(hf) == ["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
+    assert hf["q"] == hf["o"] == 4096 * 4096 * 2 == 33_554_432
+    assert hf["k"] == hf["v"] == 4096 * 1024 * 2 == 8_388_608
+    assert hf["gate"] == hf["up"] == hf["down"] == 4096 * 14336 * 2 == 117_440_512
+    assert hf["lm_head"] == 128256 * 4096 * 2 == 1_050_673_152
+    fused = quant.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "fused")
+    assert list(fused) == ["qkv", "o", "gate_up", "down", "lm_head"]
+    assert fused["qkv"] == 33_554_432 + 2 * 8_388_608 == 50_331_648 and fused["gate_up"] == 234_881_024
+
+
+def test_qwen_projection_bytes_carry_the_qkv_bias():
+    hf = quant.projection_bytes(models.load_spec("qwen2.5-7b").config, "bf16", "hf")
+    # Qwen2.5-7B: hidden 3584, 28 heads x 128, 4 KV heads x 128: q 3584 x 3584 + bias 3584, k 3584 x 512 + bias 512
+    assert hf["q"] == (3584 * 3584 + 3584) * 2 and hf["k"] == (3584 * 512 + 512) * 2
+    assert hf["o"] == 3584 * 3584 * 2  # no bias on o
+
+
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3", "llama-tiny", "qwen2-tiny",
+                                 "mistral-tiny"])
+@pytest.mark.parametrize("layout", ["hf", "fused"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_every_layers_bf16_products_the_head_the_norms_and_one_row_are_w_streamed(key, layout, tied):
+    c = dict(models.load_spec(key).config, tie_word_embeddings=tied)  # tied: the table is read once, as the head
+    per_call = quant.projection_bytes(c, "bf16", layout)
+    head = per_call.pop("lm_head")
+    norms = (c["num_hidden_layers"] * 2 * c["hidden_size"] + c["hidden_size"]) * 2
+    one_row = c["hidden_size"] * 2
+    assert c["num_hidden_layers"] * sum(per_call.values()) + head + norms + one_row == \
+        accounting.weight_bytes(c, "W_streamed")
+

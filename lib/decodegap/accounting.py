@@ -85,30 +85,6 @@ decoder's (decodegap.lean) with q/k/v and gate/up fused into one product each. T
 last layer."""
 
 
-def projection_bytes(config: Mapping, layout: str = "hf", dtype: str = "bf16") -> dict[str, int]:
-    """Bytes one call of each matrix product of a layer reads (weight and bias; PROJECTIONS[layout] order), and
-    `lm_head`'s (the vocab x hidden table, tied or not). Every layer's products, the head, the norms and one
-    embedding row make up W_streamed."""
-    size = BYTES_PER_ELEMENT[dtype]
-    h, inter = config["hidden_size"], config["intermediate_size"]
-    q_out, kv_out = config["num_attention_heads"] * head_dim(config), config["num_key_value_heads"] * head_dim(config)
-    qkv_bias = _has_qkv_bias(config)
-    mlp_bias = bool(config.get("mlp_bias", False))
-    o_bias = config["model_type"] != "qwen2" and bool(config.get("attention_bias", False))
-    hf = dict(q=h * q_out + (q_out if qkv_bias else 0), k=h * kv_out + (kv_out if qkv_bias else 0),
-              v=h * kv_out + (kv_out if qkv_bias else 0), o=q_out * h + (h if o_bias else 0),
-              gate=h * inter + (inter if mlp_bias else 0), up=h * inter + (inter if mlp_bias else 0),
-              down=inter * h + (h if mlp_bias else 0))
-    if layout == "fused":
-        elements = dict(qkv=hf["q"] + hf["k"] + hf["v"], o=hf["o"], gate_up=hf["gate"] + hf["up"], down=hf["down"])
-    elif layout == "hf":
-        elements = hf
-    else:
-        raise ValueError(f"unknown projection layout {layout!r}; use one of {tuple(PROJECTIONS)}")
-    elements["lm_head"] = config["vocab_size"] * h
-    return {name: n * size for name, n in elements.items()}
-
-
 def kv_bytes(config: Mapping, ctx: int, dtype: str = "bf16") -> int:
     """KV-cache bytes read at context `ctx`: 2 (K and V) * layers * kv_heads * head_dim * ctx * bytes."""
     return (
