@@ -2,6 +2,9 @@
 # targets, and any optional-kernel wheels found in .whl/ installed into /tmp/site (no network there).
 export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # warm across the session processes of one run
+# kernels built from source here (bench/build_marlin.sh; ExLlamaV2's JIT build): kept in .ext/ so that a later run
+# that carries .ext back reuses them
+mkdir -p .ext && export TORCH_EXTENSIONS_DIR=$PWD/.ext/torch_extensions DECODEGAP_EXT_DIR=$PWD/.ext
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
 export CUDA_HOME LIBRARY_PATH=$CUDA_HOME/lib64/stubs:${LIBRARY_PATH:-}  # FlashInfer's JIT links libcuda
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -11,4 +14,5 @@ fi
 # ExLlamaV2's JIT build includes cusparse.h, which pip's CUDA headers keep under nvidia/cu13/include
 NV_INC=$(python3 -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'include'))" 2>/dev/null)
 [ -n "$NV_INC" ] && [ -d "$NV_INC" ] && export CPATH=$NV_INC:${CPATH:-}
+export PYTHONPATH=$PYTHONPATH:$PWD/.ext  # marlin_cuda*.so
 true

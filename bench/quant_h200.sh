@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# Notebook 04's measurements on the H200, in one run. Wheels in .whl/ (bitsandbytes with only its CUDA 13
-# library, exllamav2, autoawq, torchao: see ../shared/BACKENDS.md) are installed first; a missing path
-# becomes `unavailable` rows. ExLlamaV2's extension is JIT-built first (its time is printed), so that the
-# timed sessions do not share the CPU with nvcc. One session per path (device time): see the README.
-# `awq` runs as awq-triton where marlin_cuda does not import (it is not on the package index); since
-# quant_bench records a passed-over alias member, awq-marlin then gets `unavailable` rows with the reason (the
-# committed H200 rows predate that). The timeout below can end the sweep mid-cell: a cell with a verify row
-# and no decode rows was never timed (notebook 04 shows it as `not timed`).
-# Usage (repository root): bash bench/quant_h200.sh OUTDIR
+# Notebook 04 on the H200 in one run: the optional kernel packages from .whl/ (bench/gpu_env.sh), Marlin's
+# marlin_cuda built from its sources (bench/build_marlin.sh; .src/marlin), ExLlamaV2's extension JIT-built (both
+# kept in .ext/, which a later run can carry back), the quantisation GPU tests, then `decodegap quant`: every
+# path's layer checks and its decode steps (each quantised model checked against its bf16 self first).
+# Every 20 s the raw files are copied to OUTDIR, so a run cut by its time limit loses nothing it measured; run
+# again to resume. Usage (repository root): bash bench/quant_h200.sh OUTDIR [decodegap quant options]
 set -u
-OUTDIR=${1:?usage: bench/quant_h200.sh OUTDIR}
+OUTDIR=${1:?usage: bench/quant_h200.sh OUTDIR [options of python -m decodegap quant]}
+shift
 source bench/gpu_env.sh
+save() { for f in decode.csv verify.csv env.json; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done
+         tar czf "$OUTDIR"/ext.tgz.part .ext 2>/dev/null && mv "$OUTDIR"/ext.tgz.part "$OUTDIR"/ext.tgz; true; }
 SECONDS=0
-timeout 300 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension ready')" 2>&1 | tail -3
-echo "exllamav2 JIT build done at ${SECONDS} s"
-timeout $((560 - SECONDS)) python3 - <<'PY'
-from decodegap import quant, quant_bench
-for key in quant.PATHS:
-    print(key, "->", quant.unavailable_reason(key, "cuda") or "available", flush=True)
-print(quant_bench.measure_quant("h200", ["qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b"], contexts=(2048, 16384),
-                                arms=("eager", "graph"), sessions=1))
-PY
-echo "quantisation sweep done at ${SECONDS} s"
-cp data/raw/h200/*.csv data/raw/h200/env.json "$OUTDIR"/
+bash bench/build_marlin.sh .src/marlin .ext 2>&1 | tail -3
+echo "marlin ready at ${SECONDS} s"
+timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension ready')" 2>&1 | tail -2
+echo "exllamav2 ready at ${SECONDS} s"
+python3 -c "from decodegap import quant
+for k in quant.PATHS: print(k, '->', quant.unavailable_reason(k, 'cuda') or 'available')"
+save
+( while sleep 20; do save; done ) & SAVER=$!
+if [ -z "${SKIP_TESTS:-}" ]; then
+  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=line tests/test_quant_gpu.py 2>&1 \
+    | grep -v "warnings.warn\|TensorFloat32" | tail -n 25 | tee "$OUTDIR"/gpu_tests.txt
+  echo "quant GPU tests done at ${SECONDS} s"
+fi
+timeout $((${QUANT_TIMEOUT:-560} - SECONDS)) python3 -m decodegap quant --gpu h200 --no-progress "$@" 2>&1 \
+  | grep -v "warnings.warn\|TensorFloat32\|^DEBUG" | tail -n 40
+echo "quantisation sweep stopped at ${SECONDS} s"
+kill $SAVER; save

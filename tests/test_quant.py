@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from decodegap import (accounting, decode, hardware, models, notebooks, paths, published, quant, quant_bench,
-                       quant_report, records)
+                       quant_formats, quant_report, records)
 
 CONFIGS = {key: models.load_spec(key).config for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
 CUDA_ONLY = {"bnb-nf4": "bitsandbytes", "awq-marlin": "autoawq", "awq-triton": "autoawq",
@@ -82,7 +82,8 @@ def test_byte_model_refuses_a_group_size_that_does_not_divide():
 # ---------------------------------------------------------------------------------- registry, reasons
 
 def test_registry_holds_every_path_of_the_issue():
-    assert set(quant.PATHS) == {"bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm"}
+    assert set(quant.PATHS) == {"bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm",
+                                "int4-triton"}
     assert quant.ALIASES["awq"] == ("awq-marlin", "awq-triton")  # Marlin first, Triton where it is missing
     assert all(p.lm_head.startswith("bf16") for p in quant.PATHS.values())
     # the published keys are registry keys (the table puts them side by side)
@@ -130,17 +131,30 @@ REAL_SHAPES = [("llama-3.1-8b", "q_proj"), ("llama-3.1-8b", "k_proj"), ("qwen2.5
 
 
 @pytest.mark.parametrize("model,layer", REAL_SHAPES)
-@pytest.mark.parametrize("key", ["bf16", "int4-tinygemm"])
-def test_cpu_paths_match_their_dequantised_weight_on_real_shapes(key, model, layer):
+@pytest.mark.parametrize("key", ["bf16", "int4-tinygemm", "gptq-exllamav2", "awq-triton"])
+def test_paths_match_their_dequantised_weight_on_real_shapes(key, model, layer):
+    """The CPU kernels (bf16, tinygemm) and the reference product of the CUDA-only formats, at a decode row and
+    at prefill rows; the dequantised weight is the stand-in bf16 weight within 4-bit rounding."""
     if key == "int4-tinygemm" and not CPU_INT4:
         pytest.skip("this torch has no CPU int4 ops")
+    reference = key in CUDA_ONLY
     k, n = quant.layer_shapes(CONFIGS[model])[layer]
-    assert quant.check_linear(key, k, n, device="cpu") < 1e-2
-    mod = quant.build_linear(key, k, n, device="cpu", seed=3)
+    errors = quant.check_linear(key, k, n, device="cpu", rows=(1, 5), reference=reference)
+    assert set(errors) == {1, 5} and max(errors.values()) < 1e-2
+    mod = quant.build_linear(key, k, n, device="cpu", seed=3, reference=reference)
     assert mod(torch.randn(1, 1, k, dtype=torch.bfloat16)).shape == (1, 1, n)
     w = mod.dequantised_weight()
     assert w.dtype == torch.bfloat16 and w.shape == (n, k)
-    assert 0.01 < float(w.float().std()) < 0.04  # synthesised weights of the models' scale, never zeros
+    gen = torch.Generator().manual_seed(3)
+    source = torch.empty(n, k, dtype=torch.bfloat16).normal_(0.0, quant.WEIGHT_STD, generator=gen)
+    if key == "bf16":
+        assert torch.equal(w, source)
+    else:  # per-group RTN of the given weight: within half a step of it, and no offset (zero mean)
+        step = (source.float().reshape(n, -1, 128).amax(-1) - source.float().reshape(n, -1, 128).amin(-1)) / 15
+        w32 = mod.dequantised_weight(torch.float32)
+        err = (w32 - source.float()).abs().reshape(n, -1, 128)
+        assert bool((err <= step[..., None] * 0.52).all())  # half a step, and the scale's rounding
+        assert abs(float(w32.mean())) < 1e-4 < float(w32.std())
 
 
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
@@ -155,45 +169,47 @@ def test_tinygemm_layout_on_the_cpu():
 
 
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
-def test_a_wrong_reference_fails_the_check(monkeypatch):
-    def without_zero(self):  # a plausible bug: the zero point forgotten
-        q, s, _ = quant._codes_and_scales(self.in_features, self.out_features, self.group_size, "cpu", self.seed,
-                                          torch.bfloat16)
-        return (q.float() - 8) * quant._grouped(s, self.group_size)
+def test_a_wrong_reference_fails_the_layer_check(monkeypatch):
+    def without_zero(self):  # a plausible bug: the float zero forgotten
+        s = self.scales_and_zeros[..., 0].t().float()
+        return (self.codes().float() - 8) * quant_formats.grouped(s, self.group_size)
     monkeypatch.setattr(quant.TinyGemmLinear, "_dequantised", without_zero)
-    with pytest.raises(AssertionError, match="differs from x @ W_deq.T"):
-        quant.check_linear("int4-tinygemm", 1024, 256, device="cpu")
+    errors = quant.check_linear("int4-tinygemm", 1024, 256, device="cpu", rows=(1, 3))
+    assert not any(quant.passes(e, quant.QUANT_TOL) for e in errors.values())
 
 
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
-def test_tinygemm_codes_read_back_through_the_kernel_are_the_synthesised_codes():
+def test_tinygemm_codes_read_back_through_the_kernel_are_the_quantised_codes():
     for n in (16, 48, 64):  # a CPU packing block of 32 or 64 rows, and tails of it
-        mod = quant.build_linear("int4-tinygemm", 128, n, device="cpu", seed=n, group_size=32)
-        q, _, _ = quant._codes_and_scales(128, n, 32, "cpu", n, torch.bfloat16)
+        w = torch.randn(n, 128) * 0.02
+        mod = quant.build_linear("int4-tinygemm", 128, n, device="cpu", group_size=32, weight=w)
+        q, _, _ = quant_formats.rtn_float_zero(w, 32)
         assert torch.equal(mod.codes(rows=48), q)  # 48: the identity read in uneven chunks
 
 
-def _parts(shapes, K=64, G=32, bias=False, seed=0):
+def _parts(shapes, K=64, G=32, bias=False, seed=0, key="int4-tinygemm"):
     gen = torch.Generator().manual_seed(seed)
-    return [quant.build_linear("int4-tinygemm", K, n, device="cpu", seed=seed + i, group_size=G,
+    return [quant.build_linear(key, K, n, device="cpu", seed=seed + i, group_size=G, reference=key in CUDA_ONLY,
                                bias=torch.randn(n, generator=gen) if bias else None) for i, n in enumerate(shapes)]
 
 
-@pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
+@pytest.mark.parametrize("key", ["int4-tinygemm", "gptq-exllamav2", "awq-triton"])
 @pytest.mark.parametrize("shapes,bias", [((64, 32, 32), True), ((64, 32, 32), False), ((128, 128), False),
                                          ((16, 48, 96), True)])
-def test_fused_tinygemm_layer_is_its_parts_concatenated(shapes, bias):
+def test_fused_layer_is_its_parts_concatenated(key, shapes, bias):
     """q/k/v (Qwen2: with biases) and gate/up of the tiny configs, and parts that are no whole CPU block:
     the fused layer's output is exactly the parts' outputs side by side, decode row and prefill rows."""
-    parts = _parts(shapes, bias=bias)
+    if key == "int4-tinygemm" and not CPU_INT4:
+        pytest.skip("this torch has no CPU int4 ops")
+    parts = _parts(shapes, bias=bias, key=key)
     fused = quant.fuse_linears(parts)
-    assert isinstance(fused, quant.TinyGemmLinear) and (fused.in_features, fused.out_features) == (64, sum(shapes))
-    assert (fused.bias is not None) == bias and fused.scales_and_zeros.shape == (64 // 32, sum(shapes), 2)
+    assert type(fused) is type(parts[0]) and (fused.in_features, fused.out_features) == (64, sum(shapes))
+    assert (fused.bias is not None) == bias
     x = torch.randn(1, 5, 64).bfloat16()
     with torch.no_grad():
         for rows in (x[:, :1], x):
             assert torch.equal(fused(rows), torch.cat([p(rows) for p in parts], dim=-1))
-    # the weight it applies, read back from its own packed codes, is the parts' synthesised weights
+    # the weight it applies, read back from its own packed tensors, is the parts' weights
     assert torch.equal(fused.dequantised_weight(), torch.cat([p.dequantised_weight() for p in parts]))
 
 
@@ -217,7 +233,7 @@ def test_parts_fused_in_the_wrong_order_or_plainly_concatenated_are_detected():
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
 def test_fuse_linears_refuses_other_layers_and_mismatched_parts():
     q, k = _parts((64, 32))
-    with pytest.raises(ValueError, match="not BF16Linear"):
+    with pytest.raises(ValueError, match="one path"):
         quant.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
     with pytest.raises(ValueError, match="one in_features, group size"):
         quant.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
@@ -227,41 +243,52 @@ def test_fuse_linears_refuses_other_layers_and_mismatched_parts():
 
 def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
     """The GPU kernels cannot run here; their input formats can be checked: GPTQ packs 8 consecutive k of
-    one column per int32 and 8 columns per qzeros int32, AWQ 8 columns per int32 in the order 0,2,4,6,1,3,5,7."""
+    one column per int32 and 8 columns (zero - 1) per qzeros int32, AWQ 8 columns per int32 in the order
+    0,2,4,6,1,3,5,7; each unpacker reads back what was packed."""
     K, N, G = 256, 64, 128
-    qweight, qzeros, scales, (q, zq, s) = quant._gptq_tensors(K, N, G, "cpu", 0)
+    w = torch.randn(N, K) * 0.02
+    q, z, s = quant_formats.rtn_asymmetric(w, G, torch.float16, zero_min=1)
+    qweight, qzeros, scales = quant_formats.gptq_pack(q, z, s, G)
     assert qweight.shape == (K // 8, N) and qzeros.shape == (K // G, N // 8) and scales.shape == (K // G, N)
     assert qweight.dtype == qzeros.dtype == torch.int32 and scales.dtype == torch.float16
-    nib = quant.unpack_int32(qweight)  # [K/8, N, 8]
+    nib = quant_formats.unpack_int32(qweight)  # [K/8, N, 8]
     assert torch.equal(nib.transpose(1, 2).reshape(K, N), q.t().long())
     assert int(nib[0, 5, 3]) == int(q[5, 3])  # k = 8*0 + 3 of column 5 is nibble 3 of qweight[0, 5]
-    assert torch.equal(quant.unpack_int32(qzeros).reshape(K // G, N), zq.long())
-    qweight, qzeros, scales, (q, z, s) = quant._awq_tensors(K, N, G, "cpu", 0)
+    assert torch.equal(quant_formats.unpack_int32(qzeros).reshape(K // G, N), (z - 1).t().long())
+    deq = (q.float() - quant_formats.grouped(z.float(), G)) * quant_formats.grouped(s, G)
+    assert torch.equal(quant_formats.gptq_dequantise(qweight, qzeros, scales, G), deq)
+    q, z, s = quant_formats.rtn_asymmetric(w, G, torch.float16)
+    qweight, qzeros, scales = quant_formats.awq_pack(q, z, s)
     assert qweight.shape == (K, N // 8) and qzeros.shape == (K // G, N // 8)
-    nib = quant.unpack_int32(qweight)  # [K, N/8, 8]: nibble i holds column 8c + AWQ_ORDER[i]
+    nib = quant_formats.unpack_int32(qweight)  # [K, N/8, 8]: nibble i holds column 8c + AWQ_ORDER[i]
     assert int(nib[7, 2, 1]) == int(q[8 * 2 + 2, 7]) and int(nib[7, 2, 4]) == int(q[8 * 2 + 1, 7])
-    assert torch.equal(quant.unpack_int32(qzeros)[..., 1], z[:, 2::8].long())
-    w = (q.float() - quant._grouped(z.t().float(), G)) * quant._grouped(s, G)
-    assert 0.01 < float(w.std()) < 0.04
+    assert torch.equal(quant_formats.unpack_int32(qzeros)[..., 1], z[2::8].t().long())
+    deq = (q.float() - quant_formats.grouped(z.float(), G)) * quant_formats.grouped(s, G)
+    assert torch.equal(quant_formats.awq_dequantise(qweight, qzeros, scales, G), deq)
 
 
 # ------------------------------------------------------------------------------------ the model swap
 
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
-def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model():
+def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_weights():
     spec = models.load_spec("llama-tiny")
     model = models.build_model(spec, device="cpu")
     with pytest.raises(quant.QuantUnavailable, match="not a multiple of group size 128"):
         quant.quantise_model_(model, "int4-tinygemm", group_size=128)  # tiny dims 64/128 < 128
     model = models.build_model(spec, device="cpu")
     before = model.lm_head.weight.clone()
+    down = model.model.layers[1].mlp.down_proj.weight.detach().clone()
     info = quant.quantise_model_(model, "int4-tinygemm")
     assert quant.default_group_size(spec.config) == 64 == info["group_size"]  # largest of 128/64/32 dividing 64, 128
     assert info["layers"] == 7 * spec.config["num_hidden_layers"] and info["path"] == "int4-tinygemm"
+    assert info["weights"] == quant.WEIGHTS
     linears = [n for n, m in model.model.layers.named_modules() if isinstance(m, torch.nn.Linear)]
     assert linears == []
     assert isinstance(model.lm_head, torch.nn.Linear) and torch.equal(model.lm_head.weight, before)
-    assert model.lm_head.weight.dtype == torch.bfloat16
+    # the quantised layer stands for the model's own weight: per-group RTN of it, within half a step
+    q, s, m = quant_formats.rtn_float_zero(down, 64)
+    expected = (q.float() - 8) * quant_formats.grouped(s, 64) + quant_formats.grouped(m, 64)
+    assert torch.equal(model.model.layers[1].mlp.down_proj.dequantised_weight(torch.float32), expected)
     # the quantised model decodes, and equals the same model with each layer's dequantised weight in bf16
     ids = torch.randint(0, 256, (1, 12))
     with torch.no_grad():
@@ -270,8 +297,7 @@ def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model():
             for name, mod in list(layer.named_modules()):
                 if isinstance(mod, quant.QuantLinear):
                     parent = layer.get_submodule(name.rsplit(".", 1)[0])
-                    setattr(parent, name.rsplit(".", 1)[1], quant.BF16Linear(
-                        mod.in_features, mod.out_features, "cpu", 0, weight=mod.dequantised_weight()))
+                    setattr(parent, name.rsplit(".", 1)[1], quant.layers.BF16Linear(mod.dequantised_weight()))
         ref = model(ids).logits.float()
     assert decode.max_relative_error(got, ref) < 0.05
     timing = decode.run_arm(model, "eager", 8, warmup=1, steps=2)
@@ -288,23 +314,23 @@ def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
 
 # ------------------------------------------------------------------------------------------ recorders
 
-def test_record_quant_layers_writes_ok_unavailable_and_skipped_rows(data_dir):
-    keys = ["bf16", "int4-tinygemm", "bnb-nf4", "awq"]
-    layers = ("k_proj", "down_proj", "lm_head")
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers)
-    csv = data_dir / "raw" / "cpu-test" / "quant_layers.csv"
-    rows = records.read_csv(csv)  # the QUANT_LAYERS schema is registered
-    assert len(rows) == len(keys) * len(layers)
-    assert set(rows.quant) == {"bf16", "int4-tinygemm", "bnb-nf4", "awq"}  # awq unresolvable here: the alias
-    head = rows[rows.layer == "lm_head"]
-    assert set(head.status) == {"skipped"} and head.reason.str.contains("stays bf16").all()
-    body = rows[rows.layer != "lm_head"].set_index(["quant", "layer"])
-    assert body.loc[("bf16", "down_proj"), "status"] == "ok" and body.loc[("bf16", "down_proj"), "in_features"] == 128
-    assert body.loc[("int4-tinygemm", "k_proj"), "status"] == ("ok" if CPU_INT4 else "unavailable")
-    assert body.loc[("bnb-nf4", "k_proj"), "status"] == "unavailable"
-    assert "CUDA" in body.loc[("awq", "k_proj"), "reason"]
-    assert (body[body.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers)
+def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
+    keys = ["int4-tinygemm", "bnb-nf4", "awq"]
+    layers = ("k_proj", "down_proj")
+    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+                                    rows=(1, 16))
+    csv = data_dir / "raw" / "cpu-test" / "verify.csv"
+    rows = records.read_csv(csv)
+    assert len(rows) == len(keys) * len(layers) * 2 and set(rows.check) == {"layer"}
+    assert set(rows.quant) == {"int4-tinygemm", "bnb-nf4", "awq"}  # awq unresolvable here: the alias
+    assert set(rows.rows) == {1, 16} and (rows.ctx == rows.rows).all() and set(rows.arm) == {"-"}
+    body = rows.set_index(["quant", "layer", "rows"])
+    assert body.loc[("int4-tinygemm", "k_proj", 16), "status"] == ("ok" if CPU_INT4 else "unavailable")
+    assert body.loc[("bnb-nf4", "k_proj", 1), "status"] == "unavailable"
+    assert "CUDA" in body.loc[("awq", "k_proj", 1), "reason"]
+    assert (rows[rows.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
+    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+                                    rows=(1, 16))
     assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice
 
 
@@ -317,11 +343,16 @@ def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
     assert resolved["gptq-exllamav2"] == "gptq-exllamav2"
     assert set(gptq.status) == {"unavailable"} and gptq.reason.str.contains("needs a CUDA device").all()
     int4 = rows[rows.quant == "int4-tinygemm"]
+    env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
     if not CPU_INT4:
         assert set(int4.status) == {"unavailable"} and int4.reason.str.contains("_for_cpu").all()
-    else:  # the session swaps the int4 layers in: timed rows of the quantised model
+    else:  # the session checks the quantised model against its bf16 self, then times it
         assert resolved["int4-tinygemm"] == "int4-tinygemm" and (int4.status == "ok").sum() == 2
-    env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+        checks = records.read_csv(data_dir / "raw" / "cpu-test" / "verify.csv")
+        vs = checks[checks.check == "vs_bf16"]
+        assert len(vs) == 1 and vs.iloc[0].status == "ok" and vs.iloc[0].quant == "int4-tinygemm"
+        assert 0 < vs.iloc[0].max_rel_err < vs.iloc[0].tol
+        assert any(e.get("quant_weights") == quant.WEIGHTS for e in env.values())
     assert any(e.get("experiment") == "decode" for e in env.values())
 
 

@@ -247,7 +247,7 @@ def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):
     """verify.csv rows written before decode.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
     path = tmp_path / "verify.csv"
     header = ",".join(records.VERIFY.names) + "\n"
-    path.write_text(header + "r,0,h200,m,2048,graph,sdpa,gptq-exllamav2,,0.1,ok,\n"
-                    + "r,0,h200,m,2048,graph,sdpa,bf16,0.02,0.1,ok,\n")
+    path.write_text(header + "r,0,h200,m,2048,graph,sdpa,gptq-exllamav2,,0.1,ok,,vs_eager,model,\n"
+                    + "r,0,h200,m,2048,graph,sdpa,bf16,0.02,0.1,ok,,vs_eager,model,\n")
     rows = records.read_csv(path, records.VERIFY)
     assert rows.max_rel_err.isna().tolist() == [True, False] and rows.max_rel_err[1] == 0.02

@@ -61,6 +61,20 @@ def cmd_ab(args) -> int:
     return 0
 
 
+def cmd_quant(args) -> int:
+    from . import quant_bench
+
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    model_keys = _csv_list(args.models)
+    _check_models(model_keys, args.data_dir)
+    paths_ = _csv_list(args.paths) if args.paths else None
+    resolved = quant_bench.measure_quant(gpu, model_keys, _csv_list(args.contexts, int), paths_, _csv_list(args.arms),
+                                         args.sessions, args.steps, args.warmup, args.device, args.data_dir,
+                                         layers=not args.no_layers)
+    print("paths measured:", ", ".join(f"{k} -> {v}" for k, v in resolved.items()))
+    return 0
+
+
 def cmd_bandwidth(args) -> int:
     from . import sessions
 
@@ -179,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--count-kernels", action="store_true", help="also profile kernels per step (kernels.csv)")
     ab.add_argument("--no-progress", action="store_true")
     ab.set_defaults(func=cmd_ab)
+
+    q = sub.add_parser("quant", help="notebook 04: every quantisation path's layer checks, then its decode steps "
+                       "(checked against the bf16 model first) in fresh sessions")
+    _add_grid_args(q)
+    q.add_argument("--paths", default=None, help="comma-separated quant.PATHS keys (default: quant_bench.DEFAULT_PATHS)")
+    q.add_argument("--arms", default=",".join(("eager", "graph", "lean_graph", "lean_attn_graph")))
+    q.add_argument("--sessions", type=int, default=1, help="fresh processes; each measures every cell")
+    q.add_argument("--steps", type=int, default=30)
+    q.add_argument("--warmup", type=int, default=5)
+    q.add_argument("--no-layers", action="store_true", help="skip the per-layer checks")
+    q.set_defaults(func=cmd_quant)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
     b.add_argument("--gpu")

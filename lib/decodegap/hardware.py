@@ -4,10 +4,12 @@ environment capture (env.json)."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,5 +191,23 @@ def environment() -> dict:
         "host_cores": os.cpu_count(),
         "platform": platform.platform(),
         "git_commit": git_commit(),
+        "command_line": " ".join(sys.argv),
+        "kernel_builds": kernel_builds(),
     }
     return env
+
+
+EXT_DIR_ENV = "DECODEGAP_EXT_DIR"  # where bench/build_marlin.sh put its build (default: <repo>/.ext)
+
+
+def kernel_builds() -> dict:
+    """The records of kernels built from source on this machine (`<name>_build.json` in the extension folder,
+    e.g. bench/build_marlin.sh's marlin_build.json): source commit, patch, compiler, build time."""
+    folder = Path(os.environ.get(EXT_DIR_ENV) or paths.REPO / ".ext")
+    out = {}
+    for f in sorted(folder.glob("*_build.json")) if folder.is_dir() else []:
+        try:
+            out[f.stem.removesuffix("_build")] = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            out[f.stem.removesuffix("_build")] = f"unreadable: {exc}"
+    return out

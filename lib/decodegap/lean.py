@@ -10,13 +10,13 @@ dtype; SDPA with scale 1/sqrt(head_dim) and GQA; SiLU-gated MLP.
 
 Fused projections: q, k and v are one matmul against their concatenated weights (with Qwen2's biases),
 gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
-lean decoder next to its HF model holds the attention and MLP input weights twice. On a model quantised to
-int4-tinygemm (quant.quantise_model_) the same holds for the int4 weights: q/k/v and gate/up become one
-int4 layer each whose packed codes, scales and zeros are the parts' concatenated (quant.fuse_linears),
-o and down are the HF model's own quantised layers, and every one runs tinygemm's kernel (also with the
-custom kernels, whose GEMV reads bf16 weights; attention still goes through the split-KV kernel). Any
-other quantised layer type is refused (LeanUnsupported). The LM head is bf16 in every path (with the
-custom kernels it goes through the Triton GEMV).
+lean decoder next to its HF model holds the attention and MLP input weights twice. On a quantised model
+(quant.quantise_model_, any path) the same holds for the quantised weights: q/k/v and gate/up become one
+layer of that path each whose packed tensors are the parts' concatenated (quant.fuse_linears), o and down are
+the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
+GEMV reads bf16 weights; attention still goes through the split-KV kernel). A model mixing layer types is
+refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
+Triton GEMV).
 
 One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
 values at positions start_pos..start_pos+T-1 of the cache (one K and one V buffer per layer,
@@ -146,6 +146,11 @@ class LeanLayer(nn.Module):
     def __init__(self, index: int, hf_layer, decoder: "LeanDecoder"):
         super().__init__()
         a, m = hf_layer.self_attn, hf_layer.mlp
+        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
+                                            m.down_proj)}
+        if len(kinds) > 1:  # one path per model: a layer mixing them is a model quantised twice, or by hand
+            raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers; "
+                                  f"layer {index} has {', '.join(sorted(kinds))}")
         self.n_heads, self.n_kv_heads, self.head_dim = decoder.n_heads, decoder.n_kv_heads, decoder.head_dim
         self.eps, self.scale, self.custom_kernels = decoder.eps, decoder.scale, decoder.custom_kernels
         self.register_buffer("ln_attn", hf_layer.input_layernorm.weight.detach(), persistent=False)
@@ -206,14 +211,14 @@ def _project(x, weight, bias, kernels: bool):
 
 def _projection(index: int, parts):
     """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
-    down): nn.Linear weights and biases concatenated, or one int4-tinygemm layer (quant.fuse_linears for
-    several parts) with its bias inside and bias None. Other layer types are refused."""
+    down): nn.Linear weights and biases concatenated, or one quantised layer of the model's path
+    (quant.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
     if all(type(p) is nn.Linear for p in parts):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
         return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
-    if all(type(p) is quant.TinyGemmLinear for p in parts):
+    if all(isinstance(p, quant.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
         return (quant.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
-    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or int4-tinygemm (TinyGemmLinear) projections; "
+    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers (quant.QuantLinear); "
                           f"layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
 
 

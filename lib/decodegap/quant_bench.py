@@ -14,41 +14,49 @@ from . import sessions as sweep
 from .outcome import attempt
 
 LAYERS = quant.LAYERS
-DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq", "gptq-exllamav2", "int4-tinygemm")
-LM_HEAD_REASON = "the LM head stays bf16 (not quantised) in every path"
+DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton")
+QUANT_ARMS = ("eager", "graph", "lean_graph", "lean_attn_graph")
+"""The arms of notebook 04's sweep: HF eager and graphed, and the lean decoder graphed with cuBLAS-free attention
+(its Triton split-KV kernel) or with SDPA, so that each kernel's own speed shows beside HF's step."""
 
 
 def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str = "cuda", layers=None,
-                        group_size: int | None = None, tol: float = quant.QUANT_TOL) -> str:
-    """Check every path on every layer shape of each model (quant.check_linear: the quantised layer's output
-    against x @ W_dequantised^T) and append one row per (model, layer, path) to
-    data/raw/<gpu>/quant_layers.csv: `ok` with the error, `unavailable` with the reason (package, device or
-    shape), `error` past the tolerance or on a failure, `skipped` for the LM head (bf16 in every path).
+                        group_size: int | None = None, tol: float = quant.QUANT_TOL, rows=(1, 2048)) -> str:
+    """Check every path on every decoder-linear shape of each model (quant.check_linear: the layer quantised
+    from a stand-in bf16 weight, its output against x @ W_deq^T, W_deq read back from its own tensors) at each
+    row count M of `rows` (1: a decode step; the contexts: a prefill), one verify.csv row each (check `layer`):
+    `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
+    reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
+    
     hardware.gpu_spec(gpu, data)
-    run_id = sweep.start_run(gpu, data, "quant_layers")
-    path = repo_paths.raw_dir(gpu, data) / "quant_layers.csv"
-    done = records.done_keys(path, records.QUANT_LAYERS)
+    run_id = sweep.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
+    path = repo_paths.raw_dir(gpu, data) / "verify.csv"
+    done = records.done_keys(path, records.VERIFY)
     for key in model_keys:
         config = models.load_spec(key, data).config
         shapes = quant.layer_shapes(config)
         G = group_size or quant.default_group_size(config)
         for requested in paths or DEFAULT_PATHS:
             concrete = quant.resolve(requested, device)
-            for layer in layers or LAYERS:
+            for layer in [n for n in (layers or LAYERS) if n != "lm_head"]:
                 k, n = shapes[layer]
-                if (gpu, key, layer, concrete) in done:
+                base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
+                            tol=tol, check="layer", layer=layer)
+                todo = [m for m in rows if tuple(str(v) for v in (0, gpu, key, m, "-", "-", concrete, "layer", layer, m))
+                        not in done]
+                if not todo:
                     continue
-                row = dict(run_id=run_id, gpu=gpu, model=key, layer=layer, in_features=k, out_features=n,
-                           quant=concrete, max_rel_err=None, status="ok", reason="")
-                if layer == "lm_head":
-                    row.update(status="skipped", reason=LM_HEAD_REASON)
-                else:
-                    err, status, reason = attempt(lambda: quant.check_linear(
-                        concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G), (quant.QuantUnavailable,))
-                    row.update(max_rel_err=err, status=status, reason=reason)
-                    sweep.free_device_memory(device)
-                records.append_rows(path, records.QUANT_LAYERS, [row])
+                errors, status, reason = attempt(lambda: quant.check_linear(
+                    concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
+                    (quant.QuantUnavailable,))
+                out = []
+                for m in todo:
+                    err = errors.get(m) if errors else None
+                    st = status if status != "ok" else ("ok" if quant.passes(err, tol) else "error")
+                    out.append(dict(base, ctx=m, rows=m, max_rel_err=err, status=st, reason=reason))
+                records.append_rows(path, records.VERIFY, out)
+                sweep.free_device_memory(device)
     return run_id
 
 
@@ -71,8 +79,8 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     return n
 
 
-def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms=("eager", "graph"),
-                  sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
+def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quant_paths=None, arms=QUANT_ARMS,
+                  sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
                   layers: bool = True, group_size: int | None = None) -> dict:
     """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
     steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
@@ -85,7 +93,8 @@ def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms
         models.load_spec(key, data)
     chosen = tuple(quant_paths or DEFAULT_PATHS)
     if layers:
-        record_quant_layers(gpu, model_keys, chosen, data, device, group_size=group_size)
+        record_quant_layers(gpu, model_keys, [p for p in chosen if p != "bf16"], data, device, group_size=group_size,
+                            rows=(1, *sorted(set(contexts))))
     def plan_for(path_key: str) -> sweep.SweepPlan:
         return sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
                                sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device)

@@ -93,13 +93,26 @@ VERIFY = Schema(
     experiment="verify",
     columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
              ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
-             ("status", "str"), ("reason", "str")),
-    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
-    optional_when_not_ok=("max_rel_err",),
-    nan_when_empty=("max_rel_err",),
+             ("status", "str"), ("reason", "str"), ("check", "str"), ("layer", "str"), ("rows", "int")),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer", "rows"),
+    optional_when_not_ok=("max_rel_err", "rows"),
+    nan_when_empty=("max_rel_err", "rows"),
 )
-"""An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
+"""One correctness check per row; `status` ok (passed) or error (failed: the error is in max_rel_err, NaN or
+infinite included), unavailable where the path cannot run. `check` says what was compared (CHECKS). A layer
+check has `layer` (q_proj ... down_proj), `rows` (M, the input's row count: 1 for a decode step, the context
+for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model` and rows empty.
+An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
 logits (quant_report.checks labels them failed)."""
+
+CHECKS = {
+    "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (sessions.VERIFY_TOL)",
+    "vs_bf16": "the quantised model's eager logits against the bf16 model it was quantised from, teacher-forced "
+               "(tolerance from 4-bit rounding: quant.model_tolerance)",
+    "layer": "one quantised linear's output against x @ W_deq^T in fp32, W_deq read back from its own tensors "
+             "(quant.QUANT_TOL)",
+}
+"""The `check` column of verify.csv."""
 
 ATTENTION = Schema(
     experiment="attention",

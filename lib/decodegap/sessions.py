@@ -148,13 +148,26 @@ def free_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
+def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: float, tol: float, check: str,
+               reason: str = "") -> dict:
+    """A verify.csv row of a model check (records.CHECKS): `ok` when the error passes `tol`, else `error`."""
+    from .quant import passes
+
+    return dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
+                attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=tol,
+                status="ok" if passes(err, tol) else "error", reason=reason, check=check, layer="model", rows=None)
+
+
 def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
-    """Check the cell's arm against eager (decode.verify_arm) and append the verdict to verify.csv."""
+    """Check the cell's arm against eager (decode.verify_arm) and append the verdict to verify.csv, passed or
+    failed; a failed check then raises AssertionError (the cell is not timed)."""
     err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
-                            cache_len=cache_len)
-    records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [dict(
-        run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
-        attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=VERIFY_TOL, status="ok", reason="")])
+                            cache_len=cache_len, raise_past_tol=False)
+    row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager")
+    records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
+    if row["status"] != "ok":
+        raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
+                             f"(> {VERIFY_TOL}; verify.csv)")
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
@@ -192,6 +205,48 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         free_device_memory(plan.device)
 
 
+QUANT_CHECK_FAILED = "the quantised model failed its check against the bf16 model it was quantised from (verify.csv, check vs_bf16)"
+
+
+def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, data) -> dict[int, str]:
+    """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). In session 0
+    (with plan.verify) the bf16 model's teacher-forced eager logits are taken first at every context of `cells`,
+    and the quantised model's are checked against them (verify.csv, check vs_bf16, tolerance from 4-bit rounding:
+    quant.model_tolerance). Other sessions read those rows. Returns {ctx: reason} for the contexts whose check
+    failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable propagates
+    (the model is left as it was)."""
+    from . import quant
+
+    ctxs = sorted({c.ctx for c in cells})
+    if not (plan.verify and session == 0):
+        quant.quantise_model_(model, plan.quant)
+        verify = paths.raw_dir(plan.gpu, data) / "verify.csv"
+        rows = records.read_csv(verify, records.VERIFY) if verify.exists() else None
+        if rows is None or rows.empty:
+            return {}
+        bad = rows[(rows.check == "vs_bf16") & (rows.status != "ok") & (rows.gpu == plan.gpu)
+                   & (rows.model == cells[0].model) & (rows.quant == quant.resolve(plan.quant, plan.device))]
+        return {int(c): QUANT_CHECK_FAILED for c in bad.ctx if int(c) in ctxs}
+    tol, _ = quant.model_tolerance(model, plan.quant)
+    refs = {ctx: decode.teacher_forced_logits(model, "eager", ctx, seed=plan.seed) for ctx in ctxs}
+    info = quant.quantise_model_(model, plan.quant)
+    failed, rows = {}, []
+    for ctx in ctxs:
+        cell = Cell(cells[0].model, ctx, "eager", plan.attn, info["path"])
+        try:
+            err = decode.logits_error(decode.teacher_forced_logits(model, "eager", ctx, seed=plan.seed), refs[ctx])
+            rows.append(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16"))
+            if rows[-1]["status"] != "ok":
+                failed[ctx] = QUANT_CHECK_FAILED
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot run the check cannot be timed either
+            traceback.print_exc()
+            failed[ctx] = f"the check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, rows)
+    del refs
+    free_device_memory(plan.device)
+    return failed
+
+
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
     """Body of one fresh session process: measure every pending cell of `session`, model by model. At the
     end it reports where its wall time went (`@@timing`: start-up, imports, model builds, cells), which
@@ -213,10 +268,9 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             spec = models.load_spec(model_key, data)
             model = models.build_model(spec, device=plan.device, attn=decode.hf_implementation(plan.attn),
                                        checkpoint_dir=plan.checkpoints.get(model_key), seed=plan.seed)
-            if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's quantised layers
-                from . import quant
-
-                quant.quantise_model_(model, plan.quant, seed=plan.seed)
+            failed = {}
+            if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's, from their own weights
+                failed = _quantise_checked(plan, model, cells, run_id, session, data)
         except Exception as exc:
             from . import quant
 
@@ -236,7 +290,11 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         t0 = time.time()
         for cell in cells:
             _say("start", session, cell)
-            records.append_rows(path, schema, measure_cell(plan, model, cell, run_id, session, data))
+            if cell.ctx in failed:
+                rows = status_rows(plan, run_id, session, cell, "error", failed[cell.ctx])
+            else:
+                rows = measure_cell(plan, model, cell, run_id, session, data)
+            records.append_rows(path, schema, rows)
             _say("done", session, cell)
         timing["cells_s"][model_key] = time.time() - t0
         del model
@@ -261,7 +319,13 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
         return new_run_id()
-    run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state())
+    quant_fields = {}
+    if plan.quant != "bf16":
+        from . import quant
+
+        quant_fields = dict(quant_weights=quant.WEIGHTS, quant_kernel=quant.path(quant.resolve(plan.quant, plan.device)).kernel)
+    run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
+                       **quant_fields)
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in range(plan.sessions):
         attempts, stalls, last_left = 0, 0, None
@@ -342,7 +406,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
             from . import quant as quant_paths
 
             try:
-                quant_paths.quantise_model_(model, quant, seed=0)
+                quant_paths.quantise_model_(model, quant)
             except quant_paths.QuantUnavailable as exc:
                 unavailable = str(exc)
         for ctx in contexts:
