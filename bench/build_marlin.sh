@@ -32,7 +32,7 @@ src = open(path).read()
 hinted = re.compile(r'asm volatile\(\s*"\{\\n"\s*"\s*\.reg \.b64 p;\\n"\s*"\s*createpolicy[^;]*;"\s*'
                     r'"\s*cp\.async\.cg\.shared\.global\.L2::cache_hint \[%0\], \[%1\], %2, p;\\n"\s*"\}\\n"')
 plain = 'asm volatile(\n    "cp.async.cg.shared.global [%0], [%1], %2;\\n"'
-patched, n = hinted.subn(plain, src)
+patched, n = hinted.subn(lambda _: plain, src)  # a function: the replacement is taken as it is
 if n != 1:
     sys.exit(f"build_marlin: expected one cache-hinted cp.async in cp_async4_stream, found {n}: sources changed?")
 open(path, "w").write(patched)

@@ -9,20 +9,25 @@ set -u
 OUTDIR=${1:?usage: bench/quant_h200.sh OUTDIR [options of python -m decodegap quant]}
 shift
 source bench/gpu_env.sh
-save() { for f in decode.csv verify.csv env.json; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done
-         tar czf "$OUTDIR"/ext.tgz.part .ext 2>/dev/null && mv "$OUTDIR"/ext.tgz.part "$OUTDIR"/ext.tgz; true; }
+save() { for f in decode.csv verify.csv env.json; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done; true; }
 SECONDS=0
-bash bench/build_marlin.sh .src/marlin .ext 2>&1 | tail -3
+bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
 echo "marlin ready at ${SECONDS} s"
-timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension ready')" 2>&1 | tail -2
+if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+  T0=$SECONDS
+  timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" >> "$OUTDIR"/build.log 2>&1
+  cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
+    && python3 -c "import json, sys, torch; json.dump(dict(kernel='exllamav2_ext (exllamav2 0.3.2, its own JIT build)', torch=torch.__version__, build_s=int(sys.argv[1])), open('.ext/exllamav2_build.json', 'w'))" $((SECONDS - T0))
+fi
 echo "exllamav2 ready at ${SECONDS} s"
+( cd .ext && tar czf "$OUTDIR"/ext.tgz *.so *.json 2>/dev/null ); ls -la "$OUTDIR"/ext.tgz
 python3 -c "from decodegap import quant
 for k in quant.PATHS: print(k, '->', quant.unavailable_reason(k, 'cuda') or 'available')"
 save
 ( while sleep 20; do save; done ) & SAVER=$!
 if [ -z "${SKIP_TESTS:-}" ]; then
-  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=line tests/test_quant_gpu.py 2>&1 \
-    | grep -v "warnings.warn\|TensorFloat32" | tail -n 25 | tee "$OUTDIR"/gpu_tests.txt
+  timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
+    tests/test_quant_gpu.py > "$OUTDIR"/gpu_tests.txt 2>&1; tail -n 12 "$OUTDIR"/gpu_tests.txt
   echo "quant GPU tests done at ${SECONDS} s"
 fi
 timeout $((${QUANT_TIMEOUT:-560} - SECONDS)) python3 -m decodegap quant --gpu h200 --no-progress "$@" 2>&1 \

@@ -488,7 +488,7 @@ def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, mon
     real = quant.unavailable_reason
     monkeypatch.setattr(quant, "unavailable_reason",
                         lambda key, device="cuda": {"awq-marlin": "no module named 'marlin_cuda'", "awq-triton": None}.get(key, real(key, device)))
-    monkeypatch.setattr(quant_bench.sweep, "run_sweep", lambda plan, data: None)
+    monkeypatch.setattr(quant_bench.sweep, "run_sweep", lambda plan, data, progress=True: None)
     resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
                                          warmup=0, device="cpu", data=data_dir, layers=False)
     assert resolved == {"awq": "awq-triton"}

@@ -81,7 +81,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
 
 def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quant_paths=None, arms=QUANT_ARMS,
                   sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-                  layers: bool = True, group_size: int | None = None) -> dict:
+                  layers: bool = True, group_size: int | None = None, progress: bool = True) -> dict:
     """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
     steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
@@ -111,5 +111,5 @@ def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quan
         if reason is not None:
             _unavailable_cells(plan, data, reason)
             continue
-        sweep.run_sweep(plan, data)
+        sweep.run_sweep(plan, data, progress=progress)
     return resolved

@@ -14,6 +14,7 @@ kernel: a labelled stand-in that lets the CPU tests check formats, packing and t
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -44,26 +45,29 @@ class QuantUnavailable(RuntimeError):
 # --------------------------------------------------------------------------------------- package loaders
 
 def awq_module(relpath: str):
-    """A module of the AutoAWQ package. `import awq` pulls in `datasets` and more (absent on the GPU machine),
-    so where the package import fails, `awq` is registered as a bare package (its __init__ not run) and the
-    submodule is imported from it (its own imports: torch, triton, numpy, awq.utils.module)."""
+    """A module of the AutoAWQ package. `import awq` pulls in `datasets` and more (absent on the GPU machine):
+    where the package import fails, `awq` and its subpackages are registered as bare packages (their __init__
+    not run) and the submodule is imported from them (its own imports: torch, triton, numpy, awq.utils.module).
+    A submodule that still fails to import raises QuantUnavailable with the reason."""
     name = "awq." + relpath[:-3].replace("/", ".")
     try:
-        return importlib.import_module(name)
-    except Exception as first:  # noqa: BLE001 - any failure of the package import: load the submodule alone
-        spec = importlib.util.find_spec("awq") if "awq" not in sys.modules else sys.modules["awq"].__spec__
+        importlib.import_module("awq")
+    except Exception as first:  # noqa: BLE001 - any failure of the package import: bare packages instead
+        spec = importlib.util.find_spec("awq") if "awq" not in sys.modules else None
         locations = list(spec.submodule_search_locations or []) if spec else []
         if not locations:
-            raise QuantUnavailable("package autoawq not installed (no module 'awq')") from first
-        if not (Path(locations[0]) / relpath).exists():
-            raise QuantUnavailable(f"autoawq has no {relpath} ({type(first).__name__}: {first})") from first
+            raise QuantUnavailable(f"package autoawq not installed or broken (module awq: {first})") from first
         for pkg in ("awq", "awq.utils", "awq.modules", "awq.modules.linear", "awq.modules.triton"):
+            folder = str(Path(locations[0], *pkg.split(".")[1:]))
             stub = types.ModuleType(pkg)
-            stub.__path__ = [str(Path(locations[0], *pkg.split(".")[1:]))]
+            stub.__path__ = [folder]
+            stub.__spec__ = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
+            stub.__spec__.submodule_search_locations = [folder]
             sys.modules[pkg] = stub
-        for mod in [m for m in sys.modules if m.startswith(name)]:
-            del sys.modules[mod]
+    try:
         return importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001
+        raise QuantUnavailable(f"autoawq's {relpath} does not import here: {type(exc).__name__}: {exc}") from exc
 
 
 def exllamav2():
@@ -371,17 +375,39 @@ class BnbNF4Linear(QuantLinear):
 
     path_key = "bnb-nf4"
 
-    def __init__(self, weight, bias=None, group_size=None, reference=False):
+    def __init__(self, weight, bias=None, group_size=None, reference=False, inner=None):
         import bitsandbytes as bnb
 
-        N, K = weight.shape
+        N, K = weight.shape if weight is not None else inner.weight.quant_state.shape
         super().__init__(K, N, BNB_BLOCKSIZE, bias)
+        self._F = bnb.functional
+        if inner is not None:
+            self.inner = inner
+            return
         layer = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, compress_statistics=False,
                                   quant_type="nf4", device="meta")
         layer.weight = bnb.nn.Params4bit(weight.detach().to(torch.bfloat16), requires_grad=False,
                                          quant_type="nf4", blocksize=BNB_BLOCKSIZE, compress_statistics=False)
         self.inner = layer.to(weight.device)  # bitsandbytes quantises here
-        self._F = bnb.functional
+
+    @classmethod
+    def fuse(cls, parts, bias):
+        """One layer of the parts' packed codes and absmax, concatenated (both are the row-major [N, K] weight
+        flattened: two codes per byte, one absmax per 64 weights, so rows concatenate as they are)."""
+        import bitsandbytes as bnb
+
+        first = parts[0].inner.weight
+        K, N = parts[0].in_features, sum(p.out_features for p in parts)
+        state = bnb.functional.QuantState(
+            absmax=torch.cat([p.inner.weight.quant_state.absmax for p in parts]), shape=torch.Size((N, K)),
+            code=first.quant_state.code, blocksize=first.quant_state.blocksize, quant_type="nf4",
+            dtype=first.quant_state.dtype)
+        layer = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, compress_statistics=False,
+                                  quant_type="nf4", device="meta")
+        layer.weight = bnb.nn.Params4bit(torch.cat([p.inner.weight.data for p in parts]), requires_grad=False,
+                                         quant_state=state, blocksize=BNB_BLOCKSIZE, compress_statistics=False,
+                                         quant_type="nf4", bnb_quantized=True, module=layer)
+        return cls(None, bias, inner=layer)
 
     def forward(self, x):
         return self._finish(self.inner(x.to(torch.bfloat16)), x.shape)
@@ -423,7 +449,7 @@ def fuse_linears(parts) -> QuantLinear:
     CPU: rows are interleaved by the CPU's vector width, so the codes are read back and packed again); the other
     packed paths (GPTQ, AWQ, Marlin) concatenate each packed tensor along its output dimension (dim 1: Marlin's
     permutation works within chunks of 64 columns); the Triton int4 layer fuses its own tensors; bitsandbytes
-    quantises the parts' dequantised weights, concatenated, again (exact, see below). Biases are concatenated (zeros for a part without one, if
+    concatenates its flattened codes and absmax (BnbNF4Linear.fuse). Biases are concatenated (zeros for a part without one, if
     another has one). ValueError for mixed paths or parts that differ in K, group size or device."""
     parts = list(parts)
     kinds = sorted({type(p).__name__ for p in parts})
@@ -457,7 +483,6 @@ def fuse_linears(parts) -> QuantLinear:
         QuantLinear.__init__(fused, K, N, G, bias, first.reference)
         fused.inner = first.inner.fuse([p.inner for p in parts])
         return fused
-    # bitsandbytes nf4: each 64-weight block's absmax element sits on code +-1 and every other weight on a code
-    # times that absmax, so quantising the dequantised weights again gives back the same codes and absmax
-    weight = torch.cat([p.dequantised_weight(torch.float32) for p in parts])
-    return type(first).from_weight(weight, bias, G, reference=first.reference)
+    if type(first) is BnbNF4Linear:
+        return BnbNF4Linear.fuse(parts, bias)
+    raise ValueError(f"fuse_linears cannot fuse {type(first).__name__} layers")
