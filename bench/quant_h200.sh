@@ -20,7 +20,8 @@ if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a preb
     && python3 -c "import json, sys, torch; json.dump(dict(kernel='exllamav2_ext (exllamav2 0.3.2, its own JIT build)', torch=torch.__version__, build_s=int(sys.argv[1])), open('.ext/exllamav2_build.json', 'w'))" $((SECONDS - T0))
 fi
 echo "exllamav2 ready at ${SECONDS} s"
-( cd .ext && tar czf "$OUTDIR"/ext.tgz *.so *.json 2>/dev/null ); ls -la "$OUTDIR"/ext.tgz
+# the builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > ext.tgz; tar xzf it into .ext
+( cd .ext && tar czf - *.so *.json 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-; ls -la "$OUTDIR"/ext.tgz.part-*
 python3 -c "from decodegap import quant
 for k in quant.PATHS: print(k, '->', quant.unavailable_reason(k, 'cuda') or 'available')"
 save

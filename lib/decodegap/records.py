@@ -152,7 +152,21 @@ layers, and the compiled step copied each layer's whole slice out and back every
 context (Llama ctx 16384: lean_compile 34.4 ms against lean eager 26.5). Moved out of decode.csv so that the
 ladder never pools them with the rows of the decoder as it is; kept for the comparison."""
 
-SCHEMAS = {s.experiment: s for s in (DECODE, AB, AB_WHOLE_MODEL, LEAN_COMPILED_SLICED_CACHE, BANDWIDTH, KERNELS, BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS)}
+SYNTHESISED = "_synthesised_weights"
+"""Suffix of the files holding the quantised cells measured before every path quantised the model's own bf16
+weights (decode, verify, kernels, breakdown, quant_layers): those runs drew codes, scales and zeros of their own
+(codes uniform on 0..15 and zeros drawn apart: every weight had a mean of -0.5 x its scale, which added up over
+K; ExLlamaV2's fp16 products overflowed to NaN), and their checks compared a path only with itself. Their step
+times are kernel timings of the same shapes (a kernel's time does not depend on the values), kept for the cells
+not measured again (`with_superseded`); their correctness says nothing about the paths."""
+
+_SUPERSEDED = {name + SYNTHESISED: replace(schema, experiment=name + SYNTHESISED)
+               for name, schema in (("decode", DECODE), ("kernels", KERNELS), ("breakdown", BREAKDOWN),
+                                    ("quant_layers", QUANT_LAYERS))}
+_SUPERSEDED["verify" + SYNTHESISED] = replace(VERIFY, experiment="verify" + SYNTHESISED)
+
+SCHEMAS = {s.experiment: s for s in (DECODE, AB, AB_WHOLE_MODEL, LEAN_COMPILED_SLICED_CACHE, BANDWIDTH, KERNELS,
+                                     BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS, *_SUPERSEDED.values())}
 
 
 def schema_for(experiment: str) -> Schema:
@@ -348,6 +362,18 @@ def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = No
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in schema.names})
     return pd.concat(frames, ignore_index=True)
+
+
+def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "arm", "attn", "quant")) -> pd.DataFrame:
+    """The rows of `experiment` and, for the cells (`cell` columns) it does not hold, the rows of its superseded
+    file (SYNTHESISED), with a column `weights`: "rtn from bf16" or "synthesised (superseded)"."""
+    rows = load_experiment(experiment, data).assign(weights="rtn from bf16")
+    old = load_experiment(experiment + SYNTHESISED, data)
+    if old.empty:
+        return rows
+    have = set(rows[list(cell)].astype(str).itertuples(index=False, name=None))
+    keep = [tuple(k) not in have for k in old[list(cell)].astype(str).itertuples(index=False, name=None)]
+    return pd.concat([rows, old[keep].assign(weights="synthesised (superseded)")], ignore_index=True)
 
 
 def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None) -> set[tuple]:

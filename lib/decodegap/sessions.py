@@ -210,9 +210,10 @@ QUANT_CHECK_FAILED = "the quantised model failed its check against the bf16 mode
 
 def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, data) -> dict[int, str]:
     """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). In session 0
-    (with plan.verify) the bf16 model's teacher-forced eager logits are taken first at every context of `cells`,
-    and the quantised model's are checked against them (verify.csv, check vs_bf16, tolerance from 4-bit rounding:
-    quant.model_tolerance). Other sessions read those rows. Returns {ctx: reason} for the contexts whose check
+    (with plan.verify) every decoder layer's input and output of the bf16 model is recorded first at every
+    context of `cells` (quant_check.record_layers), and the quantised model's layers, fed those inputs, are
+    checked against those outputs (verify.csv, check vs_bf16, tolerance from 4-bit rounding:
+    quant.model_tolerance; layer by layer, teacher-forced: quant_check). Other sessions read those rows. Returns {ctx: reason} for the contexts whose check
     failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable propagates
     (the model is left as it was)."""
     from . import quant
@@ -227,14 +228,16 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         bad = rows[(rows.check == "vs_bf16") & (rows.status != "ok") & (rows.gpu == plan.gpu)
                    & (rows.model == cells[0].model) & (rows.quant == quant.resolve(plan.quant, plan.device))]
         return {int(c): QUANT_CHECK_FAILED for c in bad.ctx if int(c) in ctxs}
+    from .quant_check import forced_layer_error, record_layers
+
     tol, _ = quant.model_tolerance(model, plan.quant)
-    refs = {ctx: decode.teacher_forced_logits(model, "eager", ctx, seed=plan.seed) for ctx in ctxs}
+    refs = {ctx: record_layers(model, ctx, seed=plan.seed) for ctx in ctxs}
     info = quant.quantise_model_(model, plan.quant)
     failed, rows = {}, []
     for ctx in ctxs:
         cell = Cell(cells[0].model, ctx, "eager", plan.attn, info["path"])
         try:
-            err = decode.logits_error(decode.teacher_forced_logits(model, "eager", ctx, seed=plan.seed), refs[ctx])
+            err = forced_layer_error(model, ctx, refs.pop(ctx), seed=plan.seed)
             rows.append(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16"))
             if rows[-1]["status"] != "ok":
                 failed[ctx] = QUANT_CHECK_FAILED
