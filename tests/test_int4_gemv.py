@@ -144,15 +144,16 @@ import torch
 from decodegap import int4_gemv as ig
 
 gen = torch.Generator().manual_seed(0)
-# (N, K, G): even shapes; N not a multiple of BLOCK_N with K / G not a multiple of GROUPS (masked); G = 8
-for N, K, G in [(32, 512, 128), (40, 384, 128), (24, 96, 32), (16, 64, 8), (7, 256, 64)]:
+# (N, K, G): K a multiple of the step (8 lanes x SUB 2 chunks of 32 columns) and not (lanes past K), N not a
+# multiple of BLOCK_N (rows past N), G 32 (SUB then 1) and 64
+for N, K, G in [(32, 512, 128), (40, 384, 128), (6, 1152, 128), (24, 96, 32), (7, 256, 64)]:
     w = (0.02 * torch.randn(N, K, generator=gen)).bfloat16()
     packed, s, m = ig.quantise_rtn(w, G)
     x = torch.randn(K, generator=gen).bfloat16()
     ref = x.double() @ ig.dequantise(packed, s, m, G).double().T
     acc = ig.int4_gemv(x, packed, s, m, G, out=torch.empty(N, dtype=torch.float32))
     rel = ((acc.double() - ref).abs().max() / ref.abs().max()).item()
-    assert rel < 1e-4, (N, K, G, rel)  # the fp32 accumulator before the bf16 cast
+    assert rel < 5e-4, (N, K, G, rel)  # the fp32 accumulator before the bf16 cast
     y = ig.int4_gemv(x[None], packed, s, m, G)
     assert y.shape == (1, N) and y.dtype == torch.bfloat16
     rel = ((y[0].double() - ref).abs().max() / ref.abs().max()).item()
@@ -167,15 +168,21 @@ x = torch.randn(1, 256, generator=gen).bfloat16()
 one, prefill = fused(x), fused(x.expand(3, 256))
 assert len(calls) == 1  # the one-row call, not the prefill
 assert (one.float() - prefill[:1].float()).abs().max() < 2e-2 * prefill.float().abs().max()
+try:
+    ig.int4_gemv(x, *ig.quantise_rtn(torch.zeros(8, 64), 16), 16)
+    raise AssertionError("a group of 16 went through")
+except ValueError as exc:
+    assert "group size >= 32" in str(exc)
 print("interpreted int4 gemv ok")
 """
 
 
 def test_int4_gemv_equals_the_reference_in_tritons_interpreter():
-    """The kernel (its one interpreter config, BLOCK_N 16, GROUPS 2) on five small shapes against the fp64
-    product of x and W_deq: the fp32 accumulator within 1e-4 of max|ref| (measured ~2e-6: the magic-
-    exponent nibbles cost a few bits of the fp32 sum), the bf16 result within 1e-2; and a one-row
-    forward through the kernel. A fresh process with TRITON_INTERPRET=1 (read when Triton is imported)."""
+    """The kernel (its one interpreter config: BLOCK_N 4, 8 lanes, SUB 2) on five small shapes against the
+    fp64 product of x and W_deq: the fp32 accumulator within 5e-4 of max|ref| (measured 3e-5 to 9e-5: the
+    magic-exponent floats carry 4096 + q, which costs fp32 bits), the bf16 result within 1e-2 (the
+    interpreter's bf16 cast truncates); a one-row forward through the kernel; G < 32 refused. A fresh
+    process with TRITON_INTERPRET=1 (Triton reads it when first imported)."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed here (the GPU tests cover the kernel)")
     env = dict(os.environ, TRITON_INTERPRET="1")
@@ -186,6 +193,8 @@ def test_int4_gemv_equals_the_reference_in_tritons_interpreter():
 
 
 def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch):
+    """Outside the interpreter: triton.autotune keyed on (N, K) over INT4_CONFIGS (<= 12 configs, CHUNKS =
+    32 lanes a warp)."""
     pytest.importorskip("triton")
     from triton.runtime.autotuner import Autotuner
 
@@ -193,10 +202,10 @@ def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch
     monkeypatch.setattr(ig, "_COMPILED", {})
     tuned = ig._kernel()
     assert isinstance(tuned, Autotuner) and list(tuned.keys) == ["N", "K"]
-    configs = {(c.kwargs["BLOCK_N"], c.kwargs["GROUPS"], c.num_warps, c.num_stages) for c in tuned.configs}
+    configs = {(c.kwargs["BLOCK_N"], c.kwargs["SUB_MAX"], c.num_warps) for c in tuned.configs}
     assert configs == set(ig.INT4_CONFIGS) and len(configs) <= 12
-    for K in (3584, 4096, 14336, 18944):  # EVEN needs every GROUPS to divide K / G
-        assert all((K // 128) % g == 0 for _, g, _, _ in configs), K
+    assert all(c.kwargs["CHUNKS"] == 32 * c.num_warps for c in tuned.configs)
+    assert all(n * sub <= 16 for n, sub, _ in configs)  # 16-byte loads a lane a step: more spill registers
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes

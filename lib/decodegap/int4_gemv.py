@@ -8,19 +8,25 @@ Format (group size G, a power of two >= 8 dividing K):
 The codes and both bf16 tables are all a product streams: `stream_bytes` (K N / 2 + 4 N K / G bytes).
 
 Kernel:
-  int4_gemv  y[N] = W_deq[N, K] x[K] for one row, fp32 accumulation: each program takes BLOCK_N rows and
-             walks K one block of GROUPS groups at a time, reading each row's words of the block as one
-             contiguous run (16-byte loads). A nibble becomes a float with no int-to-float conversion
-             (quarter-rate on sm_90): masked into the mantissa of a float with a fixed exponent it reads
-             exactly 256 + q (even nibbles, mantissa bits 15..18) or 16 + q (odd nibbles, bits 19..22),
-             so T = sum_k f_k x_k over a group equals sum_k q_k x_k + C_g, with C_g = sum_k (256 or 16) x_k
-             depending on x alone. Per row and group then
-                 y[n] += s[n, g] * (T[n, g] - C_g) + m[n, g] * X_g,        X_g = sum_{k in g} x_k,
-             one scale and one offset per group, not one multiply per weight. BLOCK_N, GROUPS, warps
-             and stages are autotuned per (N, K) over INT4_CONFIGS on the first call of each shape.
-             No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 32 already gives >= 112
-             programs, and split-K would need a zeroed fp32 output (a memset kernel, which costs
-             the fixed per-launch time split-K is meant to save) or a second reduction launch.
+  int4_gemv  y[N] = W_deq[N, K] x[K] for one row (G >= 32), fp32 accumulation. A program takes BLOCK_N
+             rows and 32 x num_warps lanes along K; a loop step gives each lane SUB chunks (4 words, 32
+             columns: one 16-byte load a row) of one group for each of its rows, so a warp's load reads
+             512 contiguous bytes of a row, and a K = 4096 product is a single step (every load issued
+             at once: the small products are latency-bound). Nothing crosses lanes until the end (one
+             reduction a program). x arrives as bf16 pairs (16-byte loads) and is reused across the rows.
+             A nibble becomes a float with no int-to-float conversion (quarter-rate on sm_90): shifted
+             (3 shifts a word) and and-or'ed into the mantissa bits 11, 15 or 19 of a float whose
+             exponent makes it read exactly 4096 + q, 256 + q or 16 + q. So T = sum_k f_k x_k over a
+             lane's columns of a group is sum_k q_k x_k + C, C = sum_k c_k x_k (c_k the column's 4096,
+             256 or 16) depending on x alone, and per row and lane
+                 acc += s[n, g] * (T - C) + m[n, g] * X,        X = sum_k x_k,
+             one scale and one offset per 16-byte load, not one multiply per weight: per weight one
+             and-or and one FFMA plus 3/8 shift. The large constant part costs fp32 bits: the sum is good
+             to ~1e-4 of max|y| (interpreter, K <= 4096), far inside a bf16 result's 4e-3.
+             BLOCK_N, SUB and the warps are autotuned per (N, K) over INT4_CONFIGS on the first call of
+             each shape. No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 8 gives >= 448
+             programs of 32-128 lanes, and split-K would need a zeroed fp32 output (a memset launch: the
+             fixed per-call time split-K is meant to save) or a second reduction launch.
 
 `quantise_rtn` (per-group round to nearest) and `dequantise` are plain PyTorch and run anywhere; the
 kernel needs Triton and a CUDA device, or TRITON_INTERPRET=1 on a CPU (one fixed config there).
@@ -37,16 +43,19 @@ from .kernels import _interpreted, _triton, available
 PATH_KEY = "int4-triton"
 DEFAULT_GROUP_SIZE = 128
 
-INT4_CONFIGS = ((8, 2, 4, 1), (8, 4, 4, 1), (16, 1, 4, 1), (16, 2, 4, 1), (16, 2, 4, 3), (16, 4, 8, 1),
-                (32, 1, 4, 1), (32, 2, 8, 1), (32, 2, 4, 3), (64, 1, 8, 1), (64, 2, 8, 3), (128, 1, 8, 1))
-"""(BLOCK_N, GROUPS, num_warps, num_stages) the kernel is autotuned over, per (N, K), on its first call
-for each shape (callers warm up before capturing a CUDA graph). A program reads BLOCK_N x GROUPS x G / 2
-bytes of codes per loop step (1-8 KiB at G = 128); the configs trade programs per SM against bytes in
-flight per program. Every GROUPS divides the K / G of the Llama-3.1-8B and Qwen-2.5-7B products."""
-INT4_INTERPRETED = (16, 2)
-"""(BLOCK_N, GROUPS) under TRITON_INTERPRET=1: one config, no autotuning."""
-_MAX_BLOCK_N = max(c[0] for c in INT4_CONFIGS)
-_MAX_GROUPS = max(c[1] for c in INT4_CONFIGS)
+INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (2, 2, 4), (4, 2, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2),
+                (8, 2, 2), (4, 2, 1), (8, 2, 1), (4, 4, 1))
+"""(BLOCK_N, SUB_MAX, num_warps) the kernel is autotuned over, per (N, K), on its first call for each shape
+(callers warm up before capturing a CUDA graph); CHUNKS = 32 x num_warps lanes along K, one stage (the
+loop's loads are not software-pipelined by Triton: more stages change nothing), SUB = min(SUB_MAX, G / 32)
+so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (2-16: its
+registers, 80-250 on sm_90, bound that), reusing its x values across the BLOCK_N rows; the configs trade
+that against programs (N / BLOCK_N) and steps along K (K / (1024 x num_warps x SUB); a K = 4096 product is
+one step at 4 warps and SUB 1)."""
+INT4_INTERPRETED = (4, 2, 8)
+"""(BLOCK_N, SUB_MAX, CHUNKS) under TRITON_INTERPRET=1: one config, no autotuning."""
+_MAGIC = tuple(((150 - b) << 23) for b in (11, 15, 19))
+"""Float exponents that make mantissa bits b..b+3 count ones (2^(b-23) x 2^(150-b-127) = 1): 4096, 256, 16."""
 
 _COMPILED: dict = {}
 
@@ -118,70 +127,76 @@ def _kernel():
         triton, tl = _triton()
 
         @triton.jit
-        def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, K: tl.constexpr, G: tl.constexpr, EVEN: tl.constexpr,
-                             BLOCK_N: tl.constexpr, GROUPS: tl.constexpr):
-            GW: tl.constexpr = G // 8  # words a group
-            KW = K // 8
-            NG = K // G
+        def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, E11, E15, E19, K: tl.constexpr,
+                             G: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, SUB_MAX: tl.constexpr):
+            # x_ptr: x as int32 pairs of bf16 [K/2]. A chunk: 4 words (32 columns, one 16-byte load) of a row;
+            # each of the CHUNKS lanes along K takes SUB consecutive chunks of one group for BLOCK_N rows
+            KW: tl.constexpr = K // 8
+            NG: tl.constexpr = K // G
+            CPG: tl.constexpr = G // 32  # chunks a group
+            SUB: tl.constexpr = SUB_MAX if SUB_MAX <= CPG else CPG  # a lane's chunks share one group
+            NCH: tl.constexpr = K // 32
+            STEP: tl.constexpr = CHUNKS * SUB  # chunks a loop step
+            EVEN_K: tl.constexpr = NCH % STEP == 0
             rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-            gi = tl.arange(0, GROUPS)
-            wj = tl.arange(0, GW)
-            word_off = rows[:, None, None] * KW + gi[None, :, None] * GW + wj[None, None, :]  # [BN, GROUPS, GW]
-            x_off = gi[:, None] * G + 8 * wj[None, :]  # [GROUPS, GW]: column of nibble 0 of each word
-            acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-            BLOCK_K: tl.constexpr = GROUPS * G
-            for k0 in range(0, K, BLOCK_K):
-                g0 = k0 // G
-                groups = g0 + gi
-                sm_off = rows[:, None] * NG + groups[None, :]
-                xp = x_ptr + g0 * G + x_off
-                if EVEN:
-                    w = tl.load(p_ptr + g0 * GW + word_off)
-                    s = tl.load(s_ptr + sm_off).to(tl.float32)
-                    m = tl.load(m_ptr + sm_off).to(tl.float32)
-                    x0, x1, x2, x3 = tl.load(xp), tl.load(xp + 1), tl.load(xp + 2), tl.load(xp + 3)
-                    x4, x5, x6, x7 = tl.load(xp + 4), tl.load(xp + 5), tl.load(xp + 6), tl.load(xp + 7)
-                else:
-                    ok = (rows[:, None] < N) & (groups[None, :] < NG)
-                    xok = (groups < NG)[:, None]
-                    w = tl.load(p_ptr + g0 * GW + word_off, mask=ok[:, :, None], other=0)
-                    s = tl.load(s_ptr + sm_off, mask=ok, other=0.0).to(tl.float32)
-                    m = tl.load(m_ptr + sm_off, mask=ok, other=0.0).to(tl.float32)
-                    x0 = tl.load(xp, mask=xok, other=0.0)
-                    x1 = tl.load(xp + 1, mask=xok, other=0.0)
-                    x2 = tl.load(xp + 2, mask=xok, other=0.0)
-                    x3 = tl.load(xp + 3, mask=xok, other=0.0)
-                    x4 = tl.load(xp + 4, mask=xok, other=0.0)
-                    x5 = tl.load(xp + 5, mask=xok, other=0.0)
-                    x6 = tl.load(xp + 6, mask=xok, other=0.0)
-                    x7 = tl.load(xp + 7, mask=xok, other=0.0)
-                x0, x1, x2, x3 = x0.to(tl.float32), x1.to(tl.float32), x2.to(tl.float32), x3.to(tl.float32)
-                x4, x5, x6, x7 = x4.to(tl.float32), x5.to(tl.float32), x6.to(tl.float32), x7.to(tl.float32)
-                # one shifted copy serves two nibbles: the even one lands at bits 15..18, the odd at 19..22
-                a, b, c, d = w << 15, w << 7, w >> 1, w >> 9
-                EV: tl.constexpr = 0x00078000
-                OD: tl.constexpr = 0x00780000
-                E256: tl.constexpr = 0x43800000  # 256.0: mantissa bits 15..18 then read 256 + q
-                E16: tl.constexpr = 0x41800000  # 16.0: mantissa bits 19..22 then read 16 + q
-                t = ((a & EV) | E256).to(tl.float32, bitcast=True) * x0[None, :, :]
-                t += ((a & OD) | E16).to(tl.float32, bitcast=True) * x1[None, :, :]
-                t += ((b & EV) | E256).to(tl.float32, bitcast=True) * x2[None, :, :]
-                t += ((b & OD) | E16).to(tl.float32, bitcast=True) * x3[None, :, :]
-                t += ((c & EV) | E256).to(tl.float32, bitcast=True) * x4[None, :, :]
-                t += ((c & OD) | E16).to(tl.float32, bitcast=True) * x5[None, :, :]
-                t += ((d & EV) | E256).to(tl.float32, bitcast=True) * x6[None, :, :]
-                t += ((d & OD) | E16).to(tl.float32, bitcast=True) * x7[None, :, :]
-                x_even = x0 + x2 + x4 + x6
-                x_odd = x1 + x3 + x5 + x7
-                X = tl.sum(x_even + x_odd, axis=1)  # [GROUPS]
-                C = tl.sum(256.0 * x_even + 16.0 * x_odd, axis=1)
-                T = tl.sum(t, axis=2)  # [BN, GROUPS]
-                acc += tl.sum(s * (T - C[None, :]) + m * X[None, :], axis=1)
-            tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < N)
+            safe_rows = tl.minimum(rows, N - 1)  # rows past N read row N - 1 and are not stored: no load masks
+            c = tl.arange(0, CHUNKS)
+            sub = tl.arange(0, SUB)
+            v = tl.arange(0, 4)
+            row_off = safe_rows[None, :, None, None] * KW
+            vv = v[None, None, None, :]
+            sm_off = safe_rows[None, :] * NG + (c * SUB // CPG)[:, None]  # [C, BN]
+            acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
+            for ch0 in range(0, NCH, STEP):
+                first = ch0 + c * SUB  # [C] each lane's first chunk
+                if EVEN_K:
+                    s = tl.load(s_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
+                    m = tl.load(m_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
+                else:  # lanes past K read the last chunks again and count for nothing (s = m = 0)
+                    ok = (first < NCH)[:, None]
+                    s = tl.load(s_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
+                    m = tl.load(m_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
+                    s, m = s.to(tl.float32), m.to(tl.float32)
+                    first = tl.minimum(first, NCH - SUB)
+                word0 = (first[:, None] + sub[None, :])[:, None, :, None] * 4  # [C, 1, SUB, 1]: chunks' word 0
+                w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")  # [C, BN, SUB, 4]
+                xp = x_ptr + word0 * 4 + vv  # [C, 1, SUB, 4]: word 0's pairs 0..3, then + 4 q for word q
+                l0, l1, l2, l3 = tl.load(xp), tl.load(xp + 4), tl.load(xp + 8), tl.load(xp + 12)
+                # l_q holds pairs 0..3 of word q along its last dim (a 16-byte load); the products want pair p
+                # of word q at [..., q]: a transpose within each lane's registers
+                j = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, SUB, 4 (pair), 2 (q % 2), 2 (q // 2)]
+                j = tl.reshape(tl.permute(j, (0, 1, 2, 5, 4, 3)), (CHUNKS, 1, SUB, 4, 2, 2))
+                even, odd = tl.split(j)  # pair % 2: [C, 1, SUB, 4 (word), 2 (pair // 2)]
+                x01, x45 = tl.split(even)
+                x23, x67 = tl.split(odd)
+                HI: tl.constexpr = -65536  # 0xFFFF0000: the high bf16 of a pair, already a float's top half
+                x0, x1 = (x01 << 16).to(tl.float32, bitcast=True), (x01 & HI).to(tl.float32, bitcast=True)
+                x2, x3 = (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True)
+                x4, x5 = (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True)
+                x6, x7 = (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True)
+                # nibbles into mantissa bits 11, 15, 19 of floats that then read 4096 + q, 256 + q, 16 + q (one
+                # and-or each; E11/E15/E19 are kernel arguments so that the or takes a register, not a second
+                # immediate, and and-or fuse into one LOP3)
+                a, b, d = w << 11, w >> 1, w >> 13
+                t = ((a & 0x7800) | E11).to(tl.float32, bitcast=True) * x0
+                t += ((a & 0x78000) | E15).to(tl.float32, bitcast=True) * x1
+                t += ((a & 0x780000) | E19).to(tl.float32, bitcast=True) * x2
+                t += ((b & 0x7800) | E11).to(tl.float32, bitcast=True) * x3
+                t += ((b & 0x78000) | E15).to(tl.float32, bitcast=True) * x4
+                t += ((b & 0x780000) | E19).to(tl.float32, bitcast=True) * x5
+                t += ((d & 0x7800) | E11).to(tl.float32, bitcast=True) * x6
+                t += ((d & 0x78000) | E15).to(tl.float32, bitcast=True) * x7
+                sa, sb, sc = x0 + x3 + x6, x1 + x4 + x7, x2 + x5
+                X = tl.sum(tl.sum(sa + sb + sc, axis=3), axis=2)  # [C, 1]: the lane's share of sum_k x_k
+                Cx = tl.sum(tl.sum(4096.0 * sa + 256.0 * sb + 16.0 * sc, axis=3), axis=2)
+                T = tl.sum(tl.sum(t, axis=3), axis=2)  # [C, BN]
+                acc += s * (T - Cx) + m * X
+            y = tl.sum(acc, axis=0)
+            tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=rows < N)
 
         if not _interpreted():
-            configs = [triton.Config({"BLOCK_N": n, "GROUPS": g}, num_warps=w, num_stages=st)
-                       for n, g, w, st in INT4_CONFIGS]
+            configs = [triton.Config({"BLOCK_N": n, "SUB_MAX": sub, "CHUNKS": 32 * w}, num_warps=w,
+                                     num_stages=1) for n, sub, w in INT4_CONFIGS]
             int4_gemv_kernel = triton.autotune(configs=configs, key=["N", "K"])(int4_gemv_kernel)
         _COMPILED["int4_gemv"] = int4_gemv_kernel
     return _COMPILED["int4_gemv"]
@@ -200,23 +215,23 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
     N, KW = packed.shape
     K, G = KW * 8, group_size
     _check_format(K, G)
+    if G < 32:
+        raise ValueError(f"int4_gemv needs a group size >= 32 (its 16-byte loads stay in one group), got {G}")
     if x.numel() != K:
         raise ValueError(f"int4_gemv takes one row: x has {x.numel()} elements, the weight has K = {K}")
     if scales.shape != (N, K // G) or offsets.shape != (N, K // G):
         raise ValueError(f"scales and offsets must be [N, K/G] = [{N}, {K // G}], got {tuple(scales.shape)} "
                          f"and {tuple(offsets.shape)}")
     triton, _ = _triton()
-    xc = x.reshape(K).to(torch.bfloat16).contiguous()
+    xc = x.reshape(K).to(torch.bfloat16).contiguous().view(torch.int32)  # bf16 pairs
     y = torch.empty(N, dtype=torch.bfloat16, device=x.device) if out is None else out
     kernel = _kernel()
-    args = (xc, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, N, K)
+    args = (xc, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, N, *_MAGIC, K)
     if _interpreted():
-        block_n, groups = INT4_INTERPRETED
-        even = N % block_n == 0 and (K // G) % groups == 0
-        kernel[(triton.cdiv(N, block_n),)](*args, G=G, EVEN=even, BLOCK_N=block_n, GROUPS=groups)
+        block_n, sub, chunks = INT4_INTERPRETED
+        kernel[(triton.cdiv(N, block_n),)](*args, G=G, BLOCK_N=block_n, CHUNKS=chunks, SUB_MAX=sub)
     else:
-        even = N % _MAX_BLOCK_N == 0 and (K // G) % _MAX_GROUPS == 0  # then every config divides the shape
-        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]),)](*args, G=G, EVEN=even)
+        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]),)](*args, G=G)
     return y.reshape(*x.shape[:-1], N) if x.dim() > 1 else y
 
 
@@ -225,8 +240,8 @@ def tuned_config(N: int, K: int) -> str:
     kernel = _COMPILED.get("int4_gemv")
     for key, config in getattr(kernel, "cache", {}).items():
         if tuple(key[:2]) == (N, K):
-            return f"BLOCK_N={config.kwargs['BLOCK_N']} GROUPS={config.kwargs['GROUPS']} " \
-                   f"num_warps={config.num_warps} num_stages={config.num_stages}"
+            return f"BLOCK_N={config.kwargs['BLOCK_N']} SUB_MAX={config.kwargs['SUB_MAX']} " \
+                   f"CHUNKS={config.kwargs['CHUNKS']} num_warps={config.num_warps} num_stages={config.num_stages}"
     return ""
 
 
