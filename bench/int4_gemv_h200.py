@@ -21,6 +21,7 @@ summary (median us and GB/s). Usage (repository root, GPU): PYTHONPATH=lib pytho
 
 import csv
 import math
+import os
 import statistics
 import sys
 import time
@@ -46,6 +47,31 @@ LAYER = ("llama-3.1-8b qkv", "llama-3.1-8b o", "llama-3.1-8b gate_up", "llama-3.
 KERNELS = ("int4-triton", "int4-tinygemm", "bf16-linear")
 FIELDS = ("gpu", "kernel", "shape", "K", "N", "group_size", "config", "mode", "rep", "us", "bytes",
           "max_rel_err", "status", "reason")
+
+
+def _compile_one(K, block_n, sub, warps):
+    """Compile one (K, config) of the int4 kernel into Triton's on-disk cache (a pool worker)."""
+    fn = ig._kernel().fn
+    fn.warmup(torch.int32, torch.int32, torch.bfloat16, torch.bfloat16, torch.bfloat16, 4096, *ig._MAGIC, K, G=G,
+              BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, num_warps=warps, num_stages=1, grid=(1,))
+
+
+def precompile(Ks):
+    """Every (K, config) compiled in parallel processes before the autotuner asks for them one at a time
+    (it then finds them in the cache). Best effort: whatever fails here is compiled by the autotuner."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    t0 = time.time()
+    jobs = [(K, *c) for K in sorted(set(Ks)) for c in ig.INT4_CONFIGS]
+    try:
+        with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
+            errors = [f.exception() for f in [pool.submit(_compile_one, *j) for j in jobs]]
+        failed = [f"{j}: {e}" for j, e in zip(jobs, errors) if e is not None]
+    except Exception as exc:  # noqa: BLE001
+        failed = [f"pool: {type(exc).__name__}: {exc}"]
+    print(f"precompiled {len(jobs) - len(failed)}/{len(jobs)} kernels in {time.time() - t0:.0f} s"
+          + "".join(f"\n  failed {f[:300]}" for f in failed), flush=True)
 
 
 def rel_err(y, ref):
@@ -130,6 +156,7 @@ def main(outdir: Path):
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows, built = [], {}
     ig.prepare()
+    precompile(K for K, _ in SHAPES.values())
 
     def emit(kernel, shape, K, N, config, mode, times, nbytes, err, status="ok", reason=""):
         for rep, us in enumerate(times or [None]):

@@ -247,6 +247,16 @@ def tuned_config(N: int, K: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- layer
 
+_RUNS_ON: dict = {}
+
+
+def _kernel_runs_on(device_type: str) -> bool:
+    """`available(device) is None`, asked once per device type (a dict read inside a compiled forward)."""
+    if device_type not in _RUNS_ON:
+        _RUNS_ON[device_type] = available(device_type) is None
+    return _RUNS_ON[device_type]
+
+
 class Int4TritonLinear(nn.Module):
     """int4 weight-only nn.Linear(K, N) in this module's format (`path_key` int4-triton).
 
@@ -297,7 +307,7 @@ class Int4TritonLinear(nn.Module):
 
     def forward(self, x):
         K, N = self.in_features, self.out_features
-        if x.numel() == K and available(x.device) is None:
+        if x.numel() == K and _kernel_runs_on(x.device.type):
             y = int4_gemv(x, self.packed, self.scales, self.offsets, self.group_size).reshape(*x.shape[:-1], N)
         else:
             y = x.to(torch.bfloat16) @ self.dequantised_weight().T
