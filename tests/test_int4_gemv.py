@@ -159,6 +159,18 @@ for N, K, G in [(32, 512, 128), (40, 384, 128), (6, 1152, 128), (24, 96, 32), (7
     assert y.shape == (1, N) and y.dtype == torch.bfloat16
     rel = ((y[0].double() - ref).abs().max() / ref.abs().max()).item()
     assert rel < 1e-2, (N, K, G, rel)  # the interpreter's bf16 cast truncates: up to 2^-7
+# GPU configs (BLOCK_N, SUB_MAX, CHUNKS = 32 x warps), called directly: SUB 4, 1 warp; SUB 1, 4 warps (one step)
+N, K = 12, 4096
+w = (0.02 * torch.randn(N, K, generator=gen)).bfloat16()
+packed, s, m = ig.quantise_rtn(w, 128)
+x = torch.randn(K, generator=gen).bfloat16()
+ref = x.double() @ ig.dequantise(packed, s, m, 128).double().T
+for block_n, sub, chunks in [(4, 4, 32), (8, 1, 128), (8, 2, 64)]:
+    acc = torch.empty(N)
+    ig._kernel()[(-(-N // block_n),)](x.view(torch.int32), packed, s, m, acc, N, *ig._MAGIC, K, G=128,
+                                      BLOCK_N=block_n, CHUNKS=chunks, SUB_MAX=sub)
+    rel = ((acc.double() - ref).abs().max() / ref.abs().max()).item()
+    assert rel < 5e-4, (block_n, sub, chunks, rel)
 calls = []
 kernel = ig.int4_gemv
 ig.int4_gemv = lambda *a, **k: calls.append(1) or kernel(*a, **k)
@@ -210,6 +222,24 @@ def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes
+
+@pytest.mark.gpu
+def test_int4_gemv_is_captured_by_a_cuda_graph_and_called_from_a_compiled_function():
+    """After a warm-up call (the autotuning), a CUDA graph replays the kernel on new x, and torch.compile of a
+    function calling the layer gives the eager result."""
+    K, N = 4096, 4096
+    layer = ig.Int4TritonLinear.from_weight(_weight(N, K).cuda())
+    x = torch.randn(1, K, generator=torch.Generator().manual_seed(1)).bfloat16().cuda()
+    eager = layer(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = layer(x)
+    x.copy_(2 * x)
+    graph.replay()
+    assert torch.allclose(out.float(), (2 * eager).float(), rtol=1e-2, atol=1e-2 * eager.float().abs().max().item())
+    compiled = torch.compile(lambda t: layer(t) * 1.0)
+    assert torch.allclose(compiled(x).float(), layer(x).float(), rtol=0, atol=0)
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,N", [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096), (3584, 4608),
