@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from decodegap import int4_gemv as ig
 
+DEVICE = "cuda"
 G = 128
 TOL = 1e-2
 REPS, GRAPH_CALLS, GRAPH_REPLAYS = 200, 100, 20
@@ -80,8 +81,8 @@ def rel_err(y, ref):
 
 def build(kernel, K, N, gen):
     """(copies: list of call(x) -> y, one per weight copy; max_rel_err; bytes a call streams)."""
-    w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
-    x = torch.randn(1, K, generator=gen, device="cuda").bfloat16()
+    w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
+    x = torch.randn(1, K, generator=gen, device=DEVICE).bfloat16()
     if kernel == "bf16-linear":
         nbytes = 2 * N * K
         make = lambda: (lambda w2: (lambda xx: F.linear(xx, w2)))(w.clone())  # noqa: E731
@@ -152,8 +153,8 @@ def main(outdir: Path):
     t0 = time.time()
     outdir.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name()
-    flush = torch.empty(256 * 2 ** 20, dtype=torch.uint8, device="cuda")
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    flush = torch.empty(256 * 2 ** 20, dtype=torch.uint8, device=DEVICE)
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows, built = [], {}
     ig.prepare()
     precompile(K for K, _ in SHAPES.values())
