@@ -159,6 +159,8 @@ for N, K, G in [(32, 512, 128), (40, 384, 128), (6, 1152, 128), (24, 96, 32), (7
     assert y.shape == (1, N) and y.dtype == torch.bfloat16
     rel = ((y[0].double() - ref).abs().max() / ref.abs().max()).item()
     assert rel < 1e-2, (N, K, G, rel)  # the interpreter's bf16 cast truncates: up to 2^-7
+    shifted = torch.cat([x[:1], x])[1:]  # the same x at an odd element offset (not 4-byte aligned)
+    assert torch.equal(ig.int4_gemv(shifted, packed, s, m, G), y[0])
 # GPU configs (BLOCK_N, SUB_MAX, CHUNKS = 32 x warps), called directly: SUB 4, 1 warp; SUB 1, 4 warps (one step)
 N, K = 12, 4096
 w = (0.02 * torch.randn(N, K, generator=gen)).bfloat16()

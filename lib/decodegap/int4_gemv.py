@@ -223,7 +223,10 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
         raise ValueError(f"scales and offsets must be [N, K/G] = [{N}, {K // G}], got {tuple(scales.shape)} "
                          f"and {tuple(offsets.shape)}")
     triton, _ = _triton()
-    xc = x.reshape(K).to(torch.bfloat16).contiguous().view(torch.int32)  # bf16 pairs
+    xc = x.reshape(K).to(torch.bfloat16).contiguous()
+    if xc.data_ptr() % 16:  # a view at an odd offset: pairs need 4-byte alignment, the 16-byte loads 16
+        xc = xc.clone()
+    xc = xc.view(torch.int32)  # bf16 pairs
     y = torch.empty(N, dtype=torch.bfloat16, device=x.device) if out is None else out
     kernel = _kernel()
     args = (xc, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, N, *_MAGIC, K)
