@@ -174,18 +174,20 @@ def _kernel():
                 x2, x3 = (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True)
                 x4, x5 = (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True)
                 x6, x7 = (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True)
-                # nibbles into mantissa bits 11, 15, 19 of floats that then read 4096 + q, 256 + q, 16 + q (one
-                # and-or each; E11/E15/E19 are kernel arguments so that the or takes a register, not a second
-                # immediate, and and-or fuse into one LOP3)
+                # nibbles into mantissa bits 11, 15, 19 of floats that then read 4096 + q, 256 + q, 16 + q: one
+                # and-or each, a LOP3 when the exponent is in a register (not a second immediate). Hence the
+                # arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument from the constant
+                # bank at every use when registers run short (+20% instructions at BLOCK_N x SUB = 16)
                 a, b, d = w << 11, w >> 1, w >> 13
-                t = ((a & 0x7800) | E11).to(tl.float32, bitcast=True) * x0
-                t += ((a & 0x78000) | E15).to(tl.float32, bitcast=True) * x1
-                t += ((a & 0x780000) | E19).to(tl.float32, bitcast=True) * x2
-                t += ((b & 0x7800) | E11).to(tl.float32, bitcast=True) * x3
-                t += ((b & 0x78000) | E15).to(tl.float32, bitcast=True) * x4
-                t += ((b & 0x780000) | E19).to(tl.float32, bitcast=True) * x5
-                t += ((d & 0x7800) | E11).to(tl.float32, bitcast=True) * x6
-                t += ((d & 0x78000) | E15).to(tl.float32, bitcast=True) * x7
+                e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)
+                t = ((a & 0x7800) | e11).to(tl.float32, bitcast=True) * x0
+                t += ((a & 0x78000) | e15).to(tl.float32, bitcast=True) * x1
+                t += ((a & 0x780000) | e19).to(tl.float32, bitcast=True) * x2
+                t += ((b & 0x7800) | e11).to(tl.float32, bitcast=True) * x3
+                t += ((b & 0x78000) | e15).to(tl.float32, bitcast=True) * x4
+                t += ((b & 0x780000) | e19).to(tl.float32, bitcast=True) * x5
+                t += ((d & 0x7800) | e11).to(tl.float32, bitcast=True) * x6
+                t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
                 sa, sb, sc = x0 + x3 + x6, x1 + x4 + x7, x2 + x5
                 X = tl.sum(tl.sum(sa + sb + sc, axis=3), axis=2)  # [C, 1]: the lane's share of sum_k x_k
                 Cx = tl.sum(tl.sum(4096.0 * sa + 256.0 * sb + 16.0 * sc, axis=3), axis=2)
