@@ -226,8 +226,8 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
                          f"and {tuple(offsets.shape)}")
     triton, _ = _triton()
     xc = x.reshape(K).to(torch.bfloat16).contiguous()
-    if xc.data_ptr() % 16:  # a view at an odd offset: pairs need 4-byte alignment, the 16-byte loads 16
-        xc = xc.clone()
+    if xc.storage_offset() % 8:  # a view off a 16-byte boundary (the loads read 8 bf16 at once); metadata
+        xc = xc.clone()  # only, so torch.compile traces it (data_ptr() it cannot)
     xc = xc.view(torch.int32)  # bf16 pairs
     y = torch.empty(N, dtype=torch.bfloat16, device=x.device) if out is None else out
     kernel = _kernel()
