@@ -28,7 +28,7 @@ save
 ( while sleep 20; do save; done ) & SAVER=$!
 if [ -z "${SKIP_TESTS:-}" ]; then
   timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
-    tests/test_quant_gpu.py > "$OUTDIR"/gpu_tests.txt 2>&1; tail -n 12 "$OUTDIR"/gpu_tests.txt
+    tests/test_quant_gpu.py tests/test_int4_gemv.py > "$OUTDIR"/gpu_tests.txt 2>&1; tail -n 12 "$OUTDIR"/gpu_tests.txt
   echo "quant GPU tests done at ${SECONDS} s"
 fi
 timeout $((${QUANT_TIMEOUT:-560} - SECONDS)) python3 -m decodegap quant --gpu h200 --no-progress "$@" 2>&1 \

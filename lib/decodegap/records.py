@@ -107,8 +107,12 @@ logits (quant_report.checks labels them failed)."""
 
 CHECKS = {
     "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (sessions.VERIFY_TOL)",
-    "vs_bf16": "the quantised model's eager logits against the bf16 model it was quantised from, teacher-forced "
-               "(tolerance from 4-bit rounding: quant.model_tolerance)",
+    "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
+               "(quant_check; tolerance from 4-bit rounding: quant.model_tolerance)",
+    "vs_bf16_logits": "the quantised model's teacher-forced logits against the bf16 model's, end to end (the first "
+                      "H200 run of the model check, 2026-12-01; replaced by vs_bf16: on random 7-8B weights the "
+                      "logits of every path were unrelated to the bf16 model's, so the check could not fail a wrong "
+                      "path alone; kept as the evidence)",
     "layer": "one quantised linear's output against x @ W_deq^T in fp32, W_deq read back from its own tensors "
              "(quant.QUANT_TOL)",
 }
