@@ -44,9 +44,10 @@ cp "$WORK"/marlin_cuda*.so "$OUT"/
 python3 - "$SRC" "$KERNEL" "$OUT" "$SECONDS" <<'PY'
 import hashlib, json, os, subprocess, sys
 src, kernel, out, seconds = sys.argv[1:]
-commit = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-if not commit and os.path.exists(f"{src}/COMMIT"):
+if os.path.exists(f"{src}/COMMIT"):  # an export; `git -C` inside this repository would name this repository's commit
     commit = open(f"{src}/COMMIT").read().strip()
+else:
+    commit = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
 info = dict(kernel="marlin_cuda (IST-DASLab/marlin)", source_commit=commit or "not a git checkout",
             patch="cp_async4_stream: plain cp.async.cg.shared.global (no createpolicy L2 hint; marlin issues 40, 44)",

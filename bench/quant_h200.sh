@@ -11,6 +11,7 @@ shift
 source bench/gpu_env.sh
 save() { for f in decode.csv verify.csv env.json; do cp data/raw/h200/$f "$OUTDIR"/ 2>/dev/null; done; true; }
 SECONDS=0
+[ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext  # the builds of an earlier run, carried back
 bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
 echo "marlin ready at ${SECONDS} s"
 if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first

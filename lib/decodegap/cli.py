@@ -70,7 +70,8 @@ def cmd_quant(args) -> int:
     paths_ = _csv_list(args.paths) if args.paths else None
     resolved = quant_bench.measure_quant(gpu, model_keys, _csv_list(args.contexts, int), paths_, _csv_list(args.arms),
                                          args.sessions, args.steps, args.warmup, args.device, args.data_dir,
-                                         layers=not args.no_layers, progress=not args.no_progress)
+                                         layers=not args.no_layers, progress=not args.no_progress,
+                                         retry_errors=args.retry_errors)
     print("paths measured:", ", ".join(f"{k} -> {v}" for k, v in resolved.items()))
     return 0
 
@@ -204,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--warmup", type=int, default=5)
     q.add_argument("--no-layers", action="store_true", help="skip the per-layer checks")
     q.add_argument("--no-progress", action="store_true")
+    q.add_argument("--retry-errors", action="store_true",
+                   help="measure again cells recorded only as `error` (after the cause is fixed)")
     q.set_defaults(func=cmd_quant)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")

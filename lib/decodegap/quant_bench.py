@@ -81,7 +81,8 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
 
 def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quant_paths=None, arms=QUANT_ARMS,
                   sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-                  layers: bool = True, group_size: int | None = None, progress: bool = True) -> dict:
+                  layers: bool = True, group_size: int | None = None, progress: bool = True,
+                  retry_errors: bool = False) -> dict:
     """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
     steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
@@ -97,7 +98,8 @@ def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quan
                             rows=(1, *sorted(set(contexts))))
     def plan_for(path_key: str) -> sweep.SweepPlan:
         return sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
-                               sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device)
+                               sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device,
+                               retry_errors=retry_errors)
 
     resolved = {}
     for requested in chosen:
