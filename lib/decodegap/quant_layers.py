@@ -442,6 +442,11 @@ LAYER_CLASSES = {cls.path_key: cls for cls in (BF16Linear, TinyGemmLinear, GPTQE
                                                AWQMarlinLinear, BnbNF4Linear, Int4TritonLinear)}
 
 
+def _device(layer: nn.Module):
+    """The device of a layer's tensors: buffers for most paths, a parameter for bitsandbytes' Params4bit."""
+    return next(iter(layer.state_dict().values())).device
+
+
 def fuse_linears(parts) -> QuantLinear:
     """One quantised layer for several of one path that read the same input (q/k/v, gate/up): its output is
     torch.cat of theirs along the last dimension, and so is its `dequantised_weight()`. tinygemm's packed codes
@@ -457,8 +462,8 @@ def fuse_linears(parts) -> QuantLinear:
         raise ValueError(f"fuse_linears fuses quantised layers of one path, not {', '.join(kinds) or 'nothing'}")
     first = parts[0]
     K, G = first.in_features, first.group_size
-    device = next(iter(first.buffers())).device
-    if any((p.in_features, p.group_size, next(iter(p.buffers())).device) != (K, G, device) for p in parts):
+    device = _device(first)
+    if any((p.in_features, p.group_size, _device(p)) != (K, G, device) for p in parts):
         raise ValueError("fuse_linears needs parts of one in_features, group size and device: "
                          + ", ".join(f"{p.in_features}/{p.group_size}" for p in parts))
     bias = None
