@@ -19,6 +19,18 @@ def notebook_paths(only=None) -> list[Path]:
     return found
 
 
+def _local_kernel_manager():
+    """A kernel manager whose kernel talks to this process over IPC sockets, not TCP: the kernel runs on this
+    machine anyway, and ipykernel warns on every start over unencrypted TCP."""
+    from jupyter_client.manager import KernelManager
+    from traitlets import CaselessStrEnum
+
+    class LocalKernelManager(KernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+    return LocalKernelManager
+
+
 def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = None) -> Path:
     """Execute one notebook with papermill, injecting `parameters`; returns the executed copy's path."""
     import papermill
@@ -27,7 +39,7 @@ def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / notebook.name
     papermill.execute_notebook(str(notebook), str(out), parameters=parameters or {}, cwd=str(notebook.parent),
-                               kernel_name="python3", progress_bar=False)
+                               kernel_name="python3", progress_bar=False, kernel_manager_class=_local_kernel_manager())
     return out
 
 

@@ -35,13 +35,27 @@ def _color(model: str) -> str:
     return MODEL_COLOR.get(model, "#444444")
 
 
-def save(fig, path: Path) -> Path:
-    """Deterministic PNG: the same data and library versions give the same bytes."""
+def _in_kernel() -> bool:
+    """Whether this runs inside a Jupyter kernel (JupyterLab, or papermill executing a notebook)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def save(fig, path: Path) -> None:
+    """Write `fig` as a deterministic PNG (the same data and library versions give the same bytes) and, inside a
+    notebook, show that very PNG inline. Returns nothing, so a cell ending in `save(...)` shows the figure only."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")
     plt.close(fig)
-    return path
+    if _in_kernel():
+        from IPython.display import Image, display
+
+        display(Image(data=path.read_bytes(), format="png"))
 
 
 def _empty(message: str):
