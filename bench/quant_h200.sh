@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Notebook 04's measurements on the H200, in one run. Wheels in .whl/ (bitsandbytes with only its CUDA 13
-# library, exllamav2, autoawq, torchao: see ../shared/BACKENDS.md) are installed first; a missing path
+# library, exllamav2, autoawq, torchao: installed from wheels in .whl/) are installed first; a missing path
 # becomes `unavailable` rows. ExLlamaV2's extension is JIT-built first (its time is printed), so that the
 # timed sessions do not share the CPU with nvcc. One session per path (device time): see the README.
 # `awq` runs as awq-triton where marlin_cuda does not import (it is not on the package index); since
