@@ -207,3 +207,32 @@ def test_a_bad_papermill_parameter_stops_the_notebook_before_it_writes(tmp_path)
     assert err.value.ename == "InputError" and "parameter CONVENTION takes one of" in err.value.evalue
     assert err.value.traceback == [f"InputError: {err.value.evalue}"]  # the one line, no stack
     assert not figures.exists() or not any(figures.iterdir())
+
+
+def test_reproduce_checks_its_parameters_before_any_notebook_runs(tmp_path):
+    before = _git_status("figures")
+    err = _one_line_error(cli("reproduce", "-p", "MEASURE", "no", cwd=tmp_path))
+    assert "parameter MEASURE takes True or False" in err
+    err = _one_line_error(cli("reproduce", "-p", "CONTEXTS", "2k", cwd=tmp_path))
+    assert "parameter CONTEXTS takes a list of context lengths" in err
+    err = _one_line_error(cli("reproduce", "-p", "CONVENTON", "W_all", cwd=tmp_path))
+    assert "no notebook takes parameter(s) ['CONVENTON']" in err
+    assert _git_status("figures") == before
+
+
+def test_each_notebook_gets_only_the_parameters_it_defines():
+    assert notebooks.parameter_names(paths.NOTEBOOKS / "05_cost.ipynb") >= {"PROVIDER", "DATA_DIR", "MEASURE"}
+    assert "CONVENTION" not in notebooks.parameter_names(paths.NOTEBOOKS / "05_cost.ipynb")
+    assert "CONVENTION" in notebooks.parameter_names(paths.NOTEBOOKS / "01_roofline.ipynb")
+
+
+def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir, monkeypatch):
+    from decodegap import models
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("model build failed")
+
+    monkeypatch.setattr(models, "build_model", boom)
+    with pytest.raises(RuntimeError, match="model build failed"):
+        sessions.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
+    assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}

@@ -160,7 +160,11 @@ def cmd_check(args) -> int:
 def cmd_reproduce(args) -> int:
     from . import inputs, notebooks
 
-    params = {}
+    params = {name: _papermill_value(value) for name, value in args.parameter or ()}
+    unknown = sorted(set(params) - set(inputs.PARAMETERS))
+    if unknown:
+        raise inputs.InputError(f"no notebook takes parameter(s) {unknown}; known: {', '.join(sorted(inputs.PARAMETERS))}")
+    inputs.check_parameters(params)  # the notebooks check again; a bad value stops before the first one runs
     if args.data_dir:
         params["DATA_DIR"] = str(inputs.data_folder(args.data_dir))
     notebooks.notebook_paths(args.only)  # an unknown notebook fails before any runs
@@ -170,6 +174,19 @@ def cmd_reproduce(args) -> int:
         raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
     notebooks.run_all(params, only=args.only)
     return 0
+
+
+def _papermill_value(text: str):
+    """A `-p NAME VALUE` value as papermill's own `-p` reads it: True, False, None, an int, a float, else text."""
+    for value, word in ((True, "True"), (False, "False"), (None, "None")):
+        if text == word:
+            return value
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -251,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--measure", action="store_true", help="measure this GPU first (MEASURE=True)")
     r.add_argument("--gpu")
     r.add_argument("--only", action="append", help="notebook stem(s) to run, e.g. 01_roofline")
+    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a notebook parameter, as papermill's -p (e.g. -p CONTEXTS 2048,16384); checked before any runs")
     r.set_defaults(func=cmd_reproduce)
     for command in sub.choices.values():  # --data-dir also after the command, as `check --data-dir DIR`
         command.add_argument("--data-dir", default=argparse.SUPPRESS, help="data folder (default: the repository's data/)")

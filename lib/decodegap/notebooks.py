@@ -43,10 +43,22 @@ def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = N
     return out
 
 
+def parameter_names(notebook: Path) -> set[str]:
+    """The names a notebook's `parameters` cell defines (UPPER_CASE assignments)."""
+    import json
+    import re
+
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    source = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", source, re.M))
+
+
 def run_all(parameters: dict | None = None, only=None, out_dir: Path | None = None) -> list[Path]:
-    """Execute every numbered notebook (replay mode unless parameters say MEASURE=True)."""
+    """Execute every numbered notebook (replay mode unless parameters say MEASURE=True), each with the
+    parameters its `parameters` cell defines."""
     done = []
     for nb in notebook_paths(only):
         print(f"running {nb.name} ...", flush=True)
-        done.append(run(nb, parameters, out_dir))
+        names = parameter_names(nb)
+        done.append(run(nb, {k: v for k, v in (parameters or {}).items() if k in names}, out_dir))
     return done

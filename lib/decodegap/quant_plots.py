@@ -96,10 +96,9 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                     for p, t, f, bad in zip(pos, panel[col], floor, failed):
                         if pd.isna(t) and pd.notna(f):
                             lab = "check failed (no time kept)" if bad else "never ran here (see the table's status)"
-                            ax.scatter([p], [f], marker="x" if bad else "o", s=28, zorder=4,
-                                       color=FAILED_COLOR if bad else "none",
-                                       edgecolors=FAILED_COLOR if bad else NOT_RUN_COLOR,
-                                       label=None if lab in labelled else lab)
+                            mark = (dict(marker="x", color=FAILED_COLOR) if bad else
+                                    dict(marker="o", facecolors="none", edgecolors=NOT_RUN_COLOR))
+                            ax.scatter([p], [f], s=28, zorder=4, label=None if lab in labelled else lab, **mark)
                             labelled.add(lab)
                             ax.text(p, f, " check failed" if bad else " not run", rotation=90, va="bottom",
                                     ha="center", fontsize=7, color=FAILED_COLOR if bad else NOT_RUN_COLOR)

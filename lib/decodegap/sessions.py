@@ -363,10 +363,14 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
     run_id = start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
-    rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
-    for r in rows:
-        r.update(run_id=run_id, gpu=gpu)
-    records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
+    try:  # a run that fails before its first row leaves no env.json entry
+        rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
+        for r in rows:
+            r.update(run_id=run_id, gpu=gpu)
+        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['bandwidth'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
@@ -383,41 +387,45 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
     run_id = start_run(gpu, data, "kernels", device=device)
-    folder = paths.raw_dir(gpu, data)
-    done = records.done_keys(folder / "kernels.csv", records.KERNELS)
-    done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
-    for key in model_keys:
-        model = models.build_model(models.load_spec(key, data), device=device)
-        unavailable = None
-        if quant != "bf16":
-            from . import quant as quant_paths
+    try:  # a run that fails before its first row leaves no env.json entry
+        folder = paths.raw_dir(gpu, data)
+        done = records.done_keys(folder / "kernels.csv", records.KERNELS)
+        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
+        for key in model_keys:
+            model = models.build_model(models.load_spec(key, data), device=device)
+            unavailable = None
+            if quant != "bf16":
+                from . import quant as quant_paths
 
-            try:
-                quant_paths.quantise_model_(model, quant, seed=0)
-            except quant_paths.QuantUnavailable as exc:
-                unavailable = str(exc)
-        for ctx in contexts:
-            for arm in arms:
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
-                cell = tuple(str(base[c]) for c in records.KERNELS.key)
-                if cell in done and cell in done_breakdown:
-                    continue
-                if unavailable is None:
-                    profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
-                                                      (decode.ArmUnavailable,))
-                else:
-                    profile, status, reason = None, "unavailable", unavailable
-                base.update(status=status, reason=reason)
-                if cell not in done:
-                    records.append_rows(folder / "kernels.csv", records.KERNELS,
-                                        [dict(base, kernels=len(profile) if profile is not None else None)])
-                if cell not in done_breakdown:
-                    rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
-                            if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
-                    records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
-                free_device_memory(device)
-        del model
-        free_device_memory(device)
+                try:
+                    quant_paths.quantise_model_(model, quant, seed=0)
+                except quant_paths.QuantUnavailable as exc:
+                    unavailable = str(exc)
+            for ctx in contexts:
+                for arm in arms:
+                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
+                    cell = tuple(str(base[c]) for c in records.KERNELS.key)
+                    if cell in done and cell in done_breakdown:
+                        continue
+                    if unavailable is None:
+                        profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
+                                                          (decode.ArmUnavailable,))
+                    else:
+                        profile, status, reason = None, "unavailable", unavailable
+                    base.update(status=status, reason=reason)
+                    if cell not in done:
+                        records.append_rows(folder / "kernels.csv", records.KERNELS,
+                                            [dict(base, kernels=len(profile) if profile is not None else None)])
+                    if cell not in done_breakdown:
+                        rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
+                                if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
+                        records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
+                    free_device_memory(device)
+            del model
+            free_device_memory(device)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
@@ -505,32 +513,36 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
     run_id = start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state())
-    path = paths.raw_dir(gpu, data) / "attention.csv"
-    done = records.done_keys(path, records.ATTENTION)
-    cuda = device.startswith("cuda")
-    for key in model_keys:
-        shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
-        for ctx in contexts:
-            for attn in backends or list(attention.BACKENDS):
-                if (gpu, key, str(ctx), attn) in done:
-                    continue
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
-                            us_per_call=None, max_rel_err=None, reason="")
+    try:  # a run that fails before its first row leaves no env.json entry
+        path = paths.raw_dir(gpu, data) / "attention.csv"
+        done = records.done_keys(path, records.ATTENTION)
+        cuda = device.startswith("cuda")
+        for key in model_keys:
+            shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
+            for ctx in contexts:
+                for attn in backends or list(attention.BACKENDS):
+                    if (gpu, key, str(ctx), attn) in done:
+                        continue
+                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
+                                us_per_call=None, max_rel_err=None, reason="")
 
-                def timed_rows():
-                    call, err = attention.check(attn, shape, ctx, device)
-                    with attention.backend(attn).scope():  # entered once, outside the timed calls
-                        rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
-                                     us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))
-                                for i in range(reps)]
-                        if cuda:
-                            rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
-                                     for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
-                    return rows
+                    def timed_rows():
+                        call, err = attention.check(attn, shape, ctx, device)
+                        with attention.backend(attn).scope():  # entered once, outside the timed calls
+                            rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
+                                         us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))
+                                    for i in range(reps)]
+                            if cuda:
+                                rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
+                                         for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
+                        return rows
 
-                rows, status, reason = attempt(timed_rows, (attention.BackendUnavailable,))
-                records.append_rows(path, records.ATTENTION, rows or [dict(base, status=status, reason=reason)])
-                free_device_memory(device)
+                    rows, status, reason = attempt(timed_rows, (attention.BackendUnavailable,))
+                    records.append_rows(path, records.ATTENTION, rows or [dict(base, status=status, reason=reason)])
+                    free_device_memory(device)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['attention'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
