@@ -236,3 +236,11 @@ def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir,
     with pytest.raises(RuntimeError, match="model build failed"):
         sessions.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
     assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}
+
+
+def test_quantisation_measurements_refuse_cpu_timings_as_a_gpus(data_dir):
+    from decodegap import quant_bench
+
+    with pytest.raises(InputError, match="measures this machine's CPU"):
+        quant_bench.measure_quant("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)
+    assert not (data_dir / "raw").exists()

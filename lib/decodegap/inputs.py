@@ -200,8 +200,6 @@ def _folder(name, value):
     return value
 
 
-_TEXTS = _listed(str, "a list of names, e.g. ['llama-3.1-8b'] or 'a,b'")
-_INTS = _listed(int, "a list of whole numbers, e.g. [2048, 16384]")
 PARAMETERS: dict[str, Callable] = {
     "GPU": _optional_text, "LADDER_GPU": _text, "MEASURE": _flag, "DEVICE": _device,
     "MODELS": _listed(str, "a list of model keys, e.g. ['llama-3.1-8b'] or 'qwen2.5-7b,llama-3.1-8b'"),

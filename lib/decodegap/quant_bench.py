@@ -8,7 +8,7 @@ applies quant.quantise_model_(model, plan.quant) after building the model.
 
 from __future__ import annotations
 
-from . import hardware, models, quant, records
+from . import inputs, models, quant, records
 from . import paths as repo_paths
 from . import sessions as sweep
 from .outcome import attempt
@@ -25,7 +25,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     data/raw/<gpu>/quant_layers.csv: `ok` with the error, `unavailable` with the reason (package, device or
     shape), `error` past the tolerance or on a failure, `skipped` for the LM head (bf16 in every path).
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
-    hardware.gpu_spec(gpu, data)
+    inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     run_id = sweep.start_run(gpu, data, "quant_layers")
     path = repo_paths.raw_dir(gpu, data) / "quant_layers.csv"
     done = records.done_keys(path, records.QUANT_LAYERS)
@@ -80,7 +80,7 @@ def measure_quant(gpu: str, model_keys, contexts=(2048,), quant_paths=None, arms
     awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
     that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured
     again. Returns {requested: concrete key}."""
-    hardware.gpu_spec(gpu, data)
+    inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     for key in model_keys:
         models.load_spec(key, data)
     chosen = tuple(quant_paths or DEFAULT_PATHS)
