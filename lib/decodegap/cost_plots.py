@@ -34,7 +34,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     """$/Mtok (log) against datasheet bandwidth (log): per source and GPU (colour: GPU; marker: published star or
     measured square) the naive configuration (hollow) and the best (filled), labelled with configuration and
     $/Mtok (and the price's provider where it is not the paper's); the cost at the memory floor of every priced
-    GPU (dashed, no line between GPUs' own points). `notes` (e.g. GPUs without a price) go under the axes."""
+    GPU (a bar mark each; no line joins separate GPUs). `notes` (e.g. GPUs without a price) go under the axes."""
     plots.style()
     if ladder.empty:
         return plots._empty("No priced configuration: add prices to data/specs/prices.csv.")
@@ -54,10 +54,11 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
             ax.scatter([], [], marker=marker, edgecolors="black", **({"color": "black"} if kernels == "best" else {}),
                        **KERNEL_STYLE[kernels], label=f"{source}, {kernels} kernels")
     if not floors.empty:
-        f = floors.sort_values("bandwidth_gbps")
-        ax.plot(f["bandwidth_gbps"], f["usd_per_mtok"], color="grey", linestyle="--", label=floor_label)
+        f = floors.sort_values("bandwidth_gbps")  # one mark per GPU, no line: the GPUs are separate machines
+        ax.scatter(f["bandwidth_gbps"], f["usd_per_mtok"], marker="_", s=220, linewidths=2.0,
+                   color=[plots.gpu_color(g) for g in f["gpu"]], zorder=3)
+        ax.scatter([], [], marker="_", s=220, linewidths=2.0, color="grey", label=floor_label)
         for r in f.itertuples():
-            ax.scatter([r.bandwidth_gbps], [r.usd_per_mtok], color=plots.gpu_color(r.gpu), s=14, zorder=3)
             ax.annotate(f"${r.usd_per_mtok:.2f}", (r.bandwidth_gbps, r.usd_per_mtok),
                         textcoords="offset points", xytext=(-6, -12), fontsize=6.5, color="grey")
     bandwidths = dict(zip(ladder["gpu"], ladder["bandwidth_gbps"]))
