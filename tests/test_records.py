@@ -292,3 +292,18 @@ def test_a_truncated_file_names_its_last_line(tmp_path):
     path.write_text(path.read_text()[:-5])  # the 4th line (header + 3 rows) loses its end
     with pytest.raises(SchemaError, match=rf"{path}:4: the last line is incomplete"):
         records.read_csv(path)
+
+
+def test_one_step_written_twice_with_other_values_is_refused(tmp_path):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, rows(0, "eager", 3))
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[2].rstrip("\n").split(",")
+    fields[DECODE.names.index("step_ms")] = "9.75"  # the same run, cell and step, another time
+    path.write_text("".join(lines) + ",".join(fields) + "\n")
+    with pytest.raises(SchemaError, match=rf"{path}:5: column 'step' repeats the row of line 3"):
+        records.read_csv(path)
+    other_run = fields.copy()
+    other_run[0] = "r2"  # a later run of the same cell is history, not a duplicate
+    path.write_text("".join(lines) + ",".join(other_run) + "\n")
+    assert len(records.read_csv(path)) == 4

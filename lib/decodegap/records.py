@@ -43,6 +43,9 @@ class Schema:
     optional_when_not_ok: tuple[str, ...] = ()
     nan_when_empty: tuple[str, ...] = ()
     times: tuple[str, ...] = ()
+    row_id: tuple[str, ...] = ()
+    """Columns that, with run_id, the key and status, name one row: a second row of the same name is the same
+    measurement written twice (the reader refuses it, whatever its values)."""
 
     @property
     def names(self) -> list[str]:
@@ -59,6 +62,7 @@ DECODE = Schema(
     key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
     optional_when_not_ok=("max_cache_len", "step", "step_ms"),
     times=("step_ms",),
+    row_id=("step",),
 )
 
 BANDWIDTH = Schema(
@@ -70,6 +74,7 @@ BANDWIDTH = Schema(
     key=("gpu", "method", "run_id"),
     optional_when_not_ok=("bytes_moved", "rep", "time_ms", "bandwidth_gbps"),
     times=("time_ms", "bandwidth_gbps"),
+    row_id=("rep",),
 )
 
 KERNELS = Schema(
@@ -92,6 +97,7 @@ BREAKDOWN = Schema(
     key=("gpu", "model", "ctx", "arm", "attn", "quant"),
     optional_when_not_ok=("kernel_index", "kernel", "gpu_us"),
     times=("gpu_us",),
+    row_id=("kernel_index",),
 )
 """One row per GPU kernel of one profiled decode step (decode.kernel_profile), in launch order."""
 
@@ -115,6 +121,7 @@ ATTENTION = Schema(
     key=("gpu", "model", "ctx", "attn"),
     optional_when_not_ok=("rep", "us_per_call", "max_rel_err"),
     times=("us_per_call",),
+    row_id=("timing", "rep"),
 )
 """Per-layer decode attention: `timing` is `host` (eager loop, host dispatch included) or `gpu` (graph
 replay of many calls); status rows have timing `-`."""
@@ -291,11 +298,18 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
         )
     records = []
     seen: dict[tuple, int] = {}
+    identity = [names.index(c) for c in dict.fromkeys(("run_id", *schema.key, *schema.row_id, "status")) if c in names]
+    named: dict[tuple, int] = {}
     for lineno, fields in enumerate(reader, start=2):
         first = seen.setdefault(tuple(fields), lineno)
         if first != lineno:
             raise SchemaError(f"{path}:{lineno}: every column repeats line {first} (a duplicated row, which would "
                               "count twice in every median); remove one of the two lines")
+        if len(fields) == len(names):
+            first = named.setdefault(tuple(fields[i] for i in identity), lineno)
+            if first != lineno:
+                raise SchemaError(f"{path}:{lineno}: column {names[identity[-2]]!r} repeats the row of line {first}: "
+                                  "the same run, cell and row written twice with other values; keep the right one")
         if len(fields) != len(names):
             column = names[len(fields)] if len(fields) < len(names) else f"(extra field {len(fields)})"
             raise SchemaError(
