@@ -1,12 +1,14 @@
-# decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests.
-# Both create .venv on first use. `make measure GPU=h200` measures this machine's GPU.
+# decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests;
+# `make lab` opens the notebooks in JupyterLab. All create .venv on first use.
+# `make measure GPU=h200` measures this machine's GPU.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 GPU ?=
 STAMP := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: reproduce test test-gpu measure check clean-venv
+.PHONY: reproduce test test-gpu measure check lab clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +16,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt torch
 	$(PY) -m pip install -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+$(LAB_STAMP): $(STAMP)
+	$(PY) -m pip install -c constraints.txt -e '.[lab]'
+	touch $(LAB_STAMP)
 
 reproduce: $(STAMP)
 	$(PY) -m decodegap reproduce
@@ -30,6 +36,9 @@ measure: $(STAMP)
 
 check: $(STAMP)
 	$(PY) -m decodegap check
+
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 clean-venv:
 	rm -rf $(VENV)

@@ -100,11 +100,39 @@ def test_floor_costs_are_in_bandwidth_order_on_the_shipped_registry():
 
     cfg = {"qwen2.5-7b": models.load_spec("qwen2.5-7b").config}
     floors = cost.floor_costs(cfg, hardware.specs_table(), cost.load_prices(), "qwen2.5-7b", 2048)
-    assert "h200" not in set(floors["gpu"])  # no price
+    h200 = floors.set_index("gpu").loc["h200"]  # no Modal price: Spheron's, named as such
+    assert h200["price_provider"] == "spheron" and h200["usd_per_hour"] == 4.54
+    assert (floors[floors.gpu != "h200"].price_provider == "modal").all()
     l4 = floors.set_index("gpu").loc["l4"]
     assert l4["usd_per_mtok"] == pytest.approx(0.7992 * l4["t_floor_ms"] / 3.6)
     ordered = floors.sort_values("bandwidth_gbps")["usd_per_mtok"].to_numpy()
     assert (ordered[1:] < ordered[:-1]).all()
+
+
+def test_a_gpu_the_provider_does_not_price_takes_another_providers_price_named():
+    prices = pd.concat([PRICES, pd.DataFrame([
+        dict(gpu="h200", provider="spheron", usd_per_hour=4.5, source="test", source_date="2026-03-01", note=""),
+        dict(gpu="h200", provider="other", usd_per_hour=9.0, source="test", source_date="2025-01-01", note=""),
+        dict(gpu="l4", provider="other", usd_per_hour=9.0, source="test", source_date="2027-01-01", note="")])])
+    assert cost.price_for("h200", prices) == (4.5, "spheron")  # the latest of the other providers' prices
+    assert cost.price_for("l4", prices) == (0.72, "modal")  # the provider's own price wins
+    with pytest.raises(cost.NoPriceError):
+        cost.price_for("b300", prices)
+    with pytest.raises(cost.NoPriceError):  # the strict look-up never falls back
+        cost.usd_per_hour("h200", prices)
+    configs = _configs([("measured", "h200", "m", 2048, "eager", "sdpa", "bf16", 20.0, 3)])
+    row = cost.cost_table(configs, prices, SPECS).iloc[0]
+    assert row["usd_per_mtok"] == pytest.approx(4.5 * 20 / 3.6) and row["price_provider"] == "spheron"
+    assert row["price_note"] == "no modal price for h200: spheron's price"
+    assert cost.price_label("h200", "spheron") == "h200 (spheron price)" and cost.price_label("l4", "modal") == "l4"
+
+
+def test_the_shipped_h200_price_is_spherons_with_its_source():
+    prices = cost.load_prices().set_index(["gpu", "provider"])
+    assert pd.isna(prices.loc[("h200", "modal"), "usd_per_hour"])  # no Modal price was found: never guessed
+    row = prices.loc[("h200", "spheron")]
+    assert row["usd_per_hour"] == 4.54 and row["source_date"] == "2026-03-17"
+    assert row["source"].startswith("https://www.spheron.network/") and "not Modal's" in row["note"]
 
 
 def test_prices_file_lives_in_specs():

@@ -30,6 +30,23 @@ def replayed(tmp_path_factory):
     return data, figures
 
 
+def test_executed_notebooks_show_every_figure_inline(replayed):
+    """Each figure a notebook writes to figures/ (plots.save) is also an image output of its cell, the same PNG."""
+    import base64
+
+    _, figures = replayed
+    executed = figures.parent / "executed"
+    for nb in notebooks.notebook_paths():
+        cells = json.loads((executed / nb.name).read_text())["cells"]
+        saves = sum("".join(c["source"]).count("plots.save(") for c in cells if c["cell_type"] == "code")
+        images = [o["data"]["image/png"] for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert saves > 0 and len(images) == saves, f"{nb.name}: {len(images)} inline images for {saves} figures"
+        texts = [t for c in cells for o in c.get("outputs", []) for t in o.get("data", {}).get("text/plain", [])]
+        assert not any("PosixPath(" in t for t in texts), f"{nb.name} echoes a path where a figure belongs"
+    written = {p.read_bytes() for p in figures.glob("*.png")}
+    assert base64.b64decode(images[-1]) in written
+
+
 def test_01_replay_rebuilds_the_cell_table_from_raw_rows(replayed):
     data, figures = replayed
     for name in ("01_r_floor_vs_bandwidth.png", "01_step_time_vs_context.png", "01_roofline_cells.md"):
@@ -81,10 +98,14 @@ def test_05_replay_prices_every_configuration_and_writes_the_claims(replayed):
     assert l4.loc["gptq-exllamav2", "usd_per_mtok"] == pytest.approx(0.7992 * 17.36 / 3.6, abs=1e-3)
     assert h100.loc["bf16 graph", "usd_per_mtok"] == pytest.approx(3.9492 * 11.78 / 3.6, abs=1e-3)
     measured = costs[costs.source == "measured"]
-    assert len(measured) > 0 and measured.usd_per_mtok.isna().all()  # the H200 has no price yet
-    assert measured.price_note.str.contains("no modal price for h200").all()
+    assert len(measured) > 0 and set(measured.gpu) == {"h200"}  # priced at Spheron's rate (no Modal price found)
+    assert (measured.price_provider == "spheron").all() and (measured.usd_per_hour == 4.54).all()
+    assert measured.price_note.str.contains("no modal price for h200: spheron's price").all()
+    row = measured.iloc[0]
+    assert row.usd_per_mtok == pytest.approx(4.54 * row.step_ms / 3.6, abs=1e-3)
     ladder = pd.read_csv(figures / "05_cost_ladder.csv")
-    assert ladder.usd_per_mtok.notna().all() and set(ladder.gpu) == {"l4", "h100-sxm"}
+    assert ladder.usd_per_mtok.notna().all() and set(ladder.gpu) == {"l4", "h100-sxm", "h200"}
+    assert set(ladder[ladder.gpu == "h200"].price_provider) == {"spheron"}
     claims_table = pd.read_csv(figures / "claims.csv")
     assert set(pd.read_csv(paths.DATA / "published" / "paper.csv").claim) <= set(claims_table.claim)
     md = (figures / "claims.md").read_text()

@@ -60,6 +60,14 @@ def _quant_h200_finding(qc) -> str:
             f"out{'; NaN logits: ' + ', '.join(nan) if nan else ''}).")
 
 
+def _h200_cost_finding(lad) -> str:
+    """The measured H200 on the cost ladder, at the price prices.csv gives it (its provider named)."""
+    naive, best = lad.loc[("h200", "naive")], lad.loc[("h200", "best")]
+    assert naive.price_provider == best.price_provider == "spheron", "the H200's price changed: rewrite this finding"
+    return (f"The H200 measured here, at Spheron's price (no Modal price was found), costs ${naive.usd_per_mtok:.2f}/Mtok "
+            f"naive (bf16 eager) and ${best.usd_per_mtok:.2f} at its best ({best.configuration}).")
+
+
 def gallery_findings() -> dict[str, str]:
     """The README gallery's finding of each figure, recomputed from the committed tables in figures/."""
     import pandas as pd
@@ -131,7 +139,8 @@ def gallery_findings() -> dict[str, str]:
                                     "the int4 format, realises the saving. " + _quant_h200_finding(pd.read_csv(f / "04_quant_cells.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~6x); "
-                              f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}).",
+                              f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
+                              + _h200_cost_finding(lad),
     }
 
 
@@ -193,3 +202,45 @@ def test_readme_quantisation_prose_matches_the_h200_cells():
     nan = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
     nan = nan[nan.check.astype(str).str.startswith("failed: NaN")]
     assert set(nan.quant) == {"gptq-exllamav2"} and set(nan.model) == {"mistral-7b-v0.3", "llama-3.1-8b"}
+
+
+def test_readme_names_every_module():
+    readme = (paths.REPO / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1]
+    for module in sorted(p.stem for p in (paths.REPO / "lib" / "decodegap").glob("*.py") if not p.stem.startswith("_")):
+        assert f"`{module}`" in layout, f"module {module} is missing from the README's layout"
+
+
+def _cited_paths(text: str) -> set[str]:
+    """Repository paths a Markdown text cites: links and `code` spans that look like files or folders
+    (placeholders such as <gpu>, globs and brace lists left out)."""
+    import re
+
+    cited = set(re.findall(r"\]\(([^)#\s]+)\)", text))
+    for span in re.findall(r"`([^`\n]+)`", text):
+        for word in span.split():
+            if re.fullmatch(r"[\w./-]+", word) and ("/" in word or re.search(r"\.(md|csv|png|ipynb|py|sh|yml|toml|txt|json)$", word)):
+                cited.add(word)
+    top = {p.name for p in paths.REPO.iterdir()} - {".venv", ".git"}
+    return {c for c in cited if not c.startswith(("http", "-", ".", "/", "notebooks/executed"))
+            and (c.split("/", 1)[0] in top if "/" in c else re.search(r"\.(md|csv|png|ipynb|py|sh|yml|toml)$", c))}
+
+
+def test_readmes_cite_only_files_that_exist():
+    """A cited path exists from the repository root or the README's folder; a bare file name (figures in the
+    gallery, env.json) is the name of some file in the repository."""
+    names = {p.name for p in paths.REPO.rglob("*") if ".venv" not in p.parts and ".git" not in p.parts}
+    for readme in (paths.REPO / "README.md", paths.DATA / "README.md"):
+        text = readme.read_text()
+        missing = sorted(c for c in _cited_paths(text)
+                         if not (paths.REPO / c.rstrip("/")).exists() and not (readme.parent / c.rstrip("/")).exists()
+                         and not ("/" not in c and c in names))
+        assert not missing, f"{readme.name} cites files the repository does not have: {missing}"
+
+
+def test_no_file_cites_the_working_notes_outside_the_repository():
+    import subprocess
+
+    hits = subprocess.run(["git", "grep", "-n", "-I", "-E", r"PAPER\.md|DESIGN\.md|\.\./shared", "--", ".",
+                           ":!tests/test_readme.py"], cwd=paths.REPO, capture_output=True, text=True).stdout
+    assert hits == "", f"files citing notes the repository does not have:\n{hits}"

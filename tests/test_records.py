@@ -251,3 +251,59 @@ def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):
                     + "r,0,h200,m,2048,graph,sdpa,bf16,0.02,0.1,ok,,vs_eager,model,\n")
     rows = records.read_csv(path, records.VERIFY)
     assert rows.max_rel_err.isna().tolist() == [True, False] and rows.max_rel_err[1] == 0.02
+
+
+@pytest.mark.parametrize("value, why", [("nan", "finite"), ("NaN", "finite"), ("inf", "finite"), ("-inf", "finite"),
+                                        ("0", "above zero"), ("0.0", "above zero"), ("-1.5", "above zero")])
+def test_an_ok_step_must_be_a_finite_positive_time(tmp_path, value, why):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, rows(0, "eager", 3))
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[2].rstrip("\n").split(",")
+    fields[DECODE.names.index("step_ms")] = value
+    lines[2] = ",".join(fields) + "\n"
+    path.write_text("".join(lines))
+    with pytest.raises(SchemaError) as err:
+        records.read_csv(path)
+    assert f"{path}:3: column 'step_ms' holds {value!r} on a 'ok' row" in str(err.value) and why in str(err.value)
+
+
+def test_a_status_row_may_leave_its_time_empty_and_a_verify_nan_stays_allowed(tmp_path):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, [status_row()])
+    assert records.read_csv(path)["step_ms"].isna().all()
+    verify = tmp_path / "verify.csv"
+    verify.write_text(",".join(records.VERIFY.names) + "\nr,0,g,m,16,graph,sdpa,bf16,nan,0.1,ok,\n")
+    assert math.isnan(records.read_csv(verify)["max_rel_err"].iloc[0])
+
+
+def test_a_duplicated_row_is_refused_with_both_lines(tmp_path):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, rows(0, "eager", 3))
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + [lines[2]]))
+    with pytest.raises(SchemaError, match=rf"{path}:5: every column repeats line 3"):
+        records.read_csv(path)
+
+
+def test_a_truncated_file_names_its_last_line(tmp_path):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, rows(0, "eager", 3))
+    path.write_text(path.read_text()[:-5])  # the 4th line (header + 3 rows) loses its end
+    with pytest.raises(SchemaError, match=rf"{path}:4: the last line is incomplete"):
+        records.read_csv(path)
+
+
+def test_one_step_written_twice_with_other_values_is_refused(tmp_path):
+    path = tmp_path / "decode.csv"
+    records.append_rows(path, DECODE, rows(0, "eager", 3))
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[2].rstrip("\n").split(",")
+    fields[DECODE.names.index("step_ms")] = "9.75"  # the same run, cell and step, another time
+    path.write_text("".join(lines) + ",".join(fields) + "\n")
+    with pytest.raises(SchemaError, match=rf"{path}:5: column 'step' repeats the row of line 3"):
+        records.read_csv(path)
+    other_run = fields.copy()
+    other_run[0] = "r2"  # a later run of the same cell is history, not a duplicate
+    path.write_text("".join(lines) + ",".join(other_run) + "\n")
+    assert len(records.read_csv(path)) == 4

@@ -112,3 +112,25 @@ def test_notebooks_are_committed_clean_with_a_parameters_cell():
             assert cell.get("execution_count") is None, f"{nb_path.name}: a code cell has an execution count"
         tagged = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(tagged) == 1, f"{nb_path.name}: needs exactly one code cell tagged `parameters`"
+
+
+def test_make_lab_opens_the_notebooks_in_the_same_environment():
+    makefile = (REPO / "Makefile").read_text()
+    target = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "$(VENV)/bin/jupyter lab" in target and "--notebook-dir=notebooks" in target
+    assert "'.[lab]'" in makefile  # jupyterlab from the project's own `lab` extra, into .venv
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(r.startswith("jupyterlab") for r in project["optional-dependencies"]["lab"])
+
+
+def test_packaging_is_quiet_and_transformers_capped():
+    """A plain-string SPDX license (the table form warns at every build, setuptools >= 77), and transformers
+    capped below 5.18: the harness's StaticCache handling was checked on 5.17, and later 5.x rename
+    `past_key_values` (5.24 warns that the old name goes in 5.40)."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "MIT"
+    assert any(r.startswith("setuptools>=77") for r in pyproject["build-system"]["requires"])
+    spec = dict(_normalise(r) for r in pyproject["project"]["dependencies"])["transformers"]
+    assert spec == "<5.18,>=5.17"
+    pinned = (REPO / "constraints.txt").read_text()
+    assert "transformers==5.17.0" in pinned

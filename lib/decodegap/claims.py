@@ -1,4 +1,4 @@
-"""The claims table: every claim of the paper (PAPER.md) as a row with its published value, our value, the
+"""The claims table: every claim of the paper (data/published/paper.csv) as a row with its published value, our value, the
 hardware behind ours, a verdict and the evidence, generated from the data (never typed by hand).
 
 Verdicts are explicit rules (the functions below), applied to whatever rows exist: a claim about a GPU we
@@ -373,7 +373,7 @@ def inverted_ladder(ev: Evidence) -> list[dict]:
         ours = ev.floor_ms(r.gpu) / step
         checks.append(about(ours, r.value, rel_tol=0.02) == REPRODUCED)
         parts.append(f"{r.gpu}: {ev.floor_ms(r.gpu):.3f} ms / {step:.2f} ms = {ours:.3f} (note: {r.value:.2f})")
-    rows.append(_row("N1", "inverted_ladder", "PAPER.md's own note (not the paper's claim): under W = all parameters the "
+    rows.append(_row("N1", "inverted_ladder", "A note of ours (not the paper's claim): under W = all parameters the "
                      "published L4 62.32 ms gives R_floor ~ 0.82 and the H100 eager 14.83 ms ~ 0.31, not the published 0.27.",
                      "0.82 / 0.31", "; ".join(parts), "arithmetic on published step times", all_true(checks),
                      "Rule: our W_all floor of Qwen-2.5-7B at ctx 2048 over each published bf16 eager step is within 2 % "
@@ -540,6 +540,41 @@ def cost_claim(ev: Evidence) -> list[dict]:
                  "cheaper than the H100 with CUDA Graphs.", f"~{target:g}x", ours, hardware, verdict, evidence)]
 
 
+def cost_claim_measured(ev: Evidence) -> list[dict]:
+    """R5 on the GPU measured here: the L4 with optimised kernels (published) against each measured fast GPU's
+    graphed step at the headline cell, each at its price in prices.csv (another provider's where the paper's
+    has none, named). Reproduced when the L4 is cheaper per token."""
+    c = ev.costs
+    l4 = c[(c["gpu"] == "l4") & (c["source"] == published.PUBLISHED_LABEL) & (c["quant"] == "gptq-exllamav2")]
+    graphed = c[(c["source"] == cost.MEASURED_LABEL) & (c["arm"] == "graph") & (c["quant"] == "bf16")
+                & (c["attn"] == "sdpa") & (c["model"] == ev.headline_model) & (c["ctx"] == ev.headline_ctx)
+                & (c["bandwidth_gbps"] >= FAST_GPU_GBPS)].dropna(subset=["usd_per_mtok"])
+    statement = ("The cost claim on the fast GPU measured here: the L4 with optimised kernels serves tokens cheaper than "
+                 f"the {'/'.join(sorted(set(graphed['gpu']))) or 'fast GPU'} with CUDA Graphs "
+                 f"({ev.headline_model}, ctx {ev.headline_ctx}).")
+    if l4.empty or graphed.empty:
+        return [_row("R5m", "cost", statement, "L4 cheaper", "-", "-", NOT_TESTABLE,
+                     "Needs a priced, measured graphed step of a fast GPU at the headline cell.")]
+    a = l4.iloc[0]
+    rows = []
+    for g in graphed.itertuples():
+        ratio = g.usd_per_mtok / a["usd_per_mtok"]
+        best = c[(c["gpu"] == g.gpu) & (c["source"] == cost.MEASURED_LABEL) & (c["model"] == ev.headline_model)
+                 & (c["ctx"] == ev.headline_ctx)].dropna(subset=["usd_per_mtok"]).sort_values("usd_per_mtok").iloc[0]
+        seller = g.price_provider
+        rows.append(_row("R5m", "cost", statement, "L4 cheaper", f"{ratio:.2f}x",
+                         f"l4 gptq-exllamav2 (published) vs {g.gpu} bf16 graph (measured), {seller} price for the {g.gpu}",
+                         REPRODUCED if ratio > 1 else CONTRADICTED,
+                         f"Rule: reproduced when the {g.gpu}'s $/Mtok over the L4's is above 1. L4 gptq-exllamav2 "
+                         f"{a['step_ms']:.2f} ms at ${a['usd_per_hour']:.4f}/h = ${a['usd_per_mtok']:.2f}/Mtok; {g.gpu} "
+                         f"graph {g.step_ms:.2f} ms at ${g.usd_per_hour:.4f}/h ({seller}'s price"
+                         f"{'' if seller == cost.PROVIDER else ', no ' + cost.PROVIDER + ' price found'}) = "
+                         f"${g.usd_per_mtok:.2f}/Mtok. The {g.gpu}'s cheapest measured configuration there, "
+                         f"{best['configuration']} ({best['step_ms']:.2f} ms), costs ${best['usd_per_mtok']:.2f}/Mtok "
+                         f"({best['usd_per_mtok'] / a['usd_per_mtok']:.2f}x the L4's)."))
+    return rows
+
+
 def _price_sources(ev: Evidence) -> str:
     p = ev.prices[ev.prices["gpu"].isin(["l4", "h100-sxm"]) & (ev.prices["provider"] == cost.PROVIDER)]
     return "; ".join(f"{r.gpu} {r.usd_per_hour} $/h from {r.source} ({r.source_date})" for r in p.itertuples())
@@ -553,10 +588,10 @@ def scope(ev: Evidence) -> list[dict]:
 
 
 def build(ev: Evidence) -> pd.DataFrame:
-    """One row per claim of PAPER.md: id, claim (paper.csv's claim id, or thesis / scope), statement,
+    """One row per claim of the paper: id, claim (paper.csv's claim id, or thesis / scope), statement,
     published, ours, hardware, verdict, evidence."""
     rows = (thesis(ev) + method(ev) + inverted_ladder(ev) + cuda_graphs(ev) + attention_backends(ev)
-            + quantisation(ev) + cost_claim(ev) + scope(ev))
+            + quantisation(ev) + cost_claim(ev) + cost_claim_measured(ev) + scope(ev))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

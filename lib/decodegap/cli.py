@@ -1,4 +1,5 @@
-"""python -m decodegap measure | bandwidth | gpus | check | reproduce (see --help of each)."""
+"""Rebuild the figures from the shipped rows, measure a GPU into data/raw/<gpu>/, check the raw CSVs.
+See `python -m decodegap <command> --help` for each command's options."""
 
 from __future__ import annotations
 
@@ -8,40 +9,59 @@ import sys
 from . import paths
 
 
-def _csv_list(text: str, kind=str) -> tuple:
-    return tuple(kind(x) for x in text.split(",") if x.strip())
+def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
+    """A comma-separated option value as a tuple; a value that is not a `kind` is an InputError naming the option."""
+    from .inputs import InputError
+
+    out = []
+    for x in text.split(","):
+        if not x.strip():
+            continue
+        try:
+            out.append(kind(x.strip()))
+        except ValueError:
+            what = "whole numbers of tokens, e.g. 2048,16384" if kind is int else f"{kind.__name__} values"
+            raise InputError(f"{option} takes comma-separated {what}; {x.strip()!r} is not one") from None
+    return tuple(out)
 
 
-def _resolve_gpu(gpu: str | None, data) -> str:
-    from . import hardware
+def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
+    """The key the rows will carry, checked against the device measured (inputs.gpu_to_measure)."""
+    from . import inputs
 
-    if gpu:
-        hardware.gpu_spec(gpu, data)  # fails clearly on an unknown key
-        return gpu
-    return hardware.detect_gpu(data)
+    return inputs.gpu_to_measure(gpu, device, data)
 
 
 def _check_models(model_keys, data_dir) -> None:
-    """Load every model's spec: an unknown model fails with a clear error before any session process starts."""
-    from . import models
+    """Every model key has a config: an unknown model fails with a clear error before any session process starts."""
+    from . import inputs
 
-    for key in model_keys:
-        models.load_spec(key, data_dir)
+    inputs.models(model_keys, data_dir)
 
 
 def cmd_measure(args) -> int:
     from . import sessions
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    from . import inputs
+    from .inputs import InputError
+
+    bad = [item for item in args.checkpoint if "=" not in item]
+    if bad:
+        raise InputError(f"--checkpoint takes MODEL=DIR, got {bad[0]!r}")
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
+    models_, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    arms = inputs.arms(_csv_list(args.arms, option="--arms"))
+    inputs.attn(args.attn)
+    inputs.quant(args.quant)
+    _check_models(models_, args.data_dir)
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     plan = sessions.SweepPlan(
-        gpu=gpu, models=_csv_list(args.models), contexts=_csv_list(args.contexts, int), arms=_csv_list(args.arms),
+        gpu=gpu, models=models_, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
         retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
-    _check_models(plan.models, args.data_dir)
     run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
@@ -52,10 +72,11 @@ def cmd_measure(args) -> int:
 def cmd_ab(args) -> int:
     from . import sessions
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
+    contexts = _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
-    sessions.measure_ab(gpu, model_keys, _csv_list(args.contexts, int), args.headline_ctx, args.sessions,
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+    sessions.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
                         args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
                         count_kernels=args.count_kernels, progress=not args.no_progress)
     return 0
@@ -79,7 +100,7 @@ def cmd_quant(args) -> int:
 def cmd_bandwidth(args) -> int:
     from . import sessions
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     run_id = sessions.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
     print(f"run {run_id}: rows in {paths.raw_dir(gpu, args.data_dir) / 'bandwidth.csv'}")
     return 0
@@ -88,19 +109,27 @@ def cmd_bandwidth(args) -> int:
 def cmd_kernels(args) -> int:
     from . import sessions
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
-    sessions.record_kernels(gpu, _csv_list(args.models), _csv_list(args.contexts, int), _csv_list(args.arms),
-                            args.data_dir, args.device, quant=args.quant)
+    from . import inputs
+
+    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    arms = inputs.arms(_csv_list(args.arms, option="--arms"))
+    inputs.quant(args.quant)
+    _check_models(model_keys, args.data_dir)
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+    sessions.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
 
 
 def cmd_attention(args) -> int:
     from . import sessions
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
-    backends = _csv_list(args.backends) if args.backends else None
-    sessions.record_attention(gpu, _csv_list(args.models), _csv_list(args.contexts, int), backends,
-                              args.data_dir, args.device)
+    from . import inputs
+
+    backends = tuple(inputs.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
+    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    _check_models(model_keys, args.data_dir)
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+    sessions.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
     return 0
 
 
@@ -121,10 +150,14 @@ def cmd_gpus(args) -> int:
 
 def cmd_check(args) -> int:
     """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
-    from . import records
+    from . import inputs, records
 
+    raw = inputs.data_folder(args.data_dir) / "raw"
+    files = sorted(raw.glob("*/*.csv"))
+    if not files:
+        raise inputs.InputError(f"no raw CSV under {raw}/<gpu>/; nothing to check (is --data-dir the right folder?)")
     bad = 0
-    for path in sorted((paths.data_dir(args.data_dir) / "raw").glob("*/*.csv")):
+    for path in files:
         schema = records.schema_for(path.stem)
         if args.repair:
             moved = records.repair_tail(path, schema)
@@ -140,15 +173,35 @@ def cmd_check(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from . import notebooks
+    from . import inputs, notebooks
 
-    params = {}
-    if args.measure:
-        params = {"MEASURE": True, "GPU": _resolve_gpu(args.gpu, args.data_dir)}
+    params = {name: _papermill_value(value) for name, value in args.parameter or ()}
+    unknown = sorted(set(params) - set(inputs.PARAMETERS))
+    if unknown:
+        raise inputs.InputError(f"no notebook takes parameter(s) {unknown}; known: {', '.join(sorted(inputs.PARAMETERS))}")
+    inputs.check_parameters(params)  # the notebooks check again; a bad value stops before the first one runs
     if args.data_dir:
-        params["DATA_DIR"] = str(args.data_dir)
+        params["DATA_DIR"] = str(inputs.data_folder(args.data_dir))
+    notebooks.notebook_paths(args.only)  # an unknown notebook fails before any runs
+    if args.measure:
+        params.update(MEASURE=True, GPU=_resolve_gpu(args.gpu, args.data_dir))
+    elif args.gpu:
+        raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
     notebooks.run_all(params, only=args.only)
     return 0
+
+
+def _papermill_value(text: str):
+    """A `-p NAME VALUE` value as papermill's own `-p` reads it: True, False, None, an int, a float, else text."""
+    for value, word in ((True, "True"), (False, "False"), (None, "None")):
+        if text == word:
+            return value
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -162,7 +215,7 @@ def _add_grid_args(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m decodegap", description=__doc__)
     parser.add_argument("--data-dir", default=None, help="data folder (default: the repository's data/)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     m = sub.add_parser("measure", help="measure decode cells in fresh sessions (resumes a killed sweep)")
     _add_grid_args(m)
@@ -227,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.set_defaults(func=cmd_attention)
 
-    s = sub.add_parser("_session", help=argparse.SUPPRESS)
+    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sessions._spawn_session)
     s.add_argument("--plan", required=True)
     s.add_argument("--session", type=int, required=True)
     s.add_argument("--run-id", required=True)
@@ -244,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--measure", action="store_true", help="measure this GPU first (MEASURE=True)")
     r.add_argument("--gpu")
     r.add_argument("--only", action="append", help="notebook stem(s) to run, e.g. 01_roofline")
+    r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a notebook parameter, as papermill's -p (e.g. -p CONTEXTS 2048,16384); checked before any runs")
     r.set_defaults(func=cmd_reproduce)
+    for command in sub.choices.values():  # --data-dir also after the command, as `check --data-dir DIR`
+        command.add_argument("--data-dir", default=argparse.SUPPRESS, help="data folder (default: the repository's data/)")
     return parser
 
 
@@ -252,10 +309,16 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (KeyError, ValueError, FileNotFoundError) as exc:
-        from . import hardware, models, records
+    except Exception as exc:
+        from . import cost, hardware, inputs, models, records
 
-        if isinstance(exc, (hardware.UnknownGPUError, models.UnknownModelError, records.SchemaError, FileNotFoundError)):
+        expected = (inputs.InputError, hardware.UnknownGPUError, models.UnknownModelError, records.SchemaError,
+                    cost.NoPriceError, FileNotFoundError)
+        if isinstance(exc, expected):
             print(f"decodegap: {exc}", file=sys.stderr)
             return 2
+        if type(exc).__name__ == "PapermillExecutionError":  # a notebook stopped: its error, not papermill's stack
+            print(f"decodegap: {exc.ename}: {exc.evalue} (in {getattr(exc, 'exec_count', '?')!s} of the notebook "
+                  "above; its executed copy is in notebooks/executed/)", file=sys.stderr)
+            return 1
         raise

@@ -53,6 +53,25 @@ def usd_per_hour(gpu: str, prices: pd.DataFrame, provider: str = PROVIDER, data:
     return float(hit["usd_per_hour"].iloc[0])
 
 
+def price_for(gpu: str, prices: pd.DataFrame, provider: str = PROVIDER) -> tuple[float, str]:
+    """($ per hour, the provider it is from) of one `gpu`: the `provider`'s price where it has one, else the
+    priced row of another provider (the latest source date first), whose name then labels every cost made from
+    it. A GPU that no provider prices raises NoPriceError (usd_per_hour's message)."""
+    try:
+        return usd_per_hour(gpu, prices, provider), provider
+    except NoPriceError:
+        other = prices[(prices["gpu"] == gpu) & (prices["provider"] != provider)].dropna(subset=["usd_per_hour"])
+        if other.empty:
+            raise
+        row = other.sort_values("source_date", ascending=False).iloc[0]
+        return float(row["usd_per_hour"]), str(row["provider"])
+
+
+def price_label(gpu: str, price_provider: str, provider: str = PROVIDER) -> str:
+    """How a cost is named where its price is not the `provider`'s: "h200 (spheron price)"; else the GPU key."""
+    return gpu if price_provider in (provider, "", None) or not isinstance(price_provider, str) else f"{gpu} ({price_provider} price)"
+
+
 def tokens_per_s(step_ms):
     """Tokens per second of one batch-1 stream: one token per decode step of `step_ms` milliseconds."""
     return 1000.0 / step_ms
@@ -97,21 +116,26 @@ def measured_configurations(cells: pd.DataFrame) -> pd.DataFrame:
 def cost_table(configs: pd.DataFrame, prices: pd.DataFrame, specs: pd.DataFrame, provider: str = PROVIDER,
                data: str | Path | None = None) -> pd.DataFrame:
     """`configs` (published_configurations / measured_configurations rows) with the GPU's datasheet
-    bandwidth, tokens_per_s, usd_per_hour and usd_per_mtok. A GPU without a price keeps empty cost columns
-    and says why in `price_note`."""
+    bandwidth, tokens_per_s, usd_per_hour (`price_for`: the provider's, else another provider's, named in
+    `price_provider`) and usd_per_mtok. A GPU without any price keeps empty cost columns and says why in
+    `price_note`."""
     out = configs.merge(specs[["gpu", "bandwidth_gbps"]], on="gpu", how="left")
     out.insert(out.columns.get_loc("step_ms"), "configuration",
                [configuration(a, q, t) for a, q, t in zip(out["arm"], out["quant"], out["attn"])])
     out["tokens_per_s"] = tokens_per_s(out["step_ms"])
-    hourly, notes = [], []
+    hourly, sellers, notes = [], [], []
     for gpu in out["gpu"]:
         try:
-            hourly.append(usd_per_hour(gpu, prices, provider, data))
-            notes.append("")
+            price, seller = price_for(gpu, prices, provider)
+            hourly.append(price)
+            sellers.append(seller)
+            notes.append("" if seller == provider else f"no {provider} price for {gpu}: {seller}'s price")
         except NoPriceError:
             hourly.append(np.nan)
+            sellers.append("")
             notes.append(f"no {provider} price for {gpu} in data/specs/prices.csv")
     out["usd_per_hour"] = hourly
+    out["price_provider"] = sellers
     out["usd_per_mtok"] = usd_per_mtok(out["usd_per_hour"], out["step_ms"])
     out["price_note"] = notes
     return out
@@ -142,26 +166,27 @@ def ladder(table: pd.DataFrame) -> pd.DataFrame:
         picks.append(("best", g.sort_values("usd_per_mtok").iloc[0]))
         for kernels, r in picks:
             rows.append(dict(source=source, gpu=gpu, bandwidth_gbps=r["bandwidth_gbps"], kernels=kernels,
-                             configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"]))
+                             configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"],
+                             price_provider=r.get("price_provider", PROVIDER)))
     return pd.DataFrame(rows, columns=["source", "gpu", "bandwidth_gbps", "kernels", "configuration", "step_ms",
-                                       "usd_per_mtok"])
+                                       "usd_per_mtok", "price_provider"])
 
 
 def floor_costs(configs: Mapping[str, Mapping], specs: pd.DataFrame, prices: pd.DataFrame, model: str, ctx: int,
                 provider: str = PROVIDER, convention: str = "W_all") -> pd.DataFrame:
     """$/Mtok of a step that ran exactly at its memory floor (R_floor = 1: t_floor of `model` at `ctx`,
     datasheet bandwidth) on every priced GPU of the registry: what the ladder would be if decode were
-    bandwidth-bound."""
+    bandwidth-bound. A GPU priced by another provider only (`price_for`) says which in `price_provider`."""
     floors = roofline.floors_by_gpu({model: configs[model]}, specs, ctx, convention).loc[model]
     rows = []
     for gpu, t_floor in floors.items():
         try:
-            price = usd_per_hour(gpu, prices, provider)
+            price, seller = price_for(gpu, prices, provider)
         except NoPriceError:
             continue
         bw = float(specs.loc[specs["gpu"] == gpu, "bandwidth_gbps"].iloc[0])
         rows.append(dict(gpu=gpu, bandwidth_gbps=bw, t_floor_ms=t_floor, usd_per_hour=price,
-                         usd_per_mtok=usd_per_mtok(price, t_floor)))
+                         usd_per_mtok=usd_per_mtok(price, t_floor), price_provider=seller))
     return pd.DataFrame(rows)
 
 
@@ -202,12 +227,13 @@ def findings(ladder_: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFrame, 
     """Sentences generated from the cost tables (never typed by hand) for the notebook narrative."""
     out = []
     for (source, gpu), g in ladder_.groupby(["source", "gpu"], sort=False):
-        out.append(f"{gpu} ({source}): " + "; ".join(f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = "
+        out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}): " + "; ".join(f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = "
                                                      f"${r.usd_per_mtok:.2f}/Mtok" for r in g.itertuples()) + ".")
     if not floors.empty:
         f = floors.sort_values("bandwidth_gbps")
         out.append("At the memory floor (R_floor = 1) the ladder would run in bandwidth order: "
-                   + ", ".join(f"{r.gpu} ${r.usd_per_mtok:.2f}" for r in f.itertuples()) + " per Mtok.")
+                   + ", ".join(f"{price_label(r.gpu, r.price_provider)} ${r.usd_per_mtok:.2f}" for r in f.itertuples())
+                   + " per Mtok.")
     if not ratios.empty:
         top, low = ratios.iloc[0], ratios.iloc[-1]
         out.append(f"{cheap_gpu} against {dear_gpu}: the {dear_gpu} costs {low['cost_ratio']:.2f}-{top['cost_ratio']:.2f}x "

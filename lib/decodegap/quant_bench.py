@@ -8,7 +8,7 @@ applies quant.quantise_model_(model, plan.quant) after building the model.
 
 from __future__ import annotations
 
-from . import hardware, models, quant, records
+from . import inputs, models, quant, records
 from . import paths as repo_paths
 from . import sessions as sweep
 from .outcome import attempt
@@ -28,8 +28,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
     reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
-    
-    hardware.gpu_spec(gpu, data)
+    inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     run_id = sweep.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
     path = repo_paths.raw_dir(gpu, data) / "verify.csv"
     done = records.done_keys(path, records.VERIFY)
@@ -89,7 +88,7 @@ def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quan
     awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
     that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured
     again. Returns {requested: concrete key}."""
-    hardware.gpu_spec(gpu, data)
+    inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     for key in model_keys:
         models.load_spec(key, data)
     chosen = tuple(quant_paths or DEFAULT_PATHS)

@@ -12,6 +12,36 @@ from . import plots
 from .published import PUBLISHED_LABEL
 
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+FAILED_COLOR = "#b2182b"  # a cell whose correctness check failed
+NOT_RUN_COLOR = "#777777"  # a cell that never ran here (unavailable, or not measured)
+
+
+def _series_color(name: str, published: bool, i: int) -> str:
+    """A series' colour: its arm's (plots.ARM_COLOR) for a measured GPU and arm, its GPU's for a published column."""
+    parts = name.split(" ")
+    if published:
+        return plots.gpu_color(parts[0])
+    if len(parts) > 1 and parts[-1] in plots.ARM_COLOR:
+        return plots.arm_color(parts[-1])
+    return SERIES_COLORS[i % len(SERIES_COLORS)]
+
+
+def _finding(table: pd.DataFrame, series) -> str:
+    """The fastest path against bf16 in each series at the first context (failed checks left out)."""
+    first = table[table["ctx"] == table["ctx"].min()] if "ctx" in table else table
+    parts = []
+    for name, col in series:
+        check = first.get(f"{name} check")
+        ok = first[~check.astype(str).str.startswith("failed")] if check is not None else first
+        ok = ok.dropna(subset=[col])
+        base = ok[ok["quant"] == "bf16"]
+        if ok.empty or base.empty:
+            continue
+        best = ok.loc[ok[col].idxmin()]
+        parts.append(f"{name}: no path beats bf16's {best[col]:.2f} ms" if best["quant"] == "bf16" else
+                     f"{name}: {best['quant']} {best[col]:.2f} ms vs bf16 {base[col].iloc[0]:.2f}")
+    return "Fastest path against bf16" + (f" at ctx {int(first['ctx'].iloc[0]):,}" if "ctx" in first and len(first) else "") \
+        + (": " + "; ".join(parts) if parts else "")
 
 
 def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
@@ -31,7 +61,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
         return plots._empty("No quantisation rows and no published values.")
     contexts = sorted(set(table["ctx"])) if "ctx" in table else [None]
     fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.4, 1.2 * len(set(table["quant"]))) * len(contexts) * 0.8, 4.2),
-                             squeeze=False, sharey=False)
+                             squeeze=False, sharey=True)
     width = 0.8 / len(series)
     labelled = set()
     for ax, ctx in zip(axes[0], contexts):
@@ -45,7 +75,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                 continue
             check = panel.get(f"{name} check")
             failed = check.astype(str).str.startswith("failed") if check is not None else pd.Series(False, index=panel.index)
-            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            color = _series_color(name, published, i)
             label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
             ok = panel[col].where(~failed)
             ax.bar(pos, ok, width, color=color, hatch="//" if published else None,
@@ -63,14 +93,20 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                           label=None if lab in labelled else lab)
                 labelled.add(lab)
                 if not published:
-                    for p, t, f in zip(pos, panel[col], floor):
+                    for p, t, f, bad in zip(pos, panel[col], floor, failed):
                         if pd.isna(t) and pd.notna(f):
-                            ax.text(p, f, " no time", rotation=90, va="bottom", ha="center", fontsize=7)
+                            lab = "check failed (no time kept)" if bad else "never ran here (see the table's status)"
+                            mark = (dict(marker="x", color=FAILED_COLOR) if bad else
+                                    dict(marker="o", facecolors="none", edgecolors=NOT_RUN_COLOR))
+                            ax.scatter([p], [f], s=28, zorder=4, label=None if lab in labelled else lab, **mark)
+                            labelled.add(lab)
+                            ax.text(p, f, " check failed" if bad else " not run", rotation=90, va="bottom",
+                                    ha="center", fontsize=7, color=FAILED_COLOR if bad else NOT_RUN_COLOR)
         ax.set_xticks(x, panel["quant"], rotation=20, ha="right")
         ax.set_ylim(bottom=0)
         ax.set_title(f"ctx {ctx}" if ctx is not None else "")
     axes[0][0].set_ylabel("ms per decode step (median of session medians)")
-    fig.suptitle(title or "Quantisation paths against their own memory floors")
-    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
+    plots.finding_title(fig, _finding(table, series), title or "Quantisation paths against their own memory floors")
     fig.tight_layout()
+    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.85))
     return fig

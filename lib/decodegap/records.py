@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import fcntl
 import io
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,13 +34,18 @@ class SchemaError(ValueError):
 class Schema:
     """Columns of one experiment's CSV, in order, with their types (`str`, `int`, `float`).
     Columns in `optional_when_not_ok` may be empty on rows whose status is not `ok`/`warmup`; columns in
-    `nan_when_empty` may be empty on any row and read as NaN."""
+    `nan_when_empty` may be empty on any row and read as NaN. On `ok`/`warmup` rows every float is finite
+    (NaN and inf are refused, whatever their spelling) and every column in `times` is above zero."""
 
     experiment: str
     columns: tuple[tuple[str, str], ...]
     key: tuple[str, ...]
     optional_when_not_ok: tuple[str, ...] = ()
     nan_when_empty: tuple[str, ...] = ()
+    times: tuple[str, ...] = ()
+    row_id: tuple[str, ...] = ()
+    """Columns that, with run_id, the key and status, name one row: a second row of the same name is the same
+    measurement written twice (the reader refuses it, whatever its values)."""
 
     @property
     def names(self) -> list[str]:
@@ -55,6 +61,8 @@ DECODE = Schema(
     ),
     key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
     optional_when_not_ok=("max_cache_len", "step", "step_ms"),
+    times=("step_ms",),
+    row_id=("step",),
 )
 
 BANDWIDTH = Schema(
@@ -65,6 +73,8 @@ BANDWIDTH = Schema(
     ),
     key=("gpu", "method", "run_id"),
     optional_when_not_ok=("bytes_moved", "rep", "time_ms", "bandwidth_gbps"),
+    times=("time_ms", "bandwidth_gbps"),
+    row_id=("rep",),
 )
 
 KERNELS = Schema(
@@ -86,6 +96,8 @@ BREAKDOWN = Schema(
     ),
     key=("gpu", "model", "ctx", "arm", "attn", "quant"),
     optional_when_not_ok=("kernel_index", "kernel", "gpu_us"),
+    times=("gpu_us",),
+    row_id=("kernel_index",),
 )
 """One row per GPU kernel of one profiled decode step (decode.kernel_profile), in launch order."""
 
@@ -125,6 +137,8 @@ ATTENTION = Schema(
              ("status", "str"), ("reason", "str")),
     key=("gpu", "model", "ctx", "attn"),
     optional_when_not_ok=("rep", "us_per_call", "max_rel_err"),
+    times=("us_per_call",),
+    row_id=("timing", "rep"),
 )
 """Per-layer decode attention: `timing` is `host` (eager loop, host dispatch included) or `gpu` (graph
 replay of many calls); status rows have timing `-`."""
@@ -297,7 +311,7 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
         text = fh.read()
     if text and not text.endswith("\n"):
         raise SchemaError(
-            f"{path}: the last line is incomplete (a sweep killed while writing?). "
+            f"{path}:{text.count(chr(10)) + 1}: the last line is incomplete (a sweep killed while writing?). "
             f"Run `python -m decodegap check --repair` to move the cut block into {path.name}.partial; "
             "the next sweep measures that cell again."
         )
@@ -314,7 +328,19 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
             f"(missing {missing}, unexpected {extra}); expected columns: {','.join(names)}"
         )
     records = []
+    seen: dict[tuple, int] = {}
+    identity = [names.index(c) for c in dict.fromkeys(("run_id", *schema.key, *schema.row_id, "status")) if c in names]
+    named: dict[tuple, int] = {}
     for lineno, fields in enumerate(reader, start=2):
+        first = seen.setdefault(tuple(fields), lineno)
+        if first != lineno:
+            raise SchemaError(f"{path}:{lineno}: every column repeats line {first} (a duplicated row, which would "
+                              "count twice in every median); remove one of the two lines")
+        if len(fields) == len(names):
+            first = named.setdefault(tuple(fields[i] for i in identity), lineno)
+            if first != lineno:
+                raise SchemaError(f"{path}:{lineno}: column {names[identity[-2]]!r} repeats the row of line {first}: "
+                                  "the same run, cell and row written twice with other values; keep the right one")
         if len(fields) != len(names):
             column = names[len(fields)] if len(fields) < len(names) else f"(extra field {len(fields)})"
             raise SchemaError(
@@ -347,6 +373,15 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
                 raise SchemaError(
                     f"{path}:{lineno}: column {name!r} holds {value!r}, not a {kinds[name]}"
                 ) from None
+            if kinds[name] == "float" and status in ("ok", "warmup"):
+                number = out[name]
+                if not math.isfinite(number) and name not in schema.nan_when_empty:
+                    raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
+                                      "measured value is a finite number (a failed measurement is a row whose "
+                                      "status says why, e.g. error, with the value left empty)")
+                if name in schema.times and not number > 0:
+                    raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
+                                      "time or rate is above zero (fix or remove that line)")
         records.append(out)
     frame = pd.DataFrame.from_records(records, columns=names)
     for name, kind in schema.columns:

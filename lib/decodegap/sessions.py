@@ -19,7 +19,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import decode, hardware, models, paths, records
+from . import decode, hardware, inputs, models, paths, records
 from .outcome import attempt
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
@@ -65,6 +65,19 @@ class SweepPlan:
     retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
     retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
 
+    def __post_init__(self):
+        """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
+        row is written (inputs.InputError), never measured as an `unavailable` cell."""
+        inputs.arms(self.arms)
+        inputs.attn(self.attn)
+        inputs.quant(self.quant)
+        inputs.contexts(self.contexts)
+        if not self.models:
+            raise inputs.InputError("no model given; pass one or more model keys (--models / MODELS)")
+        for name in ("sessions", "steps"):
+            inputs.positive(name, getattr(self, name))
+        inputs.positive("warmup", self.warmup, 0)
+
     def cells(self, session: int) -> list[Cell]:
         arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
         return [Cell(m, c, a, self.attn, self.quant) for m in self.models for c in self.contexts for a in arms]
@@ -96,12 +109,36 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def start_run(gpu: str, data, experiment: str, **fields) -> str:
-    """A new run id, with this machine's environment (and `fields`) recorded under it in env.json."""
+def start_run(gpu: str, data, experiment: str, device: str | None = None, **fields) -> str:
+    """A new run id, with this machine's environment (and `fields`) recorded under it in env.json. With `device`,
+    the GPU key is first checked against the device measured (inputs.gpu_to_measure): a CPU's timings, or another
+    GPU's, never get a run under this key."""
+    if device is not None:
+        inputs.gpu_to_measure(gpu, device, data)
     run_id = new_run_id()
     update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
                compile_settings=decode.compile_settings(), **fields)
     return run_id
+
+
+def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
+    """Remove env.json[run_id] when no row of `run_id` reached any of `experiments`' CSVs (a run that failed
+    before it measured anything leaves no entry behind); returns whether it was removed."""
+    folder = paths.raw_dir(gpu, data)
+    for experiment in experiments:
+        path = folder / f"{experiment}.csv"
+        if path.exists() and run_id in path.read_text():
+            return False
+    path = folder / "env.json"
+    if not path.exists():
+        return False
+    env = json.loads(path.read_text())
+    if env.pop(run_id, None) is None:
+        return False
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return True
 
 
 def update_env(gpu: str, data, run_id: str, **fields) -> None:
@@ -314,7 +351,9 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     """Measure `plan` in fresh session processes, resuming what is already on disk. Returns the run id."""
     from tqdm.auto import tqdm
 
-    hardware.gpu_spec(plan.gpu, data)  # an unknown GPU key fails here, before anything is written
+    inputs.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
+    for key in plan.models:
+        inputs.models([key], data)
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
     todo = {s: plan.pending(s, data) for s in range(plan.sessions)}
@@ -329,6 +368,18 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
         quant_fields = dict(quant_weights=quant.WEIGHTS, quant_kernel=quant.path(quant.resolve(plan.quant, plan.device)).kernel)
     run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
                        **quant_fields)
+    try:
+        _sweep_sessions(plan, data, run_id, total, progress, tqdm)
+    except BaseException:
+        discard_run(plan.gpu, data, run_id, [plan.experiment, "verify"])
+        raise
+    update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    return run_id
+
+
+def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bool, tqdm) -> None:
+    schema = records.schema_for(plan.experiment)
+    path = plan.csv_path(data)
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in range(plan.sessions):
         attempts, stalls, last_left = 0, 0, None
@@ -352,8 +403,6 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
             update_env(plan.gpu, data, run_id, sessions={str(session): {
                 "before": before, "after": hardware.gpu_state(), "timing": timing}})
     bar.close()
-    update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
-    return run_id
 
 
 def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
@@ -380,12 +429,15 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
-    hardware.gpu_spec(gpu, data)
-    run_id = start_run(gpu, data, "bandwidth", gpu_state_before=hardware.gpu_state())
-    rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
-    for r in rows:
-        r.update(run_id=run_id, gpu=gpu)
-    records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
+    run_id = start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
+    try:  # a run that fails before its first row leaves no env.json entry
+        rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
+        for r in rows:
+            r.update(run_id=run_id, gpu=gpu)
+        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['bandwidth'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
@@ -397,43 +449,50 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
     its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
     run here leaves `unavailable` rows with the reason. Resumes per file."""
-    hardware.gpu_spec(gpu, data)
-    run_id = start_run(gpu, data, "kernels")
-    folder = paths.raw_dir(gpu, data)
-    done = records.done_keys(folder / "kernels.csv", records.KERNELS)
-    done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
-    for key in model_keys:
-        model = models.build_model(models.load_spec(key, data), device=device)
-        unavailable = None
-        if quant != "bf16":
-            from . import quant as quant_paths
+    arms = inputs.arms(arms)
+    inputs.quant(quant)
+    inputs.contexts(tuple(contexts))
+    inputs.models(model_keys, data)
+    run_id = start_run(gpu, data, "kernels", device=device)
+    try:  # a run that fails before its first row leaves no env.json entry
+        folder = paths.raw_dir(gpu, data)
+        done = records.done_keys(folder / "kernels.csv", records.KERNELS)
+        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
+        for key in model_keys:
+            model = models.build_model(models.load_spec(key, data), device=device)
+            unavailable = None
+            if quant != "bf16":
+                from . import quant as quant_paths
 
-            try:
-                quant_paths.quantise_model_(model, quant)
-            except quant_paths.QuantUnavailable as exc:
-                unavailable = str(exc)
-        for ctx in contexts:
-            for arm in arms:
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
-                cell = tuple(str(base[c]) for c in records.KERNELS.key)
-                if cell in done and cell in done_breakdown:
-                    continue
-                if unavailable is None:
-                    profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
-                                                      (decode.ArmUnavailable,))
-                else:
-                    profile, status, reason = None, "unavailable", unavailable
-                base.update(status=status, reason=reason)
-                if cell not in done:
-                    records.append_rows(folder / "kernels.csv", records.KERNELS,
-                                        [dict(base, kernels=len(profile) if profile is not None else None)])
-                if cell not in done_breakdown:
-                    rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
-                            if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
-                    records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
-                free_device_memory(device)
-        del model
-        free_device_memory(device)
+                try:
+                    quant_paths.quantise_model_(model, quant)
+                except quant_paths.QuantUnavailable as exc:
+                    unavailable = str(exc)
+            for ctx in contexts:
+                for arm in arms:
+                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
+                    cell = tuple(str(base[c]) for c in records.KERNELS.key)
+                    if cell in done and cell in done_breakdown:
+                        continue
+                    if unavailable is None:
+                        profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
+                                                          (decode.ArmUnavailable,))
+                    else:
+                        profile, status, reason = None, "unavailable", unavailable
+                    base.update(status=status, reason=reason)
+                    if cell not in done:
+                        records.append_rows(folder / "kernels.csv", records.KERNELS,
+                                            [dict(base, kernels=len(profile) if profile is not None else None)])
+                    if cell not in done_breakdown:
+                        rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
+                                if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
+                        records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
+                    free_device_memory(device)
+            del model
+            free_device_memory(device)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
@@ -449,13 +508,15 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
     3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
     Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
     common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
+    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common)
+    inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
+    inputs.models(model_keys, data)
     began = time.time()
-    grid_run = run_sweep(SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions,
-                                   **common), data, progress)
+    grid_run = run_sweep(grid, data, progress)
     walls = dict(grid_s=time.time() - began)
     t0 = time.time()
-    run_sweep(SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common), data,
-              progress)
+    run_sweep(headline, data, progress)
     walls["headline_s"] = time.time() - t0
     if count_kernels:
         t0 = time.time()
@@ -492,9 +553,13 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
     measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
     from . import ladder
 
-    for quant, models_, contexts_, arms in ladder.ladder_plan(model_keys, contexts, gpu):
-        run_sweep(SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
-                            steps=steps, warmup=warmup, device=device, retry_errors=retry_errors), data)
+    inputs.gpu_to_measure(gpu, device, data)
+    inputs.models(model_keys, data)
+    plans = [SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
+                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors)
+             for quant, models_, contexts_, arms in ladder.ladder_plan(model_keys, contexts, gpu)]
+    for plan in plans:
+        run_sweep(plan, data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
     if ladder.target_in_grid(model_keys, contexts, gpu):
         target = ladder.TARGETS["bf16"]
@@ -510,34 +575,41 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
     Appends to data/raw/<gpu>/attention.csv; resumes (a done (model, ctx, backend) is skipped)."""
     from . import attention
 
-    hardware.gpu_spec(gpu, data)
-    run_id = start_run(gpu, data, "attention", gpu_state_before=hardware.gpu_state())
-    path = paths.raw_dir(gpu, data) / "attention.csv"
-    done = records.done_keys(path, records.ATTENTION)
-    cuda = device.startswith("cuda")
-    for key in model_keys:
-        shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
-        for ctx in contexts:
-            for attn in backends or list(attention.BACKENDS):
-                if (gpu, key, str(ctx), attn) in done:
-                    continue
-                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
-                            us_per_call=None, max_rel_err=None, reason="")
+    for key in backends or ():
+        inputs.attn(key)
+    inputs.contexts(tuple(contexts))
+    inputs.models(model_keys, data)
+    run_id = start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state())
+    try:  # a run that fails before its first row leaves no env.json entry
+        path = paths.raw_dir(gpu, data) / "attention.csv"
+        done = records.done_keys(path, records.ATTENTION)
+        cuda = device.startswith("cuda")
+        for key in model_keys:
+            shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
+            for ctx in contexts:
+                for attn in backends or list(attention.BACKENDS):
+                    if (gpu, key, str(ctx), attn) in done:
+                        continue
+                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
+                                us_per_call=None, max_rel_err=None, reason="")
 
-                def timed_rows():
-                    call, err = attention.check(attn, shape, ctx, device)
-                    with attention.backend(attn).scope():  # entered once, outside the timed calls
-                        rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
-                                     us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))
-                                for i in range(reps)]
-                        if cuda:
-                            rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
-                                     for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
-                    return rows
+                    def timed_rows():
+                        call, err = attention.check(attn, shape, ctx, device)
+                        with attention.backend(attn).scope():  # entered once, outside the timed calls
+                            rows = [dict(base, timing="host", rep=i, max_rel_err=err, status="ok",
+                                         us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))
+                                    for i in range(reps)]
+                            if cuda:
+                                rows += [dict(base, timing="gpu", rep=i, max_rel_err=err, status="ok", us_per_call=us)
+                                         for i, us in enumerate(attention.time_gpu_us(call, graph_calls, reps))]
+                        return rows
 
-                rows, status, reason = attempt(timed_rows, (attention.BackendUnavailable,))
-                records.append_rows(path, records.ATTENTION, rows or [dict(base, status=status, reason=reason)])
-                free_device_memory(device)
+                    rows, status, reason = attempt(timed_rows, (attention.BackendUnavailable,))
+                    records.append_rows(path, records.ATTENTION, rows or [dict(base, status=status, reason=reason)])
+                    free_device_memory(device)
+    except BaseException:
+        discard_run(gpu, data, run_id, ['attention'])
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
@@ -547,7 +619,8 @@ def measure_attention(gpu: str, model_keys, contexts, backends=None, step_backen
                       device: str = "cuda", data=None) -> None:
     """Notebook 03's measurements: the per-layer microbenchmark of every backend, then the whole decode
     step (eager and graph arms) with each backend of `step_backends` inside the HF model."""
+    plans = [SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
+                       sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device) for attn in step_backends]
     record_attention(gpu, model_keys, contexts, backends, data, device)
-    for attn in step_backends:
-        run_sweep(SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
-                            sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device), data)
+    for plan in plans:
+        run_sweep(plan, data)

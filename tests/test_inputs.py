@@ -1,0 +1,246 @@
+"""Bad inputs are refused before anything is written, with one line saying what is wrong and how to fix it:
+registry keys, the GPU key against the device measured, CLI values, papermill parameters, the data folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decodegap import inputs, notebooks, paths, sessions
+from decodegap.inputs import InputError
+
+
+def cli(*args, cwd: Path, timeout=120):
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "decodegap", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def _one_line_error(out) -> str:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("decodegap: ")
+    return out.stderr
+
+
+def _git_status(*pathspec) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", *pathspec],
+                          cwd=paths.REPO, capture_output=True, text=True, check=True).stdout
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_misspelled_arm_leaves_the_repository_untouched(tmp_path):
+    before = _git_status("data", "figures")
+    err = _one_line_error(cli("measure", "--gpu", "h200", "--arms", "eagr", cwd=tmp_path))
+    assert "unknown arm 'eagr'" in err and "eager" in err
+    assert _git_status("data", "figures") == before  # no row in decode.csv, no env.json entry
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--arms", "eagr", "unknown arm 'eagr'"), ("--attn", "fa9", "unknown attention backend 'fa9'"),
+    ("--quant", "int3", "unknown quantisation path 'int3'"), ("--contexts", "2k", "--contexts takes comma-separated whole numbers"),
+    ("--models", "llama-3.1-8x", "unknown model 'llama-3.1-8x'")])
+def test_bad_measure_values_write_nothing(data_dir, tmp_path, option, value, expected):
+    before = _tree(data_dir)
+    err = _one_line_error(cli("--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu",
+                              "--models", "llama-tiny", "--contexts", "16", option, value, cwd=tmp_path))
+    assert expected in err
+    assert _tree(data_dir) == before and not (data_dir / "raw").exists()
+
+
+def test_cpu_timings_are_never_written_as_a_gpus_rows(data_dir, tmp_path):
+    err = _one_line_error(cli("--data-dir", str(data_dir), "measure", "--gpu", "h200", "--device", "cpu",
+                              "--models", "llama-tiny", "--contexts", "16", cwd=tmp_path))
+    assert "GPU key 'h200'" in err and "'cpu'" in err and "architecture is cpu" in err
+    assert not (data_dir / "raw").exists()
+    with pytest.raises(InputError, match="measures this machine's CPU"):
+        sessions.run_sweep(sessions.SweepPlan(gpu="h200", models=("llama-tiny",), contexts=(16,), device="cpu"), data_dir)
+    with pytest.raises(InputError, match="measures this machine's CPU"):
+        sessions.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
+    assert not (data_dir / "raw").exists()
+    assert inputs.gpu_to_measure("cpu-test", "cpu", data_dir) == "cpu-test"
+
+
+def test_the_gpu_key_must_be_the_cuda_device_measured(data_dir, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match="no CUDA device is visible, so GPU 'l4' cannot be measured"):
+        inputs.gpu_to_measure("l4", "cuda", data_dir)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA L4")
+    assert inputs.gpu_to_measure(None, "cuda", data_dir) == "l4"
+    assert inputs.gpu_to_measure("l4", "cuda", data_dir) == "l4"
+    with pytest.raises(InputError, match=r"GPU key 'h200'.*'NVIDIA L4' \(key 'l4'\); pass --gpu l4"):
+        inputs.gpu_to_measure("h200", "cuda", data_dir)
+
+
+def test_without_cuda_a_named_gpu_gets_the_same_one_line_message_as_none(data_dir, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    for extra in ((), ("--gpu", "l4")):
+        err = _one_line_error(cli("--data-dir", str(data_dir), "measure", *extra, "--models", "llama-tiny",
+                                  cwd=tmp_path))
+        assert "no CUDA device is visible" in err
+    assert not (data_dir / "raw").exists()
+
+
+def test_a_failed_sweep_leaves_no_env_entry(data_dir, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("session process failed")
+
+    monkeypatch.setattr(sessions, "_sweep_sessions", boom)
+    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), device="cpu")
+    with pytest.raises(RuntimeError, match="session process failed"):
+        sessions.run_sweep(plan, data_dir, progress=False)
+    env = data_dir / "raw" / "cpu-test" / "env.json"
+    assert json.loads(env.read_text()) == {}
+
+
+def test_discard_run_keeps_a_run_with_rows(data_dir):
+    run_id = sessions.start_run("cpu-test", data_dir, "decode")
+    csv = data_dir / "raw" / "cpu-test" / "decode.csv"
+    csv.write_text(f"header\n{run_id},...\n")
+    assert not sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert run_id in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+    csv.unlink()
+    assert sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert run_id not in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+
+
+def test_sweep_plan_refuses_misspelled_keys():
+    good = dict(gpu="g", models=("llama-tiny",), contexts=(16,))
+    for field, value, message in (("arms", ("eagr",), "unknown arm"), ("attn", "sdpa2", "unknown attention backend"),
+                                  ("quant", "int3", "unknown quantisation path"), ("contexts", ("2k",), "not a positive"),
+                                  ("contexts", (0,), "not a positive"), ("sessions", 0, "sessions takes a whole number"),
+                                  ("models", (), "no model given")):
+        with pytest.raises(InputError, match=message):
+            sessions.SweepPlan(**{**good, field: value})
+    assert sessions.SweepPlan(**good, quant="awq").quant == "awq"  # an alias is a key too
+
+
+def test_check_on_a_missing_or_empty_data_folder_is_an_error(tmp_path):
+    err = _one_line_error(cli("check", "--data-dir", str(tmp_path / "nonexistent"), cwd=tmp_path))
+    assert "does not exist" in err
+    (tmp_path / "d" / "specs").mkdir(parents=True)
+    (tmp_path / "d" / "specs" / "gpus.csv").write_text("gpu\n")
+    err = _one_line_error(cli("--data-dir", str(tmp_path / "d"), "check", cwd=tmp_path))
+    assert "no raw CSV" in err
+
+
+def test_help_lists_every_command_and_nothing_internal(tmp_path):
+    out = cli("--help", cwd=tmp_path)
+    assert out.returncode == 0
+    for command in ("measure", "ab", "bandwidth", "kernels", "attention", "gpus", "check", "reproduce"):
+        assert re.search(rf"^\s+{command}\s", out.stdout, re.M), command
+    assert "_session" not in out.stdout and "SUPPRESS" not in out.stdout
+
+
+# --- papermill parameters ---------------------------------------------------------------------------------
+
+def _checked(**params) -> dict:
+    namespace = dict(params)
+    inputs.check_parameters(namespace)
+    return namespace
+
+
+def test_parameters_are_checked_by_type_and_value():
+    for params, message in (
+            (dict(MEASURE="no"), "parameter MEASURE takes True or False"),
+            (dict(CONVENTION="W_All"), "parameter CONVENTION takes one of 'W_all', 'W_streamed', got 'W_All'"),
+            (dict(MODELS=["llama-3.1-8x"]), "unknown model 'llama-3.1-8x'"),
+            (dict(CONTEXTS="2k"), "parameter CONTEXTS takes a list of context lengths"),
+            (dict(CONTEXTS=[2048, -1]), "not a positive whole number"),
+            (dict(ARMS=["eagr"]), "unknown arm 'eagr'"),
+            (dict(SESSIONS=0), "parameter SESSIONS takes a whole number >= 1, got 0"),
+            (dict(STEPS=2.5), "parameter STEPS takes a whole number"),
+            (dict(DEVICE="gpu"), "parameter DEVICE takes 'cuda'"),
+            (dict(QUANT_PATHS=["int3"]), "unknown quantisation path 'int3'"),
+            (dict(TABLE_MODEL="gpt2"), "unknown model 'gpt2'"),
+            (dict(DATA_DIR="/nonexistent/data"), "data folder /nonexistent/data does not exist")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            _checked(**params)
+
+
+def test_one_value_or_a_comma_string_becomes_a_list():
+    assert _checked(MODELS="llama-3.1-8b")["MODELS"] == ["llama-3.1-8b"]  # not its characters
+    assert _checked(MODELS="qwen2.5-7b, llama-3.1-8b")["MODELS"] == ["qwen2.5-7b", "llama-3.1-8b"]
+    assert _checked(CONTEXTS=2048)["CONTEXTS"] == [2048]
+    assert _checked(MEASURE=False, GPU=None, BACKENDS=None)["BACKENDS"] is None
+
+
+def test_every_notebook_parameter_has_a_check():
+    for nb in notebooks.notebook_paths():
+        cells = json.loads(nb.read_text())["cells"]
+        source = "".join(next(c for c in cells if "parameters" in c["metadata"].get("tags", []))["source"])
+        names = re.findall(r"^([A-Z_][A-Z0-9_]*) =", source, re.M)
+        missing = [n for n in names if n not in inputs.PARAMETERS]
+        assert not missing, f"{nb.name}: add a check for {missing} to decodegap.inputs.PARAMETERS"
+        code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        assert "inputs.check_parameters(globals())" in code, nb.name
+
+
+def test_a_notebook_shows_the_error_as_one_line():
+    err = InputError("parameter X takes Y")
+    assert err._render_traceback_() == ["InputError: parameter X takes Y"]
+
+
+@pytest.mark.notebooks
+def test_a_bad_papermill_parameter_stops_the_notebook_before_it_writes(tmp_path):
+    import papermill
+
+    figures = tmp_path / "figures"
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        notebooks.run(paths.NOTEBOOKS / "01_roofline.ipynb", dict(CONVENTION="W_All", FIGURES_DIR=str(figures)),
+                      out_dir=tmp_path / "executed")
+    assert err.value.ename == "InputError" and "parameter CONVENTION takes one of" in err.value.evalue
+    assert err.value.traceback == [f"InputError: {err.value.evalue}"]  # the one line, no stack
+    assert not figures.exists() or not any(figures.iterdir())
+
+
+def test_reproduce_checks_its_parameters_before_any_notebook_runs(tmp_path):
+    before = _git_status("figures")
+    err = _one_line_error(cli("reproduce", "-p", "MEASURE", "no", cwd=tmp_path))
+    assert "parameter MEASURE takes True or False" in err
+    err = _one_line_error(cli("reproduce", "-p", "CONTEXTS", "2k", cwd=tmp_path))
+    assert "parameter CONTEXTS takes a list of context lengths" in err
+    err = _one_line_error(cli("reproduce", "-p", "CONVENTON", "W_all", cwd=tmp_path))
+    assert "no notebook takes parameter(s) ['CONVENTON']" in err
+    assert _git_status("figures") == before
+
+
+def test_each_notebook_gets_only_the_parameters_it_defines():
+    assert notebooks.parameter_names(paths.NOTEBOOKS / "05_cost.ipynb") >= {"PROVIDER", "DATA_DIR", "MEASURE"}
+    assert "CONVENTION" not in notebooks.parameter_names(paths.NOTEBOOKS / "05_cost.ipynb")
+    assert "CONVENTION" in notebooks.parameter_names(paths.NOTEBOOKS / "01_roofline.ipynb")
+
+
+def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir, monkeypatch):
+    from decodegap import models
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("model build failed")
+
+    monkeypatch.setattr(models, "build_model", boom)
+    with pytest.raises(RuntimeError, match="model build failed"):
+        sessions.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
+    assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}
+
+
+def test_quantisation_measurements_refuse_cpu_timings_as_a_gpus(data_dir):
+    from decodegap import quant_bench
+
+    with pytest.raises(InputError, match="measures this machine's CPU"):
+        quant_bench.measure_quant("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)
+    assert not (data_dir / "raw").exists()

@@ -1,0 +1,123 @@
+"""Figures read without the README: a title that states the finding, one colour per arm and per GPU across
+figures, shared axes where panels compare, targets drawn, no line across separate levers, products labelled,
+a failed check told apart from a cell that never ran. Drawn from the committed tables in figures/."""
+
+from __future__ import annotations
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodegap import cost_plots, ladder, ladder_plots, paths, plots, quant_plots
+
+F = paths.FIGURES
+
+
+def _title(fig) -> str:
+    return fig._suptitle.get_text() if fig._suptitle is not None else ""
+
+
+def _hex(color) -> str:
+    return mcolors.to_hex(color)
+
+
+@pytest.fixture(scope="module")
+def ladder_table():
+    return pd.read_csv(F / "06_ladder.csv")
+
+
+def test_the_ladder_draws_both_targets_and_joins_no_levers(ladder_table):
+    fig = ladder_plots.ladder(ladder_table, "h200")
+    ax_ms, ax_r = fig.axes[:2]
+    flat = lambda ax: {round(float(line.get_ydata()[0]), 3) for line in ax.get_lines()
+                       if len(set(np.round(line.get_ydata(), 6))) == 1 and len(line.get_ydata()) == 2}
+    assert ladder.TARGETS["bf16"]["r_floor"] in flat(ax_r)  # R_floor 0.80
+    assert ladder.TARGETS["int4"]["step_ms"] in flat(ax_ms)  # 2.0 ms
+    for ax in (ax_ms, ax_r):  # every data series is points: no line runs from one lever to the next
+        for line in ax.get_lines():
+            xs = np.asarray(line.get_xdata(), dtype=float)
+            assert len(xs) <= 2 and (len(set(np.round(line.get_ydata(), 6))) == 1 or len(xs) < 2), line
+    title = _title(fig)
+    best = ladder_table[(ladder_table.model == "llama-3.1-8b") & (ladder_table.ctx == 2048)
+                        & (ladder_table.quant == "bf16") & (ladder_table.status == "ok")].r_floor_bf16.max()
+    assert f"bf16 best R_floor {best:.2f} (short of 0.80)" in title
+    colours = {_hex(c) for coll in ax_ms.collections for c in coll.get_facecolors() if c[3] > 0}
+    assert _hex(plots.ARM_COLOR["lean_attn_compile"]) in colours and _hex(plots.ARM_COLOR["graph"]) in colours
+
+
+def test_products_are_labelled_and_microseconds_written_properly():
+    by_projection, fits = pd.read_csv(F / "06_projections.csv"), pd.read_csv(F / "06_product_fits.csv")
+    fig = ladder_plots.products(by_projection, fits, "h200", "llama-3.1-8b", 2048, 4800.0,
+                                arms=["eager", "lean", "lean_kernels_graph", "lean_attn_compile"])
+    ax = fig.axes[0]
+    labels = {t.get_text() for t in ax.texts}
+    assert {"qkv", "o", "gate_up", "down", "lm_head", "q", "k", "v"} <= labels
+    assert "µs" in ax.get_ylabel() and " us " not in ax.get_ylabel()
+    assert "µs" in _title(fig)
+
+
+def test_one_colour_per_arm_across_figures_and_shared_axes():
+    cells = pd.read_csv(F / "02_ab_cells.csv")
+    long = pd.concat([cells.assign(arm=a, t_obs_ms=cells[f"{a}_ms"], r_floor_W_all=cells[f"r_floor_{a}"])
+                      for a in ("eager", "graph", "compile")])
+    fig = plots.r_floor_per_arm(long)
+    for ax in fig.axes[:3]:
+        for line in ax.get_lines():
+            arm = line.get_label().split(" ")[-1]
+            if arm in plots.ARM_COLOR:
+                assert _hex(line.get_color()) == _hex(plots.ARM_COLOR[arm]), line.get_label()
+    ylims = {ax.get_ylim() for ax in fig.axes[:3]}
+    assert len(ylims) == 1  # the model panels share their y axis
+    assert _title(fig).startswith("No arm comes near its memory floor: R_floor")
+
+
+def test_attention_panels_share_their_axis_and_name_microseconds():
+    summ = pd.read_csv(F / "03_attention_cells.csv")
+    fig = plots.attention_us_vs_context(summ, "llama-3.1-8b")
+    host, gpu = fig.axes[:2]
+    assert host.get_ylim() == gpu.get_ylim()
+    assert "µs" in host.get_ylabel()
+    by_label = lambda ax: {line.get_label(): _hex(line.get_color()) for line in ax.get_lines()}
+    assert by_label(host) == {k: v for k, v in by_label(gpu).items() if k in by_label(host)}  # a backend keeps its colour
+    ok = summ[(summ.model == "llama-3.1-8b") & (summ.status == "ok") & (summ.ctx == 2048)]
+    assert f"a median {(ok.host_us / ok.gpu_us).median():.1f}x its GPU time" in _title(fig)
+
+
+def test_speedup_labels_are_readable():
+    speed = pd.DataFrame(dict(gpu="h200", model=["a", "a", "b"], ctx=2048, attn="sdpa", quant="bf16",
+                              arm=["graph", "compile", "graph"], base="eager", speedup=[2.5, 4.0, 2.9],
+                              ci_low=[2.4, 3.9, 2.8], ci_high=[2.6, 4.1, 3.0], sessions=10))
+    pub = pd.DataFrame(dict(gpu=["h100-sxm"], value=[1.259], ci_low=[1.253], ci_high=[1.267]))
+    fig = plots.speedup_ci(speed, pub)
+    ax = fig.axes[0]
+    for tick in ax.get_xticklabels():
+        assert tick.get_rotation() == 0 and tick.get_fontsize() >= 8
+    assert "CUDA graphs make the h200 step 2.50-2.90x faster" in _title(fig) and "h100-sxm 1.26x" in _title(fig)
+
+
+def test_every_figure_function_titles_its_finding():
+    cells = pd.read_csv(F / "01_roofline_cells.csv")
+    cells["bandwidth_gbps"] = 4800.0
+    pub = pd.DataFrame(dict(gpu=["l4", "h100-sxm"], value=[0.81, 0.27], bandwidth_gbps=[300.0, 3350.0]))
+    fig = plots.r_floor_vs_bandwidth(cells, pub)
+    assert _title(fig).startswith("R_floor falls as peak bandwidth rises: l4 0.81 (published), h100-sxm 0.27")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == ["l4\n300", "h100-sxm\n3,350", "h200\n4,800"]  # one tick per GPU: nothing collides
+    decomp = pd.read_csv(F / "02_decomposition.csv")
+    assert _title(plots.decomposition(decomp)).startswith("Launch overhead is ")
+    lad, floors = pd.read_csv(F / "05_cost_ladder.csv"), pd.read_csv(F / "05_cost_at_floor.csv")
+    fig = cost_plots.cost_ladder(lad, floors, "floor")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.startswith("h200 (spheron price)") for t in texts)  # the H200, its price's provider named
+    assert _title(fig).startswith("Cheapest per token at batch 1:")
+
+
+def test_a_failed_check_and_a_cell_that_never_ran_look_different():
+    table = pd.DataFrame({"quant": ["bf16", "int4", "nf4"], "ctx": 2048, "g eager ms": [10.0, np.nan, np.nan],
+                          "g eager check": ["reference", "failed: NaN logits", None], "g floor ms": [3.0, 1.0, 1.0]})
+    fig = quant_plots.ms_vs_floor(table, "test")
+    texts = {t.get_text().strip(): _hex(t.get_color()) for t in fig.axes[0].texts}
+    assert texts["check failed"] != texts["not run"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "check failed (no time kept)" in labels and "never ran here (see the table's status)" in labels
