@@ -57,11 +57,20 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     `error` decode row whose reason carries the error; that is read too. The eager arm is the reference of
     those checks: "reference", except where a check of the same (gpu, model, ctx, attn, quant) gave NaN
     logits, which puts the model itself in doubt: then it is "failed: NaN logits (in its <arm> check)".
-    A cell with neither is "not checked" (not counted as failed)."""
+    A quantised cell's model check (verify.csv `vs_bf16`: the quantised model against the bf16 model it came
+    from, the last row of the cell) labels its eager arm ("model check ok <err>"), and, where it failed, every
+    arm of that cell ("model check failed: ..."; such cells are never timed). A cell with none of these is
+    "not checked" (not counted as failed)."""
     keys = ["gpu", "model", "ctx", "arm", "attn", "quant"]
-    verify = {}
+    verify, model_check = {}, {}
     if verify_rows is not None and not verify_rows.empty:
-        for r in verify_rows.drop_duplicates(keys, keep="last").itertuples():
+        if "check" in verify_rows:
+            arm_checks = verify_rows[verify_rows["check"] == "vs_eager"]
+            for r in verify_rows[verify_rows["check"] == "vs_bf16"].itertuples():  # in run order: the last counts
+                model_check[(r.gpu, r.model, int(r.ctx), r.quant)] = (float(r.max_rel_err), float(r.tol))
+        else:
+            arm_checks = verify_rows
+        for r in arm_checks.drop_duplicates(keys, keep="last").itertuples():
             verify[(r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)] = (float(r.max_rel_err), float(r.tol))
     labels = {}
     for r in cells_.itertuples():
@@ -79,9 +88,17 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     check, failed = [], []
     for r in cells_.itertuples():
         key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
-        if r.arm == "eager":
+        against_bf16 = model_check.get((r.gpu, r.model, int(r.ctx), r.quant))
+        if against_bf16 is not None and _check_label(*against_bf16)[1]:
+            label = ("model check " + _check_label(*against_bf16)[0], True)
+        elif r.arm == "eager":
             other = nan_checks.get(key[:3] + key[4:])
-            label = (f"failed: NaN logits (in its {other} check)", True) if other else ("reference", False)
+            if other:
+                label = (f"failed: NaN logits (in its {other} check)", True)
+            elif against_bf16 is not None:
+                label = ("model check " + _check_label(*against_bf16)[0], False)
+            else:
+                label = ("reference", False)
         else:
             label = labels.get(key, ("not checked", False))
         check.append(label[0])
@@ -165,15 +182,93 @@ def byte_table(configs: Mapping[str, Mapping], paths: Sequence[str] | None = Non
     return pd.DataFrame(rows)
 
 
-def layer_summary(layer_rows: pd.DataFrame) -> pd.DataFrame:
-    """The per-layer correctness rows, one per (gpu, model, layer, quant), in layer order."""
-    cols = ["gpu", "model", "layer", "in_features", "out_features", "quant", "max_rel_err", "status", "reason"]
-    if layer_rows.empty:
+def layer_summary(verify_rows: pd.DataFrame) -> pd.DataFrame:
+    """The layer checks (verify.csv, check `layer`) per (gpu, quant, rows): how many (model, layer) were checked,
+    how many failed (past their tolerance, NaN included), the largest error, the tolerance, and the layer of it."""
+    cols = ["gpu", "quant", "rows", "checked", "failed", "unavailable", "max_rel_err", "tol", "worst"]
+    if verify_rows.empty or "check" not in verify_rows:
         return pd.DataFrame(columns=cols)
-    order = {name: i for i, name in enumerate(quant.LAYERS)}
-    out = layer_rows.drop_duplicates(["gpu", "model", "layer", "quant"], keep="last").copy()
-    out["_o"] = out["layer"].map(order).fillna(99)
-    return out.sort_values(["gpu", "model", "quant", "_o"])[cols].reset_index(drop=True)
+    v = verify_rows[verify_rows["check"] == "layer"]
+    v = v.drop_duplicates(["gpu", "model", "quant", "layer", "rows"], keep="last")
+    out = []
+    for (gpu, key, rows), g in v.groupby(["gpu", "quant", "rows"]):
+        ran = g[g["status"] != "unavailable"]
+        worst = ran.loc[ran["max_rel_err"].idxmax()] if ran["max_rel_err"].notna().any() else None
+        out.append(dict(gpu=gpu, quant=key, rows=int(rows), checked=len(ran), failed=int((ran["status"] != "ok").sum()),
+                        unavailable=int((g["status"] == "unavailable").sum()),
+                        max_rel_err=float(ran["max_rel_err"].max()) if len(ran) else np.nan,
+                        tol=float(g["tol"].max()),
+                        worst=f"{worst['model']} {worst['layer']}" if worst is not None else ""))
+    order = {k: i for i, k in enumerate(quant.PATHS)}
+    table = pd.DataFrame(out, columns=cols)
+    return table.sort_values(["gpu", "quant", "rows"], key=lambda c: c.map(order) if c.name == "quant" else c)\
+                .reset_index(drop=True)
+
+
+def model_checks(verify_rows: pd.DataFrame) -> pd.DataFrame:
+    """The model checks of the quantised paths (verify.csv, check `vs_bf16`: every decoder layer fed the bf16
+    model's input, quant_check), one row per (gpu, model, ctx, quant, tol) in the order run: the error, the
+    tolerance it was judged by and the verdict; beside it the end-to-end logits error of the same cell where an
+    earlier run recorded it (check `vs_bf16_logits`)."""
+    cols = ["gpu", "model", "ctx", "quant", "max_rel_err", "tol", "status", "logits_err_end_to_end"]
+    if verify_rows.empty or "check" not in verify_rows:
+        return pd.DataFrame(columns=cols)
+    key = ["gpu", "model", "ctx", "quant"]
+    v = verify_rows[verify_rows["check"] == "vs_bf16"].drop_duplicates(key + ["tol"], keep="last")
+    ends = (verify_rows[verify_rows["check"] == "vs_bf16_logits"].drop_duplicates(key, keep="last")
+            .set_index(key)["max_rel_err"].rename("logits_err_end_to_end"))
+    out = v.join(ends, on=key)
+    return out[cols].reset_index(drop=True)
+
+
+def check_findings(verify_rows: pd.DataFrame) -> list[str]:
+    """Sentences on the checks, from the rows: per GPU and path the layer checks at one row and at prefill rows,
+    the model checks' errors against their tolerances, and the end-to-end logits errors that the model check
+    replaced."""
+    out = []
+    layers = layer_summary(verify_rows)
+    models_ = model_checks(verify_rows)
+    for gpu in sorted(set(layers["gpu"]) | set(models_["gpu"])):
+        for key in [k for k in quant.PATHS if k != "bf16"]:
+            parts = []
+            lay = layers[(layers["gpu"] == gpu) & (layers["quant"] == key)]
+            for multi, g in lay.groupby(lay["rows"] > 1):
+                rows = "prefill rows (" + ", ".join(str(r) for r in g["rows"]) + ")" if multi else "one row"
+                failed = int(g["failed"].sum())
+                parts.append(f"layer checks at {rows}: {int(g['checked'].sum()) - failed} of {int(g['checked'].sum())} "
+                             f"within {g['tol'].max():g}, largest {g['max_rel_err'].max():.4f}")
+            m = models_[(models_["gpu"] == gpu) & (models_["quant"] == key)]
+            for tol, g in m.groupby("tol"):
+                ok = int((g["status"] == "ok").sum())
+                parts.append(f"model check (each layer fed the bf16 input) {_span(g['max_rel_err'], '.2f')} against "
+                             f"tolerance {tol:.2f}: {ok} of {len(g)} cells pass")
+            ends = m["logits_err_end_to_end"].dropna()
+            if not ends.empty:
+                parts.append(f"end to end the logits differ by {_span(ends)} (unrelated), which is why the model "
+                             "check feeds each layer the bf16 input")
+            if parts:
+                out.append(f"{gpu} {key}: " + "; ".join(parts) + ".")
+    return out
+
+
+def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame,
+                bandwidth_rows: pd.DataFrame | None, target: Mapping) -> dict | None:
+    """The fastest timed int4 cell (any path, any arm, check passed) at the target cell (`target`: gpu, model, ctx,
+    step_ms) with its streamed bytes, the rate it streams them at, and what those bytes alone take at the GPU's
+    measured copy bandwidth and at its datasheet bandwidth. None without such a cell."""
+    c = cells_[(cells_["gpu"] == target["gpu"]) & (cells_["model"] == target["model"]) & (cells_["ctx"] == target["ctx"])
+               & (cells_["quant"] != "bf16") & (cells_["quant"] != "bnb-nf4") & cells_["t_obs_ms"].notna()]
+    if "check_failed" in c:
+        c = c[~c["check_failed"].astype(bool)]
+    if c.empty:
+        return None
+    best = c.loc[c["t_obs_ms"].idxmin()]
+    nbytes = float(best["bytes_quant"])
+    copy = roofline.measured_bandwidth(bandwidth_rows).get(target["gpu"], np.nan) if bandwidth_rows is not None else np.nan
+    return dict(quant=best["quant"], arm=best["arm"], t_obs_ms=float(best["t_obs_ms"]), target_ms=float(target["step_ms"]),
+                step_GB=nbytes / 1e9, streamed_gbps=nbytes / (float(best["t_obs_ms"]) * 1e6),
+                bytes_at_copy_ms=roofline.t_floor_ms(nbytes, copy), copy_gbps=copy,
+                bytes_at_datasheet_ms=roofline.t_floor_ms(nbytes, _bandwidth(specs, target["gpu"])))
 
 
 def realised(t_path: float, t_bf16: float, b_path: float, b_bf16: float) -> float:
@@ -249,6 +344,8 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
                         row[f"{gpu} {arm} sessions"] = float(cell["sessions"].iloc[0]) if not cell.empty else np.nan
                         row[f"{gpu} {arm} speed-up"] = t0 / t
                         row[f"{gpu} {arm} R_floor"] = row[f"{gpu} floor ms"] / t
+                        row[f"{gpu} {arm} realised"] = (float(cell["realised_fraction"].iloc[0])
+                                                        if not cell.empty and key != "bf16" else np.nan)
                         row[f"{gpu} {arm} check"] = cell["check"].iloc[0] if not cell.empty and "check" in cell else ""
                     if not cell.empty and cell["status"].iloc[0] != "ok":
                         status.append((arm, f"{cell['status'].iloc[0]}: {cell['reason'].iloc[0]}"))
@@ -356,7 +453,7 @@ def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[s
                         n = valid["sessions"].max()
                         line = (f"{key} {_span(valid['t_obs_ms'])} ms/step ({_span(valid['sessions'], '.0f')} "
                                 f"session{'s' if n > 1 else ''} each, "
-                                f"check {', '.join(sorted(set(valid['check'].str.split(' ').str[0])))}) = "
+                                f"check {', '.join(sorted(set(valid['check'].str.replace('model check ', '').str.split(' ').str[0])))}) = "
                                 f"{_span(valid['speedup_over_bf16'])}x over bf16 with "
                                 f"{_span(fewer)}x fewer bytes: it {_verdict(frac)} ({_span(valid['realised_fraction'] * 100, '.0f', '%')} of it"
                                 f"{' over ' + str(len(valid)) + ' models' if len(valid) > 1 else ''}): "
@@ -379,6 +476,20 @@ def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[s
                    "flagged. " + (f"Hypothesis, not verified: {NAN_HYPOTHESIS[key]}." if key in NAN_HYPOTHESIS else
                                   "Cause not examined."))
     return out
+
+
+def int4_target_sentence(t: dict | None, target: Mapping) -> str:
+    """The int4 target (`int4_target`) as a sentence: met or not, and what stands in the way, in numbers."""
+    where = f"{target['model']} ctx {target['ctx']} on the {target['gpu'].upper()}"
+    if t is None:
+        return f"int4 target ({where}, <= {target['step_ms']:g} ms): no timed int4 cell with a passing check yet."
+    verdict = "met" if t["t_obs_ms"] <= t["target_ms"] else "not met"
+    return (f"int4 target ({where}, <= {t['target_ms']:g} ms): {verdict}. The fastest int4 step is {t['quant']} on "
+            f"{t['arm']} at {t['t_obs_ms']:.2f} ms; it streams {t['step_GB']:.2f} GB (its packed weights, scales, "
+            f"the bf16 LM head and the KV), {t['streamed_gbps']:.0f} GB/s over the whole step, while those bytes "
+            f"alone take {t['bytes_at_copy_ms']:.2f} ms at the measured copy bandwidth ({t['copy_gbps']:.0f} GB/s) "
+            f"and {t['bytes_at_datasheet_ms']:.2f} ms at the datasheet's: the rest of the step (the products' fixed "
+            "cost, attention, the small kernels of an uncompiled step) holds it back.")
 
 
 def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame, model: str,
