@@ -273,7 +273,7 @@ def test_a_status_row_may_leave_its_time_empty_and_a_verify_nan_stays_allowed(tm
     records.append_rows(path, DECODE, [status_row()])
     assert records.read_csv(path)["step_ms"].isna().all()
     verify = tmp_path / "verify.csv"
-    verify.write_text(",".join(records.VERIFY.names) + "\nr,0,g,m,16,graph,sdpa,bf16,nan,0.1,ok,\n")
+    verify.write_text(",".join(records.VERIFY.names) + "\nr,0,g,m,16,graph,sdpa,bf16,nan,0.1,ok,,vs_eager,model,\n")
     assert math.isnan(records.read_csv(verify)["max_rel_err"].iloc[0])
 
 
