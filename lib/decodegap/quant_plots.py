@@ -32,7 +32,7 @@ def _finding(table: pd.DataFrame, series) -> str:
     parts = []
     for name, col in series:
         check = first.get(f"{name} check")
-        ok = first[~check.astype(str).str.startswith("failed")] if check is not None else first
+        ok = first[~check.astype(str).str.contains("failed")] if check is not None else first
         ok = ok.dropna(subset=[col])
         base = ok[ok["quant"] == "bf16"]
         if ok.empty or base.empty:
@@ -74,7 +74,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
             if published and panel[col].isna().all():
                 continue
             check = panel.get(f"{name} check")
-            failed = check.astype(str).str.startswith("failed") if check is not None else pd.Series(False, index=panel.index)
+            failed = check.astype(str).str.contains("failed") if check is not None else pd.Series(False, index=panel.index)
             color = _series_color(name, published, i)
             label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
             ok = panel[col].where(~failed)
