@@ -127,6 +127,31 @@ def _kernel():
         triton, tl = _triton()
 
         @triton.jit
+        def split_words(t, C: tl.constexpr, R: tl.constexpr, S: tl.constexpr):
+            """[C, R, S, 4] -> the four [C, R, S] tensors of words 0..3 (in registers: no data moves)."""
+            lo, hi = tl.split(tl.reshape(t, (C, R, S, 2, 2)))
+            v0, v2 = tl.split(lo)
+            v1, v3 = tl.split(hi)
+            return v0, v1, v2, v3
+
+        @triton.jit
+        def word_dot(t, w, x0, x1, x2, x3, x4, x5, x6, x7, e11, e15, e19):
+            """t + sum_i f_i x_i over the 8 nibbles of word w, f_i read from mantissa bits 11, 15 or 19."""
+            a, b, d = w << 11, w >> 1, w >> 13
+            t += ((a & 0x7800) | e11).to(tl.float32, bitcast=True) * x0
+            t += ((a & 0x78000) | e15).to(tl.float32, bitcast=True) * x1
+            t += ((a & 0x780000) | e19).to(tl.float32, bitcast=True) * x2
+            t += ((b & 0x7800) | e11).to(tl.float32, bitcast=True) * x3
+            t += ((b & 0x78000) | e15).to(tl.float32, bitcast=True) * x4
+            t += ((b & 0x780000) | e19).to(tl.float32, bitcast=True) * x5
+            t += ((d & 0x7800) | e11).to(tl.float32, bitcast=True) * x6
+            t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
+            return t
+
+        # the kernel finds the functions it calls among this module's globals (compiler and interpreter alike)
+        globals().update(_split_words=split_words, _word_dot=word_dot)
+
+        @triton.jit
         def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, E11, E15, E19, K: tl.constexpr,
                              G: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, SUB_MAX: tl.constexpr):
             # x_ptr: x as int32 pairs of bf16 [K/2]. A chunk: 4 words (32 columns, one 16-byte load) of a row;
@@ -174,24 +199,24 @@ def _kernel():
                 x2, x3 = (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True)
                 x4, x5 = (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True)
                 x6, x7 = (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True)
-                # nibbles into mantissa bits 11, 15, 19 of floats that then read 4096 + q, 256 + q, 16 + q: one
-                # and-or each, a LOP3 when the exponent is in a register (not a second immediate). Hence the
-                # arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument from the constant
-                # bank at every use when registers run short (+20% instructions at BLOCK_N x SUB = 16)
-                a, b, d = w << 11, w >> 1, w >> 13
-                e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)
-                t = ((a & 0x7800) | e11).to(tl.float32, bitcast=True) * x0
-                t += ((a & 0x78000) | e15).to(tl.float32, bitcast=True) * x1
-                t += ((a & 0x780000) | e19).to(tl.float32, bitcast=True) * x2
-                t += ((b & 0x7800) | e11).to(tl.float32, bitcast=True) * x3
-                t += ((b & 0x78000) | e15).to(tl.float32, bitcast=True) * x4
-                t += ((b & 0x780000) | e19).to(tl.float32, bitcast=True) * x5
-                t += ((d & 0x7800) | e11).to(tl.float32, bitcast=True) * x6
-                t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
                 sa, sb, sc = x0 + x3 + x6, x1 + x4 + x7, x2 + x5
                 X = tl.sum(tl.sum(sa + sb + sc, axis=3), axis=2)  # [C, 1]: the lane's share of sum_k x_k
                 Cx = tl.sum(tl.sum(4096.0 * sa + 256.0 * sb + 16.0 * sc, axis=3), axis=2)
-                T = tl.sum(tl.sum(t, axis=3), axis=2)  # [C, BN]
+                # nibbles into mantissa bits 11, 15, 19 (3 shifts a word) of floats that then read 4096 + q,
+                # 256 + q, 16 + q: one and-or each, a LOP3 when the exponent is in a register (not a second
+                # immediate). Hence the arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument
+                # from the constant bank at every use when registers run short (+20% instructions). One FFMA
+                # chain a row and chunk runs through the chunk's 4 words (no per-word sums to add up)
+                e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)
+                ws = _split_words(w, CHUNKS, BLOCK_N, SUB)
+                q0, q1 = _split_words(x0, CHUNKS, 1, SUB), _split_words(x1, CHUNKS, 1, SUB)
+                q2, q3 = _split_words(x2, CHUNKS, 1, SUB), _split_words(x3, CHUNKS, 1, SUB)
+                q4, q5 = _split_words(x4, CHUNKS, 1, SUB), _split_words(x5, CHUNKS, 1, SUB)
+                q6, q7 = _split_words(x6, CHUNKS, 1, SUB), _split_words(x7, CHUNKS, 1, SUB)
+                t = tl.zeros((CHUNKS, BLOCK_N, SUB), dtype=tl.float32)
+                for j in tl.static_range(4):
+                    t = _word_dot(t, ws[j], q0[j], q1[j], q2[j], q3[j], q4[j], q5[j], q6[j], q7[j], e11, e15, e19)
+                T = tl.sum(t, axis=2)  # [C, BN]
                 acc += s * (T - Cx) + m * X
             y = tl.sum(acc, axis=0)
             tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=rows < N)
