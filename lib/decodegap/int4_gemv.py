@@ -43,13 +43,13 @@ from .kernels import _interpreted, _triton, available
 PATH_KEY = "int4-triton"
 DEFAULT_GROUP_SIZE = 128
 
-INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (2, 2, 4), (4, 2, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2),
-                (8, 2, 2), (4, 2, 1), (8, 2, 1), (4, 4, 1))
+INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2), (8, 2, 2), (16, 1, 2),
+                (4, 2, 1), (8, 2, 1), (4, 4, 1), (8, 4, 1))
 """(BLOCK_N, SUB_MAX, num_warps) the kernel is autotuned over, per (N, K), on its first call for each shape
 (callers warm up before capturing a CUDA graph); CHUNKS = 32 x num_warps lanes along K, one stage (the
 loop's loads are not software-pipelined by Triton: more stages change nothing), SUB = min(SUB_MAX, G / 32)
-so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (2-16: its
-registers, 80-250 on sm_90, bound that), reusing its x values across the BLOCK_N rows; the configs trade
+so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (4-32: its
+registers, 56-255 on sm_90 with no spills at these K, bound that), reusing its x values across the BLOCK_N rows; the configs trade
 that against programs (N / BLOCK_N) and steps along K (K / (1024 x num_warps x SUB); a K = 4096 product is
 one step at 4 warps and SUB 1)."""
 INT4_INTERPRETED = (4, 2, 8)
