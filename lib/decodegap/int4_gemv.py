@@ -21,10 +21,13 @@ Kernel:
              256 or 16) depending on x alone, and per row and lane
                  acc += s[n, g] * (T - C) + m[n, g] * X,        X = sum_k x_k,
              one scale and one offset per 16-byte load, not one multiply per weight: per weight one
-             and-or and one FFMA plus 3/8 shift. The large constant part costs fp32 bits: the sum is good
-             to ~1e-4 of max|y| (interpreter, K <= 4096), far inside a bf16 result's 4e-3.
+             and-or (LOP3) and one FFMA (one chain a row through a chunk's 4 words) plus 3/8 shift; with
+             the x work shared by the rows, ~3.0-3.5 instructions a weight in all (offline sm_90 SASS of
+             the configs; the instruction issue, ~4.2 a weight at 4.2 TB/s on 132 SMs, is as tight as
+             the bandwidth). The large constant part costs fp32 bits: the sum is good to ~1e-4 of
+             max|y| (interpreter, K <= 4096), far inside a bf16 result's 4e-3.
              BLOCK_N, SUB and the warps are autotuned per (N, K) over INT4_CONFIGS on the first call of
-             each shape. No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 8 gives >= 448
+             each shape. No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 16 gives >= 224
              programs of 32-128 lanes, and split-K would need a zeroed fp32 output (a memset launch: the
              fixed per-call time split-K is meant to save) or a second reduction launch.
 
@@ -49,9 +52,9 @@ INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2)
 (callers warm up before capturing a CUDA graph); CHUNKS = 32 x num_warps lanes along K, one stage (the
 loop's loads are not software-pipelined by Triton: more stages change nothing), SUB = min(SUB_MAX, G / 32)
 so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (4-32: its
-registers, 56-255 on sm_90 with no spills at these K, bound that), reusing its x values across the BLOCK_N rows; the configs trade
-that against programs (N / BLOCK_N) and steps along K (K / (1024 x num_warps x SUB); a K = 4096 product is
-one step at 4 warps and SUB 1)."""
+registers, 56-255 on sm_90 with no spills at these K, bound that), reusing its x values across the
+BLOCK_N rows; the configs trade that against programs (N / BLOCK_N) and steps along K (K / (1024 x
+num_warps x SUB); a K = 4096 product is one step at 4 warps and SUB 1, or 2 warps and SUB 2)."""
 INT4_INTERPRETED = (4, 2, 8)
 """(BLOCK_N, SUB_MAX, CHUNKS) under TRITON_INTERPRET=1: one config, no autotuning."""
 _MAGIC = tuple(((150 - b) << 23) for b in (11, 15, 19))
