@@ -202,9 +202,11 @@ def _kernel():
                 x2, x3 = (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True)
                 x4, x5 = (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True)
                 x6, x7 = (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True)
-                sa, sb, sc = x0 + x3 + x6, x1 + x4 + x7, x2 + x5
-                X = tl.sum(tl.sum(sa + sb + sc, axis=3), axis=2)  # [C, 1]: the lane's share of sum_k x_k
-                Cx = tl.sum(tl.sum(4096.0 * sa + 256.0 * sb + 16.0 * sc, axis=3), axis=2)
+                sa = tl.sum(tl.sum(x0 + x3 + x6, axis=3), axis=2)  # [C, 1]: the lane's columns read 4096 + q
+                sb = tl.sum(tl.sum(x1 + x4 + x7, axis=3), axis=2)  # 256 + q
+                sc = tl.sum(tl.sum(x2 + x5, axis=3), axis=2)  # 16 + q
+                X = sa + sb + sc  # the lane's share of sum_k x_k
+                Cx = 4096.0 * sa + 256.0 * sb + 16.0 * sc
                 # nibbles into mantissa bits 11, 15, 19 (3 shifts a word) of floats that then read 4096 + q,
                 # 256 + q, 16 + q: one and-or each, a LOP3 when the exponent is in a register (not a second
                 # immediate). Hence the arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument
