@@ -52,9 +52,11 @@ INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2)
 (callers warm up before capturing a CUDA graph); CHUNKS = 32 x num_warps lanes along K, one stage (the
 loop's loads are not software-pipelined by Triton: more stages change nothing), SUB = min(SUB_MAX, G / 32)
 so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (4-32: its
-registers, 56-255 on sm_90 with no spills at these K, bound that), reusing its x values across the
-BLOCK_N rows; the configs trade that against programs (N / BLOCK_N) and steps along K (K / (1024 x
-num_warps x SUB); a K = 4096 product is one step at 4 warps and SUB 1, or 2 warps and SUB 2)."""
+registers, 64-255 on sm_90, bound that; only 8_4_1 spills, 16 instructions, at K >= 14336), reusing its x
+values across the BLOCK_N rows; the configs trade that against programs (N / BLOCK_N) and steps along K
+(K / (1024 x num_warps x SUB); a K = 4096 product is one step at 4 warps and SUB 1, or 2 warps and SUB 2).
+Offline SASS, instructions a weight at K = 4096: 3.0 (8_4_1) to 4.5 (4_1_4); 8_2_4 idles half its lanes
+there (6.8) and is for K >= 14336."""
 INT4_INTERPRETED = (4, 2, 8)
 """(BLOCK_N, SUB_MAX, CHUNKS) under TRITON_INTERPRET=1: one config, no autotuning."""
 _MAGIC = tuple(((150 - b) << 23) for b in (11, 15, 19))
