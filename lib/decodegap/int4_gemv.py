@@ -194,9 +194,9 @@ def _kernel():
                 l0, l1, l2, l3 = tl.load(xp), tl.load(xp + 4), tl.load(xp + 8), tl.load(xp + 12)
                 # l_q holds pairs 0..3 of word q along its last dim (a 16-byte load); the products want pair p
                 # of word q at [..., q]: a transpose within each lane's registers
-                j = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, SUB, 4 (pair), 2 (q % 2), 2 (q // 2)]
-                j = tl.reshape(tl.permute(j, (0, 1, 2, 5, 4, 3)), (CHUNKS, 1, SUB, 4, 2, 2))
-                even, odd = tl.split(j)  # pair % 2: [C, 1, SUB, 4 (word), 2 (pair // 2)]
+                xj = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, SUB, 4 (pair), 2 (q % 2), 2 (q // 2)]
+                xj = tl.reshape(tl.permute(xj, (0, 1, 2, 5, 4, 3)), (CHUNKS, 1, SUB, 4, 2, 2))
+                even, odd = tl.split(xj)  # pair % 2: [C, 1, SUB, 4 (word), 2 (pair // 2)]
                 x01, x45 = tl.split(even)
                 x23, x67 = tl.split(odd)
                 HI: tl.constexpr = -65536  # 0xFFFF0000: the high bf16 of a pair, already a float's top half
@@ -221,8 +221,8 @@ def _kernel():
                 q4, q5 = _split_words(x4, CHUNKS, 1, SUB), _split_words(x5, CHUNKS, 1, SUB)
                 q6, q7 = _split_words(x6, CHUNKS, 1, SUB), _split_words(x7, CHUNKS, 1, SUB)
                 t = tl.zeros((CHUNKS, BLOCK_N, SUB), dtype=tl.float32)
-                for j in tl.static_range(4):
-                    t = _word_dot(t, ws[j], q0[j], q1[j], q2[j], q3[j], q4[j], q5[j], q6[j], q7[j], e11, e15, e19)
+                for k in tl.static_range(4):  # the chunk's words
+                    t = _word_dot(t, ws[k], q0[k], q1[k], q2[k], q3[k], q4[k], q5[k], q6[k], q7[k], e11, e15, e19)
                 T = tl.sum(t, axis=2)  # [C, BN]
                 acc += s * (T - Cx) + m * X
             y = tl.sum(acc, axis=0)
