@@ -37,6 +37,7 @@ DEVICE = "cuda"
 G = 128
 TOL = 1e-2
 REPS, GRAPH_CALLS, GRAPH_REPLAYS = 200, 100, 20
+PRECOMPILE_S = 90  # the parallel precompile's limit; the autotuner compiles whatever is left
 L2_BYTES = 50 * 2 ** 20  # H100/H200 L2
 SHAPES = {  # shape name -> (K, N)
     "llama-3.1-8b qkv": (4096, 6144), "llama-3.1-8b o": (4096, 4096),
@@ -60,15 +61,18 @@ def _compile_one(K, block_n, sub, warps):
 def precompile(Ks):
     """Every (K, config) compiled in parallel processes before the autotuner asks for them one at a time
     (it then finds them in the cache). Best effort: whatever fails here is compiled by the autotuner."""
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
     t0 = time.time()
     jobs = [(K, *c) for K in sorted(set(Ks)) for c in ig.INT4_CONFIGS]
     try:
-        with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
-            errors = [f.exception() for f in [pool.submit(_compile_one, *j) for j in jobs]]
-        failed = [f"{j}: {e}" for j, e in zip(jobs, errors) if e is not None]
+        pool = ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=get_context("spawn"))
+        futures = [pool.submit(_compile_one, *j) for j in jobs]
+        wait(futures, timeout=PRECOMPILE_S)
+        pool.shutdown(wait=False, cancel_futures=True)  # a stuck worker must not hold up the run
+        failed = [f"{j}: {'not done in time' if not f.done() or f.cancelled() else f.exception()}"
+                  for j, f in zip(jobs, futures) if not f.done() or f.cancelled() or f.exception() is not None]
     except Exception as exc:  # noqa: BLE001
         failed = [f"pool: {type(exc).__name__}: {exc}"]
     print(f"precompiled {len(jobs) - len(failed)}/{len(jobs)} kernels in {time.time() - t0:.0f} s"

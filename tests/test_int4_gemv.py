@@ -194,7 +194,7 @@ print("interpreted int4 gemv ok")
 
 def test_int4_gemv_equals_the_reference_in_tritons_interpreter():
     """The kernel (its one interpreter config: BLOCK_N 4, 8 lanes, SUB 2) on five small shapes against the
-    fp64 product of x and W_deq: the fp32 accumulator within 5e-4 of max|ref| (measured 3e-5 to 9e-5: the
+    fp64 product of x and W_deq: the fp32 accumulator within 5e-4 of max|ref| (measured 3e-5 to 1.1e-4: the
     magic-exponent floats carry 4096 + q, which costs fp32 bits), the bf16 result within 1e-2 (the
     interpreter's bf16 cast truncates); a one-row forward through the kernel; G < 32 refused. A fresh
     process with TRITON_INTERPRET=1 (Triton reads it when first imported)."""
@@ -220,7 +220,7 @@ def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch
     configs = {(c.kwargs["BLOCK_N"], c.kwargs["SUB_MAX"], c.num_warps) for c in tuned.configs}
     assert configs == set(ig.INT4_CONFIGS) and len(configs) <= 12
     assert all(c.kwargs["CHUNKS"] == 32 * c.num_warps for c in tuned.configs)
-    assert all(n * sub <= 16 for n, sub, _ in configs)  # 16-byte loads a lane a step: more spill registers
+    assert all(4 <= n * sub <= 32 for n, sub, _ in configs)  # 16-byte loads a lane a step: more spill registers
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes

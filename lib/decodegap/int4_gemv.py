@@ -21,10 +21,13 @@ Kernel:
              256 or 16) depending on x alone, and per row and lane
                  acc += s[n, g] * (T - C) + m[n, g] * X,        X = sum_k x_k,
              one scale and one offset per 16-byte load, not one multiply per weight: per weight one
-             and-or and one FFMA plus 3/8 shift. The large constant part costs fp32 bits: the sum is good
-             to ~1e-4 of max|y| (interpreter, K <= 4096), far inside a bf16 result's 4e-3.
+             and-or (LOP3) and one FFMA (one chain a row through a chunk's 4 words) plus 3/8 shift; with
+             the x work shared by the rows, ~3.0-3.5 instructions a weight in all (offline sm_90 SASS of
+             the configs; the instruction issue, ~4.2 a weight at 4.2 TB/s on 132 SMs, is as tight as
+             the bandwidth). The large constant part costs fp32 bits: the sum is good to ~1e-4 of
+             max|y| (interpreter, K <= 4096), far inside a bf16 result's 4e-3.
              BLOCK_N, SUB and the warps are autotuned per (N, K) over INT4_CONFIGS on the first call of
-             each shape. No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 8 gives >= 448
+             each shape. No split-K: every product here has N >= 3584 rows, so BLOCK_N <= 16 gives >= 224
              programs of 32-128 lanes, and split-K would need a zeroed fp32 output (a memset launch: the
              fixed per-call time split-K is meant to save) or a second reduction launch.
 
@@ -43,15 +46,17 @@ from .kernels import _interpreted, _triton, available
 PATH_KEY = "int4-triton"
 DEFAULT_GROUP_SIZE = 128
 
-INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (2, 2, 4), (4, 2, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2),
-                (8, 2, 2), (4, 2, 1), (8, 2, 1), (4, 4, 1))
+INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2), (8, 2, 2), (16, 1, 2),
+                (4, 2, 1), (8, 2, 1), (4, 4, 1), (8, 4, 1))
 """(BLOCK_N, SUB_MAX, num_warps) the kernel is autotuned over, per (N, K), on its first call for each shape
 (callers warm up before capturing a CUDA graph); CHUNKS = 32 x num_warps lanes along K, one stage (the
 loop's loads are not software-pipelined by Triton: more stages change nothing), SUB = min(SUB_MAX, G / 32)
-so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (2-16: its
-registers, 80-250 on sm_90, bound that), reusing its x values across the BLOCK_N rows; the configs trade
-that against programs (N / BLOCK_N) and steps along K (K / (1024 x num_warps x SUB); a K = 4096 product is
-one step at 4 warps and SUB 1)."""
+so that a lane's chunks share a group. A lane issues BLOCK_N x SUB 16-byte loads a loop step (4-32: its
+registers, 64-255 on sm_90, bound that; only 8_4_1 spills, 16 instructions, at K >= 14336), reusing its x
+values across the BLOCK_N rows; the configs trade that against programs (N / BLOCK_N) and steps along K
+(K / (1024 x num_warps x SUB); a K = 4096 product is one step at 4 warps and SUB 1, or 2 warps and SUB 2).
+Offline SASS, instructions a weight at K = 4096: 3.0 (8_4_1) to 4.5 (4_1_4); 8_2_4 idles half its lanes
+there (6.8) and is for K >= 14336."""
 INT4_INTERPRETED = (4, 2, 8)
 """(BLOCK_N, SUB_MAX, CHUNKS) under TRITON_INTERPRET=1: one config, no autotuning."""
 _MAGIC = tuple(((150 - b) << 23) for b in (11, 15, 19))
@@ -127,6 +132,31 @@ def _kernel():
         triton, tl = _triton()
 
         @triton.jit
+        def split_words(t, C: tl.constexpr, R: tl.constexpr, S: tl.constexpr):
+            """[C, R, S, 4] -> the four [C, R, S] tensors of words 0..3 (in registers: no data moves)."""
+            lo, hi = tl.split(tl.reshape(t, (C, R, S, 2, 2)))
+            v0, v2 = tl.split(lo)
+            v1, v3 = tl.split(hi)
+            return v0, v1, v2, v3
+
+        @triton.jit
+        def word_dot(t, w, x0, x1, x2, x3, x4, x5, x6, x7, e11, e15, e19):
+            """t + sum_i f_i x_i over the 8 nibbles of word w, f_i read from mantissa bits 11, 15 or 19."""
+            a, b, d = w << 11, w >> 1, w >> 13
+            t += ((a & 0x7800) | e11).to(tl.float32, bitcast=True) * x0
+            t += ((a & 0x78000) | e15).to(tl.float32, bitcast=True) * x1
+            t += ((a & 0x780000) | e19).to(tl.float32, bitcast=True) * x2
+            t += ((b & 0x7800) | e11).to(tl.float32, bitcast=True) * x3
+            t += ((b & 0x78000) | e15).to(tl.float32, bitcast=True) * x4
+            t += ((b & 0x780000) | e19).to(tl.float32, bitcast=True) * x5
+            t += ((d & 0x7800) | e11).to(tl.float32, bitcast=True) * x6
+            t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
+            return t
+
+        # the kernel finds the functions it calls among this module's globals (compiler and interpreter alike)
+        globals().update(_split_words=split_words, _word_dot=word_dot)
+
+        @triton.jit
         def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, E11, E15, E19, K: tl.constexpr,
                              G: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr, SUB_MAX: tl.constexpr):
             # x_ptr: x as int32 pairs of bf16 [K/2]. A chunk: 4 words (32 columns, one 16-byte load) of a row;
@@ -164,9 +194,9 @@ def _kernel():
                 l0, l1, l2, l3 = tl.load(xp), tl.load(xp + 4), tl.load(xp + 8), tl.load(xp + 12)
                 # l_q holds pairs 0..3 of word q along its last dim (a 16-byte load); the products want pair p
                 # of word q at [..., q]: a transpose within each lane's registers
-                j = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, SUB, 4 (pair), 2 (q % 2), 2 (q // 2)]
-                j = tl.reshape(tl.permute(j, (0, 1, 2, 5, 4, 3)), (CHUNKS, 1, SUB, 4, 2, 2))
-                even, odd = tl.split(j)  # pair % 2: [C, 1, SUB, 4 (word), 2 (pair // 2)]
+                xj = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, SUB, 4 (pair), 2 (q % 2), 2 (q // 2)]
+                xj = tl.reshape(tl.permute(xj, (0, 1, 2, 5, 4, 3)), (CHUNKS, 1, SUB, 4, 2, 2))
+                even, odd = tl.split(xj)  # pair % 2: [C, 1, SUB, 4 (word), 2 (pair // 2)]
                 x01, x45 = tl.split(even)
                 x23, x67 = tl.split(odd)
                 HI: tl.constexpr = -65536  # 0xFFFF0000: the high bf16 of a pair, already a float's top half
@@ -174,24 +204,26 @@ def _kernel():
                 x2, x3 = (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True)
                 x4, x5 = (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True)
                 x6, x7 = (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True)
-                # nibbles into mantissa bits 11, 15, 19 of floats that then read 4096 + q, 256 + q, 16 + q: one
-                # and-or each, a LOP3 when the exponent is in a register (not a second immediate). Hence the
-                # arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument from the constant
-                # bank at every use when registers run short (+20% instructions at BLOCK_N x SUB = 16)
-                a, b, d = w << 11, w >> 1, w >> 13
+                sa = tl.sum(tl.sum(x0 + x3 + x6, axis=3), axis=2)  # [C, 1]: the lane's columns read 4096 + q
+                sb = tl.sum(tl.sum(x1 + x4 + x7, axis=3), axis=2)  # 256 + q
+                sc = tl.sum(tl.sum(x2 + x5, axis=3), axis=2)  # 16 + q
+                X = sa + sb + sc  # the lane's share of sum_k x_k
+                Cx = 4096.0 * sa + 256.0 * sb + 16.0 * sc
+                # nibbles into mantissa bits 11, 15, 19 (3 shifts a word) of floats that then read 4096 + q,
+                # 256 + q, 16 + q: one and-or each, a LOP3 when the exponent is in a register (not a second
+                # immediate). Hence the arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument
+                # from the constant bank at every use when registers run short (+20% instructions). One FFMA
+                # chain a row and chunk runs through the chunk's 4 words (no per-word sums to add up)
                 e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)
-                t = ((a & 0x7800) | e11).to(tl.float32, bitcast=True) * x0
-                t += ((a & 0x78000) | e15).to(tl.float32, bitcast=True) * x1
-                t += ((a & 0x780000) | e19).to(tl.float32, bitcast=True) * x2
-                t += ((b & 0x7800) | e11).to(tl.float32, bitcast=True) * x3
-                t += ((b & 0x78000) | e15).to(tl.float32, bitcast=True) * x4
-                t += ((b & 0x780000) | e19).to(tl.float32, bitcast=True) * x5
-                t += ((d & 0x7800) | e11).to(tl.float32, bitcast=True) * x6
-                t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
-                sa, sb, sc = x0 + x3 + x6, x1 + x4 + x7, x2 + x5
-                X = tl.sum(tl.sum(sa + sb + sc, axis=3), axis=2)  # [C, 1]: the lane's share of sum_k x_k
-                Cx = tl.sum(tl.sum(4096.0 * sa + 256.0 * sb + 16.0 * sc, axis=3), axis=2)
-                T = tl.sum(tl.sum(t, axis=3), axis=2)  # [C, BN]
+                ws = _split_words(w, CHUNKS, BLOCK_N, SUB)
+                q0, q1 = _split_words(x0, CHUNKS, 1, SUB), _split_words(x1, CHUNKS, 1, SUB)
+                q2, q3 = _split_words(x2, CHUNKS, 1, SUB), _split_words(x3, CHUNKS, 1, SUB)
+                q4, q5 = _split_words(x4, CHUNKS, 1, SUB), _split_words(x5, CHUNKS, 1, SUB)
+                q6, q7 = _split_words(x6, CHUNKS, 1, SUB), _split_words(x7, CHUNKS, 1, SUB)
+                t = tl.zeros((CHUNKS, BLOCK_N, SUB), dtype=tl.float32)
+                for k in tl.static_range(4):  # the chunk's words
+                    t = _word_dot(t, ws[k], q0[k], q1[k], q2[k], q3[k], q4[k], q5[k], q6[k], q7[k], e11, e15, e19)
+                T = tl.sum(t, axis=2)  # [C, BN]
                 acc += s * (T - Cx) + m * X
             y = tl.sum(acc, axis=0)
             tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=rows < N)
