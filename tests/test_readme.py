@@ -166,12 +166,15 @@ def test_readme_links_the_claims_table_with_its_counts():
     top = readme.split("## ", 1)[0] + readme.split("## ", 2)[1]
     assert "[`figures/claims.md`](figures/claims.md)" in top
     verdicts = pd.read_csv(paths.FIGURES / "claims.csv").verdict.value_counts()
-    counts = (f"({verdicts.get('reproduced', 0)} reproduced, {verdicts.get('contradicted', 0)} contradicted, "
+    counts = (f"({verdicts.get('reproduced', 0)} reproduced, {verdicts.get('consistent (arithmetic)', 0)} consistent "
+              f"(arithmetic), {verdicts.get('proxy', 0)} proxy, {verdicts.get('contradicted', 0)} contradicted, "
               f"{verdicts.get('not testable here', 0)} not testable here")
     assert counts in " ".join(readme.split()), counts
     table = pd.read_csv(paths.FIGURES / "claims.csv").set_index("id")
     if table.loc["R5", "verdict"] == "contradicted":
         assert f"give {table.loc['R5', 'ours']}, not about 6x" in " ".join(readme.split())
+    if table.loc["T1", "verdict"] == "contradicted":
+        assert "the thesis itself on the paper's own H100 numbers" in readme and "gpu_excess" in table.loc["T1", "ours"]
 
 
 def test_readme_adds_a_gpu_through_every_notebook_and_the_cli():
