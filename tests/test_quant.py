@@ -564,3 +564,23 @@ def test_every_layers_bf16_products_the_head_the_norms_and_one_row_are_w_streame
     assert c["num_hidden_layers"] * sum(per_call.values()) + head + norms + one_row == \
         accounting.weight_bytes(c, "W_streamed")
 
+
+
+def test_the_extension_calls_are_custom_operators_with_the_right_output_shape():
+    """torch.compile traces ExLlamaV2's and Marlin's calls as registered operators (quant_ops); their fake
+    implementations give the output's shape and dtype without the extension, as a compiled trace needs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from decodegap import quant_ops
+
+    with FakeTensorMode():
+        x = torch.empty(3, 256, dtype=torch.float16)
+        y = torch.ops.decodegap.exllamav2_gemm(x, 0, 96)
+        assert y.shape == (3, 96) and y.dtype == torch.float16
+        z = torch.ops.decodegap.marlin_mul(x, torch.empty(16, 512, dtype=torch.int32), torch.empty(2, 256, dtype=torch.float16),
+                                           torch.empty(16, dtype=torch.int32), 8)
+        assert z.shape == (3, 256) and z.dtype == torch.float16
+    key = quant_ops.register_exllamav2("ext", "handle")
+    assert quant_ops.HANDLES[key] == ("ext", "handle")
+    quant_ops.forget_exllamav2(key)
+    assert key not in quant_ops.HANDLES

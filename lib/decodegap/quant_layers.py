@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import quant_formats as fmt
+from . import quant_ops
 
 BNB_BLOCKSIZE = 64
 TINYGEMM_GROUP_SIZES = (32, 64, 128, 256)
@@ -276,20 +277,20 @@ class GPTQExllamaV2Linear(PackedLinear):
         self.temp_dq = exllamav2_temp_dq(self.qweight.device)
         self.handle = ext.make_q_matrix(self.qweight, none, none, none, none, none, none, self.qzeros, self.scales,
                                         none, none, self.temp_dq, EXLLAMAV2_MAX_DQ_SIZE // self.out_features)
+        self.op_key = quant_ops.register_exllamav2(ext, self.handle)
 
     def forward(self, x):
         if self.reference:
             return self._reference_forward(x)
         x2 = x.reshape(-1, self.in_features).to(torch.float16).contiguous()
-        out = torch.empty(x2.shape[0], self.out_features, dtype=torch.float16, device=x2.device)
-        self._ext.gemm_half_q_half(x2, self.handle, out, False)
-        return self._finish(out, x.shape)
+        return self._finish(quant_ops.exllamav2_gemm(x2, self.op_key, self.out_features), x.shape)
 
     def _dequantised(self):
         return fmt.gptq_dequantise(self.qweight_unshuffled, self.qzeros, self.scales, self.group_size)
 
     def __del__(self):
         try:
+            quant_ops.forget_exllamav2(self.op_key)
             self._ext.free_q_matrix(self.handle)
         except Exception:  # noqa: BLE001 - best effort at teardown (and reference layers have no handle)
             pass
@@ -361,7 +362,10 @@ class AWQMarlinLinear(PackedLinear):
     def forward(self, x):
         if self.reference:
             return self._reference_forward(x)
-        return self._finish(self.inner(x.reshape(-1, self.in_features)), x.shape)
+        x2 = x.reshape(-1, self.in_features).to(torch.float16).contiguous()
+        inner = self.inner  # WQLinear_Marlin.forward's own call, through a custom operator (quant_ops)
+        return self._finish(quant_ops.marlin_mul(x2, inner.qweight, inner.scales, inner.workspace, inner.max_par),
+                            x.shape)
 
     def _dequantised(self):
         perms = fmt.marlin_perms(awq_module("modules/linear/marlin.py"))
