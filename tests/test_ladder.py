@@ -40,9 +40,10 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
                                                               "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
-        ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph"))]
-    assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 2  # no target cell in the grid
-    assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 2
+        ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
+        ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph"))]
+    assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
+    assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
     table = ladder.ladder_table(pd.concat([_cells({("eager", "bf16"): 24.0}), elsewhere])).set_index(["ctx", "lever"])
     assert table.loc[(2048, "int4 tinygemm, lean graph"), "status"] == "not measured"

@@ -33,8 +33,11 @@ LEVERS = (
     ("int4 tinygemm, lean graph + Triton kernels", "lean_kernels_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph + Triton attention", "lean_attn_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled + Triton attention", "lean_attn_compile", "int4-tinygemm"),
+    ("int4 Triton GEMV, HF graph", "graph", "int4-triton"),
+    ("int4 Triton GEMV, lean graph + Triton attention", "lean_attn_graph", "int4-triton"),
 )
-"""(lever, arm, quant) in ladder order. The lean decoder reads the int4-tinygemm weights of the quantised
+"""(lever, arm, quant) in ladder order; the last two are the package's own int4 GEMV (decodegap.int4_gemv, path
+int4-triton), measured by notebook 04's sweep. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton

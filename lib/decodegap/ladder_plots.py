@@ -81,7 +81,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     handles = [Line2D([], [], linestyle="none", marker=plots.model_marker(m), color="black", label=m)
                for m in sorted(set(rows["model"]))]
     handles += [Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="black",
-                       label="int4 tinygemm (hollow)"),
+                       label="int4 (hollow)"),
                 Line2D([], [], linestyle="none", marker="o", markersize=10, markerfacecolor="none", color="black",
                        label=f"target cell ({target['model']}, ctx {target['ctx']:,})"),
                 Line2D([], [], color=plots.TARGET_COLOR, linestyle="--", label="targets")]
