@@ -120,3 +120,13 @@ def test_the_cost_claim_is_judged_on_the_measured_h200_at_its_named_price():
     ratio = h200.usd_per_mtok / l4.usd_per_mtok  # by hand from the cost table
     assert row["ours"] == f"{ratio:.2f}x" and h200.price_provider == "spheron"
     assert row["verdict"] == (R if ratio > 1 else C) and "spheron price" in row["hardware"]
+
+
+def test_the_kernel_decides_rule_follows_the_realised_shares(evidence):
+    """R4l on the shipped H200 cells (int4 paths realise very different shares of one saving), and contradicted
+    once every path realises the same share."""
+    assert claims.build(evidence).set_index("id").loc["R4l", "verdict"] == R
+    same = evidence.quant_cells.copy()
+    same.loc[same["quant"] != "bf16", "realised_fraction"] = 0.5
+    row = claims.build(dataclasses.replace(evidence, quant_cells=same)).set_index("id").loc["R4l"]
+    assert row["verdict"] == C and "h200 graph" in row["ours"]

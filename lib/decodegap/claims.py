@@ -179,7 +179,8 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
         decomp=ab.decomposition(roofline.cell_table(ab_rows, specs, configs, bandwidth_rows),
                                 records.load_experiment("kernels", data)),
         attention=attention_report.summary(records.load_experiment("attention", data)),
-        quant_cells=quant_report.cells(decode_rows[decode_rows["attn"] == "sdpa"], specs, configs, bandwidth_rows),
+        quant_cells=quant_report.cells(decode_rows[decode_rows["attn"] == "sdpa"], specs, configs, bandwidth_rows,
+                                       verify_rows=records.load_experiment("verify", data)),
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
         attention_model=attention_model)
@@ -504,6 +505,40 @@ def attention_backends(ev: Evidence) -> list[dict]:
     return rows
 
 
+KERNEL_SPREAD = quant_report.REALISED_PART
+"""The kernel decides (R4l) when, on one GPU and arm, int4 paths whose byte savings are within 5 % of each other
+realise shares of that saving that differ by more than this (in shares of the saving)."""
+
+
+def _kernel_decides(ev: Evidence) -> dict:
+    """R4l: the paper's quantisation conclusion (the kernel that reads int4, not the format, realises the saving)
+    tested on every measured GPU and arm with two or more int4 paths whose checks passed."""
+    qc = ev.quant_cells
+    int4 = ["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"]
+    ok = qc[qc["quant"].isin(int4) & qc["t_obs_ms"].notna() & (qc["ctx"] == ev.headline_ctx)] if not qc.empty else qc
+    if not ok.empty and "check_failed" in ok:
+        ok = ok[~ok["check_failed"].astype(bool)]
+    checks, parts, gpus = [], [], set()
+    for (gpu, arm), g in ok.groupby(["gpu", "arm"]):
+        share = g.groupby("quant")["realised_fraction"].median()
+        ratio = g.groupby("quant")["bytes_quant"].median()
+        if len(share) < 2 or ratio.max() / ratio.min() > 1.05:
+            continue
+        checks.append(share.max() - share.min() > KERNEL_SPREAD)
+        gpus.add(gpu)
+        parts.append(f"{gpu} {arm}: " + ", ".join(f"{k} {v:.0%}" for k, v in share.sort_values(ascending=False).items()))
+    l4 = ev.pub("quantisation", "step_ms", gpu="l4")
+    return _row("R4l", "quantisation", "The int4 kernel, not the int4 format, decides whether the weight-traffic saving is "
+                "realised (the paper's conclusion from GPTQ + ExLlamaV2 against bnb-nf4 and AutoAWQ + Marlin).",
+                "qualitative (L4)", "; ".join(parts) or "-", ", ".join(sorted(gpus)) + " (measured)" if gpus else "-",
+                all_true(checks),
+                f"Rule: on every measured GPU and arm at ctx {ev.headline_ctx}, over int4 paths whose streamed bytes are "
+                f"within 5 % of each other and whose checks passed, the realised shares of the saving (median over "
+                f"models, quant_report.realised) differ by more than {KERNEL_SPREAD:.0%} of it ({len(l4) - 1} int4 paths on the "
+                "paper's L4 numbers: R4g). "
+                + ("; ".join(parts) + "." if parts else "No GPU has two such int4 paths yet."))
+
+
 def quantisation(ev: Evidence) -> list[dict]:
     rows = []
     qb = ev.quant_bytes[ev.quant_bytes["model"] == ev.headline_model].set_index("quant")
@@ -566,6 +601,7 @@ def quantisation(ev: Evidence) -> list[dict]:
                      + f"Their ratio {e / g:.3f} equals the published A/B speed-up 1.259 (consistent)"
                      + _nearest(ev, lambda gg: (lambda a, b: f"{gg} eager {a['t_obs_ms']:.2f} ms, graph {b['t_obs_ms']:.2f} ms"
                                                 if a is not None and b is not None else None)(ev.cell(gg), ev.cell(gg, arm="graph"))) + "."))
+    rows.append(_kernel_decides(ev))
     rows.append(_row("R4i", "quantisation", "L4 + ExLlamaV2 is competitive with a graphed H100 despite 11x less bandwidth.",
                      f"{ex:.2f} vs {g:.2f} ms", "-", "-", NOT_TESTABLE,
                      f"Needs both GPUs ({ev.missing('l4')}). On the published numbers the L4 path is {ex / g:.2f}x slower "
