@@ -74,6 +74,8 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_ms.set_ylabel("ms per decode step (log scale; dashes: bf16 floor)")
     ax_r.set_ylabel("R_floor (bf16 floor / step time)")
     ax_r.axhline(1.0, color="grey", linewidth=0.8)
+    ax_r.annotate("bf16 floor (int4 steps can pass it)", (0, 1.0),
+                  textcoords="offset points", xytext=(2, 3), color="grey", fontsize=7)
     for ax in (ax_ms, ax_r):
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
