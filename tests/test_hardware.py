@@ -111,3 +111,17 @@ def test_git_commit_given_wins(monkeypatch):
     assert hardware.git_commit() == "98e6285" + "0" * 33
     monkeypatch.delenv("DECODEGAP_GIT_COMMIT")
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown .*", hardware.git_commit())
+
+
+def test_kernel_builds_are_read_from_the_extension_folder(tmp_path, monkeypatch):
+    """env.json's kernel_builds: every <name>_build.json of DECODEGAP_EXT_DIR, and a broken one named as such."""
+    import json
+
+    (tmp_path / "marlin_build.json").write_text(json.dumps({"kernel": "marlin_cuda", "build_s": 39}))
+    (tmp_path / "broken_build.json").write_text("{not json")
+    monkeypatch.setenv(hardware.EXT_DIR_ENV, str(tmp_path))
+    builds = hardware.kernel_builds()
+    assert builds["marlin"] == {"kernel": "marlin_cuda", "build_s": 39}
+    assert builds["broken"].startswith("unreadable")
+    monkeypatch.setenv(hardware.EXT_DIR_ENV, str(tmp_path / "absent"))
+    assert hardware.kernel_builds() == {}

@@ -95,3 +95,27 @@ def test_nan_and_inf_fail_every_check():
     assert not quant.passes(float("nan"), 0.1) and not quant.passes(float("inf"), 0.1)
     nan = [torch.tensor([[[float("nan"), 1.0]]])]
     assert not quant.passes(decode.logits_error(nan, [torch.tensor([[[1.0, 1.0]]])]), 10.0)
+
+
+def test_marlin_packing_reads_back_whatever_the_permutation_tables():
+    """marlin_pack and marlin_dequantise are inverses for any permutation tables of Marlin's sizes (1024 entries per
+    tile row chunk, 64 per scale chunk); AutoAWQ supplies the real ones on the GPU machine (test_quant_gpu)."""
+    gen = torch.Generator().manual_seed(0)
+    perms = (torch.randperm(1024, generator=gen), torch.randperm(64, generator=gen))
+    w = torch.randn(256, 256, generator=gen) * 0.02
+    q, s = quant_formats.rtn_symmetric(w, 128)
+    qweight, scales = quant_formats.marlin_pack(q, s, 128, perms)
+    assert qweight.shape == (256 // 16, 2 * 256) and qweight.dtype == torch.int32 and scales.shape == (2, 256)
+    deq = quant_formats.marlin_dequantise(qweight, scales, 128, perms)
+    assert torch.equal(deq, (q.float() - 8) * quant_formats.grouped(s.half().float(), 128))
+    with pytest.raises(ValueError, match="out_features % 256"):
+        quant_formats.marlin_pack(q[:128], s[:128], 128, perms)
+
+
+def test_a_nan_in_any_layer_is_the_model_checks_answer(bf16):
+    model, ref = bf16
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
+    err = quant_check.forced_layer_error(broken, CTX, ref)
+    assert err != err and not quant.passes(err, 1e9)

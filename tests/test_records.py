@@ -307,3 +307,17 @@ def test_one_step_written_twice_with_other_values_is_refused(tmp_path):
     other_run[0] = "r2"  # a later run of the same cell is history, not a duplicate
     path.write_text("".join(lines) + ",".join(other_run) + "\n")
     assert len(records.read_csv(path)) == 4
+
+
+def test_superseded_rows_fill_only_the_cells_measured_again_nowhere(tmp_path):
+    """records.with_superseded: a cell of the new file hides the same cell's superseded rows; other superseded
+    cells come in, labelled."""
+    raw = tmp_path / "raw" / "g"
+    new = [dict(r, quant="int4-tinygemm") for r in rows(0, "graph", 2)]
+    old = [dict(r, quant="int4-tinygemm", run_id="old") for r in rows(0, "graph", 3) + rows(0, "lean_graph", 2)]
+    records.append_rows(raw / "decode.csv", DECODE, new)
+    records.append_rows(raw / f"decode{records.SYNTHESISED}.csv", records.schema_for("decode" + records.SYNTHESISED), old)
+    got = records.with_superseded("decode", tmp_path)
+    assert len(got) == 2 + 2  # the graph cell from the new file only, the lean_graph cell from the old one
+    assert set(got[got.arm == "graph"].weights) == {"rtn from bf16"}
+    assert set(got[got.arm == "lean_graph"].weights) == {"synthesised (superseded)"}
