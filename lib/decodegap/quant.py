@@ -205,16 +205,18 @@ def require(key: str, device) -> QuantPath:
 
 # -------------------------------------------------------------------------------- build, check, swap
 
+def _reference_key(path_key: str) -> str:
+    """The concrete path a reference (CPU stand-in) build of `path_key` uses: an alias's last member."""
+    return ALIASES[path_key][-1] if path_key in ALIASES else path(path_key).key
+
+
 def build_linear(path_key: str, in_features: int, out_features: int, device="cuda", seed: int = 0,
                  group_size: int = DEFAULT_GROUP_SIZE, bias=None, weight=None, reference: bool = False) -> QuantLinear:
     """A quantised layer of path `path_key` for an nn.Linear(in_features, out_features), quantised from `weight`
     [N, K] (by default a stand-in bf16 weight, N(0, WEIGHT_STD), seeded). `reference=True` builds the path's
     tensors with the reference product instead of its kernel (CPU tests; never timed). Raises QuantUnavailable
     with the reason when it cannot run here."""
-    if reference:
-        p = path(resolve(path_key, "cpu") if path_key not in ALIASES else ALIASES[path_key][-1])
-    else:
-        p = require(path_key, device)
+    p = path(_reference_key(path_key)) if reference else require(path_key, device)
     if weight is None:
         gen = torch.Generator(device=device).manual_seed(int(seed))
         weight = torch.empty(out_features, in_features, device=device, dtype=torch.bfloat16).normal_(
@@ -303,7 +305,7 @@ def quantise_model_(model, path_key: str, group_size: int | None = None, referen
     first = next(model.parameters())
     device = first.device
     if reference:
-        key = path_key if path_key not in ALIASES else ALIASES[path_key][-1]
+        key = _reference_key(path_key)
         p = path(key)
     else:
         key = resolve(path_key, device)
