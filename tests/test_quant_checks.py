@@ -36,7 +36,7 @@ def _error(model, ref, key):
 def test_the_tolerance_comes_from_4_bit_rounding_of_the_bf16_weights(bf16):
     model, _ = bf16
     tol, bound = quant.model_tolerance(model, "gptq-exllamav2")
-    w = model.model.layers[0].mlp.down_proj.weight  # [64, 128], group 64: two groups per row
+    w = model.model.layers[0].mlp.down_proj.weight.detach()  # [64, 128], group 64: two groups per row
     s = (w.float().reshape(w.shape[0], 2, 64).amax(-1) - w.float().reshape(w.shape[0], 2, 64).amin(-1)) / 15
     by_hand = float((s.pow(2).mean() / 12).sqrt() / w.float().pow(2).mean().sqrt())
     assert quant_formats.rounding_error_bound(w, 64) == pytest.approx(by_hand, rel=1e-5)
