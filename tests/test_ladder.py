@@ -75,6 +75,7 @@ def test_category_table_sets_each_category_against_the_floor_of_its_bytes(data_d
     assert table.loc["norm", "floor_us"] == 0.0 and table.loc["norm", "excess_us"] == 50.0
 
 
+@pytest.mark.notebooks
 def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
     figures = tmp_path / "figures"
     notebooks.run(paths.NOTEBOOKS / "06_closing_the_gap.ipynb",
