@@ -26,6 +26,7 @@
 # QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
 # RETURN_LIMIT_MIB (default 16: a raw file larger than this is copied to OUTDIR gzipped, as FILE.gz).
 # Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin.
+# `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
 # Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
 set -u
 GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention quant ladder)}
