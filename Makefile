@@ -1,4 +1,5 @@
 # decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests;
+# `make test-fast` the fast tier of them (no notebooks, no fresh-process sweeps: under a minute);
 # `make lab` opens the notebooks in JupyterLab. All create .venv on first use.
 # `make measure GPU=h200` measures this machine's GPU.
 PYTHON ?= python3
@@ -8,7 +9,7 @@ GPU ?=
 STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 
-.PHONY: reproduce test test-gpu measure check lab clean-venv
+.PHONY: reproduce test test-fast test-gpu measure check lab clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,9 @@ reproduce: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not gpu"
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not gpu and not notebooks and not slow"
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu

@@ -1,6 +1,10 @@
-# Sourced by the bench/*_h200.sh scripts: the library on PYTHONPATH, unbuffered output, Hopper build
-# targets, and any optional-kernel wheels found in .whl/ installed into /tmp/site (no network there).
-export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0 FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOBS=16
+# Sourced by bench/measure.sh: the library on PYTHONPATH, unbuffered output, build targets for this machine's GPU
+# (its compute capability from nvidia-smi, e.g. 9.0 on Hopper; set TORCH_CUDA_ARCH_LIST to choose), and any
+# optional-kernel wheels found in .whl/ installed into /tmp/site (no network needed).
+GPU_CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-${GPU_CC:-9.0}}
+export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-$TORCH_CUDA_ARCH_LIST}
+export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-$(nproc)}
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # warm across the session processes of one run
 # kernels built from source here (bench/build_marlin.sh; ExLlamaV2's JIT build): kept in .ext/ so that a later run
 # that carries .ext back reuses them

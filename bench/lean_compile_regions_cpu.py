@@ -2,18 +2,22 @@
 region (decode.compiled(..., layers=lean.layers), as the lean_compile arm does): the 32-layer Llama-3.1-8B
 architecture at a narrow width (compile time grows with the number of ops, not their sizes), inductor, a cold
 cache per setting (each in a fresh process with its own TORCHINDUCTOR_CACHE_DIR), the first call (the compile)
-and the compiled step against the eager one. Measured 2026-11-29 on this project's CPU machine: layer regions
-18.7 s, whole step 58.4 s (max rel. error against eager, bf16: 1.1e-2 and 9.7e-3).
+and the compiled step against the eager one.
+Writes data/diagnostics/lean_compile_regions_cpu.csv (bench/diagnostics.py): one row per setting, the first
+call's seconds and the max. relative error of the compiled step against the eager one (bf16).
 Usage (repository root): PYTHONPATH=lib python bench/lean_compile_regions_cpu.py
 """
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 
+from diagnostics import Rows
+
 BODY = """
-import time, torch
+import json, time, torch
 from decodegap import decode, lean, models
 spec = models.load_spec("llama-3.1-8b")
 config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=8, num_key_value_heads=2,
@@ -27,10 +31,14 @@ with torch.inference_mode():
     got = state.step()
     first = time.perf_counter() - t0
     err = decode.max_relative_error(got.float(), eager.step().float())
-print(f"{label}: first call {{first:.1f}} s, max rel err against eager {{err:.2e}}", flush=True)
+print("RESULT", json.dumps(dict(first_call_s=round(first, 2), max_rel_err=err)), flush=True)
 """
 
+rows = Rows("lean_compile_regions_cpu", ("setting", "cache_len", "first_call_s", "max_rel_err"))
 for label, layers in (("layer regions", "state.lean.layers"), ("whole step", "()")):
     with tempfile.TemporaryDirectory() as cache:
-        code = BODY.replace("{label}", label).format(layers=layers)
-        subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache))
+        out = subprocess.run([sys.executable, "-c", BODY.format(layers=layers)], check=True, capture_output=True,
+                             text=True, env=dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache)).stdout
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            rows.add(setting=label, cache_len=72, **json.loads(line[7:]))

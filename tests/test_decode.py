@@ -181,6 +181,7 @@ def test_cache_len_override_is_used_and_checked():
     assert decode.verify_arm(model, "hf_default", 16, cache_len=16 + 35) < 0.1
 
 
+@pytest.mark.slow
 def test_one_compile_serves_every_cache_length(tiny):
     """The compile arm's dynamic shapes: dynamo traces the static-cache step once for all cache lengths
     (with static shapes it would trace once per length; automatic dynamic, twice), and AOT autograd runs
@@ -202,6 +203,7 @@ def test_one_compile_serves_every_cache_length(tiny):
     torch._dynamo.reset()
 
 
+@pytest.mark.slow
 def test_compile_arm_traces_one_decoder_layer_and_reuses_it(tiny):
     """COMPILE_LAYER_REGIONS: the compile arm's step is still one graph, but each decoder layer inside it is a
     call of a nested compile region traced once, and the compiled step's logits equal eager's. The tiny Llama

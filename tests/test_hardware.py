@@ -97,7 +97,6 @@ def test_environment_keys():
     assert env["transformers"] == transformers.__version__
     assert env["host_cores"] >= 1
     assert set(env["optional_packages"]) == set(hardware.OPTIONAL_PACKAGES)
-    assert env["git_commit"]
 
 
 def test_gpu_state_on_a_cpu_machine_still_has_time_and_load():
@@ -125,3 +124,76 @@ def test_kernel_builds_are_read_from_the_extension_folder(tmp_path, monkeypatch)
     assert builds["broken"].startswith("unreadable")
     monkeypatch.setenv(hardware.EXT_DIR_ENV, str(tmp_path / "absent"))
     assert hardware.kernel_builds() == {}
+
+
+def _git(repo, *args):
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, check=True).stdout
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A one-commit git checkout of its own (the repository's may be clean or dirty), without the tests' allowance."""
+    monkeypatch.delenv("DECODEGAP_ALLOW_DIRTY", raising=False)
+    monkeypatch.delenv("DECODEGAP_GIT_COMMIT", raising=False)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("x = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def test_a_clean_checkout_records_its_commit_and_no_diff(checkout):
+    head = _git(checkout, "rev-parse", "HEAD").decode().strip()
+    assert hardware.git_provenance(checkout) == {"git_commit": head}
+
+
+def test_a_dirty_checkout_is_refused_without_the_allowance(checkout):
+    (checkout / "a.py").write_text("x = 2\n")
+    with pytest.raises(hardware.DirtyTreeError, match=r"uncommitted changes \(a\.py\).*DECODEGAP_ALLOW_DIRTY=1"):
+        hardware.git_provenance(checkout)
+
+
+def test_a_dirty_checkout_with_the_allowance_records_the_diff_hash(checkout, monkeypatch):
+    import hashlib
+
+    head = _git(checkout, "rev-parse", "HEAD").decode().strip()
+    monkeypatch.setenv("DECODEGAP_ALLOW_DIRTY", "1")
+    (checkout / "a.py").write_text("x = 2\n")
+    first = hardware.git_provenance(checkout)
+    expected = hashlib.sha256(_git(checkout, "diff", "HEAD", "--binary")).hexdigest()
+    assert first == {"git_commit": head + "+dirty", "git_diff_sha256": expected}
+    (checkout / "a.py").write_text("x = 3\n")
+    assert hardware.git_provenance(checkout)["git_diff_sha256"] not in (expected, None)
+    (checkout / "new.py").write_text("untracked\n")  # untracked files are not the measured code's diff
+    (checkout / "a.py").write_text("x = 1\n")
+    assert hardware.git_provenance(checkout) == {"git_commit": head}
+
+
+def test_a_copied_tree_with_a_given_commit_is_never_refused(checkout, monkeypatch, tmp_path):
+    """The device machine's copy has no .git (or an old one) and names the commit in DECODEGAP_GIT_COMMIT."""
+    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
+    (checkout / "a.py").write_text("x = 2\n")
+    assert hardware.git_provenance(checkout) == {"git_commit": "98e6285" + "0" * 33}
+    bare = tmp_path / "copy"
+    bare.mkdir()
+    assert hardware.git_provenance(bare) == {"git_commit": "98e6285" + "0" * 33}
+    monkeypatch.delenv("DECODEGAP_GIT_COMMIT")
+    assert hardware.git_provenance(bare)["git_commit"].startswith("unknown")
+
+
+def test_a_refused_run_writes_nothing_and_the_cli_says_why(checkout, monkeypatch, data_dir, capsys):
+    from decodegap import cli, paths
+
+    (checkout / "a.py").write_text("x = 2\n")
+    monkeypatch.setattr(paths, "REPO", checkout)
+    rc = cli.main(["--data-dir", str(data_dir), "bandwidth", "--gpu", "cpu-test", "--device", "cpu",
+                   "--size-mib", "1", "--reps", "1"])
+    assert rc == 2
+    assert "uncommitted changes" in capsys.readouterr().err
+    assert not (data_dir / "raw" / "cpu-test" / "bandwidth.csv").exists()
+    assert not (data_dir / "raw" / "cpu-test" / "env.json").exists()

@@ -49,6 +49,7 @@ def test_a_misspelled_arm_leaves_the_repository_untouched(tmp_path):
     ("--arms", "eagr", "unknown arm 'eagr'"), ("--attn", "fa9", "unknown attention backend 'fa9'"),
     ("--quant", "int3", "unknown quantisation path 'int3'"), ("--contexts", "2k", "--contexts takes comma-separated whole numbers"),
     ("--models", "llama-3.1-8x", "unknown model 'llama-3.1-8x'")])
+@pytest.mark.slow
 def test_bad_measure_values_write_nothing(data_dir, tmp_path, option, value, expected):
     before = _tree(data_dir)
     err = _one_line_error(cli("--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu",
@@ -57,6 +58,7 @@ def test_bad_measure_values_write_nothing(data_dir, tmp_path, option, value, exp
     assert _tree(data_dir) == before and not (data_dir / "raw").exists()
 
 
+@pytest.mark.slow
 def test_cpu_timings_are_never_written_as_a_gpus_rows(data_dir, tmp_path):
     err = _one_line_error(cli("--data-dir", str(data_dir), "measure", "--gpu", "h200", "--device", "cpu",
                               "--models", "llama-tiny", "--contexts", "16", cwd=tmp_path))
@@ -84,6 +86,7 @@ def test_the_gpu_key_must_be_the_cuda_device_measured(data_dir, monkeypatch):
         inputs.gpu_to_measure("h200", "cuda", data_dir)
 
 
+@pytest.mark.slow
 def test_without_cuda_a_named_gpu_gets_the_same_one_line_message_as_none(data_dir, tmp_path):
     import torch
 
@@ -209,6 +212,7 @@ def test_a_bad_papermill_parameter_stops_the_notebook_before_it_writes(tmp_path)
     assert not figures.exists() or not any(figures.iterdir())
 
 
+@pytest.mark.slow
 def test_reproduce_checks_its_parameters_before_any_notebook_runs(tmp_path):
     before = _git_status("figures")
     err = _one_line_error(cli("reproduce", "-p", "MEASURE", "no", cwd=tmp_path))

@@ -76,6 +76,7 @@ def test_category_table_sets_each_category_against_the_floor_of_its_bytes(data_d
     assert table.loc["norm", "floor_us"] == 0.0 and table.loc["norm", "excess_us"] == 50.0
 
 
+@pytest.mark.notebooks
 def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
     figures = tmp_path / "figures"
     notebooks.run(paths.NOTEBOOKS / "06_closing_the_gap.ipynb",
@@ -236,3 +237,31 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
     assert y[0] == pytest.approx(6.0 + x[0] * 1e3 / 4000.0) and datasheet.get_ydata()[-1] == pytest.approx(x[-1] / 4.8)
     empty = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "qwen2.5-7b", 2048, 4800.0)
     assert not empty.axes[0].lines
+
+
+def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
+    """`python -m decodegap ladder` parses the grid and its options and hands them to sessions.measure_ladder."""
+    from decodegap import cli, sessions
+
+    seen = []
+    monkeypatch.setattr(sessions, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
+    rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+                   "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
+                   "--warmup", "1", "--retry-errors"])
+    assert rc == 0
+    assert seen == [(("cpu-test", ("llama-tiny",), (64, 128), 2, 7, 1, "cpu", str(data_dir)),
+                     {"retry_errors": True})]
+    seen.clear()
+    assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+                     "--models", "llama-tiny"]) == 0
+    (args, kw), = seen
+    assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False}
+
+
+def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
+    from decodegap import cli, sessions
+
+    monkeypatch.setattr(sessions, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
+    assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+                     "--models", "llama-tiny", "--contexts", "2k"]) == 2
+    assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err

@@ -93,6 +93,7 @@ def test_the_lean_arms_run_in_the_decode_harness_and_pass_its_check():
     assert decode.max_cache_len("lean_graph", 100, 5, 30) == 100 + decode.GRAPH_SIDE_STREAM_WARMUP + 35
 
 
+@pytest.mark.slow
 def test_a_session_compiles_more_lean_decoders_than_dynamos_default_limit():
     """decode.compiled raises dynamo's recompile limit: each cell builds its own lean decoder, a new module to
     dynamo, and on the H200 the 9th compiled lean cell of a session failed at the default limit of 8."""

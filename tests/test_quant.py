@@ -132,6 +132,7 @@ REAL_SHAPES = [("llama-3.1-8b", "q_proj"), ("llama-3.1-8b", "k_proj"), ("qwen2.5
 
 @pytest.mark.parametrize("model,layer", REAL_SHAPES)
 @pytest.mark.parametrize("key", ["bf16", "int4-tinygemm", "gptq-exllamav2", "awq-triton"])
+@pytest.mark.slow
 def test_paths_match_their_dequantised_weight_on_real_shapes(key, model, layer):
     """The CPU kernels (bf16, tinygemm) and the reference product of the CUDA-only formats, at a decode row and
     at prefill rows; the dequantised weight is the stand-in bf16 weight within 4-bit rounding."""
@@ -314,6 +315,7 @@ def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
 
 # ------------------------------------------------------------------------------------------ recorders
 
+@pytest.mark.slow
 def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     keys = ["int4-tinygemm", "bnb-nf4", "awq"]
     layers = ("k_proj", "down_proj")
@@ -334,6 +336,7 @@ def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice
 
 
+@pytest.mark.slow
 def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
     resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
                                          ["eager"], sessions=1, steps=2, warmup=1, device="cpu", data=data_dir,

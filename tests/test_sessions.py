@@ -65,6 +65,7 @@ def row_keys(frame) -> Counter:
 
 # --- one sweep ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sweep_row_counts(swept):
     data, run_id = swept
     frame = records.read_csv(raw(data) / "decode.csv")
@@ -84,6 +85,7 @@ def test_sweep_row_counts(swept):
     assert max(row_keys(frame).values()) == 1
 
 
+@pytest.mark.slow
 def test_verify_rows_in_session_zero(swept):
     data, run_id = swept
     verify = records.read_csv(raw(data) / "verify.csv", records.VERIFY)
@@ -93,6 +95,7 @@ def test_verify_rows_in_session_zero(swept):
     assert (verify["max_rel_err"] < 1e-3).all()
 
 
+@pytest.mark.slow
 def test_arm_order_alternates_between_sessions(swept):
     data, _ = swept
     frame = records.read_csv(raw(data) / "decode.csv")
@@ -104,6 +107,7 @@ def test_arm_order_alternates_between_sessions(swept):
     assert [c.arm for c in PLAN.cells(1)[:3]] == ["graph", "hf_default", "eager"]
 
 
+@pytest.mark.slow
 def test_env_json_records_the_run(swept):
     data, run_id = swept
     env = json.loads((raw(data) / "env.json").read_text())
@@ -132,6 +136,7 @@ def test_sweep_plan_json_round_trip():
 
 # --- resume -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_rerun_of_a_finished_plan_changes_nothing(swept, data_dir, capsys):
     copy_raw(swept[0], data_dir)
     before = {p.name: p.read_bytes() for p in raw(data_dir).iterdir()}
@@ -141,6 +146,7 @@ def test_rerun_of_a_finished_plan_changes_nothing(swept, data_dir, capsys):
     assert after == before  # decode.csv, verify.csv and env.json byte-identical
 
 
+@pytest.mark.slow
 def test_deleted_session_is_measured_again_and_nothing_else(swept, data_dir):
     copy_raw(swept[0], data_dir)
     path = raw(data_dir) / "decode.csv"
@@ -165,6 +171,7 @@ def test_deleted_session_is_measured_again_and_nothing_else(swept, data_dir):
     assert set(env) == {swept[1], new_run} and list(env[new_run]["sessions"]) == ["1"]
 
 
+@pytest.mark.slow
 def test_cut_tail_is_moved_aside_and_measured_again(swept, data_dir):
     copy_raw(swept[0], data_dir)
     path = raw(data_dir) / "decode.csv"
@@ -202,6 +209,7 @@ ONE = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,),
                          sessions=1, steps=2, warmup=1, device="cpu")
 
 
+@pytest.mark.slow
 def test_measure_cell_rows(tiny_model, data_dir):
     rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
     assert [r["status"] for r in rows] == ["warmup", "ok", "ok"]
@@ -269,6 +277,7 @@ def cli(*args, cwd: Path, timeout=240):
                           timeout=timeout, env=dict(os.environ))
 
 
+@pytest.mark.slow
 def test_cli_measure(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models", "llama-tiny",
               "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2", "--warmup", "1", "--no-progress",
@@ -283,6 +292,7 @@ def test_cli_measure(data_dir, tmp_path):
     assert not any((tmp_path / "elsewhere").iterdir())
 
 
+@pytest.mark.slow
 def test_cli_unknown_gpu(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "measure", "--gpu", "nosuch", "--device", "cpu", "--models", "llama-tiny",
               cwd=tmp_path / "elsewhere")
@@ -295,6 +305,7 @@ def test_cli_unknown_gpu(data_dir, tmp_path):
     assert not (data_dir / "raw").exists()
 
 
+@pytest.mark.slow
 def test_cli_unknown_model(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models", "llama-tiny,nosuch",
               cwd=tmp_path / "elsewhere")
@@ -317,6 +328,7 @@ def _decode_only(swept, data_dir):
     return raw(data_dir) / "decode.csv"
 
 
+@pytest.mark.slow
 def test_cli_check_good_and_corrupted(swept, data_dir, tmp_path):
     path = _decode_only(swept, data_dir)
     out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
@@ -332,6 +344,7 @@ def test_cli_check_good_and_corrupted(swept, data_dir, tmp_path):
     assert f"{path}:6:" in out.stderr and "step_ms" in out.stderr and "'slow'" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
     path = _decode_only(swept, data_dir)
     text = path.read_text()
@@ -345,6 +358,7 @@ def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
     assert path.with_name("decode.csv.partial").exists()
 
 
+@pytest.mark.slow
 def test_cli_check_accepts_what_a_sweep_writes(swept, data_dir, tmp_path):
     copy_raw(swept[0], data_dir)
     assert (raw(data_dir) / "verify.csv").exists()
@@ -366,6 +380,7 @@ decode.run_arm = run_arm
 '''
 
 
+@pytest.mark.slow
 def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_path, monkeypatch):
     hook = tmp_path / "hook"
     hook.mkdir()
@@ -383,6 +398,7 @@ def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_pat
         assert frame.loc[frame["ctx"] == ctx, "status"].tolist() == ["warmup", "ok", "ok"]
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_dir):
     spec = json.loads((data_dir / "models" / "llama-tiny.json").read_text())
     spec.update(key="broken-tiny", config=dict(spec["config"], model_type="no-such-architecture"))
@@ -394,6 +410,7 @@ def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_di
     assert not (raw(data_dir) / "decode.csv").exists()  # no row claims the cell was measured
 
 
+@pytest.mark.slow
 def test_retry_unavailable_measures_such_cells_once_more_and_stops(data_dir, tmp_path):
     """`--retry-unavailable` re-measures cells recorded only as unavailable, once per run (no endless loop)."""
     cmd = [sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "measure", "--gpu", "cpu-test",

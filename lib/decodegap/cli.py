@@ -97,6 +97,17 @@ def cmd_quant(args) -> int:
     return 0
 
 
+def cmd_ladder(args) -> int:
+    from . import sessions
+
+    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    _check_models(model_keys, args.data_dir)
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+    sessions.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
+                            args.data_dir, retry_errors=args.retry_errors)
+    return 0
+
+
 def cmd_bandwidth(args) -> int:
     from . import sessions
 
@@ -262,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure again cells recorded only as `error` (after the cause is fixed)")
     q.set_defaults(func=cmd_quant)
 
+    lad = sub.add_parser("ladder", help="notebook 06's ladder: every lean lever over the grid, checked against HF "
+                         "eager first, then the profiled steps (sessions.measure_ladder; resumes)")
+    _add_grid_args(lad)
+    lad.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell (notebook 06: 3)")
+    lad.add_argument("--steps", type=int, default=30)
+    lad.add_argument("--warmup", type=int, default=5)
+    lad.add_argument("--retry-errors", action="store_true",
+                     help="measure again cells recorded only as `error` (after the cause is fixed)")
+    lad.set_defaults(func=cmd_ladder)
+
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
     b.add_argument("--gpu")
     b.add_argument("--device", default="cuda")
@@ -312,8 +333,8 @@ def main(argv=None) -> int:
     except Exception as exc:
         from . import cost, hardware, inputs, models, records
 
-        expected = (inputs.InputError, hardware.UnknownGPUError, models.UnknownModelError, records.SchemaError,
-                    cost.NoPriceError, FileNotFoundError)
+        expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError,
+                    models.UnknownModelError, records.SchemaError, cost.NoPriceError, FileNotFoundError)
         if isinstance(exc, expected):
             print(f"decodegap: {exc}", file=sys.stderr)
             return 2

@@ -3,6 +3,7 @@ environment capture (env.json)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -159,21 +160,56 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def git_commit() -> str:
+ALLOW_DIRTY_ENV = "DECODEGAP_ALLOW_DIRTY"  # "1": measure from a tree with uncommitted changes (their hash recorded)
+GIVEN_COMMIT_ENV = "DECODEGAP_GIT_COMMIT"  # set by whoever copies the tree to a machine without its .git
+
+
+class DirtyTreeError(RuntimeError):
+    """A run was asked for from a git checkout with uncommitted changes to tracked files, without the allowance."""
+
+
+def git_commit(repo: Path | None = None) -> str:
     """DECODEGAP_GIT_COMMIT when set (a copied working tree, whose .git, if any, need not be the source's: a
     device copy carried an older one and recorded it, '+dirty'), else the repository commit (and '+dirty')."""
-    given = os.environ.get("DECODEGAP_GIT_COMMIT")
+    given = os.environ.get(GIVEN_COMMIT_ENV)
     if given:
         return given
-    commit = _run(["git", "-C", str(paths.REPO), "rev-parse", "HEAD"])
+    repo = Path(repo or paths.REPO)
+    commit = _run(["git", "-C", str(repo), "rev-parse", "HEAD"])
     if re.fullmatch(r"[0-9a-f]{40}", commit):
-        dirty = _run(["git", "-C", str(paths.REPO), "status", "--porcelain", "--untracked-files=no"])
+        dirty = _run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"])
         return commit + ("+dirty" if dirty else "")
     return "unknown (no git checkout here, DECODEGAP_GIT_COMMIT not set)"
 
 
+def git_provenance(repo: Path | None = None) -> dict:
+    """The code a run measures with: `git_commit`, and for a checkout with uncommitted changes to tracked files
+    also `git_diff_sha256` (sha256 of `git diff HEAD --binary`, so the exact tree can be told apart from others of
+    the same commit). Such a run is refused (DirtyTreeError) unless DECODEGAP_ALLOW_DIRTY=1. With
+    DECODEGAP_GIT_COMMIT set (a copied tree, no .git of its own) or no git checkout, nothing is refused."""
+    commit = git_commit(repo)
+    out = {"git_commit": commit}
+    if os.environ.get(GIVEN_COMMIT_ENV) or not commit.endswith("+dirty"):
+        return out
+    repo = Path(repo or paths.REPO)
+    if os.environ.get(ALLOW_DIRTY_ENV) != "1":
+        changed = _run(["git", "-C", str(repo), "diff", "HEAD", "--name-only"]).splitlines()
+        raise DirtyTreeError(
+            f"the checkout {repo} has uncommitted changes ({', '.join(changed[:5])}"
+            f"{', ...' if len(changed) > 5 else ''}): commit them so that env.json names the code measured, or set "
+            f"{ALLOW_DIRTY_ENV}=1 to measure anyway (the diff's sha256 is then recorded as git_diff_sha256)")
+    try:
+        diff = subprocess.run(["git", "-C", str(repo), "diff", "HEAD", "--binary"], capture_output=True,
+                              timeout=60, check=True).stdout
+        out["git_diff_sha256"] = hashlib.sha256(diff).hexdigest()
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["git_diff_sha256"] = f"unknown (git diff failed: {exc})"
+    return out
+
+
 def environment() -> dict:
-    """Everything a reader needs to judge a run: GPU, driver, CUDA, library versions, host, git commit."""
+    """Everything a reader needs to judge a run: GPU, driver, CUDA, library versions, host, git commit (and the
+    hash of uncommitted changes, which are refused unless allowed: git_provenance), command line."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -190,7 +226,7 @@ def environment() -> dict:
         "host_cpu": _cpu_model(),
         "host_cores": os.cpu_count(),
         "platform": platform.platform(),
-        "git_commit": git_commit(),
+        **git_provenance(),
         "command_line": " ".join(sys.argv),
         "kernel_builds": kernel_builds(),
     }

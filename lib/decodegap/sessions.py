@@ -30,7 +30,7 @@ against step-by-step decode) differ by 0.043-0.053; graph replay by <= 0.025; hf
 compile by 0.071. That the check can fail is shown on the tiny models (tests/test_decode.py): with
 std-0.2 weights a RoPE position off by one gives 0.6-1.5. On the real shapes with std-0.02 weights the
 logits are flatter and an attention error may hide under the tolerance (on a CPU, a narrow Llama whose lean
-rotary is sign-flipped passes at 0.036: bench/check_power_cpu.py): the check catches wrong caches, wrong
+rotary is sign-flipped passes, bf16 and int4: bench/check_power_cpu.py, rows in data/diagnostics/): the check catches wrong caches, wrong
 projections, broken arms and unrelated tokens, not a wrong attention."""
 
 

@@ -14,22 +14,23 @@ timing); then
           the working set is >= 3 L2 sizes, so no call finds its weight in L2.
 The layer rows: the four Llama products in sequence, graphed, GRAPH_CALLS layers a replay; us per layer.
 
-Writes OUTDIR/int4_gemv.csv, one row per repetition (gpu, kernel, shape, K, N, group_size, config, mode,
-rep, us, bytes, max_rel_err, status, reason), prints the autotuner's choice and timings per shape and a
-summary (median us and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/int4_gemv_h200.py OUTDIR
+Writes data/diagnostics/int4_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/int4_gemv.csv),
+one row per repetition (gpu, kernel, shape, K, N, group_size, config, mode, rep, us, bytes, max_rel_err, status,
+reason, then the run's provenance), prints the autotuner's choice and timings per shape and a summary (median us
+and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/int4_gemv.py
 """
 
-import csv
 import math
 import os
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from diagnostics import Rows
 
 from decodegap import int4_gemv as ig
 
@@ -38,7 +39,8 @@ G = 128
 TOL = 1e-2
 REPS, GRAPH_CALLS, GRAPH_REPLAYS = 200, 100, 20
 PRECOMPILE_S = 90  # the parallel precompile's limit; the autotuner compiles whatever is left
-L2_BYTES = 50 * 2 ** 20  # H100/H200 L2
+L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the device's
+L2_BYTES = L2_BYTES_DEFAULT  # main() sets the device's
 SHAPES = {  # shape name -> (K, N)
     "llama-3.1-8b qkv": (4096, 6144), "llama-3.1-8b o": (4096, 4096),
     "llama-3.1-8b gate_up": (4096, 28672), "llama-3.1-8b down": (14336, 4096),
@@ -153,9 +155,11 @@ def time_graph(calls_of_one_step):
     return [s.elapsed_time(e) * 1e3 / GRAPH_CALLS for s, e in out]
 
 
-def main(outdir: Path):
+def main():
+    global L2_BYTES
     t0 = time.time()
-    outdir.mkdir(parents=True, exist_ok=True)
+    L2_BYTES = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or L2_BYTES_DEFAULT
+    out = Rows("int4_gemv", FIELDS)
     gpu = torch.cuda.get_device_name()
     flush = torch.empty(256 * 2 ** 20, dtype=torch.uint8, device=DEVICE)
     gen = torch.Generator(device=DEVICE).manual_seed(0)
@@ -165,9 +169,11 @@ def main(outdir: Path):
 
     def emit(kernel, shape, K, N, config, mode, times, nbytes, err, status="ok", reason=""):
         for rep, us in enumerate(times or [None]):
-            rows.append(dict(gpu=gpu, kernel=kernel, shape=shape, K=K, N=N, group_size=G, config=config,
-                             mode=mode, rep=rep, us="" if us is None else f"{us:.3f}", bytes=nbytes,
-                             max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason))
+            row = dict(gpu=gpu, kernel=kernel, shape=shape, K=K, N=N, group_size=G, config=config,
+                       mode=mode, rep=rep, us="" if us is None else f"{us:.3f}", bytes=nbytes,
+                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason)
+            rows.append(row)
+            out.add(**row)
 
     for shape, (K, N) in SHAPES.items():
         for kernel in KERNELS:
@@ -210,11 +216,6 @@ def main(outdir: Path):
             traceback.print_exc()
             emit(kernel, shape, K, N, config, "graph", None, nbytes, err, "error", f"{type(exc).__name__}: {exc}")
 
-    path = outdir / "int4_gemv.csv"
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
     print(f"\n{gpu}: median us and GB/s (bytes streamed / time) per shape, kernel and mode")
     groups = {}
     for r in rows:
@@ -226,10 +227,10 @@ def main(outdir: Path):
         us = statistics.median(float(r["us"]) for r in rs)
         print(f"  {shape:22s} {kernel:14s} {mode:6s} {us:9.2f} us {int(rs[0]['bytes']) / us / 1e3:7.0f} GB/s "
               f"err {rs[0]['max_rel_err']}  {rs[0]['config']}")
-    print(f"wrote {path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
+    print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: PYTHONPATH=lib python3 bench/int4_gemv_h200.py OUTDIR")
-    main(Path(sys.argv[1]))
+    if len(sys.argv) != 1:
+        sys.exit("usage: PYTHONPATH=lib python3 bench/int4_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
+    main()

@@ -1,0 +1,56 @@
+"""Where bench/'s diagnostic scripts keep their results: data/diagnostics/NAME.csv, one row per measurement, each
+with its provenance (the time, the command line, the commit and, for a tree with uncommitted changes, the diff's
+hash: hardware.git_provenance, which refuses such a tree unless DECODEGAP_ALLOW_DIRTY=1; the device and host CPU).
+Rows are appended as they are measured, so a run cut short keeps what it measured and later runs add theirs.
+DECODEGAP_DIAG_DIR names another folder (e.g. a device run's OUTDIR)."""
+
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+from decodegap import hardware, paths
+
+PROVENANCE = ("time", "command", "git_commit", "git_diff_sha256", "device", "host_cpu")
+
+
+def folder() -> Path:
+    return Path(os.environ.get("DECODEGAP_DIAG_DIR") or paths.DATA / "diagnostics")
+
+
+def _provenance() -> dict:
+    import torch
+
+    git = hardware.git_provenance()
+    return dict(command=" ".join(["python3", *sys.argv]), git_commit=git["git_commit"],
+                git_diff_sha256=git.get("git_diff_sha256", ""),
+                device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                host_cpu=hardware._cpu_model())
+
+
+class Rows:
+    """Appends rows of `fields` (then PROVENANCE) to folder()/NAME.csv; an existing file must have that header."""
+
+    def __init__(self, name: str, fields):
+        self.fields = tuple(fields) + PROVENANCE
+        self.path = folder() / f"{name}.csv"
+        self.provenance = _provenance()  # before anything is measured: a dirty tree is refused here
+        if self.path.exists():
+            with open(self.path, newline="") as fh:
+                header = tuple(next(csv.reader(fh), ()))
+            if header != self.fields:
+                sys.exit(f"{self.path} has columns {header}, this script writes {self.fields}: move it aside first")
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "w", newline="") as fh:
+                csv.writer(fh).writerow(self.fields)
+
+    def add(self, **row) -> None:
+        unknown = set(row) - set(self.fields)
+        if unknown:
+            raise KeyError(f"{self.path.name}: no column {sorted(unknown)}")
+        full = dict(row, **self.provenance, time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        with open(self.path, "a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=self.fields).writerow(full)
+        print(self.path.name, {k: v for k, v in row.items()}, flush=True)

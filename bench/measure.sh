@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Measure one GPU for every notebook, resumably: bench/measure.sh GPU OUTDIR [STEP ...]
+#
+#   GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm); the library checks
+#           it against the device before anything is written.
+#   OUTDIR  where the raw rows (data/raw/GPU/*.csv, env.json) are copied every 20 s and at the end of each step, so
+#           a run cut short keeps what it measured; each step's output goes to OUTDIR/STEP.log, the quant step's
+#           builds to OUTDIR/build.log and OUTDIR/ext.tgz.part-*.
+#   STEP    any of the steps below, in the order given (default: all of them, in this order):
+#     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
+#     tests      the GPU tests, python -m pytest -m gpu
+#     roofline   notebook 01: eager, hf_default and graph, 3 fresh sessions a cell, and the copy-bandwidth probe
+#     ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
+#                kernels per step, from a cold inductor cache
+#     attention  notebook 03: the per-layer microbenchmark of every backend, then the whole step with each forced
+#                SDPA/flex backend (eager and graph, ctx 2048 and 16384, one session)
+#     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
+#                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
+#     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps), one session
+# Notebook 05 (cost) measures nothing. Every step resumes: the sweeps skip the cells already in the CSVs, so after a
+# cut run the same command carries on. Rerun a cell recorded as `error` with RETRY=1 (after fixing its cause).
+#
+# Environment (all optional): MODELS, CONTEXTS (comma-separated; default the CLI's grid), DATA_DIR (a data folder
+# other than data/; the registry and model configs are copied into a new one), STEP_TIMEOUT (seconds each step may
+# run; default no limit), RETRY=1 (--retry-errors), SKIP_TESTS=1 (the quant step without its GPU tests),
+# QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
+# RETURN_LIMIT_MIB (default 16: a raw file larger than this is copied to OUTDIR gzipped, as FILE.gz).
+# Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin.
+# `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
+# Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
+set -u
+GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention quant ladder)}
+OUTDIR=${2:?usage: bench/measure.sh GPU OUTDIR [STEP ...]}
+shift 2
+ALL_STEPS="env tests roofline ab attention quant ladder"
+STEPS=${*:-$ALL_STEPS}
+for step in $STEPS; do
+  case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
+done
+mkdir -p "$OUTDIR"
+source bench/gpu_env.sh
+
+DATA=${DATA_DIR:-data}
+if [ ! -f "$DATA/specs/gpus.csv" ]; then
+  mkdir -p "$DATA" && cp -r data/models data/specs data/published "$DATA"/
+fi
+RAW=$DATA/raw/$GPU
+GRID=()
+[ -n "${MODELS:-}" ] && GRID+=(--models "$MODELS")
+[ -n "${CONTEXTS:-}" ] && GRID+=(--contexts "$CONTEXTS")
+RETRY_FLAG=()
+[ "${RETRY:-0}" = 1 ] && RETRY_FLAG=(--retry-errors)
+LIMIT_BYTES=$(( ${RETURN_LIMIT_MIB:-16} * 1024 * 1024 ))
+
+bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
+  local left=0
+  if [ -n "${STEP_TIMEOUT:-}" ]; then
+    left=$((STEP_END - SECONDS)); [ $left -le 0 ] && { echo "out of step time: skipped $*"; return 124; }
+  fi
+  timeout $left "$@"
+}
+dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
+quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
+save() {  # every raw file to OUTDIR; one over the return limit gzipped (breakdown.csv grows past 16 MiB)
+  for f in "$RAW"/*.csv "$RAW"/env.json; do
+    [ -f "$f" ] || continue
+    if [ "$(stat -c %s "$f")" -gt "$LIMIT_BYTES" ]; then
+      gzip -c "$f" > "$OUTDIR/$(basename "$f").gz.part" && mv "$OUTDIR/$(basename "$f").gz.part" "$OUTDIR/$(basename "$f").gz"
+    else
+      cp "$f" "$OUTDIR"/
+    fi
+  done
+  true
+}
+run_step() {  # name, then the command; bounded by STEP_TIMEOUT, logged to OUTDIR/NAME.log
+  local name=$1; shift
+  local t0=$SECONDS
+  STEP_END=$((SECONDS + ${STEP_TIMEOUT:-0}))
+  echo "== $name (started at ${t0} s)"
+  "$@" 2>&1 | quiet | tee "$OUTDIR/$name.log" | tail -n 40
+  echo "== $name ended at ${SECONDS} s (exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s)"
+  save
+}
+
+step_env() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  bounded python3 bench/optional_report.py
+}
+step_tests() {
+  bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short --durations=8 tests/
+}
+step_roofline() {
+  dg measure --gpu "$GPU" "${GRID[@]}" --arms eager,hf_default,graph --sessions 3 --steps 30 --warmup 5 \
+    --no-progress --bandwidth "${RETRY_FLAG[@]}"
+}
+step_ab() {
+  rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
+  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
+}
+step_attention() {
+  dg attention --gpu "$GPU" "${GRID[@]}" || return
+  for attn in sdpa_flash sdpa_efficient sdpa_cudnn sdpa_math flex; do
+    dg measure --gpu "$GPU" ${MODELS:+--models "$MODELS"} --attn $attn --arms eager,graph --contexts 2048,16384 \
+      --sessions 1 --no-progress "${RETRY_FLAG[@]}"
+    save
+  done
+}
+step_quant() {
+  [ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext  # the builds of an earlier run, carried back
+  bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
+  if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+    local t0=$SECONDS
+    timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" >> "$OUTDIR"/build.log 2>&1
+    cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
+      && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
+  fi
+  # the builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > ext.tgz; tar xzf it into .ext
+  ( cd .ext && tar czf - *.so *.json 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-; ls -la "$OUTDIR"/ext.tgz.part-*
+  python3 bench/optional_report.py --quant-paths
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
+      tests/test_quant_gpu.py tests/test_int4_gemv.py > "$OUTDIR"/gpu_tests_quant.txt 2>&1
+    tail -n 12 "$OUTDIR"/gpu_tests_quant.txt
+  fi
+  save
+  dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
+}
+step_ladder() {
+  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}"
+}
+
+( while sleep 20; do save; done ) & SAVER=$!
+trap 'kill $SAVER 2>/dev/null; save' EXIT
+SECONDS=0
+for step in $STEPS; do
+  run_step "$step" "step_$step"
+done
+echo "measure.sh: steps [$STEPS] done at ${SECONDS} s; rows in $RAW, copies in $OUTDIR"
