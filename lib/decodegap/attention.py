@@ -231,7 +231,7 @@ def check(key: str, shape: Shape, ctx: int, device: str = "cuda", tol: float = 2
     """Prepare backend `key` on random inputs and compare its output with the math backend's.
     Returns (call, max relative error); raises BackendUnavailable, or AssertionError past `tol`.
     Time `call` inside `backend(key).scope()`: outside it a forced SDPA backend is not forced."""
-    from .decode import max_relative_error
+    from .compare import max_relative_error
 
     q, k, v = decode_inputs(shape, ctx, device)
     with backend(REFERENCE).scope():

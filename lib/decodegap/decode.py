@@ -37,6 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
+from .prompts import prompt_ids, teacher_token  # noqa: F401
+
 ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels",
         "lean_kernels_graph", "lean_attn_graph", "lean_attn_compile")
 GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
@@ -162,23 +165,6 @@ def _sync(cuda: bool) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def prompt_ids(vocab_size: int, ctx: int, device, seed: int = 0):
-    """`ctx` random token ids [1, ctx], the same for a given seed on any device."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab_size, (1, ctx), generator=gen).to(device)
-
-
-def teacher_token(vocab_size: int, seed: int = 0) -> int:
-    """The token every teacher-forced step feeds (run_arm with feedback=False), the same for every arm and side:
-    not each side's own prefill argmax, which with random weights is a near-tie that bf16 rounding can flip
-    (two sides fed different tokens give unrelated logits, ~1.4-1.6 apart by max_relative_error)."""
-    import torch
-
-    return int(torch.randint(0, vocab_size, (1,), generator=torch.Generator().manual_seed(seed + 1)))
 
 
 def time_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
@@ -364,11 +350,6 @@ def _capture(step: Callable, keep: list | None) -> Callable:
     return replay
 
 
-def max_relative_error(a, b) -> float:
-    """max |a - b| / max |b| over all elements (b the reference)."""
-    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-12))
-
-
 def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, attn: str = "sdpa",
                           cache_len: int | None = None) -> list:
     """The logits of `calls` forward calls of `arm` (prefill included) on the check's prompt, every step fed
@@ -383,13 +364,6 @@ def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int =
     cache_len = max(cache_len or 0, ctx + calls)  # a longer cache than the check needs is fine
     return run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False,
                    attn=attn, cache_len=cache_len).logits
-
-
-def logits_error(got: list, ref: list) -> float:
-    """The largest max_relative_error over corresponding calls (NaN if any call gives NaN)."""
-    assert len(ref) == len(got), (len(ref), len(got))
-    errors = [max_relative_error(g.float(), r.float()) for g, r in zip(got, ref)]
-    return float("nan") if any(e != e for e in errors) else max(errors)
 
 
 def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,

@@ -17,49 +17,7 @@ import pandas as pd
 
 from . import accounting, roofline
 
-LEVERS = (
-    ("HF eager", "eager", "bf16"),
-    ("HF graph", "graph", "bf16"),
-    ("HF compiled", "compile", "bf16"),
-    ("lean eager", "lean", "bf16"),
-    ("lean graph", "lean_graph", "bf16"),
-    ("lean compiled", "lean_compile", "bf16"),
-    ("lean graph + Triton kernels", "lean_kernels_graph", "bf16"),
-    ("lean graph + Triton attention", "lean_attn_graph", "bf16"),
-    ("lean compiled + Triton attention", "lean_attn_compile", "bf16"),
-    ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
-    ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
-    ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
-    ("int4 tinygemm, lean graph + Triton kernels", "lean_kernels_graph", "int4-tinygemm"),
-    ("int4 tinygemm, lean graph + Triton attention", "lean_attn_graph", "int4-tinygemm"),
-    ("int4 tinygemm, lean compiled + Triton attention", "lean_attn_compile", "int4-tinygemm"),
-    ("int4 Triton GEMV, HF graph", "graph", "int4-triton"),
-    ("int4 Triton GEMV, lean graph + Triton attention", "lean_attn_graph", "int4-triton"),
-)
-"""(lever, arm, quant) in ladder order; the last two are the package's own int4 GEMV (decodegap.int4_gemv, path
-int4-triton), measured by notebook 04's sweep. The lean decoder reads the int4-tinygemm weights of the quantised
-HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
-kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
-int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
-kernels (and the Triton GEMV for its LM head, which stays bf16; on the Triton-attention arms the head stays
-on cuBLAS).
-The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over a few configs, and a split-KV
-decode attention. The H200 profile of the Llama ctx-2048 step found the Triton GEMV slower than cuBLAS (matrix
-products 4.70 against 4.22 ms) and the ~1,000 small kernels worth 1.7-3.2 ms, hence the levers with only the
-Triton attention, graphed and compiled (compile fuses the small kernels)."""
-
-TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
-                              ("lean_kernels_graph", "int4-tinygemm")})
-"""(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
-path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
-Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower
-(int4 there: lean graph 6.33, lean compiled 5.81, lean graph + Triton kernels 5.30, lean graph + Triton attention
-4.79 ms), are not measured elsewhere, and ladder_table says so (`target cell only`)."""
-
-TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
-           "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
-"""The issue's targets: Llama-3.1-8B at ctx 2048 on the H200, bf16 at R_floor >= 0.80 against the datasheet
-bandwidth (<= 4.25 ms/step), int4 at <= 2.0 ms/step."""
+from .levers import LEVERS, TARGET_CELL_ONLY, TARGETS, ladder_plan, target_in_grid  # noqa: F401 (the ladder's plan)
 
 CATEGORIES = (
     ("attention", r"flash|fmha|attention|attn|sdpa|cudnn|softmax|split_kernel|merge_kernel"),
@@ -149,29 +107,6 @@ def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
     target = TARGETS["bf16"]
     at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
     return "target cell only" if (arm, quant) in TARGET_CELL_ONLY and not at_target else "not measured"
-
-
-def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple, tuple]]:
-    """What measure_ladder sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
-    levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
-    HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
-    grid holds it."""
-    target = TARGETS["bf16"]
-    sweeps = []
-    for quant in dict.fromkeys(q for _, _, q in LEVERS):
-        levers = [a for _, a, q in LEVERS if q == quant and (a.startswith("lean") or q != "bf16")]
-        grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
-        sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
-        extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)
-        if extra and target_in_grid(model_keys, contexts, gpu):
-            sweeps.append((quant, (target["model"],), (target["ctx"],), extra))
-    return sweeps
-
-
-def target_in_grid(model_keys, contexts, gpu: str) -> bool:
-    """Whether a sweep of `model_keys` x `contexts` on `gpu` holds the target cell (TARGETS)."""
-    target = TARGETS["bf16"]
-    return gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts
 
 
 def target_findings(ladder: pd.DataFrame) -> list[str]:

@@ -228,7 +228,7 @@ class LeanStep:
 
     def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
                  custom_kernels=False):
-        from .decode import prompt_ids
+        from .prompts import prompt_ids
 
         device = next(hf_model.parameters()).device
         self.lean = LeanDecoder(hf_model, cache_len, custom_kernels)

@@ -231,7 +231,7 @@ def check_linear(path_key: str, in_features: int, out_features: int, device="cud
     """Build one layer (build_linear) and compare its output on random x [M, K] (bf16, N(0, 1)) for each M in
     `rows` with x @ dequantised_weight().T computed in fp32: max|y - ref| / max|ref|. Returns {M: error}; the
     caller judges each against `tol` (a NaN or infinite error fails: `passes`). Raises QuantUnavailable."""
-    from .decode import max_relative_error
+    from .compare import max_relative_error
 
     layer = build_linear(path_key, in_features, out_features, device, seed, group_size, reference=reference)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -261,8 +261,8 @@ def model_tolerance(model, path_key: str, group_size: int | None = None) -> tupl
     """(tolerance, rounding bound) of the model check for path `path_key` on `model`, from the model's bf16
     decoder weights before they are quantised: MODEL_TOL_FACTOR x max over decoder linears of
     quant_formats.rounding_error_bound (group size: the path's, 64 for nf4's blocks), at least the bf16 check's
-    tolerance (sessions.VERIFY_TOL, the difference of two correct bf16 paths)."""
-    from .sessions import VERIFY_TOL
+    tolerance (compare.VERIFY_TOL, the difference of two correct bf16 paths)."""
+    from .compare import VERIFY_TOL
 
     G = BNB_BLOCKSIZE if path_key == "bnb-nf4" else (group_size or default_group_size(model.config.to_dict()))
     bound = 0.0

@@ -4,7 +4,7 @@ layer, teacher-forced.
 Why layer by layer: on the 7-8B shapes with random weights the logits of two models whose weights differ by 4-bit
 rounding (~10 % relative noise per linear) are unrelated (max|d| / max|ref| 1.15-1.44 for every path, tinygemm
 included, on the H200): a random 28-32-layer network amplifies any perturbation, as it already turns bf16 rounding
-into a 4-5 % logits difference (sessions.VERIFY_TOL). An end-to-end comparison then fails every path, a correct
+into a 4-5 % logits difference (compare.VERIFY_TOL). An end-to-end comparison then fails every path, a correct
 one as much as a wrong one. So every decoder layer of the quantised model is fed the bf16 model's input to that
 layer (its hidden states, at the prefill and at every teacher-forced decode step; its KV cache is then written
 from those inputs), and its output is compared with the bf16 layer's: the error of a layer is

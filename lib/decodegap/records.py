@@ -118,7 +118,7 @@ An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode
 logits (quant_report.checks labels them failed)."""
 
 CHECKS = {
-    "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (sessions.VERIFY_TOL)",
+    "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (compare.VERIFY_TOL)",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
                "(quant_check; tolerance from 4-bit rounding: quant.model_tolerance)",
     "vs_bf16_logits": "the quantised model's teacher-forced logits against the bf16 model's, end to end (the first "

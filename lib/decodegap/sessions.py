@@ -20,18 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import decode, hardware, inputs, models, paths, records
+from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
 from .outcome import attempt
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
-VERIFY_TOL = 0.1
-"""Largest max|logits_arm - logits_eager| / max|logits_eager| accepted, teacher-forced. Calibrated on the
-H200 (bench/verify_diag.py): two correct bf16 paths of the 7-8B random-weight models (one full forward
-against step-by-step decode) differ by 0.043-0.053; graph replay by <= 0.025; hf_default by <= 0.058;
-compile by 0.071. That the check can fail is shown on the tiny models (tests/test_decode.py): with
-std-0.2 weights a RoPE position off by one gives 0.6-1.5. On the real shapes with std-0.02 weights the
-logits are flatter and an attention error may hide under the tolerance (on a CPU, a narrow Llama whose lean
-rotary is sign-flipped passes, bf16 and int4: bench/check_power_cpu.py, rows in data/diagnostics/): the check catches wrong caches, wrong
-projections, broken arms and unrelated tokens, not a wrong attention."""
 
 
 @dataclass(frozen=True)
@@ -534,7 +526,7 @@ LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph"
 captures). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
 `lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
 LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
-"""Arms measure_ladder profiles at the target cell only (ladder.TARGETS): the fastest lever there, compiled
+"""Arms measure_ladder profiles at the target cell only (levers.TARGETS): the fastest lever there, compiled
 without its CUDA graph for the profile (a compile per cell would cost 30-40 s each over the grid), in each
 quantisation of LADDER_TARGET_PROFILED_QUANTS."""
 LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
@@ -543,26 +535,26 @@ LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
                    device: str = "cuda", data=None, retry_errors: bool = False) -> None:
-    """Notebook 06's measurements, resumable: the sweeps of ladder.ladder_plan in fresh sessions (per
+    """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
     quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
-    levers of ladder.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
+    levers of levers.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
     02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
     split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
     Triton attention (LADDER_TARGET_PROFILED_ARMS), bf16 and int4 (LADDER_TARGET_PROFILED_QUANTS). `retry_errors`
     measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
-    from . import ladder
+    from . import levers
 
     inputs.gpu_to_measure(gpu, device, data)
     inputs.models(model_keys, data)
     plans = [SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
                        steps=steps, warmup=warmup, device=device, retry_errors=retry_errors)
-             for quant, models_, contexts_, arms in ladder.ladder_plan(model_keys, contexts, gpu)]
+             for quant, models_, contexts_, arms in levers.ladder_plan(model_keys, contexts, gpu)]
     for plan in plans:
         run_sweep(plan, data)
     record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
-    if ladder.target_in_grid(model_keys, contexts, gpu):
-        target = ladder.TARGETS["bf16"]
+    if levers.target_in_grid(model_keys, contexts, gpu):
+        target = levers.TARGETS["bf16"]
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
                            device=device, quant=quant)

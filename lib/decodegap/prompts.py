@@ -1,0 +1,21 @@
+"""The prompts of the decode harness: the random prefill tokens of a cell and the one token every teacher-forced
+step feeds. A module of its own so that the lean decoder and the harness share them without importing each other."""
+
+from __future__ import annotations
+
+
+def prompt_ids(vocab_size: int, ctx: int, device, seed: int = 0):
+    """`ctx` random token ids [1, ctx], the same for a given seed on any device."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab_size, (1, ctx), generator=gen).to(device)
+
+
+def teacher_token(vocab_size: int, seed: int = 0) -> int:
+    """The token every teacher-forced step feeds (run_arm with feedback=False), the same for every arm and side:
+    not each side's own prefill argmax, which with random weights is a near-tie that bf16 rounding can flip
+    (two sides fed different tokens give unrelated logits, ~1.4-1.6 apart by max_relative_error)."""
+    import torch
+
+    return int(torch.randint(0, vocab_size, (1,), generator=torch.Generator().manual_seed(seed + 1)))
