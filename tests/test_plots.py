@@ -121,3 +121,19 @@ def test_a_failed_check_and_a_cell_that_never_ran_look_different():
     assert texts["check failed"] != texts["not run"]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "check failed (no time kept)" in labels and "never ran here (see the table's status)" in labels
+
+
+def test_the_attention_figure_draws_the_published_values_beside_ours():
+    """Issue 16: the per-layer figure shows the paper's H100 per-layer times (stars, labelled published) beside ours."""
+    import pandas as pd
+
+    from decodegap import published
+
+    summ = pd.DataFrame([dict(gpu="h200", model="m", ctx=c, attn="sdpa", status="ok", host_us=30.0 + c / 1e3,
+                              gpu_us=7.0) for c in (2048, 4096)])
+    pub = published.select(published.load(), "attention_backends", "us_per_layer")
+    fig = plots.attention_us_vs_context(summ, "m", pub)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().texts]  # the legend of both panels
+    assert sum("published" in text for text in labels) == len(pub) == 4
+    stars = [c for c in fig.axes[0].collections if len(c.get_offsets())]
+    assert sorted(float(c.get_offsets()[0][1]) for c in stars) == sorted(pub["value"])

@@ -326,9 +326,11 @@ def backend_color(attn: str) -> str:
     return BACKEND_COLORS[keys.index(attn) % len(BACKEND_COLORS)] if attn in keys else "#444444"
 
 
-def attention_us_vs_context(summ: pd.DataFrame, model: str):
+def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFrame | None = None):
     """Microseconds per decode-attention call against context per backend: host-inclusive (left) and GPU-only
-    (right) on one shared log axis, so the gap between the panels is the launch sequence's cost."""
+    (right) on one shared log axis, so the gap between the panels is the launch sequence's cost. `published`: the
+    paper's per-layer rows (attn, gpu, value in microseconds), drawn as stars in the host-inclusive panel at the
+    smallest context (the paper states neither model nor context), in their backend's colour."""
     style()
     sub = summ[(summ["model"] == model) & (summ["status"] == "ok")]
     if sub.empty:
@@ -344,6 +346,13 @@ def attention_us_vs_context(summ: pd.DataFrame, model: str):
         context_axis(ax, sub["ctx"])
         ax.set_yscale("log")
         ax.set_title(title)
+    if published is not None and not published.empty:
+        from .attention_report import PUBLISHED_TO_OURS
+
+        x0 = sub["ctx"].min()
+        for r in published.itertuples():
+            axes[0].scatter([x0], [r.value], marker="*", s=90, color=backend_color(PUBLISHED_TO_OURS.get(r.attn, [r.attn])[0]),
+                            edgecolors="black", linewidths=0.6, zorder=5, label=f"{r.gpu} {r.attn}, {PUBLISHED_LABEL} (ctx not stated)")
     axes[0].set_ylabel(f"{MICRO} per decode-attention call\n({model} shape, log scale)")
     handles, labels = axes[0].get_legend_handles_labels()
     axes[1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0))
