@@ -97,7 +97,7 @@ def test_timed_calls_run_inside_the_scope_which_is_entered_once(data_dir, monkey
     sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     assert (rows.status == "ok").all() and len(rows) == 3
-    assert len(entered) == 2  # once for the correctness check, once around all 3 x (20 + 7) timed calls
+    assert len(entered) == 1 + 3  # once for the correctness check, then once a round around its (20 + 7) timed calls
 
 
 def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
@@ -239,3 +239,47 @@ def test_readme_statements_on_the_h200_whole_step_hold():
         assert grow_sdpa > 10 * layers * (us[16384] - us[2048]) / 1e3
         grow_flex = g[(model, "flex", 16384)] - g[(model, "flex", 2048)]
         assert (grow_flex < 0.1 * grow_sdpa) == (model != "qwen2.5-7b")
+
+
+def test_timing_rounds_interleave_every_cell_in_a_seeded_order(data_dir, monkeypatch):
+    """Each round times every (model, ctx, backend) cell once, in an order drawn anew per round from the seed:
+    a cell's time does not depend on whose turn came before it."""
+    def run(seed, folder):
+        seen = []
+        monkeypatch.setattr(attention, "time_host_us", lambda call, calls, cuda: seen.append(call.cell) or 1.0)
+        real_check = attention.check
+
+        def check(attn, shape, ctx, device):
+            call, err = real_check(attn, shape, ctx, device)
+            wrapped = lambda: call()  # noqa: E731
+            wrapped.cell = (shape.model if hasattr(shape, "model") else id(shape), ctx, attn)
+            return wrapped, err
+        monkeypatch.setattr(attention, "check", check)
+        sessions.record_attention("cpu-test", ["llama-tiny"], [16, 32], ["sdpa", "sdpa_math"], folder, device="cpu",
+                                  reps=3, host_calls=2, seed=seed)
+        monkeypatch.setattr(attention, "check", real_check)
+        return seen
+
+    first = run(0, data_dir)
+    rounds = [first[i:i + 4] for i in range(0, 12, 4)]
+    assert all(len(set(r)) == 4 for r in rounds) and len(set(first)) == 4  # every cell once a round
+    assert len({tuple(r) for r in rounds}) > 1  # the order changes between rounds
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    assert sorted(rows[rows.status == "ok"].groupby(["ctx", "attn"]).rep.apply(list).iloc[0]) == [0, 1, 2]
+
+
+def test_identical_calls_on_two_models_are_compared_against_one_cells_spread():
+    """attention_report.shape_agreement by hand: two models of one attention shape, one backend, host medians 30 and
+    45 us (ratio 1.5), cell spreads 10 % and 20 %; a third model of another shape stays out."""
+    rows = []
+    for model, times in (("a", [30.0, 33.0, 30.0]), ("b", [45.0, 54.0, 45.0]), ("c", [10.0, 10.0, 10.0])):
+        rows += [dict(run_id="r", gpu="g", model=model, ctx=16, attn="sdpa", timing="host", rep=i, us_per_call=t,
+                      max_rel_err=0.0, status="ok", reason="") for i, t in enumerate(times)]
+    summ = attention_report.summary(pd.DataFrame(rows))
+    assert summ.set_index("model").host_spread.round(6).to_dict() == {"a": 0.1, "b": 0.2, "c": 0.0}
+    same = dict(num_attention_heads=32, num_key_value_heads=8, hidden_size=4096)
+    configs = {"a": same, "b": same, "c": dict(num_attention_heads=28, num_key_value_heads=4, hidden_size=3584)}
+    table = attention_report.shape_agreement(summ, configs)
+    assert len(table) == 1 and table.iloc[0].models == "a, b" and table.iloc[0]["shape"] == "32x8x128"
+    assert table.iloc[0].host_ratio == pytest.approx(1.5) and table.iloc[0].within_cell_spread == pytest.approx(0.2)
+    assert "median 1.50x" in attention_report.shape_findings(table)[0]

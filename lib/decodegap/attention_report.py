@@ -31,9 +31,35 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     err = ok.groupby(keys)["max_rel_err"].max()
     status = rows.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
     out = status.join(timed[["host_us", "gpu_us"]]).join(err).reset_index()
+    host = ok[ok["timing"] == "host"].groupby(keys)["us_per_call"]
+    spread = (host.max() / host.min() - 1).rename("host_spread")  # over the repetitions (rounds) of a cell
+    out = out.join(spread, on=keys)
     out["label"] = [attention.BACKENDS[a].label if a in attention.BACKENDS else a for a in out["attn"]]
     out["host_over_gpu"] = out["host_us"] / out["gpu_us"]
     return out
+
+
+def shape_agreement(summ: pd.DataFrame, configs) -> pd.DataFrame:
+    """Models whose decode attention has one shape (query heads, KV heads, head dim) time the same calls: per GPU,
+    shape, ctx and backend with two or more such models, the ratio of their largest to their smallest median
+    host-inclusive time, beside the largest spread of a single cell over its repetitions (`host_spread`). A
+    ratio far past that spread means the timings depend on something other than the call (the order cells ran
+    in, for one)."""
+    cols = ["gpu", "shape", "ctx", "attn", "models", "host_ratio", "within_cell_spread"]
+    if summ.empty:
+        return pd.DataFrame(columns=cols)
+    shape = {k: (c["num_attention_heads"], c["num_key_value_heads"],
+                 c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) for k, c in configs.items()}
+    ok = summ[(summ["status"] == "ok") & summ["model"].isin(shape)].copy()
+    ok["shape"] = ok["model"].map(lambda m: "x".join(map(str, shape[m])))
+    out = []
+    for (gpu, sh, ctx, attn), g in ok.groupby(["gpu", "shape", "ctx", "attn"]):
+        if g["model"].nunique() < 2 or g["host_us"].isna().all():
+            continue
+        out.append(dict(gpu=gpu, shape=sh, ctx=ctx, attn=attn, models=", ".join(sorted(g["model"])),
+                        host_ratio=float(g["host_us"].max() / g["host_us"].min()),
+                        within_cell_spread=float(g["host_spread"].max()) if "host_spread" in g else float("nan")))
+    return pd.DataFrame(out, columns=cols)
 
 
 def paper_table(summ: pd.DataFrame, published: pd.DataFrame, ctx: int = 2048, model: str = "llama-3.1-8b") -> pd.DataFrame:
@@ -169,3 +195,18 @@ def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs, bandwidth_gb
                      f"{hi}: {extra / bandwidth_gbps[gpu] / 1e6:.2f} ms at {bandwidth_gbps[gpu]:.0f} GB/s")
         out.append(line + ".")
     return out
+
+
+def shape_findings(agreement: pd.DataFrame) -> list[str]:
+    """Per GPU: how far the host-inclusive times of identical calls (one attention shape, two models) differ,
+    against the spread of a single cell over its repetitions."""
+    out = []
+    for gpu, g in agreement.groupby("gpu"):
+        worst = g.loc[g["host_ratio"].idxmax()]
+        out.append(f"{gpu}: identical calls timed on different models (shape {', '.join(sorted(set(g['shape'])))}) differ "
+                   f"host-inclusive by a median {g['host_ratio'].median():.2f}x (up to {worst['host_ratio']:.2f}x, "
+                   f"{worst['attn']} at ctx {int(worst['ctx'])}), while one cell's repetitions spread by a median "
+                   f"{g['within_cell_spread'].median():.0%}: where the first is much larger, the time depends on when a "
+                   "cell ran, not only on the call (record_attention now interleaves every cell in seeded rounds).")
+    return out
+
