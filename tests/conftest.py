@@ -40,3 +40,21 @@ def pytest_collection_modifyitems(config, items):
 # (hardware.git_provenance then records the diff's hash). Set at import so that session processes inherit it;
 # tests/test_hardware.py checks the refusal without it.
 os.environ.setdefault("DECODEGAP_ALLOW_DIRTY", "1")
+
+
+def run_interpreted(script: str, marker: str) -> None:
+    """Run `script` in a fresh Python process under Triton's CPU interpreter (TRITON_INTERPRET=1, which Triton reads
+    when first imported); skip where Triton is missing; fail unless it exits 0 and prints `marker`."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed here (the GPU tests cover the kernels)")
+    done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, TRITON_INTERPRET="1"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert marker in done.stdout

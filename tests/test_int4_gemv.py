@@ -4,11 +4,6 @@ interpreter where Triton is installed (and on the GPU on the real shapes: gpu ma
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -198,13 +193,9 @@ def test_int4_gemv_equals_the_reference_in_tritons_interpreter():
     magic-exponent floats carry 4096 + q, which costs fp32 bits), the bf16 result within 1e-2 (the
     interpreter's bf16 cast truncates); a one-row forward through the kernel; G < 32 refused. A fresh
     process with TRITON_INTERPRET=1 (Triton reads it when first imported)."""
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed here (the GPU tests cover the kernel)")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", INTERPRETED_CHECKS], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "interpreted int4 gemv ok" in done.stdout
+    from conftest import run_interpreted
+
+    run_interpreted(INTERPRETED_CHECKS, "interpreted int4 gemv ok")
 
 
 def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch):

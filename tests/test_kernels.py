@@ -103,18 +103,9 @@ def test_kernels_equal_their_references_in_tritons_interpreter():
     """The split-KV attention (three GQA shapes, a cache length of 1 included), the GEMV (its one
     interpreter config), and the lean decoder with its kernels against without, bf16 and int4, in a fresh
     process with TRITON_INTERPRET=1 (Triton reads the flag when it is first imported)."""
-    import importlib.util
-    import os
-    import subprocess
-    import sys
+    from conftest import run_interpreted
 
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed here (the GPU tests cover the kernels)")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", INTERPRETED_CHECKS], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "interpreted kernels ok" in done.stdout
+    run_interpreted(INTERPRETED_CHECKS, "interpreted kernels ok")
 
 
 def test_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch):

@@ -89,16 +89,18 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     for r in cells_.itertuples():
         key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
         against_bf16 = model_check.get((r.gpu, r.model, int(r.ctx), r.quant))
-        if against_bf16 is not None and _check_label(*against_bf16)[1]:
-            label = ("model check " + _check_label(*against_bf16)[0], True)
+        model_label = None
+        if against_bf16 is not None:
+            text, bad = _check_label(*against_bf16)
+            model_label = ("model check " + text, bad)
+        if model_label is not None and model_label[1]:
+            label = model_label
         elif r.arm == "eager":
             other = nan_checks.get(key[:3] + key[4:])
             if other:
                 label = (f"failed: NaN logits (in its {other} check)", True)
-            elif against_bf16 is not None:
-                label = ("model check " + _check_label(*against_bf16)[0], False)
             else:
-                label = ("reference", False)
+                label = model_label or ("reference", False)
         else:
             label = labels.get(key, ("not checked", False))
         check.append(label[0])
