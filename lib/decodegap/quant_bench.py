@@ -16,8 +16,8 @@ from .outcome import attempt
 LAYERS = quant.LAYERS
 DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton")
 QUANT_ARMS = ("eager", "graph", "lean_graph", "lean_attn_graph")
-"""The arms of notebook 04's sweep: HF eager and graphed, and the lean decoder graphed with cuBLAS-free attention
-(its Triton split-KV kernel) or with SDPA, so that each kernel's own speed shows beside HF's step."""
+"""The arms of notebook 04's sweep: HF eager and graphed, and the lean decoder graphed with SDPA (lean_graph) or
+with its Triton split-KV attention (lean_attn_graph), so that each kernel's own speed shows beside HF's step."""
 
 
 def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str = "cuda", layers=None,
@@ -42,7 +42,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
                 k, n = shapes[layer]
                 base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
                             tol=tol, check="layer", layer=layer)
-                todo = [m for m in rows if tuple(str(v) for v in (0, gpu, key, m, "-", "-", concrete, "layer", layer, m))
+                todo = [m for m in rows if tuple(str(dict(base, ctx=m, rows=m)[c]) for c in records.VERIFY.key)
                         not in done]
                 if not todo:
                     continue
