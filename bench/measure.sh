@@ -3,9 +3,10 @@
 #
 #   GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm); the library checks
 #           it against the device before anything is written.
-#   OUTDIR  where the raw rows (data/raw/GPU/*.csv, env.json) are copied every 20 s and at the end of each step, so
-#           a run cut short keeps what it measured; each step's output goes to OUTDIR/STEP.log, the quant step's
-#           builds to OUTDIR/build.log and OUTDIR/ext.tgz.part-*.
+#   OUTDIR  where the raw rows (data/raw/GPU/*.csv, env.json) are packed every 20 s and at the end of each step,
+#           as OUTDIR/raw-GPU.tgz (tar xzf it in data/raw), so a run cut short keeps what it measured; each step's
+#           output goes to OUTDIR/STEP.log, the quant step's build log to OUTDIR/build.log and builds made here to
+#           OUTDIR/ext.tgz.part-*. Few files on purpose: a device run may return no more than 8.
 #   STEP    any of the steps below, in the order given (default: all of them, in this order):
 #     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
 #     tests      the GPU tests, python -m pytest -m gpu
@@ -16,6 +17,8 @@
 #                SDPA/flex backend (eager and graph, ctx 2048 and 16384, one session)
 #     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
 #                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
+#     gemv       notebooks 04/06: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm and bf16 per product
+#                shape (OUTDIR/int4_gemv.csv; data/diagnostics/int4_gemv.csv when committed)
 #     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps), one session
 # Notebook 05 (cost) measures nothing. Every step resumes: the sweeps skip the cells already in the CSVs, so after a
 # cut run the same command carries on. Rerun a cell recorded as `error` with RETRY=1 (after fixing its cause).
@@ -24,20 +27,22 @@
 # other than data/; the registry and model configs are copied into a new one), STEP_TIMEOUT (seconds each step may
 # run; default no limit), RETRY=1 (--retry-errors), SKIP_TESTS=1 (the quant step without its GPU tests),
 # QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
-# RETURN_LIMIT_MIB (default 16: a raw file larger than this is copied to OUTDIR gzipped, as FILE.gz).
+# PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
+# per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
+# RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
 # Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin.
 # `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
 # Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
 set -u
-GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention quant ladder)}
+GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention quant gemv ladder)}
 OUTDIR=${2:?usage: bench/measure.sh GPU OUTDIR [STEP ...]}
 shift 2
-ALL_STEPS="env tests roofline ab attention quant ladder"
+ALL_STEPS="env tests roofline ab attention quant gemv ladder"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
 done
-mkdir -p "$OUTDIR"
+mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd)  # absolute: save() packs from inside data/raw
 source bench/gpu_env.sh
 
 DATA=${DATA_DIR:-data}
@@ -49,6 +54,7 @@ GRID=()
 [ -n "${MODELS:-}" ] && GRID+=(--models "$MODELS")
 [ -n "${CONTEXTS:-}" ] && GRID+=(--contexts "$CONTEXTS")
 RETRY_FLAG=()
+PROFILE=${PROFILE:-}
 [ "${RETRY:-0}" = 1 ] && RETRY_FLAG=(--retry-errors)
 LIMIT_BYTES=$(( ${RETURN_LIMIT_MIB:-16} * 1024 * 1024 ))
 
@@ -61,15 +67,16 @@ bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limi
 }
 dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
 quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
-save() {  # every raw file to OUTDIR; one over the return limit gzipped (breakdown.csv grows past 16 MiB)
-  for f in "$RAW"/*.csv "$RAW"/env.json; do
-    [ -f "$f" ] || continue
-    if [ "$(stat -c %s "$f")" -gt "$LIMIT_BYTES" ]; then
-      gzip -c "$f" > "$OUTDIR/$(basename "$f").gz.part" && mv "$OUTDIR/$(basename "$f").gz.part" "$OUTDIR/$(basename "$f").gz"
-    else
-      cp "$f" "$OUTDIR"/
-    fi
-  done
+save() {  # the raw files to OUTDIR as one tarball (a device run returns at most 8 files, 16 MiB each): raw-GPU.tgz,
+  # split into raw-GPU.tgz.part-* only when over the return limit; written aside, then moved, so a copy is never cut
+  local tmp="$OUTDIR/.raw.$BASHPID.tgz"  # the saver loop and the exit trap each write their own
+  ( cd "$DATA/raw" && tar czf "$tmp" "$GPU" 2>/dev/null ) || { rm -f "$tmp"; return 0; }
+  rm -f "$OUTDIR/raw-$GPU.tgz" "$OUTDIR"/raw-"$GPU".tgz.part-*
+  if [ "$(stat -c %s "$tmp")" -gt "$LIMIT_BYTES" ]; then
+    split -b "$LIMIT_BYTES" "$tmp" "$OUTDIR/raw-$GPU.tgz.part-" && rm -f "$tmp"
+  else
+    mv "$tmp" "$OUTDIR/raw-$GPU.tgz"
+  fi
   true
 }
 run_step() {  # name, then the command; bounded by STEP_TIMEOUT, logged to OUTDIR/NAME.log
@@ -106,7 +113,9 @@ step_attention() {
   done
 }
 step_quant() {
+  local BUILT_HERE=""
   [ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext  # the builds of an earlier run, carried back
+  ls .ext/marlin_cuda*.so .ext/exllamav2_ext*.so >/dev/null 2>&1 || BUILT_HERE=1
   bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
   if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
     local t0=$SECONDS
@@ -114,8 +123,10 @@ step_quant() {
     cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
       && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
   fi
-  # the builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > ext.tgz; tar xzf it into .ext
-  ( cd .ext && tar czf - *.so *.json 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-; ls -la "$OUTDIR"/ext.tgz.part-*
+  # builds made here go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > .extpack/ext.tgz
+  if [ -n "$BUILT_HERE" ]; then
+    ( cd .ext && tar czf - *.so *.json 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-; ls -la "$OUTDIR"/ext.tgz.part-*
+  fi
   python3 bench/optional_report.py --quant-paths
   if [ -z "${SKIP_TESTS:-}" ]; then
     bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
@@ -124,6 +135,12 @@ step_quant() {
   fi
   save
   dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
+  for path in ${PROFILE//,/ }; do  # a profiled lean step per path: its products' kernels, fixed us and GB/s
+    dg kernels --gpu "$GPU" "${GRID[@]}" --quant "$path" --arms lean_attn_graph
+  done
+}
+step_gemv() {
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_ladder() {
   dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}"
