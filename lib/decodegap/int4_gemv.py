@@ -272,6 +272,21 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
     return y.reshape(*x.shape[:-1], N) if x.dim() > 1 else y
 
 
+@torch.library.custom_op("decodegap::int4_gemv", mutates_args=())
+def int4_gemv_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+                 group_size: int) -> torch.Tensor:
+    """int4_gemv as one opaque operator, for the layer: torch.compile keeps it as a node and runs its Python
+    (the alignment check on x's storage offset, the autotuned launch) at run time, where tracing it breaks the
+    graph (`storage_offset()` returns an int; seen on the H200 with torch 2.11)."""
+    return int4_gemv(x, packed, scales, offsets, group_size)
+
+
+@int4_gemv_op.register_fake
+def _(x, packed, scales, offsets, group_size):
+    N = packed.shape[0]
+    return x.new_empty(*x.shape[:-1], N, dtype=torch.bfloat16) if x.dim() > 1 else x.new_empty(N, dtype=torch.bfloat16)
+
+
 def tuned_config(N: int, K: int) -> str:
     """The autotuner's choice for (N, K) as text ('' before the shape's first call, or under the interpreter)."""
     kernel = _COMPILED.get("int4_gemv")
@@ -345,7 +360,8 @@ class Int4TritonLinear(nn.Module):
     def forward(self, x):
         K, N = self.in_features, self.out_features
         if x.numel() == K and _kernel_runs_on(x.device.type):
-            y = int4_gemv(x, self.packed, self.scales, self.offsets, self.group_size).reshape(*x.shape[:-1], N)
+            y = torch.ops.decodegap.int4_gemv(x, self.packed, self.scales, self.offsets,
+                                              self.group_size).reshape(*x.shape[:-1], N)
         else:
             y = x.to(torch.bfloat16) @ self.dequantised_weight().T
         return y + self.bias if self.bias is not None else y

@@ -40,11 +40,15 @@ def _(x, key, out_features):
     return x.new_empty(x.shape[0], out_features, dtype=torch.float16)
 
 
-@torch.library.custom_op("decodegap::marlin_mul", mutates_args=("workspace",))
+@torch.library.custom_op("decodegap::marlin_mul", mutates_args=())
 def marlin_mul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, workspace: torch.Tensor,
                max_par: int) -> torch.Tensor:
-    """AutoAWQ's WQLinear_Marlin.forward's call: x [M, K] fp16 -> [M, N] fp16 through marlin_cuda.mul (its
-    lock workspace is left as it was found)."""
+    """AutoAWQ's WQLinear_Marlin.forward's call: x [M, K] fp16 -> [M, N] fp16 through marlin_cuda.mul.
+
+    The workspace holds Marlin's inter-block locks: the kernel takes them and gives them back to zero before it
+    returns, so at the operator's boundary it is unchanged, and it is declared so (mutates_args=()). Declared
+    as mutated, inductor refuses the operator inside the lean decoder's compiled layer regions (invoke_subgraph
+    cannot functionalise a mutating custom operator there; seen on the H200 with torch 2.11)."""
     import marlin_cuda
 
     out = torch.empty(x.shape[0], scales.shape[1], dtype=torch.float16, device=x.device)
