@@ -160,14 +160,14 @@ a decode step, kept apart from decode.csv so that its sessions are those of one 
 
 AB_WHOLE_MODEL = replace(DECODE, experiment="ab_whole_model")
 """An earlier A/B sweep whose compile arm compiled the whole model as one region (before
-decode.COMPILE_LAYER_REGIONS): on the H200 three device runs, each cut by its time limit and resumed, the
-headline cells to 7 sessions. Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
+decode.COMPILE_LAYER_REGIONS): on the H200 several device runs, each cut by its time limit and resumed
+(data/README.md). Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
 
 LEAN_COMPILED_SLICED_CACHE = replace(DECODE, experiment="lean_compiled_sliced_cache")
 """The compiled lean levers (lean_compile, lean_attn_compile) as first measured, before the lean decoder kept one
 K and one V buffer per layer and before its layers were nested compile regions: the cache was one tensor for all
 layers, and the compiled step copied each layer's whole slice out and back every step, a cost that grew with the
-context (Llama ctx 16384: lean_compile 34.4 ms against lean eager 26.5). Moved out of decode.csv so that the
+context (at long contexts the compiled step was slower than the eager one). Moved out of decode.csv so that the
 ladder never pools them with the rows of the decoder as it is; kept for the comparison."""
 
 SYNTHESISED = "_synthesised_weights"
