@@ -199,6 +199,22 @@ def cmd_reproduce(args) -> int:
     elif args.gpu:
         raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
     notebooks.run_all(params, only=args.only)
+    if not args.only:  # every table is fresh: the README gallery's findings from them (figures/gallery.csv)
+        from . import gallery
+
+        print(f"wrote {gallery.write(params.get('FIGURES_DIR'))}")
+    return 0
+
+
+def cmd_gallery(args) -> int:
+    """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it."""
+    from . import gallery, paths
+
+    print(f"wrote {gallery.write()}")
+    if args.readme:
+        readme = paths.REPO / "README.md"
+        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read()))
+        print(f"updated the gallery of {readme}")
     return 0
 
 
@@ -309,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("gpus", help="list the GPU registry")
     g.set_defaults(func=cmd_gpus)
+
+    gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/")
+    gal.add_argument("--readme", action="store_true", help="also rewrite the README gallery's lines from them")
+    gal.set_defaults(func=cmd_gallery)
 
     c = sub.add_parser("check", help="validate every raw CSV")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")
