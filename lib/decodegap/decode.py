@@ -40,13 +40,7 @@ from typing import Callable
 from .compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
 from .prompts import prompt_ids, teacher_token  # noqa: F401
 
-ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels",
-        "lean_kernels_graph", "lean_attn_graph", "lean_attn_compile")
-GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
-COMPILED_ARMS = ("compile", "lean_compile", "lean_attn_compile")  # torch.compile(mode="reduce-overhead")
-ARM_KERNELS = {"lean_kernels": ("gemv", "attention"), "lean_kernels_graph": ("gemv", "attention"),
-               "lean_attn_graph": ("attention",), "lean_attn_compile": ("attention",)}
-"""The decodegap.kernels a lean arm's decode step runs (lean.CUSTOM_KERNELS); the other arms run none."""
+from .arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
@@ -258,7 +252,7 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
     torch.compile for a compiled arm (kernel_profile: mode=None, the same kernels without the CUDA graph)."""
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
-    if arm.startswith("lean"):
+    if is_lean(arm):
         from .lean import LeanStep
 
         state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))

@@ -4,6 +4,8 @@ so that measurement never imports analysis."""
 
 from __future__ import annotations
 
+from .arms import is_lean
+
 LEVERS = (
     ("HF eager", "eager", "bf16"),
     ("HF graph", "graph", "bf16"),
@@ -56,7 +58,7 @@ def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple,
     target = TARGETS["bf16"]
     sweeps = []
     for quant in dict.fromkeys(q for _, _, q in LEVERS):
-        levers = [a for _, a, q in LEVERS if q == quant and (a.startswith("lean") or q != "bf16")]
+        levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16")]
         grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
         sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
         extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)

@@ -53,10 +53,9 @@ def casts(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping]) -> pd.Da
 def layer_products(config: Mapping, arm: str) -> int:
     """Decoder-layer matrix products of one step of `arm`: layers x products per layer (accounting.PROJECTIONS:
     the lean decoder's four fused ones for `lean*` arms, HF's seven otherwise)."""
-    from . import accounting
+    from . import accounting, arms
 
-    layout = "fused" if str(arm).startswith("lean") else "hf"
-    return int(config["num_hidden_layers"]) * len(accounting.PROJECTIONS[layout])
+    return int(config["num_hidden_layers"]) * len(accounting.PROJECTIONS[arms.projection_layout(arm)])
 
 
 def products(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
