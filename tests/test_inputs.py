@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from decodegap import inputs, notebooks, paths, sessions
+from decodegap import inputs, notebooks, paths, runs, sessions
 from decodegap.inputs import InputError
 
 
@@ -112,13 +112,13 @@ def test_a_failed_sweep_leaves_no_env_entry(data_dir, monkeypatch):
 
 
 def test_discard_run_keeps_a_run_with_rows(data_dir):
-    run_id = sessions.start_run("cpu-test", data_dir, "decode")
+    run_id = runs.start_run("cpu-test", data_dir, "decode")
     csv = data_dir / "raw" / "cpu-test" / "decode.csv"
     csv.write_text(f"header\n{run_id},...\n")
-    assert not sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert not runs.discard_run("cpu-test", data_dir, run_id, ["decode"])
     assert run_id in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
     csv.unlink()
-    assert sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert runs.discard_run("cpu-test", data_dir, run_id, ["decode"])
     assert run_id not in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
 
 

@@ -8,7 +8,7 @@ applies quant.quantise_model_(model, plan.quant) after building the model.
 
 from __future__ import annotations
 
-from . import inputs, models, quant, records
+from . import inputs, models, quant, records, runs
 from . import paths as repo_paths
 from . import sessions as sweep
 from .outcome import attempt
@@ -29,7 +29,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
     inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
-    run_id = sweep.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
+    run_id = runs.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
     path = repo_paths.raw_dir(gpu, data) / "verify.csv"
     done = records.done_keys(path, records.VERIFY)
     for key in model_keys:
@@ -67,7 +67,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
     if not any(pending.values()):
         return 0
-    run_id = sweep.start_run(plan.gpu, data, "decode")
+    run_id = runs.start_run(plan.gpu, data, "decode")
     n = 0
     for session, cells in pending.items():
         rows = []

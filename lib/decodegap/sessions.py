@@ -15,11 +15,10 @@ import subprocess
 import sys
 import time
 import traceback
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import decode, hardware, inputs, models, paths, records
+from . import decode, hardware, inputs, models, paths, records, runs
 from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
 from .outcome import attempt
 
@@ -95,58 +94,6 @@ class SweepPlan:
         for k in ("models", "contexts", "arms"):
             raw[k] = tuple(raw[k])
         return cls(**raw)
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def start_run(gpu: str, data, experiment: str, device: str | None = None, **fields) -> str:
-    """A new run id, with this machine's environment (and `fields`) recorded under it in env.json. With `device`,
-    the GPU key is first checked against the device measured (inputs.gpu_to_measure): a CPU's timings, or another
-    GPU's, never get a run under this key."""
-    if device is not None:
-        inputs.gpu_to_measure(gpu, device, data)
-    run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
-               compile_settings=decode.compile_settings(), **fields)
-    return run_id
-
-
-def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
-    """Remove env.json[run_id] when no row of `run_id` reached any of `experiments`' CSVs (a run that failed
-    before it measured anything leaves no entry behind); returns whether it was removed."""
-    folder = paths.raw_dir(gpu, data)
-    for experiment in experiments:
-        path = folder / f"{experiment}.csv"
-        if path.exists() and run_id in path.read_text():
-            return False
-    path = folder / "env.json"
-    if not path.exists():
-        return False
-    env = json.loads(path.read_text())
-    if env.pop(run_id, None) is None:
-        return False
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return True
-
-
-def update_env(gpu: str, data, run_id: str, **fields) -> None:
-    """Merge `fields` into env.json[run_id] of this GPU's folder (atomic replace)."""
-    path = paths.raw_dir(gpu, data) / "env.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    env = json.loads(path.read_text()) if path.exists() else {}
-    entry = env.setdefault(run_id, {})
-    for k, v in fields.items():
-        if isinstance(v, dict) and isinstance(entry.get(k), dict):
-            entry[k].update(v)
-        else:
-            entry[k] = v
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
@@ -352,20 +299,20 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     total = sum(len(v) for v in todo.values())
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
-        return new_run_id()
+        return runs.new_run_id()
     quant_fields = {}
     if plan.quant != "bf16":
         from . import quant
 
         quant_fields = dict(quant_weights=quant.WEIGHTS, quant_kernel=quant.path(quant.resolve(plan.quant, plan.device)).kernel)
-    run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
+    run_id = runs.start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
                        **quant_fields)
     try:
         _sweep_sessions(plan, data, run_id, total, progress, tqdm)
     except BaseException:
-        discard_run(plan.gpu, data, run_id, [plan.experiment, "verify"])
+        runs.discard_run(plan.gpu, data, run_id, [plan.experiment, "verify"])
         raise
-    update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    runs.update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -392,7 +339,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
-            update_env(plan.gpu, data, run_id, sessions={str(session): {
+            runs.update_env(plan.gpu, data, run_id, sessions={str(session): {
                 "before": before, "after": hardware.gpu_state(), "timing": timing}})
     bar.close()
 
@@ -421,16 +368,16 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
-    run_id = start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
+    run_id = runs.start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
     try:  # a run that fails before its first row leaves no env.json entry
         rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
         for r in rows:
             r.update(run_id=run_id, gpu=gpu)
         records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
     except BaseException:
-        discard_run(gpu, data, run_id, ['bandwidth'])
+        runs.discard_run(gpu, data, run_id, ['bandwidth'])
         raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -445,7 +392,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     inputs.quant(quant)
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
-    run_id = start_run(gpu, data, "kernels", device=device)
+    run_id = runs.start_run(gpu, data, "kernels", device=device)
     try:  # a run that fails before its first row leaves no env.json entry
         folder = paths.raw_dir(gpu, data)
         done = records.done_keys(folder / "kernels.csv", records.KERNELS)
@@ -483,9 +430,9 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
             del model
             free_device_memory(device)
     except BaseException:
-        discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
+        runs.discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
         raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -516,7 +463,7 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
         walls["kernels_s"] = time.time() - t0
     walls["total_s"] = time.time() - began
     walls = {k: round(v, 1) for k, v in walls.items()}
-    update_env(gpu, data, grid_run, ab_sweep=walls)
+    runs.update_env(gpu, data, grid_run, ab_sweep=walls)
     print(f"A/B sweep wall time: {walls}")
     return walls
 
@@ -576,7 +523,7 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
         inputs.attn(key)
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
-    run_id = start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state(),
+    run_id = runs.start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state(),
                        attention_order=f"interleaved, {reps} seeded rounds (seed {seed})")
     try:  # a run that fails before its first row leaves no env.json entry
         path = paths.raw_dir(gpu, data) / "attention.csv"
@@ -619,9 +566,9 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
             records.append_rows(path, records.ATTENTION, rows)
         free_device_memory(device)
     except BaseException:
-        discard_run(gpu, data, run_id, ['attention'])
+        runs.discard_run(gpu, data, run_id, ['attention'])
         raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
