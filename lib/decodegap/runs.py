@@ -9,6 +9,7 @@ import json
 import os
 import time
 import uuid
+from contextlib import contextmanager
 
 from . import decode, hardware, inputs, paths
 
@@ -27,6 +28,21 @@ def start_run(gpu: str, data, experiment: str, device: str | None = None, **fiel
     update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
                compile_settings=decode.compile_settings(), **fields)
     return run_id
+
+
+@contextmanager
+def recorded(gpu: str, data, experiment: str, experiments, device: str | None = None, **fields):
+    """A new run of `experiment` (start_run, with `device` and `fields`) for the rows written inside the block: its
+    id is what `with` gives. A block that raises leaves no env.json entry unless a row of the run reached one of
+    `experiments`' CSVs (discard_run), and the exception goes on; a block that ends records the GPU's state after
+    it (gpu_state_after)."""
+    run_id = start_run(gpu, data, experiment, device=device, **fields)
+    try:
+        yield run_id
+    except BaseException:
+        discard_run(gpu, data, run_id, experiments)
+        raise
+    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
 
 
 def discard_run(gpu: str, data, run_id: str, experiments) -> bool:

@@ -305,14 +305,9 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
         from . import quant
 
         quant_fields = dict(quant_weights=quant.WEIGHTS, quant_kernel=quant.path(quant.resolve(plan.quant, plan.device)).kernel)
-    run_id = runs.start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
-                       **quant_fields)
-    try:
+    with runs.recorded(plan.gpu, data, plan.experiment, [plan.experiment, "verify"], plan=asdict(plan),
+                       gpu_state_before=hardware.gpu_state(), **quant_fields) as run_id:
         _sweep_sessions(plan, data, run_id, total, progress, tqdm)
-    except BaseException:
-        runs.discard_run(plan.gpu, data, run_id, [plan.experiment, "verify"])
-        raise
-    runs.update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -368,16 +363,12 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
-    run_id = runs.start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
-    try:  # a run that fails before its first row leaves no env.json entry
+    with runs.recorded(gpu, data, "bandwidth", ["bandwidth"], device=device,
+                       gpu_state_before=hardware.gpu_state()) as run_id:
         rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
         for r in rows:
             r.update(run_id=run_id, gpu=gpu)
         records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
-    except BaseException:
-        runs.discard_run(gpu, data, run_id, ['bandwidth'])
-        raise
-    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -392,8 +383,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     inputs.quant(quant)
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
-    run_id = runs.start_run(gpu, data, "kernels", device=device)
-    try:  # a run that fails before its first row leaves no env.json entry
+    with runs.recorded(gpu, data, "kernels", ["kernels", "breakdown"], device=device) as run_id:
         folder = paths.raw_dir(gpu, data)
         done = records.done_keys(folder / "kernels.csv", records.KERNELS)
         done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
@@ -429,10 +419,6 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
                     free_device_memory(device)
             del model
             free_device_memory(device)
-    except BaseException:
-        runs.discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
-        raise
-    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -523,9 +509,8 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
         inputs.attn(key)
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
-    run_id = runs.start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state(),
-                       attention_order=f"interleaved, {reps} seeded rounds (seed {seed})")
-    try:  # a run that fails before its first row leaves no env.json entry
+    with runs.recorded(gpu, data, "attention", ["attention"], device=device, gpu_state_before=hardware.gpu_state(),
+                       attention_order=f"interleaved, {reps} seeded rounds (seed {seed})") as run_id:
         path = paths.raw_dir(gpu, data) / "attention.csv"
         done = records.done_keys(path, records.ATTENTION)
         cuda = device.startswith("cuda")
@@ -565,10 +550,6 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
         for cell, rows in blocks.items():
             records.append_rows(path, records.ATTENTION, rows)
         free_device_memory(device)
-    except BaseException:
-        runs.discard_run(gpu, data, run_id, ['attention'])
-        raise
-    runs.update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
