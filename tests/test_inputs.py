@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from decodegap import inputs, notebooks, paths, runs, sessions
+from decodegap import ab_bench, inputs, notebooks, paths, roofline_bench, runs, sessions
 from decodegap.inputs import InputError
 
 
@@ -67,7 +67,7 @@ def test_cpu_timings_are_never_written_as_a_gpus_rows(data_dir, tmp_path):
     with pytest.raises(InputError, match="measures this machine's CPU"):
         sessions.run_sweep(sessions.SweepPlan(gpu="h200", models=("llama-tiny",), contexts=(16,), device="cpu"), data_dir)
     with pytest.raises(InputError, match="measures this machine's CPU"):
-        sessions.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
+        roofline_bench.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
     assert not (data_dir / "raw").exists()
     assert inputs.gpu_to_measure("cpu-test", "cpu", data_dir) == "cpu-test"
 
@@ -238,7 +238,7 @@ def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir,
 
     monkeypatch.setattr(models, "build_model", boom)
     with pytest.raises(RuntimeError, match="model build failed"):
-        sessions.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
+        ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
     assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}
 
 

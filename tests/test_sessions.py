@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import CPU_SPEC_ROW
-from decodegap import decode, models, paths, records, sessions
+from decodegap import ab_bench, decode, models, paths, records, sessions
 
 PLAN = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
                           arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
@@ -443,9 +443,9 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
     """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
     profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
     (AWQ's Triton GEMM on a CPU) says so in its rows, without profiling."""
-    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
-    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="awq-triton")
     with open(data_dir / "raw" / "cpu-test" / "kernels.csv") as fh:
         rows = {r["quant"]: r for r in csv.DictReader(fh)}
