@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from decodegap import (attention, attention_bench, attention_report, decode, models, notebooks, paths, published,
-                       records, sessions)
+                       records, sweep)
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
           for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
@@ -216,9 +216,9 @@ def test_measure_cell_records_a_refused_forced_backend_as_unavailable(data_dir, 
         raise RuntimeError("No available kernel. Aborting execution.")
 
     monkeypatch.setattr(decode, "run_arm", refuse)
-    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
-                              attn="sdpa_flash", device="cpu", verify=False)
-    rows = sessions.measure_cell(plan, None, sessions.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
+                           attn="sdpa_flash", device="cpu", verify=False)
+    rows = sweep.measure_cell(plan, None, sweep.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
     assert rows[0]["status"] == "unavailable" and "FLASH takes no explicit attention mask" in rows[0]["reason"]
 
 

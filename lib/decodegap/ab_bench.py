@@ -8,7 +8,7 @@ import time
 
 from . import decode, inputs, models, paths, records, runs
 from .outcome import attempt
-from .sessions import SweepPlan, free_device_memory, run_sweep
+from .sweep import SweepPlan, free_device_memory, run_sweep
 
 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",

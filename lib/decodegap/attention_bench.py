@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import hardware, inputs, models, paths, records, runs
 from .outcome import attempt
-from .sessions import SweepPlan, free_device_memory, run_sweep
+from .sweep import SweepPlan, free_device_memory, run_sweep
 
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",

@@ -40,7 +40,7 @@ def _check_models(model_keys, data_dir) -> None:
 
 
 def cmd_measure(args) -> int:
-    from . import roofline_bench, sessions
+    from . import roofline_bench, sweep
 
     from . import inputs
     from .inputs import InputError
@@ -55,14 +55,14 @@ def cmd_measure(args) -> int:
     inputs.quant(args.quant)
     _check_models(models_, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    plan = sessions.SweepPlan(
+    plan = sweep.SweepPlan(
         gpu=gpu, models=models_, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
         retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
-    run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
+    run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
         roofline_bench.record_bandwidth(gpu, args.data_dir, args.device)
@@ -146,10 +146,10 @@ def cmd_attention(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from . import sessions
+    from . import sweep
 
-    plan = sessions.SweepPlan.from_json(args.plan)
-    sessions.run_session(plan, args.session, args.run_id, args.data_dir)
+    plan = sweep.SweepPlan.from_json(args.plan)
+    sweep.run_session(plan, args.session, args.run_id, args.data_dir)
     return 0
 
 
@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.set_defaults(func=cmd_attention)
 
-    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sessions._spawn_session)
+    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)
     s.add_argument("--plan", required=True)
     s.add_argument("--session", type=int, required=True)
     s.add_argument("--run-id", required=True)

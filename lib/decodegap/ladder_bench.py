@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import inputs
 from .ab_bench import record_kernels
-from .sessions import SweepPlan, run_sweep
+from .sweep import SweepPlan, run_sweep
 
 
 LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph")
