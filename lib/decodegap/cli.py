@@ -40,7 +40,7 @@ def _check_models(model_keys, data_dir) -> None:
 
 
 def cmd_measure(args) -> int:
-    from . import sessions
+    from . import roofline_bench, sweep
 
     from . import inputs
     from .inputs import InputError
@@ -55,28 +55,28 @@ def cmd_measure(args) -> int:
     inputs.quant(args.quant)
     _check_models(models_, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    plan = sessions.SweepPlan(
+    plan = sweep.SweepPlan(
         gpu=gpu, models=models_, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
         retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
-    run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
+    run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
-        sessions.record_bandwidth(gpu, args.data_dir, args.device)
+        roofline_bench.record_bandwidth(gpu, args.data_dir, args.device)
     return 0
 
 
 def cmd_ab(args) -> int:
-    from . import sessions
+    from . import ab_bench
 
     model_keys = _csv_list(args.models)
     contexts = _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
+    ab_bench.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
                         args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
                         count_kernels=args.count_kernels, progress=not args.no_progress)
     return 0
@@ -98,27 +98,28 @@ def cmd_quant(args) -> int:
 
 
 def cmd_ladder(args) -> int:
-    from . import sessions
+    from . import ladder_bench
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
-                            args.data_dir, retry_errors=args.retry_errors)
+    ladder_bench.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
+                                args.data_dir, retry_errors=args.retry_errors)
     return 0
 
 
 def cmd_bandwidth(args) -> int:
-    from . import sessions
+    from . import roofline_bench
 
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    run_id = sessions.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
+    run_id = roofline_bench.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20,
+                                             reps=args.reps)
     print(f"run {run_id}: rows in {paths.raw_dir(gpu, args.data_dir) / 'bandwidth.csv'}")
     return 0
 
 
 def cmd_kernels(args) -> int:
-    from . import sessions
+    from . import ab_bench
 
     from . import inputs
 
@@ -127,12 +128,12 @@ def cmd_kernels(args) -> int:
     inputs.quant(args.quant)
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
+    ab_bench.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
 
 
 def cmd_attention(args) -> int:
-    from . import sessions
+    from . import attention_bench
 
     from . import inputs
 
@@ -140,15 +141,15 @@ def cmd_attention(args) -> int:
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
+    attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
     return 0
 
 
 def cmd_session(args) -> int:
-    from . import sessions
+    from . import sweep
 
-    plan = sessions.SweepPlan.from_json(args.plan)
-    sessions.run_session(plan, args.session, args.run_id, args.data_dir)
+    plan = sweep.SweepPlan.from_json(args.plan)
+    sweep.run_session(plan, args.session, args.run_id, args.data_dir)
     return 0
 
 
@@ -290,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_quant)
 
     lad = sub.add_parser("ladder", help="notebook 06's ladder: every lean lever over the grid, checked against HF "
-                         "eager first, then the profiled steps (sessions.measure_ladder; resumes)")
+                         "eager first, then the profiled steps (ladder_bench.measure_ladder; resumes)")
     _add_grid_args(lad)
     lad.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell (notebook 06: 3)")
     lad.add_argument("--steps", type=int, default=30)
@@ -317,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.set_defaults(func=cmd_attention)
 
-    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sessions._spawn_session)
+    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)
     s.add_argument("--plan", required=True)
     s.add_argument("--session", type=int, required=True)
     s.add_argument("--run-id", required=True)
