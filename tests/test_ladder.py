@@ -85,6 +85,9 @@ def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
                   out_dir=tmp_path / "executed")
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
     assert (rows[rows.arm == "lean"].status == "ok").sum() == 2  # bf16 only: int4 has no lean eager lever
+    checks = pd.read_csv(data_dir / "raw" / "cpu-test" / "verify.csv")
+    sharp = checks[checks.check == "vs_eager_sharp"]  # the sharpened check of the bf16 lean eager cell, recorded
+    assert list(sharp.arm) == ["lean"] and list(sharp.quant) == ["bf16"] and list(sharp.status) == ["ok"]
     swept = {"bf16": ("lean_graph", "lean_compile"),  # the int4 levers are swept too (the CPU has tinygemm's op)
              "int4-tinygemm": ("graph", "lean_attn_graph", "lean_attn_compile")}
     for quant, arms in swept.items():

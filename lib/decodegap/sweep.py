@@ -143,6 +143,23 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
                              f"(> {VERIFY_TOL}; verify.csv)")
+    if wants_sharp_check(cell):
+        from .sharp_check import SHARP_TOL, verify_arm_sharpened
+
+        sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
+                                     cache_len=cache_len)
+        records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
+                            [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
+
+
+def wants_sharp_check(cell: Cell) -> bool:
+    """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating): a lean arm
+    that is not compiled (a compiled one would compile its sharpened decoder again), bf16, SDPA's default."""
+    from .arms import REGISTRY
+
+    arm = REGISTRY.get(cell.arm)
+    return arm is not None and arm.decoder == "lean" and arm.runner != "compile" and cell.quant == "bf16" \
+        and cell.attn == "sdpa"
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
