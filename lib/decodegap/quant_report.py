@@ -10,13 +10,13 @@ norms, biases, one embedding row, KV at ctx) over the GPU's datasheet bandwidth.
 
 from __future__ import annotations
 
-import re
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from . import quant, roofline
+from .outcome import CHECK_FAILED
 
 CLAIM = "quantisation"
 PUBLISHED_GPU = "l4"
@@ -42,7 +42,6 @@ def _check_label(err: float, tol: float) -> tuple[str, bool]:
     return f"ok {err:.4f}", False
 
 
-_FAILED_REASON = re.compile(r"correctness check failed: .*?by (?P<err>[-+0-9.eE]+|nan) \(> (?P<tol>[0-9.eE]+)\)")
 
 
 def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
@@ -53,8 +52,9 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     (decode.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
     "ok <err>" from its verify.csv row, or "failed: <err> > <tol>" past the tolerance, or "failed: NaN logits"
     where the error is NaN (rows recorded before verify_arm failed NaN say `ok` with a NaN error: the label
-    goes by the number, not the status). A check that failed before timing left no verify row but an
-    `error` decode row whose reason carries the error; that is read too. The eager arm is the reference of
+    goes by the number, not the status). An `error` decode row whose reason says its check failed
+    (outcome.CHECK_FAILED) but that has no verify row is "failed (no verify row)": its number is never read
+    back from the text. The eager arm is the reference of
     those checks: "reference", except where a check of the same (gpu, model, ctx, attn, quant) gave NaN
     logits, which puts the model itself in doubt: then it is "failed: NaN logits (in its <arm> check)".
     A quantised cell's model check (verify.csv `vs_bf16`: the quantised model against the bf16 model it came
@@ -78,9 +78,8 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
         if key in verify:
             labels[key] = _check_label(*verify[key])
             continue
-        hit = _FAILED_REASON.search(str(getattr(r, "reason", "") or ""))
-        if hit:
-            labels[key] = _check_label(float(hit["err"]), float(hit["tol"]))
+        if str(getattr(r, "reason", "") or "").startswith(CHECK_FAILED):
+            labels[key] = ("failed (no verify row)", True)
     nan_checks = {}
     for (gpu, model, ctx, arm, attn, q), (err, _) in verify.items():
         if pd.isna(err) and arm != "eager":
