@@ -8,37 +8,37 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import claims, cost, hardware, paths, published
+from decodegap import claims, cost, hardware, paths, published, verdicts
 
-R, C, N = claims.REPRODUCED, claims.CONTRADICTED, claims.NOT_TESTABLE
-CONS = claims.CONSISTENT
+R, C, N = verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.NOT_TESTABLE
+CONS = verdicts.CONSISTENT
 
 
 def test_about_rule():
-    assert claims.about(0.85, 0.81) == R  # 5 % off
-    assert claims.about(0.95, 0.81) == C  # 17 % off
-    assert claims.about(3.35, 6.0) == C
-    assert claims.about(5.2, 6.0) == R
-    assert claims.about(np.nan, 6.0) == N
-    assert claims.about(0.9, 1.0, rel_tol=0.05) == C
+    assert verdicts.about(0.85, 0.81) == R  # 5 % off
+    assert verdicts.about(0.95, 0.81) == C  # 17 % off
+    assert verdicts.about(3.35, 6.0) == C
+    assert verdicts.about(5.2, 6.0) == R
+    assert verdicts.about(np.nan, 6.0) == N
+    assert verdicts.about(0.9, 1.0, rel_tol=0.05) == C
 
 
 def test_interval_rules():
-    assert claims.intervals_overlap(1.25, 1.26, 1.253, 1.267) == R
-    assert claims.intervals_overlap(2.8, 3.7, 1.253, 1.267) == C
-    assert claims.intervals_overlap(np.nan, np.nan, 1.253, 1.267) == N
-    assert claims.speedup_matches(1.04, 1.01, 1.06, 1.028) == R  # inside our CI
-    assert claims.speedup_matches(1.04, np.nan, np.nan, 1.028) == R  # within 0.02
-    assert claims.speedup_matches(1.10, 1.08, 1.12, 1.028) == C
+    assert verdicts.intervals_overlap(1.25, 1.26, 1.253, 1.267) == R
+    assert verdicts.intervals_overlap(2.8, 3.7, 1.253, 1.267) == C
+    assert verdicts.intervals_overlap(np.nan, np.nan, 1.253, 1.267) == N
+    assert verdicts.speedup_matches(1.04, 1.01, 1.06, 1.028) == R  # inside our CI
+    assert verdicts.speedup_matches(1.04, np.nan, np.nan, 1.028) == R  # within 0.02
+    assert verdicts.speedup_matches(1.10, 1.08, 1.12, 1.028) == C
 
 
 def test_trend_and_term_rules():
-    assert claims.falls_as_bandwidth_rises([(3350, 0.27), (300, 0.81), (4800, 0.14)]) == R
-    assert claims.falls_as_bandwidth_rises([(300, 0.81), (3350, 0.27), (4800, 0.30)]) == C
-    assert claims.falls_as_bandwidth_rises([(300, 0.81)]) == N
-    assert claims.largest_term(3.2, 4.9, 14.8) == "launch"
-    assert claims.largest_term(3.4, 14.5, 4.7) == "gpu_excess"
-    assert claims.all_true([]) == N and claims.all_true([True, False]) == C and claims.all_true([True]) == R
+    assert verdicts.falls_as_bandwidth_rises([(3350, 0.27), (300, 0.81), (4800, 0.14)]) == R
+    assert verdicts.falls_as_bandwidth_rises([(300, 0.81), (3350, 0.27), (4800, 0.30)]) == C
+    assert verdicts.falls_as_bandwidth_rises([(300, 0.81)]) == N
+    assert verdicts.largest_term(3.2, 4.9, 14.8) == "launch"
+    assert verdicts.largest_term(3.4, 14.5, 4.7) == "gpu_excess"
+    assert verdicts.all_true([]) == N and verdicts.all_true([True, False]) == C and verdicts.all_true([True]) == R
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_shipped_verdicts(table):
     assert table.loc["R1e", "verdict"] == CONS  # L4 0.81 > H100 0.27 (published) > H200 eager ~0.14: one measured
     assert table.loc["N1", "verdict"] == CONS  # our own 0.82 / 0.31 arithmetic on the published numbers
     assert table.loc["R1c", "verdict"] == CONS and table.loc["R4e", "verdict"] == CONS
-    assert table.loc["M7", "verdict"] == claims.PROXY  # fa2 timed only as SDPA's FLASH backend
+    assert table.loc["M7", "verdict"] == verdicts.PROXY  # fa2 timed only as SDPA's FLASH backend
     assert table.loc["R4j", "verdict"] == C and table.loc["R4j", "published"] == "4x"  # the byte model: ~3x
     assert table.loc["R4k", "verdict"] == C  # 62.32 / 17.36 = 3.59x < 62.32 / 14.83 = 4.20x
     assert "4.20x eager" in table.loc["R4k", "ours"] and "3.59x" in table.loc["R4k", "ours"]
@@ -106,7 +106,7 @@ def test_cost_claim_follows_the_prices(evidence):
 def test_preamble_counts(table):
     text = claims.preamble(table.reset_index())
     n = claims.counts(table)
-    assert (f"reproduced: {n[R]}, consistent (arithmetic): {n[CONS]}, proxy: {n[claims.PROXY]}, contradicted: {n[C]}, "
+    assert (f"reproduced: {n[R]}, consistent (arithmetic): {n[CONS]}, proxy: {n[verdicts.PROXY]}, contradicted: {n[C]}, "
             f"not testable here: {n[N]} (of {len(table)} claims)") in text
 
 
@@ -141,7 +141,7 @@ def test_sdpa_default_wins_is_judged_cell_by_cell(evidence):
     lost = int((rivals.lt(ok["sdpa"], axis=0)).any(axis=1).sum())
     row = claims.build(evidence).set_index("id").loc["R3f"]
     assert row["ours"] == f"sdpa fastest in {len(ok) - lost} of {len(ok)} cells"
-    assert row["verdict"] == (C if lost else claims.PROXY)
+    assert row["verdict"] == (C if lost else verdicts.PROXY)
     faster = evidence.attention.copy()
     faster.loc[faster["attn"] == "sdpa", "host_us"] = 1.0  # SDPA's default fastest everywhere: only a proxy for FA2
-    assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == claims.PROXY
+    assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == verdicts.PROXY
