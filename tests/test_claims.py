@@ -145,3 +145,49 @@ def test_sdpa_default_wins_is_judged_cell_by_cell(evidence):
     faster = evidence.attention.copy()
     faster.loc[faster["attn"] == "sdpa", "host_us"] = 1.0  # SDPA's default fastest everywhere: only a proxy for FA2
     assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == verdicts.PROXY
+
+
+def _parameter_defaults(stem: str) -> dict:
+    """A notebook's parameters cell, executed: the defaults it runs with."""
+    import json
+
+    cells = json.loads((paths.NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]
+    source = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    names: dict = {}
+    exec(source, {}, names)
+    return names
+
+
+def test_the_claims_read_the_cells_the_notebooks_write(evidence):
+    """The claims' cells are notebook 01's and notebook 04's own (figures/01_roofline_cells.csv,
+    figures/04_quant_cells.csv), not a selection of their own; notebook 04 runs with quant_report's arms."""
+    from decodegap import quant_report
+
+    assert tuple(_parameter_defaults("04_quantisation_l4")["ARMS"]) == quant_report.ARMS
+    key = ["gpu", "model", "ctx", "arm", "quant"]
+    for name, ours in (("01_roofline_cells.csv", evidence.cells.assign(quant="bf16")), ("04_quant_cells.csv", evidence.quant_cells)):
+        written = pd.read_csv(paths.FIGURES / name)
+        if "quant" not in written:
+            written["quant"] = "bf16"
+        assert set(map(tuple, ours[key].astype(str).values)) == set(map(tuple, written[key].astype(str).values)), name
+        both = ours.merge(written, on=key, suffixes=("", "_written"))
+        assert np.allclose(both["t_obs_ms"], both["t_obs_ms_written"], atol=1e-3, equal_nan=True), name
+
+
+def test_the_kernel_decides_rule_compares_paths_on_the_models_they_share(evidence):
+    """R4l's shares, by hand from notebook 04's cells: per arm at ctx 2048, the int4 paths whose checks passed, each
+    the median over the models that every such path has (a path measured on one more model is not compared on it)."""
+    qc = evidence.quant_cells
+    q = qc[qc.quant.isin(["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"])
+           & qc.t_obs_ms.notna() & (qc.ctx == 2048) & ~qc.check_failed.astype(bool)]
+    ours = claims.build(evidence).set_index("id").loc["R4l", "ours"]
+    for arm, g in q.groupby("arm"):
+        wide = g.pivot_table(index="model", columns="quant", values="realised_fraction").dropna()
+        shares = wide.median().sort_values(ascending=False)
+        expected = (f"h200 {arm} ({', '.join(wide.index)}): "
+                    + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+        assert expected in ours, (expected, ours)
+    # a path's extra model (here: every int4 path but one loses mistral) leaves the comparison as it was
+    fewer = qc[~((qc.model == "mistral-7b-v0.3") & (qc.quant != "gptq-exllamav2"))]
+    again = claims.build(dataclasses.replace(evidence, quant_cells=fewer)).set_index("id").loc["R4l"]
+    assert again["ours"] == ours and again["verdict"] == R

@@ -9,9 +9,6 @@ from . import attention_report
 from .claims_evidence import Evidence
 from .verdicts import ABOUT_REL_TOL, CONTRADICTED, NOT_TESTABLE, PROXY, REPRODUCED, about, all_true, row
 
-HOST_BOUND_RATIO = 2.0
-"""Attention is launch-bound when its host-inclusive time is at least twice its GPU-only time."""
-
 
 def _sdpa_default_wins(ev: Evidence) -> dict:
     """R3f, the paper's Results 3: at batch 1 SDPA's default dispatcher beats explicit FA2, FA3 and FlashInfer
@@ -77,8 +74,8 @@ def attention_backends(ev: Evidence) -> list[dict]:
     by_gpu = ok[ok["ctx"] == ev.headline_ctx].groupby("gpu")["host_over_gpu"].median() if not ok.empty else pd.Series(dtype=float)
     rows.append(row("R3e", "attention_backends", "The binding constraint of decode attention is the launch sequence, not kernel throughput.",
                      "qualitative", "; ".join(f"{g}: host / GPU-only time {r:.1f}x (median over backends and models)" for g, r in by_gpu.items()) or "-",
-                     ", ".join(by_gpu.index) or "-", all_true([r >= HOST_BOUND_RATIO for r in by_gpu]),
-                     f"Rule: on every GPU with attention rows the host-inclusive time of a call is at least {HOST_BOUND_RATIO:g}x its "
+                     ", ".join(by_gpu.index) or "-", all_true([r >= attention_report.LAUNCH_BINDS_RATIO for r in by_gpu]),
+                     f"Rule: on every GPU with attention rows the host-inclusive time of a call is at least {attention_report.LAUNCH_BINDS_RATIO:g}x its "
                      f"GPU-only time (graph replay) at ctx {ev.headline_ctx}. "
                      + ("" if len(by_gpu) else "No attention rows yet (notebook 03 with MEASURE = True).")))
     return rows

@@ -23,11 +23,11 @@ class Evidence:
     published: pd.DataFrame  # published.load()
     specs: pd.DataFrame  # hardware.specs_table()
     configs: Mapping[str, Mapping]  # model key -> HF config, the paper's three models
-    cells: pd.DataFrame  # roofline.cell_table of the default-attention bf16 decode rows
+    cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (roofline.default_rows)
     speed: pd.DataFrame  # ab.speedups (graph)
     decomp: pd.DataFrame  # ab.decomposition
     attention: pd.DataFrame  # attention_report.summary
-    quant_cells: pd.DataFrame  # quant_report.cells
+    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_report.rows)
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
     costs: pd.DataFrame  # cost.cost_table of published and measured configurations
     prices: pd.DataFrame  # cost.load_prices()
@@ -99,15 +99,14 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
     ab_rows = ab.ab_rows(data)  # notebook 02's one-run A/B sweep
     keys = set(decode_rows["model"]) | set(ab_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
     configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
-    default = decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")]
-    cells = roofline.cell_table(default, specs, configs, bandwidth_rows)
+    cells = roofline.cell_table(roofline.default_rows(decode_rows), specs, configs, bandwidth_rows)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed),
         decomp=ab.decomposition(roofline.cell_table(ab_rows, specs, configs, bandwidth_rows),
                                 records.load_experiment("kernels", data)),
         attention=attention_report.summary(records.load_experiment("attention", data)),
-        quant_cells=quant_report.cells(decode_rows[decode_rows["attn"] == "sdpa"], specs, configs, bandwidth_rows,
+        quant_cells=quant_report.cells(quant_report.rows(decode_rows), specs, configs, bandwidth_rows,
                                        verify_rows=records.load_experiment("verify", data)),
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,

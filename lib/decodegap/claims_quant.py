@@ -18,27 +18,31 @@ def _kernel_decides(ev: Evidence) -> dict:
     """R4l: the paper's quantisation conclusion (the kernel that reads int4, not the format, realises the saving)
     tested on every measured GPU and arm with two or more int4 paths whose checks passed."""
     qc = ev.quant_cells
-    int4 = ["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"]
-    ok = qc[qc["quant"].isin(int4) & qc["t_obs_ms"].notna() & (qc["ctx"] == ev.headline_ctx)] if not qc.empty else qc
+    ok = (qc[qc["quant"].isin(quant_report.INT4) & qc["t_obs_ms"].notna() & (qc["ctx"] == ev.headline_ctx)]
+          if not qc.empty else qc)
     if not ok.empty and "check_failed" in ok:
         ok = ok[~ok["check_failed"].astype(bool)]
     checks, parts, gpus = [], [], set()
     for (gpu, arm), g in ok.groupby(["gpu", "arm"]):
+        common = set.intersection(*map(set, g.groupby("quant")["model"].agg(list)))  # models every path has
+        g = g[g["model"].isin(common)]
         share = g.groupby("quant")["realised_fraction"].median()
-        ratio = g.groupby("quant")["bytes_quant"].median()
-        if len(share) < 2 or ratio.max() / ratio.min() > 1.05:
+        nbytes = g.pivot_table(index="model", columns="quant", values="bytes_quant")
+        if len(share) < 2 or (nbytes.max(axis=1) / nbytes.min(axis=1)).max() > 1.05:
             continue
         checks.append(share.max() - share.min() > KERNEL_SPREAD)
         gpus.add(gpu)
-        parts.append(f"{gpu} {arm}: " + ", ".join(f"{k} {v:.0%}" for k, v in share.sort_values(ascending=False).items()))
+        parts.append(f"{gpu} {arm} ({', '.join(sorted(common))}): "
+                     + ", ".join(f"{k} {v:.0%}" for k, v in share.sort_values(ascending=False).items()))
     l4 = ev.pub("quantisation", "step_ms", gpu="l4")
     return row("R4l", "quantisation", "The int4 kernel, not the int4 format, decides whether the weight-traffic saving is "
                 "realised (the paper's conclusion from GPTQ + ExLlamaV2 against bnb-nf4 and AutoAWQ + Marlin).",
                 "qualitative (L4)", "; ".join(parts) or "-", ", ".join(sorted(gpus)) + " (measured)" if gpus else "-",
                 all_true(checks),
-                f"Rule: on every measured GPU and arm at ctx {ev.headline_ctx}, over int4 paths whose streamed bytes are "
-                f"within 5 % of each other and whose checks passed, the realised shares of the saving (median over "
-                f"models, quant_report.realised) differ by more than {KERNEL_SPREAD:.0%} of it ({len(l4) - 1} int4 paths on the "
+                f"Rule: on every measured GPU and arm of notebook 04 ({', '.join(quant_report.ARMS)}) at ctx "
+                f"{ev.headline_ctx}, over int4 paths whose checks passed, compared on the models every one of them has and "
+                f"whose streamed bytes there are within 5 % of each other, the realised shares of the saving (median over "
+                f"those models, quant_report.realised) differ by more than {KERNEL_SPREAD:.0%} of it ({len(l4) - 1} int4 paths on the "
                 "paper's L4 numbers: R4g). "
                 + ("; ".join(parts) + "." if parts else "No GPU has two such int4 paths yet."))
 
