@@ -191,3 +191,29 @@ def test_the_kernel_decides_rule_compares_paths_on_the_models_they_share(evidenc
     fewer = qc[~((qc.model == "mistral-7b-v0.3") & (qc.quant != "gptq-exllamav2"))]
     again = claims.build(dataclasses.replace(evidence, quant_cells=fewer)).set_index("id").loc["R4l"]
     assert again["ours"] == ours and again["verdict"] == R
+
+
+def test_the_ab_design_row_counts_one_sweep_of_sessions(evidence):
+    """M6 and R2a on the shipped H200 A/B, by hand from ab.csv and env.json: the headline statistic takes the
+    sessions of the headline-only run, the grid run's sessions of the same cells are kept apart, and with fewer than
+    the paper's N = 10 of one sweep the design is not replicated (not testable here), however many there are in all."""
+    import json
+
+    raw = pd.read_csv(paths.DATA / "raw" / "h200" / "ab.csv")
+    raw = raw[(raw.ctx == 2048) & (raw.arm == "graph") & (raw.status == "ok")]
+    env = json.loads((paths.DATA / "raw" / "h200" / "env.json").read_text())
+    grid = raw.run_id.map(lambda r: "compile" in env[r]["plan"]["arms"])
+    n_grid, n_head = raw[grid].session.nunique(), raw[~grid].session.nunique()
+    table = claims.build(evidence).set_index("id")
+    m6 = table.loc["M6"]
+    assert m6["ours"] == f"h200: N = {n_head} per arm at ctx 2048 (headline sweep)"
+    assert m6["verdict"] == (R if n_head >= 10 else N)
+    assert f"takes the {n_head} sessions of the headline sweep" in m6["evidence"]
+    assert f"keeps apart the {n_grid} of the grid sweep" in m6["evidence"]
+    if n_head < 10:
+        assert f"needs {10 - n_head} more of its headline sweep" in m6["evidence"]
+    assert f"N = {n_head} of the headline sweep" in table.loc["R2a", "evidence"]
+    # the same rows with the headline sweep counted as N = 10 sessions of one kind: the rule is met
+    ten = evidence.speed.copy()
+    ten.loc[ten["sweep"] == "headline", "sessions"] = 10
+    assert claims.build(dataclasses.replace(evidence, speed=ten)).set_index("id").loc["M6", "verdict"] == R

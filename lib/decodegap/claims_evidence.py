@@ -24,8 +24,8 @@ class Evidence:
     specs: pd.DataFrame  # hardware.specs_table()
     configs: Mapping[str, Mapping]  # model key -> HF config, the paper's three models
     cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (roofline.default_rows)
-    speed: pd.DataFrame  # ab.speedups (graph)
-    decomp: pd.DataFrame  # ab.decomposition
+    speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B: the headline statistic is ab.headline
+    decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep
     attention: pd.DataFrame  # attention_report.summary
     quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_report.rows)
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
@@ -63,10 +63,17 @@ class Evidence:
         return None if hit.empty else hit.iloc[0]
 
     def speedup(self, gpu: str, model: str | None = None) -> pd.Series | None:
-        s = self.speed
+        """The headline statistic of one GPU and model (ab.headline: the headline sweep's sessions alone)."""
+        s = ab.headline(self.speed, self.headline_ctx) if not self.speed.empty else self.speed
         hit = s[(s["gpu"] == gpu) & (s["arm"] == "graph") & (s["model"] == (model or self.headline_model))
-                & (s["ctx"] == self.headline_ctx)] if not s.empty else s
+                ] if not s.empty else s
         return None if hit.empty else hit.iloc[0]
+
+    def kept_apart(self, gpu: str) -> str:
+        """Notebook 02's sentence on the sessions of `gpu`'s headline cells that the headline statistic leaves out
+        (ab.sweep_findings), or ''."""
+        s = self.speed[self.speed["gpu"] == gpu] if not self.speed.empty else self.speed
+        return " ".join(ab.sweep_findings(s, self.headline_ctx)) if not s.empty else ""
 
     def quant_ms(self, gpu: str, quant: str, arm: str = "eager") -> float:
         q = self.quant_cells
@@ -90,20 +97,20 @@ class Evidence:
 
 def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str = "qwen2.5-7b",
             headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b", seed: int = 0) -> Evidence:
-    """Evidence from a data folder through the modules of notebooks 01-04 (R_floor cells of the default
-    attention and bf16 rows, graph speed-ups, the decomposition, the attention summary, the quantisation
+    """Evidence from a data folder through the modules of notebooks 01-04 (notebook 01's R_floor cells, the graph
+    speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
     cells and byte model) and the cost table of notebook 05."""
     decode_rows = records.load_experiment("decode", data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
-    ab_rows = ab.ab_rows(data)  # notebook 02's one-run A/B sweep
+    ab_rows = ab.ab_rows(data)  # notebook 02's A/B sweep: its grid and headline sweeps, each row with its own
     keys = set(decode_rows["model"]) | set(ab_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
     configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
     cells = roofline.cell_table(roofline.default_rows(decode_rows), specs, configs, bandwidth_rows)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed),
-        decomp=ab.decomposition(roofline.cell_table(ab_rows, specs, configs, bandwidth_rows),
+        decomp=ab.decomposition(roofline.cell_table(ab.of_sweep(ab_rows, ab.GRID), specs, configs, bandwidth_rows),
                                 records.load_experiment("kernels", data)),
         attention=attention_report.summary(records.load_experiment("attention", data)),
         quant_cells=quant_report.cells(quant_report.rows(decode_rows), specs, configs, bandwidth_rows,

@@ -10,9 +10,15 @@ from .verdicts import ABOUT_REL_TOL, NOT_TESTABLE, SPEEDUP_ABS_TOL, about, inter
 
 
 def _ci(speed: pd.Series) -> str:
+    n = f"N = {speed['sessions']}" + (f" of the {speed['sweep']} sweep" if speed.get("sweep") else "")
     if pd.isna(speed["ci_low"]):
-        return f"{speed['speedup']:.3f}x (no CI, N = {speed['sessions']})"
-    return f"{speed['speedup']:.3f}x [{speed['ci_low']:.3f}, {speed['ci_high']:.3f}], N = {speed['sessions']}"
+        return f"{speed['speedup']:.3f}x (no CI, {n})"
+    return f"{speed['speedup']:.3f}x [{speed['ci_low']:.3f}, {speed['ci_high']:.3f}], {n}"
+
+
+def _apart(ev: Evidence, gpus) -> str:
+    """The sessions that the headline statistic of each of `gpus` keeps apart (ab.sweep_findings), as sentences."""
+    return "".join(f" {t}" for t in (ev.kept_apart(g) for g in gpus) if t)
 
 
 def _eager_against_published(ev: Evidence) -> str:
@@ -37,7 +43,7 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
                      "h100-sxm" if s is not None else "-",
                      intervals_overlap(s["ci_low"], s["ci_high"], p.ci_low, p.ci_high) if s is not None else NOT_TESTABLE,
                      ("Rule: our 95 % CI overlaps the published one. " if s is not None else ev.missing("h100-sxm") + near + ". ")
-                     + _eager_against_published(ev)))
+                     + _eager_against_published(ev) + _apart(ev, ["h100-sxm"] if s is not None else ev.measured)))
     pub_frac = ev.pub_value("cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm")
     d = ev.headline_decomp("h100-sxm")
     ours = d["launch_overhead_fraction"].median() if not d.empty else np.nan
@@ -45,10 +51,11 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
     def frac(g):
         dd = ev.headline_decomp(g)
         return (f"{g} launch overhead {dd['launch_overhead_fraction'].min():.0%}-{dd['launch_overhead_fraction'].max():.0%} "
-                f"of the eager step at ctx {ev.headline_ctx}") if not dd.empty else None
+                f"of the eager step at ctx {ev.headline_ctx} (its A/B grid sweep)") if not dd.empty else None
     rows.append(row("R2b", "cuda_graphs", "H100: launch overhead is ~ 20 % of step time.", f"{pub_frac:.0%}",
                      f"{ours:.0%}" if not d.empty else "-", "h100-sxm" if not d.empty else "-", about(ours, pub_frac),
-                     (f"Rule: (eager - graph) / eager, median over models at ctx {ev.headline_ctx}, within {ABOUT_REL_TOL:.0%}. "
+                     (f"Rule: (eager - graph) / eager, median over models at ctx {ev.headline_ctx} (the A/B grid sweep), "
+                      f"within {ABOUT_REL_TOL:.0%}. "
                       if not d.empty else ev.missing("h100-sxm") + ev.nearest(frac) + ". ")
                      + f"The published speed-up implies 1 - 1/{p.value:.3f} = {1 - 1 / p.value:.3f}, consistent with ~20 %."))
     pub_l4 = ev.pub_value("cuda_graphs", "speedup", gpu="l4")
@@ -56,5 +63,6 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
     rows.append(row("R2c", "cuda_graphs", "L4, ctx 2048: CUDA graphs make decode 1.028x faster.", f"{pub_l4:.3f}x",
                      _ci(s) if s is not None else "-", "l4" if s is not None else "-",
                      speedup_matches(s["speedup"], s["ci_low"], s["ci_high"], pub_l4) if s is not None else NOT_TESTABLE,
-                     f"Rule: our CI contains it or ours is within {SPEEDUP_ABS_TOL}. " if s is not None else ev.missing("l4") + "."))
+                     (f"Rule: our CI contains it or ours is within {SPEEDUP_ABS_TOL}." if s is not None else ev.missing("l4") + ".")
+                     + _apart(ev, ["l4"])))
     return rows

@@ -20,7 +20,7 @@ def thesis(ev: Evidence) -> list[dict]:
         med = d[["t_floor_ms", "gpu_excess_ms", "launch_overhead_ms"]].median()
         term = largest_term(med["t_floor_ms"], med["gpu_excess_ms"], med["launch_overhead_ms"])
         checks.append(term == "launch")
-        parts.append(f"{g} (measured) ctx {ev.headline_ctx}, median over {len(d)} models: floor {med['t_floor_ms']:.2f} ms, "
+        parts.append(f"{g} (measured, the A/B grid sweep) ctx {ev.headline_ctx}, median over {len(d)} models: floor {med['t_floor_ms']:.2f} ms, "
                      f"GPU-side excess {med['gpu_excess_ms']:.2f} ms, launch overhead {med['launch_overhead_ms']:.2f} ms "
                      f"= {d['launch_overhead_fraction'].median():.0%} of the eager step; largest term: {term}")
     published_fast = []
