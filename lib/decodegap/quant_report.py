@@ -22,6 +22,16 @@ CLAIM = "quantisation"
 PUBLISHED_GPU = "l4"
 REALISED_YES, REALISED_PART = 0.8, 0.3
 """Verdict thresholds on the share of the weight-traffic saving realised as time saved (see `realised`)."""
+ARMS = ("eager", "graph", "lean_attn_graph", "lean_attn_compile")
+"""Notebook 04's decode arms (its ARMS parameter's default): HF eager and graphed, the lean step (with the Triton
+attention) graphed and compiled."""
+INT4 = tuple(k for k in quant.PATHS if quant.LAYOUT_OF[k] not in ("bf16", "nf4"))
+"""The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
+
+
+def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS) -> pd.DataFrame:
+    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path."""
+    return decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
 
 
 def _group(configs: Mapping[str, Mapping], model: str, group_size: int | None) -> int:
@@ -258,7 +268,7 @@ def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.
     step_ms) with its streamed bytes, the rate it streams them at, and what those bytes alone take at the GPU's
     measured copy bandwidth and at its datasheet bandwidth. None without such a cell."""
     c = cells_[(cells_["gpu"] == target["gpu"]) & (cells_["model"] == target["model"]) & (cells_["ctx"] == target["ctx"])
-               & (cells_["quant"] != "bf16") & (cells_["quant"] != "bnb-nf4") & cells_["t_obs_ms"].notna()]
+               & cells_["quant"].isin(INT4) & cells_["t_obs_ms"].notna()]
     if "check_failed" in c:
         c = c[~c["check_failed"].astype(bool)]
     if c.empty:
