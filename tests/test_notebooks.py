@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from decodegap import accounting, hardware, models, notebooks, paths
+from decodegap import accounting, gallery, hardware, models, notebooks, paths
 
 pytestmark = pytest.mark.notebooks
 
@@ -27,6 +27,7 @@ def replayed(tmp_path_factory):
     figures = tmp / "figures"
     for nb in notebooks.notebook_paths():
         _run(nb.stem, tmp, DATA_DIR=str(data), FIGURES_DIR=str(figures))
+    gallery.write(figures)  # as `decodegap reproduce` does after the notebooks
     return data, figures
 
 
