@@ -70,3 +70,12 @@ def test_wider_confidence_gives_a_wider_interval():
     lo90, hi90 = stats.bootstrap_ci(x, confidence=0.90, n_resamples=4000)
     lo99, hi99 = stats.bootstrap_ci(x, confidence=0.99, n_resamples=4000)
     assert lo99 <= lo90 and hi90 <= hi99
+
+
+def test_span_writes_a_range_as_the_findings_quote_it():
+    from decodegap.stats import span
+
+    assert span([2.5, 1.0, float("nan")]) == "1.00-2.50"
+    assert span([-0.5, 0.25], ".0%") == "-50% to 25%"
+    assert span([3.0, 3.001]) == "3.00" and span([]) == "-"
+    assert span([10, 20], ".0f", " ms") == "10-20 ms"

@@ -96,3 +96,13 @@ def kv_bytes(config: Mapping, ctx: int, dtype: str = "bf16") -> int:
 def step_bytes(config: Mapping, ctx: int, convention: str = "W_all", dtype: str = "bf16") -> int:
     """W + K(ctx): the bytes one decode step must move at context `ctx`."""
     return weight_bytes(config, convention, dtype) + kv_bytes(config, ctx, dtype)
+
+
+def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:
+    """Time to move `step_bytes` at `bandwidth_gbps` (1e9 bytes/s), in milliseconds."""
+    return step_bytes / (bandwidth_gbps * 1e9) * 1e3
+
+
+def r_floor(t_floor: float, t_obs: float) -> float:
+    """R_floor = t_floor / t_obs: 1.0 is perfect use of the bandwidth."""
+    return t_floor / t_obs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from . import accounting, roofline
+from . import accounting
 
 DEFAULT_GROUP_SIZE = 128
 BNB_BLOCKSIZE = 64
@@ -136,11 +136,11 @@ def step_bytes(config: Mapping, path_key: str, ctx: int, group_size: int = DEFAU
 
 def t_floor_ms(config: Mapping, path_key: str, ctx: int, bandwidth_gbps: float,
                group_size: int = DEFAULT_GROUP_SIZE) -> float:
-    """The path's own memory floor (ms): its step bytes at `bandwidth_gbps` (roofline.t_floor_ms)."""
-    return roofline.t_floor_ms(step_bytes(config, path_key, ctx, group_size), bandwidth_gbps)
+    """The path's own memory floor (ms): its step bytes at `bandwidth_gbps` (accounting.t_floor_ms)."""
+    return accounting.t_floor_ms(step_bytes(config, path_key, ctx, group_size), bandwidth_gbps)
 
 
 def r_floor(config: Mapping, path_key: str, ctx: int, bandwidth_gbps: float, t_obs_ms: float,
             group_size: int = DEFAULT_GROUP_SIZE) -> float:
     """R_floor of a path: its own floor over the observed step time."""
-    return roofline.r_floor(t_floor_ms(config, path_key, ctx, bandwidth_gbps, group_size), t_obs_ms)
+    return accounting.r_floor(t_floor_ms(config, path_key, ctx, bandwidth_gbps, group_size), t_obs_ms)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import quant
+from .stats import span as _span
 from .outcome import CHECK_FAILED
 
 
@@ -125,8 +126,6 @@ def check_findings(verify_rows: pd.DataFrame) -> list[str]:
     """Sentences on the checks, from the rows: per GPU and path the layer checks at one row and at prefill rows,
     the model checks' errors against their tolerances, and the end-to-end logits errors that the model check
     replaced."""
-    from .quant_report import _span
-
     out = []
     layers = layer_summary(verify_rows)
     models_ = model_checks(verify_rows)

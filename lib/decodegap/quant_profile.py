@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import ladder
+from .stats import span as _span
 from .quant_layers import FP16_CASTS_PER_PRODUCT
 
 STEP = ["gpu", "model", "ctx", "arm", "quant"]
@@ -117,14 +118,6 @@ def coverage(cells_: pd.DataFrame, arms: Sequence[str], models_: Sequence[str], 
                 rows.append(dict(gpu=gpu, quant=key, arm=arm, cells=len(grid_cells) - len(missing),
                                  of=len(grid_cells), missing=", ".join(missing)))
     return pd.DataFrame(rows, columns=["gpu", "quant", "arm", "cells", "of", "missing"])
-
-
-def _span(values, fmt: str = ".2f") -> str:
-    """lo-hi of `values` (one value when they print alike; `lo to hi` when lo is negative)."""
-    lo, hi = float(min(values)), float(max(values))
-    if f"{lo:{fmt}}" == f"{hi:{fmt}}":
-        return f"{lo:{fmt}}"
-    return f"{lo:{fmt}} to {hi:{fmt}}" if lo < 0 else f"{lo:{fmt}}-{hi:{fmt}}"
 
 
 def grid_findings(cells_: pd.DataFrame, arm: str) -> list[str]:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import quant, roofline
+from .stats import span as _span
 from .quant_correctness import check_findings, checks, layer_summary, model_checks  # noqa: F401 (notebook 04's)
 
 CLAIM = "quantisation"
@@ -261,16 +262,6 @@ NAN_HYPOTHESIS = {
                       "may overflow fp16 over many layers",
 }
 """A hypothesis per path for NaN logits in its correctness check, stated as a hypothesis only (not verified)."""
-
-
-def _span(values, fmt: str = ".2f", unit: str = "") -> str:
-    v = pd.Series(values, dtype=float).dropna()
-    if v.empty:
-        return "-"
-    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
-    if lo == hi:
-        return f"{lo}{unit}"
-    return f"{lo}{unit} to {hi}{unit}" if v.min() < 0 else f"{lo}-{hi}{unit}"
 
 
 def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16: pd.DataFrame) -> str:

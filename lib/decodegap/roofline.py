@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import accounting, stats
+from .accounting import r_floor, t_floor_ms  # noqa: F401  (the floor's arithmetic, beside the bytes it takes)
 from .arms import HF_ARMS  # noqa: F401  (the HF model's arms; the lean decoder's are notebook 06's)
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
@@ -22,15 +23,6 @@ def default_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
     return decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")
                        & decode_rows["arm"].isin(HF_ARMS)]
 
-
-def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:
-    """Time to move `step_bytes` at `bandwidth_gbps` (1e9 bytes/s), in milliseconds."""
-    return step_bytes / (bandwidth_gbps * 1e9) * 1e3
-
-
-def r_floor(t_floor: float, t_obs: float) -> float:
-    """R_floor = t_floor / t_obs: 1.0 is perfect use of the bandwidth."""
-    return t_floor / t_obs
 
 
 def measured_bandwidth(bandwidth_rows: pd.DataFrame) -> pd.Series:

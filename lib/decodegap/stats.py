@@ -42,3 +42,15 @@ def bootstrap_ci(values: Sequence[float], statistic=np.mean, confidence: float =
     res = stats.bootstrap((data,), statistic, confidence_level=confidence, n_resamples=n_resamples,
                           method=method, random_state=np.random.default_rng(seed), vectorized=False)
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def span(values, fmt: str = ".2f", unit: str = "") -> str:
+    """The range of `values` as text: "lo-hi" (one value where both print alike, "lo to hi" where lo is
+    negative, "-" with no values), NaN left out, `unit` after each number."""
+    v = pd.Series(values, dtype=float).dropna()
+    if v.empty:
+        return "-"
+    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
+    if lo == hi:
+        return f"{lo}{unit}"
+    return f"{lo}{unit} to {hi}{unit}" if v.min() < 0 else f"{lo}-{hi}{unit}"
