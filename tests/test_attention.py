@@ -20,8 +20,9 @@ def test_shapes_are_the_models_gqa_shapes():
 
 def test_registry_holds_every_backend_of_the_issue():
     assert set(attention.BACKENDS) == {"sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "flex",
-                                       "fa2", "fa3", "fa3_torch", "flashinfer"}
-    assert "FlashAttention-2" in attention.BACKENDS["sdpa_flash"].label  # PyTorch's flash backend is FA2, said so
+                                       "fa2", "fa3", "fa3_torch", "flashinfer", "flashinfer_paged"}
+    label = attention.BACKENDS["sdpa_flash"].label  # PyTorch's flash backend runs FA2's kernels: a proxy, said so
+    assert "FlashAttention-2" in label and "proxy" in label
     with pytest.raises(KeyError, match="unknown attention backend 'nosuch'; known: sdpa"):
         attention.backend("nosuch")
 
@@ -45,7 +46,7 @@ def test_math_backend_equals_a_hand_written_gqa_attention():
     assert torch.allclose(out, ref, atol=1e-5)
 
 
-@pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer"])
+@pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer", "flashinfer_paged"])
 def test_cuda_only_backends_are_unavailable_on_the_cpu_with_a_reason(key):
     # torch's FA3 switch is refused before the device is looked at: it needs flash_attn_interface
     why = "flash_attn_interface" if key == "fa3_torch" else "needs a CUDA device"

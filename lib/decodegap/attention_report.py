@@ -13,7 +13,7 @@ KERNEL_BINDS_RATIO = 1.25  # at or below this: the kernel binds
 
 # the paper's backend names (data/published/paper.csv `attn`) -> our registry keys of the same kernel family
 PUBLISHED_TO_OURS = {"sdpa": ["sdpa"], "fa2": ["fa2", "sdpa_flash"], "fa3": ["fa3", "fa3_torch"],
-                     "flashinfer": ["flashinfer"]}
+                     "flashinfer": ["flashinfer", "flashinfer_paged"]}
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
