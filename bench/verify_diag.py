@@ -1,6 +1,6 @@
 """How far each arm's teacher-forced logits are from eager's, per model and context, and how far the static-cache
 decode is from one full forward over the same tokens: what the verification tolerance (decode.verify_arm, 0.1) was
-calibrated on (sessions.py's module docstring).
+calibrated on (sweep.py's module docstring).
 Writes data/diagnostics/verify_diag.csv (bench/diagnostics.py): one row per check: `check` vs_eager (arm against
 eager, ctx) or decode_vs_full_forward (ctx 256, `step` 0-2), the max. relative error, or the error raised.
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/verify_diag.py"""

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import attention, attention_report, decode, models, notebooks, paths, published, records, sessions
+from decodegap import (attention, attention_bench, attention_report, decode, models, notebooks, paths, published,
+                       records, sweep)
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
           for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
@@ -95,15 +96,15 @@ def test_timed_calls_run_inside_the_scope_which_is_entered_once(data_dir, monkey
         return call
 
     monkeypatch.setitem(attention.BACKENDS, "sdpa", attention.Backend("sdpa", "scoped", "SDPA", prepare, Scope))
-    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
+    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     assert (rows.status == "ok").all() and len(rows) == 3
     assert len(entered) == 1 + 3  # once for the correctness check, then once a round around its (20 + 7) timed calls
 
 
 def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
-    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
-                              device="cpu", reps=2, host_calls=5)
+    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+                                     device="cpu", reps=2, host_calls=5)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     ok = rows[rows.status == "ok"]
     assert sorted(ok.attn.unique()) == ["sdpa", "sdpa_math"] and len(ok) == 2 * 2  # 2 host reps each, no GPU timing
@@ -111,8 +112,8 @@ def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
     fi = rows[rows.attn == "flashinfer"].iloc[0]
     assert fi.status == "unavailable" and "CUDA" in fi.reason
     # resume: a second call adds nothing
-    sessions.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
-                              device="cpu", reps=2, host_calls=5)
+    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+                                     device="cpu", reps=2, host_calls=5)
     assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == len(rows)
     summ = attention_report.summary(rows)
     assert set(summ.attn) == {"sdpa", "sdpa_math", "flashinfer"}
@@ -216,9 +217,9 @@ def test_measure_cell_records_a_refused_forced_backend_as_unavailable(data_dir, 
         raise RuntimeError("No available kernel. Aborting execution.")
 
     monkeypatch.setattr(decode, "run_arm", refuse)
-    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
-                              attn="sdpa_flash", device="cpu", verify=False)
-    rows = sessions.measure_cell(plan, None, sessions.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
+                           attn="sdpa_flash", device="cpu", verify=False)
+    rows = sweep.measure_cell(plan, None, sweep.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
     assert rows[0]["status"] == "unavailable" and "FLASH takes no explicit attention mask" in rows[0]["reason"]
 
 
@@ -256,8 +257,8 @@ def test_timing_rounds_interleave_every_cell_in_a_seeded_order(data_dir, monkeyp
             wrapped.cell = (shape.model if hasattr(shape, "model") else id(shape), ctx, attn)
             return wrapped, err
         monkeypatch.setattr(attention, "check", check)
-        sessions.record_attention("cpu-test", ["llama-tiny"], [16, 32], ["sdpa", "sdpa_math"], folder, device="cpu",
-                                  reps=3, host_calls=2, seed=seed)
+        attention_bench.record_attention("cpu-test", ["llama-tiny"], [16, 32], ["sdpa", "sdpa_math"], folder, device="cpu",
+                                         reps=3, host_calls=2, seed=seed)
         monkeypatch.setattr(attention, "check", real_check)
         return seen
 

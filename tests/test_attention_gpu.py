@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from decodegap import attention, decode, hf_attention, models, sessions
+from decodegap import attention, compare, decode, hf_attention, models
 
 pytestmark = pytest.mark.gpu
 
@@ -67,7 +67,7 @@ def test_in_model_kernel_step_equals_eager_sdpa(two_layer_spec, key, arm):
     model = models.build_model(two_layer_spec, device="cuda", attn=decode.hf_implementation(key))
     try:
         err = decode.verify_arm(model, arm, 512, calls=8, attn=key)
-        assert err < sessions.VERIFY_TOL
+        assert err < compare.VERIFY_TOL
         timing = decode.run_arm(model, arm, 512, warmup=2, steps=4, attn=key)
         assert len(timing.step_ms) == 4 and all(t > 0 for t in timing.step_ms)
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from decodegap import inputs, notebooks, paths, sessions
+from decodegap import ab_bench, inputs, notebooks, paths, roofline_bench, runs, sweep
 from decodegap.inputs import InputError
 
 
@@ -65,9 +65,9 @@ def test_cpu_timings_are_never_written_as_a_gpus_rows(data_dir, tmp_path):
     assert "GPU key 'h200'" in err and "'cpu'" in err and "architecture is cpu" in err
     assert not (data_dir / "raw").exists()
     with pytest.raises(InputError, match="measures this machine's CPU"):
-        sessions.run_sweep(sessions.SweepPlan(gpu="h200", models=("llama-tiny",), contexts=(16,), device="cpu"), data_dir)
+        sweep.run_sweep(sweep.SweepPlan(gpu="h200", models=("llama-tiny",), contexts=(16,), device="cpu"), data_dir)
     with pytest.raises(InputError, match="measures this machine's CPU"):
-        sessions.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
+        roofline_bench.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
     assert not (data_dir / "raw").exists()
     assert inputs.gpu_to_measure("cpu-test", "cpu", data_dir) == "cpu-test"
 
@@ -103,22 +103,22 @@ def test_a_failed_sweep_leaves_no_env_entry(data_dir, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("session process failed")
 
-    monkeypatch.setattr(sessions, "_sweep_sessions", boom)
-    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), device="cpu")
+    monkeypatch.setattr(sweep, "_sweep_sessions", boom)
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), device="cpu")
     with pytest.raises(RuntimeError, match="session process failed"):
-        sessions.run_sweep(plan, data_dir, progress=False)
+        sweep.run_sweep(plan, data_dir, progress=False)
     env = data_dir / "raw" / "cpu-test" / "env.json"
     assert json.loads(env.read_text()) == {}
 
 
 def test_discard_run_keeps_a_run_with_rows(data_dir):
-    run_id = sessions.start_run("cpu-test", data_dir, "decode")
+    run_id = runs.start_run("cpu-test", data_dir, "decode")
     csv = data_dir / "raw" / "cpu-test" / "decode.csv"
     csv.write_text(f"header\n{run_id},...\n")
-    assert not sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert not runs.discard_run("cpu-test", data_dir, run_id, ["decode"])
     assert run_id in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
     csv.unlink()
-    assert sessions.discard_run("cpu-test", data_dir, run_id, ["decode"])
+    assert runs.discard_run("cpu-test", data_dir, run_id, ["decode"])
     assert run_id not in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
 
 
@@ -129,8 +129,8 @@ def test_sweep_plan_refuses_misspelled_keys():
                                   ("contexts", (0,), "not a positive"), ("sessions", 0, "sessions takes a whole number"),
                                   ("models", (), "no model given")):
         with pytest.raises(InputError, match=message):
-            sessions.SweepPlan(**{**good, field: value})
-    assert sessions.SweepPlan(**good, quant="awq").quant == "awq"  # an alias is a key too
+            sweep.SweepPlan(**{**good, field: value})
+    assert sweep.SweepPlan(**good, quant="awq").quant == "awq"  # an alias is a key too
 
 
 def test_check_on_a_missing_or_empty_data_folder_is_an_error(tmp_path):
@@ -238,7 +238,7 @@ def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir,
 
     monkeypatch.setattr(models, "build_model", boom)
     with pytest.raises(RuntimeError, match="model build failed"):
-        sessions.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
+        ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
     assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}
 
 

@@ -85,6 +85,9 @@ def test_notebook_06_measure_mode_on_a_tiny_model(tmp_path, data_dir):
                   out_dir=tmp_path / "executed")
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
     assert (rows[rows.arm == "lean"].status == "ok").sum() == 2  # bf16 only: int4 has no lean eager lever
+    checks = pd.read_csv(data_dir / "raw" / "cpu-test" / "verify.csv")
+    sharp = checks[checks.check == "vs_eager_sharp"]  # the sharpened check of the bf16 lean eager cell, recorded
+    assert list(sharp.arm) == ["lean"] and list(sharp.quant) == ["bf16"] and list(sharp.status) == ["ok"]
     swept = {"bf16": ("lean_graph", "lean_compile"),  # the int4 levers are swept too (the CPU has tinygemm's op)
              "int4-tinygemm": ("graph", "lean_attn_graph", "lean_attn_compile")}
     for quant, arms in swept.items():
@@ -240,11 +243,11 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
 
 
 def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
-    """`python -m decodegap ladder` parses the grid and its options and hands them to sessions.measure_ladder."""
-    from decodegap import cli, sessions
+    """`python -m decodegap ladder` parses the grid and its options and hands them to ladder_bench.measure_ladder."""
+    from decodegap import cli, ladder_bench
 
     seen = []
-    monkeypatch.setattr(sessions, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
+    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
     rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                    "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
                    "--warmup", "1", "--retry-errors"])
@@ -259,9 +262,9 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
 
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
-    from decodegap import cli, sessions
+    from decodegap import cli, ladder_bench
 
-    monkeypatch.setattr(sessions, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
+    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny", "--contexts", "2k"]) == 2
     assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err

@@ -484,6 +484,14 @@ def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
     assert table.loc["bnb-nf4", "h200 status"] == "graph: no rows"
     lines = quant_report.findings(table.reset_index(), published.load(), cells, "qwen2.5-7b", [2048], ["graph"])
     assert any(x.startswith("h200: awq-marlin: graph: not run") for x in lines)
+    # a member with rows of its own (here on another arm) was not passed over: its missing cell has no rows
+    both = pd.concat([rows, pd.DataFrame(_rows("h200", "qwen2.5-7b", 2048, "awq-marlin", "eager", [30.0])
+                                         + _rows("h200", "qwen2.5-7b", 2048, "bf16", "eager", [25.0]))])
+    cells2 = quant_report.cells(both, specs, CONFIGS)
+    table2 = quant_report.paper_table(cells2, published.load(), specs, CONFIGS, "qwen2.5-7b", [2048],
+                                      ["eager", "graph"]).set_index("quant")
+    assert table2.loc["awq-marlin", "h200 status"] == "graph: no rows"
+    assert table2.loc["awq-triton", "h200 status"] == "eager: no rows"
 
 
 def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, monkeypatch):

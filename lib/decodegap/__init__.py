@@ -4,7 +4,8 @@ Modules, one concern each:
   paths      repository paths           records    raw CSV schema, validating loader, atomic append
   hardware   GPU registry, env capture  models     model registry and building
   accounting weight and KV bytes        roofline   t_floor, R_floor, the cell table
-  decode     the timing harness (arms)  sessions   fresh-process sweeps that resume
+  decode     the timing harness (arms)  sweep      fresh-process sweeps that resume
+  runs       run ids and env.json       *_bench    each notebook's measurements
   stats      bootstrap CIs, summaries   plots      figures (DataFrame -> Figure)
   cli        python -m decodegap ...
 """

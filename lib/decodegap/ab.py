@@ -33,7 +33,7 @@ def _ab_runs(data, ab_rows: pd.DataFrame):
 
 
 def sweep_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
-    """Wall seconds of each whole A/B sweep behind `ab_rows` (sessions.measure_ab: grid, headline sessions,
+    """Wall seconds of each whole A/B sweep behind `ab_rows` (ab_bench.measure_ab: grid, headline sessions,
     kernels, total)."""
     rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data, ab_rows) if "ab_sweep" in e]
     return pd.DataFrame(rows, columns=["gpu", "run_id", "grid_s", "headline_s", "kernels_s", "total_s"])

@@ -563,8 +563,7 @@ def _kernel_decides(ev: Evidence) -> dict:
         ok = ok[~ok["check_failed"].astype(bool)]
     checks, parts, gpus = [], [], set()
     for (gpu, arm), g in ok.groupby(["gpu", "arm"]):
-        share = g.groupby("quant")["realised_fraction"].median()
-        ratio = g.groupby("quant")["bytes_quant"].median()
+        share, ratio, _ = quant_report.shares_on_common_models(g)
         if len(share) < 2 or ratio.max() / ratio.min() > 1.05:
             continue
         checks.append(share.max() - share.min() > KERNEL_SPREAD)
@@ -577,7 +576,7 @@ def _kernel_decides(ev: Evidence) -> dict:
                 all_true(checks),
                 f"Rule: on every measured GPU and arm at ctx {ev.headline_ctx}, over int4 paths whose streamed bytes are "
                 f"within 5 % of each other and whose checks passed, the realised shares of the saving (median over "
-                f"models, quant_report.realised) differ by more than {KERNEL_SPREAD:.0%} of it ({len(l4) - 1} int4 paths on the "
+                f"the models every path has, quant_report.shares_on_common_models) differ by more than {KERNEL_SPREAD:.0%} of it ({len(l4) - 1} int4 paths on the "
                 "paper's L4 numbers: R4g). "
                 + ("; ".join(parts) + "." if parts else "No GPU has two such int4 paths yet."))
 

@@ -40,7 +40,7 @@ def _check_models(model_keys, data_dir) -> None:
 
 
 def cmd_measure(args) -> int:
-    from . import sessions
+    from . import roofline_bench, sweep
 
     from . import inputs
     from .inputs import InputError
@@ -55,28 +55,28 @@ def cmd_measure(args) -> int:
     inputs.quant(args.quant)
     _check_models(models_, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    plan = sessions.SweepPlan(
+    plan = sweep.SweepPlan(
         gpu=gpu, models=models_, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
         retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
     )
-    run_id = sessions.run_sweep(plan, args.data_dir, progress=not args.no_progress)
+    run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
-        sessions.record_bandwidth(gpu, args.data_dir, args.device)
+        roofline_bench.record_bandwidth(gpu, args.data_dir, args.device)
     return 0
 
 
 def cmd_ab(args) -> int:
-    from . import sessions
+    from . import ab_bench
 
     model_keys = _csv_list(args.models)
     contexts = _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
+    ab_bench.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
                         args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
                         count_kernels=args.count_kernels, progress=not args.no_progress)
     return 0
@@ -98,27 +98,28 @@ def cmd_quant(args) -> int:
 
 
 def cmd_ladder(args) -> int:
-    from . import sessions
+    from . import ladder_bench
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
-                            args.data_dir, retry_errors=args.retry_errors)
+    ladder_bench.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
+                                args.data_dir, retry_errors=args.retry_errors)
     return 0
 
 
 def cmd_bandwidth(args) -> int:
-    from . import sessions
+    from . import roofline_bench
 
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    run_id = sessions.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
+    run_id = roofline_bench.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20,
+                                             reps=args.reps)
     print(f"run {run_id}: rows in {paths.raw_dir(gpu, args.data_dir) / 'bandwidth.csv'}")
     return 0
 
 
 def cmd_kernels(args) -> int:
-    from . import sessions
+    from . import ab_bench
 
     from . import inputs
 
@@ -127,12 +128,12 @@ def cmd_kernels(args) -> int:
     inputs.quant(args.quant)
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
+    ab_bench.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
 
 
 def cmd_attention(args) -> int:
-    from . import sessions
+    from . import attention_bench
 
     from . import inputs
 
@@ -140,15 +141,15 @@ def cmd_attention(args) -> int:
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    sessions.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
+    attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
     return 0
 
 
 def cmd_session(args) -> int:
-    from . import sessions
+    from . import sweep
 
-    plan = sessions.SweepPlan.from_json(args.plan)
-    sessions.run_session(plan, args.session, args.run_id, args.data_dir)
+    plan = sweep.SweepPlan.from_json(args.plan)
+    sweep.run_session(plan, args.session, args.run_id, args.data_dir)
     return 0
 
 
@@ -199,6 +200,22 @@ def cmd_reproduce(args) -> int:
     elif args.gpu:
         raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
     notebooks.run_all(params, only=args.only)
+    if not args.only:  # every table is fresh: the README gallery's findings from them (figures/gallery.csv)
+        from . import gallery
+
+        print(f"wrote {gallery.write(params.get('FIGURES_DIR'))}")
+    return 0
+
+
+def cmd_gallery(args) -> int:
+    """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it."""
+    from . import gallery, paths
+
+    print(f"wrote {gallery.write()}")
+    if args.readme:
+        readme = paths.REPO / "README.md"
+        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read()))
+        print(f"updated the gallery of {readme}")
     return 0
 
 
@@ -274,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_quant)
 
     lad = sub.add_parser("ladder", help="notebook 06's ladder: every lean lever over the grid, checked against HF "
-                         "eager first, then the profiled steps (sessions.measure_ladder; resumes)")
+                         "eager first, then the profiled steps (ladder_bench.measure_ladder; resumes)")
     _add_grid_args(lad)
     lad.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell (notebook 06: 3)")
     lad.add_argument("--steps", type=int, default=30)
@@ -301,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.set_defaults(func=cmd_attention)
 
-    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sessions._spawn_session)
+    s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)
     s.add_argument("--plan", required=True)
     s.add_argument("--session", type=int, required=True)
     s.add_argument("--run-id", required=True)
@@ -309,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("gpus", help="list the GPU registry")
     g.set_defaults(func=cmd_gpus)
+
+    gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/")
+    gal.add_argument("--readme", action="store_true", help="also rewrite the README gallery's lines from them")
+    gal.set_defaults(func=cmd_gallery)
 
     c = sub.add_parser("check", help="validate every raw CSV")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")

@@ -9,19 +9,19 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               decoder layer a nested compile region (COMPILE_LAYER_REGIONS); the
               first calls, which compile, are warm-up rows whose time is the compile time. With dynamic
               shapes the cache length is a symbolic size, so one compile per model and process serves
-              every context (later contexts only record their CUDA graph); compiled per context, each of
-              the 12 cells cost 30-100 s cold on the H200.
+              every context (later contexts only record their CUDA graph); compiled per context, every
+              cell pays a cold compile (the first warm-up row of each compile cell holds its time).
   lean, lean_graph, lean_compile
               the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
               fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead;
-              each lean.LeanLayer a nested compile region, as the HF layers of the compile arm; H200 first
-              call 8-18 s, 28-39 s with the Triton attention, whose static shapes compile once per cell).
+              each lean.LeanLayer a nested compile region, as the HF layers of the compile arm; the Triton
+              attention's static shapes compile once per cell: its first warm-up row holds the compile time).
   lean_kernels, lean_kernels_graph
               the lean step with its projections and attention in decodegap.kernels (Triton GEMV,
               split-KV decode attention), eager and graphed.
   lean_attn_graph, lean_attn_compile
               the lean step with only its attention in decodegap.kernels (projections on cuBLAS, which the
-              H200 profile found faster than the Triton GEMV), graphed and torch.compile'd.
+              profiled steps of notebook 06 found faster than the Triton GEMV), graphed and torch.compile'd.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -41,13 +41,8 @@ from typing import Callable
 from .compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
 from .prompts import prompt_ids, teacher_token  # noqa: F401
 
-ARMS = ("eager", "hf_default", "graph", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels",
-        "lean_kernels_graph", "lean_attn_graph", "lean_attn_compile")
-GRAPHED_ARMS = ("graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph")  # captured once with torch.cuda.graph after a side-stream warm-up
-COMPILED_ARMS = ("compile", "lean_compile", "lean_attn_compile")  # torch.compile(mode="reduce-overhead")
-ARM_KERNELS = {"lean_kernels": ("gemv", "attention"), "lean_kernels_graph": ("gemv", "attention"),
-               "lean_attn_graph": ("attention",), "lean_attn_compile": ("attention",)}
-"""The decodegap.kernels a lean arm's decode step runs (lean.CUSTOM_KERNELS); the other arms run none."""
+from . import arms as _arms
+from .arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
@@ -55,10 +50,9 @@ COMPILE_LAYER_REGIONS = True
 """Whether the compile arm marks the HF model's decoder-layer class a nested compile region
 (torch.compiler.nested_compile_region): dynamo then traces one layer and stamps it out for the others, and
 inductor compiles that layer's kernels once, still into one graph of the whole step (fullgraph; one CUDA graph).
-Measured on a CPU (inductor, the 32-layer Llama at narrow width, cold cache): first call 79 s -> 29 s; on the
-H200 (A/B sweep, ab.csv against ab_whole_model.csv): 26-50 s cold and 10-12 s warm, against 47-136 s. Kernels do
-not fuse across a layer boundary, yet the H200 step came out 0.991-0.996x the whole-model compile's on all 12
-cells (notebook 02, `ab.compile_settings_compared`). Each run records the setting in env.json (`compile_settings`)."""
+The compile times with and without it (data/diagnostics/ for a CPU, ab.csv against ab_whole_model.csv on a GPU)
+and the step times it gives (kernels do not fuse across a layer boundary) are compared by notebook 02
+(`ab.compile_settings_compared`). Each run records the setting in env.json (`compile_settings`)."""
 
 RECOMPILE_LIMIT = 64  # dynamo recompiles allowed per code object (its default, 8, is too few for the lean arms)
 _REGION_CLASSES: set = set()
@@ -74,7 +68,7 @@ def compile_settings() -> dict:
 
 def mark_layer_regions(layers) -> None:
     """Mark the forward of each class among `layers` a nested compile region (once per class and process;
-    outside torch.compile a marked forward runs as before, through a wrapper of ~0.5 us per call on a CPU).
+    outside torch.compile a marked forward runs as before, through a thin wrapper).
     A torch without nested_compile_region leaves them unmarked (compile_settings says so)."""
     import torch
 
@@ -97,8 +91,8 @@ def compiled(fn, layers=(), **overrides):
     import torch
 
     torch._dynamo.config.specialize_float = True
-    # Each lean decoder (one per cell) is a new module to dynamo, so a session of more than 8 compiled lean
-    # cells hit the default recompile limit (8) on the H200 and failed (fullgraph); each is a compile anyway.
+    # Each lean decoder (one per cell) is a new module to dynamo, so a session of more compiled lean cells than
+    # dynamo's default recompile limit fails (fullgraph); each is a compile anyway.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     mark_layer_regions(layers)
     return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
@@ -117,9 +111,10 @@ NOT_IN_MODEL = {
 }
 """Backend keys with no whole-step path, and why: their decode rows are `unavailable` instead of SDPA's."""
 
-IN_MODEL_ARMS = ("eager", "hf_default", "graph")
-"""The arms that run hf_attention's kernels (the lean arms run their own attention; the compiled arms would trace the
-kernels' Python calls, and FlashInfer's plan before each replay has no place in torch.compile's CUDA graphs)."""
+IN_MODEL_ARMS = tuple(k for k, a in _arms.REGISTRY.items() if a.decoder == "hf" and a.runner != "compile")
+"""The arms that run hf_attention's kernels: the HF decoder, eager or graphed (the lean decoder runs its own
+attention; a compiled arm would trace the kernels' Python calls, and FlashInfer's plan before each replay has no place
+in torch.compile's CUDA graphs)."""
 
 
 def hf_implementation(attn: str) -> str:
@@ -291,7 +286,7 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
     torch.compile for a compiled arm (kernel_profile: mode=None, the same kernels without the CUDA graph)."""
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
-    if arm.startswith("lean"):
+    if is_lean(arm):
         from .lean import LeanStep
 
         state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))

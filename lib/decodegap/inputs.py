@@ -169,6 +169,13 @@ def _optional_text(name, value):
     return value
 
 
+def _arm(name, value):
+    """One arm key (decode.ARMS)."""
+    _text(name, value)
+    arms([value])
+    return value
+
+
 def _text(name, value):
     if not isinstance(value, str) or not value:
         raise InputError(f"parameter {name} takes a text value, got {value!r}")
@@ -206,6 +213,7 @@ PARAMETERS: dict[str, Callable] = {
     "CONTEXTS": _listed(int, "a list of context lengths in tokens, e.g. [2048, 16384]", contexts),
     "STEP_CONTEXTS": _listed(int, "a list of context lengths in tokens, e.g. [2048, 16384]", contexts),
     "ARMS": _listed(str, "a list of arm keys, e.g. ['eager', 'graph']", arms),
+    "GRID_ARM": _arm,
     "STEP_BACKENDS": _listed(str, "a list of attention backend keys, e.g. ['sdpa', 'flex']",
                              lambda v: [attn(x) for x in v]),
     "BACKENDS": _optional(_listed(str, "a list of attention backend keys or None", lambda v: [attn(x) for x in v])),

@@ -15,7 +15,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from . import accounting, roofline
+from . import accounting, arms, roofline
 
 from .levers import LEVERS, TARGET_CELL_ONLY, TARGETS, ladder_plan, target_in_grid  # noqa: F401 (the ladder's plan)
 
@@ -192,7 +192,7 @@ def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping
     rows = []
     for (g, model, ctx, arm, quant), step in ok.groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):
         config = configs[model]
-        layout = "fused" if str(arm).startswith("lean") else "hf"
+        layout = arms.projection_layout(arm)
         order = accounting.PROJECTIONS[layout]
         times: list[float] = []
         for kernel, us in step.sort_values("kernel_index")[["kernel", "gpu_us"]].itertuples(index=False):

@@ -36,7 +36,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     """Two panels over the levers of ladder.LEVERS: ms/step (log scale) and R_floor against the bf16 floor. Each
     measured cell is a point (colour: the lever's arm, as in every figure; marker: model; contexts side by side
     within a lever; int4 levers hollow), never joined across levers, which are separate steps. The targets
-    (TARGETS) are drawn: R_floor 0.80 for bf16 and 2.0 ms for int4, at the target cell (ringed)."""
+    (TARGETS) are drawn: the bf16 R_floor target and the int4 step-time target, at the target cell (ringed)."""
     plots.style()
     rows = table[(table["gpu"] == gpu) & (table["status"] == "ok")]
     if rows.empty:

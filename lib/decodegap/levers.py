@@ -4,6 +4,8 @@ so that measurement never imports analysis."""
 
 from __future__ import annotations
 
+from .arms import is_lean
+
 LEVERS = (
     ("HF eager", "eager", "bf16"),
     ("HF graph", "graph", "bf16"),
@@ -31,22 +33,21 @@ int4 step keeps tinygemm for its decoder projections and takes the split-KV atte
 kernels (and the Triton GEMV for its LM head, which stays bf16; on the Triton-attention arms the head stays
 on cuBLAS).
 The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over a few configs, and a split-KV
-decode attention. The H200 profile of the Llama ctx-2048 step found the Triton GEMV slower than cuBLAS (matrix
-products 4.70 against 4.22 ms) and the ~1,000 small kernels worth 1.7-3.2 ms, hence the levers with only the
-Triton attention, graphed and compiled (compile fuses the small kernels)."""
+decode attention. The profiled steps at the target cell (notebook 06's where-the-time-goes tables) found the
+Triton GEMV's products slower than cuBLAS's and the step's small kernels worth a large share of it, hence the levers
+with only the Triton attention, graphed and compiled (compile fuses the small kernels)."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
-Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower
-(int4 there: lean graph 6.33, lean compiled 5.81, lean graph + Triton kernels 5.30, lean graph + Triton attention
-4.79 ms), are not measured elsewhere, and ladder_table says so (`target cell only`)."""
+Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
+06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`)."""
 
 TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
-"""The issue's targets: Llama-3.1-8B at ctx 2048 on the H200, bf16 at R_floor >= 0.80 against the datasheet
-bandwidth (<= 4.25 ms/step), int4 at <= 2.0 ms/step."""
+"""The targets of notebook 06: Llama-3.1-8B at ctx 2048 on the H200, bf16 at an R_floor of at least `r_floor`
+against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
 
 
 def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple, tuple]]:
@@ -57,7 +58,7 @@ def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple,
     target = TARGETS["bf16"]
     sweeps = []
     for quant in dict.fromkeys(q for _, _, q in LEVERS):
-        levers = [a for _, a, q in LEVERS if q == quant and (a.startswith("lean") or q != "bf16")]
+        levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16")]
         grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
         sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
         extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)

@@ -2,15 +2,14 @@
 (data/raw/<gpu>/quant_layers.csv) and whole decode steps with each path swapped into the HF model
 (data/raw/<gpu>/decode.csv, rows whose `quant` is the path key), both resumable.
 
-Whole steps run through sessions.run_sweep with SweepPlan(quant=<concrete key>); the session process
+Whole steps run through sweep.run_sweep with SweepPlan(quant=<concrete key>); the session process
 applies quant.quantise_model_(model, plan.quant) after building the model.
 """
 
 from __future__ import annotations
 
-from . import inputs, models, quant, records
+from . import inputs, models, quant, records, runs, sweep
 from . import paths as repo_paths
-from . import sessions as sweep
 from .outcome import attempt
 
 LAYERS = quant.LAYERS
@@ -29,7 +28,7 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
     inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
-    run_id = sweep.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
+    run_id = runs.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
     path = repo_paths.raw_dir(gpu, data) / "verify.csv"
     done = records.done_keys(path, records.VERIFY)
     for key in model_keys:
@@ -67,7 +66,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
     if not any(pending.values()):
         return 0
-    run_id = sweep.start_run(plan.gpu, data, "decode")
+    run_id = runs.start_run(plan.gpu, data, "decode")
     n = 0
     for session, cells in pending.items():
         rows = []
@@ -83,7 +82,7 @@ def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quan
                   layers: bool = True, group_size: int | None = None, progress: bool = True,
                   retry_errors: bool = False) -> dict:
     """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
-    steps in fresh sessions (sessions.run_sweep, SweepPlan(quant=<concrete key>)), appending to
+    steps in fresh sessions (sweep.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
     awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
     that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells already measured (notebooks 01/02) are not measured

@@ -273,6 +273,16 @@ def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.
                 bytes_at_datasheet_ms=roofline.t_floor_ms(nbytes, _bandwidth(specs, target["gpu"])))
 
 
+def shares_on_common_models(group: pd.DataFrame) -> tuple[pd.Series, pd.Series, list[str]]:
+    """For the cells of one GPU and arm (several paths): the median realised share of each path's saving and its
+    median streamed bytes over the models that every path in `group` has, so that paths measured on different sets
+    of models are compared on the same ones; with those models. Empty series when no model is common to all."""
+    models_ = sorted(set.intersection(*[set(g["model"]) for _, g in group.groupby("quant")])) if not group.empty else []
+    common = group[group["model"].isin(models_)]
+    return (common.groupby("quant")["realised_fraction"].median(), common.groupby("quant")["bytes_quant"].median(),
+            models_)
+
+
 def realised(t_path: float, t_bf16: float, b_path: float, b_bf16: float) -> float:
     """Share of the weight-traffic saving realised as time saved: (1 - t_path/t_bf16) / (1 - b_path/b_bf16).
     1: the step shrank as much as its bytes did (bandwidth-bound both ways); 0: no faster than bf16."""
@@ -292,9 +302,10 @@ def _bandwidth(specs: pd.DataFrame, gpu: str) -> float:
 def _not_run(key: str, gpu: str, gpu_cells: pd.DataFrame) -> str:
     """Why a registered path has no cell on a GPU: the alias it belongs to ran as another member there
     (the member was passed over as unavailable when the alias was resolved), or no rows at all."""
+    here = set(gpu_cells["quant"])
     for alias, members in quant.ALIASES.items():
-        ran = [m for m in members if m != key and m in set(gpu_cells["quant"])]
-        if key in members and ran:
+        ran = [m for m in members if m != key and m in here]
+        if key in members and ran and key not in here:  # a member with rows of its own on the GPU was not passed over
             return (f"not run: the `{alias}` alias ran as {ran[0]} on {gpu}, so {key} was unavailable there "
                     f"(quant.resolve; no `unavailable` row of it records the reason)")
     return "no rows"

@@ -119,6 +119,8 @@ logits (quant_report.checks labels them failed)."""
 
 CHECKS = {
     "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (compare.VERIFY_TOL)",
+    "vs_eager_sharp": "vs_eager on the same weights with every attention score sharpened (sharp_check: q and k "
+                      "scaled so that each head attends to a few positions; recorded, not yet gating)",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
                "(quant_check; tolerance from 4-bit rounding: quant.model_tolerance)",
     "vs_bf16_logits": "the quantised model's teacher-forced logits against the bf16 model's, end to end (the first "
@@ -155,19 +157,19 @@ QUANT_LAYERS = Schema(
 against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
 
 AB = replace(DECODE, experiment="ab")
-"""Notebook 02's A/B sweep (eager, graph, compile), measured in one run by sessions.measure_ab: the rows of
+"""Notebook 02's A/B sweep (eager, graph, compile), measured in one run by ab_bench.measure_ab: the rows of
 a decode step, kept apart from decode.csv so that its sessions are those of one run."""
 
 AB_WHOLE_MODEL = replace(DECODE, experiment="ab_whole_model")
 """An earlier A/B sweep whose compile arm compiled the whole model as one region (before
-decode.COMPILE_LAYER_REGIONS): on the H200 three device runs, each cut by its time limit and resumed, the
-headline cells to 7 sessions. Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
+decode.COMPILE_LAYER_REGIONS): on the H200 several device runs, each cut by its time limit and resumed
+(data/README.md). Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
 
 LEAN_COMPILED_SLICED_CACHE = replace(DECODE, experiment="lean_compiled_sliced_cache")
 """The compiled lean levers (lean_compile, lean_attn_compile) as first measured, before the lean decoder kept one
 K and one V buffer per layer and before its layers were nested compile regions: the cache was one tensor for all
 layers, and the compiled step copied each layer's whole slice out and back every step, a cost that grew with the
-context (Llama ctx 16384: lean_compile 34.4 ms against lean eager 26.5). Moved out of decode.csv so that the
+context (at long contexts the compiled step was slower than the eager one). Moved out of decode.csv so that the
 ladder never pools them with the rows of the decoder as it is; kept for the comparison."""
 
 SYNTHESISED = "_synthesised_weights"

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from . import accounting, stats
+from .arms import HF_ARMS  # noqa: F401  (the HF model's arms; the lean decoder's are notebook 06's)
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
-HF_ARMS = ("eager", "hf_default", "graph", "compile")  # the HF model's arms (the lean decoder's: notebook 06)
 
 
 def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:

@@ -15,13 +15,12 @@ import subprocess
 import sys
 import time
 import traceback
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import decode, hardware, inputs, models, paths, records
+from . import decode, hardware, inputs, models, paths, records, runs
 from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
-from .outcome import attempt
+from .outcome import CHECK_FAILED
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 
@@ -97,58 +96,6 @@ class SweepPlan:
         return cls(**raw)
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def start_run(gpu: str, data, experiment: str, device: str | None = None, **fields) -> str:
-    """A new run id, with this machine's environment (and `fields`) recorded under it in env.json. With `device`,
-    the GPU key is first checked against the device measured (inputs.gpu_to_measure): a CPU's timings, or another
-    GPU's, never get a run under this key."""
-    if device is not None:
-        inputs.gpu_to_measure(gpu, device, data)
-    run_id = new_run_id()
-    update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
-               compile_settings=decode.compile_settings(), **fields)
-    return run_id
-
-
-def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
-    """Remove env.json[run_id] when no row of `run_id` reached any of `experiments`' CSVs (a run that failed
-    before it measured anything leaves no entry behind); returns whether it was removed."""
-    folder = paths.raw_dir(gpu, data)
-    for experiment in experiments:
-        path = folder / f"{experiment}.csv"
-        if path.exists() and run_id in path.read_text():
-            return False
-    path = folder / "env.json"
-    if not path.exists():
-        return False
-    env = json.loads(path.read_text())
-    if env.pop(run_id, None) is None:
-        return False
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return True
-
-
-def update_env(gpu: str, data, run_id: str, **fields) -> None:
-    """Merge `fields` into env.json[run_id] of this GPU's folder (atomic replace)."""
-    path = paths.raw_dir(gpu, data) / "env.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    env = json.loads(path.read_text()) if path.exists() else {}
-    entry = env.setdefault(run_id, {})
-    for k, v in fields.items():
-        if isinstance(v, dict) and isinstance(entry.get(k), dict):
-            entry[k].update(v)
-        else:
-            entry[k] = v
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
     return [dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, max_cache_len=None,
                  arm=cell.arm, attn=cell.attn, quant=cell.quant, step=None, step_ms=None, status=status,
@@ -197,6 +144,23 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
                              f"(> {VERIFY_TOL}; verify.csv)")
+    if wants_sharp_check(cell):
+        from .sharp_check import SHARP_TOL, verify_arm_sharpened
+
+        sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
+                                     cache_len=cache_len)
+        records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
+                            [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
+
+
+def wants_sharp_check(cell: Cell) -> bool:
+    """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating): a lean arm
+    that is not compiled (a compiled one would compile its sharpened decoder again), bf16, SDPA's default."""
+    from .arms import REGISTRY
+
+    arm = REGISTRY.get(cell.arm)
+    return arm is not None and arm.decoder == "lean" and arm.runner != "compile" and cell.quant == "bf16" \
+        and cell.attn == "sdpa"
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
@@ -222,7 +186,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     except torch.OutOfMemoryError as exc:
         return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
     except AssertionError as exc:
-        return status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
+        return status_rows(plan, run_id, session, cell, "error", f"{CHECK_FAILED}: {exc}")
     except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         from .attention import NO_KERNEL, NO_KERNEL_REASON
 
@@ -352,20 +316,15 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     total = sum(len(v) for v in todo.values())
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
-        return new_run_id()
+        return runs.new_run_id()
     quant_fields = {}
     if plan.quant != "bf16":
         from . import quant
 
         quant_fields = dict(quant_weights=quant.WEIGHTS, quant_kernel=quant.path(quant.resolve(plan.quant, plan.device)).kernel)
-    run_id = start_run(plan.gpu, data, plan.experiment, plan=asdict(plan), gpu_state_before=hardware.gpu_state(),
-                       **quant_fields)
-    try:
+    with runs.recorded(plan.gpu, data, plan.experiment, [plan.experiment, "verify"], plan=asdict(plan),
+                       gpu_state_before=hardware.gpu_state(), **quant_fields) as run_id:
         _sweep_sessions(plan, data, run_id, total, progress, tqdm)
-    except BaseException:
-        discard_run(plan.gpu, data, run_id, [plan.experiment, "verify"])
-        raise
-    update_env(plan.gpu, data, run_id, gpu_state_after=hardware.gpu_state())
     return run_id
 
 
@@ -392,7 +351,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
-            update_env(plan.gpu, data, run_id, sessions={str(session): {
+            runs.update_env(plan.gpu, data, run_id, sessions={str(session): {
                 "before": before, "after": hardware.gpu_state(), "timing": timing}})
     bar.close()
 
@@ -417,221 +376,3 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
             sys.stdout.write(line)
     code = proc.wait()
     return (current if code != 0 else None), code, timing
-
-
-def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
-    """Run the copy-bandwidth probe and append its rows to data/raw/<gpu>/bandwidth.csv."""
-    run_id = start_run(gpu, data, "bandwidth", device=device, gpu_state_before=hardware.gpu_state())
-    try:  # a run that fails before its first row leaves no env.json entry
-        rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
-        for r in rows:
-            r.update(run_id=run_id, gpu=gpu)
-        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows)
-    except BaseException:
-        discard_run(gpu, data, run_id, ['bandwidth'])
-        raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
-    return run_id
-
-
-def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
-                   quant: str = "bf16") -> str:
-    """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
-    data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
-    time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
-    its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
-    run here leaves `unavailable` rows with the reason. Resumes per file."""
-    arms = inputs.arms(arms)
-    inputs.quant(quant)
-    inputs.contexts(tuple(contexts))
-    inputs.models(model_keys, data)
-    run_id = start_run(gpu, data, "kernels", device=device)
-    try:  # a run that fails before its first row leaves no env.json entry
-        folder = paths.raw_dir(gpu, data)
-        done = records.done_keys(folder / "kernels.csv", records.KERNELS)
-        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
-        for key in model_keys:
-            model = models.build_model(models.load_spec(key, data), device=device)
-            unavailable = None
-            if quant != "bf16":
-                from . import quant as quant_paths
-
-                try:
-                    quant_paths.quantise_model_(model, quant)
-                except quant_paths.QuantUnavailable as exc:
-                    unavailable = str(exc)
-            for ctx in contexts:
-                for arm in arms:
-                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
-                    cell = tuple(str(base[c]) for c in records.KERNELS.key)
-                    if cell in done and cell in done_breakdown:
-                        continue
-                    if unavailable is None:
-                        profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
-                                                          (decode.ArmUnavailable,))
-                    else:
-                        profile, status, reason = None, "unavailable", unavailable
-                    base.update(status=status, reason=reason)
-                    if cell not in done:
-                        records.append_rows(folder / "kernels.csv", records.KERNELS,
-                                            [dict(base, kernels=len(profile) if profile is not None else None)])
-                    if cell not in done_breakdown:
-                        rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
-                                if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
-                        records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
-                    free_device_memory(device)
-            del model
-            free_device_memory(device)
-    except BaseException:
-        discard_run(gpu, data, run_id, ['kernels', 'breakdown'])
-        raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
-    return run_id
-
-
-def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
-               headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-               count_kernels: bool = False, experiment: str = "ab", progress: bool = True) -> dict:
-    """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
-    1. every cell of the grid, arms eager, graph and compile, `n_sessions` fresh sessions; a session builds
-       each model once for all three arms and contexts (arm order alternating between sessions), and the
-       compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
-    2. the headline cells (ctx = headline_ctx), eager and graph, to `headline_sessions` sessions;
-    3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
-    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
-    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
-    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
-    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common)
-    inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
-    inputs.models(model_keys, data)
-    began = time.time()
-    grid_run = run_sweep(grid, data, progress)
-    walls = dict(grid_s=time.time() - began)
-    t0 = time.time()
-    run_sweep(headline, data, progress)
-    walls["headline_s"] = time.time() - t0
-    if count_kernels:
-        t0 = time.time()
-        record_kernels(gpu, model_keys, contexts, data=data, device=device)
-        walls["kernels_s"] = time.time() - t0
-    walls["total_s"] = time.time() - began
-    walls = {k: round(v, 1) for k, v in walls.items()}
-    update_env(gpu, data, grid_run, ab_sweep=walls)
-    print(f"A/B sweep wall time: {walls}")
-    return walls
-
-
-LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph")
-"""The arms measure_ladder profiles per cell (decode.kernel_profile profiles the eager step a graphed arm
-captures). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
-`lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
-LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
-"""Arms measure_ladder profiles at the target cell only (levers.TARGETS): the fastest lever there, compiled
-without its CUDA graph for the profile (a compile per cell would cost 30-40 s each over the grid), in each
-quantisation of LADDER_TARGET_PROFILED_QUANTS."""
-LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
-"""The quantisations of the target-cell profiles: bf16 and int4 weight-only on the fastest path, one per target."""
-
-
-def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
-                   device: str = "cuda", data=None, retry_errors: bool = False) -> None:
-    """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
-    quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
-    levers of levers.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
-    02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
-    and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
-    split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
-    Triton attention (LADDER_TARGET_PROFILED_ARMS), bf16 and int4 (LADDER_TARGET_PROFILED_QUANTS). `retry_errors`
-    measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables)."""
-    from . import levers
-
-    inputs.gpu_to_measure(gpu, device, data)
-    inputs.models(model_keys, data)
-    plans = [SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
-                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors)
-             for quant, models_, contexts_, arms in levers.ladder_plan(model_keys, contexts, gpu)]
-    for plan in plans:
-        run_sweep(plan, data)
-    record_kernels(gpu, model_keys, contexts, arms=LADDER_PROFILED_ARMS, data=data, device=device)
-    if levers.target_in_grid(model_keys, contexts, gpu):
-        target = levers.TARGETS["bf16"]
-        for quant in LADDER_TARGET_PROFILED_QUANTS:
-            record_kernels(gpu, [target["model"]], [target["ctx"]], arms=LADDER_TARGET_PROFILED_ARMS, data=data,
-                           device=device, quant=quant)
-
-
-def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
-                     reps: int = 5, host_calls: int = 200, graph_calls: int = 100, seed: int = 0) -> str:
-    """Per-layer decode attention of every backend, model shape and context: correctness against the
-    math backend first (every cell), then `reps` rounds of timing, each round timing every cell once host-inclusive
-    and once GPU-only in a new seeded order (interleaved: no cell's time depends on which model's or backend's
-    turn came before it; `rep` is the round). Appends to data/raw/<gpu>/attention.csv at the end, one block per
-    cell (a run killed before then writes nothing and is measured again); resumes (a done (model, ctx, backend) is
-    skipped)."""
-    import random
-
-    from . import attention
-
-    for key in backends or ():
-        inputs.attn(key)
-    inputs.contexts(tuple(contexts))
-    inputs.models(model_keys, data)
-    run_id = start_run(gpu, data, "attention", device=device, gpu_state_before=hardware.gpu_state(),
-                       attention_order=f"interleaved, {reps} seeded rounds (seed {seed})")
-    try:  # a run that fails before its first row leaves no env.json entry
-        path = paths.raw_dir(gpu, data) / "attention.csv"
-        done = records.done_keys(path, records.ATTENTION)
-        cuda = device.startswith("cuda")
-        cells, blocks = [], {}
-        for key in model_keys:  # every cell checked first; the ones that run are timed in rounds below
-            shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
-            for ctx in contexts:
-                for attn in backends or list(attention.BACKENDS):
-                    if (gpu, key, str(ctx), attn) in done:
-                        continue
-                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
-                                us_per_call=None, max_rel_err=None, reason="")
-                    checked, status, reason = attempt(lambda: attention.check(attn, shape, ctx, device),
-                                                      (attention.BackendUnavailable,))
-                    if checked is None:
-                        blocks[(key, ctx, attn)] = [dict(base, status=status, reason=reason)]
-                        continue
-                    cells.append(((key, ctx, attn), base, checked))
-                    blocks[(key, ctx, attn)] = []
-        order = random.Random(seed)
-        for rep in range(reps):
-            for cell, base, (call, err) in order.sample(cells, len(cells)):
-                def timed():
-                    with attention.backend(cell[2]).scope():  # entered once, outside the timed calls
-                        rows = [dict(base, timing="host", rep=rep, max_rel_err=err, status="ok",
-                                     us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))]
-                        if cuda:
-                            rows.append(dict(base, timing="gpu", rep=rep, max_rel_err=err, status="ok",
-                                             us_per_call=attention.time_gpu_us(call, graph_calls, 1)[0]))
-                    return rows
-                rows, status, reason = attempt(timed, (attention.BackendUnavailable,))
-                if rows is None:  # a cell that fails while timed: its status row, and no more rounds of it
-                    blocks[cell] = [dict(base, status=status, reason=reason)]
-                    cells = [c for c in cells if c[0] != cell]
-                    continue
-                blocks[cell] += rows
-        for cell, rows in blocks.items():
-            records.append_rows(path, records.ATTENTION, rows)
-        free_device_memory(device)
-    except BaseException:
-        discard_run(gpu, data, run_id, ['attention'])
-        raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
-    return run_id
-
-
-def measure_attention(gpu: str, model_keys, contexts, backends=None, step_backends=("sdpa",),
-                      step_contexts=(2048,), n_sessions: int = 1, steps: int = 30, warmup: int = 5,
-                      device: str = "cuda", data=None) -> None:
-    """Notebook 03's measurements: the per-layer microbenchmark of every backend, then the whole decode
-    step (eager and graph arms) with each backend of `step_backends` inside the HF model."""
-    plans = [SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
-                       sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device) for attn in step_backends]
-    record_attention(gpu, model_keys, contexts, backends, data, device)
-    for plan in plans:
-        run_sweep(plan, data)

@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from conftest import CPU_SPEC_ROW
-from decodegap import decode, models, paths, records, sessions
+from decodegap import ab_bench, decode, models, paths, records, sweep
 
-PLAN = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
-                          arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
+PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
+                       arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
 N_OK = 2 * 2 * 2 * 3      # sessions * contexts * timed arms * steps
 N_WARMUP = 2 * 2 * 2 * 1  # sessions * contexts * timed arms * warmup
 N_GRAPH = 2 * 2           # one `unavailable` row per graph cell
@@ -41,7 +41,7 @@ def make_data(out: Path) -> Path:
 def swept(tmp_path_factory):
     """One sweep of PLAN (two fresh session processes); tests that change files work on a copy."""
     data = make_data(tmp_path_factory.mktemp("swept") / "data")
-    run_id = sessions.run_sweep(PLAN, data, progress=False)
+    run_id = sweep.run_sweep(PLAN, data, progress=False)
     return data, run_id
 
 
@@ -130,8 +130,8 @@ def test_env_json_records_the_run(swept):
 
 
 def test_sweep_plan_json_round_trip():
-    assert sessions.SweepPlan.from_json(PLAN.to_json()) == PLAN
-    assert PLAN.key(1, sessions.Cell("llama-tiny", 32, "eager")) == ("1", "cpu-test", "llama-tiny", "32", "eager", "sdpa", "bf16")
+    assert sweep.SweepPlan.from_json(PLAN.to_json()) == PLAN
+    assert PLAN.key(1, sweep.Cell("llama-tiny", 32, "eager")) == ("1", "cpu-test", "llama-tiny", "32", "eager", "sdpa", "bf16")
 
 
 # --- resume -----------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def test_sweep_plan_json_round_trip():
 def test_rerun_of_a_finished_plan_changes_nothing(swept, data_dir, capsys):
     copy_raw(swept[0], data_dir)
     before = {p.name: p.read_bytes() for p in raw(data_dir).iterdir()}
-    sessions.run_sweep(PLAN, data_dir, progress=False)
+    sweep.run_sweep(PLAN, data_dir, progress=False)
     assert "nothing to measure" in capsys.readouterr().out
     after = {p.name: p.read_bytes() for p in raw(data_dir).iterdir()}
     assert after == before  # decode.csv, verify.csv and env.json byte-identical
@@ -156,7 +156,7 @@ def test_deleted_session_is_measured_again_and_nothing_else(swept, data_dir):
     path.write_text("".join(kept))
     verify_before = (raw(data_dir) / "verify.csv").read_bytes()
 
-    new_run = sessions.run_sweep(PLAN, data_dir, progress=False)
+    new_run = sweep.run_sweep(PLAN, data_dir, progress=False)
 
     text = path.read_text()
     assert text.startswith("".join(kept))  # session 0 untouched
@@ -184,7 +184,7 @@ def test_cut_tail_is_moved_aside_and_measured_again(swept, data_dir):
     with pytest.raises(records.SchemaError, match="incomplete"):
         records.read_csv(path)
 
-    new_run = sessions.run_sweep(PLAN, data_dir, progress=False)
+    new_run = sweep.run_sweep(PLAN, data_dir, progress=False)
 
     partial = path.with_name("decode.csv.partial").read_text()
     assert partial == "".join(block[:-1]) + cut + "\n"  # the whole cut block, kept
@@ -205,13 +205,13 @@ def tiny_model():
     return models.build_model(models.load_spec("llama-tiny"), device="cpu")
 
 
-ONE = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "hf_default"),
-                         sessions=1, steps=2, warmup=1, device="cpu")
+ONE = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "hf_default"),
+                      sessions=1, steps=2, warmup=1, device="cpu")
 
 
 @pytest.mark.slow
 def test_measure_cell_rows(tiny_model, data_dir):
-    rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
+    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
     assert [r["status"] for r in rows] == ["warmup", "ok", "ok"]
     assert [r["step"] for r in rows] == [0, 0, 1]
     assert {r["max_cache_len"] for r in rows} == {16 + 1 + 2}
@@ -220,8 +220,8 @@ def test_measure_cell_rows(tiny_model, data_dir):
     verify = records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)
     assert len(verify) == 1 and verify["arm"].iloc[0] == "hf_default"
     # no check for eager, nor outside session 0
-    sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
-    sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
+    sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
     assert len(records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)) == 1
 
 
@@ -242,7 +242,7 @@ def _check_status_row(rows, status):
 
 def test_out_of_memory_becomes_an_oom_row(tiny_model, data_dir, monkeypatch):
     monkeypatch.setattr(decode, "run_arm", _raise(torch.OutOfMemoryError("CUDA out of memory. test\nTried to allocate")))
-    rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     row = _check_status_row(rows, "oom")
     assert row["reason"] == "out of memory: CUDA out of memory. test"
     path = raw(data_dir) / "decode.csv"
@@ -252,10 +252,10 @@ def test_out_of_memory_becomes_an_oom_row(tiny_model, data_dir, monkeypatch):
 
 def test_other_exceptions_become_error_rows(tiny_model, data_dir, monkeypatch):
     monkeypatch.setattr(decode, "run_arm", _raise(RuntimeError("boom\nsecond line")))
-    rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     assert _check_status_row(rows, "error")["reason"] == "RuntimeError: boom second line"
     monkeypatch.setattr(decode, "run_arm", _raise(decode.ArmUnavailable("no such kernel here")))
-    rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     assert _check_status_row(rows, "unavailable")["reason"] == "no such kernel here"
 
 
@@ -263,7 +263,7 @@ def test_failed_correctness_check_is_an_error_row_not_a_timing(tiny_model, data_
     monkeypatch.setattr(decode, "verify_arm", _raise(AssertionError("logits differ by 0.9")))
     timed = []
     monkeypatch.setattr(decode, "run_arm", lambda *a, **k: timed.append(a))
-    rows = sessions.measure_cell(ONE, tiny_model, sessions.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
+    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
     assert len(rows) == 1 and rows[0]["status"] == "error"
     assert rows[0]["reason"] == "correctness check failed: logits differ by 0.9"
     assert timed == []
@@ -386,9 +386,9 @@ def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_pat
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)  # loaded by the session processes only
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    plan = sessions.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32, 48), arms=("eager",),
-                              sessions=1, steps=2, warmup=1, device="cpu")
-    sessions.run_sweep(plan, data_dir, progress=False)
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32, 48), arms=("eager",),
+                           sessions=1, steps=2, warmup=1, device="cpu")
+    sweep.run_sweep(plan, data_dir, progress=False)
     frame = records.read_csv(raw(data_dir) / "decode.csv")
     died = frame[frame["ctx"] == 32]
     assert died["status"].tolist() == ["error"]
@@ -403,10 +403,10 @@ def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_di
     spec = json.loads((data_dir / "models" / "llama-tiny.json").read_text())
     spec.update(key="broken-tiny", config=dict(spec["config"], model_type="no-such-architecture"))
     (data_dir / "models" / "broken-tiny.json").write_text(json.dumps(spec))
-    plan = sessions.SweepPlan(gpu="cpu-test", models=("broken-tiny",), contexts=(16,), arms=("eager",),
-                              sessions=1, steps=2, warmup=1, device="cpu")
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("broken-tiny",), contexts=(16,), arms=("eager",),
+                           sessions=1, steps=2, warmup=1, device="cpu")
     with pytest.raises(RuntimeError, match="session 0 exited with code 1 outside any cell, twice"):
-        sessions.run_sweep(plan, data_dir, progress=False)
+        sweep.run_sweep(plan, data_dir, progress=False)
     assert not (raw(data_dir) / "decode.csv").exists()  # no row claims the cell was measured
 
 
@@ -433,9 +433,9 @@ def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path
     records.append_rows(path, records.DECODE, [
         dict(base, arm="lean_compile", status="error", reason="FailOnRecompileLimitHit"),
         dict(base, arm="lean_graph", max_cache_len=40, step=0, step_ms=1.0, status="ok", reason="")])
-    plan = sessions.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph", "lean_compile"), sessions=1)
+    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph", "lean_compile"), sessions=1)
     assert plan.pending(0, tmp_path) == []
-    retried = sessions.SweepPlan(**{**asdict(plan), "retry_errors": True}).pending(0, tmp_path)
+    retried = sweep.SweepPlan(**{**asdict(plan), "retry_errors": True}).pending(0, tmp_path)
     assert [c.arm for c in retried] == ["lean_compile"]
 
 
@@ -443,9 +443,9 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
     """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
     profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
     (AWQ's Triton GEMM on a CPU) says so in its rows, without profiling."""
-    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
-    sessions.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="awq-triton")
     with open(data_dir / "raw" / "cpu-test" / "kernels.csv") as fh:
         rows = {r["quant"]: r for r in csv.DictReader(fh)}
