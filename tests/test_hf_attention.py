@@ -120,6 +120,20 @@ def test_the_check_compares_with_hf_eager_sdpa_even_for_a_model_built_with_anoth
     assert model.config._attn_implementation == "decodegap_stand_in"  # restored after the SDPA reference
 
 
+def test_an_in_model_kernel_gets_the_sharpened_check_too(stand_in):
+    from decodegap import sharp_check
+    from decodegap.sweep import Cell, wants_sharp_check
+
+    assert wants_sharp_check(Cell("m", 2048, "graph", attn="fa2"))
+    assert wants_sharp_check(Cell("m", 2048, "hf_default", attn="flashinfer_paged"))
+    assert not wants_sharp_check(Cell("m", 2048, "compile", attn="fa3"))
+    assert not wants_sharp_check(Cell("m", 2048, "graph", attn="sdpa_math"))
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=decode.hf_implementation("stand_in"))
+    assert sharp_check.verify_arm_sharpened(model, "eager", 16, attn="stand_in") < sharp_check.SHARP_TOL
+    stand_in.short = 8
+    assert not sharp_check.verify_arm_sharpened(model, "eager", 16, attn="stand_in") < sharp_check.SHARP_TOL
+
+
 def test_backends_without_a_whole_step_path_or_built_for_another_are_unavailable_with_the_reason():
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
     for key, why in (("flashinfer", "flashinfer_paged"), ("fa3_torch", "per-layer backend only"),
