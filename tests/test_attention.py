@@ -120,6 +120,26 @@ def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
     assert summ.set_index("attn").loc["sdpa", "host_us"] == pytest.approx(ok[ok.attn == "sdpa"].us_per_call.median())
 
 
+def test_a_cell_unavailable_until_its_package_arrives_is_measured_again_on_request(data_dir, monkeypatch):
+    """fa2 before and after flash-attn is built: --retry-unavailable measures the cell again, the old row stays as
+    history, and the summary takes the cell as ok."""
+    def missing(q, k, v):
+        raise attention.BackendUnavailable("package not importable (flash_attn: ModuleNotFoundError)")
+    monkeypatch.setitem(attention.BACKENDS, "fa2", attention.Backend("fa2", "FA2", "FA2", missing))
+    args = ("cpu-test", ["llama-tiny"], [16], ["fa2"], data_dir)
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)
+    monkeypatch.setitem(attention.BACKENDS, "fa2", attention.BACKENDS["sdpa"])  # the package is there now
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)  # resume: still done
+    assert list(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv").status) == ["unavailable"]
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    assert list(rows.status) == ["unavailable", "ok", "ok"]
+    cell = attention_report.summary(rows).iloc[0]
+    assert cell.status == "ok" and cell.host_us > 0
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == 3  # measured: done
+
+
 def test_paper_table_puts_the_published_h100_column_beside_ours():
     summ = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, attn="sdpa", host_us=30.0, gpu_us=10.0,
                               max_rel_err=0.0, status="ok", reason="")])

@@ -29,7 +29,9 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
         if col not in timed:
             timed[col] = float("nan")
     err = ok.groupby(keys)["max_rel_err"].max()
-    status = rows.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
+    # a cell measured again after it was unavailable (--retry-unavailable) keeps its old rows: ok once any row is
+    first_ok = pd.concat([ok, rows[rows["status"] != "ok"]])
+    status = first_ok.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
     out = status.join(timed[["host_us", "gpu_us"]]).join(err).reset_index()
     host = ok[ok["timing"] == "host"].groupby(keys)["us_per_call"]
     spread = (host.max() / host.min() - 1).rename("host_spread")  # over the repetitions (rounds) of a cell
