@@ -115,3 +115,55 @@ def test_compile_settings_compared_pairs_cells_and_keeps_only_compile_first_call
     assert first["regions_compile_s"] == 30 and first["whole_model_compile_s"] == 100
     later = got[got["ctx"] == 4096].iloc[0]
     assert later["regions_ms"] == 7.0 and pd.isna(later["regions_compile_s"])
+
+
+def _two_sweeps() -> pd.DataFrame:
+    """One cell measured by both sweeps: grid sessions 0-2 (ratios 3, 3, 3), headline sessions 3-6 (ratios 2, 2, 2,
+    2.5); the compile arm in the grid sessions only (ratio 4)."""
+    times = {("eager", s): [30.0] for s in range(3)} | {("graph", s): [10.0] for s in range(3)}
+    times |= {("compile", s): [7.5] for s in range(3)}
+    times |= {("eager", s): [20.0] for s in range(3, 6)} | {("graph", s): [10.0] for s in range(3, 6)}
+    times |= {("eager", 6): [25.0], ("graph", 6): [10.0]}
+    rows = _rows(times)
+    rows["sweep"] = np.where(rows["session"] < 3, ab.GRID, ab.HEADLINE)
+    return rows
+
+
+def test_sweep_of_a_run_is_read_from_its_plan():
+    assert ab.sweep_of({"arms": ["eager", "graph", "compile"], "contexts": [2048, 4096]}) == ab.GRID
+    assert ab.sweep_of({"arms": ["eager", "graph"], "contexts": [2048]}) == ab.HEADLINE
+    assert ab.sweep_of(None) == "" and ab.sweep_of({}) == ""
+
+
+def test_speedups_never_pool_the_two_sweeps():
+    rows = _two_sweeps()
+    sp = ab.speedups(rows, arm="graph").set_index("sweep")
+    assert sp.loc[ab.GRID, "speedup"] == pytest.approx(3.0) and sp.loc[ab.GRID, "sessions"] == 3
+    assert sp.loc[ab.HEADLINE, "speedup"] == pytest.approx(8.5 / 4) and sp.loc[ab.HEADLINE, "sessions"] == 4
+    pooled = ab.speedups(rows.drop(columns="sweep"), arm="graph").iloc[0]  # rows without sweeps: one cell, as before
+    assert pooled.speedup == pytest.approx((9 + 8.5) / 7) and pooled.sessions == 7
+
+
+def test_the_headline_statistic_is_the_headline_sweep_and_the_grid_is_kept_apart():
+    rows = _two_sweeps()
+    speed = pd.concat([ab.speedups(rows, arm=a) for a in ("graph", "compile")], ignore_index=True)
+    head = ab.headline(speed, ctx=4).set_index("arm")
+    assert head.loc["graph", "sweep"] == ab.HEADLINE and head.loc["graph", "speedup"] == pytest.approx(8.5 / 4)
+    assert head.loc["compile", "sweep"] == ab.GRID and head.loc["compile", "speedup"] == pytest.approx(4.0)
+    apart = ab.kept_apart(speed, ctx=4)
+    assert list(apart["arm"]) == ["graph"] and list(apart["sweep"]) == [ab.GRID]
+    [line] = ab.sweep_findings(speed, headline_ctx=4)
+    assert "takes the 4 sessions of the headline sweep (2.125x" in line and "keeps apart the 3 of the grid sweep" in line
+    assert "(3.000x)" in line
+    text = " ".join(ab.findings(speed, pd.DataFrame(), pd.DataFrame(columns=["gpu", "value", "ci_low", "ci_high"]), 4))
+    assert "graph is 2.125x faster than eager" in text and "N = 4 sessions of the headline sweep" in text
+    assert "by context (median over models, grid sweep): 4: 3.00x" in text
+
+
+def test_the_arm_table_pools_no_sweeps():
+    rows = _two_sweeps()
+    specs = pd.DataFrame({"gpu": ["g"], "bandwidth_gbps": [1.0]})
+    with pytest.raises(ValueError, match="pools no sweeps"):
+        ab.arm_table(rows, specs, {"m": CFG})
+    table = ab.arm_table(ab.of_sweep(rows, ab.GRID), specs, {"m": CFG}).iloc[0]
+    assert table["sessions_eager"] == 3 and table["speedup_graph"] == pytest.approx(3.0)

@@ -8,37 +8,37 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import claims, cost, hardware, paths, published
+from decodegap import claims, claims_quant, cost, hardware, paths, published, verdicts
 
-R, C, N = claims.REPRODUCED, claims.CONTRADICTED, claims.NOT_TESTABLE
-CONS = claims.CONSISTENT
+R, C, N = verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.NOT_TESTABLE
+CONS = verdicts.CONSISTENT
 
 
 def test_about_rule():
-    assert claims.about(0.85, 0.81) == R  # 5 % off
-    assert claims.about(0.95, 0.81) == C  # 17 % off
-    assert claims.about(3.35, 6.0) == C
-    assert claims.about(5.2, 6.0) == R
-    assert claims.about(np.nan, 6.0) == N
-    assert claims.about(0.9, 1.0, rel_tol=0.05) == C
+    assert verdicts.about(0.85, 0.81) == R  # 5 % off
+    assert verdicts.about(0.95, 0.81) == C  # 17 % off
+    assert verdicts.about(3.35, 6.0) == C
+    assert verdicts.about(5.2, 6.0) == R
+    assert verdicts.about(np.nan, 6.0) == N
+    assert verdicts.about(0.9, 1.0, rel_tol=0.05) == C
 
 
 def test_interval_rules():
-    assert claims.intervals_overlap(1.25, 1.26, 1.253, 1.267) == R
-    assert claims.intervals_overlap(2.8, 3.7, 1.253, 1.267) == C
-    assert claims.intervals_overlap(np.nan, np.nan, 1.253, 1.267) == N
-    assert claims.speedup_matches(1.04, 1.01, 1.06, 1.028) == R  # inside our CI
-    assert claims.speedup_matches(1.04, np.nan, np.nan, 1.028) == R  # within 0.02
-    assert claims.speedup_matches(1.10, 1.08, 1.12, 1.028) == C
+    assert verdicts.intervals_overlap(1.25, 1.26, 1.253, 1.267) == R
+    assert verdicts.intervals_overlap(2.8, 3.7, 1.253, 1.267) == C
+    assert verdicts.intervals_overlap(np.nan, np.nan, 1.253, 1.267) == N
+    assert verdicts.speedup_matches(1.04, 1.01, 1.06, 1.028) == R  # inside our CI
+    assert verdicts.speedup_matches(1.04, np.nan, np.nan, 1.028) == R  # within 0.02
+    assert verdicts.speedup_matches(1.10, 1.08, 1.12, 1.028) == C
 
 
 def test_trend_and_term_rules():
-    assert claims.falls_as_bandwidth_rises([(3350, 0.27), (300, 0.81), (4800, 0.14)]) == R
-    assert claims.falls_as_bandwidth_rises([(300, 0.81), (3350, 0.27), (4800, 0.30)]) == C
-    assert claims.falls_as_bandwidth_rises([(300, 0.81)]) == N
-    assert claims.largest_term(3.2, 4.9, 14.8) == "launch"
-    assert claims.largest_term(3.4, 14.5, 4.7) == "gpu_excess"
-    assert claims.all_true([]) == N and claims.all_true([True, False]) == C and claims.all_true([True]) == R
+    assert verdicts.falls_as_bandwidth_rises([(3350, 0.27), (300, 0.81), (4800, 0.14)]) == R
+    assert verdicts.falls_as_bandwidth_rises([(300, 0.81), (3350, 0.27), (4800, 0.30)]) == C
+    assert verdicts.falls_as_bandwidth_rises([(300, 0.81)]) == N
+    assert verdicts.largest_term(3.2, 4.9, 14.8) == "launch"
+    assert verdicts.largest_term(3.4, 14.5, 4.7) == "gpu_excess"
+    assert verdicts.all_true([]) == N and verdicts.all_true([True, False]) == C and verdicts.all_true([True]) == R
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_shipped_verdicts(table):
     assert table.loc["R1e", "verdict"] == CONS  # L4 0.81 > H100 0.27 (published) > H200 eager ~0.14: one measured
     assert table.loc["N1", "verdict"] == CONS  # our own 0.82 / 0.31 arithmetic on the published numbers
     assert table.loc["R1c", "verdict"] == CONS and table.loc["R4e", "verdict"] == CONS
-    assert table.loc["M7", "verdict"] == claims.PROXY  # fa2 timed only as SDPA's FLASH backend
+    assert table.loc["M7", "verdict"] == verdicts.PROXY  # fa2 timed only as SDPA's FLASH backend
     assert table.loc["R4j", "verdict"] == C and table.loc["R4j", "published"] == "4x"  # the byte model: ~3x
     assert table.loc["R4k", "verdict"] == C  # 62.32 / 17.36 = 3.59x < 62.32 / 14.83 = 4.20x
     assert "4.20x eager" in table.loc["R4k", "ours"] and "3.59x" in table.loc["R4k", "ours"]
@@ -106,7 +106,7 @@ def test_cost_claim_follows_the_prices(evidence):
 def test_preamble_counts(table):
     text = claims.preamble(table.reset_index())
     n = claims.counts(table)
-    assert (f"reproduced: {n[R]}, consistent (arithmetic): {n[CONS]}, proxy: {n[claims.PROXY]}, contradicted: {n[C]}, "
+    assert (f"reproduced: {n[R]}, consistent (arithmetic): {n[CONS]}, proxy: {n[verdicts.PROXY]}, contradicted: {n[C]}, "
             f"not testable here: {n[N]} (of {len(table)} claims)") in text
 
 
@@ -136,7 +136,7 @@ def test_the_kernel_decides_rule_follows_the_realised_shares(evidence):
     assert set(comp["model"]) == {"llama-3.1-8b"} and len(comp) >= 2
     row = claims.build(evidence).set_index("id").loc["R4l"]
     assert "h200 lean_attn_compile" in row["ours"]
-    assert row["verdict"] == (R if spread > claims.KERNEL_SPREAD else C)
+    assert row["verdict"] == (R if spread > claims_quant.KERNEL_SPREAD else C)
     same = evidence.quant_cells.copy()
     same.loc[same["quant"] != "bf16", "realised_fraction"] = 0.5
     row = claims.build(dataclasses.replace(evidence, quant_cells=same)).set_index("id").loc["R4l"]
@@ -152,7 +152,79 @@ def test_sdpa_default_wins_is_judged_cell_by_cell(evidence):
     lost = int((rivals.lt(ok["sdpa"], axis=0)).any(axis=1).sum())
     row = claims.build(evidence).set_index("id").loc["R3f"]
     assert row["ours"] == f"sdpa fastest in {len(ok) - lost} of {len(ok)} cells"
-    assert row["verdict"] == (C if lost else claims.PROXY)
+    assert row["verdict"] == (C if lost else verdicts.PROXY)
     faster = evidence.attention.copy()
     faster.loc[faster["attn"] == "sdpa", "host_us"] = 1.0  # SDPA's default fastest everywhere: only a proxy for FA2
-    assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == claims.PROXY
+    assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == verdicts.PROXY
+
+
+def _parameter_defaults(stem: str) -> dict:
+    """A notebook's parameters cell, executed: the defaults it runs with."""
+    import json
+
+    cells = json.loads((paths.NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]
+    source = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    names: dict = {}
+    exec(source, {}, names)
+    return names
+
+
+def test_the_claims_read_the_cells_the_notebooks_write(evidence):
+    """The claims' cells are notebook 01's and notebook 04's own (figures/01_roofline_cells.csv,
+    figures/04_quant_cells.csv), not a selection of their own; notebook 04 runs with quant_report's arms."""
+    from decodegap import quant_report
+
+    assert tuple(_parameter_defaults("04_quantisation_l4")["ARMS"]) == quant_report.ARMS
+    key = ["gpu", "model", "ctx", "arm", "quant"]
+    for name, ours in (("01_roofline_cells.csv", evidence.cells.assign(quant="bf16")), ("04_quant_cells.csv", evidence.quant_cells)):
+        written = pd.read_csv(paths.FIGURES / name)
+        if "quant" not in written:
+            written["quant"] = "bf16"
+        assert set(map(tuple, ours[key].astype(str).values)) == set(map(tuple, written[key].astype(str).values)), name
+        both = ours.merge(written, on=key, suffixes=("", "_written"))
+        assert np.allclose(both["t_obs_ms"], both["t_obs_ms_written"], atol=1e-3, equal_nan=True), name
+
+
+def test_the_kernel_decides_rule_compares_paths_on_the_models_they_share(evidence):
+    """R4l's shares, by hand from notebook 04's cells: per arm at ctx 2048, the int4 paths whose checks passed, each
+    the median over the models that every such path has (a path measured on one more model is not compared on it)."""
+    qc = evidence.quant_cells
+    q = qc[qc.quant.isin(["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"])
+           & qc.t_obs_ms.notna() & (qc.ctx == 2048) & ~qc.check_failed.astype(bool)]
+    ours = claims.build(evidence).set_index("id").loc["R4l", "ours"]
+    for arm, g in q.groupby("arm"):
+        wide = g.pivot_table(index="model", columns="quant", values="realised_fraction").dropna()
+        shares = wide.median().sort_values(ascending=False)
+        expected = (f"h200 {arm} ({', '.join(wide.index)}): "
+                    + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+        assert expected in ours, (expected, ours)
+    # a path's extra model (here: every int4 path but one loses mistral) leaves the comparison as it was
+    fewer = qc[~((qc.model == "mistral-7b-v0.3") & (qc.quant != "gptq-exllamav2"))]
+    again = claims.build(dataclasses.replace(evidence, quant_cells=fewer)).set_index("id").loc["R4l"]
+    assert again["ours"] == ours and again["verdict"] == claims.build(evidence).set_index("id").loc["R4l", "verdict"]
+
+
+def test_the_ab_design_row_counts_one_sweep_of_sessions(evidence):
+    """M6 and R2a on the shipped H200 A/B, by hand from ab.csv and env.json: the headline statistic takes the
+    sessions of the headline-only run, the grid run's sessions of the same cells are kept apart, and with fewer than
+    the paper's N = 10 of one sweep the design is not replicated (not testable here), however many there are in all."""
+    import json
+
+    raw = pd.read_csv(paths.DATA / "raw" / "h200" / "ab.csv")
+    raw = raw[(raw.ctx == 2048) & (raw.arm == "graph") & (raw.status == "ok")]
+    env = json.loads((paths.DATA / "raw" / "h200" / "env.json").read_text())
+    grid = raw.run_id.map(lambda r: "compile" in env[r]["plan"]["arms"])
+    n_grid, n_head = raw[grid].session.nunique(), raw[~grid].session.nunique()
+    table = claims.build(evidence).set_index("id")
+    m6 = table.loc["M6"]
+    assert m6["ours"] == f"h200: N = {n_head} per arm at ctx 2048 (headline sweep)"
+    assert m6["verdict"] == (R if n_head >= 10 else N)
+    assert f"takes the {n_head} sessions of the headline sweep" in m6["evidence"]
+    assert f"keeps apart the {n_grid} of the grid sweep" in m6["evidence"]
+    if n_head < 10:
+        assert f"needs {10 - n_head} more of its headline sweep" in m6["evidence"]
+    assert f"N = {n_head} of the headline sweep" in table.loc["R2a", "evidence"]
+    # the same rows with the headline sweep counted as N = 10 sessions of one kind: the rule is met
+    ten = evidence.speed.copy()
+    ten.loc[ten["sweep"] == "headline", "sessions"] = 10
+    assert claims.build(dataclasses.replace(evidence, speed=ten)).set_index("id").loc["M6", "verdict"] == R

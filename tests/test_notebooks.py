@@ -71,15 +71,29 @@ def test_01_replay_rebuilds_the_cell_table_from_raw_rows(replayed):
 
 
 def test_02_replay_gives_speedups_with_cis(replayed):
-    _, figures = replayed
+    data, figures = replayed
     table = pd.read_csv(figures / "02_ab_cells.csv")
     head = table[(table.gpu == "h200") & (table.ctx == 2048)]
     assert len(head) == 3
-    # the H200 headline cells have the paper's N = 10 sessions of eager and graph, from one sweep
-    assert (head.sessions_graph == 10).all() and (head.sessions_eager == 10).all()
+    # by hand from the raw rows: which run each session is from, and that run's plan (env.json)
+    raw = pd.read_csv(data / "raw" / "h200" / "ab.csv")
+    raw = raw[(raw.ctx == 2048) & (raw.status == "ok") & (raw.attn == "sdpa") & (raw.quant == "bf16")]
+    env = json.loads((data / "raw" / "h200" / "env.json").read_text())
+    grid_run = raw.run_id.map(lambda r: "compile" in env[r]["plan"]["arms"])
+    n_grid, n_head = raw[grid_run].session.nunique(), raw[~grid_run].session.nunique()
+    assert n_grid >= 3 and n_head >= 3 and set(raw[grid_run].session).isdisjoint(raw[~grid_run].session)
+    # the grid's table pools no headline session: its headline cells have the grid's sessions only
+    assert (head.sessions_graph == n_grid).all() and (head.sessions_eager == n_grid).all()
     grid = table[table.gpu == "h200"]  # every cell of the grid has all three arms, N >= 3
     assert len(grid) == 12 and (grid[["sessions_eager", "sessions_graph", "sessions_compile"]] >= 3).all().all()
     assert ((head.speedup_graph_ci_low <= head.speedup_graph) & (head.speedup_graph <= head.speedup_graph_ci_high)).all()
+    # the headline statistic: the headline sweep's sessions alone, mean of per-session eager / graph medians
+    speed = pd.read_csv(figures / "02_speedups.csv")
+    headline = speed[(speed.gpu == "h200") & (speed.ctx == 2048) & (speed.arm == "graph") & (speed.sweep == "headline")]
+    per = raw[~grid_run].groupby(["model", "session", "arm"]).step_ms.median().unstack("arm")
+    by_hand = (per.eager / per.graph).groupby(level="model").mean()
+    assert len(headline) == 3 and (headline.sessions == n_head).all()
+    assert headline.set_index("model").speedup.to_dict() == pytest.approx(by_hand.to_dict(), abs=1e-3)
     settings = pd.read_csv(figures / "02_compile_settings.csv")  # both compile settings on all 12 cells
     assert len(settings) == 12 and settings.regions_ms.notna().all() and settings.whole_model_ms.notna().all()
     decomp = pd.read_csv(figures / "02_decomposition.csv")

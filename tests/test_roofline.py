@@ -174,3 +174,13 @@ def test_floors_by_gpu_shape_and_values():
     assert streamed.loc["llama-3.1-8b", "h200"] == pytest.approx(15_278_292_992 / 4.8e9)
     assert (streamed < floors).all().all()
     assert np.all(floors.to_numpy() > 0)
+
+
+def test_default_rows_are_sdpa_bf16_and_the_hf_arms_only():
+    base = decode_dicts()[:4]  # cell A, session 0: a warm-up row and three timed rows, eager, sdpa, bf16
+    others = [dict(r, attn="fa2") for r in base] + [dict(r, quant="int4-triton") for r in base]
+    others += [dict(r, arm="lean_attn_graph") for r in base]
+    rows = pd.DataFrame(base + [dict(r, arm="hf_default") for r in base] + others, columns=records.DECODE.names)
+    kept = roofline.default_rows(rows)
+    assert len(kept) == 8 and set(kept["arm"]) == {"eager", "hf_default"}
+    assert set(kept["attn"]) == {"sdpa"} and set(kept["quant"]) == {"bf16"}

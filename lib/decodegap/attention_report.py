@@ -14,6 +14,9 @@ KERNEL_BINDS_RATIO = 1.25  # at or below this: the kernel binds
 # the paper's backend names (data/published/paper.csv `attn`) -> our registry keys of the same kernel family
 PUBLISHED_TO_OURS = {"sdpa": ["sdpa"], "fa2": ["fa2", "sdpa_flash"], "fa3": ["fa3", "fa3_torch"],
                      "flashinfer": ["flashinfer", "flashinfer_paged"]}
+PROXY_BACKENDS = {"sdpa_flash": "fa2"}
+"""Our backends that stand in for a published one without being it: SDPA's FLASH backend runs PyTorch's vendored
+FlashAttention-2 kernels, not the flash-attn package the paper names."""
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,9 @@ from typing import Callable
 REASON_CHARS = 300  # a reason is cut to this many characters
 
 
+CHECK_FAILED = "correctness check failed"
+"""The start of an `error` row's reason when a correctness check failed (its number is in verify.csv)."""
+
 def attempt(measure: Callable[[], object], unavailable: tuple[type[BaseException], ...] = ()):
     """(value, status, reason) of calling `measure()`: (value, "ok", "") when it returns; (None,
     "unavailable", why) for the exception types in `unavailable` (a missing package, device or shape);
@@ -20,7 +23,7 @@ def attempt(measure: Callable[[], object], unavailable: tuple[type[BaseException
     except unavailable as exc:
         return None, "unavailable", str(exc)[:REASON_CHARS]
     except AssertionError as exc:
-        return None, "error", f"correctness check failed: {exc}"[:REASON_CHARS]
+        return None, "error", f"{CHECK_FAILED}: {exc}"[:REASON_CHARS]
     except Exception as exc:  # recorded, never fatal
         traceback.print_exc()
         return None, "error", f"{type(exc).__name__}: {exc}"[:REASON_CHARS]

@@ -198,7 +198,8 @@ def step_time_vs_context(cells: pd.DataFrame, convention: str = "W_all"):
 
 def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
     """Speed-up over eager with its 95 % bootstrap CI: one group per GPU and model (measured), then the published
-    points; colour: arm (graph, compile), the same colours as every other figure."""
+    points; colour: arm (graph, compile), the same colours as every other figure. Each point names its sessions and,
+    where `speed` has one, the sweep they are from (ab.headline)."""
     style()
     fig, ax = plt.subplots(figsize=(7.4, 3.9))
     groups = list(dict.fromkeys(zip(speed["gpu"], speed["model"]))) if not speed.empty else []
@@ -218,7 +219,9 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
             ax.errorbar([x], [row["speedup"]], yerr=yerr, color=arm_color(arm), capsize=3, linestyle="none",
                         marker=ARM_STYLE.get(arm, {}).get("marker", "o"), markersize=7,
                         label=f"{arm} (measured)" if i == 0 else None)
-            ax.annotate(f"N={int(row['sessions'])}" + ("" if has_ci else ", no CI"), (x, row["speedup"]),
+            sweep = row.get("sweep", "")
+            ax.annotate(f"N={int(row['sessions'])}" + (f" {sweep}" if isinstance(sweep, str) and sweep else "")
+                        + ("" if has_ci else ", no CI"), (x, row["speedup"]),
                         textcoords="offset points", xytext=(7, -3), ha="left", fontsize=7)
     for k, (_, row) in enumerate(published.iterrows()):
         x = len(groups) + k

@@ -10,18 +10,28 @@ norms, biases, one embedding row, KV at ctx) over the GPU's datasheet bandwidth.
 
 from __future__ import annotations
 
-import re
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from . import quant, roofline
+from .outcome import CHECK_FAILED
 
 CLAIM = "quantisation"
 PUBLISHED_GPU = "l4"
 REALISED_YES, REALISED_PART = 0.8, 0.3
 """Verdict thresholds on the share of the weight-traffic saving realised as time saved (see `realised`)."""
+ARMS = ("eager", "graph", "lean_attn_graph", "lean_attn_compile")
+"""Notebook 04's decode arms (its ARMS parameter's default): HF eager and graphed, the lean step (with the Triton
+attention) graphed and compiled."""
+INT4 = tuple(k for k in quant.PATHS if quant.LAYOUT_OF[k] not in ("bf16", "nf4"))
+"""The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
+
+
+def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS) -> pd.DataFrame:
+    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path."""
+    return decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
 
 
 def _group(configs: Mapping[str, Mapping], model: str, group_size: int | None) -> int:
@@ -42,7 +52,6 @@ def _check_label(err: float, tol: float) -> tuple[str, bool]:
     return f"ok {err:.4f}", False
 
 
-_FAILED_REASON = re.compile(r"correctness check failed: .*?by (?P<err>[-+0-9.eE]+|nan) \(> (?P<tol>[0-9.eE]+)\)")
 
 
 def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
@@ -53,8 +62,9 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     (decode.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
     "ok <err>" from its verify.csv row, or "failed: <err> > <tol>" past the tolerance, or "failed: NaN logits"
     where the error is NaN (rows recorded before verify_arm failed NaN say `ok` with a NaN error: the label
-    goes by the number, not the status). A check that failed before timing left no verify row but an
-    `error` decode row whose reason carries the error; that is read too. The eager arm is the reference of
+    goes by the number, not the status). An `error` decode row whose reason says its check failed
+    (outcome.CHECK_FAILED) but that has no verify row is "failed (no verify row)": its number is never read
+    back from the text. The eager arm is the reference of
     those checks: "reference", except where a check of the same (gpu, model, ctx, attn, quant) gave NaN
     logits, which puts the model itself in doubt: then it is "failed: NaN logits (in its <arm> check)".
     A quantised cell's model check (verify.csv `vs_bf16`: the quantised model against the bf16 model it came
@@ -78,9 +88,8 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
         if key in verify:
             labels[key] = _check_label(*verify[key])
             continue
-        hit = _FAILED_REASON.search(str(getattr(r, "reason", "") or ""))
-        if hit:
-            labels[key] = _check_label(float(hit["err"]), float(hit["tol"]))
+        if str(getattr(r, "reason", "") or "").startswith(CHECK_FAILED):
+            labels[key] = ("failed (no verify row)", True)
     nan_checks = {}
     for (gpu, model, ctx, arm, attn, q), (err, _) in verify.items():
         if pd.isna(err) and arm != "eager":
@@ -259,7 +268,7 @@ def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.
     step_ms) with its streamed bytes, the rate it streams them at, and what those bytes alone take at the GPU's
     measured copy bandwidth and at its datasheet bandwidth. None without such a cell."""
     c = cells_[(cells_["gpu"] == target["gpu"]) & (cells_["model"] == target["model"]) & (cells_["ctx"] == target["ctx"])
-               & (cells_["quant"] != "bf16") & (cells_["quant"] != "bnb-nf4") & cells_["t_obs_ms"].notna()]
+               & cells_["quant"].isin(INT4) & cells_["t_obs_ms"].notna()]
     if "check_failed" in c:
         c = c[~c["check_failed"].astype(bool)]
     if c.empty:

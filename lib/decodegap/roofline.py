@@ -16,6 +16,13 @@ from .arms import HF_ARMS  # noqa: F401  (the HF model's arms; the lean decoder'
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 
 
+def default_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 01's decode rows: default attention (SDPA), bf16, the HF model's arms (HF_ARMS). The other
+    backends and quantisation paths are notebooks 03 and 04's, the lean decoder's levers notebook 06's."""
+    return decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")
+                       & decode_rows["arm"].isin(HF_ARMS)]
+
+
 def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:
     """Time to move `step_bytes` at `bandwidth_gbps` (1e9 bytes/s), in milliseconds."""
     return step_bytes / (bandwidth_gbps * 1e9) * 1e3

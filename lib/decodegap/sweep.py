@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import decode, hardware, inputs, models, paths, records, runs
 from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
+from .outcome import CHECK_FAILED
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 
@@ -189,7 +190,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     except torch.OutOfMemoryError as exc:
         return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
     except AssertionError as exc:
-        return status_rows(plan, run_id, session, cell, "error", f"correctness check failed: {exc}")
+        return status_rows(plan, run_id, session, cell, "error", f"{CHECK_FAILED}: {exc}")
     except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
         from .attention import NO_KERNEL, NO_KERNEL_REASON
 
