@@ -5,16 +5,19 @@
 #           it against the device before anything is written.
 #   OUTDIR  where the raw rows (data/raw/GPU/*.csv, env.json) are packed every 20 s and at the end of each step,
 #           as OUTDIR/raw-GPU.tgz (tar xzf it in data/raw), so a run cut short keeps what it measured; each step's
-#           output goes to OUTDIR/STEP.log, the quant step's build log to OUTDIR/build.log and builds made here to
-#           OUTDIR/ext.tgz.part-*. Few files on purpose: a device run may return no more than 8.
+#           output goes to OUTDIR/STEP.log, the quant step's build log to OUTDIR/build.log, the attention step's to
+#           OUTDIR/build_attention.log, and builds made here to OUTDIR/ext.tgz.part-*. Few files on purpose: a
+#           device run may return no more than 8.
 #   STEP    any of the steps below, in the order given (default: all of them, in this order):
 #     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
 #     tests      the GPU tests, python -m pytest -m gpu
 #     roofline   notebook 01: eager, hf_default and graph, 3 fresh sessions a cell, and the copy-bandwidth probe
 #     ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
 #                kernels per step, from a cold inductor cache
-#     attention  notebook 03: the per-layer microbenchmark of every backend, then the whole step with each forced
-#                SDPA/flex backend (eager and graph, ctx 2048 and 16384, one session)
+#     attention  notebook 03: flash-attn's trimmed extension built (bench/build_flash_attn.sh, from .src/flash-attention;
+#                returned in OUTDIR/ext.tgz.part-*), the per-layer microbenchmark of every backend, then the whole step
+#                with each forced SDPA/flex backend and with FA2, FA3 and FlashInfer (eager and graph, ctx 2048 and
+#                16384, one session)
 #     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
 #                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
 #     gemv       notebooks 04/06: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm and bf16 per product
@@ -25,12 +28,14 @@
 #
 # Environment (all optional): MODELS, CONTEXTS (comma-separated; default the CLI's grid), DATA_DIR (a data folder
 # other than data/; the registry and model configs are copied into a new one), STEP_TIMEOUT (seconds each step may
-# run; default no limit), RETRY=1 (--retry-errors), SKIP_TESTS=1 (the quant step without its GPU tests),
+# run; default no limit), RETRY=1 (--retry-errors), RETRY_UNAVAILABLE=1 (the attention step measures again the cells
+# recorded only as unavailable, e.g. fa2 once flash-attn is built), SKIP_TESTS=1 (the quant step without its GPU tests),
 # QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
 # RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
-# Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin.
+# Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
+# flash-attn's in .src/flash-attention.
 # `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
 # Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
 set -u
@@ -56,6 +61,8 @@ GRID=()
 RETRY_FLAG=()
 PROFILE=${PROFILE:-}
 [ "${RETRY:-0}" = 1 ] && RETRY_FLAG=(--retry-errors)
+UNAVAILABLE_FLAG=()
+[ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
 LIMIT_BYTES=$(( ${RETURN_LIMIT_MIB:-16} * 1024 * 1024 ))
 
 bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
@@ -104,17 +111,33 @@ step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
   dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
 }
+unpack_builds() {  # the builds of an earlier run, carried back as .extpack/ext.tgz
+  [ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext
+  true
+}
+return_builds() {  # builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > .extpack/ext.tgz
+  rm -f "$OUTDIR"/ext.tgz.part-*
+  ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-
+  ls -la "$OUTDIR"/ext.tgz.part-*
+}
 step_attention() {
-  dg attention --gpu "$GPU" "${GRID[@]}" || return
-  for attn in sdpa_flash sdpa_efficient sdpa_cudnn sdpa_math flex; do
+  unpack_builds
+  local BUILT_HERE=""
+  [ -f .ext/flash_attn_2_cuda.so ] || BUILT_HERE=1
+  bounded bash bench/build_flash_attn.sh .src/flash-attention .ext > "$OUTDIR"/build_attention.log 2>&1
+  tail -3 "$OUTDIR"/build_attention.log
+  [ -n "$BUILT_HERE" ] && [ -f .ext/flash_attn_2_cuda.so ] && return_builds
+  bounded python3 bench/optional_report.py
+  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" || return
+  for attn in sdpa_flash sdpa_efficient sdpa_cudnn sdpa_math flex fa2 fa3 flashinfer_paged; do
     dg measure --gpu "$GPU" ${MODELS:+--models "$MODELS"} --attn $attn --arms eager,graph --contexts 2048,16384 \
-      --sessions 1 --no-progress "${RETRY_FLAG[@]}"
+      --sessions 1 --no-progress "${RETRY_FLAG[@]}" "${UNAVAILABLE_FLAG[@]}"
     save
   done
 }
 step_quant() {
   local BUILT_HERE=""
-  [ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext  # the builds of an earlier run, carried back
+  unpack_builds
   ls .ext/marlin_cuda*.so .ext/exllamav2_ext*.so >/dev/null 2>&1 || BUILT_HERE=1
   bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
   if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
@@ -123,10 +146,7 @@ step_quant() {
     cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
       && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
   fi
-  # builds made here go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > .extpack/ext.tgz
-  if [ -n "$BUILT_HERE" ]; then
-    ( cd .ext && tar czf - *.so *.json 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-; ls -la "$OUTDIR"/ext.tgz.part-*
-  fi
+  [ -n "$BUILT_HERE" ] && return_builds
   python3 bench/optional_report.py --quant-paths
   if [ -z "${SKIP_TESTS:-}" ]; then
     bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \

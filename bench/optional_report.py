@@ -12,7 +12,7 @@ import importlib
 import json
 import sys
 
-MODULES = ("fa3_fwd_interface", "flashinfer", "flash_attn", "flash_attn_interface",  # notebook 03
+MODULES = ("fa3_fwd_interface", "flashinfer", "flash_attn_2_cuda", "flash_attn", "flash_attn_interface",  # notebook 03
            "bitsandbytes", "exllamav2", "awq", "marlin_cuda", "torchao", "triton")  # notebook 04, 06
 
 

@@ -21,8 +21,9 @@ def test_shapes_are_the_models_gqa_shapes():
 
 def test_registry_holds_every_backend_of_the_issue():
     assert set(attention.BACKENDS) == {"sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "flex",
-                                       "fa2", "fa3", "fa3_torch", "flashinfer"}
-    assert "FlashAttention-2" in attention.BACKENDS["sdpa_flash"].label  # PyTorch's flash backend is FA2, said so
+                                       "fa2", "fa3", "fa3_torch", "flashinfer", "flashinfer_paged"}
+    label = attention.BACKENDS["sdpa_flash"].label  # PyTorch's flash backend runs FA2's kernels: a proxy, said so
+    assert "FlashAttention-2" in label and "proxy" in label
     with pytest.raises(KeyError, match="unknown attention backend 'nosuch'; known: sdpa"):
         attention.backend("nosuch")
 
@@ -46,7 +47,7 @@ def test_math_backend_equals_a_hand_written_gqa_attention():
     assert torch.allclose(out, ref, atol=1e-5)
 
 
-@pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer"])
+@pytest.mark.parametrize("key", ["flex", "fa2", "fa3", "fa3_torch", "flashinfer", "flashinfer_paged"])
 def test_cuda_only_backends_are_unavailable_on_the_cpu_with_a_reason(key):
     # torch's FA3 switch is refused before the device is looked at: it needs flash_attn_interface
     why = "flash_attn_interface" if key == "fa3_torch" else "needs a CUDA device"
@@ -117,6 +118,26 @@ def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
     summ = attention_report.summary(rows)
     assert set(summ.attn) == {"sdpa", "sdpa_math", "flashinfer"}
     assert summ.set_index("attn").loc["sdpa", "host_us"] == pytest.approx(ok[ok.attn == "sdpa"].us_per_call.median())
+
+
+def test_a_cell_unavailable_until_its_package_arrives_is_measured_again_on_request(data_dir, monkeypatch):
+    """fa2 before and after flash-attn is built: --retry-unavailable measures the cell again, the old row stays as
+    history, and the summary takes the cell as ok."""
+    def missing(q, k, v):
+        raise attention.BackendUnavailable("package not importable (flash_attn: ModuleNotFoundError)")
+    monkeypatch.setitem(attention.BACKENDS, "fa2", attention.Backend("fa2", "FA2", "FA2", missing))
+    args = ("cpu-test", ["llama-tiny"], [16], ["fa2"], data_dir)
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)
+    monkeypatch.setitem(attention.BACKENDS, "fa2", attention.BACKENDS["sdpa"])  # the package is there now
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)  # resume: still done
+    assert list(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv").status) == ["unavailable"]
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    assert list(rows.status) == ["unavailable", "ok", "ok"]
+    cell = attention_report.summary(rows).iloc[0]
+    assert cell.status == "ok" and cell.host_us > 0
+    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == 3  # measured: done
 
 
 def test_paper_table_puts_the_published_h100_column_beside_ours():

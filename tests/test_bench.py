@@ -93,3 +93,84 @@ def test_diagnostic_rows_carry_their_provenance_and_keep_their_header(tmp_path, 
         rows.add(ctx=1, error=2)
     with pytest.raises(SystemExit, match="move it aside"):
         diagnostics.Rows("some_diag", ("ctx", "max_rel_err", "status"))
+
+
+# A small fake of flash-attn's static_switch.h and flash_api.cpp: the macro and function shapes the patches look for
+FAKE_SWITCH = """#pragma once
+#define BOOL_SWITCH(COND, NAME, ...) \\
+  [&] { if (COND) { constexpr static bool NAME = true; return __VA_ARGS__(); } \\
+        else { constexpr static bool NAME = false; return __VA_ARGS__(); } }()
+
+#define FP16_SWITCH(COND, ...) \\
+  [&] { if (COND) { using elem_type = cutlass::half_t; return __VA_ARGS__(); } \\
+        else { using elem_type = cutlass::bfloat16_t; return __VA_ARGS__(); } }()
+
+#define HEADDIM_SWITCH(HEADDIM, ...) \\
+  [&] { if (HEADDIM <= 64) { constexpr static int kHeadDim = 64; return __VA_ARGS__(); } \\
+        else { constexpr static int kHeadDim = 128; return __VA_ARGS__(); } }()
+// end
+"""
+FAKE_API = """void run_mha_fwd(Flash_fwd_params &params, cudaStream_t stream) {
+    FP16_SWITCH(!params.is_bf16, [&] {
+        HEADDIM_SWITCH(params.d, [&] { run_mha_fwd_<elem_type, kHeadDim>(params, stream); });
+    });
+}
+
+void run_mha_bwd(Flash_bwd_params &params, cudaStream_t stream) {
+    FP16_SWITCH(!params.is_bf16, [&] {
+        HEADDIM_SWITCH(params.d, [&] { run_mha_bwd_<elem_type, kHeadDim>(params, stream); });
+    });
+}
+
+int after_bwd() { return 1; }
+"""
+
+
+def _fake_flash_attn(root, switch=FAKE_SWITCH, api=FAKE_API):
+    src = root / "csrc" / "flash_attn"
+    (src / "src").mkdir(parents=True)
+    (src / "src" / "static_switch.h").write_text(switch)
+    (src / "flash_api.cpp").write_text(api)
+    return src
+
+
+def test_flash_attn_patches_leave_one_head_dim_one_dtype_and_no_backward(tmp_path):
+    src = _fake_flash_attn(tmp_path)
+    out = subprocess.run([sys.executable, "bench/flash_attn_build.py", "patch", str(tmp_path)], cwd=paths.REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    switch, api = (src / "src" / "static_switch.h").read_text(), (src / "flash_api.cpp").read_text()
+    assert "kHeadDim = 64" not in switch and switch.count("constexpr static int kHeadDim = 128;") == 1
+    assert "TORCH_CHECK((HEADDIM) == 128" in switch  # another head dim raises instead of naming a missing kernel
+    assert "half_t" not in switch and "TORCH_CHECK(!(COND)" in switch
+    assert "using elem_type = cutlass::bfloat16_t;" in switch
+    assert FAKE_SWITCH.split("\n\n")[0] in switch and switch.endswith("// end\n")  # BOOL_SWITCH and the rest kept
+    assert "run_mha_bwd_" not in api and 'TORCH_CHECK(false, "this trimmed flash-attn build' in api
+    assert api.startswith(FAKE_API.split("\n\n")[0]) and api.endswith("int after_bwd() { return 1; }\n")
+    assert re.search(r"patched files sha256 [0-9a-f]{64}", out.stdout)
+
+
+def test_flash_attn_patch_stops_when_a_switch_is_missing_and_writes_nothing(tmp_path):
+    without_fp16 = FAKE_SWITCH.replace("#define FP16_SWITCH", "#define FP16_DISPATCH")
+    src = _fake_flash_attn(tmp_path, switch=without_fp16)
+    out = subprocess.run([sys.executable, "bench/flash_attn_build.py", "patch", str(tmp_path)], cwd=paths.REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "FP16_SWITCH: bf16 only: found 0" in out.stderr
+    assert (src / "src" / "static_switch.h").read_text() == without_fp16  # never build half-patched sources
+    assert (src / "flash_api.cpp").read_text() == FAKE_API
+
+
+def test_flash_attn_build_compiles_head_dim_128_bf16_forward_only_and_reads_ninja_times(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import flash_attn_build as fab
+
+    cuda = [s for s in fab.SOURCES if s.endswith(".cu")]
+    assert fab.SOURCES[0] == "flash_api.cpp" and len(cuda) == 4
+    assert all("hdim128_bf16" in s and "bwd" not in s for s in cuda)
+    assert {("split" in s, "causal" in s) for s in cuda} == {(False, False), (False, True), (True, False), (True, True)}
+    (tmp_path / "setup.py").write_text('sources=["csrc/flash_attn/flash_api.cpp", "csrc/flash_attn/src/a_sm80.cu",\n'
+                                       '"csrc/flash_attn/src/b_sm80.cu", "csrc/flash_attn/src/a_sm80.cu"]')
+    assert fab.full_build_files(str(tmp_path)) == 2  # distinct .cu files of the upstream setup.py
+    (tmp_path / ".ninja_log").write_text("# ninja log v5\n0\t1500\t0\tflash_api.o\tab\n"
+                                         "2\t62002\t0\tx_sm80.cuda.o\tcd\n10\t20\t0\tflash_attn_2_cuda.so\tef\n")
+    assert fab.ninja_times(tmp_path) == {"flash_api.o": 1.5, "x_sm80.cuda.o": 62.0}

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 REFERENCE = "sdpa_math"
+FA2_MODULES = ("flash_attn",)  # the flash-attn package (bench/build_flash_attn.sh builds its extension trimmed)
+FA3_MODULES = ("fa3_fwd_interface", "flash_attn_interface")  # the fa3-fwd wheel's module, FlashAttention-3's own
 NO_KERNEL = "No available kernel"  # what SDPA raises when the forced backend refuses the call
 NO_KERNEL_REASON = ("SDPA has no kernel of this backend for the HF model's call (torch 2.11: FLASH takes no "
                     "explicit attention mask, which HF passes with a static cache; EFFICIENT takes no GQA)")
@@ -191,20 +193,38 @@ def _flashinfer(q, k, v):
     return call
 
 
+def _flashinfer_paged(q, k, v):
+    """FlashInfer's batch decode wrapper over HF's cache read in place as pages (decodegap.paged_kv), planned once
+    outside the timed call: the call is one layer's `run`, as in a decode step where every layer runs one plan."""
+    _need_cuda(q)
+    from .paged_kv import PagedDecode
+
+    decode = PagedDecode(q.shape[1], k.shape[1], q.shape[3], k.shape[2], q.device, q.dtype)
+    decode.plan(k.shape[2])
+
+    def call():
+        return decode.run(q, k, v)[:, :, None, :]
+
+    _probe(call)
+    return call
+
+
 BACKENDS: dict[str, Backend] = {b.key: b for b in (
     Backend("sdpa", "SDPA, dispatcher default", "SDPA", _sdpa()),
-    Backend("sdpa_flash", "SDPA forced FLASH (PyTorch's FlashAttention-2)", "FA2", _sdpa(), _sdpa_scope("FLASH_ATTENTION")),
+    Backend("sdpa_flash", "SDPA forced FLASH (PyTorch's FlashAttention-2 kernels: a proxy for flash-attn)", "FA2",
+            _sdpa(), _sdpa_scope("FLASH_ATTENTION")),
     Backend("sdpa_efficient", "SDPA forced EFFICIENT (K/V expanded: no GQA)", "mem-efficient", _sdpa(True),
             _sdpa_scope("EFFICIENT_ATTENTION")),
     Backend("sdpa_cudnn", "SDPA forced cuDNN", "cuDNN", _sdpa(), _sdpa_scope("CUDNN_ATTENTION")),
     Backend("sdpa_math", "SDPA forced MATH (the reference)", "math", _sdpa(), _sdpa_scope("MATH")),
     Backend("flex", "FlexAttention (torch.compile, decode kernel)", "Flex", _flex),
-    Backend("fa2", "FlashAttention-2 (flash-attn package)", "FA2", _with_kvcache(("flash_attn",))),
-    Backend("fa3", "FlashAttention-3 (fa3_fwd_interface / flash_attn_interface)", "FA3",
-            _with_kvcache(("fa3_fwd_interface", "flash_attn_interface"))),
+    Backend("fa2", "FlashAttention-2 (flash-attn package)", "FA2", _with_kvcache(FA2_MODULES)),
+    Backend("fa3", "FlashAttention-3 (fa3_fwd_interface / flash_attn_interface)", "FA3", _with_kvcache(FA3_MODULES)),
     Backend("fa3_torch", "FlashAttention-3 via torch activate_flash_attention_impl", "FA3", _fa3_torch,
             _fa3_torch_scope),
     Backend("flashinfer", "FlashInfer single_decode_with_kv_cache", "FlashInfer", _flashinfer),
+    Backend("flashinfer_paged", "FlashInfer BatchDecodeWithPagedKVCacheWrapper (tensor cores, HF's cache as pages)",
+            "FlashInfer", _flashinfer_paged),
 )}
 
 

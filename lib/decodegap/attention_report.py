@@ -13,7 +13,7 @@ KERNEL_BINDS_RATIO = 1.25  # at or below this: the kernel binds
 
 # the paper's backend names (data/published/paper.csv `attn`) -> our registry keys of the same kernel family
 PUBLISHED_TO_OURS = {"sdpa": ["sdpa"], "fa2": ["fa2", "sdpa_flash"], "fa3": ["fa3", "fa3_torch"],
-                     "flashinfer": ["flashinfer"]}
+                     "flashinfer": ["flashinfer", "flashinfer_paged"]}
 PROXY_BACKENDS = {"sdpa_flash": "fa2"}
 """Our backends that stand in for a published one without being it: SDPA's FLASH backend runs PyTorch's vendored
 FlashAttention-2 kernels, not the flash-attn package the paper names."""
@@ -32,7 +32,9 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
         if col not in timed:
             timed[col] = float("nan")
     err = ok.groupby(keys)["max_rel_err"].max()
-    status = rows.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
+    # a cell measured again after it was unavailable (--retry-unavailable) keeps its old rows: ok once any row is
+    first_ok = pd.concat([ok, rows[rows["status"] != "ok"]])
+    status = first_ok.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
     out = status.join(timed[["host_us", "gpu_us"]]).join(err).reset_index()
     host = ok[ok["timing"] == "host"].groupby(keys)["us_per_call"]
     spread = (host.max() / host.min() - 1).rename("host_spread")  # over the repetitions (rounds) of a cell

@@ -141,7 +141,8 @@ def cmd_attention(args) -> int:
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device)
+    attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device,
+                                     retry_unavailable=args.retry_unavailable)
     return 0
 
 
@@ -316,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")
     _add_grid_args(a)
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
+    a.add_argument("--retry-unavailable", action="store_true",
+                   help="measure again cells recorded only as unavailable (e.g. after building flash-attn)")
     a.set_defaults(func=cmd_attention)
 
     s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)

@@ -33,6 +33,7 @@ cache's slot inside the step itself (also inside the graph).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -40,6 +41,7 @@ from typing import Callable
 from .compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
 from .prompts import prompt_ids, teacher_token  # noqa: F401
 
+from . import arms as _arms
 from .arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
@@ -96,20 +98,52 @@ def compiled(fn, layers=(), **overrides):
     return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
 
 
-HF_IMPLEMENTATION = {"flex": "flex_attention", "fa2": "flash_attention_2"}
-"""attn key -> HF attn_implementation; every other key (sdpa, sdpa_flash, ...) runs HF's "sdpa" path,
-with the forced SDPA backend (if any) switched on around each step (and around the graph capture)."""
+HF_IMPLEMENTATION = {"flex": "flex_attention"}
+"""attn key -> HF attn_implementation, beside the kernels decodegap registers with HF (hf_attention.IN_MODEL: fa2,
+fa3, flashinfer_paged); every other key (sdpa, sdpa_flash, ...) runs HF's "sdpa" path, with the forced SDPA backend
+(if any) switched on around each step (and around the graph capture)."""
+
+NOT_IN_MODEL = {
+    "flashinfer": "single_decode_with_kv_cache attends one request's contiguous KV per call; inside the HF step "
+                  "FlashInfer runs as flashinfer_paged (its batch decode wrapper over HF's cache)",
+    "fa3_torch": "a per-layer backend only: torch's FA3 switch serves SDPA's FLASH backend, which takes no explicit "
+                 "mask (see sdpa_flash); inside the HF step FlashAttention-3 runs as fa3",
+}
+"""Backend keys with no whole-step path, and why: their decode rows are `unavailable` instead of SDPA's."""
+
+IN_MODEL_ARMS = tuple(k for k, a in _arms.REGISTRY.items() if a.decoder == "hf" and a.runner != "compile")
+"""The arms that run hf_attention's kernels: the HF decoder, eager or graphed (the lean decoder runs its own
+attention; a compiled arm would trace the kernels' Python calls, and FlashInfer's plan before each replay has no place
+in torch.compile's CUDA graphs)."""
 
 
 def hf_implementation(attn: str) -> str:
     """The `attn_implementation` an HF model is built with for attention backend key `attn`."""
-    return HF_IMPLEMENTATION.get(attn, "sdpa")
+    from .hf_attention import IN_MODEL
+
+    return IN_MODEL[attn].hf_name if attn in IN_MODEL else HF_IMPLEMENTATION.get(attn, "sdpa")
+
+
+def attention_unavailable(attn: str, arm: str, model) -> str | None:
+    """None when `arm` of `model` can run attention backend `attn` inside the HF step, else the reason: a key with
+    no whole-step path, a model built for another backend, an arm that does not run the backend, or its package or
+    device missing."""
+    from .hf_attention import IN_MODEL
+
+    if attn in NOT_IN_MODEL:
+        return NOT_IN_MODEL[attn]
+    built, wanted = model.config._attn_implementation, hf_implementation(attn)
+    if built != wanted:
+        return f"the model was built with attn_implementation {built!r}; attention backend {attn!r} needs {wanted!r}"
+    if attn in IN_MODEL:
+        if arm not in IN_MODEL_ARMS:
+            return f"{attn} runs inside the HF step in the arms {', '.join(IN_MODEL_ARMS)} only, not {arm}"
+        return IN_MODEL[attn].unavailable("cuda" if _is_cuda(model) else "cpu")
+    return None
 
 
 def attention_context(attn: str):
     """Context manager forcing the SDPA backend of keys like `sdpa_flash`; a no-op for the others."""
-    import contextlib
-
     forced = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
               "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}.get(attn)
     if forced is None:
@@ -291,7 +325,7 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     uses the timing run's length so that a compiled arm is not compiled again for another shape."""
     import torch
 
-    reason = arm_available(arm, model)
+    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
     if reason:
         raise ArmUnavailable(reason)
     cuda = _is_cuda(model)
@@ -311,16 +345,19 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
             state.tok.fill_(teacher_token(model.config.vocab_size, seed))
         fn = state.step
         if arm in GRAPHED_ARMS:
-            fn = _capture(state.step, keep)
+            from .hf_attention import replay_hooks
+
+            fn = _capture(state.step, keep, replay_hooks(model))
         result.warmup_ms = wall_calls(fn, warmup, cuda, keep)
         result.step_ms = time_calls(fn, steps, cuda, keep)
     del state
     return result
 
 
-def _capture(step: Callable, keep: list | None) -> Callable:
+def _capture(step: Callable, keep: list | None, before_replay: tuple[Callable, ...] = ()) -> Callable:
     """Warm `step` up on a side stream, capture one call in a CUDA graph; return a replaying callable
-    that returns the graph's (static) logits."""
+    that runs the host callables `before_replay` (a kernel's per-step plan: hf_attention.replay_hooks), then the
+    graph, and returns the graph's (static) logits."""
     import torch
 
     side = torch.cuda.Stream()
@@ -336,6 +373,8 @@ def _capture(step: Callable, keep: list | None) -> Callable:
         static_logits = step()
 
     def replay():
+        for hook in before_replay:
+            hook()
         graph.replay()
         return static_logits
 
@@ -347,7 +386,7 @@ def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int =
                           cache_len: int | None = None) -> list:
     """The logits of `calls` forward calls of `arm` (prefill included) on the check's prompt, every step fed
     teacher_token: what verify_arm compares. Returns a list of [1, 1, V] tensors."""
-    reason = arm_available(arm, model)
+    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
     if reason:
         raise ArmUnavailable(reason)
     warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
@@ -361,23 +400,41 @@ def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int =
 
 def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
                attn: str = "sdpa", cache_len: int | None = None, raise_past_tol: bool = True) -> float:
-    """Check `arm` against eager before timing it: both decode the same prompt, teacher-forced, for the
+    """Check `arm` against eager SDPA before timing it: both decode the same prompt, teacher-forced, for the
     same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
+    The reference is HF's eager step with SDPA's default whatever `attn` is: a model built for another
+    attention implementation (flex, hf_attention's kernels) is switched to "sdpa" for it (sdpa_reference).
     Returns the largest relative error; raises AssertionError past `tol` (NaN fails too: a kernel that
     overflows fp16 gives NaN logits) unless `raise_past_tol` is False."""
-    reason = arm_available(arm, model)
+    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
     if reason:  # before the eager reference is run for nothing
         raise ArmUnavailable(reason)
     warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
     total = forward_calls(arm, warm, calls - forward_calls(arm, warm, 0))
     cache_len = max(cache_len or 0, ctx + total)
     got = teacher_forced_logits(model, arm, ctx, calls, seed, attn, cache_len)
-    ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False,
-                  cache_len=cache_len).logits
+    with sdpa_reference(model):
+        ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False,
+                      cache_len=cache_len).logits
     worst = logits_error(got, ref)
     if raise_past_tol and not worst <= tol:
         raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst:.3g} (> {tol})")
     return worst
+
+
+@contextlib.contextmanager
+def sdpa_reference(model):
+    """`model` with HF's "sdpa" attention inside the block, its own implementation restored after (HF 5.x's
+    set_attn_implementation switches every layer: each reads config._attn_implementation per call)."""
+    built = model.config._attn_implementation
+    if built == "sdpa":
+        yield model
+        return
+    model.set_attn_implementation("sdpa")
+    try:
+        yield model
+    finally:
+        model.set_attn_implementation(built)
 
 
 def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:

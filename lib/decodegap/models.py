@@ -86,10 +86,16 @@ def build_model(spec: ModelSpec, device: str = "cuda", dtype: str = "bf16", attn
 
     With `checkpoint_dir` the real weights are loaded from that local directory (no hub access);
     otherwise the model is built directly on the device with random normal weights (`randomise_`).
+    `attn` is HF's attn_implementation (decode.hf_implementation of a backend key): one of decodegap's own
+    (hf_attention.IN_MODEL) is registered with transformers first, and the model gets its per-model state.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
+    from . import hf_attention
+
+    if hf_attention.by_hf_name(attn) is not None:
+        hf_attention.register()
     torch_dtype = getattr(torch, DTYPES[dtype])
     if checkpoint_dir is not None:
         ckpt = Path(checkpoint_dir)
@@ -103,4 +109,5 @@ def build_model(spec: ModelSpec, device: str = "cuda", dtype: str = "bf16", attn
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(hf_config(spec, attn), dtype=torch_dtype, attn_implementation=attn)
         randomise_(model, seed=seed)
+    hf_attention.prepare(model)
     return model.eval()

@@ -154,13 +154,17 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
 
 
 def wants_sharp_check(cell: Cell) -> bool:
-    """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating): a lean arm
-    that is not compiled (a compiled one would compile its sharpened decoder again), bf16, SDPA's default."""
+    """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating), bf16 only: a lean
+    arm that is not compiled (a compiled one would compile its sharpened decoder again) with SDPA's default, or an
+    HF arm running one of hf_attention's kernels (FA2, FA3, FlashInfer: attention code of decodegap's own inside the
+    HF step)."""
     from .arms import REGISTRY
+    from .hf_attention import IN_MODEL
 
     arm = REGISTRY.get(cell.arm)
-    return arm is not None and arm.decoder == "lean" and arm.runner != "compile" and cell.quant == "bf16" \
-        and cell.attn == "sdpa"
+    if arm is None or arm.runner == "compile" or cell.quant != "bf16":
+        return False
+    return (arm.decoder == "lean" and cell.attn == "sdpa") or (arm.decoder == "hf" and cell.attn in IN_MODEL)
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
