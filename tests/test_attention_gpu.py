@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from decodegap import attention, compare, decode, hf_attention, models
+from decodegap import attention, compare, decode, hf_attention, models, paged_kv
 
 pytestmark = pytest.mark.gpu
 
@@ -43,10 +43,9 @@ def test_flashinfer_paged_takes_qwens_group_of_7_that_single_decode_refuses():
 
 def test_flashinfer_reads_hf_cache_as_strided_pages_like_contiguous_pages():
     _skip_unless_available("flashinfer_paged")
-    from decodegap import paged_kv
 
     q, k, v = attention.decode_inputs(attention.Shape("m", 28, 4, 128), 300)
-    paged = paged_kv.PagedDecode(28, 4, 128, 300, q.device, q.dtype)
+    paged = paged_kv.PagedDecode(28, 4, 128, 300, q.device, q.dtype, None, attention.flashinfer_wrapper_class())
     paged.plan(300)
     pages = [paged_kv.paged_view(t).contiguous() for t in (k, v)]  # the same pages, laid out as FlashInfer's own
     assert not paged_kv.paged_view(k).is_contiguous()

@@ -114,6 +114,11 @@ def _import(*names: str):
     raise BackendUnavailable("package not importable (" + "; ".join(errors) + ")")
 
 
+def flashinfer_wrapper_class():
+    """flashinfer.BatchDecodeWithPagedKVCacheWrapper, or BackendUnavailable naming why it cannot be imported."""
+    return _import("flashinfer").BatchDecodeWithPagedKVCacheWrapper
+
+
 def _need_cuda(q) -> None:
     if q.device.type != "cuda":
         raise BackendUnavailable("needs a CUDA device")
@@ -199,7 +204,8 @@ def _flashinfer_paged(q, k, v):
     _need_cuda(q)
     from .paged_kv import PagedDecode
 
-    decode = PagedDecode(q.shape[1], k.shape[1], q.shape[3], k.shape[2], q.device, q.dtype)
+    decode = PagedDecode(q.shape[1], k.shape[1], q.shape[3], k.shape[2], q.device, q.dtype, None,
+                         flashinfer_wrapper_class())
     decode.plan(k.shape[2])
 
     def call():

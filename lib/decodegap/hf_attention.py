@@ -135,7 +135,8 @@ class PagedStep:
         d = self.decode
         if d is None or key.shape[2] > d.capacity or d.dtype != query.dtype or d.device != query.device:
             capacity = max(key.shape[2], 2 * d.capacity if d is not None else 0)
-            self.decode = PagedDecode(*self.heads, capacity, query.device, query.dtype, scaling, self.wrapper_cls)
+            self.decode = PagedDecode(*self.heads, capacity, query.device, query.dtype, scaling,
+                                      self.wrapper_cls or attention.flashinfer_wrapper_class())
 
     def advance(self) -> None:
         """One more token in the cache: plan the next step (host work; a graph arm calls it before each replay)."""
@@ -182,9 +183,7 @@ def _flashinfer_unavailable(device_type: str) -> str | None:
     if device_type != "cuda":
         return "needs a CUDA device"
     try:
-        from .paged_kv import flashinfer_wrapper_class
-
-        flashinfer_wrapper_class()
+        attention.flashinfer_wrapper_class()
     except attention.BackendUnavailable as exc:
         return str(exc)
     return None

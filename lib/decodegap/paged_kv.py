@@ -51,22 +51,16 @@ def paged_view(cache, page_size: int = PAGE_SIZE):
     return cache[0, :, :pages * page_size].unflatten(1, (pages, page_size)).permute(1, 2, 0, 3)
 
 
-def flashinfer_wrapper_class():
-    """flashinfer.BatchDecodeWithPagedKVCacheWrapper, or BackendUnavailable naming why it cannot be imported."""
-    from .attention import _import
-
-    return _import("flashinfer").BatchDecodeWithPagedKVCacheWrapper
-
-
 class PagedDecode:
     """One BatchDecodeWithPagedKVCacheWrapper over HF's cache of one request, for up to `capacity` tokens.
-    `wrapper_cls` is FlashInfer's class (a CPU test passes a stand-in with the same plan/run calls)."""
+    `wrapper_cls` is FlashInfer's class (attention.flashinfer_wrapper_class; a CPU test passes a stand-in with the
+    same plan/run calls)."""
 
     def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim: int, capacity: int, device, dtype,
-                 scale: float | None = None, wrapper_cls=None, page_size: int = PAGE_SIZE):
+                 scale: float | None, wrapper_cls, page_size: int = PAGE_SIZE):
         import torch
 
-        cls = wrapper_cls or flashinfer_wrapper_class()
+        cls = wrapper_cls
         self.heads, self.dtype, self.device, self.page_size = (num_qo_heads, num_kv_heads, head_dim), dtype, \
             torch.device(device), page_size
         self.capacity, self.scale, self.kv_len = capacity, scale, 0
