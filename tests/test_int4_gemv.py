@@ -219,7 +219,8 @@ def test_int4_gemv_is_autotuned_on_its_shape_over_a_small_config_set(monkeypatch
 @pytest.mark.gpu
 def test_int4_gemv_is_captured_by_a_cuda_graph_and_called_from_a_compiled_function():
     """After a warm-up call (the autotuning), a CUDA graph replays the kernel on new x, and torch.compile of a
-    function calling the layer gives the eager result."""
+    function calling the layer (the GEMV an opaque custom operator there) gives the eager result within bf16
+    rounding."""
     K, N = 4096, 4096
     layer = ig.Int4TritonLinear.from_weight(_weight(N, K).cuda())
     x = torch.randn(1, K, generator=torch.Generator().manual_seed(1)).bfloat16().cuda()
@@ -231,7 +232,8 @@ def test_int4_gemv_is_captured_by_a_cuda_graph_and_called_from_a_compiled_functi
     graph.replay()
     assert torch.allclose(out.float(), (2 * eager).float(), rtol=1e-2, atol=1e-2 * eager.float().abs().max().item())
     compiled = torch.compile(lambda t: layer(t) * 1.0)
-    assert torch.allclose(compiled(x).float(), layer(x).float(), rtol=0, atol=0)
+    want = layer(x).float()  # within one bf16 rounding step: the H200 run of 3c937e9 found 1 ulp, not 0
+    assert torch.allclose(compiled(x).float(), want, rtol=2 ** -8, atol=2 ** -8 * want.abs().max().item())
 
 
 @pytest.mark.gpu

@@ -331,6 +331,8 @@ def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     assert body.loc[("bnb-nf4", "k_proj", 1), "status"] == "unavailable"
     assert "CUDA" in body.loc[("awq", "k_proj", 1), "reason"]
     assert (rows[rows.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
+    env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
+    assert env[rows.run_id.iloc[0]]["experiment"] == "quant_layers" and "gpu_state_after" in env[rows.run_id.iloc[0]]
     quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
                                     rows=(1, 16))
     assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice

@@ -26,35 +26,36 @@ def record_quant_layers(gpu: str, model_keys, paths=None, data=None, device: str
     row count M of `rows` (1: a decode step; the contexts: a prefill), one verify.csv row each (check `layer`):
     `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
     reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
-    `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes."""
+    `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes. A run that fails
+    before its first row leaves no env.json entry (runs.recorded); one that ends records the GPU's state after it."""
     inputs.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
-    run_id = runs.start_run(gpu, data, "quant_layers", quant_weights=quant.WEIGHTS)
-    path = repo_paths.raw_dir(gpu, data) / "verify.csv"
-    done = records.done_keys(path, records.VERIFY)
-    for key in model_keys:
-        config = models.load_spec(key, data).config
-        shapes = quant.layer_shapes(config)
-        G = group_size or quant.default_group_size(config)
-        for requested in paths or DEFAULT_PATHS:
-            concrete = quant.resolve(requested, device)
-            for layer in [n for n in (layers or LAYERS) if n != "lm_head"]:
-                k, n = shapes[layer]
-                base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
-                            tol=tol, check="layer", layer=layer)
-                todo = [m for m in rows if tuple(str(dict(base, ctx=m, rows=m)[c]) for c in records.VERIFY.key)
-                        not in done]
-                if not todo:
-                    continue
-                errors, status, reason = attempt(lambda: quant.check_linear(
-                    concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
-                    (quant.QuantUnavailable,))
-                out = []
-                for m in todo:
-                    err = errors.get(m) if errors else None
-                    st = status if status != "ok" else ("ok" if quant.passes(err, tol) else "error")
-                    out.append(dict(base, ctx=m, rows=m, max_rel_err=err, status=st, reason=reason))
-                records.append_rows(path, records.VERIFY, out)
-                sweep.free_device_memory(device)
+    with runs.recorded(gpu, data, "quant_layers", ["verify"], quant_weights=quant.WEIGHTS) as run_id:
+        path = repo_paths.raw_dir(gpu, data) / "verify.csv"
+        done = records.done_keys(path, records.VERIFY)
+        for key in model_keys:
+            config = models.load_spec(key, data).config
+            shapes = quant.layer_shapes(config)
+            G = group_size or quant.default_group_size(config)
+            for requested in paths or DEFAULT_PATHS:
+                concrete = quant.resolve(requested, device)
+                for layer in [n for n in (layers or LAYERS) if n != "lm_head"]:
+                    k, n = shapes[layer]
+                    base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
+                                tol=tol, check="layer", layer=layer)
+                    todo = [m for m in rows if tuple(str(dict(base, ctx=m, rows=m)[c]) for c in records.VERIFY.key)
+                            not in done]
+                    if not todo:
+                        continue
+                    errors, status, reason = attempt(lambda: quant.check_linear(
+                        concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
+                        (quant.QuantUnavailable,))
+                    out = []
+                    for m in todo:
+                        err = errors.get(m) if errors else None
+                        st = status if status != "ok" else ("ok" if quant.passes(err, tol) else "error")
+                        out.append(dict(base, ctx=m, rows=m, max_rel_err=err, status=st, reason=reason))
+                    records.append_rows(path, records.VERIFY, out)
+                    sweep.free_device_memory(device)
     return run_id
 
 
