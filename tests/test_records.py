@@ -321,3 +321,16 @@ def test_superseded_rows_fill_only_the_cells_measured_again_nowhere(tmp_path):
     assert len(got) == 2 + 2  # the graph cell from the new file only, the lean_graph cell from the old one
     assert set(got[got.arm == "graph"].weights) == {"rtn from bf16"}
     assert set(got[got.arm == "lean_graph"].weights) == {"synthesised (superseded)"}
+
+
+def test_run_plans_reads_each_runs_plan_from_every_gpus_env_json(tmp_path):
+    import json
+
+    from decodegap import records
+
+    for gpu, env in (("h200", {"r1": {"plan": {"contexts": [2048]}}, "r2": {"experiment": "bandwidth"}}),
+                     ("l4", {"r3": {"plan": "not a plan"}})):
+        (tmp_path / "raw" / gpu).mkdir(parents=True)
+        (tmp_path / "raw" / gpu / "env.json").write_text(json.dumps(env))
+    assert records.run_plans(tmp_path) == {("h200", "r1"): {"contexts": [2048]}, ("h200", "r2"): None,
+                                           ("l4", "r3"): None}

@@ -184,3 +184,24 @@ def test_default_rows_are_sdpa_bf16_and_the_hf_arms_only():
     kept = roofline.default_rows(rows)
     assert len(kept) == 8 and set(kept["arm"]) == {"eager", "hf_default"}
     assert set(kept["attn"]) == {"sdpa"} and set(kept["quant"]) == {"bf16"}
+
+
+def test_one_sweep_keeps_each_cells_sessions_of_one_plan_and_says_what_it_left_out():
+    """A grid run (two contexts) and a headline top-up (one context) both measured ctx 2048: the cell keeps the
+    grid's sessions only; a resumed run of the grid's plan pools with it; a run without a plan is its own sweep."""
+    grid = dict(contexts=[2048, 4096], arms=["eager"])
+    plans = {("h200", "g1"): grid, ("h200", "g2"): dict(grid), ("h200", "h"): dict(contexts=[2048], arms=["eager"])}
+
+    def row(run, session, ctx, ms, gpu="h200"):
+        return dict(run_id=run, session=session, gpu=gpu, model="m", ctx=ctx, max_cache_len=ctx + 40, arm="eager",
+                    attn="sdpa", quant="bf16", step=0, step_ms=ms, status="ok", reason=None)
+
+    rows = pd.DataFrame([row("g1", 0, 2048, 20.0), row("g2", 1, 2048, 21.0), row("g1", 0, 4096, 22.0),
+                         row("h", 2, 2048, 27.0), row("h", 3, 2048, 27.0), row("x", 0, 2048, 5.0, gpu="l4")])
+    kept = roofline.one_sweep(rows, plans)
+    assert sorted(kept[kept.gpu == "h200"].run_id) == ["g1", "g1", "g2"]  # the headline top-up left out
+    assert list(kept[kept.gpu == "l4"].run_id) == ["x"]  # no plan: a sweep of its own, kept where it is alone
+    lines = roofline.left_out_sweeps(rows, kept)
+    assert lines == ["h200 eager, ctx 2048: 2 sessions of another sweep (run h) are left out, not pooled: their "
+                     "median step over 1 models 27.00 ms against 20.50 ms in the 2 sessions kept (roofline.one_sweep)."]
+    assert len(roofline.default_rows(rows, plans)) == 4 and len(roofline.default_rows(rows)) == 6

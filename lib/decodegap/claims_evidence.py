@@ -106,7 +106,7 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
     ab_rows = ab.ab_rows(data)  # notebook 02's A/B sweep: its grid and headline sweeps, each row with its own
     keys = set(decode_rows["model"]) | set(ab_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
     configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
-    cells = roofline.cell_table(roofline.default_rows(decode_rows), specs, configs, bandwidth_rows)
+    cells = roofline.cell_table(roofline.default_rows(decode_rows, records.run_plans(data)), specs, configs, bandwidth_rows)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed),

@@ -433,3 +433,15 @@ def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: s
     if retry:
         frame = frame[~frame["status"].isin(retry) | (frame["run_id"] == run_id)]
     return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))
+
+
+def run_plans(data: Path) -> dict:
+    """{(gpu, run id): the run's sweep plan (a dict) or None} from every data/raw/<gpu>/env.json of `data`."""
+    import json
+
+    out = {}
+    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+        for run_id, entry in json.loads(env_path.read_text()).items():
+            plan = entry.get("plan") if isinstance(entry, dict) else None
+            out[(env_path.parent.name, run_id)] = plan if isinstance(plan, dict) else None
+    return out

@@ -17,11 +17,48 @@ from .arms import HF_ARMS  # noqa: F401  (the HF model's arms; the lean decoder'
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 
 
-def default_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
-    """Notebook 01's decode rows: default attention (SDPA), bf16, the HF model's arms (HF_ARMS). The other
+def default_rows(decode_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
+    """Notebook 01's decode rows: default attention (SDPA), bf16, the HF model's arms (HF_ARMS), each cell's
+    sessions from one sweep (`one_sweep`, where the runs' `plans` are given: records.run_plans). The other
     backends and quantisation paths are notebooks 03 and 04's, the lean decoder's levers notebook 06's."""
-    return decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")
+    rows = decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")
                        & decode_rows["arm"].isin(HF_ARMS)]
+    return one_sweep(rows, plans) if plans is not None else rows
+
+
+def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame) -> list[str]:
+    """Per GPU, context and arm, the sessions `one_sweep` left out (rows of `rows` not in `kept`): how many, from
+    which runs, and their median step beside the kept sessions', so that what is not pooled is said."""
+    out = []
+    ok = rows[rows["status"] == "ok"]
+    dropped = ok[~ok.index.isin(kept.index)]
+    for (gpu, ctx, arm), g in dropped.groupby(["gpu", "ctx", "arm"]):
+        here = kept[(kept["gpu"] == gpu) & (kept["ctx"] == ctx) & (kept["arm"] == arm) & (kept["status"] == "ok")]
+        out.append(f"{gpu} {arm}, ctx {ctx}: {g['session'].nunique()} sessions of another sweep (run "
+                   f"{', '.join(sorted(set(g['run_id'])))}) are left out, not pooled: their median step over "
+                   f"{g['model'].nunique()} models {g['step_ms'].median():.2f} ms against {here['step_ms'].median():.2f} "
+                   f"ms in the {here['session'].nunique()} sessions kept (roofline.one_sweep).")
+    return out
+
+
+def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
+    """Per cell (CELL), the rows of one sweep only, never pooled with another: a sweep is the runs of one plan
+    (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool), and a cell measured
+    by several keeps the sweep whose plan spans the most contexts (the grid, whose cells were measured under the
+    same conditions at every context), then the most arms. A top-up sweep of fewer contexts (the headline
+    sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context."""
+    if rows.empty:
+        return rows
+
+    def signature(gpu, run_id):
+        plan = plans.get((gpu, run_id)) or {}
+        contexts = tuple(plan.get("contexts") or ())
+        arms = tuple(plan.get("arms") or ())
+        return (len(contexts) or 1, len(arms), contexts, arms) if plan else (1, 0, (), (run_id,))
+
+    sig = pd.Series([signature(g, r) for g, r in zip(rows["gpu"], rows["run_id"])], index=rows.index)
+    best = sig.groupby([rows[c] for c in CELL]).transform("max")
+    return rows[sig == best]
 
 
 
