@@ -57,6 +57,10 @@ def test_01_replay_rebuilds_the_cell_table_from_raw_rows(replayed):
     raw = pd.read_csv(data / "raw" / "h200" / "decode.csv")
     sel = raw[(raw.model == "qwen2.5-7b") & (raw.ctx == 2048) & (raw.arm == "eager") & (raw.status == "ok")
               & (raw.attn == "sdpa") & (raw.quant == "bf16")]  # notebook 01's cells: default attention, bf16
+    env = json.loads((data / "raw" / "h200" / "env.json").read_text())
+    widest = max(len((env[r].get("plan") or {}).get("contexts") or ()) for r in set(sel.run_id))
+    sel = sel[[len((env[r].get("plan") or {}).get("contexts") or ()) == widest for r in sel.run_id]]  # one sweep
+    assert widest == 4 and sel.session.nunique() == 3  # the grid's sessions; the headline top-up is left out
     t_obs = sel.groupby("session").step_ms.median().median()
     cfg = models.load_spec("qwen2.5-7b").config
     t_floor = (2 * accounting.param_count(cfg).total + 2 * 28 * 4 * 128 * 2048 * 2) / 4800e9 * 1e3
