@@ -47,53 +47,24 @@ def test_only_uncompiled_bf16_lean_arms_with_sdpa_get_the_sharpened_check():
     assert not wants_sharp_check(Cell("m", 2048, "lean_graph", attn="flex"))
 
 
-def _narrow_llama():
-    spec = models.load_spec("llama-3.1-8b")
-    config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=1,
-                  head_dim=64, num_hidden_layers=4, vocab_size=1024, bos_token_id=1, eos_token_id=2)
-    return models.build_model(models.ModelSpec(spec.key, spec.name, None, "narrow", True, config), device="cpu")
-
-
-def _rotary_one_position_off(monkeypatch):
-    real = lean.LeanDecoder.forward
-
-    def forward(self, ids, start_pos):  # a decode step's rotary taken at the next position
-        if ids.shape[1] != 1:
-            return real(self, ids, start_pos)
-        cos, sin = self.cos, self.sin
-        self.cos, self.sin = torch.roll(cos, -1, 0), torch.roll(sin, -1, 0)
-        try:
-            return real(self, ids, start_pos)
-        finally:
-            self.cos, self.sin = cos, sin
-
-    monkeypatch.setattr(lean.LeanDecoder, "forward", forward)
-
-
-def _block_dropped(monkeypatch):
-    real = lean._attention
-
-    def attention(q, keys, values, mask, scale, prefill):  # a decode step skips 32 cached positions
-        if not prefill:
-            mask = mask.clone()
-            mask[..., 96:128] = False
-        return real(q, keys, values, mask, scale, prefill)
-
-    monkeypatch.setattr(lean, "_attention", attention)
-
-
-def _rotary_flipped(monkeypatch):
-    real = lean._rotate_half
-    monkeypatch.setattr(lean, "_rotate_half", lambda x: -real(x))
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", [_rotary_flipped, _rotary_one_position_off, _block_dropped])
-def test_the_sharpened_check_fails_a_wrong_attention_the_plain_check_can_miss(fault, monkeypatch):
-    model = _narrow_llama()
+@pytest.mark.parametrize("fault", ["rotary sign-flipped", "rotary one position off", "cache block dropped"])
+def test_the_sharpened_check_fails_a_wrong_attention_the_plain_check_can_miss(fault):
+    model = sharp_check.calibration_model()
     assert sharp_check.verify_arm_sharpened(model, "lean", 256) < sharp_check.SHARP_TOL  # as built
-    fault(monkeypatch)
-    err = sharp_check.verify_arm_sharpened(model, "lean", 256)
-    assert err > sharp_check.SHARP_TOL and math.isfinite(err)
-    if fault is _rotary_flipped:  # unsharpened, the same fault passes the plain check
-        assert sharp_check.verify_arm_sharpened(model, "lean", 256, factor=1.0) < sharp_check.SHARP_TOL
+    with sharp_check.fault(fault):
+        err = sharp_check.verify_arm_sharpened(model, "lean", 256)
+        assert err > sharp_check.SHARP_TOL and math.isfinite(err)
+        if fault == "rotary sign-flipped":  # unsharpened, the same fault passes the plain check
+            assert sharp_check.verify_arm_sharpened(model, "lean", 256, factor=1.0) < sharp_check.SHARP_TOL
+
+
+def test_a_fault_is_put_back_and_an_unknown_one_refused():
+    real = (lean.LeanDecoder.forward, lean._attention, lean._rotate_half)
+    for case in sharp_check.FAULTS:
+        with sharp_check.fault(case):
+            pass
+        assert (lean.LeanDecoder.forward, lean._attention, lean._rotate_half) == real
+    with pytest.raises(ValueError, match="unknown fault"):
+        with sharp_check.fault("rotary off by two"):
+            pass

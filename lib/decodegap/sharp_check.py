@@ -67,3 +67,65 @@ def verify_arm_sharpened(model, arm: str, ctx: int, seed: int = 0, factor: float
 
     with sharpened(model, factor):
         return decode.verify_arm(model, arm, ctx, seed=seed, raise_past_tol=False, **kwargs)
+
+
+FAULTS = ("as built", "rotary sign-flipped", "rotary one position off", "cache block dropped",
+          "cache read one slot off")
+"""The lean decoder as built and the wrong attentions the check is calibrated on (`fault`)."""
+
+
+def calibration_model(device: str = "cpu"):
+    """The model of the calibration: the Llama-3.1-8B architecture at a narrow width (4 layers, hidden 256, 4 heads
+    of 64, 1 KV head, vocabulary 1024), random weights as the real shapes have them."""
+    from . import models
+
+    spec = models.load_spec("llama-3.1-8b")
+    config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=1,
+                  head_dim=64, num_hidden_layers=4, vocab_size=1024, bos_token_id=1, eos_token_id=2)
+    return models.build_model(models.ModelSpec(spec.key, spec.name, None, "narrow", True, config), device=device)
+
+
+@contextlib.contextmanager
+def fault(case: str):
+    """The lean decoder with one of FAULTS in its attention (decodegap.lean's functions patched, put back on
+    exit): the rotary sign-flipped; at decode steps, the rotary taken one position on, 32 cached positions
+    (96-127) masked out, or the cache read one slot off (the newest key dropped, a zero key read)."""
+    from . import lean
+
+    if case not in FAULTS:
+        raise ValueError(f"unknown fault {case!r}; known: {', '.join(FAULTS)}")
+    real_forward, real_attention, real_rotate = lean.LeanDecoder.forward, lean._attention, lean._rotate_half
+
+    def one_off(self, ids, start_pos):
+        if ids.shape[1] != 1:
+            return real_forward(self, ids, start_pos)
+        cos, sin = self.cos, self.sin
+        self.cos, self.sin = torch.roll(cos, -1, 0), torch.roll(sin, -1, 0)
+        try:
+            return real_forward(self, ids, start_pos)
+        finally:
+            self.cos, self.sin = cos, sin
+
+    def dropped(q, k, v, mask, scale, prefill):
+        if not prefill:
+            mask = mask.clone()
+            mask[..., 96:128] = False
+        return real_attention(q, k, v, mask, scale, prefill)
+
+    def slot_off(q, k, v, mask, scale, prefill):
+        if not prefill:
+            k, v = torch.roll(k, 1, dims=2), torch.roll(v, 1, dims=2)
+        return real_attention(q, k, v, mask, scale, prefill)
+
+    if case == "rotary sign-flipped":
+        lean._rotate_half = lambda x: -real_rotate(x)
+    elif case == "rotary one position off":
+        lean.LeanDecoder.forward = one_off
+    elif case == "cache block dropped":
+        lean._attention = dropped
+    elif case == "cache read one slot off":
+        lean._attention = slot_off
+    try:
+        yield
+    finally:
+        lean.LeanDecoder.forward, lean._attention, lean._rotate_half = real_forward, real_attention, real_rotate
