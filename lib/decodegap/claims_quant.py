@@ -20,8 +20,7 @@ def _kernel_decides(ev: Evidence) -> dict:
     qc = ev.quant_cells
     ok = (qc[qc["quant"].isin(quant_report.INT4) & qc["t_obs_ms"].notna() & (qc["ctx"] == ev.headline_ctx)]
           if not qc.empty else qc)
-    if not ok.empty and "check_failed" in ok:
-        ok = ok[~ok["check_failed"].astype(bool)]
+    ok = quant_report.passing(ok)
     checks, parts, gpus = [], [], set()
     for (gpu, arm), g in ok.groupby(["gpu", "arm"]):
         share, _, common = quant_report.shares_on_common_models(g)  # on the models every path has

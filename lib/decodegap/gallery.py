@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths, published
+from .stats import span as _span
 from .levers import TARGETS
 
 QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
@@ -24,11 +25,6 @@ DATASHEET_GBPS = 4800  # the H200's datasheet bandwidth (data/specs/gpus.csv), c
 
 def _pct(lo, hi) -> str:
     return f"{lo:.0%}-{hi:.0%}".replace("%-", "-")
-
-
-def _span(v, fmt=".2f") -> str:
-    lo, hi = format(v.min(), fmt), format(v.max(), fmt)
-    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _attention(att: pd.DataFrame, sdpa_pub: float) -> str:

@@ -15,8 +15,9 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import ladder
-from .stats import span as _span
 from .quant_layers import FP16_CASTS_PER_PRODUCT
+from .quant_report import passing
+from .stats import span as _span
 
 STEP = ["gpu", "model", "ctx", "arm", "quant"]
 
@@ -86,14 +87,18 @@ def product_fits(by_projection: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFra
     return fits
 
 
+def _step(by_projection: pd.DataFrame, key: tuple) -> pd.DataFrame:
+    """The projection_table rows of one profiled step, `key` its STEP values."""
+    return by_projection[(by_projection[STEP] == pd.Series(dict(zip(STEP, key)))).all(axis=1)]
+
+
 def grid(cells_: pd.DataFrame, arm: str, value: str = "t_obs_ms") -> pd.DataFrame:
     """Every path on one arm over every measured (gpu, model, ctx): `value` of quant_report.cells (a cell whose
     check failed or that has no timing is NaN), one column per path in the registry's order."""
     from . import quant
 
     c = cells_[(cells_["arm"] == arm) & (cells_["attn"] == "sdpa")]
-    if "check_failed" in c:
-        c = c[~c["check_failed"].astype(bool)]
+    c = passing(c)
     if c.empty:
         return pd.DataFrame()
     table = c.pivot_table(index=["gpu", "model", "ctx"], columns="quant", values=value, aggfunc="first")
@@ -106,8 +111,7 @@ def coverage(cells_: pd.DataFrame, arms: Sequence[str], models_: Sequence[str], 
     and which are missing."""
     grid_cells = [(m, int(c)) for m in models_ for c in contexts]
     c = cells_[(cells_["attn"] == "sdpa") & cells_["t_obs_ms"].notna()]
-    if "check_failed" in c:
-        c = c[~c["check_failed"].astype(bool)]
+    c = passing(c)
     rows = []
     for gpu in sorted(set(c["gpu"])):
         for key in dict.fromkeys(c.loc[c["gpu"] == gpu, "quant"]):
@@ -125,8 +129,7 @@ def grid_findings(cells_: pd.DataFrame, arm: str) -> list[str]:
     speed-up over bf16 on the same arm, and of the share of its byte saving realised."""
     out = []
     c = cells_[(cells_["arm"] == arm) & (cells_["attn"] == "sdpa") & cells_["t_obs_ms"].notna()]
-    if "check_failed" in c:
-        c = c[~c["check_failed"].astype(bool)]
+    c = passing(c)
     for gpu in sorted(set(c["gpu"])):
         g = c[c["gpu"] == gpu]
         for key in dict.fromkeys(g["quant"]):
@@ -159,8 +162,8 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd
         if base in f.index:
             b = f.loc[base]
             line += (f"; bf16 on the same arm: {b['fixed_us']:.1f} us fixed per product, {b['stream_gbps']:.0f} GB/s")
-        head = by_projection[(by_projection[STEP] == pd.Series(dict(zip(STEP, key)))).all(axis=1)
-                             & (by_projection["projection"] == "lm_head")]
+        step = _step(by_projection, key)
+        head = step[step["projection"] == "lm_head"]
         if not head.empty:
             line += f"; its bf16 LM head {head['gpu_us'].iloc[0]:.0f} us at {head['gbps'].iloc[0]:.0f} GB/s"
         out.append(line + ".")
@@ -185,7 +188,7 @@ def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataF
     if at.empty:
         return None
     r = at.sort_values("arm", key=lambda a: a != "lean_attn_graph").iloc[0]
-    step = by_projection[(by_projection[STEP] == pd.Series(dict(zip(STEP, r[STEP])))).all(axis=1)]
+    step = _step(by_projection, tuple(r[STEP]))
     layer_bytes = float(step.loc[step["projection"] != "lm_head", "bytes"].sum())
     head = step[step["projection"] == "lm_head"]
     head_ms = float(head["gpu_us"].sum()) / 1e3

@@ -30,6 +30,12 @@ INT4 = tuple(k for k in quant.PATHS if quant.LAYOUT_OF[k] not in ("bf16", "nf4")
 """The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
 
 
+def passing(cells_: pd.DataFrame) -> pd.DataFrame:
+    """The cells of `cells_` whose correctness check did not fail (`check_failed`; all of them without that
+    column)."""
+    return cells_[~cells_["check_failed"].astype(bool)] if "check_failed" in cells_ else cells_
+
+
 def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path."""
     return decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
@@ -128,8 +134,7 @@ def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.
     measured copy bandwidth and at its datasheet bandwidth. None without such a cell."""
     c = cells_[(cells_["gpu"] == target["gpu"]) & (cells_["model"] == target["model"]) & (cells_["ctx"] == target["ctx"])
                & cells_["quant"].isin(INT4) & cells_["t_obs_ms"].notna()]
-    if "check_failed" in c:
-        c = c[~c["check_failed"].astype(bool)]
+    c = passing(c)
     if c.empty:
         return None
     best = c.loc[c["t_obs_ms"].idxmin()]
