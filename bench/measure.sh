@@ -29,7 +29,8 @@
 # Environment (all optional): MODELS, CONTEXTS (comma-separated; default the CLI's grid), DATA_DIR (a data folder
 # other than data/; the registry and model configs are copied into a new one), STEP_TIMEOUT (seconds each step may
 # run; default no limit), RETRY=1 (--retry-errors), RETRY_UNAVAILABLE=1 (the attention step measures again the cells
-# recorded only as unavailable, e.g. fa2 once flash-attn is built), SKIP_TESTS=1 (the quant step without its GPU tests),
+# recorded only as unavailable, e.g. fa2 once flash-attn is built), ATTENTION_AGAIN=1 (the attention step's per-layer
+# microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
 # QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
@@ -128,7 +129,8 @@ step_attention() {
   tail -3 "$OUTDIR"/build_attention.log
   [ -n "$BUILT_HERE" ] && [ -f .ext/flash_attn_2_cuda.so ] && return_builds
   bounded python3 bench/optional_report.py
-  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" || return
+  local AGAIN=(); [ "${ATTENTION_AGAIN:-0}" = 1 ] && AGAIN=(--again)
+  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" "${AGAIN[@]}" || return
   for attn in sdpa_flash sdpa_efficient sdpa_cudnn sdpa_math flex fa2 fa3 flashinfer_paged; do
     dg measure --gpu "$GPU" ${MODELS:+--models "$MODELS"} --attn $attn --arms eager,graph --contexts 2048,16384 \
       --sessions 1 --no-progress "${RETRY_FLAG[@]}" "${UNAVAILABLE_FLAG[@]}"

@@ -140,6 +140,30 @@ def test_a_cell_unavailable_until_its_package_arrives_is_measured_again_on_reque
     assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == 3  # measured: done
 
 
+def test_again_measures_every_cell_anew_and_the_summary_reads_only_the_newest_run(data_dir):
+    """--again: every cell is timed again in one run's rounds; the first run's rows stay, and the summary's medians
+    come from the second run alone (two runs' rows are never pooled)."""
+    args = ("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math"], data_dir)
+    first = attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)
+    second = attention_bench.record_attention(*args, device="cpu", reps=3, host_calls=5, again=True)
+    rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
+    assert rows.groupby("run_id").size().to_dict() == {first: 2 * 2, second: 2 * 3}
+    newest = attention_report.newest_runs(rows)
+    assert set(newest.run_id) == {second} and len(newest) == 6
+    summ = attention_report.summary(rows).set_index("attn")
+    new_sdpa = rows[(rows.run_id == second) & (rows.attn == "sdpa")].us_per_call
+    assert summ.loc["sdpa", "host_us"] == pytest.approx(new_sdpa.median())
+
+
+def test_newest_runs_keeps_a_cells_ok_run_over_a_later_failure():
+    cell = dict(gpu="g", model="m", ctx=16, attn="fa2", timing="host", rep=0, max_rel_err=0.0, reason="")
+    rows = pd.DataFrame([dict(cell, run_id="20260101T000000-a", status="ok", us_per_call=10.0),
+                         dict(cell, run_id="20260102T000000-b", status="ok", us_per_call=20.0),
+                         dict(cell, run_id="20260103T000000-c", status="unavailable", us_per_call=None)])
+    assert list(attention_report.newest_runs(rows).us_per_call) == [20.0]
+    assert list(attention_report.newest_runs(rows.iloc[[2]]).status) == ["unavailable"]
+
+
 def test_paper_table_puts_the_published_h100_column_beside_ours():
     summ = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, attn="sdpa", host_us=30.0, gpu_us=10.0,
                               max_rel_err=0.0, status="ok", reason="")])

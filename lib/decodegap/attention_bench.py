@@ -10,13 +10,15 @@ from .sweep import SweepPlan, free_device_memory, run_sweep
 
 def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
                      reps: int = 5, host_calls: int = 200, graph_calls: int = 100, seed: int = 0,
-                     retry_unavailable: bool = False) -> str:
+                     retry_unavailable: bool = False, again: bool = False) -> str:
     """Per-layer decode attention of every backend, model shape and context: correctness against the
     math backend first (every cell), then `reps` rounds of timing, each round timing every cell once host-inclusive
     and once GPU-only in a new seeded order (interleaved: no cell's time depends on which model's or backend's
     turn came before it; `rep` is the round). Appends to data/raw/<gpu>/attention.csv at the end, one block per
     cell (a run killed before then writes nothing and is measured again); resumes (a done (model, ctx, backend) is
-    skipped; with `retry_unavailable` a cell recorded only as `unavailable` is measured again, its old rows kept)."""
+    skipped; with `retry_unavailable` a cell recorded only as `unavailable` is measured again, its old rows kept; with
+    `again` every cell is measured again, so that all of them share this run's interleaved rounds; the old rows
+    stay as history, and notebook 03 reads each cell's newest run, `attention_report.newest_runs`)."""
     import random
 
     from . import attention
@@ -28,7 +30,8 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
     with runs.recorded(gpu, data, "attention", ["attention"], device=device, gpu_state_before=hardware.gpu_state(),
                        attention_order=f"interleaved, {reps} seeded rounds (seed {seed})") as run_id:
         path = paths.raw_dir(gpu, data) / "attention.csv"
-        done = records.done_keys(path, records.ATTENTION, ("unavailable",) if retry_unavailable else (), run_id)
+        retry = records.STATUSES if again else ("unavailable",) if retry_unavailable else ()
+        done = records.done_keys(path, records.ATTENTION, retry, run_id)
         cuda = device.startswith("cuda")
         cells, blocks = [], {}
         for key in model_keys:  # every cell checked first; the ones that run are timed in rounds below

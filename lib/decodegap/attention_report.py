@@ -19,12 +19,29 @@ PROXY_BACKENDS = {"sdpa_flash": "fa2"}
 FlashAttention-2 kernels, not the flash-attn package the paper names."""
 
 
+KEYS = ["gpu", "model", "ctx", "attn"]
+
+
+def newest_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's rows of one run: the newest run in which it ran (an `ok` row), else its newest status rows.
+    Runs are never pooled: a cell measured again (`python -m decodegap attention --again`, or after it was
+    unavailable) is read from its latest run, timed there interleaved with the other cells of that run; the
+    older rows stay in the file as history. Run ids begin with their start time, so they sort by age."""
+    if rows.empty:
+        return rows
+    ran = rows.assign(_ok=rows["status"] == "ok")
+    best = ran.sort_values(["_ok", "run_id"]).groupby(KEYS)[["run_id"]].last().reset_index()
+    return rows.merge(best, on=KEYS + ["run_id"])[rows.columns]
+
+
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (gpu, model, ctx, attn): median host and GPU microseconds per call, the correctness
-    error against the math backend, and the status and reason of backends that did not run."""
-    keys = ["gpu", "model", "ctx", "attn"]
+    """One row per (gpu, model, ctx, attn), from the cell's newest run (`newest_runs`): median host and GPU
+    microseconds per call, the correctness error against the math backend, and the status and reason of
+    backends that did not run."""
+    keys = KEYS
     if rows.empty:
         return pd.DataFrame(columns=keys + ["host_us", "gpu_us", "max_rel_err", "status", "reason"])
+    rows = newest_runs(rows)
     ok = rows[rows["status"] == "ok"]
     timed = ok.pivot_table(index=keys, columns="timing", values="us_per_call", aggfunc="median")
     timed = timed.rename(columns={"host": "host_us", "gpu": "gpu_us"})

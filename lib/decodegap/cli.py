@@ -142,7 +142,7 @@ def cmd_attention(args) -> int:
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device,
-                                     retry_unavailable=args.retry_unavailable)
+                                     retry_unavailable=args.retry_unavailable, again=args.again)
     return 0
 
 
@@ -319,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.add_argument("--retry-unavailable", action="store_true",
                    help="measure again cells recorded only as unavailable (e.g. after building flash-attn)")
+    a.add_argument("--again", action="store_true",
+                   help="measure every cell again, all interleaved in this run's rounds (old rows stay as history; "
+                        "notebook 03 reads each cell's newest run)")
     a.set_defaults(func=cmd_attention)
 
     s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)

@@ -1,0 +1,44 @@
+"""The sharpened check's noise floor on a GPU (decodegap.sharp_check, issue of notebook 06): how far a correct arm
+lands from HF eager when every attention score is sharpened, on the real shapes in bf16, and how far the faults it
+is calibrated on land (the lean decoder's rotary flipped or one position off, a cache block dropped, the cache
+read one slot off). A tolerance that gates the timing must sit above the first and below the second.
+For each model and context: every uncompiled lean arm and HF's graph arm, the plain check (factor 1) and the
+sharpened one (sharp_check.SHARPEN); then, on the lean arm at the first context, each fault, sharpened and plain.
+Writes data/diagnostics/sharp_noise_gpu.csv (bench/diagnostics.py): one row per (model, ctx, arm, case, sharpen),
+the max. relative logits error against HF eager, or the error raised.
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [CTX ...]   (default 2048 16384)
+"""
+
+import sys
+
+import torch
+from diagnostics import Rows
+
+from decodegap import models, sharp_check
+
+CONTEXTS = [int(c) for c in sys.argv[1:]] or [2048, 16384]
+ARMS = ("graph", "lean", "lean_graph", "lean_kernels", "lean_kernels_graph", "lean_attn_graph")
+rows = Rows("sharp_noise_gpu", ("model", "ctx", "arm", "case", "sharpen", "max_rel_err", "status", "reason"))
+
+
+def check(model, key, ctx, arm, case, factor):
+    try:
+        with sharp_check.fault(case):
+            err = sharp_check.verify_arm_sharpened(model, arm, ctx, factor=factor, tol=1e9)
+        rows.add(model=key, ctx=ctx, arm=arm, case=case, sharpen=factor, max_rel_err=err, status="ok", reason="")
+    except Exception as exc:  # noqa: BLE001 (a diagnostic: record and go on)
+        rows.add(model=key, ctx=ctx, arm=arm, case=case, sharpen=factor, max_rel_err="", status="error",
+                 reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+
+
+for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
+    model = models.build_model(models.load_spec(key), device="cuda")
+    for ctx in CONTEXTS:
+        for arm in ARMS:
+            for factor in (1.0, sharp_check.SHARPEN):
+                check(model, key, ctx, arm, "as built", factor)
+    for case in sharp_check.FAULTS[1:]:
+        for factor in (1.0, sharp_check.SHARPEN):
+            check(model, key, CONTEXTS[0], "lean", case, factor)
+    del model
+    torch.cuda.empty_cache()
