@@ -27,6 +27,11 @@ OUT=${2:-.ext}
 [ -f "$SRC/csrc/flash_attn/flash_api.cpp" ] && [ -f "$SRC/csrc/cutlass/include/cutlass/cutlass.h" ] || {
   echo "build_flash_attn: no $SRC/csrc/flash_attn/flash_api.cpp or csrc/cutlass: put the flash-attn 2.8.3 sources there (bench/README.md)"; exit 2; }
 mkdir -p "$OUT"
-python3 bench/flash_attn_build.py package "$SRC" "$OUT"
-if [ -f "$OUT/flash_attn_2_cuda.so" ]; then echo "build_flash_attn: $OUT already holds flash_attn_2_cuda.so"; exit 0; fi
-python3 bench/flash_attn_build.py build "$SRC" "$OUT"
+# the Python package only beside a built extension: transformers imports any `flash_attn` it can find, and one
+# without its flash_attn_2_cuda fails every model import (seen on the H200 while a build was still running)
+if [ -f "$OUT/flash_attn_2_cuda.so" ]; then
+  echo "build_flash_attn: $OUT already holds flash_attn_2_cuda.so"
+else
+  python3 bench/flash_attn_build.py build "$SRC" "$OUT" || exit $?
+fi
+[ -f "$OUT/flash_attn_2_cuda.so" ] && python3 bench/flash_attn_build.py package "$SRC" "$OUT"

@@ -204,6 +204,7 @@ def build(src: str, out: str) -> None:
         nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()
         info = dict(kernel="flash_attn_2_cuda (Dao-AILab/flash-attention), trimmed: head dim 128, bf16, forward and "
                            "split-KV forward",
+                    head_dims=[128], dtypes=["bfloat16"],  # what HEADDIM_128 and BF16_ONLY keep
                     source_commit=_source_commit(src) or "not a git checkout",
                     sources=list(SOURCES), compile_s=times, defines=list(DISABLED),
                     patches=[dict(file=f, patch=what, why=why) for f, what, why in PATCHES],

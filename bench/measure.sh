@@ -15,9 +15,10 @@
 #     ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
 #                kernels per step, from a cold inductor cache
 #     attention  notebook 03: flash-attn's trimmed extension built (bench/build_flash_attn.sh, from .src/flash-attention;
-#                returned in OUTDIR/ext.tgz.part-*), the per-layer microbenchmark of every backend, then the whole step
-#                with each forced SDPA/flex backend and with FA2, FA3 and FlashInfer (eager and graph, ctx 2048 and
-#                16384, one session)
+#                returned in OUTDIR/ext.tgz.part-*), then the per-layer microbenchmark of every backend
+#     attention_step  notebook 03: the whole step with each backend of STEP_BACKENDS inside the HF model (default: the
+#                forced SDPA backends, flex, fa2, fa3 and flashinfer_paged; eager and graph, ctx 2048 and 16384, one
+#                session), flash-attn built first as above
 #     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
 #                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
 #     gemv       notebooks 04/06: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm and bf16 per product
@@ -31,7 +32,7 @@
 # run; default no limit), RETRY=1 (--retry-errors), RETRY_UNAVAILABLE=1 (the attention step measures again the cells
 # recorded only as unavailable, e.g. fa2 once flash-attn is built), ATTENTION_AGAIN=1 (the attention step's per-layer
 # microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
-# QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
+# STEP_BACKENDS (comma-separated attention keys of the attention_step step), QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
 # RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
@@ -40,10 +41,10 @@
 # `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
 # Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
 set -u
-GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention quant gemv ladder)}
+GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention attention_step quant gemv ladder)}
 OUTDIR=${2:?usage: bench/measure.sh GPU OUTDIR [STEP ...]}
 shift 2
-ALL_STEPS="env tests roofline ab attention quant gemv ladder"
+ALL_STEPS="env tests roofline ab attention attention_step quant gemv ladder"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -64,6 +65,7 @@ PROFILE=${PROFILE:-}
 [ "${RETRY:-0}" = 1 ] && RETRY_FLAG=(--retry-errors)
 UNAVAILABLE_FLAG=()
 [ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
+STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
 LIMIT_BYTES=$(( ${RETURN_LIMIT_MIB:-16} * 1024 * 1024 ))
 
 bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
@@ -112,8 +114,9 @@ step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
   dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
 }
-unpack_builds() {  # the builds of an earlier run, carried back as .extpack/ext.tgz
-  [ -f .extpack/ext.tgz ] && tar xzf .extpack/ext.tgz -C .ext
+unpack_builds() {  # the builds of earlier runs, carried back as .extpack/ext.tgz (or any .extpack*/*.tgz)
+  local pack
+  for pack in .extpack*/*.tgz; do [ -f "$pack" ] && tar xzf "$pack" -C .ext; done
   true
 }
 return_builds() {  # builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > .extpack/ext.tgz
@@ -121,7 +124,7 @@ return_builds() {  # builds go back in parts (a returned file may have 16 MiB): 
   ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-
   ls -la "$OUTDIR"/ext.tgz.part-*
 }
-step_attention() {
+build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (built or carried back)
   unpack_builds
   local BUILT_HERE=""
   [ -f .ext/flash_attn_2_cuda.so ] || BUILT_HERE=1
@@ -129,9 +132,16 @@ step_attention() {
   tail -3 "$OUTDIR"/build_attention.log
   [ -n "$BUILT_HERE" ] && [ -f .ext/flash_attn_2_cuda.so ] && return_builds
   bounded python3 bench/optional_report.py
+}
+step_attention() {
+  build_attention
   local AGAIN=(); [ "${ATTENTION_AGAIN:-0}" = 1 ] && AGAIN=(--again)
-  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" "${AGAIN[@]}" || return
-  for attn in sdpa_flash sdpa_efficient sdpa_cudnn sdpa_math flex fa2 fa3 flashinfer_paged; do
+  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" "${AGAIN[@]}"
+}
+step_attention_step() {
+  build_attention
+  local attn
+  for attn in ${STEP_BACKENDS//,/ }; do
     dg measure --gpu "$GPU" ${MODELS:+--models "$MODELS"} --attn $attn --arms eager,graph --contexts 2048,16384 \
       --sessions 1 --no-progress "${RETRY_FLAG[@]}" "${UNAVAILABLE_FLAG[@]}"
     save

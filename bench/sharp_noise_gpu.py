@@ -6,18 +6,25 @@ For each model and context: every uncompiled lean arm and HF's graph arm, the pl
 sharpened one (sharp_check.SHARPEN); then, on the lean arm at the first context, each fault, sharpened and plain.
 Writes data/diagnostics/sharp_noise_gpu.csv (bench/diagnostics.py): one row per (model, ctx, arm, case, sharpen),
 the max. relative logits error against HF eager, or the error raised.
-Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [CTX ...]   (default 2048 16384)
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [--contexts 2048,16384] [--models M,...] [--arms A,...] [--factors 1,16]
 """
 
-import sys
+import argparse
 
 import torch
 from diagnostics import Rows
 
 from decodegap import models, sharp_check
 
-CONTEXTS = [int(c) for c in sys.argv[1:]] or [2048, 16384]
-ARMS = ("graph", "lean", "lean_graph", "lean_kernels", "lean_kernels_graph", "lean_attn_graph")
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--contexts", default="2048,16384")
+parser.add_argument("--models", default="llama-3.1-8b,qwen2.5-7b,mistral-7b-v0.3")
+parser.add_argument("--arms", default="graph,lean,lean_graph,lean_kernels,lean_kernels_graph,lean_attn_graph")
+parser.add_argument("--factors", default=f"1,{sharp_check.SHARPEN:g}", help="sharpening factors (1: the plain check)")
+args = parser.parse_args()
+CONTEXTS = [int(c) for c in args.contexts.split(",")]
+ARMS = args.arms.split(",")
+FACTORS = [float(f) for f in args.factors.split(",")]
 rows = Rows("sharp_noise_gpu", ("model", "ctx", "arm", "case", "sharpen", "max_rel_err", "status", "reason"))
 
 
@@ -31,14 +38,14 @@ def check(model, key, ctx, arm, case, factor):
                  reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
 
-for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
+for key in args.models.split(","):
     model = models.build_model(models.load_spec(key), device="cuda")
     for ctx in CONTEXTS:
         for arm in ARMS:
-            for factor in (1.0, sharp_check.SHARPEN):
+            for factor in FACTORS:
                 check(model, key, ctx, arm, "as built", factor)
     for case in sharp_check.FAULTS[1:]:
-        for factor in (1.0, sharp_check.SHARPEN):
+        for factor in FACTORS:
             check(model, key, CONTEXTS[0], "lean", case, factor)
     del model
     torch.cuda.empty_cache()

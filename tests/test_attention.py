@@ -329,3 +329,19 @@ def test_identical_calls_on_two_models_are_compared_against_one_cells_spread():
     assert len(table) == 1 and table.iloc[0].models == "a, b" and table.iloc[0]["shape"] == "32x8x128"
     assert table.iloc[0].host_ratio == pytest.approx(1.5) and table.iloc[0].within_cell_spread == pytest.approx(0.2)
     assert "median 1.50x" in attention_report.shape_findings(table)[0]
+
+
+def test_a_call_outside_the_trimmed_flash_attn_build_is_refused_before_the_extension(tmp_path, monkeypatch):
+    """The trimmed build (bench/build_flash_attn.sh) has head dim 128 and bf16 only; a record without those keys is
+    the first such build; an untrimmed flash-attn (no record) is never refused here."""
+    import json
+
+    monkeypatch.setenv("DECODEGAP_EXT_DIR", str(tmp_path))
+    assert attention.trimmed_build_refusal(64, "bfloat16") is None  # no build record: the package as installed
+    (tmp_path / "flash_attn_build.json").write_text(json.dumps({"kernel": "flash_attn_2_cuda, trimmed: head dim 128"}))
+    assert attention.trimmed_build_refusal(128, "bfloat16") is None
+    assert "head dim 128 only" in attention.trimmed_build_refusal(64, "bfloat16")
+    assert "not head dim 128 in float16" in attention.trimmed_build_refusal(128, "float16")
+    (tmp_path / "flash_attn_build.json").write_text(json.dumps({"kernel": "trimmed", "head_dims": [64, 128],
+                                                                "dtypes": ["bfloat16"]}))
+    assert attention.trimmed_build_refusal(64, "bfloat16") is None

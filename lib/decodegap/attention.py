@@ -143,12 +143,35 @@ def _bshd(q, k, v):
     return q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
 
 
+def trimmed_build_refusal(head_dim: int, dtype_name: str) -> str | None:
+    """Why this machine's flash-attn build cannot take the call, or None. bench/build_flash_attn.sh compiles only
+    the kernels decode needs (its record, `.ext/flash_attn_build.json`, names the head dims and dtypes; a record
+    without them is the first trimmed build: head dim 128, bf16). A call outside them is refused here, never sent
+    to the extension: on the H200 a head-dim-64 call into the trimmed build crashed the process (segmentation
+    fault) instead of raising the build's own check."""
+    from . import hardware
+
+    record = hardware.kernel_builds().get("flash_attn")
+    if not isinstance(record, dict) or "trimmed" not in str(record.get("kernel", "")):
+        return None
+    head_dims, dtypes = record.get("head_dims", [128]), record.get("dtypes", ["bfloat16"])
+    if head_dim not in head_dims or dtype_name not in dtypes:
+        return (f"this trimmed flash-attn build (bench/build_flash_attn.sh) has head dim "
+                f"{'/'.join(map(str, head_dims))} only and {'/'.join(dtypes)} only, not head dim {head_dim} "
+                f"in {dtype_name}")
+    return None
+
+
 def _with_kvcache(module_names: tuple[str, ...]):
     def prepare(q, k, v):
         _need_cuda(q)
         import torch
 
         mod = _import(*module_names)
+        refusal = trimmed_build_refusal(q.shape[-1], str(q.dtype).removeprefix("torch.")) \
+            if module_names == FA2_MODULES else None
+        if refusal:
+            raise BackendUnavailable(refusal)
         qb, kb, vb = _bshd(q, k, v)
         seqlens = torch.full((1,), k.shape[2], dtype=torch.int32, device=q.device)
 
