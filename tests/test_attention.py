@@ -345,3 +345,15 @@ def test_a_call_outside_the_trimmed_flash_attn_build_is_refused_before_the_exten
     (tmp_path / "flash_attn_build.json").write_text(json.dumps({"kernel": "trimmed", "head_dims": [64, 128],
                                                                 "dtypes": ["bfloat16"]}))
     assert attention.trimmed_build_refusal(64, "bfloat16") is None
+
+
+def test_ranking_names_the_fastest_step_beside_sdpas_and_the_fastest_per_layer_kernel():
+    """Hand case: SDPA fastest per layer (GPU-only 5 us) but slowest step (9 ms against fa2's 6 ms: 1.50x)."""
+    steps = pd.DataFrame([dict(gpu="g", model="m", ctx=2048, attn=a, arm="graph", sessions=s, t_obs_ms=t, status="ok")
+                          for a, t, s in (("sdpa", 9.0, 10), ("fa2", 6.0, 1))])
+    summ = pd.DataFrame([dict(gpu="g", model="m", ctx=2048, attn=a, status="ok", gpu_us=gu, host_us=hu)
+                         for a, gu, hu in (("sdpa", 5.0, 20.0), ("fa2", 8.0, 25.0))])
+    (line,) = attention_report.ranking_findings(steps, summ)
+    assert line == ("g m ctx 2048 (graph): fastest step fa2 6.00 ms (1 session), SDPA's default 9.00 ms (1.50x; "
+                    "10 sessions); per layer the fastest of them is sdpa GPU-only (5.0 us) and sdpa host-inclusive "
+                    "(20.0 us).")

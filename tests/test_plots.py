@@ -137,3 +137,10 @@ def test_the_attention_figure_draws_the_published_values_beside_ours():
     assert sum("published" in text for text in labels) == len(pub) == 4
     stars = [c for c in fig.axes[0].collections if len(c.get_offsets())]
     assert sorted(float(c.get_offsets()[0][1]) for c in stars) == sorted(pub["value"])
+
+
+def test_every_attention_backend_has_a_colour_of_its_own():
+    from decodegap import attention
+
+    colours = [plots.backend_color(key) for key in attention.BACKENDS]
+    assert len(set(colours)) == len(colours)

@@ -68,3 +68,16 @@ def test_a_fault_is_put_back_and_an_unknown_one_refused():
     with pytest.raises(ValueError, match="unknown fault"):
         with sharp_check.fault("rotary off by two"):
             pass
+
+
+def test_only_models_with_flat_scores_are_sharpened():
+    """score_std by hand: 4096 x 0.02^2 = 1.6384 (Llama-3.1-8B: no sharpening, its check is the plain one), the
+    calibration model 256 x 0.02^2 = 0.1024 (sharpened by SHARPEN to 1.64, the real models' spread)."""
+    llama = models.load_spec("llama-3.1-8b").config
+    narrow = dict(llama, hidden_size=256)
+    assert sharp_check.score_std(llama) == pytest.approx(1.6384)
+    assert sharp_check.score_std(narrow) == pytest.approx(0.1024)
+    assert sharp_check.factor_for(llama) == 1.0 and sharp_check.factor_for(narrow) == sharp_check.SHARPEN
+    assert not wants_sharp_check(Cell("llama-3.1-8b", 2048, "lean"), llama)
+    assert wants_sharp_check(Cell("m", 2048, "lean"), narrow) and wants_sharp_check(Cell("m", 2048, "lean"))
+    assert sharp_check.factor_for(sharp_check.calibration_model().config.to_dict()) == sharp_check.SHARPEN

@@ -26,11 +26,13 @@ def newest_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """Each cell's rows of one run: the newest run in which it ran (an `ok` row), else its newest status rows.
     Runs are never pooled: a cell measured again (`python -m decodegap attention --again`, or after it was
     unavailable) is read from its latest run, timed there interleaved with the other cells of that run; the
-    older rows stay in the file as history. Run ids begin with their start time, so they sort by age."""
+    older rows stay in the file as history. A run's age is where its first row stands in the file (rows are only
+    ever appended), not its id: two runs may start within one second."""
     if rows.empty:
         return rows
-    ran = rows.assign(_ok=rows["status"] == "ok")
-    best = ran.sort_values(["_ok", "run_id"]).groupby(KEYS)[["run_id"]].last().reset_index()
+    order = {run: i for i, run in enumerate(pd.unique(rows["run_id"]))}
+    ran = rows.assign(_ok=rows["status"] == "ok", _age=rows["run_id"].map(order))
+    best = ran.sort_values(["_ok", "_age"], kind="stable").groupby(KEYS)[["run_id"]].last().reset_index()
     return rows.merge(best, on=KEYS + ["run_id"])[rows.columns]
 
 
@@ -53,9 +55,9 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     first_ok = pd.concat([ok, rows[rows["status"] != "ok"]])
     status = first_ok.groupby(keys).agg(status=("status", "first"), reason=("reason", "first"))
     out = status.join(timed[["host_us", "gpu_us"]]).join(err).reset_index()
-    host = ok[ok["timing"] == "host"].groupby(keys)["us_per_call"]
-    spread = (host.max() / host.min() - 1).rename("host_spread")  # over the repetitions (rounds) of a cell
-    out = out.join(spread, on=keys)
+    for timing in ("host", "gpu"):  # over the repetitions (rounds) of a cell: largest over smallest, less one
+        t = ok[ok["timing"] == timing].groupby(keys)["us_per_call"]
+        out = out.join((t.max() / t.min() - 1).rename(f"{timing}_spread"), on=keys)
     out["label"] = [attention.BACKENDS[a].label if a in attention.BACKENDS else a for a in out["attn"]]
     out["host_over_gpu"] = out["host_us"] / out["gpu_us"]
     return out
@@ -67,21 +69,29 @@ def shape_agreement(summ: pd.DataFrame, configs) -> pd.DataFrame:
     host-inclusive time, beside the largest spread of a single cell over its repetitions (`host_spread`). A
     ratio far past that spread means the timings depend on something other than the call (the order cells ran
     in, for one)."""
-    cols = ["gpu", "shape", "ctx", "attn", "models", "host_ratio", "within_cell_spread"]
+    cols = ["gpu", "shape", "ctx", "attn", "models", "host_ratio", "within_cell_spread", "within_noise", "gpu_ratio",
+            "gpu_within_cell_spread"]
     if summ.empty:
         return pd.DataFrame(columns=cols)
-    shape = {k: (c["num_attention_heads"], c["num_key_value_heads"],
-                 c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) for k, c in configs.items()}
-    ok = summ[(summ["status"] == "ok") & summ["model"].isin(shape)].copy()
-    ok["shape"] = ok["model"].map(lambda m: "x".join(map(str, shape[m])))
+    ok = summ[(summ["status"] == "ok") & summ["model"].isin(configs)].copy()
+    ok["shape"] = ok["model"].map(lambda m: shape_of(configs[m]))
     out = []
     for (gpu, sh, ctx, attn), g in ok.groupby(["gpu", "shape", "ctx", "attn"]):
         if g["model"].nunique() < 2 or g["host_us"].isna().all():
             continue
+        spread = float(g["host_spread"].max()) if "host_spread" in g else float("nan")
+        ratio = float(g["host_us"].max() / g["host_us"].min())
         out.append(dict(gpu=gpu, shape=sh, ctx=ctx, attn=attn, models=", ".join(sorted(g["model"])),
-                        host_ratio=float(g["host_us"].max() / g["host_us"].min()),
-                        within_cell_spread=float(g["host_spread"].max()) if "host_spread" in g else float("nan")))
+                        host_ratio=ratio, within_cell_spread=spread, within_noise=bool(ratio - 1 <= spread),
+                        gpu_ratio=float(g["gpu_us"].max() / g["gpu_us"].min()),
+                        gpu_within_cell_spread=float(g["gpu_spread"].max()) if "gpu_spread" in g else float("nan")))
     return pd.DataFrame(out, columns=cols)
+
+
+def shape_of(config) -> str:
+    """A model's decode-attention shape as "query heads x KV heads x head dim", e.g. 32x8x128."""
+    return "x".join(map(str, (config["num_attention_heads"], config["num_key_value_heads"],
+                              config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])))
 
 
 def paper_table(summ: pd.DataFrame, published: pd.DataFrame, ctx: int = 2048, model: str = "llama-3.1-8b") -> pd.DataFrame:
@@ -219,16 +229,52 @@ def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs, bandwidth_gb
     return out
 
 
+def ranking_findings(steps: pd.DataFrame, summ: pd.DataFrame, arm: str = "graph") -> list[str]:
+    """Does the faster per-layer kernel make the faster decode step? Per GPU, model and context with the whole step
+    measured for two or more backends on `arm`: the fastest step and SDPA's default step beside it, and which
+    backend was fastest per layer (GPU-only and host-inclusive) in the same cell of the microbenchmark."""
+    out = []
+    ok = steps[(steps["arm"] == arm) & (steps["status"] == "ok")]
+    for (gpu, model, ctx), g in ok.groupby(["gpu", "model", "ctx"]):
+        if g["attn"].nunique() < 2:
+            continue
+        t = g.set_index("attn")["t_obs_ms"].sort_values()
+        n = g.set_index("attn")["sessions"]
+
+        def sessions(attn):
+            return f"{int(n[attn])} session{'s' if int(n[attn]) != 1 else ''}"
+
+        line = f"{gpu} {model} ctx {int(ctx)} ({arm}): fastest step {t.index[0]} {t.iloc[0]:.2f} ms ({sessions(t.index[0])})"
+        if "sdpa" in t and t.index[0] != "sdpa":
+            line += f", SDPA's default {t['sdpa']:.2f} ms ({t['sdpa'] / t.iloc[0]:.2f}x; {sessions('sdpa')})"
+        micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["ctx"] == ctx) & (summ["status"] == "ok")
+                     & summ["attn"].isin(t.index)].set_index("attn")
+        if not micro.empty:
+            line += (f"; per layer the fastest of them is {micro['gpu_us'].idxmin()} GPU-only "
+                     f"({micro['gpu_us'].min():.1f} us) and {micro['host_us'].idxmin()} host-inclusive "
+                     f"({micro['host_us'].min():.1f} us)")
+        out.append(line + ".")
+    return out
+
+
 def shape_findings(agreement: pd.DataFrame) -> list[str]:
-    """Per GPU: how far the host-inclusive times of identical calls (one attention shape, two models) differ,
-    against the spread of a single cell over its repetitions."""
+    """Per GPU: how far the times of identical calls (one attention shape, two models) differ, host-inclusive and
+    GPU-only, against the spread of a single cell over its repetitions: a difference within that spread is noise."""
     out = []
     for gpu, g in agreement.groupby("gpu"):
         worst = g.loc[g["host_ratio"].idxmax()]
-        out.append(f"{gpu}: identical calls timed on different models (shape {', '.join(sorted(set(g['shape'])))}) differ "
-                   f"host-inclusive by a median {g['host_ratio'].median():.2f}x (up to {worst['host_ratio']:.2f}x, "
-                   f"{worst['attn']} at ctx {int(worst['ctx'])}), while one cell's repetitions spread by a median "
-                   f"{g['within_cell_spread'].median():.0%}: where the first is much larger, the time depends on when a "
-                   "cell ran, not only on the call (record_attention now interleaves every cell in seeded rounds).")
+        n_ok = int(g["within_noise"].sum()) if "within_noise" in g else 0
+        gpu_part = ""
+        if "gpu_ratio" in g and g["gpu_ratio"].notna().any():
+            gworst = g.loc[g["gpu_ratio"].idxmax()]
+            gpu_part = (f" GPU-only (graph replay) they differ by a median {g['gpu_ratio'].median():.2f}x (up to "
+                        f"{gworst['gpu_ratio']:.2f}x, {gworst['attn']} at ctx {int(gworst['ctx'])}), one cell's rounds by "
+                        f"a median {g['gpu_within_cell_spread'].median():.0%}.")
+        out.append(f"{gpu}: identical calls timed on different models (shape {', '.join(sorted(set(g['shape'])))}, "
+                   f"{len(g)} backend and context pairs) differ host-inclusive by a median {g['host_ratio'].median():.2f}x "
+                   f"(up to {worst['host_ratio']:.2f}x, {worst['attn']} at ctx {int(worst['ctx'])}), while one cell's "
+                   f"repetitions spread by a median {g['within_cell_spread'].median():.0%} (up to "
+                   f"{g['within_cell_spread'].max():.0%}); {n_ok} of {len(g)} pairs differ by no more than their cells' "
+                   "spread" + (", so identical calls agree within the noise of host-inclusive timing." if n_ok == len(g)
+                               else ": in the others the time depends on more than the call.") + gpu_part)
     return out
-

@@ -215,7 +215,7 @@ def cmd_gallery(args) -> int:
     print(f"wrote {gallery.write()}")
     if args.readme:
         readme = paths.REPO / "README.md"
-        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read()))
+        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), gallery.claim_counts()))
         print(f"updated the gallery of {readme}")
     return 0
 

@@ -318,7 +318,8 @@ def r_floor_per_arm(cells: pd.DataFrame, convention: str = "W_all"):
 
 
 BACKEND_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                  "#bcbd22", "#17becf")
+                  "#bcbd22", "#17becf", "#000000", "#aec7e8")
+"""As many colours as there are backends (attention.BACKENDS): no two backends share one."""
 
 
 def backend_color(attn: str) -> str:

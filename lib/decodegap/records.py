@@ -120,7 +120,9 @@ logits (quant_report.checks labels them failed)."""
 CHECKS = {
     "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (compare.VERIFY_TOL)",
     "vs_eager_sharp": "vs_eager on the same weights with every attention score sharpened (sharp_check: q and k "
-                      "scaled so that each head attends to a few positions; recorded, not yet gating)",
+                      "scaled so that each head attends to a few positions), for models whose own scores are too "
+                      "flat for vs_eager (sharp_check.factor_for; recorded, not gating). Rows of the paper's models "
+                      "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
                "(quant_check; tolerance from 4-bit rounding: quant.model_tolerance)",
     "vs_bf16_logits": "the quantised model's teacher-forced logits against the bf16 model's, end to end (the first "

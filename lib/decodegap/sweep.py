@@ -144,25 +144,29 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
                              f"(> {VERIFY_TOL}; verify.csv)")
-    if wants_sharp_check(cell):
-        from .sharp_check import SHARP_TOL, verify_arm_sharpened
+    if wants_sharp_check(cell, model.config.to_dict()):
+        from .sharp_check import SHARP_TOL, factor_for, verify_arm_sharpened
 
         sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
-                                     cache_len=cache_len)
+                                     cache_len=cache_len, factor=factor_for(model.config.to_dict()))
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
                             [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
 
 
-def wants_sharp_check(cell: Cell) -> bool:
+def wants_sharp_check(cell: Cell, config=None) -> bool:
     """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating), bf16 only: a lean
     arm that is not compiled (a compiled one would compile its sharpened decoder again) with SDPA's default, or an
     HF arm running one of hf_attention's kernels (FA2, FA3, FlashInfer: attention code of decodegap's own inside the
-    HF step)."""
+    HF step); and, given the model's `config`, only where its attention scores are too flat for the plain check
+    (sharp_check.factor_for above 1: the tiny and narrow models, not the paper's)."""
     from .arms import REGISTRY
     from .hf_attention import IN_MODEL
+    from .sharp_check import factor_for
 
     arm = REGISTRY.get(cell.arm)
     if arm is None or arm.runner == "compile" or cell.quant != "bf16":
+        return False
+    if config is not None and factor_for(config) <= 1.0:
         return False
     return (arm.decoder == "lean" and cell.attn == "sdpa") or (arm.decoder == "hf" and cell.attn in IN_MODEL)
 
