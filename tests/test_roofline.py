@@ -205,3 +205,16 @@ def test_one_sweep_keeps_each_cells_sessions_of_one_plan_and_says_what_it_left_o
     assert lines == ["h200 eager, ctx 2048: 2 sessions of another sweep (run h) are left out, not pooled: their "
                      "median step over 1 models 27.00 ms against 20.50 ms in the 2 sessions kept (roofline.one_sweep)."]
     assert len(roofline.default_rows(rows, plans)) == 4 and len(roofline.default_rows(rows)) == 6
+
+
+def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_only_failed_there():
+    plans = {("h200", "wide"): dict(contexts=[2048, 16384], arms=["eager"]),
+             ("h200", "narrow"): dict(contexts=[2048], arms=["eager"])}
+
+    def row(run, ctx, status, ms=None):
+        return dict(run_id=run, session=0, gpu="h200", model="m", ctx=ctx, max_cache_len=ctx + 40, arm="eager",
+                    attn="sdpa", quant="int4-triton", step=0, step_ms=ms, status=status, reason=None)
+
+    rows = pd.DataFrame([row("wide", 2048, "error"), row("narrow", 2048, "ok", 4.0), row("wide", 16384, "error")])
+    kept = roofline.one_sweep(rows, plans)
+    assert sorted(zip(kept.run_id, kept.ctx)) == [("narrow", 2048), ("wide", 16384)]  # 16384 never ran: its status

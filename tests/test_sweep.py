@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+import dataclasses
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 from conftest import CPU_SPEC_ROW
-from decodegap import ab_bench, decode, models, paths, records, sweep
+from decodegap import ab_bench, decode, inputs, models, paths, records, sweep
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
                        arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
@@ -454,3 +455,25 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
     assert rows["awq-triton"]["status"] == "unavailable" and "awq" in rows["awq-triton"]["reason"].lower()
     with open(data_dir / "raw" / "cpu-test" / "breakdown.csv") as fh:
         assert sorted(r["quant"] for r in csv.DictReader(fh)) == ["awq-triton", "int4-tinygemm"]
+
+
+def test_a_plan_numbered_after_another_adds_sessions_of_its_own():
+    """first_session: a headline plan after a grid of 3 sessions measures sessions 3-4, none of the grid's."""
+    grid = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",), sessions=3,
+                           device="cpu")
+    headline = dataclasses.replace(grid, sessions=2, first_session=3)
+    assert list(grid.session_ids) == [0, 1, 2] and list(headline.session_ids) == [3, 4]
+    assert [headline.key(s, c)[0] for s in headline.session_ids for c in headline.cells(s)] == ["3", "4"]
+    with pytest.raises(inputs.InputError):
+        dataclasses.replace(grid, first_session=-1)
+
+
+def test_measure_ab_numbers_the_headline_sessions_after_the_grid(data_dir, monkeypatch):
+    plans = []
+    monkeypatch.setattr(ab_bench, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run")
+    monkeypatch.setattr(ab_bench.runs, "update_env", lambda *a, **k: None)
+    ab_bench.measure_ab("cpu-test", ["llama-tiny"], [16, 32], headline_ctx=16, n_sessions=3, headline_sessions=10,
+                        device="cpu", data=data_dir, progress=False)
+    grid, headline = plans
+    assert list(grid.session_ids) == [0, 1, 2] and grid.arms == ("eager", "graph", "compile")
+    assert list(headline.session_ids) == list(range(3, 13)) and headline.contexts == (16,)

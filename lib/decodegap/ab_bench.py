@@ -68,12 +68,14 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
     1. every cell of the grid, arms eager, graph and compile, `n_sessions` fresh sessions; a session builds
        each model once for all three arms and contexts (arm order alternating between sessions), and the
        compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
-    2. the headline cells (ctx = headline_ctx), eager and graph, to `headline_sessions` sessions;
+    2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
+       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
     3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
     Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
     common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
     grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
-    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions, **common)
+    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
+                         first_session=n_sessions, **common)  # sessions of its own, numbered after the grid's
     inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
     inputs.models(model_keys, data)
     began = time.time()

@@ -113,7 +113,7 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
         decomp=ab.decomposition(roofline.cell_table(ab.of_sweep(ab_rows, ab.GRID), specs, configs, bandwidth_rows),
                                 records.load_experiment("kernels", data)),
         attention=attention_report.summary(records.load_experiment("attention", data)),
-        quant_cells=quant_report.cells(quant_report.rows(decode_rows), specs, configs, bandwidth_rows,
+        quant_cells=quant_report.cells(quant_report.rows(decode_rows, plans=records.run_plans(data)), specs, configs, bandwidth_rows,
                                        verify_rows=records.load_experiment("verify", data)),
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,

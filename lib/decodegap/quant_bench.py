@@ -64,7 +64,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     plan's path (prefixed unless it already starts with it); returns how many."""
     if not reason.startswith(plan.quant):
         reason = f"{plan.quant}: {reason}"
-    pending = {s: plan.pending(s, data) for s in range(plan.sessions)}
+    pending = {s: plan.pending(s, data) for s in plan.session_ids}
     if not any(pending.values()):
         return 0
     run_id = runs.start_run(plan.gpu, data, "decode")

@@ -36,9 +36,12 @@ def passing(cells_: pd.DataFrame) -> pd.DataFrame:
     return cells_[~cells_["check_failed"].astype(bool)] if "check_failed" in cells_ else cells_
 
 
-def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS) -> pd.DataFrame:
-    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path."""
-    return decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
+def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> pd.DataFrame:
+    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path; given the runs'
+    `plans` (records.run_plans), each cell's rows of one sweep (roofline.one_sweep: the bf16 baseline at ctx 2048
+    is then the grid's sessions, not the grid's pooled with notebook 02's headline top-up)."""
+    out = decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
+    return roofline.one_sweep(out, plans) if plans is not None else out
 
 
 def _group(configs: Mapping[str, Mapping], model: str, group_size: int | None) -> int:

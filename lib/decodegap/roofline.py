@@ -46,7 +46,9 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool), and a cell measured
     by several keeps the sweep whose plan spans the most contexts (the grid, whose cells were measured under the
     same conditions at every context), then the most arms. A top-up sweep of fewer contexts (the headline
-    sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context."""
+    sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context. Only sweeps
+    that timed the cell (an `ok` row) compete where there is one: an earlier sweep's `error` rows never displace a
+    later sweep's timings, whatever their plans."""
     if rows.empty:
         return rows
 
@@ -57,8 +59,13 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
         return (len(contexts) or 1, len(arms), contexts, arms) if plan else (1, 0, (), (run_id,))
 
     sig = pd.Series([signature(g, r) for g, r in zip(rows["gpu"], rows["run_id"])], index=rows.index)
-    best = sig.groupby([rows[c] for c in CELL]).transform("max")
-    return rows[sig == best]
+    # a sweep that timed the cell wins over one that only left status rows there (an earlier run's `error`, say):
+    # among the sweeps with `ok` rows in a cell the widest plan wins, and only a cell that never ran keeps its status
+    timed = (rows["status"] == "ok").groupby([rows[c] for c in CELL + ["run_id"]]).transform("any")
+    ran = timed.groupby([rows[c] for c in CELL]).transform("any")
+    rank = pd.Series([(t == r, s) for t, r, s in zip(timed, ran, sig)], index=rows.index)
+    best = rank.groupby([rows[c] for c in CELL]).transform("max")
+    return rows[rank == best]
 
 
 

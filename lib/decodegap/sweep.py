@@ -37,7 +37,10 @@ class Cell:
 @dataclass(frozen=True)
 class SweepPlan:
     """What a sweep measures. `sessions` fresh processes each measure every cell once; the arms of a
-    cell run in an order that alternates between sessions (reversed on odd sessions)."""
+    cell run in an order that alternates between sessions (reversed on odd sessions). Sessions are numbered from
+    `first_session`: a second plan over cells an earlier plan also measured (notebook 02's headline cells after
+    its grid) starts after that plan's sessions, so that it adds `sessions` of its own instead of topping the
+    cells up to `sessions` in all. A plan's first session checks each non-eager arm before timing it."""
 
     gpu: str
     models: tuple[str, ...]
@@ -55,6 +58,7 @@ class SweepPlan:
     checkpoints: dict = field(default_factory=dict)  # model key -> local checkpoint folder
     retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
     retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
+    first_session: int = 0  # the number of this plan's first session (see above)
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -68,6 +72,12 @@ class SweepPlan:
         for name in ("sessions", "steps"):
             inputs.positive(name, getattr(self, name))
         inputs.positive("warmup", self.warmup, 0)
+        inputs.positive("first_session", self.first_session, 0)
+
+    @property
+    def session_ids(self) -> range:
+        """The numbers of this plan's sessions."""
+        return range(self.first_session, self.first_session + self.sessions)
 
     def cells(self, session: int) -> list[Cell]:
         arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
@@ -172,13 +182,13 @@ def wants_sharp_check(cell: Cell, config=None) -> bool:
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
-    """Time one cell and return its rows; in session 0 a non-eager arm is checked against eager first.
+    """Time one cell and return its rows; in the plan's first session a non-eager arm is checked against eager first.
     A compiled arm is checked right after its timing instead, on the compiled step the timing used (same
     cache length, nothing compiles again), so that its first warm-up row holds the compile time; if that
     check fails the cell gets an `error` row and its timings are dropped."""
     import torch
 
-    check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == 0
+    check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == plan.first_session
     check_after = check and cell.arm in decode.COMPILED_ARMS
     try:
         if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
@@ -220,7 +230,7 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     from . import quant
 
     ctxs = sorted({c.ctx for c in cells})
-    if not (plan.verify and session == 0):
+    if not (plan.verify and session == plan.first_session):
         quant.quantise_model_(model, plan.quant)
         verify = paths.raw_dir(plan.gpu, data) / "verify.csv"
         rows = records.read_csv(verify, records.VERIFY) if verify.exists() else None
@@ -320,7 +330,7 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
         inputs.models([key], data)
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
-    todo = {s: plan.pending(s, data) for s in range(plan.sessions)}
+    todo = {s: plan.pending(s, data) for s in plan.session_ids}
     total = sum(len(v) for v in todo.values())
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
@@ -340,7 +350,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
     schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
-    for session in range(plan.sessions):
+    for session in plan.session_ids:
         attempts, stalls, last_left = 0, 0, None
         while left := len(plan.pending(session, data, run_id)):
             attempts += 1
