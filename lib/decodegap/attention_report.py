@@ -249,10 +249,11 @@ def ranking_findings(steps: pd.DataFrame, summ: pd.DataFrame, arm: str = "graph"
             line += f", SDPA's default {t['sdpa']:.2f} ms ({t['sdpa'] / t.iloc[0]:.2f}x; {sessions('sdpa')})"
         micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["ctx"] == ctx) & (summ["status"] == "ok")
                      & summ["attn"].isin(t.index)].set_index("attn")
-        if not micro.empty:
-            line += (f"; per layer the fastest of them is {micro['gpu_us'].idxmin()} GPU-only "
-                     f"({micro['gpu_us'].min():.1f} us) and {micro['host_us'].idxmin()} host-inclusive "
-                     f"({micro['host_us'].min():.1f} us)")
+        fastest = [f"{us.idxmin()} {label} ({us.min():.1f} us)" for label, us in
+                   (("GPU-only", micro["gpu_us"].dropna()), ("host-inclusive", micro["host_us"].dropna()))
+                   if not us.empty] if not micro.empty else []
+        if fastest:  # a CPU's microbenchmark has no GPU-only time
+            line += "; per layer the fastest of them is " + " and ".join(fastest)
         out.append(line + ".")
     return out
 

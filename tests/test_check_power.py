@@ -1,0 +1,32 @@
+"""check_power: the check's power from diagnostic rows, by hand."""
+
+import pandas as pd
+
+from decodegap import check_power
+
+
+def _rows():
+    def r(case, err, model="a", factor=1.0):
+        return dict(device="gpu", model=model, ctx=2048, arm="lean", case=case, sharpen=factor, max_rel_err=err,
+                    status="ok")
+    return pd.DataFrame([r("as built", 0.05), r("as built", 0.02, "b"), r("rotary sign-flipped", 1.5),
+                         r("rotary sign-flipped", 0.9, "b"), r("cache read one slot off", 0.06),
+                         r("as built", 0.5, factor=16.0), r("rotary sign-flipped", 1.6, factor=16.0)])
+
+
+def test_the_table_keeps_each_faults_weakest_error_and_the_largest_correct_one():
+    t = check_power.table(_rows()).set_index(["sharpen", "case"])
+    assert t.loc[(1.0, "as built"), "max_rel_err_max"] == 0.05 and t.loc[(1.0, "as built"), "rows"] == 2
+    assert t.loc[(1.0, "rotary sign-flipped"), "max_rel_err_min"] == 0.9
+
+
+def test_findings_say_what_is_caught_missed_and_when_the_check_vouches_for_nothing():
+    plain, sharp = check_power.findings(check_power.table(_rows()), tol=0.1)
+    assert "correct arms at most 0.050 from HF eager (2 checks, 2 models), within the tolerance 0.1" in plain
+    assert "caught: rotary sign-flipped; missed: cache read one slot off" in plain
+    assert "(the weakest caught fault is 18x the largest correct error)" in plain  # 0.9 / 0.05
+    assert "past the tolerance 0.1: at this factor the check fails correct arms too" in sharp
+
+
+def test_no_diagnostic_gives_no_rows(tmp_path):
+    assert check_power.load(tmp_path).empty and check_power.table(check_power.load(tmp_path)).empty
