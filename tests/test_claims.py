@@ -151,17 +151,24 @@ def test_sdpa_default_wins_is_judged_cell_by_cell(evidence):
     # each published backend by its first key that ran in the cell: the flash-attn package before SDPA's FLASH
     # (a proxy), FlashInfer's single decode before its paged wrapper (which also takes Qwen's group of 7)
     firsts = {"fa2": ("fa2", "sdpa_flash"), "fa3": ("fa3", "fa3_torch"), "flashinfer": ("flashinfer", "flashinfer_paged")}
-    lost = 0
-    for _, cell in ok.iterrows():
-        rivals = [next(cell[k] for k in keys if k in cell and not np.isnan(cell[k])) for keys in firsts.values()]
-        lost += any(r < cell["sdpa"] for r in rivals)
+    spread = cells[cells.status == "ok"].pivot_table(index=["model", "ctx"], columns="attn", values="host_spread")
+    lost = noisy = 0
+    for idx, cell in ok.iterrows():
+        keys = [next(k for k in keys if k in cell and not np.isnan(cell[k])) for keys in firsts.values()]
+        beaten = [k for k in keys if cell[k] < cell["sdpa"]]
+        beyond = [k for k in beaten if cell["sdpa"] / cell[k] - 1 > max(spread.loc[idx, "sdpa"], spread.loc[idx, k])]
+        lost, noisy = lost + bool(beyond), noisy + bool(beaten and not beyond)
     row = claims.build(evidence).set_index("id").loc["R3f"]
-    assert row["ours"] == f"sdpa fastest in {len(ok) - lost} of {len(ok)} cells"
+    assert row["ours"].startswith(f"sdpa fastest in {len(ok) - lost - noisy} of {len(ok)} cells")
+    assert (f"beaten within the rounds' noise in {noisy}" in row["ours"]) == bool(noisy)
     assert row["verdict"] == (C if lost else R)
     assert "Per shape and context: h200 28x4x128 ctx 2048: " in row["evidence"]  # qwen's shape, by its config
     faster = evidence.attention.copy()
     faster.loc[faster["attn"] == "sdpa", "host_us"] = 1.0  # SDPA's default fastest everywhere
     assert claims.build(dataclasses.replace(evidence, attention=faster)).set_index("id").loc["R3f", "verdict"] == R
+    beaten = evidence.attention.copy()
+    beaten.loc[beaten["attn"] == "fa2", "host_us"] = 1.0  # FA2 far faster than any round-to-round spread
+    assert claims.build(dataclasses.replace(evidence, attention=beaten)).set_index("id").loc["R3f", "verdict"] == C
     proxy_only = faster[faster["attn"] != "fa2"]  # FA2 then only through SDPA's FLASH backend: a proxy
     assert claims.build(dataclasses.replace(evidence, attention=proxy_only)).set_index("id").loc["R3f", "verdict"] == verdicts.PROXY
 

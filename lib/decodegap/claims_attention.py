@@ -14,11 +14,12 @@ def _sdpa_default_wins(ev: Evidence) -> dict:
     """R3f, the paper's Results 3: at batch 1 SDPA's default dispatcher beats explicit FA2, FA3 and FlashInfer
     per layer. Judged per GPU, model shape and context on the host-inclusive time per call (what the paper's table
     measures; the median of the cell's newest run), against each published backend's rows (FA2 through the
-    flash-attn package, or, where only that ran, SDPA's FLASH backend: then the row is a proxy). The evidence gives a
-    verdict per shape and context and says how many of the lost cells are within the cells' round-to-round spread."""
+    flash-attn package, or, where only that ran, SDPA's FLASH backend: then the row is a proxy). A rival faster by no
+    more than the larger round-to-round spread (`host_spread`) of its cell and SDPA's is within noise and does not
+    fail the claim. The evidence gives a verdict per shape and context."""
     att = ev.attention
     ok = att[att["status"] == "ok"] if not att.empty else att
-    cells, lost, proxy_used, within, per = 0, [], False, 0, {}
+    cells, lost, proxy_used, noisy, per = 0, [], False, [], {}
     for (gpu, model, ctx), g in ok.groupby(["gpu", "model", "ctx"]) if not ok.empty else []:
         t = g.set_index("attn")["host_us"]
         spread = g.set_index("attn")["host_spread"] if "host_spread" in g else pd.Series(dtype=float)
@@ -35,32 +36,38 @@ def _sdpa_default_wins(ev: Evidence) -> dict:
         cells += 1
         beaten = [(k, v) for _, (k, v) in rivals.items() if v < t["sdpa"]]
         shape = attention_report.shape_of(ev.configs[model]) if model in ev.configs else model
-        per.setdefault((gpu, shape, int(ctx)), []).append(not beaten)
-        if beaten:
-            noise = max([float(spread.get("sdpa", np.nan))] + [float(spread.get(k, np.nan)) for k, _ in beaten])
-            within += all(t["sdpa"] / v - 1 <= noise for _, v in beaten)
-            lost.append(f"{gpu} {model} ctx {ctx}: sdpa {t['sdpa']:.1f} us against "
-                        + ", ".join(f"{k} {v:.1f} us" for k, v in beaten))
+        # a rival faster by no more than the larger round-to-round spread of the two cells is within noise
+        beyond = [(k, v) for k, v in beaten
+                  if not t["sdpa"] / v - 1 <= max(float(spread.get("sdpa", np.nan)), float(spread.get(k, np.nan)))]
+        per.setdefault((gpu, shape, int(ctx)), []).append("fails" if beyond else "noise" if beaten else "holds")
+        text = (f"{gpu} {model} ctx {ctx}: sdpa {t['sdpa']:.1f} us against "
+                + ", ".join(f"{k} {v:.1f} us" for k, v in beaten))
+        (lost if beyond else noisy if beaten else []).append(text)
     pub = ev.pub("attention_backends", "us_per_layer").set_index("attn")["value"]
     if not cells:
         verdict = NOT_TESTABLE
     else:
         verdict = CONTRADICTED if lost else (PROXY if proxy_used else REPRODUCED)
-    def verdict_of(held: list[bool]) -> str:
-        return "holds" if all(held) else "fails" if not any(held) else f"fails on {held.count(False)} of {len(held)} models"
+    def verdict_of(marks: list[str]) -> str:
+        if len(set(marks)) == 1:
+            return {"holds": "holds", "fails": "fails", "noise": "beaten within noise"}[marks[0]]
+        return ", ".join(f"{word} on {marks.count(m)} of {len(marks)} models" for m, word in
+                         (("holds", "holds"), ("fails", "fails"), ("noise", "beaten within noise")) if m in marks)
 
     by_cell = "; ".join(f"{gpu} {shape} ctx {ctx}: {verdict_of(v)}" for (gpu, shape, ctx), v in sorted(per.items()))
     return row("R3f", "attention_backends", "At batch 1 SDPA's default dispatcher beats explicit FlashAttention-2, "
                 "FlashAttention-3 and FlashInfer per layer.",
-                ", ".join(f"{k} {v:.2f} us" for k, v in pub.items()), f"sdpa fastest in {cells - len(lost)} of {cells} cells"
-                if cells else "-", ", ".join(sorted(set(ok["gpu"]))) + " (measured)" if cells else "-", verdict,
-                "Rule: in every measured (GPU, model shape, context) cell SDPA's default is faster host-inclusive than "
-                "each published backend that ran there (FA2: the flash-attn package, or SDPA's FLASH backend as a "
-                "labelled proxy where only that ran). "
+                ", ".join(f"{k} {v:.2f} us" for k, v in pub.items()),
+                f"sdpa fastest in {cells - len(lost) - len(noisy)} of {cells} cells"
+                + (f", beaten within the rounds' noise in {len(noisy)}" if noisy else "")
+                + (f", beaten beyond it in {len(lost)}" if lost else "") if cells else "-", ", ".join(sorted(set(ok["gpu"]))) + " (measured)" if cells else "-", verdict,
+                "Rule: in no measured (GPU, model shape, context) cell is a published backend that ran there faster "
+                "host-inclusive than SDPA's default by more than the larger round-to-round spread of the two cells "
+                "(notebook 03's interleaved rounds: a smaller margin is noise). FA2 is the flash-attn package, or "
+                "SDPA's FLASH backend as a labelled proxy where only that ran. "
                 + (f"Per shape and context: {by_cell}. " if by_cell else "")
-                + (("Cells where it is not: " + "; ".join(lost) + f"; in {within} of {len(lost)} of them the margin is "
-                    "within the larger of the cells' round-to-round spreads (notebook 03's interleaved rounds). ")
-                   if lost else "")
+                + ("Beaten beyond the noise: " + "; ".join(lost) + ". " if lost else "")
+                + ("Beaten within the noise: " + "; ".join(noisy) + ". " if noisy else "")
                 + ("" if cells else "No attention rows yet."))
 
 
