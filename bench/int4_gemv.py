@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from diagnostics import Rows
 
 from decodegap import int4_gemv as ig
+from decodegap import timing
 
 DEVICE = "cuda"
 G = 128
@@ -116,43 +117,27 @@ def build(kernel, K, N, gen):
 
 
 def time_events(call, x, flush):
-    out = []
-    for _ in range(REPS):
+    """us of each of REPS single calls, each after an L2 flush and a short GPU sleep (so the call is queued before
+    its start event is reached)."""
+    def before():
         flush.zero_()
-        torch.cuda._sleep(200_000)  # ~0.1 ms of GPU time: the call is queued before `start` is reached
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call(x)
-        end.record()
-        out.append((start, end))
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e3 for s, e in out]
+        torch.cuda._sleep(200_000)  # ~0.1 ms of GPU time
+
+    return [ms * 1e3 for ms in timing.event_times_ms(lambda: call(x), REPS, cuda=True, before=before)]
 
 
 def time_graph(calls_of_one_step):
     """Capture GRAPH_CALLS steps (each a list of (call, x)); replay; us per step."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for call, x in calls_of_one_step(0):
-            call(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    def capture():
         for i in range(GRAPH_CALLS):
             for call, x in calls_of_one_step(i):
                 call(x)
-    graph.replay()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(GRAPH_REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        out.append((start, end))
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e3 / GRAPH_CALLS for s, e in out]
+
+    def warm():
+        for call, x in calls_of_one_step(0):
+            call(x)
+
+    return [ms * 1e3 / GRAPH_CALLS for ms in timing.graph_replay_ms(capture, GRAPH_REPLAYS, warm=warm)]
 
 
 def main():

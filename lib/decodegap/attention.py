@@ -311,26 +311,15 @@ def time_host_us(call: Callable, calls: int = 200, warmup: int = 20, cuda: bool 
 
 def time_gpu_us(call: Callable, calls: int = 100, replays: int = 5) -> list[float]:
     """GPU-only microseconds per call: `calls` calls captured in one CUDA graph, each replay timed with
-    CUDA events; one value per replay."""
-    import torch
+    CUDA events (timing.graph_replay_ms, three warm-up calls first); one value per replay."""
+    from .timing import graph_replay_ms
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    def many():
         for _ in range(calls):
             call()
-    graph.replay()
-    out = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) * 1e3 / calls)
-    return out
+
+    def three():
+        for _ in range(3):
+            call()
+
+    return [ms * 1e3 / calls for ms in graph_replay_ms(many, replays, warm=three)]

@@ -196,28 +196,11 @@ def _sync(cuda: bool) -> None:
 
 def time_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
     """Call `fn` n times, timing each call: CUDA events on a GPU (no host sync between calls, so a
-    host-bound step shows its host time), perf_counter on a CPU. `keep` collects clones of outputs."""
-    import torch
+    host-bound step shows its host time), perf_counter on a CPU (timing.event_times_ms). `keep` collects
+    clones of outputs."""
+    from .timing import event_times_ms
 
-    if cuda:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        for i in range(n):
-            starts[i].record()
-            out = fn()
-            ends[i].record()
-            if keep is not None:
-                keep.append(out.detach().float().clone())
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-        if keep is not None:
-            keep.append(out.detach().float().clone())
-    return times
+    return event_times_ms(fn, n, cuda, keep=keep)
 
 
 def wall_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:

@@ -96,30 +96,18 @@ def detect_gpu(data: str | Path | None = None) -> str:
 
 
 def copy_bandwidth(device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20, warmup: int = 5) -> list[dict]:
-    """Attainable bandwidth: device-to-device copies of `size_bytes`, each timed (CUDA events on a GPU,
-    perf_counter on a CPU). Bytes moved = 2 * size (read + write). One dict per repetition."""
+    """Attainable bandwidth: device-to-device copies of `size_bytes`, each timed (timing.event_times_ms: CUDA
+    events on a GPU, perf_counter on a CPU). Bytes moved = 2 * size (read + write). One dict per repetition."""
     import torch
+
+    from .timing import event_times_ms
 
     src = torch.empty(size_bytes // 2, dtype=torch.bfloat16, device=device).normal_()
     dst = torch.empty_like(src)
-    rows = []
-    cuda = device.startswith("cuda")
-    for i in range(warmup + reps):
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            dst.copy_(src)
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-        else:
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            ms = (time.perf_counter() - t0) * 1e3
-        if i >= warmup:
-            moved = 2 * src.numel() * src.element_size()
-            rows.append({"method": "d2d_copy", "bytes_moved": moved, "rep": i - warmup, "time_ms": ms,
-                         "bandwidth_gbps": moved / (ms * 1e-3) / 1e9, "status": "ok", "reason": ""})
+    moved = 2 * src.numel() * src.element_size()
+    times = event_times_ms(lambda: dst.copy_(src), warmup + reps, device.startswith("cuda"))[warmup:]
+    rows = [{"method": "d2d_copy", "bytes_moved": moved, "rep": i, "time_ms": ms,
+             "bandwidth_gbps": moved / (ms * 1e-3) / 1e9, "status": "ok", "reason": ""} for i, ms in enumerate(times)]
     if not torch.equal(dst, src):
         raise RuntimeError("copy probe: destination differs from source; the timing is not trustworthy")
     return rows
