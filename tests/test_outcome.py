@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from decodegap import outcome
 from decodegap.outcome import REASON_CHARS, attempt
 
 
@@ -38,3 +39,23 @@ def test_reasons_are_cut_and_other_exception_types_are_not_unavailable():
     assert attempt(_raise(Missing("m")))[1] == "error"  # not listed as unavailable: an error
     with pytest.raises(KeyboardInterrupt):  # never swallows an interrupt
         attempt(_raise(KeyboardInterrupt()))
+
+
+def test_classify_is_the_one_rule_for_a_failed_measurement():
+    class Missing(RuntimeError):
+        pass
+
+    class OutOfMemoryError(RuntimeError):  # torch's name: recognised without importing torch
+        pass
+
+    assert outcome.classify(Missing("no package"), (Missing,)) == ("unavailable", "no package")
+    assert outcome.classify(OutOfMemoryError("CUDA out of memory.\nmore")) == ("oom", "out of memory: CUDA out of memory.")
+    assert outcome.classify(OutOfMemoryError("x"), oom="model did not fit") == ("oom", "model did not fit: x")
+    assert outcome.classify(AssertionError("err 0.3 > 0.1")) == ("error", f"{outcome.CHECK_FAILED}: err 0.3 > 0.1")
+    assert outcome.classify(ValueError("bad")) == ("error", "ValueError: bad")
+
+
+def test_a_real_torch_out_of_memory_error_is_oom():
+    import torch
+
+    assert outcome.classify(torch.OutOfMemoryError("CUDA out of memory"))[0] == "oom"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import decode, hardware, inputs, models, paths, records, runs
 from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
-from .outcome import CHECK_FAILED
+from .outcome import classify
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 
@@ -186,8 +186,6 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     A compiled arm is checked right after its timing instead, on the compiled step the timing used (same
     cache length, nothing compiles again), so that its first warm-up row holds the compile time; if that
     check fails the cell gets an `error` row and its timings are dropped."""
-    import torch
-
     check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == plan.first_session
     check_after = check and cell.arm in decode.COMPILED_ARMS
     try:
@@ -199,19 +197,15 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         if check_after:
             _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
         return _timing_rows(plan, run_id, session, cell, timing)
-    except decode.ArmUnavailable as exc:
-        return status_rows(plan, run_id, session, cell, "unavailable", str(exc))
-    except torch.OutOfMemoryError as exc:
-        return status_rows(plan, run_id, session, cell, "oom", f"out of memory: {str(exc).splitlines()[0]}")
-    except AssertionError as exc:
-        return status_rows(plan, run_id, session, cell, "error", f"{CHECK_FAILED}: {exc}")
-    except Exception as exc:  # a failing cell must not end the sweep; the traceback goes to stderr
+    except Exception as exc:  # a failing cell must not end the sweep (outcome.classify); tracebacks go to stderr
         from .attention import NO_KERNEL, NO_KERNEL_REASON
 
         if isinstance(exc, RuntimeError) and NO_KERNEL in str(exc):  # a forced SDPA backend refused the call
             return status_rows(plan, run_id, session, cell, "unavailable", f"{NO_KERNEL_REASON}: {exc}")
-        traceback.print_exc()
-        return status_rows(plan, run_id, session, cell, "error", f"{type(exc).__name__}: {exc}")
+        status, reason = classify(exc, (decode.ArmUnavailable,))
+        if status == "error" and not isinstance(exc, AssertionError):
+            traceback.print_exc()
+        return status_rows(plan, run_id, session, cell, status, reason)
     finally:
         free_device_memory(plan.device)
 
@@ -288,11 +282,8 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         except Exception as exc:
             from . import quant
 
-            if isinstance(exc, quant.QuantUnavailable):
-                status, why = "unavailable", str(exc)
-            elif isinstance(exc, torch.OutOfMemoryError):
-                status, why = "oom", f"model did not fit: {str(exc).splitlines()[0]}"
-            else:
+            status, why = classify(exc, (quant.QuantUnavailable,), oom="model did not fit")
+            if status == "error":  # not a cell's outcome: the session ends with its traceback
                 raise
             for cell in cells:
                 records.append_rows(path, schema, status_rows(plan, run_id, session, cell, status, why))
