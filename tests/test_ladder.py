@@ -41,7 +41,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                               "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
-        ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph"))]
+        ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph")),
+        ("int4-triton", ("llama-3.1-8b",), (2048,), ("lean_attn_compile",))]
     assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
     assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
