@@ -269,3 +269,27 @@ def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny", "--contexts", "2k"]) == 2
     assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err
+
+
+def test_reading_findings_by_hand():
+    """The lean graph against HF's graph at the target cell, a profiled step category by category, the growth
+    with context and the fastest lever per cell, from a two-context ladder and a two-category profile."""
+    t = ladder.TARGETS["bf16"]
+    rows = []
+    for ctx, graph_ms, lean_ms, attn_ms in ((t["ctx"], 9.0, 8.0, 6.0), (4 * t["ctx"], 18.0, 16.0, 6.6)):
+        for arm, ms in (("graph", graph_ms), ("lean_graph", lean_ms), ("lean_attn_graph", attn_ms)):
+            rows.append(dict(gpu=t["gpu"], model=t["model"], ctx=ctx, lever=arm, arm=arm, quant="bf16", t_obs_ms=ms,
+                             status="ok"))
+    prof = pd.DataFrame([dict(gpu=t["gpu"], model=t["model"], ctx=t["ctx"], arm=arm, quant="bf16", category=c,
+                              kernels=k, gpu_us=us, floor_us=f)
+                         for arm, c, k, us, f in (("eager", "matmul", 200, 4000.0, 3000.0),
+                                                  ("eager", "elementwise", 800, 1500.0, 0.0),
+                                                  ("lean", "matmul", 100, 3900.0, 3000.0),
+                                                  ("lean", "elementwise", 700, 1400.0, 0.0))])
+    lines = ladder.reading_findings(pd.DataFrame(rows), prof)
+    assert lines[0].endswith("lean decoder graphed takes 8.00 ms against HF's graphed 9.00 ms (1.12x); the lean "
+                             "step launches 800 kernels, HF's 1000.")
+    assert "eager profiled, kernel by kernel: matmul 200 kernels 4.00 ms (floor 3.00 ms); elementwise 800 kernels " \
+           "1.50 ms; the small kernels together 800 for 1.50 ms" in lines[1]
+    assert lines[3].endswith(f"graph 9.00 -> 18.00 ms (x2.00), lean_attn_graph 6.00 -> 6.60 ms (x1.10).")
+    assert lines[4] == "The fastest bf16 lever, cell by cell (2 cells): lean_attn_graph in 2."

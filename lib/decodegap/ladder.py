@@ -56,10 +56,13 @@ def category(kernel: str) -> str:
     return "other"
 
 
-def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame) -> pd.DataFrame:
+def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
     """The decode rows the ladder reads: decode.csv's, plus notebook 02's A/B sweep (ab.csv) for every
     (cell, arm) that decode.csv lacks (the compile arm beyond ctx 2048). The two files' sessions are never
-    pooled: a lever's rows come from one file."""
+    pooled: a lever's rows come from one file; given the runs' `plans` (records.run_plans), nor are two sweeps'
+    within decode.csv (roofline.one_sweep, as notebooks 01 and 04 read them)."""
+    if plans is not None:
+        decode_rows = roofline.one_sweep(decode_rows, plans)
     if ab_rows.empty:
         return decode_rows
     have = set(decode_rows[roofline.CELL].astype(str).itertuples(index=False, name=None))
@@ -345,3 +348,56 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
                    f"goal ({goal_ms:.2f} ms, set against W_all + K(ctx), the unread embedding table included) leaves "
                    f"{goal_ms - copy_ms:.2f} ms above that for everything else in the step.")
     return out
+
+
+SMALL = ("elementwise", "copy / index", "norm", "other")
+"""The categories of the small kernels: each moves almost no bytes (floor 0)."""
+
+
+def reading_findings(ladder: pd.DataFrame, by_category: pd.DataFrame) -> list[str]:
+    """Notebook 06's reading as generated lines, at the target cell (TARGETS["bf16"]): the lean decoder graphed
+    against HF's graphed step and their kernels per step; kernel category by category, the profiled bf16 steps from
+    HF eager to the fastest lever (kernels, GPU ms, the floor of their bytes); what the Triton attention does to the
+    step's growth with context over the grid; and in how many cells each bf16 lever is the fastest."""
+    out = []
+    target = TARGETS["bf16"]
+    at = _at(ladder, target)
+    ms = at[at["status"] == "ok"].set_index(["arm", "quant"])["t_obs_ms"]
+    prof = _at(by_category, target)
+    prof = prof[prof["quant"] == "bf16"]
+    kernels = prof.groupby("arm")["kernels"].sum()
+    where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
+    if ("graph", "bf16") in ms and ("lean_graph", "bf16") in ms:
+        line = (f"{where}: the lean decoder graphed takes {ms[('lean_graph', 'bf16')]:.2f} ms against HF's graphed "
+                f"{ms[('graph', 'bf16')]:.2f} ms ({ms[('graph', 'bf16')] / ms[('lean_graph', 'bf16')]:.2f}x)")
+        if "lean" in kernels and "eager" in kernels:
+            line += f"; the lean step launches {int(kernels['lean'])} kernels, HF's {int(kernels['eager'])}"
+        out.append(line + ".")
+    for arm, g in prof.groupby("arm", sort=False):
+        parts = []
+        for cat, c in g.set_index("category").iterrows():
+            parts.append(f"{cat} {int(c['kernels'])} kernels {c['gpu_us'] / 1e3:.2f} ms"
+                         + (f" (floor {c['floor_us'] / 1e3:.2f} ms)" if c["floor_us"] > 0 else ""))
+        small = g[g["category"].isin(SMALL)]
+        out.append(f"{where}, {step_label(arm, 'bf16')} profiled, kernel by kernel: " + "; ".join(parts)
+                   + f"; the small kernels together {int(small['kernels'].sum())} for {small['gpu_us'].sum() / 1e3:.2f} ms"
+                   " with no bytes to move.")
+    ok = ladder[(ladder["status"] == "ok") & (ladder["quant"] == "bf16")]
+    for gpu, model in ok[["gpu", "model"]].drop_duplicates().itertuples(index=False):
+        g = ok[(ok["gpu"] == gpu) & (ok["model"] == model)]
+        growth = []
+        for arm in ("graph", "lean_attn_graph"):
+            a = g[g["arm"] == arm].set_index("ctx")["t_obs_ms"]
+            if len(a) >= 2:
+                growth.append(f"{step_label(arm, 'bf16')} {a[a.index.min()]:.2f} -> {a[a.index.max()]:.2f} ms "
+                              f"(x{a[a.index.max()] / a[a.index.min()]:.2f})")
+        if len(growth) == 2:
+            lo, hi = g["ctx"].min(), g["ctx"].max()
+            out.append(f"{gpu} {model}, ctx {lo} to {hi}: " + ", ".join(growth) + ".")
+    if not ok.empty:
+        best = ok.loc[ok.groupby(["gpu", "model", "ctx"])["t_obs_ms"].idxmin()]
+        counts = best["lever"].value_counts()
+        out.append(f"The fastest bf16 lever, cell by cell ({len(best)} cells): "
+                   + ", ".join(f"{lever} in {n}" for lever, n in counts.items()) + ".")
+    return out
+
