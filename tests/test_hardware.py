@@ -197,3 +197,14 @@ def test_a_refused_run_writes_nothing_and_the_cli_says_why(checkout, monkeypatch
     assert "uncommitted changes" in capsys.readouterr().err
     assert not (data_dir / "raw" / "cpu-test" / "bandwidth.csv").exists()
     assert not (data_dir / "raw" / "cpu-test" / "env.json").exists()
+
+
+def test_a_package_copied_without_metadata_reports_its_version_file(tmp_path, monkeypatch):
+    """The flash-attn package beside its trimmed build has no dist-info: its __init__'s __version__ is read, not
+    imported (its import would load the extension)."""
+    pkg = tmp_path / "flash_attn"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('__version__ = "2.8.3"\nraise ImportError("never imported")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert hardware._version("flash-attn") == "2.8.3 (no package metadata: copied, not installed)"
+    assert hardware._version("no-such-package-here") is None

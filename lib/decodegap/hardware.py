@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -141,11 +142,27 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+MODULE_OF = {"flash-attn": "flash_attn", "flashinfer-python": "flashinfer", "fa3-fwd": "fa3_fwd_interface",
+             "autoawq": "awq"}
+"""Distribution name -> the module it installs, where the two differ."""
+
+
 def _version(pkg: str) -> str | None:
+    """The installed version of distribution `pkg`; for a package copied onto the path without its metadata (the
+    flash-attn package beside its trimmed build in .ext/, bench/build_flash_attn.sh) the `__version__` its
+    `__init__.py` assigns, read without importing it, marked as such; None when neither is there."""
     try:
         return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        spec = importlib.util.find_spec(MODULE_OF.get(pkg, pkg.replace("-", "_")))
+    except (ImportError, ValueError):
         return None
+    if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
+        return None
+    found = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", Path(spec.origin).read_text(errors="replace"), re.M)
+    return f"{found.group(1)} (no package metadata: copied, not installed)" if found else None
 
 
 ALLOW_DIRTY_ENV = "DECODEGAP_ALLOW_DIRTY"  # "1": measure from a tree with uncommitted changes (their hash recorded)
