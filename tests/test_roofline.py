@@ -218,3 +218,16 @@ def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_onl
     rows = pd.DataFrame([row("wide", 2048, "error"), row("narrow", 2048, "ok", 4.0), row("wide", 16384, "error")])
     kept = roofline.one_sweep(rows, plans)
     assert sorted(zip(kept.run_id, kept.ctx)) == [("narrow", 2048), ("wide", 16384)]  # 16384 never ran: its status
+
+
+def test_notebook_cells_is_what_notebook_01_writes_and_the_claims_read():
+    from decodegap import claims, cost, hardware, paths, published
+
+    rows, cells, configs = roofline.notebook_cells(paths.DATA, models=["llama-3.1-8b"])
+    shipped = pd.read_csv(paths.FIGURES / "01_roofline_cells.csv")
+    assert len(cells) == len(shipped) and set(configs) >= set(rows["model"]) | {"llama-3.1-8b"}
+    assert cells["t_obs_ms"].round(3).tolist() == shipped["t_obs_ms"].round(3).tolist()
+    prices = cost.load_prices()
+    costs = cost.cost_table(cost.published_configurations(published.load()), prices, hardware.specs_table())
+    evidence = claims.collect(paths.DATA, costs, prices)
+    assert evidence.cells["t_obs_ms"].round(6).tolist() == cells["t_obs_ms"].round(6).tolist()

@@ -101,20 +101,20 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
     speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
     cells and byte model) and the cost table of notebook 05."""
     decode_rows = records.load_experiment("decode", data)
-    bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
-    ab_rows = ab.ab_rows(data)  # notebook 02's A/B sweep: its grid and headline sweeps, each row with its own
-    keys = set(decode_rows["model"]) | set(ab_rows["model"]) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model}
+    keys = (set(decode_rows["model"]) | set(records.load_experiment("ab", data)["model"])
+            | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model})
     configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
-    cells = roofline.cell_table(roofline.default_rows(decode_rows, records.run_plans(data)), specs, configs, bandwidth_rows)
+    # each notebook's experiment, from the one producer the notebook itself calls
+    _, cells, _ = roofline.notebook_cells(data, configs)
+    ab_rows, _, ab_cells, _ = ab.notebook_cells(data, configs)
+    _, quant_cells, _ = quant_report.notebook_cells(data, configs)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed),
-        decomp=ab.decomposition(roofline.cell_table(ab.of_sweep(ab_rows, ab.GRID), specs, configs, bandwidth_rows),
-                                records.load_experiment("kernels", data)),
-        attention=attention_report.summary(records.load_experiment("attention", data)),
-        quant_cells=quant_report.cells(quant_report.rows(decode_rows, plans=records.run_plans(data)), specs, configs, bandwidth_rows,
-                                       verify_rows=records.load_experiment("verify", data)),
+        decomp=ab.decomposition(ab_cells, records.load_experiment("kernels", data)),
+        attention=attention_report.notebook_summary(data),
+        quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
         attention_model=attention_model)
