@@ -21,3 +21,17 @@ def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, 
     rounded.to_csv(csv_path, index=False)
     md_path.write_text(preamble + rounded.to_markdown(index=False, floatfmt=f".{digits}f") + "\n")
     return csv_path, md_path
+
+
+def say(lines, stem: str, out_dir: Path) -> list[str]:
+    """Generated findings as data: print each as "- line" and write them to <stem>.csv (one `finding` per row) and
+    <stem>.md (a bullet list) in out_dir, so that every number a notebook states can be read, quoted and compared
+    without running it. Returns the lines."""
+    lines = [str(line) for line in lines]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"finding": lines}).to_csv(out_dir / f"{stem}.csv", index=False)
+    (out_dir / f"{stem}.md").write_text("".join(f"- {line}\n" for line in lines))
+    for line in lines:
+        print("-", line)
+    return lines
