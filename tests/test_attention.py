@@ -348,12 +348,17 @@ def test_a_call_outside_the_trimmed_flash_attn_build_is_refused_before_the_exten
 
 
 def test_ranking_names_the_fastest_step_beside_sdpas_and_the_fastest_per_layer_kernel():
-    """Hand case: SDPA fastest per layer (GPU-only 5 us) but slowest step (9 ms against fa2's 6 ms: 1.50x)."""
+    """Hand case: SDPA fastest per layer (GPU-only 5 us) but the slower step (9 ms against fa2's 6 ms: 1.50x)."""
     steps = pd.DataFrame([dict(gpu="g", model="m", ctx=2048, attn=a, arm="graph", sessions=s, t_obs_ms=t, status="ok")
                           for a, t, s in (("sdpa", 9.0, 10), ("fa2", 6.0, 1))])
     summ = pd.DataFrame([dict(gpu="g", model="m", ctx=2048, attn=a, status="ok", gpu_us=gu, host_us=hu)
                          for a, gu, hu in (("sdpa", 5.0, 20.0), ("fa2", 8.0, 25.0))])
-    (line,) = attention_report.ranking_findings(steps, summ)
-    assert line == ("g m ctx 2048 (graph): fastest step fa2 6.00 ms (1 session), SDPA's default 9.00 ms (1.50x; "
-                    "10 sessions); per layer the fastest of them is sdpa GPU-only (5.0 us) and sdpa host-inclusive "
-                    "(20.0 us).")
+    (row,) = attention_report.ranking_table(steps, summ).to_dict("records")
+    assert (row["fastest_step"], row["fastest_step_ms"], row["sdpa_step_ms"]) == ("fa2", 6.0, 9.0)
+    assert row["sdpa_over_fastest"] == pytest.approx(1.5) and row["sdpa_step_sessions"] == 10
+    assert (row["fastest_layer_gpu_only"], row["fastest_layer_gpu_only_us"]) == ("sdpa", 5.0)
+    assert (row["fastest_layer_host"], row["fastest_layer_host_us"]) == ("sdpa", 20.0)
+    no_gpu = summ.assign(gpu_us=float("nan"))  # a CPU's microbenchmark
+    (cpu_row,) = attention_report.ranking_table(steps, no_gpu).to_dict("records")
+    assert cpu_row["fastest_layer_gpu_only"] is None and cpu_row["fastest_layer_host"] == "sdpa"
+    assert "1.50x" in attention_report.ranking_findings(attention_report.ranking_table(steps, summ))[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from . import attention, roofline
@@ -237,30 +238,55 @@ def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs, bandwidth_gb
     return out
 
 
-def ranking_findings(steps: pd.DataFrame, summ: pd.DataFrame, arm: str = "graph") -> list[str]:
-    """Does the faster per-layer kernel make the faster decode step? Per GPU, model and context with the whole step
-    measured for two or more backends on `arm`: the fastest step and SDPA's default step beside it, and which
-    backend was fastest per layer (GPU-only and host-inclusive) in the same cell of the microbenchmark."""
+RANKING_COLUMNS = ["gpu", "model", "ctx", "arm", "fastest_step", "fastest_step_ms", "fastest_step_sessions",
+                   "sdpa_step_ms", "sdpa_step_sessions", "sdpa_over_fastest", "fastest_layer_gpu_only",
+                   "fastest_layer_gpu_only_us", "fastest_layer_host", "fastest_layer_host_us"]
+
+
+def ranking_table(steps: pd.DataFrame, summ: pd.DataFrame, arms=("graph", "eager")) -> pd.DataFrame:
+    """Does the faster per-layer kernel make the faster decode step? Per GPU, model, context and arm with the whole
+    step measured for two or more backends: the fastest step (backend, ms, sessions), SDPA's default step beside it
+    and their ratio, and which of the same backends was fastest per layer in that cell of the microbenchmark,
+    GPU-only and host-inclusive (a CPU's microbenchmark has no GPU-only time: NaN there)."""
     out = []
-    ok = steps[(steps["arm"] == arm) & (steps["status"] == "ok")]
-    for (gpu, model, ctx), g in ok.groupby(["gpu", "model", "ctx"]):
-        if g["attn"].nunique() < 2:
-            continue
-        t = g.set_index("attn")["t_obs_ms"].sort_values()
-        n = g.set_index("attn")["sessions"]
+    for arm in arms:
+        ok = steps[(steps["arm"] == arm) & (steps["status"] == "ok")]
+        for (gpu, model, ctx), g in ok.groupby(["gpu", "model", "ctx"]):
+            if g["attn"].nunique() < 2:
+                continue
+            t = g.set_index("attn")["t_obs_ms"].sort_values()
+            n = g.set_index("attn")["sessions"]
+            micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["ctx"] == ctx)
+                         & (summ["status"] == "ok") & summ["attn"].isin(t.index)].set_index("attn")
+            row = dict(gpu=gpu, model=model, ctx=int(ctx), arm=arm, fastest_step=t.index[0],
+                       fastest_step_ms=float(t.iloc[0]), fastest_step_sessions=int(n[t.index[0]]),
+                       sdpa_step_ms=float(t["sdpa"]) if "sdpa" in t else float("nan"),
+                       sdpa_step_sessions=int(n["sdpa"]) if "sdpa" in t else 0)
+            row["sdpa_over_fastest"] = row["sdpa_step_ms"] / row["fastest_step_ms"]
+            for timing, col in (("gpu_only", "gpu_us"), ("host", "host_us")):
+                us = micro[col].dropna() if not micro.empty else pd.Series(dtype=float)
+                row[f"fastest_layer_{timing}"] = us.idxmin() if not us.empty else None
+                row[f"fastest_layer_{timing}_us"] = float(us.min()) if not us.empty else float("nan")
+            out.append(row)
+    return pd.DataFrame(out, columns=RANKING_COLUMNS)
 
-        def sessions(attn):
-            return f"{int(n[attn])} session{'s' if int(n[attn]) != 1 else ''}"
 
-        line = f"{gpu} {model} ctx {int(ctx)} ({arm}): fastest step {t.index[0]} {t.iloc[0]:.2f} ms ({sessions(t.index[0])})"
-        if "sdpa" in t and t.index[0] != "sdpa":
-            line += f", SDPA's default {t['sdpa']:.2f} ms ({t['sdpa'] / t.iloc[0]:.2f}x; {sessions('sdpa')})"
-        micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["ctx"] == ctx) & (summ["status"] == "ok")
-                     & summ["attn"].isin(t.index)].set_index("attn")
-        fastest = [f"{us.idxmin()} {label} ({us.min():.1f} us)" for label, us in
-                   (("GPU-only", micro["gpu_us"].dropna()), ("host-inclusive", micro["host_us"].dropna()))
-                   if not us.empty] if not micro.empty else []
-        if fastest:  # a CPU's microbenchmark has no GPU-only time
+def ranking_findings(ranking: pd.DataFrame) -> list[str]:
+    """ranking_table's rows as sentences."""
+    out = []
+    for r in ranking.itertuples():
+        def sessions(k: int) -> str:
+            return f"{k} session{'s' if k != 1 else ''}"
+
+        line = (f"{r.gpu} {r.model} ctx {r.ctx} ({r.arm}): fastest step {r.fastest_step} {r.fastest_step_ms:.2f} ms "
+                f"({sessions(r.fastest_step_sessions)})")
+        if r.fastest_step != "sdpa" and not np.isnan(r.sdpa_step_ms):
+            line += (f", SDPA's default {r.sdpa_step_ms:.2f} ms ({r.sdpa_over_fastest:.2f}x; "
+                     f"{sessions(r.sdpa_step_sessions)})")
+        fastest = [f"{name} {label} ({us:.1f} us)" for name, label, us in
+                   ((r.fastest_layer_gpu_only, "GPU-only", r.fastest_layer_gpu_only_us),
+                    (r.fastest_layer_host, "host-inclusive", r.fastest_layer_host_us)) if name]
+        if fastest:
             line += "; per layer the fastest of them is " + " and ".join(fastest)
         out.append(line + ".")
     return out
