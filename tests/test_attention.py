@@ -362,3 +362,13 @@ def test_ranking_names_the_fastest_step_beside_sdpas_and_the_fastest_per_layer_k
     (cpu_row,) = attention_report.ranking_table(steps, no_gpu).to_dict("records")
     assert cpu_row["fastest_layer_gpu_only"] is None and cpu_row["fastest_layer_host"] == "sdpa"
     assert "1.50x" in attention_report.ranking_findings(attention_report.ranking_table(steps, summ))[0]
+
+
+def test_within_spread_by_hand():
+    """30 us against 24 us is 25 % slower: within a 30 % spread, not within 20 %; a missing spread is ignored, and
+    with none known nothing is within noise."""
+    assert attention_report.within_spread(30.0, 24.0, 0.3, 0.1)
+    assert not attention_report.within_spread(30.0, 24.0, 0.2, 0.1)
+    assert attention_report.within_spread(30.0, 24.0, float("nan"), 0.3)
+    assert not attention_report.within_spread(30.0, 24.0, float("nan"))
+

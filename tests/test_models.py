@@ -142,3 +142,9 @@ def test_load_a_real_checkpoint_from_a_local_directory(tmp_path):
     assert torch.equal(loaded.state_dict()[w], saved.state_dict()[w])
     # the seed-0 random build differs: the weights really came from the folder
     assert not torch.equal(loaded.state_dict()[w], models.build_model(spec, device="cpu").state_dict()[w])
+
+
+def test_configs_gives_each_key_once_in_key_order():
+    got = models.configs(["llama-3.1-8b", "qwen2.5-7b", "llama-3.1-8b"])
+    assert list(got) == ["llama-3.1-8b", "qwen2.5-7b"]
+    assert got["llama-3.1-8b"]["hidden_size"] == 4096 and got["qwen2.5-7b"]["hidden_size"] == 3584

@@ -59,3 +59,13 @@ def test_a_real_torch_out_of_memory_error_is_oom():
     import torch
 
     assert outcome.classify(torch.OutOfMemoryError("CUDA out of memory"))[0] == "oom"
+
+
+def test_failure_prints_the_traceback_of_an_unexpected_error_only(capsys):
+    for exc, status, printed in ((ValueError("bad"), "error", True), (AssertionError("0.3 > 0.1"), "error", False),
+                                 (Missing("no package"), "unavailable", False)):
+        try:
+            raise exc
+        except Exception as caught:
+            assert outcome.failure(caught, (Missing,))[0] == status
+        assert ("Traceback" in capsys.readouterr().err) == printed

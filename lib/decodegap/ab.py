@@ -70,7 +70,7 @@ def notebook_cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
     rows = ab_rows(data)
     grid = of_sweep(rows, GRID)
     if configs is None:
-        configs = {k: model_specs.load_spec(k, data).config for k in sorted(set(rows["model"]))}
+        configs = model_specs.configs(rows["model"], data)
     return rows, grid, roofline.cell_table(grid, hardware.specs_table(data), configs,
                                            records.load_experiment("bandwidth", data)), configs
 

@@ -91,10 +91,18 @@ def shape_agreement(summ: pd.DataFrame, configs) -> pd.DataFrame:
         spread = float(g["host_spread"].max()) if "host_spread" in g else float("nan")
         ratio = float(g["host_us"].max() / g["host_us"].min())
         out.append(dict(gpu=gpu, shape=sh, ctx=ctx, attn=attn, models=", ".join(sorted(g["model"])),
-                        host_ratio=ratio, within_cell_spread=spread, within_noise=bool(ratio - 1 <= spread),
+                        host_ratio=ratio, within_cell_spread=spread,
+                        within_noise=within_spread(g["host_us"].max(), g["host_us"].min(), spread),
                         gpu_ratio=float(g["gpu_us"].max() / g["gpu_us"].min()),
                         gpu_within_cell_spread=float(g["gpu_spread"].max()) if "gpu_spread" in g else float("nan")))
     return pd.DataFrame(out, columns=cols)
+
+
+def within_spread(larger_us: float, smaller_us: float, *spreads: float) -> bool:
+    """Whether `larger_us` exceeds `smaller_us` by no more than the largest of the cells' round-to-round spreads
+    (`host_spread`, NaN where a cell has none): a difference that small is noise, not a ranking."""
+    known = [s for s in spreads if not np.isnan(s)]
+    return bool(known) and larger_us / smaller_us - 1 <= max(known)
 
 
 def shape_of(config) -> str:
@@ -273,11 +281,11 @@ def ranking_table(steps: pd.DataFrame, summ: pd.DataFrame, arms=("graph", "eager
 
 def ranking_findings(ranking: pd.DataFrame) -> list[str]:
     """ranking_table's rows as sentences."""
+    def sessions(k: int) -> str:
+        return f"{k} session{'s' if k != 1 else ''}"
+
     out = []
     for r in ranking.itertuples():
-        def sessions(k: int) -> str:
-            return f"{k} session{'s' if k != 1 else ''}"
-
         line = (f"{r.gpu} {r.model} ctx {r.ctx} ({r.arm}): fastest step {r.fastest_step} {r.fastest_step_ms:.2f} ms "
                 f"({sessions(r.fastest_step_sessions)})")
         if r.fastest_step != "sdpa" and not np.isnan(r.sdpa_step_ms):

@@ -37,8 +37,8 @@ def _sdpa_default_wins(ev: Evidence) -> dict:
         beaten = [(k, v) for _, (k, v) in rivals.items() if v < t["sdpa"]]
         shape = attention_report.shape_of(ev.configs[model]) if model in ev.configs else model
         # a rival faster by no more than the larger round-to-round spread of the two cells is within noise
-        beyond = [(k, v) for k, v in beaten
-                  if not t["sdpa"] / v - 1 <= max(float(spread.get("sdpa", np.nan)), float(spread.get(k, np.nan)))]
+        beyond = [(k, v) for k, v in beaten if not attention_report.within_spread(
+            t["sdpa"], v, float(spread.get("sdpa", np.nan)), float(spread.get(k, np.nan)))]
         per.setdefault((gpu, shape, int(ctx)), []).append("fails" if beyond else "noise" if beaten else "holds")
         text = (f"{gpu} {model} ctx {ctx}: sdpa {t['sdpa']:.1f} us against "
                 + ", ".join(f"{k} {v:.1f} us" for k, v in beaten))

@@ -104,7 +104,7 @@ def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str
     specs = hardware.specs_table(data)
     keys = (set(decode_rows["model"]) | set(records.load_experiment("ab", data)["model"])
             | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model})
-    configs = {key: models.load_spec(key, data).config for key in sorted(keys)}
+    configs = models.configs(keys, data)
     # each notebook's experiment, from the one producer the notebook itself calls
     _, cells, _ = roofline.notebook_cells(data, configs)
     ab_rows, _, ab_cells, _ = ab.notebook_cells(data, configs)

@@ -40,6 +40,7 @@ from typing import Callable
 
 from .compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
 from .prompts import prompt_ids, teacher_token  # noqa: F401
+from .timing import event_times_ms
 
 from . import arms as _arms
 from .arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
@@ -194,15 +195,6 @@ def _sync(cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
-def time_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
-    """Call `fn` n times, timing each call: CUDA events on a GPU (no host sync between calls, so a
-    host-bound step shows its host time), perf_counter on a CPU (timing.event_times_ms). `keep` collects
-    clones of outputs."""
-    from .timing import event_times_ms
-
-    return event_times_ms(fn, n, cuda, keep=keep)
-
-
 def wall_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None = None) -> list[float]:
     """Warm-up calls, each timed by wall clock with a device sync (so compile time is seen whole)."""
     times = []
@@ -332,7 +324,7 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
 
             fn = _capture(state.step, keep, replay_hooks(model))
         result.warmup_ms = wall_calls(fn, warmup, cuda, keep)
-        result.step_ms = time_calls(fn, steps, cuda, keep)
+        result.step_ms = event_times_ms(fn, steps, cuda, keep=keep)  # no host sync between steps
     del state
     return result
 

@@ -27,7 +27,7 @@ def _pct(lo, hi) -> str:
     return f"{lo:.0%}-{hi:.0%}".replace("%-", "-")
 
 
-def _attention(att: pd.DataFrame, sdpa_pub: float, steps: pd.DataFrame | None = None) -> str:
+def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None = None) -> str:
     ok = att[(att.status == "ok") & (att.ctx == 2048) & (att.gpu == GPU)] if "status" in att else att.iloc[0:0]
     if ok.empty:
         return "No GPU attention rows yet: the figure is empty and the table shows the published H100 column only."
@@ -36,14 +36,13 @@ def _attention(att: pd.DataFrame, sdpa_pub: float, steps: pd.DataFrame | None = 
     text = (f"On the H200 (Llama-3.1-8B shape, ctx 2048) the fastest backend host-inclusive is {fastest} at "
             f"{llama.host_us.min():.1f} us (the paper's H100 SDPA: {sdpa_pub:.2f} us) and FA3 takes {llama.loc['fa3', 'host_us']:.1f} us; "
             f"host-inclusive time is a median {ok.host_over_gpu.median():.1f}x the GPU-only time: the launch sequence binds.")
-    graph = (steps[(steps.gpu == GPU) & (steps.model == "llama-3.1-8b") & (steps.arm == "graph") & (steps.status == "ok")]
-             if steps is not None and not steps.empty else None)
-    if graph is not None and "sdpa" in set(graph.attn) and graph.attn.nunique() > 1:
-        parts = []
-        for ctx, g in graph.groupby("ctx"):
-            t = g.set_index("attn").t_obs_ms
-            if t.idxmin() != "sdpa":
-                parts.append(f"{t['sdpa']:.2f} ms against {t.idxmin()}'s {t.min():.2f} ms at ctx {int(ctx)}")
+    # notebook 03's ranking table (attention_report.ranking_table): the graphed steps where SDPA's default is not fastest
+    slower = (ranking[(ranking.gpu == GPU) & (ranking.model == "llama-3.1-8b") & (ranking.arm == "graph")
+                      & (ranking.fastest_step != "sdpa") & ranking.sdpa_step_ms.notna()]
+              if ranking is not None and not ranking.empty else None)
+    if slower is not None and not slower.empty:
+        parts = [f"{r.sdpa_step_ms:.2f} ms against {r.fastest_step}'s {r.fastest_step_ms:.2f} ms at ctx {int(r.ctx)}"
+                 for r in slower.sort_values("ctx").itertuples()]
         if parts:
             text += (" Inside HF's graphed decode step SDPA's default makes a slower step than the fastest backend: "
                      + ", ".join(parts) + " (HF's static cache hands SDPA a mask and an expanded cache).")
@@ -149,7 +148,7 @@ def findings(figures: Path | None = None) -> dict[str, str]:
         "02_r_floor_per_arm.png": f"On the H200, R_floor is {ab.r_floor_eager.min():.2f}-{ab.r_floor_eager.max():.2f} eager, "
                                   f"{ab.r_floor_graph.min():.2f}-{ab.r_floor_graph.max():.2f} graphed and "
                                   f"{h.r_floor_compile.min():.2f}-{h.r_floor_compile.max():.2f} with torch.compile (ctx 2048).",
-        "03_attention_us_vs_context.png": _attention(att, sdpa_pub, pd.read_csv(f / "03_attention_step.csv")),
+        "03_attention_us_vs_context.png": _attention(att, sdpa_pub, pd.read_csv(f / "03_attention_ranking.csv")),
         "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
                                     "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),

@@ -54,6 +54,11 @@ def load_spec(key: str, data: str | Path | None = None) -> ModelSpec:
     )
 
 
+def configs(keys, data: str | Path | None = None) -> dict[str, dict]:
+    """{key: its HF config} of every model key in `keys`, in key order."""
+    return {key: load_spec(key, data).config for key in sorted(set(keys))}
+
+
 def hf_config(spec: ModelSpec, attn: str = "sdpa"):
     """A transformers config object of the spec's architecture (no network)."""
     from transformers import AutoConfig

@@ -33,6 +33,15 @@ def classify(exc: BaseException, unavailable: tuple[type[BaseException], ...] = 
     return "error", f"{type(exc).__name__}: {exc}"
 
 
+def failure(exc: BaseException, unavailable: tuple[type[BaseException], ...] = ()) -> tuple[str, str]:
+    """`classify` of a measurement's exception, with the traceback of an unexpected one (not unavailable, not a
+    failed check, not out of memory) printed to stderr: what every recorder and the sweep do with a failed cell."""
+    status, reason = classify(exc, unavailable)
+    if status == "error" and not isinstance(exc, AssertionError):
+        traceback.print_exc()
+    return status, reason
+
+
 def attempt(measure: Callable[[], object], unavailable: tuple[type[BaseException], ...] = ()):
     """(value, status, reason) of calling `measure()`: (value, "ok", "") when it returns, else (None, status,
     reason) by `classify`, the reason cut to REASON_CHARS; an unexpected error's traceback goes to stderr. Never
@@ -40,7 +49,5 @@ def attempt(measure: Callable[[], object], unavailable: tuple[type[BaseException
     try:
         return measure(), "ok", ""
     except Exception as exc:  # recorded, never fatal
-        status, reason = classify(exc, unavailable)
-        if status == "error" and not isinstance(exc, AssertionError):
-            traceback.print_exc()
+        status, reason = failure(exc, unavailable)
         return None, status, reason[:REASON_CHARS]

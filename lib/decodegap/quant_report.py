@@ -54,7 +54,7 @@ def notebook_cells(data, configs: Mapping[str, Mapping] | None = None, models=()
 
     decode_rows = rows(records.load_experiment("decode", data), arms, records.run_plans(data))
     if configs is None:
-        configs = {k: model_specs.load_spec(k, data).config for k in sorted(set(decode_rows["model"]) | set(models))}
+        configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
     return decode_rows, cells(decode_rows, hardware.specs_table(data), configs,
                               records.load_experiment("bandwidth", data), group_size,
                               records.load_experiment("verify", data)), configs

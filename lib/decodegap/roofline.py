@@ -36,7 +36,7 @@ def notebook_cells(data, configs: Mapping[str, Mapping] | None = None, models=()
 
     rows = default_rows(records.load_experiment("decode", data), records.run_plans(data))
     if configs is None:
-        configs = {k: model_specs.load_spec(k, data).config for k in sorted(set(rows["model"]) | set(models))}
+        configs = model_specs.configs(set(rows["model"]) | set(models), data)
     return rows, cell_table(rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data)), configs
 
 
@@ -77,7 +77,7 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     # among the sweeps with `ok` rows in a cell the widest plan wins, and only a cell that never ran keeps its status
     timed = (rows["status"] == "ok").groupby([rows[c] for c in CELL + ["run_id"]]).transform("any")
     ran = timed.groupby([rows[c] for c in CELL]).transform("any")
-    rank = pd.Series([(t == r, s) for t, r, s in zip(timed, ran, sig)], index=rows.index)
+    rank = pd.Series([(t or not r, s) for t, r, s in zip(timed, ran, sig)], index=rows.index)
     best = rank.groupby([rows[c] for c in CELL]).transform("max")
     return rows[rank == best]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import decode, hardware, inputs, models, paths, records, runs
 from .compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
-from .outcome import classify
+from .outcome import classify, failure
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 
@@ -154,11 +154,12 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
                              f"(> {VERIFY_TOL}; verify.csv)")
-    if wants_sharp_check(cell, model.config.to_dict()):
+    config = model.config.to_dict()
+    if wants_sharp_check(cell, config):
         from .sharp_check import SHARP_TOL, factor_for, verify_arm_sharpened
 
         sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
-                                     cache_len=cache_len, factor=factor_for(model.config.to_dict()))
+                                     cache_len=cache_len, factor=factor_for(config))
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
                             [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
 
@@ -197,15 +198,12 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
         if check_after:
             _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
         return _timing_rows(plan, run_id, session, cell, timing)
-    except Exception as exc:  # a failing cell must not end the sweep (outcome.classify); tracebacks go to stderr
+    except Exception as exc:  # a failing cell must not end the sweep (outcome.failure); tracebacks go to stderr
         from .attention import NO_KERNEL, NO_KERNEL_REASON
 
         if isinstance(exc, RuntimeError) and NO_KERNEL in str(exc):  # a forced SDPA backend refused the call
             return status_rows(plan, run_id, session, cell, "unavailable", f"{NO_KERNEL_REASON}: {exc}")
-        status, reason = classify(exc, (decode.ArmUnavailable,))
-        if status == "error" and not isinstance(exc, AssertionError):
-            traceback.print_exc()
-        return status_rows(plan, run_id, session, cell, status, reason)
+        return status_rows(plan, run_id, session, cell, *failure(exc, (decode.ArmUnavailable,)))
     finally:
         free_device_memory(plan.device)
 
