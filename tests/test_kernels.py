@@ -72,6 +72,9 @@ for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
     got = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16)
     ref = kernels.decode_attention_reference(q, k, v, length, 0.25)
     assert (got.float() - ref.float()).abs().max() < 2e-2, (Hq, Hkv, L, length)
+q, k, v = qkv(8, 2, 2048, 16)  # a cache far longer than the live length: its splits share the 77 positions
+got = kernels.decode_attention(q, k, v, torch.tensor([77]), 0.25, block=16)
+assert (got.float() - kernels.decode_attention_reference(q, k, v, 77, 0.25).float()).abs().max() < 2e-2
 gen = torch.Generator().manual_seed(2)
 x, w = torch.randn(1, 1, 100, generator=gen).bfloat16(), (0.1 * torch.randn(37, 100, generator=gen)).bfloat16()
 got, ref = kernels.gemv(x, w), kernels.gemv_reference(x, w)

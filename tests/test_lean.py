@@ -318,3 +318,71 @@ def test_compiled_lean_arms_with_layer_regions_on_real_widths(arm, quantised):
         quant.quantise_model_(model, "int4-tinygemm")
     assert decode.verify_arm(model, arm, ctx=300) < 0.1
     torch._dynamo.reset()
+
+
+def test_a_decoder_prefilled_again_forgets_the_longer_context_before():
+    """One lean decoder serving two contexts (decode.COMPILE_ONCE_ARMS): prefilled at ctx 40, then at ctx 24, its
+    logits equal a fresh decoder's of the same cache length at ctx 24 exactly; the first prefill's keys past 24 are
+    never read."""
+    model = _build("llama-tiny")
+    with torch.inference_mode():
+        shared = lean.LeanStep(model, 40, 64, feedback=False)
+        again = lean.LeanStep(model, 24, 64, feedback=False, lean=shared.lean)
+        fresh = lean.LeanStep(model, 24, 64, feedback=False)
+        assert again.lean is shared.lean
+        for _ in range(3):
+            assert torch.equal(again.step(), fresh.step())
+    with pytest.raises(ValueError, match="cannot serve cache length 80"):
+        lean.LeanStep(model, 24, 80, lean=shared.lean)
+
+
+def test_compile_once_arms_compile_one_decoder_per_model_and_cache_length(monkeypatch):
+    """decode.step_state keeps the compiled decoder of a COMPILE_ONCE arm: a second context on the same model and
+    cache length prefills it again instead of compiling (compiles counted through a stand-in for torch.compile);
+    another model, or release_compiled, compiles afresh. The cache length is the longest cell's."""
+    from decodegap import kernels
+
+    assert decode.COMPILE_ONCE_ARMS == ("lean_attn_compile",)
+    assert decode.shared_cache_lens([("lean_attn_compile", 2048), ("lean_attn_compile", 16384), ("graph", 16384),
+                                     ("lean_compile", 8192)], warmup=5, steps=30) == {"lean_attn_compile": 16384 + 35}
+    compiles = []
+    monkeypatch.setattr(decode, "compiled", lambda fn, layers=(), **kw: compiles.append(fn) or fn)
+    monkeypatch.setattr(kernels, "prepare", lambda names: None)
+    a, b = _build("llama-tiny"), _build("qwen2-tiny")
+    decode.release_compiled()
+    with torch.inference_mode():
+        first = decode.step_state(a, "lean_attn_compile", 40, 64)
+        second = decode.step_state(a, "lean_attn_compile", 24, 64)
+        assert len(compiles) == 1 and second.lean is first.lean and second.forward is first.forward
+        decode.step_state(a, "lean_attn_compile", 24, 48)  # another cache length
+        decode.step_state(b, "lean_attn_compile", 24, 64)  # another model
+        decode.step_state(a, "lean_compile", 24, 64)  # attends over its whole cache: compiled per cell
+        decode.step_state(a, "lean_compile", 24, 64)
+        assert len(compiles) == 5
+        decode.release_compiled()
+        decode.step_state(a, "lean_attn_compile", 24, 64)
+        assert len(compiles) == 6
+    decode.release_compiled()
+
+
+@pytest.mark.gpu
+def test_lean_attn_compile_compiles_once_for_two_contexts_and_stays_correct():
+    """Two contexts of lean_attn_compile sharing one cache length (as a sweep runs them): dynamo compiles the step
+    once, and each context passes its check against HF eager."""
+    from torch._dynamo.utils import counters
+
+    spec = models.load_spec("llama-3.1-8b")
+    model = models.build_model(models.ModelSpec(spec.key, spec.name, None, "2 layers", True,
+                                                dict(spec.config, num_hidden_layers=2)), device="cuda")
+    torch._dynamo.reset()
+    decode.release_compiled()
+    cache_len = decode.shared_cache_lens([("lean_attn_compile", 300), ("lean_attn_compile", 700)], 5, 30)["lean_attn_compile"]
+    decode.run_arm(model, "lean_attn_compile", 700, cache_len=cache_len)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs >= 1
+    for ctx in (700, 300):
+        assert decode.verify_arm(model, "lean_attn_compile", ctx, cache_len=cache_len) < 0.1
+        decode.run_arm(model, "lean_attn_compile", ctx, cache_len=cache_len)
+    assert counters["stats"]["unique_graphs"] == graphs  # the second context and both checks compiled nothing
+    decode.release_compiled()
+    torch._dynamo.reset()

@@ -14,8 +14,11 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   lean, lean_graph, lean_compile
               the same step through decodegap.lean.LeanDecoder (same config and weights, static KV cache,
               fused projections): eager, captured in a CUDA graph, and torch.compile'd (reduce-overhead;
-              each lean.LeanLayer a nested compile region, as the HF layers of the compile arm; the Triton
-              attention's static shapes compile once per cell: its first warm-up row holds the compile time).
+              each lean.LeanLayer a nested compile region, as the HF layers of the compile arm). With the
+              Triton attention (lean_attn_compile) the step reads only the live length, so one decoder per
+              model, compiled once with a cache for the session's longest context, serves every context
+              (COMPILE_ONCE_ARMS); lean_compile attends over its whole cache and compiles once per cell. The
+              first warm-up row of a compile holds its time.
   lean_kernels, lean_kernels_graph
               the lean step with its projections and attention in decodegap.kernels (Triton GEMV,
               split-KV decode attention), eager and graphed.
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -264,16 +268,51 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
     if is_lean(arm):
         from .lean import LeanStep
 
-        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=ARM_KERNELS.get(arm, ()))
+        kernels = ARM_KERNELS.get(arm, ())
+        shared = arm in COMPILE_ONCE_ARMS and not compile_overrides
+        entry = _COMPILED_ONCE.get((arm, cache_len)) if shared else None
+        if entry is not None and entry[0]() is model:  # this model's compiled decoder: prefill it again
+            state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=kernels, lean=entry[1])
+            state.forward = entry[2]
+            return state
+        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=kernels)
         if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
             from .kernels import prepare
 
-            prepare(ARM_KERNELS.get(arm, ()))
+            prepare(kernels)
             state.forward = compiled(state.lean, layers=state.lean.layers,  # static shapes for it
-                                     **{"dynamic": not ARM_KERNELS.get(arm), **compile_overrides})
+                                     **{"dynamic": not kernels, **compile_overrides})
+            if shared:
+                _COMPILED_ONCE[(arm, cache_len)] = (weakref.ref(model), state.lean, state.forward)
         return state
     forward = compiled(model.forward, layers=model.model.layers, **compile_overrides) if arm in COMPILED_ARMS else None
     return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
+
+
+COMPILE_ONCE_ARMS = tuple(k for k, a in _arms.REGISTRY.items()
+                          if a.decoder == "lean" and a.runner == "compile" and "attention" in a.kernels)
+"""Compiled arms whose step does not depend on the cache's length: the lean decoder with the split-KV attention,
+which reads the live length (kernels.decode_attention). One compiled decoder per model, cache length and process
+serves every context a session gives it that length for (shared_cache_lens); the first cell's first warm-up row
+holds the compile time, later cells only prefill. The other compiled arms attend over the whole cache (SDPA under a
+mask), so their cache is the context's own."""
+_COMPILED_ONCE: dict = {}  # (arm, cache_len) -> (weakref to the HF model, its LeanDecoder, the compiled forward)
+
+
+def shared_cache_lens(cells, warmup: int, steps: int) -> dict[str, int]:
+    """{arm: cache length} for the COMPILE_ONCE_ARMS among `cells` ((arm, ctx) pairs of one model): the longest
+    cache any of that arm's cells needs, so that one compile serves them all."""
+    lens: dict[str, int] = {}
+    for arm, ctx in cells:
+        if arm in COMPILE_ONCE_ARMS:
+            lens[arm] = max(lens.get(arm, 0), max_cache_len(arm, ctx, warmup, steps))
+    return lens
+
+
+def release_compiled() -> None:
+    """Forget every compiled decoder kept for COMPILE_ONCE_ARMS (their weights and caches), e.g. before the next
+    model is built."""
+    _COMPILED_ONCE.clear()
 
 
 def arm_available(arm: str, model) -> str | None:

@@ -131,11 +131,13 @@ def _attention_kernels():
 
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
-                         SPLIT: tl.constexpr, BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr,
-                         UPCAST: tl.constexpr):
+                         BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             length = tl.load(len_ptr)
+            # the live length, not the cache's, spread over the n_splits programs in whole blocks: a cache sized
+            # for a longer context (one compiled step serving several contexts) keeps every split busy
+            span = tl.cdiv(tl.cdiv(length, n_splits), BLOCK) * BLOCK
             gi = tl.arange(0, G)
             d = tl.arange(0, D)
             q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
@@ -145,8 +147,8 @@ def _attention_kernels():
             m = tl.full((G,), -1e30, dtype=tl.float32)
             lsum = tl.zeros((G,), dtype=tl.float32)
             acc = tl.zeros((G, D), dtype=tl.float32)
-            start = s * SPLIT
-            end = tl.minimum(start + SPLIT, length)
+            start = s * span
+            end = tl.minimum(start + span, length)
             for b in range(start, end, BLOCK):
                 pos = b + tl.arange(0, BLOCK)
                 valid = pos < end
@@ -210,7 +212,9 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
-    positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype."""
+    positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
+    The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
+    an equal share of the live length in whole blocks, so the work per program follows `length`, not L."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
@@ -230,7 +234,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
     split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
-                                  SPLIT=split, BLOCK=block, G=G, D=D, UPCAST=_interpreted())
+                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted())
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D)

@@ -227,11 +227,19 @@ class LeanStep:
     returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
 
     def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
-                 custom_kernels=False):
+                 custom_kernels=False, lean: LeanDecoder | None = None):
+        """`lean`: a LeanDecoder of `hf_model` to prefill again instead of building one (decode.step_state's
+        one compiled decoder per model and cache length); its cache must hold `cache_len` positions and its
+        custom kernels be `custom_kernels`. The prefill overwrites positions 0..ctx-1; what an earlier, longer
+        context left past them is never read (the mask, or the split-KV attention's live length)."""
         from .prompts import prompt_ids
 
         device = next(hf_model.parameters()).device
-        self.lean = LeanDecoder(hf_model, cache_len, custom_kernels)
+        if lean is not None and (lean.max_cache_len < cache_len or lean.custom_kernels != kernel_set(custom_kernels)):
+            raise ValueError(f"a lean decoder of cache length {lean.max_cache_len} and kernels "
+                             f"{sorted(lean.custom_kernels)} cannot serve cache length {cache_len} with kernels "
+                             f"{sorted(kernel_set(custom_kernels))}")
+        self.lean = lean if lean is not None else LeanDecoder(hf_model, cache_len, custom_kernels)
         self.forward, self.feedback = forward or self.lean, feedback
         ids = prompt_ids(hf_model.config.vocab_size, ctx, device, seed)
         logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))

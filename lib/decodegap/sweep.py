@@ -182,19 +182,22 @@ def wants_sharp_check(cell: Cell, config=None) -> bool:
     return (arm.decoder == "lean" and cell.attn == "sdpa") or (arm.decoder == "hf" and cell.attn in IN_MODEL)
 
 
-def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data) -> list[dict]:
+def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data,
+                 cache_len: int | None = None) -> list[dict]:
     """Time one cell and return its rows; in the plan's first session a non-eager arm is checked against eager first.
     A compiled arm is checked right after its timing instead, on the compiled step the timing used (same
     cache length, nothing compiles again), so that its first warm-up row holds the compile time; if that
-    check fails the cell gets an `error` row and its timings are dropped."""
+    check fails the cell gets an `error` row and its timings are dropped. `cache_len`: the cache the cell runs
+    with when longer than its own (decode.shared_cache_lens: one compile serving a model's contexts)."""
     check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == plan.first_session
     check_after = check and cell.arm in decode.COMPILED_ARMS
     try:
         if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
             # uses the timing run's cache length
             _check(plan, model, cell, run_id, session, data,
-                   decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps))
-        timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn)
+                   cache_len or decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps))
+        timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn,
+                                cache_len=cache_len)
         if check_after:
             _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
         return _timing_rows(plan, run_id, session, cell, timing)
@@ -291,15 +294,18 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             continue
         timing["build_s"][model_key] = time.time() - t0
         t0 = time.time()
+        shared = decode.shared_cache_lens([(c.arm, c.ctx) for c in cells if c.ctx not in failed], plan.warmup,
+                                          plan.steps)
         for cell in cells:
             _say("start", session, cell)
             if cell.ctx in failed:
                 rows = status_rows(plan, run_id, session, cell, "error", failed[cell.ctx])
             else:
-                rows = measure_cell(plan, model, cell, run_id, session, data)
+                rows = measure_cell(plan, model, cell, run_id, session, data, shared.get(cell.arm))
             records.append_rows(path, schema, rows)
             _say("done", session, cell)
         timing["cells_s"][model_key] = time.time() - t0
+        decode.release_compiled()
         del model
         free_device_memory(plan.device)
     timing["total_s"] = time.time() - spawned
