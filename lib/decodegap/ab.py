@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -58,21 +57,6 @@ def sweep_sessions(rows: pd.DataFrame) -> pd.DataFrame:
         runs=("run_id", lambda r: ", ".join(sorted(set(r)))), arms=("arm", lambda a: ", ".join(sorted(set(a)))),
         sessions=("session", "nunique")).reset_index()
     return out[cols]
-
-
-def notebook_cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
-    """Notebook 02's experiment from a data folder, the one producer of its rows and cells (the notebook and the
-    claims table read them from here): (the A/B rows (`ab_rows`, each with its sweep), the grid sweep's rows,
-    roofline.cell_table of the grid, the configs used: `configs`, or those of the rows' models)."""
-    from . import hardware
-    from . import models as model_specs
-
-    rows = ab_rows(data)
-    grid = of_sweep(rows, GRID)
-    if configs is None:
-        configs = model_specs.configs(rows["model"], data)
-    return rows, grid, roofline.cell_table(grid, hardware.specs_table(data), configs,
-                                           records.load_experiment("bandwidth", data)), configs
 
 
 def _keys(rows: pd.DataFrame) -> list[str]:

@@ -64,14 +64,6 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def notebook_summary(data) -> pd.DataFrame:
-    """Notebook 03's experiment from a data folder, the one producer of its per-layer summary (the notebook and the
-    claims table read it from here): `summary` of data/raw/<gpu>/attention.csv."""
-    from . import records
-
-    return summary(records.load_experiment("attention", data))
-
-
 def shape_agreement(summ: pd.DataFrame, configs) -> pd.DataFrame:
     """Models whose decode attention has one shape (query heads, KV heads, head dim) time the same calls: per GPU,
     shape, ctx and backend with two or more such models, the ratio of their largest to their smallest median

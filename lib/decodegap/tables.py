@@ -35,3 +35,9 @@ def say(lines, stem: str, out_dir: Path) -> list[str]:
     for line in lines:
         print("-", line)
     return lines
+
+
+def say_all(found, out_dir: Path) -> None:
+    """`say` each list of findings of `found` ({stem: lines}, an experiment's findings) under its stem."""
+    for stem, lines in found.items():
+        say(lines, stem, out_dir)
