@@ -231,17 +231,21 @@ def test_step_findings_compare_the_step_growth_with_the_per_layer_kernel(data_di
     summ = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=c, attn=a, status="ok", gpu_us=us)
                          for (a, c, us) in [("sdpa", 2048, 7.0), ("sdpa", 16384, 22.0),
                                             ("flex", 2048, 60.0), ("flex", 16384, 600.0)]])
-    lines = attention_report.step_findings(steps, summ, configs)
-    sdpa = next(line for line in lines if ", sdpa inside" in line)
-    assert "+10.00 ms" in sdpa and "implies +0.48 ms" in sdpa  # 32 x (22 - 7) us = 0.48 ms
-    flex = next(line for line in lines if ", flex inside" in line)
-    assert "+1.00 ms" in flex and "exceed the whole step" in flex  # 32 x 600 us = 19.2 ms > 8 ms
+    lines = {line.values["attn"]: line for line in attention_report.step_findings(steps, summ, configs)}
+    sdpa, flex = lines["sdpa"].values, lines["flex"].values
+    assert sdpa["growth_ms"] == pytest.approx(10.0) and sdpa["implied_ms"] == pytest.approx(0.48)  # 32 x (22 - 7) us
+    assert not sdpa["calls_exceed_step"] and "expansion_gb" not in sdpa  # no bandwidth given
+    assert flex["growth_ms"] == pytest.approx(1.0) and flex["calls_ms"] == pytest.approx(19.2)  # 32 x 600 us > 8 ms
+    assert flex["calls_exceed_step"] and "exceed the whole step" in lines["flex"]
+    assert f"+{sdpa['implied_ms']:.2f} ms" in lines["sdpa"]  # the sentence renders its values
     # with a bandwidth: HF's repeat_kv on Llama-3.1-8B adds 2 x 32 layers x 2 x 32 heads x 128 x 2 bytes
     # = 1,048,576 bytes per cache position; (16384 - 2048) positions -> 15.03 GB -> 3.76 ms at 4000 GB/s
-    lines = attention_report.step_findings(steps, summ, configs, {"h200": 4000.0})
-    sdpa = next(line for line in lines if ", sdpa inside" in line)
-    assert "adds 15.0 GB per step" in sdpa and "3.76 ms at 4000 GB/s" in sdpa
-    assert "expansion" not in next(line for line in lines if ", flex inside" in line)
+    lines = {line.values["attn"]: line.values for line in attention_report.step_findings(steps, summ, configs,
+                                                                                          {"h200": 4000.0})}
+    extra = 1_048_576 * (16384 - 2048)
+    assert lines["sdpa"]["expansion_gb"] == pytest.approx(extra / 1e9)
+    assert lines["sdpa"]["expansion_ms"] == pytest.approx(extra / 4000e9 * 1e3)
+    assert "expansion_gb" not in lines["flex"]  # FlexAttention takes GQA natively: no expansion
     assert attention_report.repeat_kv_bytes(configs["llama-3.1-8b"], 1) == 1_048_576
 
 

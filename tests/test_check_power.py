@@ -1,6 +1,7 @@
 """check_power: the check's power from diagnostic rows, by hand."""
 
 import pandas as pd
+import pytest
 
 from decodegap import check_power
 
@@ -22,10 +23,12 @@ def test_the_table_keeps_each_faults_weakest_error_and_the_largest_correct_one()
 
 def test_findings_say_what_is_caught_missed_and_when_the_check_vouches_for_nothing():
     plain, sharp = check_power.findings(check_power.table(_rows()), tol=0.1)
-    assert "correct arms at most 0.050 from HF eager (2 checks, 2 models), within the tolerance 0.1" in plain
-    assert "caught: rotary sign-flipped; missed: cache read one slot off" in plain
-    assert "(the weakest caught fault is 18x the largest correct error)" in plain  # 0.9 / 0.05
-    assert "past the tolerance 0.1: at this factor the check fails correct arms too" in sharp
+    v = plain.values
+    assert (v["sharpen"], v["correct_max"], v["checks"], v["models"], v["within_tolerance"]) == (1.0, 0.05, 2, 2, True)
+    assert (v["caught"], v["missed"]) == ("rotary sign-flipped", "cache read one slot off")
+    assert v["margin"] == pytest.approx(0.9 / 0.05)
+    assert f"{v['margin']:.0f}x the largest correct error" in plain  # the sentence renders its values
+    assert (sharp.values["sharpen"], sharp.values["correct_max"], sharp.values["within_tolerance"]) == (16.0, 0.5, False)
 
 
 def test_no_diagnostic_gives_no_rows(tmp_path):

@@ -55,11 +55,16 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
 def test_targets_met_and_not_met():
     floor = 3.4  # -> the bf16 target is 3.4 / 0.8 = 4.25 ms
     missed = ladder.target_findings(ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor)))
-    assert "best lever HF compiled 6.00 ms, R_floor 0.567: not met (1.41x the target time)" in missed[0]
-    assert "<= 4.25 ms" in missed[0] and "6.80 ms: not met (3.40x the target)" in missed[1]
+    bf16, int4 = (line.values for line in missed)
+    assert (bf16["lever"], bf16["t_obs_ms"], bf16["met"]) == ("HF compiled", 6.0, False)
+    assert bf16["goal_ms"] == pytest.approx(4.25) and bf16["r_floor"] == pytest.approx(3.4 / 6.0)
+    assert bf16["over_goal"] == pytest.approx(6.0 / 4.25)
+    assert (int4["t_obs_ms"], int4["goal_ms"], int4["met"]) == (6.8, 2.0, False) and int4["over_goal"] == pytest.approx(3.4)
+    assert f"{bf16['over_goal']:.2f}x the target time" in missed[0]  # the sentence renders its values
     met = ladder.target_findings(ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0, ("graph", "int4-tinygemm"): 1.9}, floor)))
-    assert met[0].endswith("met.") and "not met" not in met[0] and met[1].endswith("met.")
-    assert "no lever measured yet" in ladder.target_findings(ladder.ladder_table(_cells({}, floor)))[0]
+    assert [line.values["met"] for line in met] == [True, True] and met[0].values["r_floor"] == pytest.approx(0.85)
+    [none] = ladder.target_findings(ladder.ladder_table(_cells({}, floor)))[:1]
+    assert none.values == {"kind": "bf16", "measured": False}
 
 
 def test_category_table_sets_each_category_against_the_floor_of_its_bytes(data_dir):
@@ -181,8 +186,10 @@ def test_a_line_through_the_products_recovers_fixed_cost_and_streaming_rate():
     fit = ladder.product_cost_fit(rows).iloc[0]
     assert fit["fixed_us"] == pytest.approx(6.0) and fit["stream_gbps"] == pytest.approx(4000.0)
     assert fit["products"] == 4 * 32 + 1
-    line = ladder.projection_findings(rows)[0]
-    assert "6.0 us per product plus the weights at 4000 GB/s (129 products: 0.77 ms fixed)" in line
+    v = ladder.projection_findings(rows)[0].values
+    assert v["fixed_us"] == pytest.approx(6.0) and v["stream_gbps"] == pytest.approx(4000.0) and v["products"] == 129
+    assert v["fixed_ms"] == pytest.approx(129 * 6.0 / 1e3)
+    assert v["products_ms"] == pytest.approx(rows["gpu_us"].sum() / 1e3)
     assert ladder.product_cost_fit(rows.head(2)).empty  # two shapes do not make a line
 
 
@@ -198,18 +205,24 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
                                 dict(cell, category="elementwise", kernels=100, gpu_us=200.0)])
     table = ladder.ladder_table(_cells({("lean_attn_compile", "bf16"): 5.2}))
     (line,) = ladder.budget_findings(by_category, products, table)
-    assert line == ("lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms = matrix products 4.52 "
-                    "(their line: weights at 4000 GB/s 3.74, fixed cost 0.77) + attention 0.30 + small kernels 0.20 + "
-                    "between kernels 0.18. The goal (4.25 ms) leaves 0.51 ms beside the weights at that rate for the "
-                    "rest; the rest takes 1.46 ms now.")
+    v = line.values
+    assert v["lever"] == "lean compiled + Triton attention" and v["t_obs_ms"] == 5.2
+    assert v["products_ms"] == pytest.approx(4.5165) and v["stream_ms"] == pytest.approx(3.7425)
+    assert v["fixed_ms"] == pytest.approx(0.774) and v["head_ms"] == 0.0
+    assert (v["attention_ms"], v["small_ms"]) == (pytest.approx(0.3), pytest.approx(0.2))
+    assert v["between_ms"] == pytest.approx(5.2 - 5.0165) and v["goal_ms"] == pytest.approx(4.25)
+    assert v["left_ms"] == pytest.approx(4.25 - 3.7425) and v["rest_ms"] == pytest.approx(5.2 - 3.7425)
+    assert f"leaves {v['left_ms']:.2f} ms beside the weights" in line  # the sentence renders its values
     assert ladder.budget_findings(by_category, products, ladder.ladder_table(_cells({("eager", "bf16"): 24.0}))) == []
     int4 = ladder.budget_findings(by_category.assign(quant="int4-tinygemm"), products.assign(quant="int4-tinygemm"),
                                   ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 5.2})))
-    assert int4[0].startswith("int4 tinygemm, lean compiled + Triton attention at llama-3.1-8b ctx 2048: 5.20 ms")
+    v = int4[0].values
+    assert v["lever"] == "int4 tinygemm, lean compiled + Triton attention" and v["t_obs_ms"] == 5.2
     # int4's goal is 2.0 ms per step; its bf16 LM head (6 + 262.5 us) is off the line: 128 products stream
     # 13.92 GB in 3.48 ms, so the goal is 3.48 + 0.2685 - 2.0 = 1.75 ms short of them
-    assert "(their line: weights at 4000 GB/s 3.48, fixed cost 0.77, the bf16 LM head 0.27)" in int4[0]
-    assert "The goal (2.00 ms) is 1.75 ms short of the weights at that rate and the head alone" in int4[0]
+    stream_ms = 32 * (50e6 + 33e6 + 235e6 + 117e6) / 4000e9 * 1e3
+    assert v["stream_ms"] == pytest.approx(stream_ms) and v["head_ms"] == pytest.approx(0.2685)
+    assert v["goal_ms"] == 2.0 and v["left_ms"] == pytest.approx(2.0 - stream_ms - 0.2685)
 
 
 def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(data_dir):
@@ -222,11 +235,14 @@ def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(
     by_category = ladder.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir))
     lines = ladder.gap_findings(by_category, ladder.ladder_table(_cells({("lean_attn_compile", "bf16"): 4.5})),
                                 hardware.specs_table(data_dir), {"h200": 4200.0})
-    assert "lean_attn_compile step: 3 kernels, 4.35 ms of GPU time; matrix products 4.00 ms" in lines[0]
-    assert "1 small kernels (elementwise, copies, norms, other) 0.05 ms" in lines[0]
-    assert lines[1] == ("The bytes a step reads (W_streamed + K(ctx): 3.18 ms at the datasheet bandwidth) take 3.64 ms at "
-                        "the measured copy bandwidth (4200 GB/s); the bf16 goal (4.25 ms, set against W_all + K(ctx), the "
-                        "unread embedding table included) leaves 0.61 ms above that for everything else in the step.")
+    step, budget = (line.values for line in lines)
+    assert (step["arm"], step["kernels"], step["small_kernels"]) == ("lean_attn_compile", 3, 1)
+    assert step["gpu_ms"] == pytest.approx(4.35) and step["products_ms"] == pytest.approx(4.0)
+    assert step["attention_ms"] == pytest.approx(0.3) and step["small_ms"] == pytest.approx(0.05)
+    read_ms = 15_278_292_992 / 4800e9 * 1e3
+    assert budget["read_ms"] == pytest.approx(read_ms) and budget["copy_ms"] == pytest.approx(read_ms * 4800 / 4200)
+    assert budget["goal_ms"] == pytest.approx(4.25) and budget["above_ms"] == pytest.approx(4.25 - read_ms * 4800 / 4200)
+    assert f"leaves {budget['above_ms']:.2f} ms above that" in lines[1]  # the sentence renders its values
 
 
 def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_line():
@@ -287,9 +303,11 @@ def test_reading_findings_by_hand():
                                                   ("lean", "matmul", 100, 3900.0, 3000.0),
                                                   ("lean", "elementwise", 700, 1400.0, 0.0))])
     lines = ladder.reading_findings(pd.DataFrame(rows), prof)
-    assert lines[0].endswith("lean decoder graphed takes 8.00 ms against HF's graphed 9.00 ms (1.12x); the lean "
-                             "step launches 800 kernels, HF's 1000.")
-    assert "eager profiled, kernel by kernel: matmul 200 kernels 4.00 ms (floor 3.00 ms); elementwise 800 kernels " \
-           "1.50 ms; the small kernels together 800 for 1.50 ms" in lines[1]
-    assert lines[3].endswith(f"graph 9.00 -> 18.00 ms (x2.00), lean_attn_graph 6.00 -> 6.60 ms (x1.10).")
-    assert lines[4] == "The fastest bf16 lever, cell by cell (2 cells): lean_attn_graph in 2."
+    assert lines[0].values == dict(lean_graph_ms=8.0, graph_ms=9.0, graph_over_lean=9.0 / 8.0, lean_kernels=800,
+                                   hf_kernels=1000)
+    assert lines[1].values == dict(arm="eager", kernels=1000, gpu_ms=5.5, small_kernels=800, small_ms=1.5)
+    growth = lines[3].values
+    assert (growth["ctx_first"], growth["ctx_last"]) == (t["ctx"], 4 * t["ctx"])
+    assert growth["graph_growth"] == pytest.approx(2.0) and growth["lean_attn_graph_growth"] == pytest.approx(1.1)
+    assert lines[4].values == dict(cells=2, fastest="lean_attn_graph", fastest_cells=2)
+    assert "(x1.10)" in lines[3]  # the sentence renders its values

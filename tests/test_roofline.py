@@ -220,10 +220,11 @@ def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_onl
     assert sorted(zip(kept.run_id, kept.ctx)) == [("narrow", 2048), ("wide", 16384)]  # 16384 never ran: its status
 
 
-def test_notebook_cells_is_what_notebook_01_writes_and_the_claims_read():
+def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read():
     from decodegap import claims, cost, hardware, paths, published
+    from decodegap.experiments import roofline as roofline_grid
 
-    rows, cells, configs = roofline.notebook_cells(paths.DATA, models=["llama-3.1-8b"])
+    rows, cells, configs = roofline_grid.cells(paths.DATA, models=["llama-3.1-8b"])
     shipped = pd.read_csv(paths.FIGURES / "01_roofline_cells.csv")
     assert len(cells) == len(shipped) and set(configs) >= set(rows["model"]) | {"llama-3.1-8b"}
     assert cells["t_obs_ms"].round(3).tolist() == shipped["t_obs_ms"].round(3).tolist()

@@ -3,6 +3,7 @@
 import pandas as pd
 
 from decodegap import tables
+from decodegap.finding import Finding, frame
 
 
 def test_say_prints_and_writes_the_findings_as_data(tmp_path, capsys):
@@ -11,3 +12,13 @@ def test_say_prints_and_writes_the_findings_as_data(tmp_path, capsys):
     assert capsys.readouterr().out == "- a 1.50 ms step\n- 2.0\n"
     assert pd.read_csv(tmp_path / "09_findings.csv")["finding"].tolist() == ["a 1.50 ms step", "2.0"]
     assert (tmp_path / "09_findings.md").read_text() == "- a 1.50 ms step\n- 2.0\n"
+
+
+def test_a_findings_values_are_written_beside_it_as_columns(tmp_path):
+    lines = [Finding("a 1.50 ms step", step_ms=1.5, gpu="h200"), "no numbers here", Finding("x2.00", ratio=2.0)]
+    assert frame(lines).columns.tolist() == ["finding", "step_ms", "gpu", "ratio"]
+    tables.say(lines, "09_findings", tmp_path)
+    written = pd.read_csv(tmp_path / "09_findings.csv")
+    assert written["step_ms"].tolist()[0] == 1.5 and written["step_ms"].isna().tolist() == [False, True, True]
+    assert written["ratio"].tolist()[2] == 2.0 and written["finding"].tolist()[1] == "no numbers here"
+    assert (tmp_path / "09_findings.md").read_text() == "- a 1.50 ms step\n- no numbers here\n- x2.00\n"

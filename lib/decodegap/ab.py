@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from . import accounting, records, roofline, stats
+from .finding import Finding
 
 CELL = ["gpu", "model", "ctx", "attn", "quant"]
 COMPILED_FIRST_CALL_S = 5.0  # a compile arm's first call longer than this compiled (a CUDA-graph record: < 0.1 s)
@@ -58,21 +58,6 @@ def sweep_sessions(rows: pd.DataFrame) -> pd.DataFrame:
         runs=("run_id", lambda r: ", ".join(sorted(set(r)))), arms=("arm", lambda a: ", ".join(sorted(set(a)))),
         sessions=("session", "nunique")).reset_index()
     return out[cols]
-
-
-def notebook_cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
-    """Notebook 02's experiment from a data folder, the one producer of its rows and cells (the notebook and the
-    claims table read them from here): (the A/B rows (`ab_rows`, each with its sweep), the grid sweep's rows,
-    roofline.cell_table of the grid, the configs used: `configs`, or those of the rows' models)."""
-    from . import hardware
-    from . import models as model_specs
-
-    rows = ab_rows(data)
-    grid = of_sweep(rows, GRID)
-    if configs is None:
-        configs = model_specs.configs(rows["model"], data)
-    return rows, grid, roofline.cell_table(grid, hardware.specs_table(data), configs,
-                                           records.load_experiment("bandwidth", data)), configs
 
 
 def _keys(rows: pd.DataFrame) -> list[str]:
@@ -295,11 +280,17 @@ def sweep_findings(speed: pd.DataFrame, headline_ctx: int) -> list[str]:
     used = headline(speed, headline_ctx)
     for (gpu, arm), apart in kept_apart(speed, headline_ctx).groupby(["gpu", "arm"]):
         mine = used[(used["gpu"] == gpu) & (used["arm"] == arm)]
-        out.append(f"{gpu} ctx {headline_ctx}, {arm}: the headline statistic takes the {_span(mine['sessions'], 'd')} "
-                   f"sessions of the {mine['sweep'].iloc[0]} sweep ({_span(mine['speedup'])}x over "
-                   f"{len(mine)} models) and keeps apart the {_span(apart['sessions'], 'd')} of the "
-                   f"{apart['sweep'].iloc[0]} sweep {SWEEP_CONDITIONS.get(apart['sweep'].iloc[0], '')} "
-                   f"({_span(apart['speedup'])}x): the two are not pooled.")
+        out.append(Finding(
+            f"{gpu} ctx {headline_ctx}, {arm}: the headline statistic takes the {_span(mine['sessions'], 'd')} "
+            f"sessions of the {mine['sweep'].iloc[0]} sweep ({_span(mine['speedup'])}x over "
+            f"{len(mine)} models) and keeps apart the {_span(apart['sessions'], 'd')} of the "
+            f"{apart['sweep'].iloc[0]} sweep {SWEEP_CONDITIONS.get(apart['sweep'].iloc[0], '')} "
+            f"({_span(apart['speedup'])}x): the two are not pooled.",
+            gpu=gpu, arm=arm, ctx=headline_ctx, sweep=mine["sweep"].iloc[0], sessions_min=int(mine["sessions"].min()),
+            sessions_max=int(mine["sessions"].max()), speedup_min=mine["speedup"].min(),
+            speedup_max=mine["speedup"].max(), models=len(mine), apart_sweep=apart["sweep"].iloc[0],
+            apart_sessions_min=int(apart["sessions"].min()), apart_sessions_max=int(apart["sessions"].max()),
+            apart_speedup_min=apart["speedup"].min(), apart_speedup_max=apart["speedup"].max()))
     return out
 
 
@@ -312,8 +303,10 @@ def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.Data
     for row in headline(speed, headline_ctx).sort_values(["gpu", "arm", "model"]).itertuples():
         ci = f"95 % CI [{row.ci_low:.3f}, {row.ci_high:.3f}]" if pd.notna(row.ci_low) else "no CI (fewer than 3 sessions)"
         sweep = f" of the {row.sweep} sweep" if row.sweep else ""
-        out.append(f"{row.gpu} {row.model} ctx {row.ctx}: {row.arm} is {row.speedup:.3f}x faster than eager, "
-                   f"{ci}, N = {row.sessions} sessions{sweep}.")
+        out.append(Finding(f"{row.gpu} {row.model} ctx {row.ctx}: {row.arm} is {row.speedup:.3f}x faster than eager, "
+                           f"{ci}, N = {row.sessions} sessions{sweep}.", gpu=row.gpu, model=row.model, ctx=int(row.ctx),
+                           arm=row.arm, speedup=row.speedup, ci_low=row.ci_low, ci_high=row.ci_high,
+                           sessions=int(row.sessions), sweep=row.sweep))
     out += sweep_findings(speed, headline_ctx)
     for row in published_speed.itertuples():
         ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if pd.notna(row.ci_low) else " (no CI given)"
@@ -325,8 +318,9 @@ def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.Data
         for gpu, g in graph.groupby("gpu"):
             by_ctx = g.groupby("ctx")["speedup"].median()
             over = f", {GRID} sweep" if (g["sweep"] == GRID).all() else ""
-            out.append(f"{gpu}: graph speed-up by context (median over models{over}): "
-                       + ", ".join(f"{c}: {s:.2f}x" for c, s in by_ctx.items()) + ".")
+            out.append(Finding(f"{gpu}: graph speed-up by context (median over models{over}): "
+                               + ", ".join(f"{c}: {s:.2f}x" for c, s in by_ctx.items()) + ".", gpu=gpu,
+                               **{f"speedup_ctx{c}": s for c, s in by_ctx.items()}))
     out.append(launch_fraction_verdict(decomp))
     if decode_rows is not None:
         spread = session_spread(decode_rows)

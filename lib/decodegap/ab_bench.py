@@ -61,6 +61,17 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     return run_id
 
 
+def plans(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3, headline_sessions: int = 10,
+          steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab") -> tuple[SweepPlan, SweepPlan]:
+    """The two sweeps of measure_ab: the grid (every context, eager, graph and compile, `n_sessions` sessions) and the
+    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's)."""
+    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
+    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
+                         first_session=n_sessions, **common)  # sessions of its own, numbered after the grid's
+    return grid, headline
+
+
 def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
                headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
                count_kernels: bool = False, experiment: str = "ab", progress: bool = True) -> dict:
@@ -72,10 +83,8 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
        headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
     3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
     Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
-    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
-    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
-    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
-                         first_session=n_sessions, **common)  # sessions of its own, numbered after the grid's
+    grid, headline = plans(gpu, model_keys, contexts, headline_ctx, n_sessions, headline_sessions, steps, warmup,
+                           device, experiment)
     inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
     inputs.models(model_keys, data)
     began = time.time()

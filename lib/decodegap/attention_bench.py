@@ -72,13 +72,20 @@ def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, d
     return run_id
 
 
+def step_plans(gpu: str, model_keys, step_backends=("sdpa",), step_contexts=(2048,), n_sessions: int = 1,
+               steps: int = 30, warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
+    """The whole-step sweeps of measure_attention: eager and graph with each backend of `step_backends` inside the HF
+    model, at `step_contexts`."""
+    return [SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
+                      sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device) for attn in step_backends]
+
+
 def measure_attention(gpu: str, model_keys, contexts, backends=None, step_backends=("sdpa",),
                       step_contexts=(2048,), n_sessions: int = 1, steps: int = 30, warmup: int = 5,
                       device: str = "cuda", data=None) -> None:
     """Notebook 03's measurements: the per-layer microbenchmark of every backend, then the whole decode
     step (eager and graph arms) with each backend of `step_backends` inside the HF model."""
-    plans = [SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=("eager", "graph"),
-                       sessions=n_sessions, steps=steps, warmup=warmup, attn=attn, device=device) for attn in step_backends]
+    plans = step_plans(gpu, model_keys, step_backends, step_contexts, n_sessions, steps, warmup, device)
     record_attention(gpu, model_keys, contexts, backends, data, device)
     for plan in plans:
         run_sweep(plan, data)

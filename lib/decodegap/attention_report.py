@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import attention, roofline
+from .finding import Finding
 
 STEP_ARMS = ("eager", "graph")
 STEP_COLUMNS = ["gpu", "model", "ctx", "attn", "arm", "sessions", "t_obs_ms", "r_floor_W_all", "status", "reason"]
@@ -62,14 +63,6 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     out["label"] = [attention.BACKENDS[a].label if a in attention.BACKENDS else a for a in out["attn"]]
     out["host_over_gpu"] = out["host_us"] / out["gpu_us"]
     return out
-
-
-def notebook_summary(data) -> pd.DataFrame:
-    """Notebook 03's experiment from a data folder, the one producer of its per-layer summary (the notebook and the
-    claims table read it from here): `summary` of data/raw/<gpu>/attention.csv."""
-    from . import records
-
-    return summary(records.load_experiment("attention", data))
 
 
 def shape_agreement(summ: pd.DataFrame, configs) -> pd.DataFrame:
@@ -228,21 +221,27 @@ def step_findings(steps: pd.DataFrame, summ: pd.DataFrame, configs, bandwidth_gb
         g = g.set_index("ctx")["t_obs_ms"]
         lo, hi = g.index.min(), g.index.max()
         layers = int(configs[model]["num_hidden_layers"])
+        values = dict(gpu=gpu, model=model, attn=attn, ctx_first=int(lo), ctx_last=int(hi), first_ms=g[lo],
+                      last_ms=g[hi], growth_ms=g[hi] - g[lo], layers=layers)
         line = (f"{gpu} {model}, {attn} inside the model (graph): {g[lo]:.2f} ms at ctx {lo}, {g[hi]:.2f} ms at "
                 f"ctx {hi} (+{g[hi] - g[lo]:.2f} ms)")
         micro = summ[(summ["gpu"] == gpu) & (summ["model"] == model) & (summ["attn"] == attn)
                      & (summ["status"] == "ok")].set_index("ctx")["gpu_us"]
         if lo in micro.index and hi in micro.index:
             implied_ms = layers * (micro[hi] - micro[lo]) / 1e3
+            values.update(implied_ms=implied_ms, calls_ms=layers * micro[hi] / 1e3,
+                          calls_exceed_step=bool(layers * micro[hi] / 1e3 > g[hi]))
             line += f"; the per-layer kernel alone implies +{implied_ms:.2f} ms ({layers} layers)"
             if layers * micro[hi] / 1e3 > g[hi]:
                 line += (f"; but {layers} of its per-layer calls ({layers * micro[hi] / 1e3:.2f} ms) exceed the whole "
                          "step: the microbenchmark's call is not the kernel the model runs")
         if attn in REPEAT_KV_BACKENDS and bandwidth_gbps and gpu in bandwidth_gbps:
             extra = repeat_kv_bytes(configs[model], hi) - repeat_kv_bytes(configs[model], lo)
+            values.update(expansion_gb=extra / 1e9, expansion_ms=extra / bandwidth_gbps[gpu] / 1e6,
+                          copy_gbps=bandwidth_gbps[gpu])
             line += (f"; HF's K/V expansion for GQA under a mask adds {extra / 1e9:.1f} GB per step from ctx {lo} to "
                      f"{hi}: {extra / bandwidth_gbps[gpu] / 1e6:.2f} ms at {bandwidth_gbps[gpu]:.0f} GB/s")
-        out.append(line + ".")
+        out.append(Finding(line + ".", **values))
     return out
 
 

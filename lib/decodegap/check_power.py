@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
+from .finding import Finding
 
 AS_BUILT = "as built"
 DIAGNOSTIC = "sharp_noise_gpu"
@@ -54,13 +55,16 @@ def findings(power: pd.DataFrame, tol: float) -> list[str]:
                 + (f", within the tolerance {tol:g}" if noise <= tol else
                    f", past the tolerance {tol:g}: at this factor the check fails correct arms too and vouches for "
                    "nothing"))
+        values = dict(device=device, sharpen=factor, correct_max=noise, checks=int(g.loc[AS_BUILT, "rows"]),
+                      models=n_models, within_tolerance=bool(noise <= tol))
         if faults.empty:
-            out.append(head + "; no fault injected at this factor.")
+            out.append(Finding(head + "; no fault injected at this factor.", **values))
             continue
         parts = [f"{c} at least {faults.loc[c, 'max_rel_err_min']:.3f}" for c in faults.index]
         verdict = ("every fault fails" if not missed else f"caught: {', '.join(caught) or 'none'}; missed: {', '.join(missed)}")
         margin = faults.loc[caught, "max_rel_err_min"].min() / noise if caught and noise > 0 else float("nan")
-        out.append(head + f"; faults: {'; '.join(parts)}: {verdict}"
-                   + (f" (the weakest caught fault is {margin:.0f}x the largest correct error)." if caught and noise <= tol
-                      else "."))
+        out.append(Finding(head + f"; faults: {'; '.join(parts)}: {verdict}"
+                           + (f" (the weakest caught fault is {margin:.0f}x the largest correct error)."
+                              if caught and noise <= tol else "."),
+                           caught="; ".join(caught), missed="; ".join(missed), margin=margin, **values))
     return out

@@ -1,5 +1,5 @@
-"""What the claims read: every table the rules test, each from the notebook module that owns it, and the
-look-ups the rules share (a published value, a GPU's bandwidth, a measured cell, our value on the GPUs we have)."""
+"""What the claims read: every table the rules test, each from the experiment that owns it (decodegap.experiments),
+and the look-ups the rules share (a published value, a GPU's bandwidth, a measured cell, our value on the GPUs we have)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from . import ab, accounting, attention_report, hardware, models, published, quant_report, records, roofline
+from . import ab, accounting, hardware, models, published, quant_report, records
+from .experiments import attention_backends, cuda_graphs_ab, quantisation
+from .experiments import cost as cost_experiment
+from .experiments import roofline as roofline_grid
 
 SLOW_GPU_GBPS = 1000
 """GPUs below this datasheet bandwidth are the paper's "slow GPUs" (L4, L40S); at or above the H100's, "fast"."""
@@ -95,27 +98,31 @@ class Evidence:
         return "; ours: " + "; ".join(parts) if parts else ""
 
 
-def collect(data, costs: pd.DataFrame, prices: pd.DataFrame, headline_model: str = "qwen2.5-7b",
-            headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b", seed: int = 0) -> Evidence:
-    """Evidence from a data folder through the modules of notebooks 01-04 (notebook 01's R_floor cells, the graph
+def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None = None,
+            headline_model: str = "qwen2.5-7b", headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b",
+            seed: int = 0) -> Evidence:
+    """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells, the graph
     speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
-    cells and byte model) and the cost table of notebook 05."""
+    cells and byte model, and notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's
+    at its defaults)."""
     decode_rows = records.load_experiment("decode", data)
     specs = hardware.specs_table(data)
     keys = (set(decode_rows["model"]) | set(records.load_experiment("ab", data)["model"])
             | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model})
     configs = models.configs(keys, data)
-    # each notebook's experiment, from the one producer the notebook itself calls
-    _, cells, _ = roofline.notebook_cells(data, configs)
-    ab_rows, _, ab_cells, _ = ab.notebook_cells(data, configs)
-    _, quant_cells, _ = quant_report.notebook_cells(data, configs)
+    if costs is None or prices is None:
+        t = cost_experiment.tables(data, headline_model=headline_model, headline_ctx=headline_ctx)
+        costs, prices = t["costs"], t["prices"]
+    # each notebook's experiment, from the one module the notebook itself calls
+    _, cells, _ = roofline_grid.cells(data, configs)
+    ab_rows, _, ab_cells, _ = cuda_graphs_ab.cells(data, configs)
+    _, quant_cells, _ = quantisation.cells(data, configs)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed),
         decomp=ab.decomposition(ab_cells, records.load_experiment("kernels", data)),
-        attention=attention_report.notebook_summary(data),
+        attention=attention_backends.summary(data),
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
         attention_model=attention_model)
-

@@ -40,9 +40,8 @@ def _check_models(model_keys, data_dir) -> None:
 
 
 def cmd_measure(args) -> int:
-    from . import roofline_bench, sweep
-
-    from . import inputs
+    from . import inputs, sweep
+    from .experiments import roofline
     from .inputs import InputError
 
     bad = [item for item in args.checkpoint if "=" not in item]
@@ -65,84 +64,81 @@ def cmd_measure(args) -> int:
     run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
     if args.bandwidth:
-        roofline_bench.record_bandwidth(gpu, args.data_dir, args.device)
+        roofline.record_bandwidth(gpu, args.data_dir, args.device)
     return 0
 
 
 def cmd_ab(args) -> int:
-    from . import ab_bench
+    from .experiments import cuda_graphs_ab
 
     model_keys = _csv_list(args.models)
     contexts = _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    ab_bench.measure_ab(gpu, model_keys, contexts, args.headline_ctx, args.sessions,
-                        args.headline_sessions, args.steps, args.warmup, args.device, args.data_dir,
-                        count_kernels=args.count_kernels, progress=not args.no_progress)
+    cuda_graphs_ab.measure(gpu, model_keys, contexts, args.headline_ctx, args.sessions, args.headline_sessions,
+                           args.steps, args.warmup, args.device, args.data_dir, count_kernels=args.count_kernels,
+                           progress=not args.no_progress)
     return 0
 
 
 def cmd_quant(args) -> int:
-    from . import quant_bench
+    from .experiments import quantisation
 
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     paths_ = _csv_list(args.paths) if args.paths else None
-    resolved = quant_bench.measure_quant(gpu, model_keys, _csv_list(args.contexts, int), paths_, _csv_list(args.arms),
-                                         args.sessions, args.steps, args.warmup, args.device, args.data_dir,
-                                         layers=not args.no_layers, progress=not args.no_progress,
-                                         retry_errors=args.retry_errors)
+    resolved = quantisation.measure(gpu, model_keys, _csv_list(args.contexts, int), paths_, _csv_list(args.arms),
+                                    args.sessions, args.steps, args.warmup, args.device, args.data_dir,
+                                    layers=not args.no_layers, progress=not args.no_progress,
+                                    retry_errors=args.retry_errors)
     print("paths measured:", ", ".join(f"{k} -> {v}" for k, v in resolved.items()))
     return 0
 
 
 def cmd_ladder(args) -> int:
-    from . import ladder_bench
+    from .experiments import closing_the_gap
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    ladder_bench.measure_ladder(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
-                                args.data_dir, retry_errors=args.retry_errors)
+    closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
+                            args.data_dir, retry_errors=args.retry_errors)
     return 0
 
 
 def cmd_bandwidth(args) -> int:
-    from . import roofline_bench
+    from .experiments import roofline
 
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    run_id = roofline_bench.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20,
-                                             reps=args.reps)
+    run_id = roofline.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
     print(f"run {run_id}: rows in {paths.raw_dir(gpu, args.data_dir) / 'bandwidth.csv'}")
     return 0
 
 
 def cmd_kernels(args) -> int:
-    from . import ab_bench
-
     from . import inputs
+    from .experiments import cuda_graphs_ab
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     arms = inputs.arms(_csv_list(args.arms, option="--arms"))
     inputs.quant(args.quant)
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    ab_bench.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
+    cuda_graphs_ab.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
 
 
 def cmd_attention(args) -> int:
-    from . import attention_bench
-
     from . import inputs
+    from .experiments import attention_backends
 
     backends = tuple(inputs.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    attention_bench.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device,
-                                     retry_unavailable=args.retry_unavailable, again=args.again)
+    attention_backends.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device,
+                                        retry_unavailable=args.retry_unavailable, again=args.again)
     return 0
 
 
@@ -292,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_quant)
 
     lad = sub.add_parser("ladder", help="notebook 06's ladder: every lean lever over the grid, checked against HF "
-                         "eager first, then the profiled steps (ladder_bench.measure_ladder; resumes)")
+                         "eager first, then the profiled steps (experiments.closing_the_gap.measure; resumes)")
     _add_grid_args(lad)
     lad.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell (notebook 06: 3)")
     lad.add_argument("--steps", type=int, default=30)

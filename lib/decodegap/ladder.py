@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import accounting, arms, roofline
+from .finding import Finding
 
 from .levers import LEVERS, TARGET_CELL_ONLY, TARGETS, ladder_plan, target_in_grid  # noqa: F401 (the ladder's plan)
 
@@ -121,20 +122,26 @@ def target_findings(ladder: pd.DataFrame) -> list[str]:
         sel = sel[(sel["quant"] == "bf16") if kind == "bf16" else (sel["quant"] != "bf16")]
         where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
         if sel.empty:
-            out.append(f"{kind} target ({where}): no lever measured yet.")
+            out.append(Finding(f"{kind} target ({where}): no lever measured yet.", kind=kind, measured=False))
             continue
         best = sel.loc[sel["t_obs_ms"].idxmin()]
         if kind == "bf16":
             goal_ms = best["t_floor_bf16_ms"] / target["r_floor"]
             met = best["r_floor_bf16"] >= target["r_floor"]
-            out.append(f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}: best lever "
-                       f"{best['lever']} {best['t_obs_ms']:.2f} ms, R_floor {best['r_floor_bf16']:.3f}: "
-                       + ("met." if met else f"not met ({best['t_obs_ms'] / goal_ms:.2f}x the target time)."))
+            out.append(Finding(
+                f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}: best lever "
+                f"{best['lever']} {best['t_obs_ms']:.2f} ms, R_floor {best['r_floor_bf16']:.3f}: "
+                + ("met." if met else f"not met ({best['t_obs_ms'] / goal_ms:.2f}x the target time)."),
+                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], r_floor=best["r_floor_bf16"],
+                goal_ms=goal_ms, met=bool(met), over_goal=best["t_obs_ms"] / goal_ms))
         else:
             met = best["t_obs_ms"] <= target["step_ms"]
-            out.append(f"int4 target <= {target['step_ms']:.1f} ms/step at {where}: best lever {best['lever']} "
-                       f"{best['t_obs_ms']:.2f} ms: " + ("met." if met else
-                                                        f"not met ({best['t_obs_ms'] / target['step_ms']:.2f}x the target)."))
+            out.append(Finding(
+                f"int4 target <= {target['step_ms']:.1f} ms/step at {where}: best lever {best['lever']} "
+                f"{best['t_obs_ms']:.2f} ms: " + ("met." if met else
+                                                 f"not met ({best['t_obs_ms'] / target['step_ms']:.2f}x the target)."),
+                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], goal_ms=target["step_ms"],
+                met=bool(met), over_goal=best["t_obs_ms"] / target["step_ms"]))
     return out
 
 
@@ -265,12 +272,14 @@ def projection_findings(by_projection: pd.DataFrame) -> list[str]:
         line = (f"{target['model']} ctx {target['ctx']} on the {target['gpu']}, {step_label(arm, quant)} step, matrix "
                 f"products at their share of the datasheet bandwidth: {parts}; together {g['gpu_us'].sum() / 1e3:.2f} ms "
                 f"against {g['floor_us'].sum() / 1e3:.2f} ms.")
+        values = dict(arm=arm, quant=quant, products_ms=g["gpu_us"].sum() / 1e3, floor_ms=g["floor_us"].sum() / 1e3)
         if (arm, quant) in fits.index:
             fit = fits.loc[(arm, quant)]
+            values.update(fixed_us=fit["fixed_us"], stream_gbps=fit["stream_gbps"], products=int(fit["products"]),
+                          fixed_ms=fit["fixed_us"] * fit["products"] / 1e3)
             line += (f" A line through their per-call times: {fit['fixed_us']:.1f} us per product plus the weights at "
-                     f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: "
-                     f"{fit['fixed_us'] * fit['products'] / 1e3:.2f} ms fixed).")
-        out.append(line)
+                     f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: {values['fixed_ms']:.2f} ms fixed).")
+        out.append(Finding(line, **values))
     return out
 
 
@@ -307,11 +316,15 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         left = goal_ms - stream_ms - head_ms
         verdict = (f"leaves {left:.2f} ms beside {beside} for the rest" if left >= 0 else
                    f"is {-left:.2f} ms short of {beside} alone")
-        out.append(f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
-                   f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
-                   f"+ attention {us.get('attention', 0.0) / 1e3:.2f} + small kernels {small:.2f} + between kernels "
-                   f"{between:.2f}. The goal ({goal_ms:.2f} ms) {verdict}; the rest takes "
-                   f"{t_obs - stream_ms - head_ms:.2f} ms now.")
+        attention = us.get("attention", 0.0) / 1e3
+        out.append(Finding(
+            f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
+            f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
+            f"+ attention {attention:.2f} + small kernels {small:.2f} + between kernels {between:.2f}. The goal "
+            f"({goal_ms:.2f} ms) {verdict}; the rest takes {t_obs - stream_ms - head_ms:.2f} ms now.",
+            lever=lever, arm=arm, quant=quant, t_obs_ms=t_obs, products_ms=products, stream_gbps=fit["stream_gbps"],
+            stream_ms=stream_ms, fixed_ms=fixed_ms, head_ms=head_ms, attention_ms=attention, small_ms=small,
+            between_ms=between, goal_ms=goal_ms, left_ms=left, rest_ms=t_obs - stream_ms - head_ms))
     return out
 
 
@@ -330,10 +343,14 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
         mm, floor = us.get("matmul", 0.0), float(c["floor_us"].get("matmul", float("nan")))
         small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES)
         n_small = int(sum(c["kernels"].get(k, 0) for k in SMALL_CATEGORIES))
-        out.append(f"{where}, {step_label(arm, quant)} step: {int(c['kernels'].sum())} kernels, "
-                   f"{sum(us.values()) / 1e3:.2f} ms of GPU time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
-                   f"({floor / mm:.0%} of the datasheet bandwidth), attention {us.get('attention', 0.0) / 1e3:.2f} ms, "
-                   f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.")
+        values = dict(arm=arm, quant=quant, kernels=int(c["kernels"].sum()), gpu_ms=sum(us.values()) / 1e3,
+                      products_ms=mm / 1e3, floor_ms=floor / 1e3, of_datasheet=floor / mm,
+                      attention_ms=us.get("attention", 0.0) / 1e3, small_kernels=n_small, small_ms=small / 1e3)
+        out.append(Finding(
+            f"{where}, {step_label(arm, quant)} step: {values['kernels']} kernels, {values['gpu_ms']:.2f} ms of GPU "
+            f"time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
+            f"({floor / mm:.0%} of the datasheet bandwidth), attention {values['attention_ms']:.2f} ms, "
+            f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.", **values))
     sel = _at(ladder, target)
     floors = _at(by_category, target)
     floors = floors[(floors["quant"] == "bf16") & floors["category"].isin(["matmul", "attention"])]
@@ -343,10 +360,13 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
         datasheet_gbps = float(specs.set_index("gpu").loc[target["gpu"], "bandwidth_gbps"])
         read_ms = float(floors["floor_us"].sum()) / 1e3  # W_streamed + K(ctx) at the datasheet bandwidth
         copy_ms = read_ms * datasheet_gbps / measured_gbps[target["gpu"]]
-        out.append(f"The bytes a step reads (W_streamed + K(ctx): {read_ms:.2f} ms at the datasheet bandwidth) take "
-                   f"{copy_ms:.2f} ms at the measured copy bandwidth ({measured_gbps[target['gpu']]:.0f} GB/s); the bf16 "
-                   f"goal ({goal_ms:.2f} ms, set against W_all + K(ctx), the unread embedding table included) leaves "
-                   f"{goal_ms - copy_ms:.2f} ms above that for everything else in the step.")
+        out.append(Finding(
+            f"The bytes a step reads (W_streamed + K(ctx): {read_ms:.2f} ms at the datasheet bandwidth) take "
+            f"{copy_ms:.2f} ms at the measured copy bandwidth ({measured_gbps[target['gpu']]:.0f} GB/s); the bf16 "
+            f"goal ({goal_ms:.2f} ms, set against W_all + K(ctx), the unread embedding table included) leaves "
+            f"{goal_ms - copy_ms:.2f} ms above that for everything else in the step.",
+            read_ms=read_ms, copy_ms=copy_ms, copy_gbps=measured_gbps[target["gpu"]], goal_ms=goal_ms,
+            above_ms=goal_ms - copy_ms))
     return out
 
 
@@ -368,36 +388,43 @@ def reading_findings(ladder: pd.DataFrame, by_category: pd.DataFrame) -> list[st
     kernels = prof.groupby("arm")["kernels"].sum()
     where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
     if ("graph", "bf16") in ms and ("lean_graph", "bf16") in ms:
-        line = (f"{where}: the lean decoder graphed takes {ms[('lean_graph', 'bf16')]:.2f} ms against HF's graphed "
-                f"{ms[('graph', 'bf16')]:.2f} ms ({ms[('graph', 'bf16')] / ms[('lean_graph', 'bf16')]:.2f}x)")
+        lean_ms, hf_ms = ms[("lean_graph", "bf16")], ms[("graph", "bf16")]
+        values = dict(lean_graph_ms=lean_ms, graph_ms=hf_ms, graph_over_lean=hf_ms / lean_ms)
+        line = f"{where}: the lean decoder graphed takes {lean_ms:.2f} ms against HF's graphed {hf_ms:.2f} ms ({hf_ms / lean_ms:.2f}x)"
         if "lean" in kernels and "eager" in kernels:
+            values.update(lean_kernels=int(kernels["lean"]), hf_kernels=int(kernels["eager"]))
             line += f"; the lean step launches {int(kernels['lean'])} kernels, HF's {int(kernels['eager'])}"
-        out.append(line + ".")
+        out.append(Finding(line + ".", **values))
     for arm, g in prof.groupby("arm", sort=False):
         parts = []
         for cat, c in g.set_index("category").iterrows():
             parts.append(f"{cat} {int(c['kernels'])} kernels {c['gpu_us'] / 1e3:.2f} ms"
                          + (f" (floor {c['floor_us'] / 1e3:.2f} ms)" if c["floor_us"] > 0 else ""))
         small = g[g["category"].isin(SMALL)]
-        out.append(f"{where}, {step_label(arm, 'bf16')} profiled, kernel by kernel: " + "; ".join(parts)
-                   + f"; the small kernels together {int(small['kernels'].sum())} for {small['gpu_us'].sum() / 1e3:.2f} ms"
-                   " with no bytes to move.")
+        out.append(Finding(f"{where}, {step_label(arm, 'bf16')} profiled, kernel by kernel: " + "; ".join(parts)
+                           + f"; the small kernels together {int(small['kernels'].sum())} for "
+                           f"{small['gpu_us'].sum() / 1e3:.2f} ms with no bytes to move.",
+                           arm=arm, kernels=int(g["kernels"].sum()), gpu_ms=g["gpu_us"].sum() / 1e3,
+                           small_kernels=int(small["kernels"].sum()), small_ms=small["gpu_us"].sum() / 1e3))
     ok = ladder[(ladder["status"] == "ok") & (ladder["quant"] == "bf16")]
     for gpu, model in ok[["gpu", "model"]].drop_duplicates().itertuples(index=False):
         g = ok[(ok["gpu"] == gpu) & (ok["model"] == model)]
-        growth = []
+        growth, values = [], {}
         for arm in ("graph", "lean_attn_graph"):
             a = g[g["arm"] == arm].set_index("ctx")["t_obs_ms"]
             if len(a) >= 2:
-                growth.append(f"{step_label(arm, 'bf16')} {a[a.index.min()]:.2f} -> {a[a.index.max()]:.2f} ms "
-                              f"(x{a[a.index.max()] / a[a.index.min()]:.2f})")
+                first, last = a[a.index.min()], a[a.index.max()]
+                values.update({f"{arm}_first_ms": first, f"{arm}_last_ms": last, f"{arm}_growth": last / first})
+                growth.append(f"{step_label(arm, 'bf16')} {first:.2f} -> {last:.2f} ms (x{last / first:.2f})")
         if len(growth) == 2:
             lo, hi = g["ctx"].min(), g["ctx"].max()
-            out.append(f"{gpu} {model}, ctx {lo} to {hi}: " + ", ".join(growth) + ".")
+            out.append(Finding(f"{gpu} {model}, ctx {lo} to {hi}: " + ", ".join(growth) + ".", gpu=gpu, model=model,
+                               ctx_first=int(lo), ctx_last=int(hi), **values))
     if not ok.empty:
         best = ok.loc[ok.groupby(["gpu", "model", "ctx"])["t_obs_ms"].idxmin()]
         counts = best["lever"].value_counts()
-        out.append(f"The fastest bf16 lever, cell by cell ({len(best)} cells): "
-                   + ", ".join(f"{lever} in {n}" for lever, n in counts.items()) + ".")
+        out.append(Finding(f"The fastest bf16 lever, cell by cell ({len(best)} cells): "
+                           + ", ".join(f"{lever} in {n}" for lever, n in counts.items()) + ".",
+                           cells=len(best), fastest=counts.index[0], fastest_cells=int(counts.iloc[0])))
     return out
 

@@ -44,22 +44,6 @@ def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> p
     return roofline.one_sweep(out, plans) if plans is not None else out
 
 
-def notebook_cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
-                   group_size: int | None = None) -> tuple:
-    """Notebook 04's experiment from a data folder, the one producer of its cells (the notebook and the claims table
-    read them from here): (its decode rows (`rows`, each cell from one sweep), `cells` of them with their checks, the
-    configs used: `configs`, or those of the rows' models and `models`)."""
-    from . import hardware, records
-    from . import models as model_specs
-
-    decode_rows = rows(records.load_experiment("decode", data), arms, records.run_plans(data))
-    if configs is None:
-        configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
-    return decode_rows, cells(decode_rows, hardware.specs_table(data), configs,
-                              records.load_experiment("bandwidth", data), group_size,
-                              records.load_experiment("verify", data)), configs
-
-
 def _group(configs: Mapping[str, Mapping], model: str, group_size: int | None) -> int:
     return group_size or quant.default_group_size(configs[model])
 

@@ -26,20 +26,6 @@ def default_rows(decode_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
     return one_sweep(rows, plans) if plans is not None else rows
 
 
-def notebook_cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:
-    """Notebook 01's experiment from a data folder, the one producer of its cell table (the notebook and the claims
-    table read it from here): (its decode rows (`default_rows`, each cell from one sweep), `cell_table` of them
-    against the registry's datasheet and the measured copy bandwidth, the configs used: `configs`, or those of the
-    rows' models and `models`)."""
-    from . import hardware, records
-    from . import models as model_specs
-
-    rows = default_rows(records.load_experiment("decode", data), records.run_plans(data))
-    if configs is None:
-        configs = model_specs.configs(set(rows["model"]) | set(models), data)
-    return rows, cell_table(rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data)), configs
-
-
 def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame) -> list[str]:
     """Per GPU, context and arm, the sessions `one_sweep` left out (rows of `rows` not in `kept`): how many, from
     which runs, and their median step beside the kept sessions', so that what is not pooled is said."""
@@ -80,7 +66,6 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     rank = pd.Series([(t or not r, s) for t, r, s in zip(timed, ran, sig)], index=rows.index)
     best = rank.groupby([rows[c] for c in CELL]).transform("max")
     return rows[rank == best]
-
 
 
 def measured_bandwidth(bandwidth_rows: pd.DataFrame) -> pd.Series:

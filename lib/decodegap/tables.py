@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import finding
+
 
 def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, preamble: str = "") -> tuple[Path, Path]:
     """Write `frame` as <stem>.csv and <stem>.md in out_dir; floats rounded to `digits` significant
@@ -24,14 +26,25 @@ def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, 
 
 
 def say(lines, stem: str, out_dir: Path) -> list[str]:
-    """Generated findings as data: print each as "- line" and write them to <stem>.csv (one `finding` per row) and
-    <stem>.md (a bullet list) in out_dir, so that every number a notebook states can be read, quoted and compared
-    without running it. Returns the lines."""
-    lines = [str(line) for line in lines]
+    """Generated findings as data: print each as "- line" and write them to <stem>.csv (one `finding` per row, with
+    a column per value the findings state: finding.frame, floats to 6 decimals) and <stem>.md (a bullet list) in
+    out_dir, so that every number a notebook states can be read, quoted and compared without running it. Returns the
+    lines (each Finding with its values)."""
+    lines = [line if isinstance(line, str) else str(line) for line in lines]  # a Finding keeps its values
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"finding": lines}).to_csv(out_dir / f"{stem}.csv", index=False)
+    table = finding.frame(lines)
+    for col in table.columns:
+        if pd.api.types.is_float_dtype(table[col]):
+            table[col] = table[col].round(6)
+    table.to_csv(out_dir / f"{stem}.csv", index=False)
     (out_dir / f"{stem}.md").write_text("".join(f"- {line}\n" for line in lines))
     for line in lines:
         print("-", line)
     return lines
+
+
+def say_all(found, out_dir: Path) -> None:
+    """`say` each list of findings of `found` ({stem: lines}, an experiment's findings) under its stem."""
+    for stem, lines in found.items():
+        say(lines, stem, out_dir)

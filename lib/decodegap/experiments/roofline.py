@@ -1,0 +1,83 @@
+"""Notebook 01, the roofline grid: is batch-1 decode at the memory floor? Its sweep (roofline_bench: every model x
+context x HF arm, bf16 with SDPA's default, then the copy-bandwidth probe), its rows (decode.csv, each cell from one
+sweep), its tables (bytes per model, floors per GPU, the R_floor cell table) and its findings."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from .. import hardware, published, records, roofline
+from .. import models as model_specs
+
+NOTEBOOK = "01_roofline"
+FLOORS_CTX = 2048  # context of the floors-per-GPU table, tokens
+CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "sessions", "max_cache_len", "t_obs_ms", "t_floor_ms_W_all",
+                "r_floor_W_all", "t_floor_ms_W_streamed", "r_floor_W_streamed", "measured_gbps",
+                "r_floor_measured_W_all", "r_floor_measured_W_streamed", "status", "reason", "flag"]
+"""The columns of figures/01_roofline_cells."""
+
+
+def plan(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
+         warmup: int = 5, device: str = "cuda") -> list:
+    """The one sweep of the roofline grid (roofline_bench.plan)."""
+    from .. import roofline_bench
+
+    return [roofline_bench.plan(gpu, models, contexts, arms, sessions, steps, warmup, device)]
+
+
+def measure(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
+            warmup: int = 5, device: str = "cuda", data=None, bandwidth_bytes: int = 2 << 30) -> str:
+    """The sweep of `plan`, then the copy-bandwidth probe (roofline_bench.measure_roofline); returns the run id."""
+    from .. import roofline_bench
+
+    return roofline_bench.measure_roofline(gpu, models, contexts, arms, sessions, steps, warmup, device, data,
+                                           bandwidth_bytes=bandwidth_bytes)
+
+
+def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
+    """The copy-bandwidth probe alone (roofline_bench.record_bandwidth); returns its run id."""
+    from .. import roofline_bench
+
+    return roofline_bench.record_bandwidth(gpu, data, device, size_bytes=size_bytes, reps=reps)
+
+
+def rows(data) -> pd.DataFrame:
+    """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep."""
+    return roofline.default_rows(records.load_experiment("decode", data), records.run_plans(data))
+
+
+def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:
+    """(`rows`, roofline.cell_table of them against the datasheet and the measured copy bandwidth, the configs used:
+    `configs`, or those of the rows' models and `models`). The claims table reads the cells from here too."""
+    rows_ = rows(data)
+    if configs is None:
+        configs = model_specs.configs(set(rows_["model"]) | set(models), data)
+    return rows_, roofline.cell_table(rows_, hardware.specs_table(data), configs,
+                                      records.load_experiment("bandwidth", data)), configs
+
+
+def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dict:
+    """Notebook 01's tables: `rows`, `cells` (roofline.cell_table), `model_bytes`, `floors` (t_floor in ms at
+    FLOORS_CTX on every GPU of the registry, W_all at the datasheet bandwidth), `flagged` (cells with R_floor > 1),
+    `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
+    configs, and `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell)."""
+    rows_, cells_, configs = cells(data, configs, models)
+    specs = hardware.specs_table(data)
+    pub = published.load(data)
+    return dict(
+        rows=rows_, cells=cells_, configs=configs,
+        model_bytes=roofline.model_bytes_table(configs),
+        floors=roofline.floors_by_gpu(configs, specs, ctx=FLOORS_CTX, convention="W_all").reset_index(names="model"),
+        flagged=cells_[cells_["flag"].astype(bool)],
+        published=pub,
+        published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
+                                                                                   on="gpu"),
+        all_rows=roofline.default_rows(records.load_experiment("decode", data)))
+
+
+def findings(t: dict) -> dict:
+    """{"01_findings": the cells' findings (roofline.findings) and the sessions left out of them}."""
+    return {"01_findings": roofline.findings(t["cells"], t["published"])
+            + roofline.left_out_sweeps(t["all_rows"], t["rows"])}
