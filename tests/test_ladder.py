@@ -41,8 +41,7 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                               "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
-        ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph")),
-        ("int4-triton", ("llama-3.1-8b",), (2048,), ("lean_attn_compile",))]
+        ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile"))]
     assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
     assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
@@ -311,3 +310,20 @@ def test_reading_findings_by_hand():
     assert growth["graph_growth"] == pytest.approx(2.0) and growth["lean_attn_graph_growth"] == pytest.approx(1.1)
     assert lines[4].values == dict(cells=2, fastest="lean_attn_graph", fastest_cells=2)
     assert "(x1.10)" in lines[3]  # the sentence renders its values
+
+
+def test_a_cell_timed_only_with_superseded_weights_says_so():
+    """records.with_superseded's rows of the old weight synthesis: the ladder keeps their time and names them in the
+    reason; a cell with rows of the model's own weights does not."""
+    rows = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm=a, quant=q, status=s, weights=w)
+                         for a, q, s, w in [("lean_attn_compile", "int4-tinygemm", "ok", "synthesised (superseded)"),
+                                            ("lean_attn_graph", "int4-tinygemm", "ok", "rtn from bf16"),
+                                            ("lean_graph", "int4-tinygemm", "error", "synthesised (superseded)")]])
+    old = ladder.superseded_cells(rows)
+    assert old == {("h200", "llama-3.1-8b", 2048, "lean_attn_compile", "int4-tinygemm")}
+    table = ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 3.2,
+                                        ("lean_attn_graph", "int4-tinygemm"): 4.8}), superseded=old).set_index("arm")
+    table = table[table.quant == "int4-tinygemm"]
+    assert table.loc["lean_attn_compile", "reason"] == ladder.SUPERSEDED_REASON
+    assert table.loc["lean_attn_compile", "t_obs_ms"] == 3.2 and table.loc["lean_attn_graph", "reason"] == ""
+    assert ladder.superseded_cells(rows.drop(columns="weights")) == set()

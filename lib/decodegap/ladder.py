@@ -71,11 +71,27 @@ def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame, plans=None) ->
     return pd.concat([decode_rows, extra], ignore_index=True)
 
 
-def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
+SUPERSEDED_REASON = "weights the run drew itself (superseded; decode_synthesised_weights.csv)"
+"""The reason a ladder row gives when its quantised cell's only timed rows are those of the superseded weight
+synthesis (records.with_superseded): the kernels' times stand, the weights were not the model's."""
+
+
+def superseded_cells(decode_rows: pd.DataFrame) -> set:
+    """(gpu, model, ctx, arm, quant) of the timed cells whose rows come from the superseded weight synthesis
+    (records.with_superseded's `weights` column)."""
+    if "weights" not in decode_rows:
+        return set()
+    old = decode_rows[(decode_rows["weights"] != "rtn from bf16") & (decode_rows["status"] == "ok")]
+    return {(g, m, int(c), a, q) for g, m, c, a, q in old[["gpu", "model", "ctx", "arm", "quant"]].itertuples(
+        index=False, name=None)}
+
+
+def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset()) -> pd.DataFrame:
     """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
     roofline.cell_table rows (default attention). A lever with no timed rows keeps the status and reason of its
     failed cell (`error`: its check against HF eager failed, say), else says `not measured`, or `target cell
-    only` for a TARGET_CELL_ONLY lever away from the target cell.
+    only` for a TARGET_CELL_ONLY lever away from the target cell. A timed cell among `superseded`
+    (superseded_cells) says so in its reason (SUPERSEDED_REASON).
     The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
     columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
                "r_floor_bf16", "status", "reason"]
@@ -93,6 +109,8 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
             hit = group[(group["arm"] == arm) & (group["quant"] == quant)]
             t = float(hit["t_obs_ms"].iloc[0]) if not hit.empty else float("nan")
             status, reason = "ok", ""
+            if not hit.empty and (g, model, int(ctx), arm, quant) in superseded:
+                reason = SUPERSEDED_REASON
             if hit.empty:
                 key = (g, model, ctx, arm, quant)
                 if key in failed.index:

@@ -27,7 +27,7 @@ LEVERS = (
     ("int4 Triton GEMV, lean compiled + Triton attention", "lean_attn_compile", "int4-triton"),
 )
 """(lever, arm, quant) in ladder order; the last three are the package's own int4 GEMV (decodegap.int4_gemv, path
-int4-triton), measured by notebook 04's sweep (its compiled lever at the target cell only, as notebook 04 has it). The lean decoder reads the int4-tinygemm weights of the quantised
+int4-triton), measured by notebook 04's sweep over the grid. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
@@ -39,12 +39,13 @@ Triton GEMV's products slower than cuBLAS's and the step's small kernels worth a
 with only the Triton attention, graphed and compiled (compile fuses the small kernels)."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
-                              ("lean_kernels_graph", "int4-tinygemm"), ("lean_attn_compile", "int4-triton")})
+                              ("lean_kernels_graph", "int4-tinygemm")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
-06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`); so is the Triton
-GEMV's compiled lever, which compiles afresh for every cell."""
+06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`). The compiled
+levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
+grid."""
 
 TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
