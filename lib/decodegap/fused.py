@@ -134,10 +134,9 @@ def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig
     rows = N // 2 if gate_up else N
     few_rows = _cdiv(rows, 16) < 8 * H200_SMS
     out = [gemv_config(N, K), GemvConfig(8, 512), GemvConfig(16, 512), GemvConfig(4, 1024), GemvConfig(32, 256),
-           GemvConfig(8, 1024, warps=8), GemvConfig(8, 512, stages=3), GemvConfig(16, 256)]
+           GemvConfig(8, 1024, warps=8), GemvConfig(8, 512, stages=3)]
     if few_rows and not gate_up:
-        out += [GemvConfig(16, 512, split_k=2), GemvConfig(16, 512, split_k=4), GemvConfig(8, 512, split_k=2),
-                GemvConfig(32, 256, split_k=4)]
+        out += [GemvConfig(16, 512, split_k=2), GemvConfig(16, 512, split_k=4), GemvConfig(8, 512, split_k=2)]
     return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
 
 
