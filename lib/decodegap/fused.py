@@ -15,8 +15,9 @@ Each kernel has a PyTorch reference written to the same rounding as the unfused 
                             [gate; up] weight, rounds each sum to bf16, then SiLU(gate) rounded, times up rounded
                             (F.silu(gate) * up), so the MLP's activation is never written.
                 Grid: (ceil(N / BLOCK_N), SPLIT_K). A program reduces BLOCK_N rows over its slice of K in
-                BLOCK_K chunks, fp32 accumulation, with the next chunk's weight tile loaded before the current one
-                is reduced (register double buffering: two tiles in flight a program, and the first tile loaded
+                BLOCK_K chunks, fp32 accumulation (elementwise into a BLOCK_N x BLOCK_K accumulator, reduced across
+                it once at the end), with the next chunk's weight tile loaded before the current one is used
+                (register double buffering: two tiles in flight a program, and the first tile loaded
                 before the kernel reads anything another kernel wrote, which is what PDL overlaps).
                 Split-K (SPLIT_K > 1, for products whose N is small for their K: o and down): each program
                 writes its fp32 partial sums to a workspace, then bumps an arrival counter of its row block;
@@ -95,7 +96,8 @@ GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
 gate_up, N counts the fused weight's gate and up rows). At batch 1 every product streams its weight once, so the
 choice is about keeping HBM busy on 132 SMs: enough programs that every SM holds several (hundreds of programs;
 a product with few row blocks for its K is split along K), and enough bytes in flight a program (two
-BLOCK_N x BLOCK_K bf16 tiles: 8 to 16 KiB in these configs). One stage: the loop's loads do not feed a tl.dot,
+BLOCK_N x BLOCK_K bf16 tiles: 8 to 16 KiB in these configs), against registers (the fp32 accumulator of
+BLOCK_N x BLOCK_K values, 32 or 64 a thread at 4 warps, twice for gate_up). One stage: the loop's loads do not feed a tl.dot,
 and the register double buffering already keeps the next tile in flight; bench/fused_gemv.py also times
 candidates with Triton's pipelining (stages 3)."""
 
@@ -266,8 +268,10 @@ def _kernels():
                 xo = tl.arange(0, XBLOCK)
                 xa = tl.load(x_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
                 rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
-            acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-            acc_u = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            # [BLOCK_N, BLOCK_K] accumulators, reduced across the tile once after the loop: a loop step is loads and
+            # FMAs only, no cross-thread reduction (a shuffle and a shared-memory round trip a step otherwise)
+            acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            acc2_u = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
             for k0 in range(k_lo, k_hi, BLOCK_K):
                 cols = k0 + offs
                 col_ok = cols < k_hi
@@ -280,12 +284,14 @@ def _kernels():
                 nxt = cols + BLOCK_K
                 mask = row_ok[:, None] & (nxt[None, :] < k_hi)
                 w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
-                acc += tl.sum(w.to(tl.float32) * xf[None, :], axis=1)
+                acc2 += w.to(tl.float32) * xf[None, :]
                 w = w_next
                 if GATE_UP:
                     u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
-                    acc_u += tl.sum(u.to(tl.float32) * xf[None, :], axis=1)
+                    acc2_u += u.to(tl.float32) * xf[None, :]
                     u = u_next
+            acc = tl.sum(acc2, axis=1)
+            acc_u = tl.sum(acc2_u, axis=1)
             if USE_PDL:
                 _gdc_launch_dependents()  # x, the previous kernel's output, is read
             last = pid_k == SPLIT_K - 1  # a scalar: True when there is no split
