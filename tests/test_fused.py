@@ -163,13 +163,14 @@ def test_pdl_is_unavailable_off_a_hopper_gpu_with_the_reason(monkeypatch):
 
 def test_gemv_configs_by_shape():
     """The table's config for a real shape; the rule elsewhere: BLOCK_K the largest power of two up to K (at most
-    512), split along K while a product has few row blocks for its K; candidates start with the chosen config,
-    split only products with few row blocks, never gate_up."""
+    1024) on BLOCK_K / 256 warps, split along K while a product has few row blocks for its K; candidates start with
+    the chosen config, split only products with few row blocks, never gate_up."""
     assert fused.gemv_config(4096, 14336) == fused.GEMV_CONFIGS[(4096, 14336)]
-    assert fused.gemv_config(5000, 300) == fused.GemvConfig(8, 256)
-    assert fused.gemv_config(1024, 4096) == fused.GemvConfig(8, 512, split_k=2)  # 128 row blocks
-    assert fused.gemv_config(1024, 8192) == fused.GemvConfig(8, 512, split_k=4)  # at most 4
-    assert fused.gemv_config(1024, 2048).split_k == 1  # too few BLOCK_K steps to split
+    assert fused.gemv_config(5000, 300) == fused.GemvConfig(8, 256, warps=1)
+    assert fused.gemv_config(1024, 8192) == fused.GemvConfig(8, 1024, split_k=2)  # 128 row blocks
+    assert fused.gemv_config(1024, 16384) == fused.GemvConfig(8, 1024, split_k=4)  # at most 4
+    assert fused.gemv_config(1024, 4096).split_k == 1  # too few BLOCK_K steps to split
+    assert all(c.block_k == 256 * c.warps for c in fused.GEMV_CONFIGS.values())  # x loaded without shared memory
     for (N, K), config in fused.GEMV_CONFIGS.items():
         assert fused.candidate_configs(N, K)[0] == config
     assert all(c.split_k == 1 for c in fused.candidate_configs(28672, 4096, gate_up=True))
@@ -258,6 +259,80 @@ def test_fused_kernels_equal_their_references_in_tritons_interpreter():
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")
+
+
+# ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
+
+FLAGS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
+         "gate_up": dict(NORM=True, GATE_UP=True)}
+
+
+def _sm90(kernel, types, constexprs, warps, pdl):
+    """(PTX, cuobjdump's resource line) of `kernel` compiled for sm_90 as a launch specialises it (pointers and
+    ints divisible by 16), without a GPU."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names = kernel.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in types.items() if t != "fp32"}
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs=dict(constexprs, USE_PDL=pdl), attrs=attrs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
+    return compiled.asm["ptx"], usage
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
+    """Every product of the three models with its table config, compiled offline for sm_90 by this Triton: 16-byte
+    weight loads; no register spills; no barrier in the K loop (x reaches the rows in registers, not through
+    shared memory); with PDL one gdc wait after the first weight tile's loads and one launch_dependents after the
+    loop, without PDL none; split-K's arrival counter an acquire-release atomic."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    gemv, _ = fused._kernels()
+    types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
+                 part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32")
+    seen = {}
+    for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
+        for name, K, N, flavour in _products(key):
+            config = fused.GEMV_CONFIGS[(N, K)]
+            k_split = -(-(-(-K // config.split_k)) // config.block_k) * config.block_k
+            flags = dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=-(-K // k_split), NORM=False,
+                         XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False)
+            flags.update(FLAGS[flavour])
+            if flags["NORM"]:
+                flags["XBLOCK"] = 1 << (K - 1).bit_length()
+            cell = tuple(sorted(flags.items()))
+            if cell not in seen:
+                seen[cell] = _sm90(gemv, types, flags, config.warps, pdl)
+            ptx, usage = seen[cell]
+            what = (key, name, config)
+            assert "ld.global.v4.b32" in ptx and "LOCAL:0" in usage, what
+            loop = ptx.split("Inner Loop Header")[1].split("bra")[0]
+            assert "bar.sync" not in loop and "ld.global.v4.b32" in loop, what
+            lines = ptx.splitlines()
+            waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
+            triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
+            header = next(i for i, line in enumerate(lines) if "Inner Loop Header" in line)
+            loop_end = next(i for i in range(header, len(lines)) if "bra" in lines[i])  # the back branch
+            if pdl:
+                first_load = next(i for i, line in enumerate(lines) if "ld.global" in line)
+                assert len(waits) == 1 and len(triggers) == 1 and first_load < waits[0] < loop_end < triggers[0], what
+            else:
+                assert not waits and not triggers, what
+            assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1), what
+    assert len(seen) >= 6
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes

@@ -79,27 +79,32 @@ class GemvConfig:
 
 GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
     # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
-    (6144, 4096): GemvConfig(8, 512),  # qkv: 768 programs
-    (4096, 4096): GemvConfig(16, 512, split_k=2),  # o: 256 row blocks x 2 splits
-    (28672, 4096): GemvConfig(8, 512),  # gate_up: 14336 outputs, 1792 programs of 8 gate + 8 up rows
-    (4096, 14336): GemvConfig(16, 512, split_k=4),  # down: 256 row blocks x 4 splits of 3584 columns
-    (128256, 4096): GemvConfig(16, 512),  # LM head: 8016 programs
-    (32768, 4096): GemvConfig(16, 512),  # Mistral's LM head
+    (6144, 4096): GemvConfig(4, 1024),  # qkv: 1536 programs
+    (4096, 4096): GemvConfig(4, 1024, split_k=2),  # o: 1024 row blocks x 2 splits
+    (28672, 4096): GemvConfig(4, 1024),  # gate_up: 14336 outputs, 3584 programs of 4 gate + 4 up rows
+    (4096, 14336): GemvConfig(8, 1024, split_k=4),  # down: 512 row blocks x 4 splits (4096 columns, the last 2048)
+    (128256, 4096): GemvConfig(8, 1024),  # LM head: 16032 programs
+    (32768, 4096): GemvConfig(8, 1024),  # Mistral's LM head
     # Qwen2.5-7B
-    (4608, 3584): GemvConfig(8, 512),  # qkv (with bias): 576 programs
-    (3584, 3584): GemvConfig(16, 512, split_k=2),  # o: 224 x 2
-    (37888, 3584): GemvConfig(8, 512),  # gate_up: 18944 outputs, 2368 programs
-    (3584, 18944): GemvConfig(16, 512, split_k=4),  # down: 224 x 4 splits of 5120 columns (the last 3584)
-    (152064, 3584): GemvConfig(16, 512),  # LM head
+    (4608, 3584): GemvConfig(4, 1024),  # qkv (with bias): 1152 programs
+    (3584, 3584): GemvConfig(4, 1024, split_k=2),  # o: 896 x 2 (2048 columns, then 1536)
+    (37888, 3584): GemvConfig(4, 1024),  # gate_up: 18944 outputs, 4736 programs
+    (3584, 18944): GemvConfig(8, 1024, split_k=4),  # down: 448 x 4 (5120 columns, the last 3584)
+    (152064, 3584): GemvConfig(8, 1024),  # LM head
 }
 """GemvConfig per weight shape (N rows of the weight, K), for the products of the models in data/models/ (for
 gate_up, N counts the fused weight's gate and up rows). At batch 1 every product streams its weight once, so the
-choice is about keeping HBM busy on 132 SMs: enough programs that every SM holds several (hundreds of programs;
-a product with few row blocks for its K is split along K), and enough bytes in flight a program (two
-BLOCK_N x BLOCK_K bf16 tiles: 8 to 16 KiB in these configs), against registers (the fp32 accumulator of
-BLOCK_N x BLOCK_K values, 32 or 64 a thread at 4 warps, twice for gate_up). One stage: the loop's loads do not feed a tl.dot,
-and the register double buffering already keeps the next tile in flight; bench/fused_gemv.py also times
-candidates with Triton's pipelining (stages 3)."""
+choice is about keeping HBM busy on 132 SMs to the end: many short programs (a partial last wave of long ones is
+the tail the fixed per-product cost is made of; a product with few row blocks for its K is split along K), and
+bytes in flight (two BLOCK_N x BLOCK_K bf16 tiles a program: 16 or 32 KiB here), against registers (the fp32
+accumulator holds BLOCK_N x 8 values a thread, twice for gate_up: 4 rows leave room for about 5 programs an SM,
+8 rows for about 3; Triton 3.6's sm_90 output, no spills).
+BLOCK_K = 256 x warps (8 bf16 a thread, 32 threads, the warps side by side along K): then the tile's slice along
+K is the layout Triton loads x in, so each thread loads its 8 values of x once and broadcasts them over its rows
+in registers. Other shapes (512 columns on 4 warps, say) put warps on the rows, and x then moves through shared
+memory with two barriers every loop step (seen in the same output). One stage: the loop's loads feed no tl.dot,
+and the register double buffering keeps the next tile in flight; bench/fused_gemv.py also times candidates with
+Triton's pipelining (3 stages) and the shared-memory layout."""
 
 WORKSPACE_FLOATS = 1 << 20
 """fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
@@ -114,31 +119,32 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def gemv_config(N: int, K: int) -> GemvConfig:
-    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8 and BLOCK_K 512 (the largest power of
-    two up to K, at least 16), split along K in two or four while that leaves fewer than 4 programs an SM and at
-    least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
+    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+    (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
+    programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
     if _interpreted():
         return GemvConfig(8, INTERPRETED_BLOCK_K)
     if (N, K) in GEMV_CONFIGS:
         return GEMV_CONFIGS[(N, K)]
-    block_k = max(16, min(512, 1 << (max(1, K).bit_length() - 1)))
+    block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
     split = 1
     while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
         split *= 2
-    return GemvConfig(8, block_k, split)
+    return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
 
 
 def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig, ...]:
-    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then
-    BLOCK_N 4-32 by BLOCK_K 256-1024 around it, split-K 2 and 4 where the product has fewer than 8 row blocks
-    an SM at BLOCK_N 16 (never for gate_up, whose epilogue needs both halves), 8 warps, and Triton's
-    pipelining (3 stages)."""
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then 4 and
+    8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), one shape whose x
+    moves through shared memory (16 x 512 on 4 warps), and split-K 2 and 4 where the product has fewer than 8 row
+    blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of both sums)."""
     rows = N // 2 if gate_up else N
-    few_rows = _cdiv(rows, 16) < 8 * H200_SMS
-    out = [gemv_config(N, K), GemvConfig(8, 512), GemvConfig(16, 512), GemvConfig(4, 1024), GemvConfig(32, 256),
-           GemvConfig(8, 1024, warps=8), GemvConfig(8, 512, stages=3)]
-    if few_rows and not gate_up:
-        out += [GemvConfig(16, 512, split_k=2), GemvConfig(16, 512, split_k=4), GemvConfig(8, 512, split_k=2)]
+    out = [gemv_config(N, K), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+           GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
+           GemvConfig(16, 512)]
+    if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
+        out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
+                GemvConfig(8, 1024, split_k=4)]
     return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
 
 
@@ -273,6 +279,12 @@ def _kernels():
             acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
             acc2_u = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
             for k0 in range(k_lo, k_hi, BLOCK_K):
+                nxt = k0 + BLOCK_K + offs  # the next step's tile, issued before this step waits for x
+                mask = row_ok[:, None] & (nxt[None, :] < k_hi)
+                w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
+                u_next = w_next
+                if GATE_UP:
+                    u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
                 cols = k0 + offs
                 col_ok = cols < k_hi
                 xk = tl.load(x_ptr + cols, mask=col_ok, other=0.0)
@@ -281,13 +293,9 @@ def _kernels():
                     xf = _round_bf16(_round_bf16(xk.to(tl.float32) * rstd) * nw.to(tl.float32))
                 else:
                     xf = xk.to(tl.float32)
-                nxt = cols + BLOCK_K
-                mask = row_ok[:, None] & (nxt[None, :] < k_hi)
-                w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
                 acc2 += w.to(tl.float32) * xf[None, :]
                 w = w_next
                 if GATE_UP:
-                    u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
                     acc2_u += u.to(tl.float32) * xf[None, :]
                     u = u_next
             acc = tl.sum(acc2, axis=1)
