@@ -41,6 +41,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_kernels_graph", "lean", "graph", ("gemv", "attention")),
     Arm("lean_attn_graph", "lean", "graph", ("attention",)),
     Arm("lean_attn_compile", "lean", "compile", ("attention",)),
+    Arm("lean_fused_graph", "lean", "graph", ("fused", "attention")),
+    Arm("lean_fused_pdl_graph", "lean", "graph", ("fused", "attention", "pdl")),
 )}
 
 ARMS = tuple(REGISTRY)

@@ -25,6 +25,11 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   lean_attn_graph, lean_attn_compile
               the lean step with only its attention in decodegap.kernels (projections on cuBLAS, which the
               profiled steps of notebook 06 found faster than the Triton GEMV), graphed and torch.compile'd.
+  lean_fused_graph, lean_fused_pdl_graph
+              the lean step (T == 1) entirely in decodegap.fused's kernels (norms, bias, rotary, cache write,
+              residual adds and SiLU fused into the products; the split-KV attention), graphed; the second
+              launches them with programmatic dependent launch (Hopper). bf16 models only: a quantised or
+              non-bf16 model, or a GPU without PDL for the second, is `unavailable` with the reason.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -322,10 +327,17 @@ def arm_available(arm: str, model) -> str | None:
     if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
         return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else
                 "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
-    if ARM_KERNELS.get(arm):
+    kernels = ARM_KERNELS.get(arm, ())
+    if kernels:
         from .kernels import available
 
-        return available("cuda" if _is_cuda(model) else "cpu")
+        device = "cuda" if _is_cuda(model) else "cpu"
+        reason = available(device)
+        if reason or "fused" not in kernels:
+            return reason
+        from . import fused
+
+        return fused.weights_unsupported(model) or ("pdl" in kernels and fused.pdl_unavailable(device)) or None
     return None
 
 

@@ -25,6 +25,11 @@ with the mask `key position <= query position`; shapes never depend on the posit
 can be captured in a CUDA graph and replayed with `start_pos` advanced in place. Under that mask it calls
 SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
 the lean levers time the same attention kernels as HF's and the split-KV kernel lever is what removes them.
+
+The fused step (custom kernel "fused", bf16 models): a decode step of seven kernels a layer from
+decodegap.fused, the norms, bias, rotary, cache write, residual adds and SiLU folded into the products and
+the rotary kernel, the attention the split-KV kernel; the prefill keeps the path above. With "pdl" the same
+kernels are launched with programmatic dependent launch (Hopper).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.integrations.sdpa_attention import repeat_kv
 
-from . import quant
+from . import fused, quant
 from .kernels import decode_attention, gemv
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
@@ -49,17 +54,26 @@ cuDNN's result was wrong is not known: the check then fed each side its own pref
 random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
-CUSTOM_KERNELS = ("gemv", "attention")  # what `custom_kernels` may name: decodegap.kernels.gemv, .decode_attention
+CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl")
+"""What `custom_kernels` may name: decodegap.kernels.gemv and .decode_attention; "fused": the whole decode step
+through decodegap.fused's kernels (small ops fused into the products; its attention decode_attention, so it comes
+with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch."""
+UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
 def kernel_set(custom_kernels) -> frozenset:
-    """The custom kernels a lean decoder's decode steps use: True for all of CUSTOM_KERNELS, False or ()
-    for none, or an iterable of their names."""
+    """The custom kernels a lean decoder's decode steps use: True for UNFUSED_KERNELS, False or () for none, or an
+    iterable of names of CUSTOM_KERNELS ("fused" with "attention" and without "gemv"; "pdl" with "fused")."""
     if custom_kernels is True or custom_kernels is False:
-        return frozenset(CUSTOM_KERNELS if custom_kernels else ())
+        return frozenset(UNFUSED_KERNELS if custom_kernels else ())
     chosen = frozenset(custom_kernels)
     if not chosen <= set(CUSTOM_KERNELS):
         raise ValueError(f"unknown custom kernel(s) {sorted(chosen - set(CUSTOM_KERNELS))}; known: {CUSTOM_KERNELS}")
+    if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
+        raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
+                         f"'attention' and not 'gemv', got {sorted(chosen)}")
+    if "pdl" in chosen and "fused" not in chosen:
+        raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
     return chosen
 
 
@@ -90,6 +104,8 @@ class LeanDecoder(nn.Module):
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
+        if "fused" in self.custom_kernels and fused.weights_unsupported(hf_model):
+            raise LeanUnsupported(fused.weights_unsupported(hf_model))
         inner = hf_model.model
         first = inner.layers[0].self_attn
         self.n_heads, self.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -118,13 +134,18 @@ class LeanDecoder(nn.Module):
             self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
             self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
+        # the decode step's fused.FusedOps when it runs the fused kernels (fused_step)
+        self.fused = fused.FusedOps(pdl="pdl" in self.custom_kernels) if "fused" in self.custom_kernels else None
 
     def forward(self, ids, start_pos):
         """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
         returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
         runs its bf16 projections ("gemv") and/or its attention ("attention") through decodegap.kernels
-        instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel)."""
+        instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel); with "fused", through
+        decodegap.fused's kernels (fused_step; bf16 models only)."""
         T = ids.shape[1]
+        if T == 1 and self.fused is not None:
+            return self.fused_step(ids, start_pos)
         kernels = T == 1 and "gemv" in self.custom_kernels
         split_kv = T == 1 and "attention" in self.custom_kernels
         pos = start_pos + torch.arange(T, device=ids.device)  # [T]
@@ -134,6 +155,17 @@ class LeanDecoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, mask, start_pos, pos, getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))
         return _project(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None, kernels)
+
+    def fused_step(self, ids, start_pos):
+        """One decode step (ids [1, 1]) through self.fused (decodegap.fused.FusedOps): per layer seven kernels
+        (LeanLayer.fused_step), then the LM head with the final norm as its prologue; logits [1, 1, vocab]. The
+        residual stream is one flat [hidden] row; the attention reads `start_pos + 1` positions (one add a step)."""
+        x = F.embedding(ids, self.embed).reshape(-1)
+        length = start_pos + 1
+        for i, layer in enumerate(self.layers):
+            x = layer.fused_step(x, self.fused, self.cos, self.sin, start_pos, length, getattr(self, f"k_cache_{i}"),
+                                 getattr(self, f"v_cache_{i}"))
+        return self.fused.rmsnorm_gemv(x, self.final_norm, self.lm_head, None, self.eps).reshape(1, 1, -1)
 
 
 class LeanLayer(nn.Module):
@@ -189,6 +221,18 @@ class LeanLayer(nn.Module):
         h = _rms_norm(x, self.ln_mlp, self.eps)
         gate, up = _project(h, self.w_gate_up, None, kernels).chunk(2, dim=-1)
         return x + _project(F.silu(gate) * up, self.w_down, None, kernels)
+
+    def fused_step(self, x, ops, cos, sin, start_pos, length, k_cache, v_cache):
+        """x [hidden] (one token at position start_pos) -> x after this layer, through `ops` (fused.FusedOps):
+        qkv with the input norm (and Qwen2's bias); rotary q and k with the K/V cache write; the split-KV
+        attention over `length` positions; o plus the residual; gate_up with the post-attention norm, SiLU(gate) *
+        up; down plus the residual. cos, sin: the decoder's tables [max_len, D]."""
+        qkv = ops.rmsnorm_gemv(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps)
+        q = ops.rotary_cache(qkv, cos, sin, start_pos, k_cache, v_cache, self.n_heads, self.n_kv_heads)
+        o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
+        x = ops.gemv_residual(o.reshape(-1), self.w_o, x)
+        h = ops.gate_up_silu(x, self.ln_mlp, self.w_gate_up, self.eps)
+        return ops.gemv_residual(h, self.w_down, x)
 
 
 def _attention(q, keys, values, mask, scale: float, prefill: bool):

@@ -1,0 +1,255 @@
+"""The fused GEMV of decodegap.fused against cuBLAS (bf16 F.linear) at batch 1, on every product shape of
+Llama-3.1-8B and Qwen-2.5-7B (qkv with the input norm, and Qwen2's bias; o and down with the residual add; gate_up
+with the post-attention norm and SiLU; the LM head with the final norm), over each shape's candidate configs
+(fused.candidate_configs: the table's first, split-K where the shape has few row blocks), and one layer's chain.
+
+Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
+(fused.*_reference; cuBLAS against the fp32 product; max|y - ref| / max|ref| <= TOL, else status `error` and no
+timing); then
+  events  REPS single calls, each between two CUDA events after an L2 flush and a short GPU sleep (so the kernel is
+          queued when its start event fires: GPU time, not launch time), no PDL;
+  graph   a CUDA graph of GRAPH_CALLS back-to-back calls, replayed GRAPH_REPLAYS times, us per call (what a
+          graphed step pays, launch gaps included); the calls cycle over enough weight copies that the working
+          set is >= 3 L2 sizes; the fused kernel with and without PDL (pdl column), cuBLAS without.
+cuBLAS times the product alone; the fused kernel includes its prologue and epilogue, which the unfused step runs
+as kernels of their own: the layer rows compare like with like.
+  layer   LAYERS decoder layers of the model (real widths, ctx CTX in the cache) captured in one CUDA graph and
+          replayed, us per layer: `lean` = LeanLayer.forward with the split-KV attention (the lean_attn_graph
+          step's kernels: cuBLAS products, torch's small ops), `fused` = LeanLayer.fused_step (the
+          lean_fused_graph step's), with and without PDL (lean_fused_pdl_graph). The fused layer's output is
+          checked against the lean layer's first (relative error <= LAYER_TOL).
+
+Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
+one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
+status, reason, then the run's provenance: bytes are the weights streamed, for a layer its four products and the
+KV it reads), and prints a summary: per shape the median us and GB/s of cuBLAS and of the table's config and the
+fastest candidate, per model the layer chains. Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py
+"""
+
+import math
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from diagnostics import Rows
+
+from decodegap import fused, lean, models, timing
+
+DEVICE = "cuda"
+TOL, LAYER_TOL = 1e-2, 5e-2
+REPS, GRAPH_CALLS, GRAPH_REPLAYS = 30, 20, 10
+LAYERS, CTX = 4, 2048
+EPS = 1e-5
+L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the device's
+MODELS = ("llama-3.1-8b", "qwen2.5-7b")
+FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", "rep", "us", "bytes", "gbps",
+          "max_rel_err", "status", "reason")
+
+
+def products(key):
+    """(shape, K, N weight rows, flavour) of a model's fused products (flavour: norm, norm_bias, residual, gate_up)."""
+    c = models.load_spec(key).config
+    hidden, inter = c["hidden_size"], c["intermediate_size"]
+    D = hidden // c["num_attention_heads"]
+    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
+    return [("qkv", hidden, qkv, "norm_bias" if c.get("model_type") == "qwen2" else "norm"),
+            ("o", c["num_attention_heads"] * D, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
+            ("down", inter, hidden, "residual"), ("lm_head", hidden, c["vocab_size"], "norm")]
+
+
+def rel_err(y, ref):
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def operands(K, N, flavour, gen):
+    """(x, weight, norm weight, bias, residual) of one product, on the GPU."""
+    x = torch.randn(K, generator=gen, device=DEVICE).bfloat16()
+    w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
+    nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
+    res = torch.randn(N // 2 if flavour == "gate_up" else N, generator=gen, device=DEVICE).bfloat16()
+    return x, w, nw, b, res
+
+
+def fused_call(flavour, nw, b, res, config, pdl):
+    """call(x, w) of the fused kernel for `flavour`, and its reference ref(x, w)."""
+    if flavour == "residual":
+        return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, pdl=pdl),
+                lambda x, w: fused.gemv_residual_reference(x, w, res))
+    if flavour == "gate_up":
+        return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, pdl=pdl),
+                lambda x, w: fused.gate_up_silu_reference(x, nw, w, EPS))
+    return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, pdl=pdl),
+            lambda x, w: fused.rmsnorm_gemv_reference(x, nw, w, b, EPS))
+
+
+def time_events(call, flush):
+    def before():
+        flush.zero_()
+        torch.cuda._sleep(200_000)  # ~0.1 ms of GPU time: the call is queued before its start event fires
+
+    return [ms * 1e3 for ms in timing.event_times_ms(call, REPS, cuda=True, before=before)]
+
+
+def time_graph(calls):
+    """us per call of a graph of GRAPH_CALLS calls cycling over `calls`."""
+    def capture():
+        for i in range(GRAPH_CALLS):
+            calls[i % len(calls)]()
+
+    return [ms * 1e3 / GRAPH_CALLS for ms in timing.graph_replay_ms(capture, GRAPH_REPLAYS, warm=calls[0])]
+
+
+def layer_chain(key, pdl_ok, emit):
+    """The layer rows of model `key` (see the module docstring)."""
+    spec = models.load_spec(key)
+    cfg = dict(spec.config, num_hidden_layers=LAYERS)
+    model = models.build_model(models.ModelSpec(spec.key, spec.name, None, f"{LAYERS} layers", True, cfg), device=DEVICE)
+    with torch.inference_mode():
+        dec = lean.LeanDecoder(model, CTX + 8, ("attention",))
+        for i in range(LAYERS):
+            for name in (f"k_cache_{i}", f"v_cache_{i}"):
+                getattr(dec, name).normal_()
+        start = torch.tensor([CTX], device=DEVICE)
+        pos, length = start.clone(), start + 1
+        cos, sin = dec.cos[pos][None, None], dec.sin[pos][None, None]
+        x0 = torch.randn(1, 1, cfg["hidden_size"], device=DEVICE).bfloat16()
+        caches = [(getattr(dec, f"k_cache_{i}"), getattr(dec, f"v_cache_{i}")) for i in range(LAYERS)]
+
+        def lean_step():
+            x = x0
+            for layer, (kc, vc) in zip(dec.layers, caches):
+                x = layer(x, cos, sin, None, start, pos, kc, vc)
+            return x
+
+        def fused_step(pdl):
+            ops = fused.FusedOps(pdl=pdl)
+
+            def run():
+                x = x0.reshape(-1)
+                for layer, (kc, vc) in zip(dec.layers, caches):
+                    x = layer.fused_step(x, ops, dec.cos, dec.sin, start, length, kc, vc)
+                return x
+            return run
+
+        ref = lean_step().reshape(-1)
+        layer_bytes = sum(2 * w.numel() for w in (dec.layers[0].w_qkv, dec.layers[0].w_o, dec.layers[0].w_gate_up,
+                                                  dec.layers[0].w_down))
+        layer_bytes += 2 * 2 * dec.n_kv_heads * dec.head_dim * (CTX + 1)  # K and V read by the attention
+        emit_args = dict(model=key, shape=f"{key} layer", K="", N="", config="table", bytes=layer_bytes)
+        chains = [("lean", False, lean_step)] + [("fused", p, fused_step(p)) for p in sorted({False, pdl_ok})]
+        for kernel, pdl, step in chains:
+            try:
+                err = 0.0 if kernel == "lean" else rel_err(step(), ref)
+                if not err <= LAYER_TOL:
+                    raise AssertionError(f"fused layers differ from the lean layers by {err:.3e} > {LAYER_TOL}")
+                us = [ms * 1e3 / LAYERS for ms in timing.graph_replay_ms(step, GRAPH_REPLAYS)]
+                emit(kernel=kernel, pdl=pdl, mode="layer", times=us, err=err, **emit_args)
+            except Exception as exc:  # noqa: BLE001 (a failing chain is a row, not the end of the run)
+                traceback.print_exc()
+                emit(kernel=kernel, pdl=pdl, mode="layer", times=None, err=None, status="error",
+                     reason=f"{type(exc).__name__}: {str(exc)[:300]}", **emit_args)
+    torch.cuda.empty_cache()
+
+
+def main():
+    t0 = time.time()
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or L2_BYTES_DEFAULT
+    out = Rows("fused_gemv", FIELDS)
+    gpu = torch.cuda.get_device_name()
+    pdl_reason = fused.pdl_unavailable(DEVICE)
+    pdl_ok = pdl_reason is None
+    print(f"PDL: {'available' if pdl_ok else 'unavailable: ' + pdl_reason}", flush=True)
+    flush = torch.empty(2 * l2 + 2 ** 20, dtype=torch.uint8, device=DEVICE)
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    rows = []
+
+    def emit(model, shape, K, N, kernel, config, pdl, mode, times, bytes, err, status="ok", reason=""):  # noqa: A002
+        for rep, us in enumerate(times or [None]):
+            row = dict(gpu=gpu, model=model, shape=shape, K=K, N=N, kernel=kernel, config=config, pdl=int(pdl),
+                       mode=mode, rep=rep, us="" if us is None else f"{us:.3f}", bytes=bytes,
+                       gbps="" if us is None else f"{bytes / us / 1e3:.1f}",
+                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason)
+            rows.append(row)
+            out.add(**row)
+
+    for key in MODELS:
+        for name, K, N, flavour in products(key):
+            shape, nbytes = f"{key} {name}", 2 * N * K
+            x, w, nw, b, res = operands(K, N, flavour, gen)
+            copies = [w] + [w.clone() for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
+            base = dict(model=key, shape=shape, K=K, N=N, bytes=nbytes)
+            try:  # cuBLAS, the product alone
+                err = rel_err(F.linear(x, w, b), x.float() @ w.float().T + (0 if b is None else b.float()))
+                if not err <= TOL:
+                    raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
+                emit(kernel="cublas", config="", pdl=False, mode="events", err=err,
+                     times=time_events(lambda: F.linear(x, w, b), flush), **base)
+                emit(kernel="cublas", config="", pdl=False, mode="graph", err=err,
+                     times=time_graph([lambda c=c: F.linear(x, c, b) for c in copies]), **base)
+            except Exception as exc:  # noqa: BLE001
+                traceback.print_exc()
+                emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
+                     reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+            for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
+                for pdl in sorted({False, pdl_ok}):
+                    call, reference = fused_call(flavour, nw, b, res, config, pdl)
+                    try:
+                        err = rel_err(call(x, w), reference(x, w))
+                        if not err <= TOL:  # NaN included
+                            raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
+                        if not pdl:
+                            emit(kernel="fused", config=config.key, pdl=False, mode="events", err=err,
+                                 times=time_events(lambda: call(x, w), flush), **base)
+                        emit(kernel="fused", config=config.key, pdl=pdl, mode="graph", err=err,
+                             times=time_graph([lambda c=c: call(x, c) for c in copies]), **base)
+                    except Exception as exc:  # noqa: BLE001
+                        traceback.print_exc()
+                        emit(kernel="fused", config=config.key, pdl=pdl, mode="graph", times=None, err=None,
+                             status="error", reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+            torch.cuda.empty_cache()
+            print(f"{shape}: done at {time.time() - t0:.0f} s", flush=True)
+        layer_chain(key, pdl_ok, emit)
+    summary(rows, gpu)
+    print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
+
+
+def summary(rows, gpu):
+    """Per shape: cuBLAS, the table's config and the fastest candidate (graph mode, median us and GB/s); per
+    model: the layer chains."""
+    med = {}
+    for r in rows:
+        if r["status"] == "ok":
+            med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
+    med = {k: statistics.median(v) for k, v in med.items()}
+    nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
+    table = {f"{key} {name}": fused.gemv_config(N, K).key for key in MODELS for name, K, N, _ in products(key)}
+    print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        line = [f"  {shape:24s}"]
+        for label, k in [("cuBLAS", (shape, "cublas", "", 0, "graph")),
+                         ("table", (shape, "fused", table.get(shape, "table"), 0, "graph")),
+                         ("table+PDL", (shape, "fused", table.get(shape, "table"), 1, "graph")),
+                         ("lean", (shape, "lean", "table", 0, "layer")),
+                         ("fused", (shape, "fused", "table", 0, "layer")),
+                         ("fused+PDL", (shape, "fused", "table", 1, "layer"))]:
+            if k in med:
+                line.append(f"{label} {med[k]:7.2f} us {nbytes[shape] / med[k] / 1e3:5.0f} GB/s")
+        fastest = min(((v, k) for k, v in med.items() if k[0] == shape and k[1] == "fused" and k[4] == "graph"),
+                      default=None)
+        if fastest:
+            line.append(f"fastest {fastest[1][2]}{'+PDL' if fastest[1][3] else ''} {fastest[0]:.2f} us")
+        print(" | ".join(line))
+    errors = [r for r in rows if r["status"] != "ok"]
+    for r in errors:
+        print(f"  ERROR {r['shape']} {r['kernel']} {r['config']} pdl={r['pdl']}: {r['reason']}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 1:
+        sys.exit("usage: PYTHONPATH=lib python3 bench/fused_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
+    main()

@@ -1,0 +1,499 @@
+"""Fused decode-step kernels for the lean decoder (Triton): one decode step (T == 1) of a bf16 Llama, Mistral or
+Qwen2 in seven kernels a layer, the small ops of the unfused step folded into the matrix products around them.
+Each kernel has a PyTorch reference written to the same rounding as the unfused ops of decodegap.lean.
+
+  fused_gemv    y = epilogue(prologue(x) @ W^T) for one row: the one GEMV of the fused step, its prologue and
+                epilogue chosen by constexpr flags:
+                  NORM      RMSNorm of x as the prologue (the qkv, gate_up and LM-head products). Each program
+                            reads the whole of x once for its rms, then normalises each chunk of x as its loop
+                            reads it, with HF's rounding: normalise in fp32, cast to the activation dtype, times
+                            the norm weight rounded to the activation dtype.
+                  BIAS      + bias in fp32, one rounding (Qwen2's qkv, as F.linear with a bias).
+                  RESIDUAL  residual + bf16(product): the product rounded first, then the add rounded, as
+                            `x + F.linear(...)` (the o and down products).
+                  GATE_UP   a program reads BLOCK_N rows of gate and the matching rows of up from the fused
+                            [gate; up] weight, rounds each sum to bf16, then SiLU(gate) rounded, times up rounded
+                            (F.silu(gate) * up), so the MLP's activation is never written.
+                Grid: (ceil(N / BLOCK_N), SPLIT_K). A program reduces BLOCK_N rows over its slice of K in
+                BLOCK_K chunks, fp32 accumulation (elementwise into a BLOCK_N x BLOCK_K accumulator, reduced across
+                it once at the end), with the next chunk's weight tile loaded before the current one is used
+                (register double buffering: two tiles in flight a program, and the first tile loaded
+                before the kernel reads anything another kernel wrote, which is what PDL overlaps).
+                Split-K (SPLIT_K > 1, for products whose N is small for their K: o and down): each program
+                writes its fp32 partial sums to a workspace, then bumps an arrival counter of its row block;
+                the last program of a row block to arrive sums the partials in split order (deterministic,
+                unlike fp32 atomics, whose order changes the rounding from run to run), runs the epilogue and
+                resets the counter to zero. So split-K needs neither a second launch nor a zeroed output (a
+                memset launch: the fixed per-kernel cost split-K is meant to save), and a CUDA graph replays it
+                as captured.
+  rotary_cache  rotary embedding of q and k at position start_pos (a device tensor), with torch's rounding of
+                q * cos + rotate_half(q) * sin (each product rounded to the activation dtype, then the sum),
+                and the K/V cache write at that position: one program a head of q, k and v.
+The step's attention is decodegap.kernels.decode_attention (split-KV), unchanged.
+
+Configs: GEMV_CONFIGS holds a GemvConfig per weight shape (N, K) of the three models' products (launch
+parameters, not measurements); `gemv_config` falls back to a rule for other shapes. bench/fused_gemv.py times
+each shape's candidate configs (`candidate_configs`) on the GPU beside cuBLAS, alone and as a layer's chain in a
+CUDA graph, with and without PDL, into data/diagnostics/fused_gemv.csv: the table is re-chosen from those rows.
+
+PDL (programmatic dependent launch, Hopper and later; `pdl=True`): a kernel launched with launch_pdl may start
+while the kernel before it in the stream is still running. Each kernel here first loads what no kernel writes
+(its first weight tiles), then waits (`gdc_wait`: the previous kernel has completed and its writes are
+visible), then reads its inputs, and calls `gdc_launch_dependents` once its last read of the previous kernel's
+output is issued (the GEMV: after its loop over x; rotary_cache: after its loads of qkv), which lets the next
+kernel start its own weight loads. Every write of every kernel comes after its wait, so no kernel writes a buffer
+its predecessor may still read, and the wait makes completion transitive: a kernel that has passed its wait
+knows every earlier kernel in the stream has completed (the predecessor itself passed its wait before it could
+trigger). The attention kernels are launched without PDL (decodegap.kernels knows nothing of it): the GEMV
+after them starts at their completion, as without PDL. Triton's interpreter does not run the gdc ops, so they
+sit behind the constexpr USE_PDL, False there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .kernels import H200_SMS, _interpreted, _triton, available, decode_attention, decode_attention_reference
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """Launch parameters of fused_gemv for one weight shape: BLOCK_N output rows and BLOCK_K columns a tile,
+    `split_k` programs along K (1: none), `warps` and `stages` (Triton's num_warps, num_stages)."""
+
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    warps: int = 4
+    stages: int = 1
+
+    @property
+    def key(self) -> str:
+        """The config as one word for tables: n16_k512_s2_w4_p1."""
+        return f"n{self.block_n}_k{self.block_k}_s{self.split_k}_w{self.warps}_p{self.stages}"
+
+
+GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
+    (6144, 4096): GemvConfig(4, 1024),  # qkv: 1536 programs
+    (4096, 4096): GemvConfig(4, 1024, split_k=2),  # o: 1024 row blocks x 2 splits
+    (28672, 4096): GemvConfig(4, 1024),  # gate_up: 14336 outputs, 3584 programs of 4 gate + 4 up rows
+    (4096, 14336): GemvConfig(8, 1024, split_k=4),  # down: 512 row blocks x 4 splits (4096 columns, the last 2048)
+    (128256, 4096): GemvConfig(8, 1024),  # LM head: 16032 programs
+    (32768, 4096): GemvConfig(8, 1024),  # Mistral's LM head
+    # Qwen2.5-7B
+    (4608, 3584): GemvConfig(4, 1024),  # qkv (with bias): 1152 programs
+    (3584, 3584): GemvConfig(4, 1024, split_k=2),  # o: 896 x 2 (2048 columns, then 1536)
+    (37888, 3584): GemvConfig(4, 1024),  # gate_up: 18944 outputs, 4736 programs
+    (3584, 18944): GemvConfig(8, 1024, split_k=4),  # down: 448 x 4 (5120 columns, the last 3584)
+    (152064, 3584): GemvConfig(8, 1024),  # LM head
+}
+"""GemvConfig per weight shape (N rows of the weight, K), for the products of the models in data/models/ (for
+gate_up, N counts the fused weight's gate and up rows). At batch 1 every product streams its weight once, so the
+choice is about keeping HBM busy on 132 SMs to the end: many short programs (a partial last wave of long ones is
+the tail the fixed per-product cost is made of; a product with few row blocks for its K is split along K), and
+bytes in flight (two BLOCK_N x BLOCK_K bf16 tiles a program: 16 or 32 KiB here), against registers (the fp32
+accumulator holds BLOCK_N x 8 values a thread, twice for gate_up: 4 rows leave room for about 5 programs an SM,
+8 rows for about 3; Triton 3.6's sm_90 output, no spills).
+BLOCK_K = 256 x warps (8 bf16 a thread, 32 threads, the warps side by side along K): then the tile's slice along
+K is the layout Triton loads x in, so each thread loads its 8 values of x once and broadcasts them over its rows
+in registers. Other shapes (512 columns on 4 warps, say) put warps on the rows, and x then moves through shared
+memory with two barriers every loop step (seen in the same output). One stage: the loop's loads feed no tl.dot,
+and the register double buffering keeps the next tile in flight; bench/fused_gemv.py also times candidates with
+Triton's pipelining (3 stages) and the shared-memory layout."""
+
+WORKSPACE_FLOATS = 1 << 20
+"""fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
+WORKSPACE_ROW_BLOCKS = 1 << 16
+"""Arrival counters of the split-K workspace (one a row block of one product)."""
+INTERPRETED_BLOCK_K = 32
+"""BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gemv_config(N: int, K: int) -> GemvConfig:
+    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+    (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
+    programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
+    if _interpreted():
+        return GemvConfig(8, INTERPRETED_BLOCK_K)
+    if (N, K) in GEMV_CONFIGS:
+        return GEMV_CONFIGS[(N, K)]
+    block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
+    split = 1
+    while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
+        split *= 2
+    return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
+
+
+def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig, ...]:
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then 4 and
+    8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), one shape whose x
+    moves through shared memory (16 x 512 on 4 warps), and split-K 2 and 4 where the product has fewer than 8 row
+    blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of both sums)."""
+    rows = N // 2 if gate_up else N
+    out = [gemv_config(N, K), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+           GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
+           GemvConfig(16, 512)]
+    if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
+        out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
+                GemvConfig(8, 1024, split_k=4)]
+    return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
+
+
+# ------------------------------------------------------------------------------------------- references
+
+def rmsnorm_reference(x, weight, eps: float):
+    """HF's RMSNorm with its rounding written out: normalise in fp32, round to x's dtype, multiply by the weight
+    in fp32 and round again (what `weight * h.to(dtype)` does in bf16: the product of two bf16 values is exact
+    in fp32, so one rounding)."""
+    h = x.float()
+    h = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (weight.float() * h.float()).to(torch.promote_types(weight.dtype, x.dtype))
+
+
+def rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps: float):
+    """F.linear(RMSNorm(x), weight, bias): fused_gemv with NORM (and BIAS when `bias` is given)."""
+    return F.linear(rmsnorm_reference(x, norm_weight, eps), weight, bias)
+
+
+def gemv_residual_reference(x, weight, residual):
+    """residual + F.linear(x, weight): the product rounded to the activation dtype, then the add in fp32,
+    rounded (fused_gemv with RESIDUAL)."""
+    return (F.linear(x, weight).float() + residual.float()).to(residual.dtype)
+
+
+def gate_up_silu_reference(x, norm_weight, weight, eps: float):
+    """SiLU(gate) * up of the fused [gate; up] weight after RMSNorm(x): gate and up each rounded to the
+    activation dtype, SiLU in fp32 rounded, the product in fp32 rounded (fused_gemv with NORM and GATE_UP)."""
+    gate, up = F.linear(rmsnorm_reference(x, norm_weight, eps), weight).chunk(2, dim=-1)
+    return (F.silu(gate.float()).to(gate.dtype).float() * up.float()).to(gate.dtype)
+
+
+def rotate_half_reference(x):
+    """rotate_half of the last dimension: (-x2, x1)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotary_reference(x, cos, sin):
+    """x * cos + rotate_half(x) * sin with each product rounded to x's dtype, then the sum (as torch does it in
+    bf16, elementwise in fp32)."""
+    a = (x.float() * cos.float()).to(x.dtype)
+    b = (rotate_half_reference(x).float() * sin.float()).to(x.dtype)
+    return (a.float() + b.float()).to(x.dtype)
+
+
+def rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
+    """qkv [(H + 2 Hkv) D] of one token at position start_pos ([1] long tensor): returns rotary q [H, D]; writes
+    rotary k and v at that position of k_cache, v_cache [1, Hkv, L, D] (rotary_cache)."""
+    D = k_cache.shape[-1]
+    q, k, v = qkv.reshape(-1, D).split([n_heads, n_kv_heads, n_kv_heads])
+    cos, sin = cos_table[start_pos], sin_table[start_pos]  # [1, D]
+    k_cache.index_copy_(2, start_pos, rotary_reference(k, cos, sin)[None, :, None])
+    v_cache.index_copy_(2, start_pos, v[None, :, None])
+    return rotary_reference(q, cos, sin)
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+_COMPILED: dict = {}
+_WORKSPACES: dict = {}
+
+
+def _gdc():
+    """Triton's griddepcontrol ops (triton.language.extra.cuda), or None where this Triton has none."""
+    try:
+        from triton.language.extra import cuda
+    except ImportError:
+        return None
+    if hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents"):
+        return cuda
+    return None
+
+
+def _kernels():
+    """(fused_gemv_kernel, rotary_cache_kernel), built once."""
+    if "fused" not in _COMPILED:
+        triton, tl = _triton()
+        gdc = _gdc()
+        if gdc is not None:
+            gdc_wait, gdc_launch_dependents = gdc.gdc_wait, gdc.gdc_launch_dependents
+        else:  # a Triton without them: USE_PDL is refused before any launch (pdl_unavailable)
+            @triton.jit
+            def gdc_wait():
+                pass
+
+            @triton.jit
+            def gdc_launch_dependents():
+                pass
+
+        @triton.jit
+        def round_bf16(x):
+            """fp32 -> the nearest bf16 value (ties to even), still fp32: the kernels round by hand so that Triton's
+            interpreter, whose fp32 -> bf16 cast truncates, rounds as the GPU and torch do."""
+            bits = x.to(tl.int32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+            return bits.to(tl.float32, bitcast=True)
+
+        # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
+        globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
+
+        @triton.jit
+        def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
+                              N, K, K_SPLIT, eps,
+                              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                              NORM: tl.constexpr, XBLOCK: tl.constexpr, BIAS: tl.constexpr,
+                              RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, USE_PDL: tl.constexpr):
+            pid_n = tl.program_id(0)
+            pid_k = tl.program_id(1)
+            rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
+            row_ok = rows < N
+            k_lo = pid_k * K_SPLIT
+            k_hi = tl.minimum(k_lo + K_SPLIT, K)
+            offs = tl.arange(0, BLOCK_K)
+            w_rows = w_ptr + rows[:, None].to(tl.int64) * K
+            u_rows = w_rows + N * K  # the matching rows of up, N rows below gate's
+            cols = k_lo + offs
+            mask = row_ok[:, None] & (cols[None, :] < k_hi)
+            w = tl.load(w_rows + cols[None, :], mask=mask, other=0.0)  # weights: before the wait
+            u = w
+            if GATE_UP:
+                u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
+            if USE_PDL:
+                _gdc_wait()
+            rstd = 1.0
+            if NORM:
+                xo = tl.arange(0, XBLOCK)
+                xa = tl.load(x_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
+                rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
+            # [BLOCK_N, BLOCK_K] accumulators, reduced across the tile once after the loop: a loop step is loads and
+            # FMAs only, no cross-thread reduction (a shuffle and a shared-memory round trip a step otherwise)
+            acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            acc2_u = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for k0 in range(k_lo, k_hi, BLOCK_K):
+                nxt = k0 + BLOCK_K + offs  # the next step's tile, issued before this step waits for x
+                mask = row_ok[:, None] & (nxt[None, :] < k_hi)
+                w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
+                u_next = w_next
+                if GATE_UP:
+                    u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
+                cols = k0 + offs
+                col_ok = cols < k_hi
+                xk = tl.load(x_ptr + cols, mask=col_ok, other=0.0)
+                if NORM:
+                    nw = tl.load(norm_ptr + cols, mask=col_ok, other=0.0)
+                    xf = _round_bf16(_round_bf16(xk.to(tl.float32) * rstd) * nw.to(tl.float32))
+                else:
+                    xf = xk.to(tl.float32)
+                acc2 += w.to(tl.float32) * xf[None, :]
+                w = w_next
+                if GATE_UP:
+                    acc2_u += u.to(tl.float32) * xf[None, :]
+                    u = u_next
+            acc = tl.sum(acc2, axis=1)
+            acc_u = tl.sum(acc2_u, axis=1)
+            if USE_PDL:
+                _gdc_launch_dependents()  # x, the previous kernel's output, is read
+            last = pid_k == SPLIT_K - 1  # a scalar: True when there is no split
+            if SPLIT_K > 1:  # partials to the workspace; the last program of the row block sums them
+                tl.store(part_ptr + pid_k * N + rows, acc, mask=row_ok)
+                tl.debug_barrier()  # every thread's partials stored before the (one-thread) release below
+                arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
+                last = arrived == SPLIT_K - 1
+                acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+                for s in tl.static_range(SPLIT_K):  # split order: the same sum every run
+                    acc += tl.load(part_ptr + s * N + rows, mask=row_ok & last, other=0.0, cache_modifier=".cg")
+                tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
+            if GATE_UP:
+                g = _round_bf16(acc)
+                y = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * _round_bf16(acc_u))
+            else:
+                y = acc
+                if BIAS:
+                    y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
+                if RESIDUAL:
+                    res = tl.load(res_ptr + rows, mask=row_ok & last, other=0.0).to(tl.float32)
+                    y = _round_bf16(y) + res
+                y = _round_bf16(y)
+            tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
+
+        @triton.jit
+        def rotary_cache_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, L,
+                                H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr):
+            i = tl.program_id(0)  # head i of qkv: q (i < H), then k, then v
+            d = tl.arange(0, D)
+            first = d < D // 2
+            partner = tl.where(first, d + D // 2, d - D // 2)
+            if USE_PDL:
+                _gdc_wait()
+            pos = tl.load(pos_ptr)
+            x = tl.load(qkv_ptr + i * D + d)
+            xp = tl.load(qkv_ptr + i * D + partner)
+            if USE_PDL:
+                _gdc_launch_dependents()  # qkv, the previous kernel's output, is read
+            cos = tl.load(cos_ptr + pos * D + d).to(tl.float32)
+            sin = tl.load(sin_ptr + pos * D + d).to(tl.float32)
+            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))  # rotate_half(x)
+            r = _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
+            is_k = (i >= H) & (i < H + HKV)
+            is_v = i >= H + HKV
+            out = tl.where(is_v, x, r.to(x.dtype))
+            tl.store(q_ptr + i * D + d, out, mask=(d < D) & (i < H))
+            slot = pos * D + d
+            tl.store(k_cache_ptr + (i - H) * L * D + slot, out, mask=(d < D) & is_k)
+            tl.store(v_cache_ptr + (i - H - HKV) * L * D + slot, out, mask=(d < D) & is_v)
+
+        _COMPILED["fused"] = (fused_gemv_kernel, rotary_cache_kernel)
+    return _COMPILED["fused"]
+
+
+def pdl_unavailable(device="cuda") -> str | None:
+    """None when the kernels can be launched with programmatic dependent launch on `device`, else the reason:
+    Triton missing, no CUDA device (Triton's interpreter does not run the gdc ops), a GPU older than Hopper (sm_90),
+    a CUDA older than 12.3 (PDL in captured graphs), or a Triton without launch_pdl and the gdc ops."""
+    reason = available(device)
+    if reason:
+        return reason
+    if _interpreted() or not str(device).startswith("cuda"):
+        return "programmatic dependent launch needs a CUDA GPU (Triton's interpreter does not run the gdc ops)"
+    if not torch.cuda.is_available():
+        return "programmatic dependent launch needs a CUDA GPU; none is visible"
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    if major < 9:
+        return f"programmatic dependent launch needs sm_90 or later (Hopper); this GPU is sm_{major}{minor}"
+    cuda = tuple(int(p) for p in (torch.version.cuda or "0.0").split(".")[:2])
+    if cuda < (12, 3):
+        return f"programmatic dependent launch inside a CUDA graph needs CUDA 12.3 or later; torch has {torch.version.cuda}"
+    if _gdc() is None:
+        return "this Triton has no triton.language.extra.cuda.gdc_wait / gdc_launch_dependents"
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    if "launch_pdl" not in CUDAOptions.__dataclass_fields__:
+        return "this Triton's launcher takes no launch_pdl option"
+    return None
+
+
+def weights_unsupported(hf_model) -> str | None:
+    """None when the fused step can run `hf_model`'s decoder layers (bf16, every projection an nn.Linear), else
+    the reason: the fused kernels read bf16 weights with the activation's rounding, not a quantised layer's
+    format nor another dtype."""
+    dtype = hf_model.model.embed_tokens.weight.dtype
+    if dtype != torch.bfloat16:
+        return f"the fused kernels run bf16 models; this one is {dtype}"
+    for i, layer in enumerate(hf_model.model.layers):
+        a, m = layer.self_attn, layer.mlp
+        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
+                                            m.down_proj) if type(p) is not nn.Linear}
+        if kinds:
+            return f"the fused kernels read bf16 nn.Linear weights; layer {i} has {', '.join(sorted(kinds))}"
+    return None
+
+
+def workspace(device) -> tuple:
+    """(fp32 partials [WORKSPACE_FLOATS], int32 arrival counters [WORKSPACE_ROW_BLOCKS], zero) of `device`'s
+    split-K workspace: allocated once and never reallocated (a captured graph keeps its addresses). The
+    kernels of one stream share it: each split-K kernel leaves every counter at zero when it completes, and the
+    next touches it only after its wait (PDL) or its launch. Two streams running split-K products at once
+    would need one workspace each."""
+    key = str(torch.device(device))
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(WORKSPACE_FLOATS, dtype=torch.float32, device=device),
+                            torch.zeros(WORKSPACE_ROW_BLOCKS, dtype=torch.int32, device=device))
+    return _WORKSPACES[key]
+
+
+def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
+               config: GemvConfig | None = None, pdl: bool = False):
+    """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
+    x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `bias` [N]; `residual` [N]: the
+    residual epilogue; `config`: launch parameters (gemv_config's by default); `pdl`: launch with PDL."""
+    N, K = weight.shape
+    if x.numel() != K:
+        raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}")
+    if weight.dtype != torch.bfloat16 or x.dtype != torch.bfloat16:
+        raise ValueError(f"fused_gemv rounds to bf16: it takes bf16 x and weight, got {x.dtype} and {weight.dtype}")
+    rows = N // 2 if gate_up else N
+    if gate_up and (N % 2 or bias is not None or residual is not None):
+        raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias or residual")
+    cfg = config or gemv_config(N, K)
+    k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
+    split = _cdiv(K, k_split)
+    if split > 1 and gate_up:
+        raise ValueError("split-K is not implemented for gate_up (its epilogue needs the whole of both sums)")
+    blocks = _cdiv(rows, cfg.block_n)
+    if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
+        raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
+                         f"{WORKSPACE_ROW_BLOCKS} row blocks)")
+    triton, _ = _triton()
+    xc, wc = x.reshape(K).contiguous(), weight.contiguous()
+    y = torch.empty(rows, dtype=x.dtype, device=x.device)
+    partials, counts = workspace(x.device) if split > 1 else (y, y)
+    gemv_kernel, _ = _kernels()
+    gemv_kernel[(blocks, split)](
+        xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
+        xc if residual is None else residual.reshape(rows).contiguous(), partials, counts, rows, K, k_split,
+        float(eps), BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, SPLIT_K=split, NORM=norm_weight is not None,
+        XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16, BIAS=bias is not None,
+        RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl, num_warps=cfg.warps, num_stages=cfg.stages,
+        launch_pdl=pdl)
+    return y
+
+
+def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
+                 pdl: bool = False):
+    """rotary_cache_reference's operation in one kernel: returns rotary q [H, D]; writes k and v at start_pos
+    of k_cache, v_cache [1, Hkv, L, D] (contiguous). cos_table, sin_table [L, D]: the decoder's tables."""
+    _, Hkv, L, D = k_cache.shape
+    if Hkv != n_kv_heads or qkv.numel() != (n_heads + 2 * n_kv_heads) * D or D & (D - 1):
+        raise ValueError(f"rotary_cache needs qkv of (H + 2 Hkv) x D elements and a power-of-two head_dim; got "
+                         f"{qkv.numel()} elements, H {n_heads}, Hkv {n_kv_heads} (cache {Hkv}), head_dim {D}")
+    q = torch.empty(n_heads, D, dtype=qkv.dtype, device=qkv.device)
+    _, kernel = _kernels()
+    kernel[(n_heads + 2 * n_kv_heads,)](qkv.contiguous(), cos_table, sin_table, start_pos, q, k_cache, v_cache, L,
+                                        H=n_heads, HKV=n_kv_heads, D=D, USE_PDL=pdl, num_warps=1, launch_pdl=pdl)
+    return q
+
+
+@dataclass(frozen=True)
+class FusedOps:
+    """The fused step's operations, as LeanLayer.fused_step calls them: the Triton kernels (launched with PDL
+    when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
+    host)."""
+
+    pdl: bool = False
+    reference: bool = False
+
+    def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
+        if self.reference:
+            return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, pdl=self.pdl)
+
+    def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
+        if self.reference:
+            return rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        return rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads, self.pdl)
+
+    def attention(self, q, k_cache, v_cache, length, scale: float):
+        """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
+        if self.reference:
+            return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
+        return decode_attention(q, k_cache, v_cache, length, scale)
+
+    def gemv_residual(self, x, weight, residual):
+        if self.reference:
+            return gemv_residual_reference(x, weight, residual)
+        return fused_gemv(x, weight, residual=residual, pdl=self.pdl)
+
+    def gate_up_silu(self, x, norm_weight, weight, eps: float):
+        if self.reference:
+            return gate_up_silu_reference(x, norm_weight, weight, eps)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, pdl=self.pdl)
+

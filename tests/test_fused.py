@@ -1,0 +1,478 @@
+"""The fused decode-step kernels (decodegap.fused): their PyTorch references against the unfused lean step's own
+ops, exactly (always, no Triton); the lean decoder's fused step through the references against its unfused step
+on tiny Llama and Qwen2 models; the Triton kernels against the references in Triton's interpreter where Triton is
+installed; and on the GPU (gpu marker) the kernels on the real shapes and the two fused arms against HF eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from decodegap import arms, decode, fused, lean, models, quant
+
+CTX = 24
+
+
+def _rand(*shape, std=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (std * torch.randn(*shape, generator=gen)).bfloat16()
+
+
+def _tiny(key, dtype="bf16"):
+    model = models.build_model(models.load_spec(key), device="cpu", dtype=dtype)
+    models.randomise_(model, seed=1, std=0.2)
+    return model
+
+
+# ------------------------------------------------------------------ references = the unfused lean ops, exactly
+
+@pytest.mark.parametrize("shape", [(64,), (1, 1, 96)])
+def test_rmsnorm_reference_is_the_lean_rms_norm_bit_for_bit(shape):
+    x, w = _rand(*shape, std=3.0, seed=1), _rand(shape[-1], seed=2)
+    assert torch.equal(fused.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-5))
+    assert not torch.equal(fused.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-1))  # it can fail
+
+
+def test_gemv_references_are_the_lean_projections_bit_for_bit():
+    x, res, nw = _rand(1, 1, 64, seed=1), _rand(1, 1, 48, seed=2), _rand(64, seed=3)
+    w, b, wgu, wd = _rand(48, 64, std=0.1, seed=4), _rand(48, seed=5), _rand(80, 64, std=0.1, seed=6), _rand(48, 40, seed=7)
+    h = lean._rms_norm(x, nw, 1e-6)
+    assert torch.equal(fused.rmsnorm_gemv_reference(x, nw, w, b, 1e-6), F.linear(h, w, b))
+    assert torch.equal(fused.gemv_residual_reference(x, w, res), res + F.linear(x, w))
+    gate, up = F.linear(h, wgu).chunk(2, dim=-1)
+    act = fused.gate_up_silu_reference(x, nw, wgu, 1e-6)
+    assert torch.equal(act, F.silu(gate) * up)
+    assert torch.equal(fused.gemv_residual_reference(act, wd, res), res + F.linear(F.silu(gate) * up, wd))
+
+
+def test_rotary_reference_is_the_lean_rotary_bit_for_bit():
+    q, cos, sin = _rand(1, 4, 1, 16, std=2.0, seed=1), _rand(1, 1, 1, 16, seed=2), _rand(1, 1, 1, 16, seed=3)
+    assert torch.equal(fused.rotary_reference(q, cos, sin), q * cos + lean._rotate_half(q) * sin)
+
+
+def test_rotary_cache_reference_writes_the_cache_slot_and_nothing_else():
+    H, Hkv, D, L = 4, 2, 16, 10
+    qkv, cos, sin = _rand((H + 2 * Hkv) * D, seed=1), _rand(L, D, seed=2), _rand(L, D, seed=3)
+    k_cache, v_cache = torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16), torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16)
+    pos = torch.tensor([3])
+    q = fused.rotary_cache_reference(qkv, cos, sin, pos, k_cache, v_cache, H, Hkv)
+    qh, kh, vh = qkv.view(1, 1, -1, D).transpose(1, 2).split([H, Hkv, Hkv], dim=1)  # as LeanLayer.forward views them
+    c, s = cos[pos][None, None], sin[pos][None, None]
+    assert torch.equal(q, (qh * c + lean._rotate_half(qh) * s)[0, :, 0])
+    assert torch.equal(k_cache[:, :, 3:4], kh * c + lean._rotate_half(kh) * s)
+    assert torch.equal(v_cache[:, :, 3:4], vh)
+    assert k_cache[:, :, [0, 1, 2, 4]].abs().sum() == 0 and v_cache[:, :, 4:].abs().sum() == 0
+
+
+# ---------------------------------------------------------------- the fused step through the references, CPU
+
+def _fused_vs_lean(model, ops=fused.FusedOps(reference=True), steps=4):
+    """Teacher-forced: the unfused lean step against the fused step run by `ops`; the largest relative error of
+    the logits over the steps, and of layer 1's K cache after them."""
+    with torch.inference_mode():
+        ref = lean.LeanStep(model, CTX, CTX + steps, feedback=False)
+        got = lean.LeanStep(model, CTX, CTX + steps, feedback=False, custom_kernels=("fused", "attention"))
+        got.lean.fused = ops
+        errors = [decode.max_relative_error(got.step().float(), ref.step().float()) for _ in range(steps)]
+    return max(errors), decode.max_relative_error(got.lean.k_cache_1.float(), ref.lean.k_cache_1.float())
+
+
+@pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
+def test_the_fused_reference_step_equals_the_lean_step(key):
+    logits_err, cache_err = _fused_vs_lean(_tiny(key))
+    assert logits_err < 0.05 and cache_err < 0.05  # bf16 tolerance (tests/test_lean.py's)
+
+
+def test_a_fused_step_that_drops_a_residual_fails_the_comparison():
+    class NoResidual(fused.FusedOps):
+        def gemv_residual(self, x, weight, residual):
+            return F.linear(x, weight)
+
+    assert _fused_vs_lean(_tiny("llama-tiny"), NoResidual(reference=True))[0] > 0.05
+
+
+def test_the_fused_step_runs_for_decode_steps_only():
+    """The prefill (T > 1) keeps the unfused path; a decode step goes through the decoder's FusedOps."""
+    model = _tiny("qwen2-tiny")
+    calls = []
+
+    class Counting(fused.FusedOps):
+        def rotary_cache(self, *args):
+            calls.append(1)
+            return super().rotary_cache(*args)
+
+    with torch.inference_mode():
+        state = lean.LeanStep(model, 8, 12, custom_kernels=("fused", "attention"))
+        state.lean.fused = Counting(reference=True)
+        assert calls == []
+        state.step()
+    assert len(calls) == model.config.num_hidden_layers
+
+
+def test_the_fused_kernel_names_and_their_rules():
+    assert lean.kernel_set(True) == {"gemv", "attention"}  # True keeps naming the unfused kernels
+    assert lean.kernel_set(("fused", "attention", "pdl")) == {"fused", "attention", "pdl"}
+    with pytest.raises(ValueError, match="'fused' takes 'attention' and not 'gemv'"):
+        lean.kernel_set(("fused",))
+    with pytest.raises(ValueError, match="'fused' takes 'attention' and not 'gemv'"):
+        lean.kernel_set(("fused", "attention", "gemv"))
+    with pytest.raises(ValueError, match="'pdl' launches the fused kernels"):
+        lean.kernel_set(("gemv", "attention", "pdl"))
+    decoder = lean.LeanDecoder(_tiny("llama-tiny"), 8, ("fused", "attention", "pdl"))
+    assert decoder.fused == fused.FusedOps(pdl=True) and lean.LeanDecoder(_tiny("llama-tiny"), 8).fused is None
+
+
+def test_the_fused_arms_are_registered_as_graphed_lean_arms():
+    for key, kernels in (("lean_fused_graph", ("fused", "attention")),
+                         ("lean_fused_pdl_graph", ("fused", "attention", "pdl"))):
+        arm = arms.REGISTRY[key]
+        assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
+        assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
+        assert lean.kernel_set(arm.kernels) == set(kernels)
+
+
+def test_a_non_bf16_model_is_refused_with_the_reason():
+    model = _tiny("llama-tiny", dtype="fp32")
+    assert fused.weights_unsupported(model) == "the fused kernels run bf16 models; this one is torch.float32"
+    with pytest.raises(lean.LeanUnsupported, match="bf16 models"):
+        lean.LeanDecoder(model, 8, ("fused", "attention"))
+    assert fused.weights_unsupported(_tiny("llama-tiny")) is None
+
+
+def test_a_model_with_quantisation_layers_is_refused_with_the_reason():
+    """A quant.QuantLinear (here the bf16 path's layer, which builds on any device; the GPU test refuses a
+    tinygemm model) is not the nn.Linear whose bf16 weight the fused kernels read."""
+    model = _tiny("qwen2-tiny")
+    down = model.model.layers[1].mlp.down_proj
+    model.model.layers[1].mlp.down_proj = quant.build_linear("bf16", down.in_features, down.out_features, device="cpu")
+    reason = "the fused kernels read bf16 nn.Linear weights; layer 1 has BF16Linear"
+    assert fused.weights_unsupported(model) == reason
+    with pytest.raises(lean.LeanUnsupported, match=reason):
+        lean.LeanDecoder(model, 8, ("fused", "attention"))
+
+
+def test_pdl_is_unavailable_off_a_hopper_gpu_with_the_reason(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    reason = fused.pdl_unavailable("cpu")
+    assert reason in ("package triton not installed", "Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if fused.available("cpu") is None:  # Triton installed: the interpreter runs the kernels but not the gdc ops
+        assert "interpreter does not run the gdc ops" in fused.pdl_unavailable("cpu")
+
+
+def test_gemv_configs_by_shape():
+    """The table's config for a real shape; the rule elsewhere: BLOCK_K the largest power of two up to K (at most
+    1024) on BLOCK_K / 256 warps, split along K while a product has few row blocks for its K; candidates start with
+    the chosen config, split only products with few row blocks, never gate_up."""
+    assert fused.gemv_config(4096, 14336) == fused.GEMV_CONFIGS[(4096, 14336)]
+    assert fused.gemv_config(5000, 300) == fused.GemvConfig(8, 256, warps=1)
+    assert fused.gemv_config(1024, 8192) == fused.GemvConfig(8, 1024, split_k=2)  # 128 row blocks
+    assert fused.gemv_config(1024, 16384) == fused.GemvConfig(8, 1024, split_k=4)  # at most 4
+    assert fused.gemv_config(1024, 4096).split_k == 1  # too few BLOCK_K steps to split
+    assert all(c.block_k == 256 * c.warps for c in fused.GEMV_CONFIGS.values())  # x loaded without shared memory
+    for (N, K), config in fused.GEMV_CONFIGS.items():
+        assert fused.candidate_configs(N, K)[0] == config
+    assert all(c.split_k == 1 for c in fused.candidate_configs(28672, 4096, gate_up=True))
+    assert any(c.split_k > 1 for c in fused.candidate_configs(4096, 14336))
+    assert all(c.split_k == 1 for c in fused.candidate_configs(128256, 4096))
+    assert fused.GemvConfig(16, 512, split_k=2).key == "n16_k512_s2_w4_p1"
+
+
+def test_fused_gemv_names_what_it_cannot_take():
+    """Checked before Triton is imported, so the message is the same on any machine."""
+    x, w = _rand(64), _rand(32, 64)
+    with pytest.raises(ValueError, match="one row: x has 32 elements, weight has K = 64"):
+        fused.fused_gemv(x[:32], w)
+    with pytest.raises(ValueError, match="bf16 x and weight, got torch.float32"):
+        fused.fused_gemv(x.float(), w)
+    with pytest.raises(ValueError, match="even number of weight rows"):
+        fused.fused_gemv(x, w[:31], gate_up=True)
+    with pytest.raises(ValueError, match="not implemented for gate_up"):
+        fused.fused_gemv(x, w, gate_up=True, config=fused.GemvConfig(8, 16, split_k=2))
+
+
+# --------------------------------------------------------------------- Triton's interpreter, on the CPU
+
+INTERPRETED_CHECKS = """
+import torch
+from decodegap import decode, fused, lean, models
+
+def rand(*shape, std=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (std * torch.randn(*shape, generator=gen)).bfloat16()
+
+def close(got, ref, what):  # the products' sums differ from F.linear's in order only
+    err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    assert got.shape == ref.shape and err < 1e-2, (what, got.shape, ref.shape, err)
+
+C = fused.GemvConfig
+configs = [C(8, 32), C(16, 16, split_k=3), C(4, 64, split_k=2), C(32, 128), C(8, 16, split_k=4)]
+for K, N in [(100, 37), (64, 48), (257, 9)]:  # odd N and K: tails of both
+    x, res, nw = rand(K, std=2.0, seed=1), rand(N, seed=2), rand(K, seed=3)
+    w, b, wgu = rand(N, K, std=0.1, seed=4), rand(N, seed=5), rand(2 * N, K, std=0.1, seed=6)
+    for cfg in configs:
+        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, config=cfg), fused.rmsnorm_gemv_reference(x, nw, w, None, 1e-5), ("norm", K, N, cfg))
+        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg), fused.rmsnorm_gemv_reference(x, nw, w, b, 1e-5), ("bias", K, N, cfg))
+        close(fused.fused_gemv(x, w, residual=res, config=cfg), fused.gemv_residual_reference(x, w, res), ("residual", K, N, cfg))
+        if cfg.split_k == 1:
+            close(fused.fused_gemv(x, wgu, norm_weight=nw, eps=1e-5, gate_up=True, config=cfg), fused.gate_up_silu_reference(x, nw, wgu, 1e-5), ("gate_up", K, N, cfg))
+        assert fused.workspace("cpu")[1].abs().sum() == 0, ("split-K counters left set", cfg)  # ready for the next product
+# split-K sums its partials in split order: the same result every call, and the rounding of an unsplit one here
+x, w, res = rand(1000, seed=7), rand(24, 1000, std=0.1, seed=8), rand(24, seed=9)
+one = fused.fused_gemv(x, w, residual=res, config=C(8, 32))
+for split in (2, 3, 5):
+    a, b = (fused.fused_gemv(x, w, residual=res, config=C(8, 32, split_k=split)) for _ in range(2))
+    assert torch.equal(a, b) and (a.float() - one.float()).abs().max() <= 2 ** -6 * one.float().abs().max(), split
+
+# rotary + cache write: exact (no sums); GQA shapes, a head_dim of 16 and of 128
+for H, Hkv, D, L, p in [(4, 2, 16, 10, 3), (7, 1, 32, 5, 4), (28, 4, 128, 6, 0)]:
+    qkv, cos, sin = rand((H + 2 * Hkv) * D, std=2.0, seed=1), rand(L, D, seed=2), rand(L, D, seed=3)
+    caches = [torch.full((1, Hkv, L, D), 7.0, dtype=torch.bfloat16) for _ in range(4)]
+    pos = torch.tensor([p])
+    got = fused.rotary_cache(qkv, cos, sin, pos, caches[0], caches[1], H, Hkv)
+    ref = fused.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
+    assert torch.equal(got, ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3]), (H, Hkv, D)
+
+# the lean decoder's fused step through the Triton kernels: the reference step's logits, and the unfused step's
+for key in ("llama-tiny", "qwen2-tiny"):
+    model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
+    models.randomise_(model, seed=1, std=0.2)
+    with torch.inference_mode():
+        plain = lean.LeanStep(model, 12, 16, feedback=False)
+        ref = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        ref.lean.fused = fused.FusedOps(reference=True)
+        got = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        assert got.lean.fused == fused.FusedOps()
+        for _ in range(3):
+            a, b, c = plain.step().float(), ref.step().float(), got.step().float()
+            assert decode.max_relative_error(c, b) < 0.02 and decode.max_relative_error(c, a) < 0.05, key
+print("interpreted fused kernels ok")
+"""
+
+
+def test_fused_kernels_equal_their_references_in_tritons_interpreter():
+    """Every fused_gemv flavour (norm, norm + bias, residual, gate_up) over five configs (split-K 2 to 4
+    included) on shapes with odd N and K; split-K's determinism and its counters reset; rotary_cache exactly, on
+    three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels, against the reference step
+    and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
+    from conftest import run_interpreted
+
+    run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")
+
+
+# ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
+
+FLAGS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
+         "gate_up": dict(NORM=True, GATE_UP=True)}
+
+
+def _sm90(kernel, types, constexprs, warps, pdl):
+    """(PTX, cuobjdump's resource line) of `kernel` compiled for sm_90 as a launch specialises it (pointers and
+    ints divisible by 16), without a GPU."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names = kernel.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in types.items() if t != "fp32"}
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs=dict(constexprs, USE_PDL=pdl), attrs=attrs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
+    return compiled.asm["ptx"], usage
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
+    """Every product of the three models with its table config, compiled offline for sm_90 by this Triton: 16-byte
+    weight loads; no register spills; no barrier in the K loop (x reaches the rows in registers, not through
+    shared memory); with PDL one gdc wait after the first weight tile's loads and one launch_dependents after the
+    loop, without PDL none; split-K's arrival counter an acquire-release atomic."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fused, "_COMPILED", {})
+    gemv, _ = fused._kernels()
+    types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
+                 part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32")
+    seen = {}
+    for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
+        for name, K, N, flavour in _products(key):
+            config = fused.GEMV_CONFIGS[(N, K)]
+            k_split = -(-(-(-K // config.split_k)) // config.block_k) * config.block_k
+            flags = dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=-(-K // k_split), NORM=False,
+                         XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False)
+            flags.update(FLAGS[flavour])
+            if flags["NORM"]:
+                flags["XBLOCK"] = 1 << (K - 1).bit_length()
+            cell = tuple(sorted(flags.items()))
+            if cell not in seen:
+                seen[cell] = _sm90(gemv, types, flags, config.warps, pdl)
+            ptx, usage = seen[cell]
+            what = (key, name, config)
+            assert "ld.global.v4.b32" in ptx and "LOCAL:0" in usage, what
+            loop = ptx.split("Inner Loop Header")[1].split("bra")[0]
+            assert "bar.sync" not in loop and "ld.global.v4.b32" in loop, what
+            lines = ptx.splitlines()
+            waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
+            triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
+            header = next(i for i, line in enumerate(lines) if "Inner Loop Header" in line)
+            loop_end = next(i for i in range(header, len(lines)) if "bra" in lines[i])  # the back branch
+            if pdl:
+                first_load = next(i for i, line in enumerate(lines) if "ld.global" in line)
+                assert len(waits) == 1 and len(triggers) == 1 and first_load < waits[0] < loop_end < triggers[0], what
+            else:
+                assert not waits and not triggers, what
+            assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1), what
+    assert len(seen) >= 6
+
+
+# ------------------------------------------------------------------------------- the GPU, real shapes
+
+REAL = ("llama-3.1-8b", "qwen2.5-7b")
+
+
+def _products(key):
+    """(name, K, weight rows N, flavour) of a model's fused products: flavour norm / norm_bias / residual / gate_up."""
+    c = models.load_spec(key).config
+    hidden, inter, D = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
+    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
+    bias = "norm_bias" if key.startswith("qwen") else "norm"
+    return [("qkv", hidden, qkv, bias), ("o", c["num_attention_heads"] * D, hidden, "residual"),
+            ("gate_up", hidden, 2 * inter, "gate_up"), ("down", inter, hidden, "residual"),
+            ("lm_head", hidden, c["vocab_size"], "norm")]
+
+
+def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
+    """(kernel output, reference) of one product flavour."""
+    if flavour == "residual":
+        return fused.fused_gemv(x, w, residual=res, pdl=pdl, config=config), fused.gemv_residual_reference(x, w, res)
+    if flavour == "gate_up":
+        return (fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, gate_up=True, pdl=pdl, config=config),
+                fused.gate_up_silu_reference(x, nw, w, 1e-5))
+    bias = b if flavour == "norm_bias" else None
+    return (fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=bias, pdl=pdl, config=config),
+            fused.rmsnorm_gemv_reference(x, nw, w, bias, 1e-5))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", REAL)
+def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
+    """Each product of the model with its table config, with PDL where this GPU has it, and every candidate
+    config of the diagnostic, against its reference; split-K leaves its counters at zero."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for name, K, N, flavour in _products(key):
+        x = torch.randn(K, generator=gen, device="cuda").bfloat16()
+        w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
+        nw, b = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16(), torch.randn(N, device="cuda").bfloat16()
+        rows = N // 2 if flavour == "gate_up" else N
+        res = torch.randn(rows, generator=gen, device="cuda").bfloat16()
+        for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
+            for use_pdl in sorted({False, pdl}):
+                got, ref = _call(flavour, x, w, nw, b, res, use_pdl, config)
+                err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+                assert got.shape == ref.shape and err < 1e-2, (key, name, config, use_pdl, err)
+        assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", REAL)
+def test_rotary_cache_on_the_real_heads_on_the_gpu(key):
+    c = models.load_spec(key).config
+    H, Hkv, D, L = c["num_attention_heads"], c["num_key_value_heads"], 128, 2083
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    qkv = torch.randn((H + 2 * Hkv) * D, generator=gen, device="cuda").bfloat16()
+    cos, sin = (torch.randn(L, D, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    caches = [torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16, device="cuda") for _ in range(4)]
+    pos = torch.tensor([2049], device="cuda")
+    for pdl in sorted({False, fused.pdl_unavailable("cuda") is None}):
+        got = fused.rotary_cache(qkv, cos, sin, pos, caches[0], caches[1], H, Hkv, pdl=pdl)
+        ref = fused.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
+        assert torch.equal(got, ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+
+
+@pytest.mark.gpu
+def test_pdl_is_available_on_a_hopper_gpu():
+    """On sm_90+ with this Triton the PDL arm must run, not fall back to `unavailable` unseen."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("PDL needs sm_90")
+    assert fused.pdl_unavailable("cuda") is None
+
+
+@pytest.mark.gpu
+def test_split_k_replays_in_a_cuda_graph_with_pdl():
+    """A captured chain of split-K products (the down shape, PDL where available) replayed: the eager result,
+    bit for bit, every replay, with the counters back at zero (the last program of each row block resets them)."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(14336, generator=gen, device="cuda").bfloat16()
+    w = (0.02 * torch.randn(4096, 14336, generator=gen, device="cuda")).bfloat16()
+    res = torch.randn(4096, generator=gen, device="cuda").bfloat16()
+    config = fused.GemvConfig(16, 512, split_k=4)
+
+    def chain():
+        y = res
+        for _ in range(3):
+            y = fused.fused_gemv(x, w, residual=y, config=config, pdl=pdl)
+        return y
+
+    eager = chain()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = chain()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+    assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
+def _two_layers(key):
+    spec = models.load_spec(key)
+    return models.build_model(models.ModelSpec(spec.key, spec.name, None, "2 layers", True,
+                                               dict(spec.config, num_hidden_layers=2)), device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", REAL)
+@pytest.mark.parametrize("arm", ["lean_fused_graph", "lean_fused_pdl_graph"])
+def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
+    """The graphed fused steps against HF eager (decode.verify_arm, the project's tolerance) on 2 layers of the
+    real widths, and the fused step's logits against the lean eager step's; fewer kernels a step than the lean
+    step with the unfused Triton kernels."""
+    model = _two_layers(key)
+    reason = decode.arm_available(arm, model)
+    if arm == "lean_fused_pdl_graph" and torch.cuda.get_device_capability() < (9, 0):
+        assert reason and "sm_90" in reason
+        return
+    assert reason is None
+    assert decode.verify_arm(model, arm, ctx=300, tol=0.1) < 0.1
+    with torch.inference_mode():
+        plain = lean.LeanStep(model, 300, 304, feedback=False)
+        got = lean.LeanStep(model, 300, 304, feedback=False, custom_kernels=arms.REGISTRY[arm].kernels)
+        for _ in range(3):
+            assert decode.max_relative_error(got.step().float(), plain.step().float()) < 0.05
+    assert decode.kernels_per_step(model, arm, 300) < decode.kernels_per_step(model, "lean_kernels", 300)
+
+
+@pytest.mark.gpu
+def test_the_fused_arms_are_unavailable_on_a_quantised_model():
+    model = _two_layers("llama-3.1-8b")
+    quant.quantise_model_(model, "int4-tinygemm")
+    for arm in ("lean_fused_graph", "lean_fused_pdl_graph"):
+        with pytest.raises(decode.ArmUnavailable, match="bf16 nn.Linear weights; layer 0 has TinyGemmLinear"):
+            decode.run_arm(model, arm, 64, warmup=1, steps=1)
