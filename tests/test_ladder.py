@@ -38,7 +38,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     plan = ladder.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
     assert plan == [
         ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
-                                                              "lean_attn_graph", "lean_attn_compile")),
+                                                              "lean_attn_graph", "lean_attn_compile",
+                                                              "lean_fused_graph", "lean_fused_pdl_graph")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile"))]
@@ -327,3 +328,12 @@ def test_a_cell_timed_only_with_superseded_weights_says_so():
     assert table.loc["lean_attn_compile", "reason"] == ladder.SUPERSEDED_REASON
     assert table.loc["lean_attn_compile", "t_obs_ms"] == 3.2 and table.loc["lean_attn_graph", "reason"] == ""
     assert ladder.superseded_cells(rows.drop(columns="weights")) == set()
+
+
+def test_levers_with_no_timed_cell_are_named():
+    """A lever of the ladder without a timed cell on a GPU gets a line naming it; measured ones are not named."""
+    [never] = ladder.unmeasured_findings(ladder.ladder_table(_cells({("eager", "bf16"): 24.0,
+                                                                     ("lean_attn_compile", "bf16"): 4.9})))
+    assert never.startswith("Not measured on the h200 in any cell")
+    assert never.values["unmeasured_levers"] == len(ladder.LEVERS) - 2
+    assert "lean graph, fused Triton step + PDL" in never and "HF eager;" not in never

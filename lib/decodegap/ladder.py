@@ -163,6 +163,17 @@ def target_findings(ladder: pd.DataFrame) -> list[str]:
     return out
 
 
+def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
+    """Per GPU, the levers of the ladder with no timed cell there (built, but not measured on it yet)."""
+    out = []
+    for gpu, g in ladder.groupby("gpu"):
+        never = [lever for lever, hit in g.groupby("lever", sort=False)["status"] if not (hit == "ok").any()]
+        if never:
+            out.append(Finding(f"Not measured on the {gpu} in any cell: {'; '.join(never)}.", gpu=gpu,
+                               unmeasured_levers=len(never)))
+    return out
+
+
 def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
     """Per profiled step (gpu, model, ctx, arm, quant) and kernel category: kernels, summed GPU microseconds, the
     floor of the bytes the category must move (matmul: the weights the step streams in its quantisation path,

@@ -323,7 +323,6 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     inputs.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
     for key in plan.models:
         inputs.models([key], data)
-    schema = records.schema_for(plan.experiment)
     path = plan.csv_path(data)
     todo = {s: plan.pending(s, data) for s in plan.session_ids}
     total = sum(len(v) for v in todo.values())

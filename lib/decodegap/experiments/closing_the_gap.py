@@ -69,7 +69,7 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
     check's power, and the reading's numbers."""
-    return {"06_findings_targets": ladder.target_findings(t["ladder"]),
+    return {"06_findings_targets": ladder.target_findings(t["ladder"]) + ladder.unmeasured_findings(t["ladder"]),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
