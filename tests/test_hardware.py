@@ -208,3 +208,21 @@ def test_a_package_copied_without_metadata_reports_its_version_file(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     assert hardware._version("flash-attn") == "2.8.3 (no package metadata: copied, not installed)"
     assert hardware._version("no-such-package-here") is None
+
+
+def test_source_digest_by_hand(tmp_path):
+    """The digest is sha256 over (relative path, NUL, bytes, NUL) of every .py file in path order, caches left out;
+    a changed byte or a new file changes it."""
+    import hashlib
+
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a.py").write_bytes(b"x = 1\n")
+    (tmp_path / "b" / "c.py").write_bytes(b"y = 2\n")
+    (tmp_path / "notes.txt").write_text("not source")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.py").write_bytes(b"stale")
+    expected = hashlib.sha256(b"a.py\0x = 1\n\0b/c.py\0y = 2\n\0").hexdigest()
+    assert hardware.source_digest(tmp_path) == expected
+    (tmp_path / "a.py").write_bytes(b"x = 2\n")
+    assert hardware.source_digest(tmp_path) != expected
+    assert len(hardware.source_digest()) == 64  # the package itself

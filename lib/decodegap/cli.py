@@ -157,6 +157,14 @@ def cmd_gpus(args) -> int:
     return 0
 
 
+def cmd_digest(args) -> int:
+    """Print the package source's digest (hardware.source_digest), as env.json's `source_sha256` records it."""
+    from . import hardware
+
+    print(hardware.source_digest())
+    return 0
+
+
 def cmd_check(args) -> int:
     """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
     from . import inputs, records
@@ -332,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/")
     gal.add_argument("--readme", action="store_true", help="also rewrite the README gallery's lines from them")
     gal.set_defaults(func=cmd_gallery)
+
+    dg = sub.add_parser("digest", help="the package source's sha256, as a run's env.json records it (source_sha256)")
+    dg.set_defaults(func=cmd_digest)
 
     c = sub.add_parser("check", help="validate every raw CSV")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")

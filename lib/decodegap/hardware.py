@@ -212,9 +212,23 @@ def git_provenance(repo: Path | None = None) -> dict:
     return out
 
 
+def source_digest(root: Path | None = None) -> str:
+    """sha256 over the package's source (every .py file under `root`, default this package's folder, in sorted
+    relative-path order, each as its path, a NUL, its bytes, a NUL): the code that ran, whatever the machine's git
+    says. `python -m decodegap digest` prints it for a checkout, so a run's entry can be matched to a commit."""
+    root = Path(root or Path(__file__).parent)
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
+        if "__pycache__" in f.parts:
+            continue
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def environment() -> dict:
     """Everything a reader needs to judge a run: GPU, driver, CUDA, library versions, host, git commit (and the
-    hash of uncommitted changes, which are refused unless allowed: git_provenance), command line."""
+    hash of uncommitted changes, which are refused unless allowed: git_provenance), the package source's digest
+    (source_digest: the code that ran, even where a copied tree's git is not the source's), command line."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -232,6 +246,7 @@ def environment() -> dict:
         "host_cores": os.cpu_count(),
         "platform": platform.platform(),
         **git_provenance(),
+        "source_sha256": source_digest(),
         "command_line": " ".join(sys.argv),
         "kernel_builds": kernel_builds(),
     }
