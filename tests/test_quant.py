@@ -363,6 +363,13 @@ def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
 
 # ----------------------------------------------------------------------------------------- reporting
 
+def _said(lines, **match):
+    """The one finding of `lines` whose values include `match`."""
+    hits = [line for line in lines if all(k in line.values and line.values[k] == v for k, v in match.items())]
+    assert len(hits) == 1, (match, hits)
+    return hits[0]
+
+
 def _rows(gpu, model, ctx, quant_key, arm, times, session=0):
     base = dict(run_id="r", session=session, gpu=gpu, model=model, ctx=ctx, max_cache_len=ctx + len(times), arm=arm,
                 attn="sdpa", quant=quant_key, reason="")
@@ -391,12 +398,42 @@ def test_paper_table_and_findings_by_hand(data_dir):
     assert table.loc["bnb-nf4", "h200 status"] == "eager: no rows"
     assert table.loc["bf16", "h200 eager sessions"] == 2 and table.loc["int4-tinygemm", "h200 eager check"] == "reference"
     lines = quant_report.findings(table.reset_index(), published.load(), cells, model, [ctx], ["eager"])
-    frac = quant_report.realised(5.0, 12.5, table.loc["int4-tinygemm", "step GB"], table.loc["bf16", "step GB"])
-    assert any(line.startswith("h200 eager, ctx 2048: int4-tinygemm 5.00 ms/step (1 session each, check reference) = 2.50x")
-               and f"({frac:.0%} of it" in line for line in lines)
-    assert any("l4 (published): gptq-exllamav2" in line and "realises its weight-traffic saving" in line for line in lines)
-    assert any("l4 (published): bnb-nf4" in line and "does not realise" in line for line in lines)
-    assert not any(line.startswith("No quantised-path rows") for line in lines)
+    assert all(line.values for line in lines)  # every sentence states its numbers as values
+    b = {k: quant.step_bytes(CONFIGS[model], k, ctx) for k in ("bf16", "int4-tinygemm", "gptq-exllamav2", "bnb-nf4")}
+    floor = {k: v / 4800e9 * 1e3 for k, v in b.items()}  # ms at the H200's datasheet bandwidth
+    assert _said(lines, gpu="h200", quant="bf16").values == pytest.approx(dict(
+        gpu="h200", arm="eager", ctx=ctx, quant="bf16", step_ms_min=12.5, step_ms_max=12.5, models=1, sessions_min=2,
+        sessions_max=2, r_floor_min=floor["bf16"] / 12.5, r_floor_max=floor["bf16"] / 12.5))
+    frac = (1 - 5.0 / 12.5) / (1 - b["int4-tinygemm"] / b["bf16"])  # the time saved over the bytes saved
+    assert frac >= quant_report.REALISED_YES
+    line = _said(lines, gpu="h200", quant="int4-tinygemm")
+    fewer = b["bf16"] / b["int4-tinygemm"]
+    assert line.values == pytest.approx(dict(
+        gpu="h200", arm="eager", ctx=ctx, quant="int4-tinygemm", models=1, step_ms_min=5.0, step_ms_max=5.0,
+        sessions_min=1, sessions_max=1, check="reference", speedup_min=2.5, speedup_max=2.5,
+        bytes_bf16_over_path_min=fewer, bytes_bf16_over_path_max=fewer, realises="yes", realised_fraction_min=frac,
+        realised_fraction_max=frac, why="shrinks"))
+    assert f"({frac:.0%} of it)" in line  # the sentence renders its values
+    l4_floor = {k: v / 300e9 * 1e3 for k, v in b.items()}  # ms at the L4's datasheet bandwidth
+    ms = {"bf16": 62.32, "gptq-exllamav2": 17.36, "bnb-nf4": table.loc["bnb-nf4", "l4 ms (published)"]}
+    assert _said(lines, gpu="l4", quant="bf16").values == pytest.approx(dict(
+        gpu="l4", source="published", quant="bf16", step_ms=62.32, r_floor=l4_floor["bf16"] / 62.32))
+    for key, verdict in (("gptq-exllamav2", "yes"), ("bnb-nf4", "no")):
+        share = (1 - ms[key] / ms["bf16"]) / (1 - b[key] / b["bf16"])
+        line = _said(lines, gpu="l4", quant=key)
+        assert line.values == pytest.approx(dict(
+            gpu="l4", source="published", quant=key, step_ms=ms[key], speedup=ms["bf16"] / ms[key],
+            bytes_bf16_over_path=b["bf16"] / b[key], realises=verdict, realised_fraction=share,
+            r_floor=l4_floor[key] / ms[key]))
+    assert f"({share:.0%} of it; R_floor" in line  # the sentence renders its values
+    pub = published.load()
+    pub = pub[(pub["claim"] == "quantisation") & (pub["quantity"] == "step_ms") & (pub["gpu"] != "l4")]
+    assert not pub.empty and _said(lines, l4_step_ms=17.36).values == pytest.approx(dict(
+        quant="gptq-exllamav2", l4_step_ms=17.36, **{f"{r.gpu}_{r.arm}_bf16_step_ms": r.value for r in pub.itertuples()}))
+    assert _said(lines, model=model).values == dict(model=model, ctx=ctx)  # the byte convention's model and context
+    assert not any("quant_rows" in line.values for line in lines)  # there are quantised rows
+    none = quant_report.findings(table.reset_index(), published.load(), cells.iloc[:0], model, [ctx], ["eager"])
+    assert _said(none, quant_rows=False).values == dict(quant_rows=False)
 
 
 @pytest.mark.notebooks
@@ -413,8 +450,11 @@ def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(tmp
     for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
         assert (figures / name).stat().st_size > 0
     text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
-    if not (records.load_experiment("decode", paths.DATA)["quant"] != "bf16").any():
-        assert "No quantised-path rows yet on any GPU" in text and "none yet" in text
+    no_quant_rows = not (records.load_experiment("decode", paths.DATA)["quant"] != "bf16").any()
+    found = pd.read_csv(figures / "04_findings.csv")
+    assert ("quant_rows" in found and found["quant_rows"].eq(False).any()) == no_quant_rows
+    if no_quant_rows:
+        assert "none yet" in text
 
 
 @pytest.mark.notebooks
@@ -468,14 +508,27 @@ def test_checks_label_nan_and_failed_cells_and_keep_them_out_of_verdicts(data_di
     assert never["status"] == "not timed" and pd.isna(never["t_obs_ms"]) and never["check"] == "ok 0.0100"
     assert cells.loc[(m, "graph", "int4-tinygemm"), "speedup_over_bf16"] == pytest.approx(10.0 / 8.0)
     lines = quant_report.gpu_findings(cells.reset_index(), [ctx], ["graph"])
-    line = next(x for x in lines if "graph, ctx 2048: int4-tinygemm" in x)
-    assert line.startswith("h200 graph, ctx 2048: int4-tinygemm 8.00 ms/step (1 session each, check ok) = 1.25x")
-    assert "left out of the verdict (check failed), timing shown: llama-3.1-8b 8.00 ms (failed: NaN logits)" in line
-    assert "over 2 models" not in line  # the verdict is on the one cell whose check passed
-    awq = next(x for x in lines if ": awq-triton" in x)
-    assert "no verdict" in awq and "failed (no verify row)" in awq
-    assert not any("Hypothesis" in x and "int4-tinygemm" in x for x in lines)  # no hypothesis is typed for tinygemm
-    assert any(x.startswith("NaN logits: int4-tinygemm on llama-3.1-8b") and "Cause not examined" in x for x in lines)
+    b = {(mm, k): quant.step_bytes(CONFIGS[mm], k, ctx) for mm in (m, m2) for k in ("bf16", "int4-tinygemm")}
+    floor = {key: v / 4800e9 * 1e3 for key, v in b.items()}  # ms at the H200's datasheet bandwidth
+    frac = (1 - 8.0 / 10.0) / (1 - b[(m, "int4-tinygemm")] / b[(m, "bf16")])
+    saved = (10.0 - 8.0) / (floor[(m, "bf16")] - floor[(m, "int4-tinygemm")])  # ms saved per ms of floor
+    assert frac < quant_report.REALISED_PART and saved >= quant_report.REALISED_YES
+    r_floor = [floor[(mm, "bf16")] / 10.0 for mm in (m, m2)]
+    fewer = b[(m, "bf16")] / b[(m, "int4-tinygemm")]
+    line = _said(lines, quant="int4-tinygemm", arm="graph")
+    assert line.values == pytest.approx(dict(
+        gpu="h200", arm="graph", ctx=ctx, quant="int4-tinygemm", models=1,  # the one cell whose check passed
+        step_ms_min=8.0, step_ms_max=8.0, sessions_min=1, sessions_max=1, check="ok", speedup_min=1.25,
+        speedup_max=1.25, bytes_bf16_over_path_min=fewer, bytes_bf16_over_path_max=fewer, realises="no",
+        realised_fraction_min=frac, realised_fraction_max=frac, why="above the floor",
+        saved_over_floor_drop_median=saved, bf16_r_floor_min=min(r_floor), bf16_r_floor_max=max(r_floor), flagged=1,
+        **{f"flagged_{m2}_step_ms": 8.0, f"flagged_{m2}_check": "failed: NaN logits"}))
+    assert _said(lines, quant="awq-triton").values == dict(  # no verdict: no `realises`
+        gpu="h200", arm="graph", ctx=ctx, quant="awq-triton", models=0, untimed=1,
+        **{f"untimed_{m}_status": "error", f"untimed_{m}_check": "failed (no verify row)"})
+    nan = _said(lines, nan_models=m2)
+    assert nan.values == dict(quant="int4-tinygemm", nan_models=m2, nan_contexts="2048", hypothesis=False)
+    assert f"on {m2} (ctx 2048)" in nan  # the sentence renders its values
 
 
 def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
@@ -487,7 +540,10 @@ def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
     assert table.loc["awq-marlin", "h200 status"].startswith("graph: not run: the `awq` alias ran as awq-triton on h200")
     assert table.loc["bnb-nf4", "h200 status"] == "graph: no rows"
     lines = quant_report.findings(table.reset_index(), published.load(), cells, "qwen2.5-7b", [2048], ["graph"])
-    assert any(x.startswith("h200: awq-marlin: graph: not run") for x in lines)
+    status = table.loc["awq-marlin", "h200 status"]
+    assert [line.values for line in lines if "status" in line.values] == [dict(gpu="h200", quant="awq-marlin",
+                                                                               status=status)]
+    assert f"awq-marlin: {status}." in _said(lines, status=status)  # the sentence renders its values
     # a member with rows of its own (here on another arm) was not passed over: its missing cell has no rows
     both = pd.concat([rows, pd.DataFrame(_rows("h200", "qwen2.5-7b", 2048, "awq-marlin", "eager", [30.0])
                                          + _rows("h200", "qwen2.5-7b", 2048, "bf16", "eager", [25.0]))])
@@ -496,6 +552,41 @@ def test_paper_table_says_why_an_alias_member_did_not_run(data_dir):
                                       ["eager", "graph"]).set_index("quant")
     assert table2.loc["awq-marlin", "h200 status"] == "graph: no rows"
     assert table2.loc["awq-triton", "h200 status"] == "eager: no rows"
+
+
+def test_check_findings_count_the_layer_and_model_checks_by_hand():
+    """One path's layer checks (two at one row, one unavailable; two at prefill rows, one past its tolerance), its
+    model check at two contexts (one past its tolerance) and the end-to-end logits errors it replaced."""
+    def row(check, err, tol, status="ok", layer="", rows=1, ctx=1):
+        return dict(run_id="r", session=0, gpu="h200", model="m1", ctx=ctx, arm="-", attn="sdpa", quant="int4-tinygemm",
+                    check=check, layer=layer, rows=rows, max_rel_err=err, tol=tol, status=status, reason="")
+    verify = pd.DataFrame([
+        row("layer", 0.004, 0.02, layer="q_proj"), row("layer", 0.003, 0.02, layer="k_proj"),
+        row("layer", float("nan"), 0.02, "unavailable", layer="v_proj"),
+        row("layer", 0.03, 0.02, "failed", layer="q_proj", rows=2048), row("layer", 0.01, 0.02, layer="q_proj", rows=16384),
+        row("vs_bf16", 0.3, 0.5, ctx=2048), row("vs_bf16", 0.6, 0.5, "failed", ctx=16384),
+        row("vs_bf16_logits", 1.2, float("nan"), ctx=2048), row("vs_bf16_logits", 1.3, float("nan"), ctx=16384)])
+    [line] = quant_report.check_findings(verify)
+    check = "model_check_m1_tol0.500"
+    assert line.values == pytest.approx(dict(
+        gpu="h200", quant="int4-tinygemm", layer_one_row_passed=2, layer_one_row_checks=2, layer_one_row_tol=0.02,
+        layer_one_row_max_rel_err=0.004, layer_prefill_passed=1, layer_prefill_checks=2, layer_prefill_tol=0.02,
+        layer_prefill_max_rel_err=0.03, layer_prefill_rows="2048, 16384", logits_err_end_to_end_min=1.2,
+        logits_err_end_to_end_max=1.3, **{f"{check}_tol": 0.5, f"{check}_max_rel_err_min": 0.3,
+                                          f"{check}_max_rel_err_max": 0.6, f"{check}_passed": 1, f"{check}_contexts": 2}))
+    assert "1 of 2 contexts pass" in line  # the sentence renders its values
+
+
+def test_int4_target_sentence_states_the_fastest_step_and_its_bytes_as_values():
+    target = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, step_ms=2.0)
+    t = dict(quant="int4-triton", arm="graph", t_obs_ms=2.5, target_ms=2.0, step_GB=5.0, streamed_gbps=5.0 / 2.5e-3,
+             bytes_at_copy_ms=5.0 / 4.0, copy_gbps=4000.0, bytes_at_datasheet_ms=5.0 / 4.8)
+    line = quant_report.int4_target_sentence(t, target)
+    assert line.values == dict(gpu="h200", model="llama-3.1-8b", ctx=2048, measured=True, met=False, **t)
+    assert "2000 GB/s over the whole step" in line  # the sentence renders its values
+    assert quant_report.int4_target_sentence(dict(t, t_obs_ms=1.9), target).values["met"]
+    assert quant_report.int4_target_sentence(None, target).values == dict(gpu="h200", model="llama-3.1-8b", ctx=2048,
+                                                                          target_ms=2.0, measured=False)
 
 
 def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, monkeypatch):

@@ -37,10 +37,14 @@ def test_casts_counts_the_fp16_conversions_around_each_product_and_their_time():
     assert ex["step_gpu_us"] == pytest.approx(layers * (1.5 + 1.0 + 4 * 15.0))
     assert ex["cast_share"] == pytest.approx(40.0 / 125.0)
     assert table.loc["int4-triton", "casts"] == 0 and table.loc["int4-triton", "casts_expected"] == 0
-    line = next(x for x in quant_profile.profile_findings(quant_profile.product_fits(
+    [line] = quant_profile.profile_findings(quant_profile.product_fits(
         pd.DataFrame(columns=quant_profile.STEP + ["projection", "calls", "gpu_us", "bytes"]), hardware.specs_table()),
-        pd.DataFrame(columns=quant_profile.STEP + ["projection"]), table.reset_index()) if "conversion kernels" in x)
-    assert "16 conversion kernels (16 expected), 0.04 ms of the step's 0.12 ms of kernel time (32%)" in line
+        pd.DataFrame(columns=quant_profile.STEP + ["projection"]), table.reset_index())  # no fits: the casts alone
+    assert line.values == pytest.approx(dict(
+        gpu="h200", model="llama-tiny", ctx=2048, arm="lean_attn_graph", quant="gptq-exllamav2", casts=16,
+        casts_expected=16, cast_ms=16 / 2 * (3.0 + 2.0) / 1e3, step_gpu_ms=layers * (1.5 + 1.0 + 4 * 15.0) / 1e3,
+        cast_share=40.0 / 125.0))
+    assert "16 conversion kernels (16 expected)" in line  # the sentence renders its values
     assert quant_profile.layer_products(config, "eager") == 7 * layers  # HF's seven products per layer
 
 
@@ -70,9 +74,18 @@ def test_product_fits_recover_the_fixed_cost_and_rate_and_leave_the_bf16_head_ou
     t = dict(quant="int4-triton", copy_gbps=4000.0)
     target = dict(gpu="h200", model="llama-3.1-8b", ctx=2048, step_ms=2.0)
     line = quant_profile.target_obstacles(t, fits.reset_index(), rows, target)
-    assert f"take {q['products_ms']:.2f} ms ({128 * 3.0 / 1e3:.2f} ms of it the fixed 3.0 us of each" in line
-    assert f"streaming {layer_bytes / 1e9:.2f} GB at 2400 GB/s) and its bf16 LM head 0.25 ms" in line
-    assert f"would take {layer_bytes / 4000e9 * 1e3:.2f} ms" in line
+    products_ms = (128 * 3.0 + layer_bytes / 2400e9 * 1e6) / 1e3
+    assert line.values == pytest.approx(dict(
+        gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_graph", quant="int4-triton", products=128,
+        products_ms=products_ms, fixed_ms=128 * 3.0 / 1e3, fixed_us=3.0, layer_GB=layer_bytes / 1e9, stream_gbps=2400.0,
+        lm_head_ms=0.25, before_attention_ms=products_ms + 0.25, target_ms=2.0, bytes_at_copy_ms=layer_bytes / 4000e9 * 1e3))
+    assert f"would take {layer_bytes / 4000e9 * 1e3:.2f} ms" in line  # the sentence renders its values
+    [step] = quant_profile.profile_findings(fits.reset_index(), rows, quant_profile.casts(pd.DataFrame(columns=["status", "kernel", "quant"]), {}))
+    assert step.values == pytest.approx(dict(
+        gpu="h200", model="llama-3.1-8b", ctx=2048, arm="lean_attn_graph", quant="int4-triton", products=128,
+        products_ms=products_ms, fixed_us=3.0, fixed_ms=128 * 3.0 / 1e3, stream_gbps=2400.0, stream_of_datasheet=0.5,
+        bf16_fixed_us=5.0, bf16_stream_gbps=4000.0, lm_head_us=250.0, lm_head_gbps=0.0))
+    assert "bf16 on the same arm: 5.0 us fixed per product, 4000 GB/s" in step  # the sentence renders its values
     assert quant_profile.target_obstacles(dict(t, quant="gptq-exllamav2"), fits.reset_index(), rows, target) is None
 
 
@@ -94,8 +107,17 @@ def test_grid_and_coverage_leave_a_failed_or_missing_cell_empty_and_name_it():
     assert cov.loc[("int4-triton", "lean_attn_graph"), "cells"] == 1
     assert cov.loc[("int4-triton", "lean_attn_graph"), "missing"] == "m1 4096"
     assert cov.loc[("int4-triton", "eager"), "missing"] == "m1 4096" and cov.loc[("bf16", "eager"), "cells"] == 0
-    line = next(x for x in quant_profile.grid_findings(cells, "lean_attn_graph") if "int4-triton" in x)
-    assert line.startswith("h200 lean_attn_graph, int4-triton: 4.00 ms/step over 1 cells")
+    bf16, int4 = quant_profile.grid_findings(cells, "lean_attn_graph")
+    assert bf16.values == dict(gpu="h200", arm="lean_attn_graph", quant="bf16", step_ms_min=6.0, step_ms_max=6.5, cells=2,
+                               models=1, ctx_min=2048, ctx_max=4096)
+    assert int4.values == dict(gpu="h200", arm="lean_attn_graph", quant="int4-triton", step_ms_min=4.0, step_ms_max=4.0,
+                               cells=1, models=1, ctx_min=2048, ctx_max=2048)  # the failed cell left out
+    timed = cells.assign(speedup_over_bf16=[None, None, 6.0 / 4.0, None, None], realised_fraction=[None, None, 0.5, None, None])
+    [_, int4] = quant_profile.grid_findings(timed, "lean_attn_graph")
+    assert int4.values == dict(gpu="h200", arm="lean_attn_graph", quant="int4-triton", step_ms_min=4.0, step_ms_max=4.0,
+                               cells=1, models=1, ctx_min=2048, ctx_max=2048, speedup_min=1.5, speedup_max=1.5,
+                               realised_fraction_min=0.5, realised_fraction_max=0.5)
+    assert "1.50x over bf16, 50 % of its byte saving realised" in int4  # the sentence renders its values
 
 
 def test_paths_on_different_models_are_compared_on_the_models_they_share():

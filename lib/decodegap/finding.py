@@ -28,3 +28,11 @@ def frame(lines) -> pd.DataFrame:
     they first appear (empty where a finding does not state it)."""
     rows = [dict(finding=str(line), **v) for line, v in zip(lines, values(lines))]
     return pd.DataFrame(rows, columns=list(dict.fromkeys(k for r in rows for k in r)) or ["finding"])
+
+
+def span(name: str, values) -> dict:
+    """The range that stats.span writes, as values: {`name`_min, `name`_max} over `values`, NaN left out (both NaN
+    with no values)."""
+    v = pd.Series(values, dtype=float).dropna()
+    lo, hi = (float(v.min()), float(v.max())) if not v.empty else (float("nan"), float("nan"))
+    return {f"{name}_min": lo, f"{name}_max": hi}

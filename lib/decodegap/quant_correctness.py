@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import quant
+from .finding import Finding, span as _values
 from .stats import span as _span
 from .outcome import CHECK_FAILED
 
@@ -122,31 +123,43 @@ def model_checks(verify_rows: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def check_findings(verify_rows: pd.DataFrame) -> list[str]:
+def check_findings(verify_rows: pd.DataFrame) -> list[Finding]:
     """Sentences on the checks, from the rows: per GPU and path the layer checks at one row and at prefill rows,
     the model checks' errors against their tolerances, and the end-to-end logits errors that the model check
-    replaced."""
+    replaced. Each is a Finding (gpu, quant): per kind of layer check (`layer_one_row_*`, `layer_prefill_*`) the
+    checks, how many passed, the tolerance and the largest error (and the prefill rows); per model check
+    (`model_check_<model>_tol<tol>_*`) its tolerance, error span, contexts and how many passed; the end-to-end
+    logits error span (`logits_err_end_to_end_min`, `_max`)."""
     out = []
     layers = layer_summary(verify_rows)
     models_ = model_checks(verify_rows)
     for gpu in sorted(set(layers["gpu"]) | set(models_["gpu"])):
         for key in [k for k in quant.PATHS if k != "bf16"]:
-            parts = []
+            parts, values = [], {}
             lay = layers[(layers["gpu"] == gpu) & (layers["quant"] == key)]
             for multi, g in lay.groupby(lay["rows"] > 1):
                 rows = "prefill rows (" + ", ".join(str(r) for r in g["rows"]) + ")" if multi else "one row"
-                failed = int(g["failed"].sum())
-                parts.append(f"layer checks at {rows}: {int(g['checked'].sum()) - failed} of {int(g['checked'].sum())} "
+                failed, checked = int(g["failed"].sum()), int(g["checked"].sum())
+                parts.append(f"layer checks at {rows}: {checked - failed} of {checked} "
                              f"within {g['tol'].max():g}, largest {g['max_rel_err'].max():.4f}")
+                name = "layer_prefill" if multi else "layer_one_row"
+                values.update({f"{name}_passed": checked - failed, f"{name}_checks": checked, f"{name}_tol": float(g["tol"].max()),
+                               f"{name}_max_rel_err": float(g["max_rel_err"].max())})
+                if multi:
+                    values["layer_prefill_rows"] = ", ".join(str(r) for r in g["rows"])
             m = models_[(models_["gpu"] == gpu) & (models_["quant"] == key)]
             for (model, tol), g in m.groupby(["model", "tol"], sort=False):
                 ok = int((g["status"] == "ok").sum())
                 parts.append(f"model check on {model} (each layer fed the bf16 input) {_span(g['max_rel_err'], '.2f')} "
                              f"against tolerance {tol:.3f}: {ok} of {len(g)} contexts pass")
+                name = f"model_check_{model}_tol{tol:.3f}"
+                values.update({f"{name}_tol": float(tol), **_values(f"{name}_max_rel_err", g["max_rel_err"]),
+                               f"{name}_passed": ok, f"{name}_contexts": len(g)})
             ends = m["logits_err_end_to_end"].dropna()
             if not ends.empty:
                 parts.append(f"end to end the logits differ by {_span(ends)} (unrelated), which is why the model "
                              "check feeds each layer the bf16 input")
+                values.update(_values("logits_err_end_to_end", ends))
             if parts:
-                out.append(f"{gpu} {key}: " + "; ".join(parts) + ".")
+                out.append(Finding(f"{gpu} {key}: " + "; ".join(parts) + ".", gpu=gpu, quant=key, **values))
     return out

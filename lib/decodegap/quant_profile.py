@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import ladder
+from .finding import Finding, span as _values
 from .quant_layers import FP16_CASTS_PER_PRODUCT
 from .quant_report import passing
 from .stats import span as _span
@@ -124,9 +125,10 @@ def coverage(cells_: pd.DataFrame, arms: Sequence[str], models_: Sequence[str], 
     return pd.DataFrame(rows, columns=["gpu", "quant", "arm", "cells", "of", "missing"])
 
 
-def grid_findings(cells_: pd.DataFrame, arm: str) -> list[str]:
+def grid_findings(cells_: pd.DataFrame, arm: str) -> list[Finding]:
     """Per GPU and path on `arm`, over every measured model and context: the span of its step time, of its
-    speed-up over bf16 on the same arm, and of the share of its byte saving realised."""
+    speed-up over bf16 on the same arm, and of the share of its byte saving realised. Each a Finding (gpu, arm,
+    quant, cells, models; the spans as `<name>_min`, `<name>_max`)."""
     out = []
     c = cells_[(cells_["arm"] == arm) & (cells_["attn"] == "sdpa") & cells_["t_obs_ms"].notna()]
     c = passing(c)
@@ -136,18 +138,24 @@ def grid_findings(cells_: pd.DataFrame, arm: str) -> list[str]:
             r = g[g["quant"] == key]
             line = (f"{gpu} {arm}, {key}: {_span(r['t_obs_ms'])} ms/step over {len(r)} cells "
                     f"({r['model'].nunique()} models, ctx {_span(r['ctx'], '.0f')})")
+            values = dict(gpu=gpu, arm=arm, quant=key, **_values("step_ms", r["t_obs_ms"]), cells=len(r),
+                          models=r["model"].nunique(), **_values("ctx", r["ctx"]))
             if key != "bf16" and r["speedup_over_bf16"].notna().any():
                 s = r[r["speedup_over_bf16"].notna()]
                 line += (f", {_span(s['speedup_over_bf16'])}x over bf16, {_span(s['realised_fraction'] * 100, '.0f')} % "
                          f"of its byte saving realised")
-            out.append(line + ".")
+                values.update(**_values("speedup", s["speedup_over_bf16"]),
+                              **_values("realised_fraction", s["realised_fraction"]))
+            out.append(Finding(line + ".", **values))
     return out
 
 
-def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd.DataFrame) -> list[str]:
+def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd.DataFrame) -> list[Finding]:
     """Per profiled quantised step: its products' GPU time, the line through them (fixed us per product and the
     stream rate, as a share of the datasheet bandwidth), beside the bf16 step of the same cell and arm where
-    profiled; then each step's dtype conversions where the path has any."""
+    profiled; then each step's dtype conversions where the path has any. Each a Finding with the step's STEP
+    values and the numbers it states (the bf16 step's as `bf16_*`, the LM head's as `lm_head_*`; times in the
+    units the sentence gives them)."""
     out = []
     f = fits.set_index(STEP)
     for key, r in f.iterrows():
@@ -158,29 +166,38 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd
                 f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
                 f"{r['fixed_us']:.1f} us fixed per product ({r['fixed_ms']:.2f} ms over the step) plus its bytes at "
                 f"{r['stream_gbps']:.0f} GB/s ({r['stream_of_datasheet']:.0%} of the datasheet's)")
+        values = dict(zip(STEP, key), products=int(r["products"]), **{
+            k: float(r[k]) for k in ("products_ms", "fixed_us", "fixed_ms", "stream_gbps", "stream_of_datasheet")})
         base = (gpu, model, ctx, arm, "bf16")
         if base in f.index:
             b = f.loc[base]
             line += (f"; bf16 on the same arm: {b['fixed_us']:.1f} us fixed per product, {b['stream_gbps']:.0f} GB/s")
+            values.update(bf16_fixed_us=float(b["fixed_us"]), bf16_stream_gbps=float(b["stream_gbps"]))
         step = _step(by_projection, key)
         head = step[step["projection"] == "lm_head"]
         if not head.empty:
             line += f"; its bf16 LM head {head['gpu_us'].iloc[0]:.0f} us at {head['gbps'].iloc[0]:.0f} GB/s"
-        out.append(line + ".")
+            values.update(lm_head_us=float(head["gpu_us"].iloc[0]), lm_head_gbps=float(head["gbps"].iloc[0]))
+        out.append(Finding(line + ".", **values))
     for r in casts_[casts_["casts_expected"] > 0].itertuples():
-        out.append(f"{r.gpu} {r.model} ctx {r.ctx}, {r.quant} {r.arm} step (profiled): the kernel takes fp16, so each "
-                   f"product's bf16 input is cast to fp16 and its fp16 output back to bf16 (`x.to(torch.float16)` "
-                   f"and `y.to(torch.bfloat16)` in its layer): {r.casts} conversion kernels ({r.casts_expected} "
-                   f"expected), {r.cast_us / 1e3:.2f} ms of the step's {r.step_gpu_us / 1e3:.2f} ms of kernel time "
-                   f"({r.cast_share:.0%}).")
+        out.append(Finding(
+            f"{r.gpu} {r.model} ctx {r.ctx}, {r.quant} {r.arm} step (profiled): the kernel takes fp16, so each "
+            f"product's bf16 input is cast to fp16 and its fp16 output back to bf16 (`x.to(torch.float16)` "
+            f"and `y.to(torch.bfloat16)` in its layer): {r.casts} conversion kernels ({r.casts_expected} "
+            f"expected), {r.cast_us / 1e3:.2f} ms of the step's {r.step_gpu_us / 1e3:.2f} ms of kernel time "
+            f"({r.cast_share:.0%}).", **{k: getattr(r, k) for k in STEP}, casts=int(r.casts),
+            casts_expected=int(r.casts_expected), cast_ms=r.cast_us / 1e3, step_gpu_ms=r.step_gpu_us / 1e3,
+            cast_share=float(r.cast_share)))
     return out
 
 
-def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataFrame, target: Mapping) -> str | None:
+def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataFrame,
+                     target: Mapping) -> Finding | None:
     """What stands between the fastest int4 step (quant_report.int4_target: `t`) and the int4 target, in numbers,
     from the profile of the same path at the target cell (any profiled arm; the lean_attn_graph one first): its
     products' GPU time, the fixed part of it, the rate the rest streams at, what their bytes take at the measured
-    copy bandwidth, and the bf16 LM head's time. None when the path has no profile at the target cell."""
+    copy bandwidth, and the bf16 LM head's time. None when the path has no profile at the target cell. A Finding
+    with those numbers (`layer_GB`: the products' bytes; `before_attention_ms`: products and head together)."""
     if t is None:
         return None
     at = fits[(fits["gpu"] == target["gpu"]) & (fits["model"] == target["model"]) & (fits["ctx"] == target["ctx"])
@@ -193,10 +210,15 @@ def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataF
     head = step[step["projection"] == "lm_head"]
     head_ms = float(head["gpu_us"].sum()) / 1e3
     at_copy = layer_bytes / (t["copy_gbps"] * 1e6)
-    return (f"In the way of the int4 target, from the profiled {r['arm']} step of {t['quant']} at the same cell: its "
-            f"{int(r['products'])} decoder-layer products take {r['products_ms']:.2f} ms ({r['fixed_ms']:.2f} ms of it "
-            f"the fixed {r['fixed_us']:.1f} us of each, the rest streaming {layer_bytes / 1e9:.2f} GB at "
-            f"{r['stream_gbps']:.0f} GB/s) and its bf16 LM head {head_ms:.2f} ms: {r['products_ms'] + head_ms:.2f} ms "
-            f"of the {target['step_ms']:g} ms before attention and the step's other kernels. At the measured copy "
-            f"bandwidth those products' bytes would take {at_copy:.2f} ms: the int4 GEMV's streaming rate and fixed "
-            f"cost per product are what stand in the way.")
+    return Finding(
+        f"In the way of the int4 target, from the profiled {r['arm']} step of {t['quant']} at the same cell: its "
+        f"{int(r['products'])} decoder-layer products take {r['products_ms']:.2f} ms ({r['fixed_ms']:.2f} ms of it "
+        f"the fixed {r['fixed_us']:.1f} us of each, the rest streaming {layer_bytes / 1e9:.2f} GB at "
+        f"{r['stream_gbps']:.0f} GB/s) and its bf16 LM head {head_ms:.2f} ms: {r['products_ms'] + head_ms:.2f} ms "
+        f"of the {target['step_ms']:g} ms before attention and the step's other kernels. At the measured copy "
+        f"bandwidth those products' bytes would take {at_copy:.2f} ms: the int4 GEMV's streaming rate and fixed "
+        f"cost per product are what stand in the way.", **dict(zip(STEP, r[STEP])), products=int(r["products"]),
+        products_ms=float(r["products_ms"]), fixed_ms=float(r["fixed_ms"]), fixed_us=float(r["fixed_us"]),
+        layer_GB=layer_bytes / 1e9, stream_gbps=float(r["stream_gbps"]), lm_head_ms=head_ms,
+        before_attention_ms=float(r["products_ms"]) + head_ms, target_ms=float(target["step_ms"]),
+        bytes_at_copy_ms=at_copy)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import quant, roofline
+from .finding import Finding, span as _values
 from .stats import span as _span
 from .quant_correctness import check_findings, checks, layer_summary, model_checks  # noqa: F401 (notebook 04's)
 
@@ -251,12 +252,23 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
     return out
 
 
-def _verdict(frac: float) -> str:
+VERDICTS = {"yes": "realises its weight-traffic saving", "part": "realises part of its weight-traffic saving",
+            "no": "does not realise its weight-traffic saving"}
+"""Each verdict on the share realised (`realises`) and how a sentence says it."""
+
+
+def realises(frac: float) -> str:
+    """The verdict on `frac`, the share of the weight-traffic saving realised (`realised`): "yes" from
+    REALISED_YES, "part" from REALISED_PART, "no" below (and for NaN)."""
     if frac >= REALISED_YES:
-        return "realises its weight-traffic saving"
+        return "yes"
     if frac >= REALISED_PART:
-        return "realises part of its weight-traffic saving"
-    return "does not realise its weight-traffic saving"
+        return "part"
+    return "no"
+
+
+def _verdict(frac: float) -> str:
+    return VERDICTS[realises(frac)]
 
 
 def has_quant_rows(cells_: pd.DataFrame) -> bool:
@@ -272,29 +284,76 @@ NAN_HYPOTHESIS = {
 """A hypothesis per path for NaN logits in its correctness check, stated as a hypothesis only (not verified)."""
 
 
-def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16: pd.DataFrame) -> str:
-    """Why a path does or does not realise its saving on one arm, from the numbers (see `findings`)."""
+def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16: pd.DataFrame) -> tuple[str, dict]:
+    """Why a path does or does not realise its saving on one arm, from the numbers (see `findings`), and those
+    numbers: `why` names the reason ("shrinks", "launch-bound", "above the floor", "kernel")."""
+    bf16_r_floor = _values("bf16_r_floor", bf16["r_floor_quant"])
+    slower = dict(slower_than_bf16=bool(speed < 1))
     if frac >= REALISED_YES:
-        return "its step shrinks with its bytes"
+        return "its step shrinks with its bytes", dict(why="shrinks")
     if arm == "eager":
         return (f"the eager step is launch-bound (bf16 at R_floor {_span(bf16['r_floor_quant'])}, "
                 f"{_span(bf16['eager_over_graph'])}x its graph arm's time: notebook 02), so the weight bytes "
                 "hardly matter there" + ("; its eager step is slower than bf16's: its kernels add more time "
-                                         "(launches, host work, dequantisation) than its bytes save" if speed < 1 else ""))
+                                         "(launches, host work, dequantisation) than its bytes save" if speed < 1 else ""),
+                dict(why="launch-bound", **bf16_r_floor, **_values("bf16_eager_over_graph", bf16["eager_over_graph"]),
+                     **slower))
     if saved >= REALISED_YES:
         return (f"it saves {saved:.2f} ms per ms its own floor drops, but bf16's graphed step is only R_floor "
                 f"{_span(bf16['r_floor_quant'])} of its floor: the part above the floor (launches, attention, the "
-                "other kernels) does not shrink with the weight bytes")
+                "other kernels) does not shrink with the weight bytes",
+                dict(why="above the floor", saved_over_floor_drop_median=saved, **bf16_r_floor))
     return (f"its kernel, not its bytes, binds: R_floor {r_floor:.2f} against its own floor (bf16: "
             f"{_span(bf16['r_floor_quant'])}); it saves {saved:.2f} ms per ms its floor drops"
-            + ("; it is slower than bf16 on the same arm" if speed < 1 else ""))
+            + ("; it is slower than bf16 on the same arm" if speed < 1 else ""),
+            dict(why="kernel", r_floor_median=r_floor, **bf16_r_floor, saved_over_floor_drop_median=saved, **slower))
 
 
-def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[str] = ("eager", "graph")) -> list[str]:
+def _path_line(key: str, arm: str, here: pd.DataFrame, b0: pd.Series, bf16: pd.DataFrame) -> Finding:
+    """One path's sentence of `gpu_findings` (without the cell's name) and its values, from its rows `here` on one
+    GPU, context and arm."""
+    same = ["gpu", "model", "ctx"]
+    timed = here[here["t_obs_ms"].notna()]
+    valid = timed[~timed["check_failed"].astype(bool)]
+    flagged = timed[timed["check_failed"].astype(bool)]
+    untimed = here[here["t_obs_ms"].isna()]
+    parts, values = [], dict(quant=key, models=len(valid))
+    if not valid.empty:
+        frac = float(valid["realised_fraction"].median())
+        fewer = valid.join(b0, on=same)["bytes_bf16"] / valid["bytes_quant"]
+        n = valid["sessions"].max()
+        check = ", ".join(sorted(set(valid["check"].str.replace("model check ", "").str.split(" ").str[0])))
+        why, why_values = _why(arm, frac, float(valid["saved_over_floor_drop"].median()),
+                               float(valid["speedup_over_bf16"].median()), float(valid["r_floor_quant"].median()), bf16)
+        parts.append(f"{key} {_span(valid['t_obs_ms'])} ms/step ({_span(valid['sessions'], '.0f')} "
+                     f"session{'s' if n > 1 else ''} each, check {check}) = "
+                     f"{_span(valid['speedup_over_bf16'])}x over bf16 with "
+                     f"{_span(fewer)}x fewer bytes: it {_verdict(frac)} ({_span(valid['realised_fraction'] * 100, '.0f', '%')} of it"
+                     f"{' over ' + str(len(valid)) + ' models' if len(valid) > 1 else ''}): " + why)
+        values.update(**_values("step_ms", valid["t_obs_ms"]), **_values("sessions", valid["sessions"]), check=check,
+                      **_values("speedup", valid["speedup_over_bf16"]), **_values("bytes_bf16_over_path", fewer),
+                      realises=realises(frac), **_values("realised_fraction", valid["realised_fraction"]), **why_values)
+    else:
+        parts.append(f"{key}: no timed cell with a passing check, so no verdict")
+    if not flagged.empty:
+        parts.append("left out of the verdict (check failed), timing shown: "
+                     + ", ".join(f"{r.model} {r.t_obs_ms:.2f} ms ({r.check})" for r in flagged.itertuples()))
+        values.update(flagged=len(flagged), **{f"flagged_{r.model}_{k}": v for r in flagged.itertuples()
+                                               for k, v in (("step_ms", r.t_obs_ms), ("check", r.check))})
+    if not untimed.empty:
+        parts.append("not timed: " + ", ".join(f"{r.model} ({r.status}; check {r.check})" for r in untimed.itertuples()))
+        values.update(untimed=len(untimed), **{f"untimed_{r.model}_{k}": v for r in untimed.itertuples()
+                                               for k, v in (("status", r.status), ("check", r.check))})
+    return Finding("; ".join(parts), **values)
+
+
+def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[str] = ("eager", "graph")) -> list[Finding]:
     """Per measured GPU, context and arm (graph first), from `cells` over every model: bf16's step and
     R_floor, then per path its ms/step, speed-up over bf16 and byte ratio, the share of its weight-traffic
-    saving realised (`realised`; verdict on the median over models) and why not where not (`_why`). Cells
-    whose correctness check failed keep their timing in the line but are left out of the verdict."""
+    saving realised (`realised`; verdict `realises` on the median over models) and why not where not (`_why`).
+    Cells whose correctness check failed keep their timing in the line but are left out of the verdict. Each line
+    is a Finding (gpu, arm, ctx, quant; the spans as `<name>_min`, `<name>_max`; `models`: those in the verdict;
+    per model left out, `flagged_<model>_step_ms` and its check; per model not timed, its status and check)."""
     out = []
     if cells_.empty:
         return out
@@ -313,104 +372,97 @@ def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[s
                     continue
                 bf16["eager_over_graph"] = bf16["t_obs_ms"] / bf16.set_index(same).index.map(graph_bf16).to_numpy(float)
                 b0 = bf16.set_index(same)["bytes_quant"].rename("bytes_bf16")
-                name = f"{gpu} {arm}, ctx {ctx}"
-                out.append(f"{name}: bf16 {_span(bf16['t_obs_ms'])} ms/step over {len(bf16)} models "
-                           f"({_span(bf16['sessions'], '.0f')} sessions each), R_floor {_span(bf16['r_floor_quant'])} "
-                           "against its own floor.")
+                name, cell = f"{gpu} {arm}, ctx {ctx}", dict(gpu=gpu, arm=arm, ctx=int(ctx))
+                out.append(Finding(f"{name}: bf16 {_span(bf16['t_obs_ms'])} ms/step over {len(bf16)} models "
+                                   f"({_span(bf16['sessions'], '.0f')} sessions each), R_floor "
+                                   f"{_span(bf16['r_floor_quant'])} against its own floor.",
+                                   **cell, quant="bf16", **_values("step_ms", bf16["t_obs_ms"]), models=len(bf16),
+                                   **_values("sessions", bf16["sessions"]), **_values("r_floor", bf16["r_floor_quant"])))
                 for key in dict.fromkeys(list(quant.PATHS) + sorted(set(here["quant"]))):
                     rows = here[here["quant"] == key]
                     if rows.empty or key == "bf16":
                         continue
-                    timed = rows[rows["t_obs_ms"].notna()]
-                    valid = timed[~timed["check_failed"].astype(bool)]
-                    flagged = timed[timed["check_failed"].astype(bool)]
-                    untimed = rows[rows["t_obs_ms"].isna()]
-                    parts = []
-                    if not valid.empty:
-                        frac = float(valid["realised_fraction"].median())
-                        fewer = valid.join(b0, on=same)["bytes_bf16"] / valid["bytes_quant"]
-                        n = valid["sessions"].max()
-                        line = (f"{key} {_span(valid['t_obs_ms'])} ms/step ({_span(valid['sessions'], '.0f')} "
-                                f"session{'s' if n > 1 else ''} each, "
-                                f"check {', '.join(sorted(set(valid['check'].str.replace('model check ', '').str.split(' ').str[0])))}) = "
-                                f"{_span(valid['speedup_over_bf16'])}x over bf16 with "
-                                f"{_span(fewer)}x fewer bytes: it {_verdict(frac)} ({_span(valid['realised_fraction'] * 100, '.0f', '%')} of it"
-                                f"{' over ' + str(len(valid)) + ' models' if len(valid) > 1 else ''}): "
-                                + _why(arm, frac, float(valid["saved_over_floor_drop"].median()),
-                                       float(valid["speedup_over_bf16"].median()), float(valid["r_floor_quant"].median()), bf16))
-                        parts.append(line)
-                    else:
-                        parts.append(f"{key}: no timed cell with a passing check, so no verdict")
-                    if not flagged.empty:
-                        parts.append("left out of the verdict (check failed), timing shown: "
-                                     + ", ".join(f"{r.model} {r.t_obs_ms:.2f} ms ({r.check})" for r in flagged.itertuples()))
-                    if not untimed.empty:
-                        parts.append("not timed: " + ", ".join(f"{r.model} ({r.status}; check {r.check})"
-                                                               for r in untimed.itertuples()))
-                    out.append(f"{name}: " + "; ".join(parts) + ".")
+                    line = _path_line(key, arm, rows, b0, bf16)
+                    out.append(Finding(f"{name}: {line}.", **cell, **line.values))
     nan = c[c["check"].astype(str).str.startswith("failed: NaN") & (c["arm"] != "eager")]
     for key, rows in nan.groupby("quant"):
-        out.append(f"NaN logits: {key} on {', '.join(sorted(set(rows['model'])))} (ctx {', '.join(map(str, sorted(set(rows['ctx']))))}): "
-                   "the quantised model's graph-versus-eager check gave NaN, so both arms of those cells are "
-                   "flagged. " + (f"Hypothesis, not verified: {NAN_HYPOTHESIS[key]}." if key in NAN_HYPOTHESIS else
-                                  "Cause not examined."))
+        models_, ctxs = ", ".join(sorted(set(rows["model"]))), ", ".join(map(str, sorted(set(rows["ctx"]))))
+        out.append(Finding(f"NaN logits: {key} on {models_} (ctx {ctxs}): "
+                           "the quantised model's graph-versus-eager check gave NaN, so both arms of those cells are "
+                           "flagged. " + (f"Hypothesis, not verified: {NAN_HYPOTHESIS[key]}." if key in NAN_HYPOTHESIS else
+                                          "Cause not examined."),
+                           quant=key, nan_models=models_, nan_contexts=ctxs, hypothesis=key in NAN_HYPOTHESIS))
     return out
 
 
-def int4_target_sentence(t: dict | None, target: Mapping) -> str:
-    """The int4 target (`int4_target`) as a sentence: met or not, and what stands in the way, in numbers."""
+def int4_target_sentence(t: dict | None, target: Mapping) -> Finding:
+    """The int4 target (`int4_target`) as a sentence: met or not, and what stands in the way, in numbers. A Finding:
+    the target cell (gpu, model, ctx), `measured`, `met` and the values of `t`."""
     where = f"{target['model']} ctx {target['ctx']} on the {target['gpu'].upper()}"
+    cell = dict(gpu=target["gpu"], model=target["model"], ctx=int(target["ctx"]))
     if t is None:
-        return f"int4 target ({where}, <= {target['step_ms']:g} ms): no timed int4 cell with a passing check yet."
-    verdict = "met" if t["t_obs_ms"] <= t["target_ms"] else "not met"
-    return (f"int4 target ({where}, <= {t['target_ms']:g} ms): {verdict}. The fastest int4 step is {t['quant']} on "
+        return Finding(f"int4 target ({where}, <= {target['step_ms']:g} ms): no timed int4 cell with a passing check "
+                       "yet.", **cell, target_ms=float(target["step_ms"]), measured=False)
+    met = bool(t["t_obs_ms"] <= t["target_ms"])
+    verdict = "met" if met else "not met"
+    return Finding(f"int4 target ({where}, <= {t['target_ms']:g} ms): {verdict}. The fastest int4 step is {t['quant']} on "
             f"{t['arm']} at {t['t_obs_ms']:.2f} ms; it streams {t['step_GB']:.2f} GB (its packed weights, scales, "
             f"the bf16 LM head and the KV), {t['streamed_gbps']:.0f} GB/s over the whole step, while those bytes "
             f"alone take {t['bytes_at_copy_ms']:.2f} ms at the measured copy bandwidth ({t['copy_gbps']:.0f} GB/s) "
             f"and {t['bytes_at_datasheet_ms']:.2f} ms at the datasheet's: the rest of the step (the products' fixed "
-            "cost, attention, the small kernels of an uncompiled step) holds it back.")
+            "cost, attention, the small kernels of an uncompiled step) holds it back.", **cell, measured=True, met=met, **t)
 
 
 def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame, model: str,
-             contexts: Sequence[int] | int, arms: Sequence[str] = ("eager", "graph")) -> list[str]:
+             contexts: Sequence[int] | int, arms: Sequence[str] = ("eager", "graph")) -> list[Finding]:
     """Sentences generated from the data (never typed by hand): for the published L4 column (paper_table
     rows of the first context), each path's speed-up over bf16 against its byte ratio, the share of the
     saving realised and its R_floor against its own floor; for every measured GPU, context and arm,
-    `gpu_findings` over every model; then the byte convention and what did not run and why."""
+    `gpu_findings` over every model; then the byte convention and what did not run and why. Each is a Finding with
+    the numbers and names it states."""
     contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
     out = []
     t = table[table["ctx"] == contexts[0]].set_index("quant") if "ctx" in table else table.set_index("quant")
     bf = t.loc["bf16"] if "bf16" in t.index else None
     name, ms_col, r_col = (f"{PUBLISHED_GPU} (published)", f"{PUBLISHED_GPU} ms (published)",
                            f"{PUBLISHED_GPU} R_floor (our floor, published ms)")
+    published_cell = dict(gpu=PUBLISHED_GPU, source="published")
     if bf is not None and pd.notna(bf[ms_col]):
-        out.append(f"{name}: bf16 {bf[ms_col]:.2f} ms/step, R_floor {bf[r_col]:.2f} against its own floor.")
+        out.append(Finding(f"{name}: bf16 {bf[ms_col]:.2f} ms/step, R_floor {bf[r_col]:.2f} against its own floor.",
+                           **published_cell, quant="bf16", step_ms=float(bf[ms_col]), r_floor=float(bf[r_col])))
         for key, r in t.iterrows():
             if key == "bf16" or pd.isna(r[ms_col]):
                 continue
             speed = bf[ms_col] / r[ms_col]
             frac = realised(r[ms_col], bf[ms_col], r["step GB"], bf["step GB"])
-            out.append(f"{name}: {key} {r[ms_col]:.2f} ms/step = {speed:.2f}x over bf16 with "
-                       f"{r['bytes vs bf16 (x fewer)']:.2f}x fewer bytes: it {_verdict(frac)} ({frac:.0%} of it; "
-                       f"R_floor {r[r_col]:.2f}).")
+            out.append(Finding(f"{name}: {key} {r[ms_col]:.2f} ms/step = {speed:.2f}x over bf16 with "
+                               f"{r['bytes vs bf16 (x fewer)']:.2f}x fewer bytes: it {_verdict(frac)} ({frac:.0%} of it; "
+                               f"R_floor {r[r_col]:.2f}).", **published_cell, quant=key, step_ms=float(r[ms_col]),
+                               speedup=float(speed), bytes_bf16_over_path=float(r["bytes vs bf16 (x fewer)"]),
+                               realises=realises(frac), realised_fraction=float(frac), r_floor=float(r[r_col])))
     out += gpu_findings(cells_, contexts, arms)
     pub = published[(published["claim"] == CLAIM) & (published["quantity"] == "step_ms") & (published["gpu"] != PUBLISHED_GPU)]
     if not pub.empty and "gptq-exllamav2" in t.index and pd.notna(t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]):
         g = t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]
-        out.append("Published comparison: L4 + gptq-exllamav2 " + f"{g:.2f} ms against "
-                   + ", ".join(f"{r.gpu} {r.arm} bf16 {r.value:.2f} ms" for r in pub.itertuples()) + ".")
-    out.append(f"Byte convention: each path's floor counts its packed int4 weights, scales and zeros in its own "
-               f"dtype and layout, the bf16 LM head, norms, biases, one embedding row and the KV at ctx; the "
-               f"L4 column is set against {model} at ctx {contexts[0]} (the paper does not state the model or "
-               "context of its quantisation table).")
+        out.append(Finding("Published comparison: L4 + gptq-exllamav2 " + f"{g:.2f} ms against "
+                           + ", ".join(f"{r.gpu} {r.arm} bf16 {r.value:.2f} ms" for r in pub.itertuples()) + ".",
+                           quant="gptq-exllamav2", l4_step_ms=float(g),
+                           **{f"{r.gpu}_{r.arm}_bf16_step_ms": float(r.value) for r in pub.itertuples()}))
+    out.append(Finding(f"Byte convention: each path's floor counts its packed int4 weights, scales and zeros in its own "
+                       f"dtype and layout, the bf16 LM head, norms, biases, one embedding row and the KV at ctx; the "
+                       f"L4 column is set against {model} at ctx {contexts[0]} (the paper does not state the model or "
+                       "context of its quantisation table).", model=model, ctx=contexts[0]))
     if not has_quant_rows(cells_):
-        out.append("No quantised-path rows yet on any GPU (no decode rows whose quant is not bf16 with a timing): "
-                   "the table shows the published L4 column and the floors; measure with MEASURE = True.")
+        out.append(Finding("No quantised-path rows yet on any GPU (no decode rows whose quant is not bf16 with a timing): "
+                           "the table shows the published L4 column and the floors; measure with MEASURE = True.",
+                           quant_rows=False))
     for col in [col for col in table.columns if col.endswith(" status")]:
         for _, r in table[table[col].astype(str).str.contains("not run")].drop_duplicates("quant").iterrows():
-            out.append(f"{col.split(' ')[0]}: {r['quant']}: {r[col]}.")
+            out.append(Finding(f"{col.split(' ')[0]}: {r['quant']}: {r[col]}.", gpu=col.split(" ")[0], quant=r["quant"],
+                               status=r[col]))
     if not cells_.empty:
         failed = cells_[~cells_["status"].isin(["ok", "not timed", "error"]) & (cells_["quant"] != "bf16")]
         for r in failed.drop_duplicates(["gpu", "quant", "arm"]).itertuples():
-            out.append(f"{r.gpu}: {r.quant} ({r.arm}) did not run: {r.status}: {r.reason}")
+            out.append(Finding(f"{r.gpu}: {r.quant} ({r.arm}) did not run: {r.status}: {r.reason}", gpu=r.gpu,
+                               quant=r.quant, arm=r.arm, status=r.status, reason=r.reason))
     return out
