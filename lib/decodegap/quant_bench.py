@@ -78,6 +78,24 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     return n
 
 
+def path_plan(gpu: str, model_keys, contexts, path_key: str, arms=QUANT_ARMS, sessions: int = 1, steps: int = 30,
+              warmup: int = 5, device: str = "cuda", retry_errors: bool = False) -> sweep.SweepPlan:
+    """The sweep of one quantisation path's decode steps (`path_key` a concrete path: awq resolved first, see
+    measure_quant)."""
+    return sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
+                           sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device,
+                           retry_errors=retry_errors)
+
+
+def plans(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quant_paths=None, arms=QUANT_ARMS,
+          sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda",
+          retry_errors: bool = False) -> list[sweep.SweepPlan]:
+    """The decode sweeps measure_quant runs, one per path (each requested path resolved to the kernel that would
+    run on `device`, quant.resolve), in order."""
+    return [path_plan(gpu, model_keys, contexts, quant.resolve(p, device), arms, sessions, steps, warmup, device,
+                      retry_errors) for p in (quant_paths or DEFAULT_PATHS)]
+
+
 def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quant_paths=None, arms=QUANT_ARMS,
                   sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
                   layers: bool = True, group_size: int | None = None, progress: bool = True,
@@ -96,9 +114,7 @@ def measure_quant(gpu: str, model_keys, contexts=(2048, 4096, 8192, 16384), quan
         record_quant_layers(gpu, model_keys, [p for p in chosen if p != "bf16"], data, device, group_size=group_size,
                             rows=(1, *sorted(set(contexts))))
     def plan_for(path_key: str) -> sweep.SweepPlan:
-        return sweep.SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(contexts), arms=tuple(arms),
-                               sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device,
-                               retry_errors=retry_errors)
+        return path_plan(gpu, model_keys, contexts, path_key, arms, sessions, steps, warmup, device, retry_errors)
 
     resolved = {}
     for requested in chosen:

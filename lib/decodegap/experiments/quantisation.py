@@ -22,6 +22,15 @@ CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "
 """The columns of figures/04_quant_cells."""
 
 
+def plan(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = ARMS, sessions: int = 1, steps: int = 30,
+         warmup: int = 5, device: str = "cuda") -> list:
+    """The decode sweeps of `measure`, one per path (quant_bench.plans; the layer checks come first and are not a
+    sweep)."""
+    from .. import quant_bench
+
+    return quant_bench.plans(gpu, models, contexts, quant_paths, arms, sessions, steps, warmup, device)
+
+
 def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = ARMS, sessions: int = 1,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, layers: bool = True,
             group_size: int | None = None, progress: bool = True, retry_errors: bool = False) -> dict:
