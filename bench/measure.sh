@@ -23,6 +23,9 @@
 #                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
 #     gemv       notebooks 04/06: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm and bf16 per product
 #                shape (OUTDIR/int4_gemv.csv; data/diagnostics/int4_gemv.csv when committed)
+#     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py, OUTDIR/gpu_tests_fused.txt), then
+#                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K and PDL
+#                (OUTDIR/fused_gemv.csv; data/diagnostics/fused_gemv.csv when committed)
 #     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps), one session
 # Notebook 05 (cost) measures nothing. Every step resumes: the sweeps skip the cells already in the CSVs, so after a
 # cut run the same command carries on. Rerun a cell recorded as `error` with RETRY=1 (after fixing its cause).
@@ -41,10 +44,10 @@
 # `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
 # Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
 set -u
-GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention attention_step quant gemv ladder)}
+GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention attention_step quant gemv fused ladder)}
 OUTDIR=${2:?usage: bench/measure.sh GPU OUTDIR [STEP ...]}
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant gemv ladder"
+ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused ladder"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -173,6 +176,12 @@ step_quant() {
 }
 step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
+}
+step_fused() {
+  bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_fused.py \
+    > "$OUTDIR"/gpu_tests_fused.txt 2>&1
+  tail -n 12 "$OUTDIR"/gpu_tests_fused.txt
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {
   dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}"

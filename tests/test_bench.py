@@ -35,11 +35,11 @@ def test_measure_sh_needs_a_gpu_key_and_an_outdir():
 def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
-    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "gemv", "ladder"]
+    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "gemv", "fused", "ladder"]
     rows = re.findall(r"^\| `([a-z_]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
-                          "attention_step": "03", "quant": "04", "gemv": "04", "ladder": "06"}
+                          "attention_step": "03", "quant": "04", "gemv": "04", "fused": "06", "ladder": "06"}
     for path in sorted(BENCH.iterdir()):
         if path.name != "README.md" and path.suffix in (".sh", ".py"):
             assert f"`{path.name}`" in readme, f"bench/README.md does not say what {path.name} is"
