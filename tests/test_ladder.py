@@ -319,7 +319,8 @@ def test_a_cell_timed_only_with_superseded_weights_says_so():
     rows = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm=a, quant=q, status=s, weights=w)
                          for a, q, s, w in [("lean_attn_compile", "int4-tinygemm", "ok", "synthesised (superseded)"),
                                             ("lean_attn_graph", "int4-tinygemm", "ok", "rtn from bf16"),
-                                            ("lean_graph", "int4-tinygemm", "error", "synthesised (superseded)")]])
+                                            ("lean_graph", "int4-tinygemm", "error", "synthesised (superseded)"),
+                                            ("compile", "bf16", "ok", float("nan"))]])  # an A/B row: no label
     old = ladder.superseded_cells(rows)
     assert old == {("h200", "llama-3.1-8b", 2048, "lean_attn_compile", "int4-tinygemm")}
     table = ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 3.2,

@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import accounting, arms, roofline
 from .finding import Finding
+from .records import WEIGHTS_SUPERSEDED
 
 from .levers import LEVERS, TARGET_CELL_ONLY, TARGETS, ladder_plan, target_in_grid  # noqa: F401 (the ladder's plan)
 
@@ -78,10 +79,10 @@ synthesis (records.with_superseded): the kernels' times stand, the weights were 
 
 def superseded_cells(decode_rows: pd.DataFrame) -> set:
     """(gpu, model, ctx, arm, quant) of the timed cells whose rows come from the superseded weight synthesis
-    (records.with_superseded's `weights` column)."""
+    (records.with_superseded's `weights` column; rows without one, such as the A/B sweep's, are not)."""
     if "weights" not in decode_rows:
         return set()
-    old = decode_rows[(decode_rows["weights"] != "rtn from bf16") & (decode_rows["status"] == "ok")]
+    old = decode_rows[(decode_rows["weights"] == WEIGHTS_SUPERSEDED) & (decode_rows["status"] == "ok")]
     return {(g, m, int(c), a, q) for g, m, c, a, q in old[["gpu", "model", "ctx", "arm", "quant"]].itertuples(
         index=False, name=None)}
 

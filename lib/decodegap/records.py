@@ -407,16 +407,20 @@ def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = No
     return pd.concat(frames, ignore_index=True)
 
 
+WEIGHTS_RTN, WEIGHTS_SUPERSEDED = "rtn from bf16", "synthesised (superseded)"
+"""with_superseded's `weights` labels: the model's own bf16 weights quantised, or the superseded synthesis."""
+
+
 def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "arm", "attn", "quant")) -> pd.DataFrame:
     """The rows of `experiment` and, for the cells (`cell` columns) it does not hold, the rows of its superseded
-    file (SYNTHESISED), with a column `weights`: "rtn from bf16" or "synthesised (superseded)"."""
-    rows = load_experiment(experiment, data).assign(weights="rtn from bf16")
+    file (SYNTHESISED), with a column `weights`: WEIGHTS_RTN or WEIGHTS_SUPERSEDED."""
+    rows = load_experiment(experiment, data).assign(weights=WEIGHTS_RTN)
     old = load_experiment(experiment + SYNTHESISED, data)
     if old.empty:
         return rows
     have = set(rows[list(cell)].astype(str).itertuples(index=False, name=None))
     keep = [tuple(k) not in have for k in old[list(cell)].astype(str).itertuples(index=False, name=None)]
-    return pd.concat([rows, old[keep].assign(weights="synthesised (superseded)")], ignore_index=True)
+    return pd.concat([rows, old[keep].assign(weights=WEIGHTS_SUPERSEDED)], ignore_index=True)
 
 
 def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None) -> set[tuple]:
