@@ -26,7 +26,7 @@ def configurations(data, prices: pd.DataFrame, provider: str = cost.PROVIDER, mo
     the configs of the rows' models and `models_`)."""
     decode_rows = rows(data)
     specs = hardware.specs_table(data)
-    configs = {key: models.load_spec(key, data).config for key in sorted(set(decode_rows["model"]) | set(models_))}
+    configs = models.configs(set(decode_rows["model"]) | set(models_), data)
     measured = (roofline.cell_table(decode_rows, specs, configs, records.load_experiment("bandwidth", data))
                 if not decode_rows.empty else pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status"]))
     configs_ = pd.concat([cost.published_configurations(published.load(data)), cost.measured_configurations(measured)],
