@@ -314,7 +314,7 @@ def _path_line(key: str, arm: str, here: pd.DataFrame, b0: pd.Series, bf16: pd.D
     GPU, context and arm."""
     same = ["gpu", "model", "ctx"]
     timed = here[here["t_obs_ms"].notna()]
-    valid = timed[~timed["check_failed"].astype(bool)]
+    valid = passing(timed)
     flagged = timed[timed["check_failed"].astype(bool)]
     untimed = here[here["t_obs_ms"].isna()]
     parts, values = [], dict(quant=key, models=len(valid))
