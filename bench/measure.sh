@@ -117,6 +117,12 @@ step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
   dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
 }
+gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_tests_NAME.txt, its tail shown
+  local name=$1; shift
+  bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning "$@" \
+    > "$OUTDIR"/gpu_tests_"$name".txt 2>&1
+  tail -n 12 "$OUTDIR"/gpu_tests_"$name".txt
+}
 unpack_builds() {  # the builds of earlier runs, carried back as .extpack/ext.tgz (or any .extpack*/*.tgz)
   local pack
   for pack in .extpack*/*.tgz; do [ -f "$pack" ] && tar xzf "$pack" -C .ext; done
@@ -164,9 +170,7 @@ step_quant() {
   [ -n "$BUILT_HERE" ] && return_builds
   python3 bench/optional_report.py --quant-paths
   if [ -z "${SKIP_TESTS:-}" ]; then
-    bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
-      tests/test_quant_gpu.py tests/test_int4_gemv.py > "$OUTDIR"/gpu_tests_quant.txt 2>&1
-    tail -n 12 "$OUTDIR"/gpu_tests_quant.txt
+    gpu_tests quant tests/test_quant_gpu.py tests/test_int4_gemv.py
   fi
   save
   dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
@@ -178,9 +182,7 @@ step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_fused() {
-  bounded python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short tests/test_fused.py \
-    > "$OUTDIR"/gpu_tests_fused.txt 2>&1
-  tail -n 12 "$OUTDIR"/gpu_tests_fused.txt
+  gpu_tests fused tests/test_fused.py
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {
