@@ -1,7 +1,9 @@
 """The fused GEMV of decodegap.fused against cuBLAS (bf16 F.linear) at batch 1, on every product shape of
 Llama-3.1-8B and Qwen-2.5-7B (qkv with the input norm, and Qwen2's bias; o and down with the residual add; gate_up
-with the post-attention norm and SiLU; the LM head with the final norm), over each shape's candidate configs
-(fused.candidate_configs: the table's first, split-K where the shape has few row blocks), and one layer's chain.
+with the post-attention norm and SiLU; the LM head with the final norm; and the MLP as the fused step launches it by
+default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
+prologue and the residual), over each shape's candidate configs (fused.candidate_configs: the table's first,
+split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
 (fused.*_reference; cuBLAS against the fp32 product; max|y - ref| / max|ref| <= TOL, else status `error` and no
@@ -16,8 +18,9 @@ as kernels of their own: the layer rows compare like with like.
   layer   LAYERS decoder layers of the model (real widths, ctx CTX in the cache) captured in one CUDA graph and
           replayed, us per layer: `lean` = LeanLayer.forward with the split-KV attention (the lean_attn_graph
           step's kernels: cuBLAS products, torch's small ops), `fused` = LeanLayer.fused_step (the
-          lean_fused_graph step's), with and without PDL (lean_fused_pdl_graph). The fused layer's output is
-          checked against the lean layer's first (relative error <= LAYER_TOL).
+          lean_fused_graph step's), with and without PDL (lean_fused_pdl_graph), and `fused_silu_epilogue` =
+          the same with the SiLU in gate_up's epilogue (FusedOps(silu_in_down=False)), with PDL where available.
+          The fused layer's output is checked against the lean layer's first (relative error <= LAYER_TOL).
 
 Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
 one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
@@ -51,14 +54,16 @@ FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", 
 
 
 def products(key):
-    """(shape, K, N weight rows, flavour) of a model's fused products (flavour: norm, norm_bias, residual, gate_up)."""
+    """(shape, K, N weight rows, flavour) of a model's fused products (flavour: norm, norm_bias, residual, gate_up,
+    silu_residual)."""
     c = models.load_spec(key).config
     hidden, inter = c["hidden_size"], c["intermediate_size"]
     D = hidden // c["num_attention_heads"]
     qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
     return [("qkv", hidden, qkv, "norm_bias" if c.get("model_type") == "qwen2" else "norm"),
             ("o", c["num_attention_heads"] * D, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
-            ("down", inter, hidden, "residual"), ("lm_head", hidden, c["vocab_size"], "norm")]
+            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
+            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, c["vocab_size"], "norm")]
 
 
 def rel_err(y, ref):
@@ -66,8 +71,8 @@ def rel_err(y, ref):
 
 
 def operands(K, N, flavour, gen):
-    """(x, weight, norm weight, bias, residual) of one product, on the GPU."""
-    x = torch.randn(K, generator=gen, device=DEVICE).bfloat16()
+    """(x, weight, norm weight, bias, residual) of one product, on the GPU (x [gate; up] of 2K for silu_residual)."""
+    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
     b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
@@ -83,6 +88,9 @@ def fused_call(flavour, nw, b, res, config, pdl):
     if flavour == "gate_up":
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, pdl=pdl),
                 lambda x, w: fused.gate_up_silu_reference(x, nw, w, EPS))
+    if flavour == "silu_residual":
+        return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, pdl=pdl),
+                lambda x, w: fused.silu_gemv_residual_reference(x, w, res))
     return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, pdl=pdl),
             lambda x, w: fused.rmsnorm_gemv_reference(x, nw, w, b, EPS))
 
@@ -126,8 +134,8 @@ def layer_chain(key, pdl_ok, emit):
                 x = layer(x, cos, sin, None, start, pos, kc, vc)
             return x
 
-        def fused_step(pdl):
-            ops = fused.FusedOps(pdl=pdl)
+        def fused_step(pdl, silu_in_down=True):
+            ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down)
 
             def run():
                 x = x0.reshape(-1)
@@ -142,6 +150,7 @@ def layer_chain(key, pdl_ok, emit):
         layer_bytes += 2 * 2 * dec.n_kv_heads * dec.head_dim * (CTX + 1)  # K and V read by the attention
         emit_args = dict(model=key, shape=f"{key} layer", K="", N="", config="table", bytes=layer_bytes)
         chains = [("lean", False, lean_step)] + [("fused", p, fused_step(p)) for p in sorted({False, pdl_ok})]
+        chains.append(("fused_silu_epilogue", pdl_ok, fused_step(pdl_ok, silu_in_down=False)))
         for kernel, pdl, step in chains:
             try:
                 err = 0.0 if kernel == "lean" else rel_err(step(), ref)
@@ -181,16 +190,17 @@ def main():
         for name, K, N, flavour in products(key):
             shape, nbytes = f"{key} {name}", 2 * N * K
             x, w, nw, b, res = operands(K, N, flavour, gen)
+            xb = x[:K]  # cuBLAS's operand: the product alone
             copies = [w] + [w.clone() for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=shape, K=K, N=N, bytes=nbytes)
             try:  # cuBLAS, the product alone
-                err = rel_err(F.linear(x, w, b), x.float() @ w.float().T + (0 if b is None else b.float()))
+                err = rel_err(F.linear(xb, w, b), xb.float() @ w.float().T + (0 if b is None else b.float()))
                 if not err <= TOL:
                     raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
                 emit(kernel="cublas", config="", pdl=False, mode="events", err=err,
-                     times=time_events(lambda: F.linear(x, w, b), flush), **base)
+                     times=time_events(lambda: F.linear(xb, w, b), flush), **base)
                 emit(kernel="cublas", config="", pdl=False, mode="graph", err=err,
-                     times=time_graph([lambda c=c: F.linear(x, c, b) for c in copies]), **base)
+                     times=time_graph([lambda c=c: F.linear(xb, c, b) for c in copies]), **base)
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
@@ -236,7 +246,8 @@ def summary(rows, gpu):
                          ("table+PDL", (shape, "fused", table.get(shape, "table"), 1, "graph")),
                          ("lean", (shape, "lean", "table", 0, "layer")),
                          ("fused", (shape, "fused", "table", 0, "layer")),
-                         ("fused+PDL", (shape, "fused", "table", 1, "layer"))]:
+                         ("fused+PDL", (shape, "fused", "table", 1, "layer")),
+                         ("SiLU epilogue+PDL", (shape, "fused_silu_epilogue", "table", 1, "layer"))]:
             if k in med:
                 line.append(f"{label} {med[k]:7.2f} us {nbytes[shape] / med[k] / 1e3:5.0f} GB/s")
         fastest = min(((v, k) for k, v in med.items() if k[0] == shape and k[1] == "fused" and k[4] == "graph"),

@@ -14,6 +14,9 @@ Each kernel has a PyTorch reference written to the same rounding as the unfused 
                   GATE_UP   a program reads BLOCK_N rows of gate and the matching rows of up from the fused
                             [gate; up] weight, rounds each sum to bf16, then SiLU(gate) rounded, times up rounded
                             (F.silu(gate) * up), so the MLP's activation is never written.
+                  SILU_X    x is [gate; up] (2K values) and the product is taken of SiLU(gate) * up, made with
+                            the same rounding as the loop reads x (the down product after a plain gate_up: the
+                            fused step's MLP by default, FusedOps.silu_in_down).
                 Grid: (ceil(N / BLOCK_N), SPLIT_K). A program reduces BLOCK_N rows over its slice of K in
                 BLOCK_K chunks, fp32 accumulation (elementwise into a BLOCK_N x BLOCK_K accumulator, reduced across
                 it once at the end), with the next chunk's weight tile loaded before the current one is used
@@ -31,10 +34,10 @@ Each kernel has a PyTorch reference written to the same rounding as the unfused 
                 and the K/V cache write at that position: one program a head of q, k and v.
 The step's attention is decodegap.kernels.decode_attention (split-KV), unchanged.
 
-Configs: GEMV_CONFIGS holds a GemvConfig per weight shape (N, K) of the three models' products (launch
-parameters, not measurements); `gemv_config` falls back to a rule for other shapes. bench/fused_gemv.py times
-each shape's candidate configs (`candidate_configs`) on the GPU beside cuBLAS, alone and as a layer's chain in a
-CUDA graph, with and without PDL, into data/diagnostics/fused_gemv.csv: the table is re-chosen from those rows.
+Configs: decodegap.fused_configs holds a GemvConfig per weight shape (N, K) of the three models' products, each
+the fastest of its candidates (`candidate_configs`) in bench/fused_gemv.py's rows on the H200, which time them
+beside cuBLAS, alone and as a layer's chain in a CUDA graph, with and without PDL (data/diagnostics/fused_gemv.csv);
+`gemv_config` falls back to a rule for other shapes.
 
 PDL (programmatic dependent launch, Hopper and later; `pdl=True`): a kernel launched with launch_pdl may start
 while the kernel before it in the stream is still running. Each kernel here first loads what no kernel writes
@@ -57,96 +60,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import H200_SMS, _interpreted, _triton, available, decode_attention, decode_attention_reference
+from .fused_configs import GEMV_CONFIGS, GemvConfig, _cdiv, candidate_configs, gemv_config  # noqa: F401
+from .kernels import _interpreted, _triton, available, decode_attention, decode_attention_reference
 
-
-@dataclass(frozen=True)
-class GemvConfig:
-    """Launch parameters of fused_gemv for one weight shape: BLOCK_N output rows and BLOCK_K columns a tile,
-    `split_k` programs along K (1: none), `warps` and `stages` (Triton's num_warps, num_stages)."""
-
-    block_n: int
-    block_k: int
-    split_k: int = 1
-    warps: int = 4
-    stages: int = 1
-
-    @property
-    def key(self) -> str:
-        """The config as one word for tables: n16_k512_s2_w4_p1."""
-        return f"n{self.block_n}_k{self.block_k}_s{self.split_k}_w{self.warps}_p{self.stages}"
-
-
-GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
-    # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
-    (6144, 4096): GemvConfig(4, 1024),  # qkv: 1536 programs
-    (4096, 4096): GemvConfig(4, 1024, split_k=2),  # o: 1024 row blocks x 2 splits
-    (28672, 4096): GemvConfig(4, 1024),  # gate_up: 14336 outputs, 3584 programs of 4 gate + 4 up rows
-    (4096, 14336): GemvConfig(8, 1024, split_k=4),  # down: 512 row blocks x 4 splits (4096 columns, the last 2048)
-    (128256, 4096): GemvConfig(8, 1024),  # LM head: 16032 programs
-    (32768, 4096): GemvConfig(8, 1024),  # Mistral's LM head
-    # Qwen2.5-7B
-    (4608, 3584): GemvConfig(4, 1024),  # qkv (with bias): 1152 programs
-    (3584, 3584): GemvConfig(4, 1024, split_k=2),  # o: 896 x 2 (2048 columns, then 1536)
-    (37888, 3584): GemvConfig(4, 1024),  # gate_up: 18944 outputs, 4736 programs
-    (3584, 18944): GemvConfig(8, 1024, split_k=4),  # down: 448 x 4 (5120 columns, the last 3584)
-    (152064, 3584): GemvConfig(8, 1024),  # LM head
-}
-"""GemvConfig per weight shape (N rows of the weight, K), for the products of the models in data/models/ (for
-gate_up, N counts the fused weight's gate and up rows). At batch 1 every product streams its weight once, so the
-choice is about keeping HBM busy on 132 SMs to the end: many short programs (a partial last wave of long ones is
-the tail the fixed per-product cost is made of; a product with few row blocks for its K is split along K), and
-bytes in flight (two BLOCK_N x BLOCK_K bf16 tiles a program: 16 or 32 KiB here), against registers (the fp32
-accumulator holds BLOCK_N x 8 values a thread, twice for gate_up: 4 rows leave room for about 5 programs an SM,
-8 rows for about 3; Triton 3.6's sm_90 output, no spills).
-BLOCK_K = 256 x warps (8 bf16 a thread, 32 threads, the warps side by side along K): then the tile's slice along
-K is the layout Triton loads x in, so each thread loads its 8 values of x once and broadcasts them over its rows
-in registers. Other shapes (512 columns on 4 warps, say) put warps on the rows, and x then moves through shared
-memory with two barriers every loop step (seen in the same output). One stage: the loop's loads feed no tl.dot,
-and the register double buffering keeps the next tile in flight; bench/fused_gemv.py also times candidates with
-Triton's pipelining (3 stages) and the shared-memory layout."""
 
 WORKSPACE_FLOATS = 1 << 20
 """fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
 WORKSPACE_ROW_BLOCKS = 1 << 16
 """Arrival counters of the split-K workspace (one a row block of one product)."""
-INTERPRETED_BLOCK_K = 32
-"""BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def gemv_config(N: int, K: int) -> GemvConfig:
-    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
-    (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
-    programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
-    if _interpreted():
-        return GemvConfig(8, INTERPRETED_BLOCK_K)
-    if (N, K) in GEMV_CONFIGS:
-        return GEMV_CONFIGS[(N, K)]
-    block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
-    split = 1
-    while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
-        split *= 2
-    return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
-
-
-def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig, ...]:
-    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then 4 and
-    8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), one shape whose x
-    moves through shared memory (16 x 512 on 4 warps), and split-K 2 and 4 where the product has fewer than 8 row
-    blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of both sums)."""
-    rows = N // 2 if gate_up else N
-    out = [gemv_config(N, K), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
-           GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
-           GemvConfig(16, 512)]
-    if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
-        out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
-                GemvConfig(8, 1024, split_k=4)]
-    return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
-
 
 # ------------------------------------------------------------------------------------------- references
 
@@ -170,11 +91,23 @@ def gemv_residual_reference(x, weight, residual):
     return (F.linear(x, weight).float() + residual.float()).to(residual.dtype)
 
 
-def gate_up_silu_reference(x, norm_weight, weight, eps: float):
-    """SiLU(gate) * up of the fused [gate; up] weight after RMSNorm(x): gate and up each rounded to the
-    activation dtype, SiLU in fp32 rounded, the product in fp32 rounded (fused_gemv with NORM and GATE_UP)."""
-    gate, up = F.linear(rmsnorm_reference(x, norm_weight, eps), weight).chunk(2, dim=-1)
+def silu_mul_reference(gate_up):
+    """SiLU(gate) * up of gate_up = [gate; up] in the activation dtype: SiLU in fp32 rounded, the product in fp32
+    rounded (F.silu(gate) * up in bf16)."""
+    gate, up = gate_up.chunk(2, dim=-1)
     return (F.silu(gate.float()).to(gate.dtype).float() * up.float()).to(gate.dtype)
+
+
+def gate_up_silu_reference(x, norm_weight, weight, eps: float):
+    """SiLU(gate) * up of the fused [gate; up] weight after RMSNorm(x), gate and up each rounded to the activation
+    dtype first (fused_gemv with NORM and GATE_UP)."""
+    return silu_mul_reference(F.linear(rmsnorm_reference(x, norm_weight, eps), weight))
+
+
+def silu_gemv_residual_reference(gate_up, weight, residual):
+    """residual + F.linear(SiLU(gate) * up, weight) of gate_up = [gate; up] (fused_gemv with SILU_X and
+    RESIDUAL)."""
+    return gemv_residual_reference(silu_mul_reference(gate_up), weight, residual)
 
 
 def rotate_half_reference(x):
@@ -251,7 +184,8 @@ def _kernels():
                               N, K, K_SPLIT, eps,
                               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                               NORM: tl.constexpr, XBLOCK: tl.constexpr, BIAS: tl.constexpr,
-                              RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, USE_PDL: tl.constexpr):
+                              RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, SILU_X: tl.constexpr,
+                              USE_PDL: tl.constexpr):
             pid_n = tl.program_id(0)
             pid_k = tl.program_id(1)
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
@@ -287,12 +221,15 @@ def _kernels():
                     u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
                 cols = k0 + offs
                 col_ok = cols < k_hi
-                xk = tl.load(x_ptr + cols, mask=col_ok, other=0.0)
+                xk = tl.load(x_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
                 if NORM:
                     nw = tl.load(norm_ptr + cols, mask=col_ok, other=0.0)
-                    xf = _round_bf16(_round_bf16(xk.to(tl.float32) * rstd) * nw.to(tl.float32))
+                    xf = _round_bf16(_round_bf16(xk * rstd) * nw.to(tl.float32))
+                elif SILU_X:  # x is [gate; up]: the MLP's activation made as the loop reads it
+                    up = tl.load(x_ptr + K + cols, mask=col_ok, other=0.0).to(tl.float32)
+                    xf = _round_bf16(_round_bf16(xk / (1.0 + tl.exp(-xk))) * up)
                 else:
-                    xf = xk.to(tl.float32)
+                    xf = xk
                 acc2 += w.to(tl.float32) * xf[None, :]
                 w = w_next
                 if GATE_UP:
@@ -411,13 +348,17 @@ def workspace(device) -> tuple:
 
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
-               config: GemvConfig | None = None, pdl: bool = False):
+               silu_x: bool = False, config: GemvConfig | None = None, pdl: bool = False):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
-    x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `bias` [N]; `residual` [N]: the
-    residual epilogue; `config`: launch parameters (gemv_config's by default); `pdl`: launch with PDL."""
+    x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
+    and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
+    launch parameters (gemv_config's by default); `pdl`: launch with PDL."""
     N, K = weight.shape
-    if x.numel() != K:
-        raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}")
+    if x.numel() != (2 * K if silu_x else K):
+        raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
+                         + (" (silu_x takes [gate; up], 2K)" if silu_x else ""))
+    if silu_x and norm_weight is not None:
+        raise ValueError("silu_x and norm_weight are two prologues: fused_gemv takes one")
     if weight.dtype != torch.bfloat16 or x.dtype != torch.bfloat16:
         raise ValueError(f"fused_gemv rounds to bf16: it takes bf16 x and weight, got {x.dtype} and {weight.dtype}")
     rows = N // 2 if gate_up else N
@@ -433,7 +374,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
                          f"{WORKSPACE_ROW_BLOCKS} row blocks)")
     triton, _ = _triton()
-    xc, wc = x.reshape(K).contiguous(), weight.contiguous()
+    xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
     y = torch.empty(rows, dtype=x.dtype, device=x.device)
     partials, counts = workspace(x.device) if split > 1 else (y, y)
     gemv_kernel, _ = _kernels()
@@ -442,8 +383,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         xc if residual is None else residual.reshape(rows).contiguous(), partials, counts, rows, K, k_split,
         float(eps), BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, SPLIT_K=split, NORM=norm_weight is not None,
         XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16, BIAS=bias is not None,
-        RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl, num_warps=cfg.warps, num_stages=cfg.stages,
-        launch_pdl=pdl)
+        RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
+        num_stages=cfg.stages, launch_pdl=pdl)
     return y
 
 
@@ -466,10 +407,13 @@ def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads
 class FusedOps:
     """The fused step's operations, as LeanLayer.fused_step calls them: the Triton kernels (launched with PDL
     when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
-    host)."""
+    host). `silu_in_down` chooses where the MLP's SiLU(gate) * up is made: in the down product's prologue (True,
+    the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
+    in the gate_up product's epilogue (False: its gate_up)."""
 
     pdl: bool = False
     reference: bool = False
+    silu_in_down: bool = True
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
@@ -497,3 +441,11 @@ class FusedOps:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
         return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, pdl=self.pdl)
 
+    def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
+        """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
+        if not self.silu_in_down:
+            return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
+        if self.reference:
+            return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
+        gate_up = fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, pdl=self.pdl)
+        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, pdl=self.pdl)

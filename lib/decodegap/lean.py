@@ -225,14 +225,13 @@ class LeanLayer(nn.Module):
     def fused_step(self, x, ops, cos, sin, start_pos, length, k_cache, v_cache):
         """x [hidden] (one token at position start_pos) -> x after this layer, through `ops` (fused.FusedOps):
         qkv with the input norm (and Qwen2's bias); rotary q and k with the K/V cache write; the split-KV
-        attention over `length` positions; o plus the residual; gate_up with the post-attention norm, SiLU(gate) *
-        up; down plus the residual. cos, sin: the decoder's tables [max_len, D]."""
+        attention over `length` positions; o plus the residual; the MLP (ops.mlp: gate_up with the
+        post-attention norm, SiLU(gate) * up, down plus the residual). cos, sin: the decoder's tables [max_len, D]."""
         qkv = ops.rmsnorm_gemv(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps)
         q = ops.rotary_cache(qkv, cos, sin, start_pos, k_cache, v_cache, self.n_heads, self.n_kv_heads)
         o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
         x = ops.gemv_residual(o.reshape(-1), self.w_o, x)
-        h = ops.gate_up_silu(x, self.ln_mlp, self.w_gate_up, self.eps)
-        return ops.gemv_residual(h, self.w_down, x)
+        return ops.mlp(x, self.ln_mlp, self.w_gate_up, self.w_down, self.eps)
 
 
 def _attention(q, keys, values, mask, scale: float, prefill: bool):

@@ -1,0 +1,91 @@
+"""Launch configs of the fused step's GEMV (decodegap.fused.fused_gemv): a GemvConfig per weight shape (N rows of
+the weight, K) of the products of the models in data/models/, and a rule for other shapes.
+
+The table is not reasoned: each entry is the config bench/fused_gemv.py timed fastest for that shape and that
+product's prologue and epilogue on the H200 (graph mode, with PDL), in data/diagnostics/fused_gemv.csv;
+tests/test_fused.py checks the table against those rows, shape by shape, wherever the file has them. Shapes
+without rows (the LM head of Mistral-7B-v0.3, and a product flavour not yet timed) take the config that won on the
+products of the same width, and the test names them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .kernels import H200_SMS, _interpreted
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """Launch parameters of fused_gemv for one weight shape: BLOCK_N output rows and BLOCK_K columns a tile,
+    `split_k` programs along K (1: none), `warps` and `stages` (Triton's num_warps, num_stages)."""
+
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    warps: int = 4
+    stages: int = 1
+
+    @property
+    def key(self) -> str:
+        """The config as one word for tables: n16_k512_s2_w4_p1."""
+        return f"n{self.block_n}_k{self.block_k}_s{self.split_k}_w{self.warps}_p{self.stages}"
+
+
+GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
+    (6144, 4096): GemvConfig(16, 512),  # qkv with the input norm
+    (4096, 4096): GemvConfig(16, 512),  # o with the residual
+    (28672, 4096): GemvConfig(16, 512),  # gate_up with the post-attention norm ([gate; up] out, gate_up_norm)
+    (4096, 14336): GemvConfig(16, 512),  # down with SiLU(gate) * up as its prologue and the residual (down_silu)
+    (128256, 4096): GemvConfig(16, 512),  # LM head with the final norm
+    (32768, 4096): GemvConfig(16, 512),  # Mistral's LM head: not timed, Llama's LM-head config
+    # Qwen2.5-7B
+    (4608, 3584): GemvConfig(16, 512),  # qkv with the input norm and the bias
+    (3584, 3584): GemvConfig(4, 1024),  # o
+    (37888, 3584): GemvConfig(16, 512),  # gate_up_norm
+    (3584, 18944): GemvConfig(4, 1024),  # down_silu
+    (152064, 3584): GemvConfig(8, 512, warps=2),  # LM head
+}
+"""GemvConfig per weight shape (N, K) (for gate_up, N counts the fused weight's gate and up rows), as the fused step
+uses the products: see the module docstring for where each entry comes from. What the rows showed on the H200: at
+batch 1 split-K lost on every product it was tried on (one program a row block over the whole of K, more row
+blocks instead); 16 rows of 512 columns on 4 warps, whose x moves through shared memory, won on most shapes, against
+the register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from."""
+
+INTERPRETED_BLOCK_K = 32
+"""BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gemv_config(N: int, K: int) -> GemvConfig:
+    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+    (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
+    programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
+    if _interpreted():
+        return GemvConfig(8, INTERPRETED_BLOCK_K)
+    if (N, K) in GEMV_CONFIGS:
+        return GEMV_CONFIGS[(N, K)]
+    block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
+    split = 1
+    while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
+        split *= 2
+    return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
+
+
+def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig, ...]:
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then 4 and
+    8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
+    through shared memory (16 and 32 rows of 512 columns, 16 of 1024, 16 of 512 on 8 warps), and split-K 2 and 4
+    where the product has fewer than 8 row blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of
+    both sums)."""
+    rows = N // 2 if gate_up else N
+    out = [gemv_config(N, K), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+           GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
+           GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8)]
+    if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
+        out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
+                GemvConfig(8, 1024, split_k=4)]
+    return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
