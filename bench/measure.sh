@@ -36,6 +36,7 @@
 # recorded only as unavailable, e.g. fa2 once flash-attn is built), ATTENTION_AGAIN=1 (the attention step's per-layer
 # microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
 # STEP_BACKENDS (comma-separated attention keys of the attention_step step), QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
+# LADDER_LEVERS (comma-separated arms of levers.LEVERS: the ladder step sweeps and profiles only these),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
 # RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
@@ -186,7 +187,7 @@ step_fused() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {
-  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}"
+  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"}
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!

@@ -45,6 +45,13 @@ def test_a_misspelled_arm_leaves_the_repository_untouched(tmp_path):
     assert _git_status("data", "figures") == before  # no row in decode.csv, no env.json entry
 
 
+def test_a_misspelled_lever_leaves_the_repository_untouched(tmp_path):
+    before = _git_status("data", "figures")
+    err = _one_line_error(cli("ladder", "--gpu", "h200", "--levers", "lean_fused_grpah", cwd=tmp_path))
+    assert "unknown lever 'lean_fused_grpah'" in err and "lean_fused_pdl_graph" in err
+    assert _git_status("data", "figures") == before
+
+
 @pytest.mark.parametrize("option, value, expected", [
     ("--arms", "eagr", "unknown arm 'eagr'"), ("--attn", "fa9", "unknown attention backend 'fa9'"),
     ("--quant", "int3", "unknown quantisation path 'int3'"), ("--contexts", "2k", "--contexts takes comma-separated whole numbers"),

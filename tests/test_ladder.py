@@ -45,6 +45,9 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile"))]
     assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
     assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
+    only = ladder.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))
+    assert only == [("bf16", ("llama-3.1-8b",), (2048,), ("lean_compile", "lean_fused_pdl_graph")),
+                    ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_compile",))]  # ladder --levers
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
     table = ladder.ladder_table(pd.concat([_cells({("eager", "bf16"): 24.0}), elsewhere])).set_index(["ctx", "lever"])
     assert table.loc[(2048, "int4 tinygemm, lean graph"), "status"] == "not measured"
@@ -267,15 +270,15 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
     monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
     rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                    "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
-                   "--warmup", "1", "--retry-errors"])
+                   "--warmup", "1", "--retry-errors", "--levers", "lean_fused_graph,lean_attn_compile"])
     assert rc == 0
     assert seen == [(("cpu-test", ("llama-tiny",), (64, 128), 2, 7, 1, "cpu", str(data_dir)),
-                     {"retry_errors": True})]
+                     {"retry_errors": True, "only": ("lean_fused_graph", "lean_attn_compile")})]
     seen.clear()
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny"]) == 0
     (args, kw), = seen
-    assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False}
+    assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False, "only": None}
 
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):

@@ -97,13 +97,15 @@ def cmd_quant(args) -> int:
 
 
 def cmd_ladder(args) -> int:
+    from . import inputs
     from .experiments import closing_the_gap
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
+    only = inputs.levers(_csv_list(args.levers)) if args.levers else None
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
-                            args.data_dir, retry_errors=args.retry_errors)
+                            args.data_dir, retry_errors=args.retry_errors, only=only)
     return 0
 
 
@@ -303,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--warmup", type=int, default=5)
     lad.add_argument("--retry-errors", action="store_true",
                      help="measure again cells recorded only as `error` (after the cause is fixed)")
+    lad.add_argument("--levers", help="comma-separated arms of the ladder's levers (decodegap.levers.LEVERS): sweep "
+                     "and profile only these (default: every lever)")
     lad.set_defaults(func=cmd_ladder)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")

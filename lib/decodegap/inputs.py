@@ -47,6 +47,20 @@ def arms(values: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
+def levers(values: Iterable[str]) -> tuple[str, ...]:
+    """Arm keys of the ladder's levers (levers.LEVERS), each checked."""
+    from .levers import LEVERS
+
+    known = tuple(dict.fromkeys(a for _, a, _ in LEVERS))
+    out = tuple(values)
+    for arm in out:
+        if arm not in known:
+            raise _known("lever", arm, known, "Check the spelling (ladder --levers).")
+    if not out:
+        raise InputError(f"no lever given; pass one or more of {', '.join(known)}")
+    return out
+
+
 def attn(value: str) -> str:
     """An attention backend key of attention.BACKENDS."""
     from .attention import BACKENDS

@@ -58,17 +58,18 @@ TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80
 against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
 
 
-def ladder_plan(model_keys, contexts, gpu: str) -> list[tuple[str, tuple, tuple, tuple]]:
+def ladder_plan(model_keys, contexts, gpu: str, only=None) -> list[tuple[str, tuple, tuple, tuple]]:
     """What measure_ladder sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
     levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
     HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
-    grid holds it."""
+    grid holds it. `only`: these arms of LEVERS and no others (ladder --levers)."""
     target = TARGETS["bf16"]
     sweeps = []
     for quant in dict.fromkeys(q for _, _, q in LEVERS):
-        levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16")]
+        levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16") and (not only or a in only)]
         grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
-        sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
+        if grid:
+            sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
         extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)
         if extra and target_in_grid(model_keys, contexts, gpu):
             sweeps.append((quant, (target["model"],), (target["ctx"],), extra))

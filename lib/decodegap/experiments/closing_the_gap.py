@@ -24,12 +24,12 @@ def plan(gpu: str, models_, contexts) -> list:
 
 
 def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
-            data=None, retry_errors: bool = False) -> None:
-    """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes)."""
+            data=None, retry_errors: bool = False, only=None) -> None:
+    """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes); `only`: these levers."""
     from .. import ladder_bench
 
     ladder_bench.measure_ladder(gpu, models_, contexts, sessions, steps, warmup, device, data,
-                                retry_errors=retry_errors)
+                                retry_errors=retry_errors, only=only)
 
 
 def rows(data) -> pd.DataFrame:
