@@ -34,23 +34,24 @@ class GemvConfig:
 GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
     # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
     (6144, 4096): GemvConfig(16, 512),  # qkv with the input norm
-    (4096, 4096): GemvConfig(16, 512),  # o with the residual
-    (28672, 4096): GemvConfig(16, 512),  # gate_up with the post-attention norm ([gate; up] out, gate_up_norm)
-    (4096, 14336): GemvConfig(16, 512),  # down with SiLU(gate) * up as its prologue and the residual (down_silu)
+    (4096, 4096): GemvConfig(16, 512, warps=8),  # o with the residual
+    (28672, 4096): GemvConfig(4, 1024, stages=3),  # gate_up with the post-attention norm ([gate; up] out, gate_up_norm)
+    (4096, 14336): GemvConfig(16, 512, warps=8),  # down with SiLU(gate) * up as its prologue and the residual (down_silu)
     (128256, 4096): GemvConfig(16, 512),  # LM head with the final norm
     (32768, 4096): GemvConfig(16, 512),  # Mistral's LM head: not timed, Llama's LM-head config
     # Qwen2.5-7B
     (4608, 3584): GemvConfig(16, 512),  # qkv with the input norm and the bias
-    (3584, 3584): GemvConfig(4, 1024),  # o
+    (3584, 3584): GemvConfig(16, 512, warps=8),  # o
     (37888, 3584): GemvConfig(16, 512),  # gate_up_norm
-    (3584, 18944): GemvConfig(4, 1024),  # down_silu
+    (3584, 18944): GemvConfig(16, 512, warps=8),  # down_silu
     (152064, 3584): GemvConfig(8, 512, warps=2),  # LM head
 }
 """GemvConfig per weight shape (N, K) (for gate_up, N counts the fused weight's gate and up rows), as the fused step
 uses the products: see the module docstring for where each entry comes from. What the rows showed on the H200: at
 batch 1 split-K lost on every product it was tried on (one program a row block over the whole of K, more row
-blocks instead); 16 rows of 512 columns on 4 warps, whose x moves through shared memory, won on most shapes, against
-the register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from."""
+blocks instead); 16 rows of 512 columns, whose x moves through shared memory, won on most shapes against the
+register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from, on 8 warps where the loop does
+more per element of x (down with the SiLU prologue) or the product is small (o)."""
 
 INTERPRETED_BLOCK_K = 32
 """BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
