@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import accounting, hardware, ladder, models, notebooks, paths, roofline
+from decodegap import accounting, hardware, ladder, ladder_targets, models, notebooks, paths, roofline
 
 
 def test_kernel_categories_by_name():
@@ -16,6 +16,7 @@ def test_kernel_categories_by_name():
     assert ladder.category("void at::native::(anonymous)::vectorized_elementwise_kernel<4, silu>") == "elementwise"
     assert ladder.category("void at::native::index_elementwise_kernel") == "copy / index"
     assert ladder.category("something_else") == "other"
+    assert ladder.category("fused_gemv_kernel") == "matmul" and ladder.category("rotary_cache_kernel") == "elementwise"
 
 
 def _cells(times: dict, floor_ms: float = 3.4) -> pd.DataFrame:
@@ -57,17 +58,40 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
 
 def test_targets_met_and_not_met():
     floor = 3.4  # -> the bf16 target is 3.4 / 0.8 = 4.25 ms
-    missed = ladder.target_findings(ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor)))
+    missed = ladder_targets.target_findings(ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor)))
     bf16, int4 = (line.values for line in missed)
     assert (bf16["lever"], bf16["t_obs_ms"], bf16["met"]) == ("HF compiled", 6.0, False)
     assert bf16["goal_ms"] == pytest.approx(4.25) and bf16["r_floor"] == pytest.approx(3.4 / 6.0)
     assert bf16["over_goal"] == pytest.approx(6.0 / 4.25)
     assert (int4["t_obs_ms"], int4["goal_ms"], int4["met"]) == (6.8, 2.0, False) and int4["over_goal"] == pytest.approx(3.4)
     assert f"{bf16['over_goal']:.2f}x the target time" in missed[0]  # the sentence renders its values
-    met = ladder.target_findings(ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0, ("graph", "int4-tinygemm"): 1.9}, floor)))
+    met = ladder_targets.target_findings(ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0, ("graph", "int4-tinygemm"): 1.9}, floor)))
     assert [line.values["met"] for line in met] == [True, True] and met[0].values["r_floor"] == pytest.approx(0.85)
-    [none] = ladder.target_findings(ladder.ladder_table(_cells({}, floor)))[:1]
+    [none] = ladder_targets.target_findings(ladder.ladder_table(_cells({}, floor)))[:1]
     assert none.values == {"kind": "bf16", "measured": False}
+
+
+def test_the_grid_target_counts_cells_by_their_fastest_lever_and_names_the_weakest():
+    """Two cells (floor 3.0 ms, goal 3.0 / 0.75 = 4.0 ms): ctx 2048's fastest lever at 3.75 ms meets it (a slower
+    lever there does not count against it), ctx 4096's at 5.0 ms does not; the weakest cell's profiled step names
+    its largest term above the floor (products 1.6 - 1.0 over attention 0.5 - 0.1 and small kernels 0.3)."""
+    cells = pd.concat([_cells({("lean_graph", "bf16"): 3.75, ("eager", "bf16"): 24.0}, 3.0),
+                       _cells({("lean_attn_graph", "bf16"): 5.0}, 3.0).assign(ctx=4096)])
+    profile = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=4096, arm="lean_attn_graph", quant="bf16",
+                                 category=c, kernels=k, gpu_us=us, floor_us=f)
+                            for c, k, us, f in (("matmul", 129, 1600.0, 1000.0), ("attention", 64, 500.0, 100.0),
+                                                ("elementwise", 10, 300.0, 0.0))])
+    [line] = ladder_targets.grid_target_findings(ladder.ladder_table(cells), profile)
+    v = line.values
+    assert (v["cells"], v["cells_met"], v["met"]) == (2, 1, False)
+    assert (v["weakest_ctx"], v["weakest_ms"], v["weakest_goal_ms"]) == (4096, 5.0, pytest.approx(4.0))
+    assert v["r_floor_min"] == pytest.approx(0.6) and v["r_floor_max"] == pytest.approx(0.8)
+    assert v["products_excess_ms"] == pytest.approx(0.6) and v["largest_term"].startswith("the matrix products")
+    assert "1 of 2 cells meet it" in line and "(1.25x)" in line
+    [met] = ladder_targets.grid_target_findings(ladder.ladder_table(cells[cells.ctx == 2048]))
+    assert met.values["met"] and met.endswith("met.")
+    [none] = ladder_targets.grid_target_findings(ladder.ladder_table(_cells({}, 3.0)))
+    assert none.values == {"measured": False}
 
 
 def test_category_table_sets_each_category_against_the_floor_of_its_bytes(data_dir):
@@ -336,7 +360,7 @@ def test_a_cell_timed_only_with_superseded_weights_says_so():
 
 def test_levers_with_no_timed_cell_are_named():
     """A lever of the ladder without a timed cell on a GPU gets a line naming it; measured ones are not named."""
-    [never] = ladder.unmeasured_findings(ladder.ladder_table(_cells({("eager", "bf16"): 24.0,
+    [never] = ladder_targets.unmeasured_findings(ladder.ladder_table(_cells({("eager", "bf16"): 24.0,
                                                                      ("lean_attn_compile", "bf16"): 4.9})))
     assert never.startswith("Not measured on the h200 in any cell")
     assert never.values["unmeasured_levers"] == len(ladder.LEVERS) - 2

@@ -102,7 +102,7 @@ def findings(figures: Path | None = None) -> dict[str, str]:
     best6, best_int4 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()], int4_6.loc[int4_6.t_obs_ms.idxmin()]
     lean = cell6.set_index("lever").t_obs_ms
     ok6 = lad6[(lad6.gpu == GPU) & (lad6.status == "ok")]
-    best_path = ok6[ok6.lever == "lean compiled + Triton attention"]
+    best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
     fits = pd.read_csv(f / "06_product_fits.csv")

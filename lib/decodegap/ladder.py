@@ -26,10 +26,11 @@ CATEGORIES = (
     ("matmul", r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk|matmul|_mm_|int4pack|marlin"),
     ("norm", r"norm|rsqrt"),
     ("copy / index", r"copy|cat|index|gather|scatter|fill"),
-    ("elementwise", r"elementwise|vectorized|unrolled|reduce|silu|mul|add|triton"),
+    ("elementwise", r"elementwise|vectorized|unrolled|reduce|silu|mul|add|rotary|triton"),
 )
 """Kernel-name patterns (case-insensitive, first match wins); a kernel matching none is `other`.
-`split_kernel` and `merge_kernel` are the two stages of decodegap.kernels.decode_attention."""
+`split_kernel` and `merge_kernel` are the two stages of decodegap.kernels.decode_attention; `rotary_cache_kernel`
+(decodegap.fused: rotary q and k, and the cache write) is elementwise, `fused_gemv_kernel` a matrix product."""
 
 
 SMALL_CATEGORIES = ("elementwise", "copy / index", "norm", "other")
@@ -130,49 +131,6 @@ def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
     target = TARGETS["bf16"]
     at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
     return "target cell only" if (arm, quant) in TARGET_CELL_ONLY and not at_target else "not measured"
-
-
-def target_findings(ladder: pd.DataFrame) -> list[str]:
-    """Where the best measured lever stands against each target (TARGETS), or that it is not measured."""
-    out = []
-    for kind, target in TARGETS.items():
-        sel = _at(ladder, target)
-        sel = sel[sel["status"] == "ok"]
-        sel = sel[(sel["quant"] == "bf16") if kind == "bf16" else (sel["quant"] != "bf16")]
-        where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
-        if sel.empty:
-            out.append(Finding(f"{kind} target ({where}): no lever measured yet.", kind=kind, measured=False))
-            continue
-        best = sel.loc[sel["t_obs_ms"].idxmin()]
-        if kind == "bf16":
-            goal_ms = best["t_floor_bf16_ms"] / target["r_floor"]
-            met = best["r_floor_bf16"] >= target["r_floor"]
-            out.append(Finding(
-                f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}: best lever "
-                f"{best['lever']} {best['t_obs_ms']:.2f} ms, R_floor {best['r_floor_bf16']:.3f}: "
-                + ("met." if met else f"not met ({best['t_obs_ms'] / goal_ms:.2f}x the target time)."),
-                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], r_floor=best["r_floor_bf16"],
-                goal_ms=goal_ms, met=bool(met), over_goal=best["t_obs_ms"] / goal_ms))
-        else:
-            met = best["t_obs_ms"] <= target["step_ms"]
-            out.append(Finding(
-                f"int4 target <= {target['step_ms']:.1f} ms/step at {where}: best lever {best['lever']} "
-                f"{best['t_obs_ms']:.2f} ms: " + ("met." if met else
-                                                 f"not met ({best['t_obs_ms'] / target['step_ms']:.2f}x the target)."),
-                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], goal_ms=target["step_ms"],
-                met=bool(met), over_goal=best["t_obs_ms"] / target["step_ms"]))
-    return out
-
-
-def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
-    """Per GPU, the levers of the ladder with no timed cell there (built, but not measured on it yet)."""
-    out = []
-    for gpu, g in ladder.groupby("gpu"):
-        never = [lever for lever, hit in g.groupby("lever", sort=False)["status"] if not (hit == "ok").any()]
-        if never:
-            out.append(Finding(f"Not measured on the {gpu} in any cell: {'; '.join(never)}.", gpu=gpu,
-                               unmeasured_levers=len(never)))
-    return out
 
 
 def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
@@ -340,7 +298,7 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         stream_ms = fitted["bytes"].sum() / fit["stream_gbps"] / 1e6
         fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
         small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES) / 1e3
-        between = t_obs - sum(us.values()) / 1e3
+        between = t_obs - sum(us.values()) / 1e3  # negative where kernels overlap (PDL)
         head = f", the bf16 LM head {head_ms:.2f}" if head_ms else ""
         beside = "the weights at that rate" + (" and the head" if head_ms else "")
         left = goal_ms - stream_ms - head_ms
@@ -350,7 +308,10 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         out.append(Finding(
             f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
             f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
-            f"+ attention {attention:.2f} + small kernels {small:.2f} + between kernels {between:.2f}. The goal "
+            f"+ attention {attention:.2f} + small kernels {small:.2f} "
+            + (f"+ between kernels {between:.2f}" if between >= 0 else
+               f"- {-between:.2f} of kernels overlapping (their GPU times add up to more than the step)")
+            + ". The goal "
             f"({goal_ms:.2f} ms) {verdict}; the rest takes {t_obs - stream_ms - head_ms:.2f} ms now.",
             lever=lever, arm=arm, quant=quant, t_obs_ms=t_obs, products_ms=products, stream_gbps=fit["stream_gbps"],
             stream_ms=stream_ms, fixed_ms=fixed_ms, head_ms=head_ms, attention_ms=attention, small_ms=small,

@@ -11,6 +11,7 @@ from matplotlib.ticker import FuncFormatter
 
 from . import plots
 from .ladder import LEVERS, TARGETS, fitted_products, step_label
+from .levers import GRID_TARGET
 
 
 def _target_finding(rows: pd.DataFrame) -> str:
@@ -29,14 +30,21 @@ def _target_finding(rows: pd.DataFrame) -> str:
             met = best["t_obs_ms"] <= t["step_ms"]
             parts.append(f"int4 best {best['t_obs_ms']:.2f} ms ({'meets' if met else 'short of'} {t['step_ms']:.1f} ms)")
     t = TARGETS["bf16"]
-    return (f"At the target cell ({t['model']}, ctx {t['ctx']:,}): " + "; ".join(parts)) if parts else "The ladder of levers"
+    title = (f"At the target cell ({t['model']}, ctx {t['ctx']:,}): " + "; ".join(parts)) if parts else "The ladder of levers"
+    bf16 = rows[(rows["quant"] == "bf16") & rows["t_obs_ms"].notna()]
+    if not bf16.empty:
+        best = bf16.loc[bf16.groupby(["model", "ctx"])["t_obs_ms"].idxmin()]
+        met = int((best["r_floor_bf16"] >= GRID_TARGET["r_floor"]).sum())
+        title += f"; {met} of {len(best)} cells at R_floor {GRID_TARGET['r_floor']:.2f} or more"
+    return title
 
 
 def ladder(table: pd.DataFrame, gpu: str):
     """Two panels over the levers of ladder.LEVERS: ms/step (log scale) and R_floor against the bf16 floor. Each
     measured cell is a point (colour: the lever's arm, as in every figure; marker: model; contexts side by side
     within a lever; int4 levers hollow), never joined across levers, which are separate steps. The targets
-    (TARGETS) are drawn: the bf16 R_floor target and the int4 step-time target, at the target cell (ringed)."""
+    (TARGETS) are drawn: the bf16 R_floor target and the int4 step-time target, at the target cell (ringed), and
+    the grid's R_floor target for every cell (GRID_TARGET, dotted)."""
     plots.style()
     rows = table[(table["gpu"] == gpu) & (table["status"] == "ok")]
     if rows.empty:
@@ -65,6 +73,9 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_r.axhline(TARGETS["bf16"]["r_floor"], color=plots.TARGET_COLOR, linestyle="--", linewidth=1.1)
     ax_r.annotate(f"bf16 target: R_floor {TARGETS['bf16']['r_floor']:.2f}", (0, TARGETS["bf16"]["r_floor"]),
                   textcoords="offset points", xytext=(2, 3), color=plots.TARGET_COLOR, fontsize=8)
+    ax_r.axhline(GRID_TARGET["r_floor"], color=plots.TARGET_COLOR, linestyle=":", linewidth=1.0)
+    ax_r.annotate(f"every cell: R_floor {GRID_TARGET['r_floor']:.2f}", (0, GRID_TARGET["r_floor"]),
+                  textcoords="offset points", xytext=(2, -9), color=plots.TARGET_COLOR, fontsize=8)
     ax_ms.axhline(TARGETS["int4"]["step_ms"], color=plots.TARGET_COLOR, linestyle="--", linewidth=1.1)
     ax_ms.annotate(f"int4 target: {TARGETS['int4']['step_ms']:.1f} ms", (0, TARGETS["int4"]["step_ms"]),
                    textcoords="offset points", xytext=(2, 3), color=plots.TARGET_COLOR, fontsize=8)

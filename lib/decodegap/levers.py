@@ -56,6 +56,9 @@ TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
 """The targets of notebook 06: Llama-3.1-8B at ctx 2048 on the H200, bf16 at an R_floor of at least `r_floor`
 against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
+GRID_TARGET = dict(gpu="h200", r_floor=0.75)
+"""Notebook 06's target over the grid: every bf16 cell of `gpu` (model x context) at an R_floor of at least
+`r_floor` with its fastest lever, against the datasheet bandwidth and W_all + K(ctx), as TARGETS' bf16 target."""
 
 
 def ladder_plan(model_keys, contexts, gpu: str, only=None) -> list[tuple[str, tuple, tuple, tuple]]:

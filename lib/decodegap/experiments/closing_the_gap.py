@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import ab, check_power, compare, hardware, ladder, models, records, roofline
+from .. import ab, check_power, compare, hardware, ladder, ladder_targets, models, records, roofline
 
 NOTEBOOK = "06_closing_the_gap"
 TARGETS = ladder.TARGETS
@@ -69,7 +69,9 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
     check's power, and the reading's numbers."""
-    return {"06_findings_targets": ladder.target_findings(t["ladder"]) + ladder.unmeasured_findings(t["ladder"]),
+    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"])
+                                    + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"])
+                                    + ladder_targets.unmeasured_findings(t["ladder"])),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
