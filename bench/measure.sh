@@ -37,6 +37,7 @@
 # microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
 # STEP_BACKENDS (comma-separated attention keys of the attention_step step), QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
 # LADDER_LEVERS (comma-separated arms of levers.LEVERS: the ladder step sweeps and profiles only these),
+# LADDER_AGAIN=1 (the ladder step measures and profiles its cells again, the old rows kept as history),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
 # RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
@@ -67,6 +68,8 @@ GRID=()
 RETRY_FLAG=()
 PROFILE=${PROFILE:-}
 [ "${RETRY:-0}" = 1 ] && RETRY_FLAG=(--retry-errors)
+LADDER_AGAIN_FLAG=()
+[ "${LADDER_AGAIN:-0}" = 1 ] && LADDER_AGAIN_FLAG=(--again)
 UNAVAILABLE_FLAG=()
 [ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
 STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
@@ -187,7 +190,7 @@ step_fused() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {
-  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"}
+  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!

@@ -297,12 +297,16 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
                    "--warmup", "1", "--retry-errors", "--levers", "lean_fused_graph,lean_attn_compile"])
     assert rc == 0
     assert seen == [(("cpu-test", ("llama-tiny",), (64, 128), 2, 7, 1, "cpu", str(data_dir)),
-                     {"retry_errors": True, "only": ("lean_fused_graph", "lean_attn_compile")})]
+                     {"retry_errors": True, "only": ("lean_fused_graph", "lean_attn_compile"), "again": False})]
     seen.clear()
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny"]) == 0
     (args, kw), = seen
-    assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False, "only": None}
+    seen.clear()
+    assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu", "--models",
+                     "llama-tiny", "--levers", "lean_fused_pdl_graph", "--again"]) == 0
+    assert seen[0][1] == {"retry_errors": False, "only": ("lean_fused_pdl_graph",), "again": True}
+    assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False, "only": None, "again": False}
 
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from decodegap import records
@@ -241,6 +242,33 @@ def test_done_keys_can_retry_cells_that_were_only_unavailable(tmp_path):
                                             status="ok")])
     assert len(rec.done_keys(path, rec.DECODE)) == 2
     assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16")}
+
+
+def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
+    from decodegap import records as rec
+
+    path = tmp_path / "decode.csv"
+    base = dict(gpu="g", model="m", ctx=16, max_cache_len=20, attn="sdpa", quant="bf16", step=0, step_ms=1.0,
+                status="ok", reason="", session=0)
+    rec.append_rows(path, rec.DECODE, [dict(base, run_id="old", arm="eager"), dict(base, run_id="new", arm="graph")])
+    assert len(rec.done_keys(path, rec.DECODE, run_id="new")) == 2
+    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "graph", "sdpa", "bf16")}
+    assert rec.done_keys(path, rec.DECODE, run_id="other", again=True) == set()
+
+
+def test_latest_profiles_reads_each_step_from_its_latest_timed_profile():
+    """Step A profiled twice (the later profile wins, never summed with the earlier); step B's later run only
+    failed, so its earlier ok profile stays; step C never ran ok: its latest status rows."""
+    def row(run, arm, status="ok", us=1.0):
+        return dict(run_id=run, gpu="h200", model="m", ctx=2048, arm=arm, quant="bf16", status=status, gpu_us=us)
+
+    rows = pd.DataFrame([row("20261201T10", "A", us=5.0), row("20261201T10", "A", us=5.0), row("20261201T12", "A"),
+                         row("20261201T10", "B"), row("20261201T12", "B", "error", None),
+                         row("20261201T10", "C", "error", None), row("20261201T11", "C", "unavailable", None)])
+    kept = records.latest_profiles(rows)
+    assert kept.groupby("arm").run_id.unique().map(list).to_dict() == {
+        "A": ["20261201T12"], "B": ["20261201T10"], "C": ["20261201T11"]}
+    assert kept[kept.arm == "A"].gpu_us.sum() == 1.0
 
 
 def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):

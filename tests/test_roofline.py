@@ -220,6 +220,23 @@ def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_onl
     assert sorted(zip(kept.run_id, kept.ctx)) == [("narrow", 2048), ("wide", 16384)]  # 16384 never ran: its status
 
 
+def test_one_sweep_reads_a_cell_measured_again_from_its_latest_again_sweep():
+    """A grid sweep, then two `again` sweeps of one lever at one context (ladder --again): the cell they measured
+    keeps only the latest again sweep's rows, never pooled with the grid's; the cell they did not keeps the grid's."""
+    plans = {("h200", "20261201T01-a"): dict(contexts=[2048, 4096], arms=["lean_fused_graph"]),
+             ("h200", "20261201T02-b"): dict(contexts=[2048], arms=["lean_fused_graph"], again=True),
+             ("h200", "20261201T03-c"): dict(contexts=[2048], arms=["lean_fused_graph"], again=True)}
+
+    def row(run, ctx, ms):
+        return dict(run_id=run, session=0, gpu="h200", model="m", ctx=ctx, max_cache_len=ctx + 40,
+                    arm="lean_fused_graph", attn="sdpa", quant="bf16", step=0, step_ms=ms, status="ok", reason=None)
+
+    rows = pd.DataFrame([row("20261201T01-a", 2048, 4.7), row("20261201T01-a", 4096, 4.8),
+                         row("20261201T02-b", 2048, 4.5), row("20261201T03-c", 2048, 4.4)])
+    kept = roofline.one_sweep(rows, plans)
+    assert sorted(zip(kept.ctx, kept.run_id)) == [(2048, "20261201T03-c"), (4096, "20261201T01-a")]
+
+
 def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read():
     from decodegap import claims, cost, hardware, paths, published
     from decodegap.experiments import roofline as roofline_grid

@@ -12,20 +12,21 @@ from .sweep import SweepPlan, free_device_memory, run_sweep
 
 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
-                   quant: str = "bf16") -> str:
+                   quant: str = "bf16", again: bool = False) -> str:
     """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
     data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
     time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
     its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
-    run here leaves `unavailable` rows with the reason. Resumes per file."""
+    run here leaves `unavailable` rows with the reason. Resumes per file; `again`: profiles every step again (the
+    tables read each step's latest profile, records.latest_profiles)."""
     arms = inputs.arms(arms)
     inputs.quant(quant)
     inputs.contexts(tuple(contexts))
     inputs.models(model_keys, data)
     with runs.recorded(gpu, data, "kernels", ["kernels", "breakdown"], device=device) as run_id:
         folder = paths.raw_dir(gpu, data)
-        done = records.done_keys(folder / "kernels.csv", records.KERNELS)
-        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN)
+        done = records.done_keys(folder / "kernels.csv", records.KERNELS, run_id=run_id, again=again)
+        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN, run_id=run_id, again=again)
         for key in model_keys:
             model = models.build_model(models.load_spec(key, data), device=device)
             unavailable = None

@@ -105,7 +105,7 @@ def cmd_ladder(args) -> int:
     only = inputs.levers(_csv_list(args.levers)) if args.levers else None
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
-                            args.data_dir, retry_errors=args.retry_errors, only=only)
+                            args.data_dir, retry_errors=args.retry_errors, only=only, again=args.again)
     return 0
 
 
@@ -307,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="measure again cells recorded only as `error` (after the cause is fixed)")
     lad.add_argument("--levers", help="comma-separated arms of the ladder's levers (decodegap.levers.LEVERS): sweep "
                      "and profile only these (default: every lever)")
+    lad.add_argument("--again", action="store_true", help="measure and profile every cell again (with --levers: "
+                     "those levers' cells), after a change to their kernels; the old rows stay as history and the "
+                     "tables read the new ones")
     lad.set_defaults(func=cmd_ladder)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")

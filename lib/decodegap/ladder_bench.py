@@ -21,7 +21,7 @@ LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
 
 
 def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: int = 30, warmup: int = 5,
-                   device: str = "cuda", data=None, retry_errors: bool = False, only=None) -> None:
+                   device: str = "cuda", data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
     """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
     quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
     levers of levers.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
@@ -30,22 +30,24 @@ def measure_ladder(gpu: str, model_keys, contexts, n_sessions: int = 3, steps: i
     split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
     Triton attention (LADDER_TARGET_PROFILED_ARMS), bf16 and int4 (LADDER_TARGET_PROFILED_QUANTS). `retry_errors`
     measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables).
-    `only`: these levers (arms of levers.LEVERS) and no others, swept and profiled (ladder --levers)."""
+    `only`: these levers (arms of levers.LEVERS) and no others, swept and profiled (ladder --levers); `again`:
+    every cell measured and profiled again, the old rows kept as history (ladder --again: after a change to a
+    lever's kernels; roofline.one_sweep and records.latest_profiles read the new rows)."""
     from . import levers
 
     inputs.gpu_to_measure(gpu, device, data)
     inputs.models(model_keys, data)
     plans = [SweepPlan(gpu=gpu, models=models_, contexts=contexts_, arms=arms, quant=quant, sessions=n_sessions,
-                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors)
+                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
              for quant, models_, contexts_, arms in levers.ladder_plan(model_keys, contexts, gpu, only)]
     for plan in plans:
         run_sweep(plan, data)
     profiled = tuple(a for a in LADDER_PROFILED_ARMS if not only or a in only)
     if profiled:
-        record_kernels(gpu, model_keys, contexts, arms=profiled, data=data, device=device)
+        record_kernels(gpu, model_keys, contexts, arms=profiled, data=data, device=device, again=again)
     target_arms = tuple(a for a in LADDER_TARGET_PROFILED_ARMS if not only or a in only)
     if target_arms and levers.target_in_grid(model_keys, contexts, gpu):
         target = levers.TARGETS["bf16"]
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
-                           device=device, quant=quant)
+                           device=device, quant=quant, again=again)

@@ -423,12 +423,14 @@ def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "a
     return pd.concat([rows, old[keep].assign(weights=WEIGHTS_SUPERSEDED)], ignore_index=True)
 
 
-def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None) -> set[tuple]:
+def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None,
+              again: bool = False) -> set[tuple]:
     """Key tuples (schema.key) of the cells already in a file: a cell counts once any row of it is there
     (blocks are written whole; a cut block is moved aside by repair_tail first). A cell whose every row has
     a status in `retry` (e.g. `unavailable`, after installing the missing package) is not done; measuring
     it again appends new rows beside the old ones, which stay as history. Rows of `run_id` (the run now
-    going on) always count, whatever their status, so a retried cell is measured once per run."""
+    going on) always count, whatever their status, so a retried cell is measured once per run. `again`: only
+    the rows of `run_id` count (every cell is measured again by this run; the older rows stay as history)."""
     path = Path(path)
     if not path.exists():
         return set()
@@ -436,9 +438,23 @@ def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: s
     frame = read_csv(path, schema)
     if frame.empty:
         return set()
-    if retry:
+    if again:
+        frame = frame[frame["run_id"] == run_id]
+    elif retry:
         frame = frame[~frame["status"].isin(retry) | (frame["run_id"] == run_id)]
     return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))
+
+
+def latest_profiles(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the latest run (run ids begin with their start time) that profiled each step (gpu, model,
+    ctx, arm, quant) with `ok` rows, else that step's latest rows: a step profiled again (ladder --again) is read
+    from its new profile, never summed with the old one, which stays in the file as history."""
+    if rows.empty:
+        return rows
+    step = [rows[c] for c in ("gpu", "model", "ctx", "arm", "quant")]
+    ok_run = rows["run_id"].where(rows["status"] == "ok")
+    latest = ok_run.groupby(step).transform("max").fillna(rows["run_id"].groupby(step).transform("max"))
+    return rows[rows["run_id"] == latest]
 
 
 def run_plans(data: Path) -> dict:

@@ -48,7 +48,8 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     same conditions at every context), then the most arms. A top-up sweep of fewer contexts (the headline
     sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context. Only sweeps
     that timed the cell (an `ok` row) compete where there is one: an earlier sweep's `error` rows never displace a
-    later sweep's timings, whatever their plans."""
+    later sweep's timings, whatever their plans. A sweep whose plan measured its cells again (`again`, ladder
+    --again) is a sweep of its own run and ranks above every earlier sweep of the cell, the latest first."""
     if rows.empty:
         return rows
 
@@ -56,7 +57,8 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
         plan = plans.get((gpu, run_id)) or {}
         contexts = tuple(plan.get("contexts") or ())
         arms = tuple(plan.get("arms") or ())
-        return (len(contexts) or 1, len(arms), contexts, arms) if plan else (1, 0, (), (run_id,))
+        again = run_id if plan.get("again") else ""  # run ids begin with their start time: the latest ranks first
+        return (again, len(contexts) or 1, len(arms), contexts, arms) if plan else ("", 1, 0, (), (run_id,))
 
     sig = pd.Series([signature(g, r) for g, r in zip(rows["gpu"], rows["run_id"])], index=rows.index)
     # a sweep that timed the cell wins over one that only left status rows there (an earlier run's `error`, say):

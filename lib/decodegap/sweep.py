@@ -59,6 +59,7 @@ class SweepPlan:
     retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
     retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
     first_session: int = 0  # the number of this plan's first session (see above)
+    again: bool = False  # measure every cell again in this run; the older rows stay (roofline.one_sweep reads the latest)
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -92,7 +93,7 @@ class SweepPlan:
     def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
         """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
         retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id)
+        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
 
     def to_json(self) -> str:

@@ -24,12 +24,13 @@ def plan(gpu: str, models_, contexts) -> list:
 
 
 def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
-            data=None, retry_errors: bool = False, only=None) -> None:
-    """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes); `only`: these levers."""
+            data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
+    """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes); `only`: these levers;
+    `again`: measured and profiled again."""
     from .. import ladder_bench
 
     ladder_bench.measure_ladder(gpu, models_, contexts, sessions, steps, warmup, device, data,
-                                retry_errors=retry_errors, only=only)
+                                retry_errors=retry_errors, only=only, again=again)
 
 
 def rows(data) -> pd.DataFrame:
@@ -50,7 +51,7 @@ def tables(data, models_=()) -> dict:
     configs = models.configs(set(rows_["model"]) | set(models_), data)
     cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
-    breakdown_rows = records.with_superseded("breakdown", data)
+    breakdown_rows = records.latest_profiles(records.with_superseded("breakdown", data))
     by_projection = ladder.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
