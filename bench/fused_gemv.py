@@ -2,7 +2,8 @@
 Llama-3.1-8B and Qwen-2.5-7B (qkv with the input norm, and Qwen2's bias; o and down with the residual add; gate_up
 with the post-attention norm and SiLU; the LM head with the final norm; and the MLP as the fused step launches it by
 default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
-prologue and the residual), over each shape's candidate configs (fused.candidate_configs: the table's first,
+prologue and the residual; and for lean_fused_pdl_norm_graph o_norm, o with the residual and the post-attention
+norm made by its last row block, and gate_up_plain, gate_up with no prologue), over each shape's candidate configs (fused.candidate_configs: the table's first,
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
@@ -20,7 +21,9 @@ as kernels of their own: the layer rows compare like with like.
           step's kernels: cuBLAS products, torch's small ops), `fused` = LeanLayer.fused_step (the
           lean_fused_graph step's), with and without PDL (lean_fused_pdl_graph), and `fused_silu_epilogue` =
           the same with the SiLU in gate_up's epilogue (FusedOps(silu_in_down=False)), with PDL where available.
-          The fused layer's output is checked against the lean layer's first (relative error <= LAYER_TOL).
+          `fused_norm_epilogue` = the fused layer with the norm in o's epilogue (FusedOps(norm_in_epilogue=True),
+          the lean_fused_pdl_norm_graph step's), with PDL where available. The fused layer's output is checked
+          against the lean layer's first (relative error <= LAYER_TOL).
 
 Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
 one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
@@ -55,7 +58,7 @@ FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", 
 
 def products(key):
     """(shape, K, N weight rows, flavour) of a model's fused products (flavour: norm, norm_bias, residual, gate_up,
-    silu_residual)."""
+    silu_residual, residual_norm, plain)."""
     c = models.load_spec(key).config
     hidden, inter = c["hidden_size"], c["intermediate_size"]
     D = hidden // c["num_attention_heads"]
@@ -63,10 +66,13 @@ def products(key):
     return [("qkv", hidden, qkv, "norm_bias" if c.get("model_type") == "qwen2" else "norm"),
             ("o", c["num_attention_heads"] * D, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
-            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, c["vocab_size"], "norm")]
+            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, c["vocab_size"], "norm"),
+            ("o_norm", c["num_attention_heads"] * D, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain")]
 
 
 def rel_err(y, ref):
+    if isinstance(y, tuple):  # out_norm's (y, h): the larger of the two errors
+        return max(rel_err(a, b) for a, b in zip(y, ref))
     return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
 
 
@@ -76,6 +82,8 @@ def operands(K, N, flavour, gen):
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
     b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
+    if flavour == "residual_norm":  # the output norm's weight, in b's place
+        b = (1 + 0.1 * torch.randn(N, generator=gen, device=DEVICE)).bfloat16()
     res = torch.randn(N // 2 if flavour == "gate_up" else N, generator=gen, device=DEVICE).bfloat16()
     return x, w, nw, b, res
 
@@ -88,6 +96,11 @@ def fused_call(flavour, nw, b, res, config, pdl):
     if flavour == "gate_up":
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, pdl=pdl),
                 lambda x, w: fused.gate_up_silu_reference(x, nw, w, EPS))
+    if flavour == "residual_norm":
+        return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, pdl=pdl),
+                lambda x, w: fused.gemv_residual_norm_reference(x, w, res, b, EPS))
+    if flavour == "plain":
+        return (lambda x, w: fused.fused_gemv(x, w, config=config, pdl=pdl), lambda x, w: F.linear(x, w))
     if flavour == "silu_residual":
         return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, pdl=pdl),
                 lambda x, w: fused.silu_gemv_residual_reference(x, w, res))
@@ -134,8 +147,8 @@ def layer_chain(key, pdl_ok, emit):
                 x = layer(x, cos, sin, None, start, pos, kc, vc)
             return x
 
-        def fused_step(pdl, silu_in_down=True):
-            ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down)
+        def fused_step(pdl, silu_in_down=True, norm_in_epilogue=False):
+            ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down, norm_in_epilogue=norm_in_epilogue)
 
             def run():
                 x = x0.reshape(-1)
@@ -151,6 +164,7 @@ def layer_chain(key, pdl_ok, emit):
         emit_args = dict(model=key, shape=f"{key} layer", K="", N="", config="table", bytes=layer_bytes)
         chains = [("lean", False, lean_step)] + [("fused", p, fused_step(p)) for p in sorted({False, pdl_ok})]
         chains.append(("fused_silu_epilogue", pdl_ok, fused_step(pdl_ok, silu_in_down=False)))
+        chains.append(("fused_norm_epilogue", pdl_ok, fused_step(pdl_ok, norm_in_epilogue=True)))
         for kernel, pdl, step in chains:
             try:
                 err = 0.0 if kernel == "lean" else rel_err(step(), ref)
@@ -191,21 +205,24 @@ def main():
             shape, nbytes = f"{key} {name}", 2 * N * K
             x, w, nw, b, res = operands(K, N, flavour, gen)
             xb = x[:K]  # cuBLAS's operand: the product alone
+            bias = b if flavour == "norm_bias" else None
             copies = [w] + [w.clone() for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=shape, K=K, N=N, bytes=nbytes)
             try:  # cuBLAS, the product alone
-                err = rel_err(F.linear(xb, w, b), xb.float() @ w.float().T + (0 if b is None else b.float()))
+                err = rel_err(F.linear(xb, w, bias), xb.float() @ w.float().T + (0 if bias is None else bias.float()))
                 if not err <= TOL:
                     raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
                 emit(kernel="cublas", config="", pdl=False, mode="events", err=err,
-                     times=time_events(lambda: F.linear(xb, w, b), flush), **base)
+                     times=time_events(lambda: F.linear(xb, w, bias), flush), **base)
                 emit(kernel="cublas", config="", pdl=False, mode="graph", err=err,
-                     times=time_graph([lambda c=c: F.linear(xb, c, b) for c in copies]), **base)
+                     times=time_graph([lambda c=c: F.linear(xb, c, bias) for c in copies]), **base)
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
             for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
+                if flavour == "residual_norm" and config.split_k > 1:
+                    continue  # out_norm takes no split-K
                 for pdl in sorted({False, pdl_ok}):
                     call, reference = fused_call(flavour, nw, b, res, config, pdl)
                     try:
@@ -247,7 +264,8 @@ def summary(rows, gpu):
                          ("lean", (shape, "lean", "table", 0, "layer")),
                          ("fused", (shape, "fused", "table", 0, "layer")),
                          ("fused+PDL", (shape, "fused", "table", 1, "layer")),
-                         ("SiLU epilogue+PDL", (shape, "fused_silu_epilogue", "table", 1, "layer"))]:
+                         ("SiLU epilogue+PDL", (shape, "fused_silu_epilogue", "table", 1, "layer")),
+                         ("norm epilogue+PDL", (shape, "fused_norm_epilogue", "table", 1, "layer"))]:
             if k in med:
                 line.append(f"{label} {med[k]:7.2f} us {nbytes[shape] / med[k] / 1e3:5.0f} GB/s")
         fastest = min(((v, k) for k, v in med.items() if k[0] == shape and k[1] == "fused" and k[4] == "graph"),

@@ -127,7 +127,8 @@ def test_the_fused_kernel_names_and_their_rules():
 
 def test_the_fused_arms_are_registered_as_graphed_lean_arms():
     for key, kernels in (("lean_fused_graph", ("fused", "attention")),
-                         ("lean_fused_pdl_graph", ("fused", "attention", "pdl"))):
+                         ("lean_fused_pdl_graph", ("fused", "attention", "pdl")),
+                         ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue"))):
         arm = arms.REGISTRY[key]
         assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
         assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
@@ -245,6 +246,11 @@ for K, N in [(100, 37), (64, 48), (257, 9)]:  # odd N and K: tails of both
         close(fused.fused_gemv(x, w, residual=res, config=cfg), fused.gemv_residual_reference(x, w, res), ("residual", K, N, cfg))
         if cfg.split_k == 1:
             close(fused.fused_gemv(x, wgu, norm_weight=nw, eps=1e-5, gate_up=True, config=cfg), fused.gate_up_silu_reference(x, nw, wgu, 1e-5), ("gate_up", K, N, cfg))
+        if cfg.split_k == 1:  # the norm of the output, made by the row block that arrives last
+            rn = rand(N, seed=11)
+            got, ref = fused.fused_gemv(x, w, residual=res, out_norm=(rn, 1e-5), config=cfg), fused.gemv_residual_norm_reference(x, w, res, rn, 1e-5)
+            close(got[0], ref[0], ("out_norm y", K, N, cfg))
+            close(got[1], ref[1], ("out_norm h", K, N, cfg))
         gu = rand(2 * K, std=2.0, seed=10)  # [gate; up]: the down product's SiLU prologue
         close(fused.fused_gemv(gu, w, silu_x=True, residual=res, config=cfg), fused.silu_gemv_residual_reference(gu, w, res), ("silu_x", K, N, cfg))
         assert fused.workspace("cpu")[1].abs().sum() == 0, ("split-K counters left set", cfg)  # ready for the next product
@@ -274,18 +280,22 @@ for key in ("llama-tiny", "qwen2-tiny"):
         ref.lean.fused = fused.FusedOps(reference=True)
         got = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
         assert got.lean.fused == fused.FusedOps()
+        epi = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue"))
+        assert epi.lean.fused == fused.FusedOps(norm_in_epilogue=True)
         for _ in range(3):
-            a, b, c = plain.step().float(), ref.step().float(), got.step().float()
+            a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             assert decode.max_relative_error(c, b) < 0.02 and decode.max_relative_error(c, a) < 0.05, key
+            assert decode.max_relative_error(e, b) < 0.02, key
 print("interpreted fused kernels ok")
 """
 
 
 def test_fused_kernels_equal_their_references_in_tritons_interpreter():
-    """Every fused_gemv flavour (norm, norm + bias, residual, gate_up, the SiLU prologue) over five configs (split-K 2 to 4
+    """Every fused_gemv flavour (norm, norm + bias, residual, residual + the output's norm, gate_up, the SiLU
+    prologue) over five configs (split-K 2 to 4
     included) on shapes with odd N and K; split-K's determinism and its counters reset; rotary_cache exactly, on
-    three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels, against the reference step
-    and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
+    three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels (also with the norm in o's
+    epilogue), against the reference step and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")
@@ -324,22 +334,27 @@ def _sm90(kernel, types, constexprs, warps, pdl):
 @pytest.mark.parametrize("pdl", [False, True])
 def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     """Every product of the fused step of the three models with its table config, compiled offline for sm_90 by
-    this Triton: 16-byte weight loads in the K loop; no register spills; with PDL one gdc wait after the first
-    weight tile's loads and one launch_dependents after the loop, without PDL none; split-K's arrival counter an
-    acquire-release atomic."""
+    this Triton, the o product also with the norm in its epilogue (out_norm): 16-byte weight loads in the K loop;
+    no register spills; with PDL one gdc wait after the first weight tile's loads and one launch_dependents after
+    the loop, without PDL none; split-K's and out_norm's arrival counters acquire-release atomics."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(fused, "_COMPILED", {})
     gemv, _ = fused._kernels()
     types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
-                 part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32")
+                 part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32", onorm_ptr="*bf16",
+                 h_ptr="*bf16", ncount_ptr="*i32", eps_out="fp32")
     seen = {}
     for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
-        for name, K, N, flavour in _products(key, step_only=True):
+        products = [p + (False,) for p in _products(key, step_only=True)]
+        products += [p[:4] + (True,) for p in products if p[0] == "o"]  # o with the norm in its epilogue
+        for name, K, N, flavour, out_norm in products:
             config = fused.GEMV_CONFIGS[(N, K)]
             k_split = -(-(-(-K // config.split_k)) // config.block_k) * config.block_k
             flags = dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=-(-K // k_split), NORM=False,
-                         XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False, SILU_X=False)
+                         XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False, SILU_X=False, OUT_NORM=out_norm,
+                         PBLOCK=1 << (-(-N // config.block_n) - 1).bit_length() if out_norm else 16,
+                         YBLOCK=1 << (N - 1).bit_length() if out_norm else 16)
             flags.update(FLAGS[flavour])
             if flags["NORM"]:
                 flags["XBLOCK"] = 1 << (K - 1).bit_length()
@@ -347,7 +362,7 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
             if cell not in seen:
                 seen[cell] = _sm90(gemv, types, flags, config.warps, pdl)
             ptx, usage = seen[cell]
-            what = (key, name, config)
+            what = (key, name, config, out_norm)
             assert "ld.global.v4.b32" in ptx and "LOCAL:0" in usage, what
             loop = ptx.split("Inner Loop Header")[1].split("bra")[0]
             assert "ld.global.v4.b32" in loop, what
@@ -361,8 +376,8 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
                 assert len(waits) == 1 and len(triggers) == 1 and first_load < waits[0] < loop_end < triggers[0], what
             else:
                 assert not waits and not triggers, what
-            assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1), what
-    assert len(seen) >= 5
+            assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1 or out_norm), what
+    assert len(seen) >= 6
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes
@@ -372,8 +387,9 @@ REAL = ("llama-3.1-8b", "qwen2.5-7b")
 
 def _products(key, step_only=False):
     """(name, K, weight rows N, flavour) of a model's fused products (bench/fused_gemv.py's names): flavour norm /
-    norm_bias / residual / gate_up / silu_residual. `step_only`: the five the fused step launches (gate_up_norm
-    and down_silu, not the SiLU-epilogue gate_up and the plain down)."""
+    norm_bias / residual / gate_up / silu_residual / residual_norm / plain. `step_only`: the five the fused step
+    launches by default (gate_up_norm and down_silu, not the SiLU-epilogue gate_up, the plain down, and the
+    norm-epilogue arm's o_norm and gate_up_plain)."""
     c = models.load_spec(key).config
     hidden, inter, D = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
     qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
@@ -381,8 +397,9 @@ def _products(key, step_only=False):
     out = [("qkv", hidden, qkv, bias), ("o", c["num_attention_heads"] * D, hidden, "residual"),
            ("gate_up", hidden, 2 * inter, "gate_up"), ("gate_up_norm", hidden, 2 * inter, "norm"),
            ("down", inter, hidden, "residual"), ("down_silu", inter, hidden, "silu_residual"),
-           ("lm_head", hidden, c["vocab_size"], "norm")]
-    return [p for p in out if not step_only or p[0] not in ("gate_up", "down")]
+           ("lm_head", hidden, c["vocab_size"], "norm"), ("o_norm", c["num_attention_heads"] * D, hidden, "residual_norm"),
+           ("gate_up_plain", hidden, 2 * inter, "plain")]
+    return [p for p in out if not step_only or p[0] not in ("gate_up", "down", "o_norm", "gate_up_plain")]
 
 
 def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
@@ -392,6 +409,11 @@ def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
     if flavour == "gate_up":
         return (fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, gate_up=True, pdl=pdl, config=config),
                 fused.gate_up_silu_reference(x, nw, w, 1e-5))
+    if flavour == "residual_norm":  # nw stands for the output norm's weight here: the product's N is K
+        got = fused.fused_gemv(x, w, residual=res, out_norm=(nw, 1e-5), pdl=pdl, config=config)
+        return torch.cat(got), torch.cat(fused.gemv_residual_norm_reference(x, w, res, nw, 1e-5))
+    if flavour == "plain":
+        return fused.fused_gemv(x, w, pdl=pdl, config=config), F.linear(x, w)
     if flavour == "silu_residual":
         gu = torch.cat([x, x.flip(0)])  # [gate; up]
         return (fused.fused_gemv(gu, w, silu_x=True, residual=res, pdl=pdl, config=config),
@@ -415,6 +437,8 @@ def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
         rows = N // 2 if flavour == "gate_up" else N
         res = torch.randn(rows, generator=gen, device="cuda").bfloat16()
         for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
+            if flavour == "residual_norm" and config.split_k > 1:
+                continue  # out_norm takes no split-K
             for use_pdl in sorted({False, pdl}):
                 got, ref = _call(flavour, x, w, nw, b, res, use_pdl, config)
                 err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
@@ -479,6 +503,38 @@ def test_split_k_replays_in_a_cuda_graph_with_pdl():
     assert fused.workspace("cuda")[1].abs().sum().item() == 0
 
 
+@pytest.mark.gpu
+def test_the_output_norm_replays_in_a_cuda_graph_with_pdl():
+    """A captured chain of o products with the norm in their epilogue (out_norm; PDL where available), each
+    feeding its h to the next: the eager results bit for bit, every replay, the arrival counter back at zero."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(4096, generator=gen, device="cuda").bfloat16()
+    w = (0.02 * torch.randn(4096, 4096, generator=gen, device="cuda")).bfloat16()
+    nw = (1 + 0.1 * torch.randn(4096, generator=gen, device="cuda")).bfloat16()
+
+    def chain():
+        h, y = x, x
+        for _ in range(3):
+            y, h = fused.fused_gemv(h, w, residual=y, out_norm=(nw, 1e-5), pdl=pdl)
+        return torch.cat([y, h])
+
+    eager = chain()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = chain()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+    assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
 def _two_layers(key):
     spec = models.load_spec(key)
     return models.build_model(models.ModelSpec(spec.key, spec.name, None, "2 layers", True,
@@ -487,14 +543,14 @@ def _two_layers(key):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("key", REAL)
-@pytest.mark.parametrize("arm", ["lean_fused_graph", "lean_fused_pdl_graph"])
+@pytest.mark.parametrize("arm", ["lean_fused_graph", "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph"])
 def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
     """The graphed fused steps against HF eager (decode.verify_arm, the project's tolerance) on 2 layers of the
     real widths, and the fused step's logits against the lean eager step's; fewer kernels a step than the lean
     step with the unfused Triton kernels."""
     model = _two_layers(key)
     reason = decode.arm_available(arm, model)
-    if arm == "lean_fused_pdl_graph" and torch.cuda.get_device_capability() < (9, 0):
+    if "pdl" in arm and torch.cuda.get_device_capability() < (9, 0):
         assert reason and "sm_90" in reason
         return
     assert reason is None
@@ -511,6 +567,6 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
 def test_the_fused_arms_are_unavailable_on_a_quantised_model():
     model = _two_layers("llama-3.1-8b")
     quant.quantise_model_(model, "int4-tinygemm")
-    for arm in ("lean_fused_graph", "lean_fused_pdl_graph"):
+    for arm in ("lean_fused_graph", "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph"):
         with pytest.raises(decode.ArmUnavailable, match="bf16 nn.Linear weights; layer 0 has TinyGemmLinear"):
             decode.run_arm(model, arm, 64, warmup=1, steps=1)

@@ -43,6 +43,7 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_attn_compile", "lean", "compile", ("attention",)),
     Arm("lean_fused_graph", "lean", "graph", ("fused", "attention")),
     Arm("lean_fused_pdl_graph", "lean", "graph", ("fused", "attention", "pdl")),
+    Arm("lean_fused_pdl_norm_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

@@ -91,6 +91,12 @@ def gemv_residual_reference(x, weight, residual):
     return (F.linear(x, weight).float() + residual.float()).to(residual.dtype)
 
 
+def gemv_residual_norm_reference(x, weight, residual, norm_weight, eps: float):
+    """(y, RMSNorm(y)) of y = residual + F.linear(x, weight) (fused_gemv with RESIDUAL and OUT_NORM)."""
+    y = gemv_residual_reference(x, weight, residual)
+    return y, rmsnorm_reference(y, norm_weight, eps)
+
+
 def silu_mul_reference(gate_up):
     """SiLU(gate) * up of gate_up = [gate; up] in the activation dtype: SiLU in fp32 rounded, the product in fp32
     rounded (F.silu(gate) * up in bf16)."""
@@ -185,7 +191,8 @@ def _kernels():
                               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
                               NORM: tl.constexpr, XBLOCK: tl.constexpr, BIAS: tl.constexpr,
                               RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, SILU_X: tl.constexpr,
-                              USE_PDL: tl.constexpr):
+                              USE_PDL: tl.constexpr, onorm_ptr, h_ptr, ncount_ptr, eps_out,
+                              OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr):
             pid_n = tl.program_id(0)
             pid_k = tl.program_id(1)
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
@@ -261,6 +268,21 @@ def _kernels():
                     y = _round_bf16(y) + res
                 y = _round_bf16(y)
             tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
+            if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
+                yb = y.to(y_ptr.dtype.element_ty).to(tl.float32)
+                tl.store(part_ptr + pid_n, tl.sum(tl.where(row_ok, yb * yb, 0.0), axis=0))
+                tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
+                arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
+                if arrived == tl.num_programs(0) - 1:
+                    po = tl.arange(0, PBLOCK)
+                    sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
+                    rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
+                    yo = tl.arange(0, YBLOCK)
+                    ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
+                    nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
+                    h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
+                    tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
+                    tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
 
         @triton.jit
         def rotary_cache_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, L,
@@ -348,11 +370,16 @@ def workspace(device) -> tuple:
 
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
-               silu_x: bool = False, config: GemvConfig | None = None, pdl: bool = False):
+               silu_x: bool = False, out_norm=None, config: GemvConfig | None = None, pdl: bool = False):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
     x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
     and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
-    launch parameters (gemv_config's by default); `pdl`: launch with PDL."""
+    launch parameters (gemv_config's by default); `pdl`: launch with PDL. `out_norm` (norm weight [N], eps):
+    also RMSNorm(y), returned as (y, h): each row block writes its sum of squares of y (as rounded) to the
+    workspace and bumps an arrival counter; the row block that arrives last sums them in block order
+    (deterministic) and normalises the whole of y, as the split-K reduction does its partials, so the next
+    product reads h without a norm prologue of its own and no kernel is added (the o product's epilogue, for
+    gate_up: FusedOps.norm_in_epilogue)."""
     N, K = weight.shape
     if x.numel() != (2 * K if silu_x else K):
         raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
@@ -369,6 +396,9 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     split = _cdiv(K, k_split)
     if split > 1 and gate_up:
         raise ValueError("split-K is not implemented for gate_up (its epilogue needs the whole of both sums)")
+    if out_norm is not None and (split > 1 or gate_up):
+        raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
+                         "gate_up)")
     blocks = _cdiv(rows, cfg.block_n)
     if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
         raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
@@ -376,7 +406,15 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     triton, _ = _triton()
     xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
     y = torch.empty(rows, dtype=x.dtype, device=x.device)
-    partials, counts = workspace(x.device) if split > 1 else (y, y)
+    partials, counts = workspace(x.device) if split > 1 or out_norm is not None else (y, y)
+    h = torch.empty_like(y) if out_norm is not None else None
+    extra = dict(onorm_ptr=xc, h_ptr=y, ncount_ptr=counts, eps_out=0.0, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+    if out_norm is not None:
+        extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
+                     eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
+                     YBLOCK=triton.next_power_of_2(rows))
+    if out_norm is not None and blocks >= WORKSPACE_ROW_BLOCKS:
+        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
         xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
@@ -384,8 +422,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         float(eps), BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, SPLIT_K=split, NORM=norm_weight is not None,
         XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16, BIAS=bias is not None,
         RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
-        num_stages=cfg.stages, launch_pdl=pdl)
-    return y
+        num_stages=cfg.stages, launch_pdl=pdl, **extra)
+    return y if out_norm is None else (y, h)
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
@@ -409,11 +447,22 @@ class FusedOps:
     when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
     host). `silu_in_down` chooses where the MLP's SiLU(gate) * up is made: in the down product's prologue (True,
     the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
-    in the gate_up product's epilogue (False: its gate_up)."""
+    in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
+    in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
+    prologue (with silu_in_down only)."""
 
     pdl: bool = False
     reference: bool = False
     silu_in_down: bool = True
+    norm_in_epilogue: bool = False
+
+    def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
+        """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
+        if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
+            return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
+        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), pdl=self.pdl)
+        gate_up = fused_gemv(h, w_gate_up, pdl=self.pdl)
+        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, pdl=self.pdl)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
