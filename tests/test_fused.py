@@ -470,6 +470,25 @@ def test_pdl_is_available_on_a_hopper_gpu():
     assert fused.pdl_unavailable("cuda") is None
 
 
+def _replays_as_eager(chain):
+    """`chain` captured in a CUDA graph (after a warm-up on a side stream) replays its eager result bit for bit,
+    three times, and leaves the workspace's arrival counters at zero."""
+    eager = chain()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = chain()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+    assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
 @pytest.mark.gpu
 def test_split_k_replays_in_a_cuda_graph_with_pdl():
     """A captured chain of split-K products (the down shape, PDL where available) replayed: the eager result,
@@ -487,20 +506,7 @@ def test_split_k_replays_in_a_cuda_graph_with_pdl():
             y = fused.fused_gemv(x, w, residual=y, config=config, pdl=pdl)
         return y
 
-    eager = chain()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        chain()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = chain()
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, eager)
-    assert fused.workspace("cuda")[1].abs().sum().item() == 0
+    _replays_as_eager(chain)
 
 
 @pytest.mark.gpu
@@ -519,20 +525,7 @@ def test_the_output_norm_replays_in_a_cuda_graph_with_pdl():
             y, h = fused.fused_gemv(h, w, residual=y, out_norm=(nw, 1e-5), pdl=pdl)
         return torch.cat([y, h])
 
-    eager = chain()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        chain()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = chain()
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, eager)
-    assert fused.workspace("cuda")[1].abs().sum().item() == 0
+    _replays_as_eager(chain)
 
 
 def _two_layers(key):
