@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import arms, decode, fused, lean, models, paths, quant
+from decodegap import arms, decode, fused, kernels, lean, models, paths, quant
 
 CTX = 24
 
@@ -378,6 +378,33 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
                 assert not waits and not triggers, what
             assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1 or out_norm), what
     assert len(seen) >= 6
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch, pdl):
+    """decode_attention's two stages on Llama's heads (a group of 4, head_dim 128), compiled offline for sm_90:
+    with PDL each waits before its first load and triggers its dependents once after its loads (the split stage
+    after its loop over the cache), without PDL neither; no register spills."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    split, merge = kernels._attention_kernels()
+    cases = [(split, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
+                          l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32"),
+              dict(BLOCK=32, G=16, D=128, UPCAST=False)),
+             (merge, dict(o_ptr="*fp32", m_ptr="*fp32", l_ptr="*fp32", out_ptr="*bf16", n_splits="i32", group="i32"),
+              dict(S=16, G=16, D=128))]
+    for kernel, types, flags in cases:
+        ptx, usage = _sm90(kernel, types, flags, 4, pdl)
+        lines = ptx.splitlines()
+        waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
+        triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
+        loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+        assert "LOCAL:0" in usage, kernel
+        if pdl:
+            assert len(waits) == 1 and len(triggers) == 1 and waits[0] < loads[0] < loads[-1] < triggers[0], kernel
+        else:
+            assert not waits and not triggers, kernel
 
 
 # ------------------------------------------------------------------------------- the GPU, real shapes

@@ -47,8 +47,9 @@ output is issued (the GEMV: after its loop over x; rotary_cache: after its loads
 kernel start its own weight loads. Every write of every kernel comes after its wait, so no kernel writes a buffer
 its predecessor may still read, and the wait makes completion transitive: a kernel that has passed its wait
 knows every earlier kernel in the stream has completed (the predecessor itself passed its wait before it could
-trigger). The attention kernels are launched without PDL (decodegap.kernels knows nothing of it): the GEMV
-after them starts at their completion, as without PDL. Triton's interpreter does not run the gdc ops, so they
+trigger). The split-KV attention's two kernels (decodegap.kernels.decode_attention with pdl) wait first and
+trigger their dependents once their reads are issued, so the o GEMV after them loads its first weight tiles while
+the merge runs. Triton's interpreter does not run the gdc ops, so they
 sit behind the constexpr USE_PDL, False there.
 """
 
@@ -61,7 +62,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .fused_configs import GEMV_CONFIGS, GemvConfig, _cdiv, candidate_configs, gemv_config  # noqa: F401
-from .kernels import _interpreted, _triton, available, decode_attention, decode_attention_reference
+from .kernels import (_gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference,
+                      gdc_functions)
 
 
 WORKSPACE_FLOATS = 1 << 20
@@ -147,32 +149,11 @@ _COMPILED: dict = {}
 _WORKSPACES: dict = {}
 
 
-def _gdc():
-    """Triton's griddepcontrol ops (triton.language.extra.cuda), or None where this Triton has none."""
-    try:
-        from triton.language.extra import cuda
-    except ImportError:
-        return None
-    if hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents"):
-        return cuda
-    return None
-
-
 def _kernels():
     """(fused_gemv_kernel, rotary_cache_kernel), built once."""
     if "fused" not in _COMPILED:
         triton, tl = _triton()
-        gdc = _gdc()
-        if gdc is not None:
-            gdc_wait, gdc_launch_dependents = gdc.gdc_wait, gdc.gdc_launch_dependents
-        else:  # a Triton without them: USE_PDL is refused before any launch (pdl_unavailable)
-            @triton.jit
-            def gdc_wait():
-                pass
-
-            @triton.jit
-            def gdc_launch_dependents():
-                pass
+        gdc_wait, gdc_launch_dependents = gdc_functions()
 
         @triton.jit
         def round_bf16(x):
@@ -478,7 +459,7 @@ class FusedOps:
         """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
         if self.reference:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
-        return decode_attention(q, k_cache, v_cache, length, scale)
+        return decode_attention(q, k_cache, v_cache, length, scale, pdl=self.pdl)
 
     def gemv_residual(self, x, weight, residual):
         if self.reference:

@@ -12,6 +12,8 @@
                     stage 2 merges the splits per head.
                     The number of valid cache positions is read from a device tensor, so the call can be
                     captured in a CUDA graph and replayed as the cache grows.
+                    With `pdl` both stages are launched with programmatic dependent launch (the fused step's
+                    PDL arms: decodegap.fused).
 
 The references (`*_reference`) are plain PyTorch and run anywhere; the kernels need Triton and a CUDA device
 (or TRITON_INTERPRET=1 on a CPU, which the tests use where Triton is installed). `available()` says why a
@@ -79,6 +81,36 @@ GEMV_INTERPRETED = (16, 256)
 none of its timings mean anything)."""
 
 
+def _gdc():
+    """Triton's griddepcontrol ops (triton.language.extra.cuda), or None where this Triton has none."""
+    try:
+        from triton.language.extra import cuda
+    except ImportError:
+        return None
+    if hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents"):
+        return cuda
+    return None
+
+
+def gdc_functions():
+    """(gdc_wait, gdc_launch_dependents) for kernels launched with programmatic dependent launch (PDL): Triton's,
+    or no-ops where this Triton has none (a PDL launch is then refused before it runs: fused.pdl_unavailable)."""
+    gdc = _gdc()
+    if gdc is not None:
+        return gdc.gdc_wait, gdc.gdc_launch_dependents
+    triton, _ = _triton()
+
+    @triton.jit
+    def gdc_wait():
+        pass
+
+    @triton.jit
+    def gdc_launch_dependents():
+        pass
+
+    return gdc_wait, gdc_launch_dependents
+
+
 def _interpreted() -> bool:
     """Triton's CPU interpreter is on (TRITON_INTERPRET=1, read by Triton when it is first imported)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -128,12 +160,18 @@ def gemv(x, weight):
 def _attention_kernels():
     if "attention" not in _COMPILED:
         triton, tl = _triton()
+        gdc_wait, gdc_launch_dependents = gdc_functions()
+        # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
+        globals().update(_gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
 
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
-                         BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr):
+                         BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
+                         USE_PDL: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
+            if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
+                _gdc_wait()
             length = tl.load(len_ptr)
             # the live length, not the cache's, spread over the n_splits programs in whole blocks: a cache sized
             # for a longer context (one compiled step serving several contexts) keeps every split busy
@@ -169,6 +207,8 @@ def _attention_kernels():
                 lsum = lsum * alpha + tl.sum(p, axis=1)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # p in the cache's dtype, as flash attention
                 m = m_new
+            if USE_PDL:  # every read issued: the merge may launch (it waits for this kernel's writes)
+                _gdc_launch_dependents()
             part = (h * n_splits + s) * G + gi
             tl.store(m_ptr + part, m)
             tl.store(l_ptr + part, lsum)
@@ -176,8 +216,10 @@ def _attention_kernels():
 
         @triton.jit
         def merge_kernel(o_ptr, m_ptr, l_ptr, out_ptr, n_splits, group,
-                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr):
+                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr):
             i = tl.program_id(0)  # query head
+            if USE_PDL:
+                _gdc_wait()
             h, g = i // group, i % group
             s = tl.arange(0, S)
             d = tl.arange(0, D)
@@ -187,6 +229,8 @@ def _attention_kernels():
             lsum = tl.load(l_ptr + part, mask=ok, other=0.0)
             w = tl.where(ok, tl.exp(m - tl.max(m, axis=0)), 0.0)
             o = tl.load(o_ptr + part[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
+            if USE_PDL:  # the next kernel (the o GEMV) may start loading its weights
+                _gdc_launch_dependents()
             out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * lsum, axis=0)
             tl.store(out_ptr + i * D + d, out.to(out_ptr.dtype.element_ty))
 
@@ -210,11 +254,15 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
     return max(block, 1 << max(0, math.ceil(math.log2(max(1, math.ceil(max_len / target))))))
 
 
-def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32):
+def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
+                     pdl: bool = False):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
-    an equal share of the live length in whole blocks, so the work per program follows `length`, not L."""
+    an equal share of the live length in whole blocks, so the work per program follows `length`, not L.
+    `pdl`: both kernels launched with programmatic dependent launch (Hopper; the caller checks it is available,
+    fused.pdl_unavailable): each waits for the kernel before it first and lets the next one launch once its reads
+    are issued."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
@@ -233,9 +281,10 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     lsum = torch.empty_like(m)
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
+    launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
     split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
-                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted())
+                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
-    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D)
+    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, **launch)
     return out
