@@ -220,7 +220,7 @@ def main():
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
-            for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
+            for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up", plain=flavour == "plain"):
                 if flavour == "residual_norm" and config.split_k > 1:
                     continue  # out_norm takes no split-K
                 for pdl in sorted({False, pdl_ok}):
@@ -254,7 +254,8 @@ def summary(rows, gpu):
             med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
     med = {k: statistics.median(v) for k, v in med.items()}
     nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
-    table = {f"{key} {name}": fused.gemv_config(N, K).key for key in MODELS for name, K, N, _ in products(key)}
+    table = {f"{key} {name}": fused.gemv_config(N, K, plain=flavour == "plain").key
+             for key in MODELS for name, K, N, flavour in products(key)}
     print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
     for shape in dict.fromkeys(r["shape"] for r in rows):
         line = [f"  {shape:24s}"]

@@ -184,8 +184,9 @@ def test_gemv_configs_by_shape():
 def test_the_config_table_is_the_fastest_config_measured():
     """Each table entry against data/diagnostics/fused_gemv.csv (graph mode, with PDL, the H200) for the product
     the fused step launches with it: the table's config is the fastest candidate timed, or within 2 % of it (the
-    spread of one config timed twice). Products with no rows yet are skipped, and at least qkv, o and the LM head
-    of both models have rows."""
+    spread of one config timed twice); a product with neither prologue nor epilogue (gate_up_plain) against
+    gemv_config(plain=True). Products with no rows yet are skipped, and at least qkv, o and the LM head of both
+    models have rows."""
     import pandas as pd
 
     rows = pd.read_csv(paths.DATA / "diagnostics" / "fused_gemv.csv")
@@ -193,12 +194,13 @@ def test_the_config_table_is_the_fastest_config_measured():
     median = rows.groupby(["shape", "config"]).us.median()
     checked = []
     for key in REAL:
-        for name, K, N, _ in _products(key, step_only=True):
+        step = _products(key, step_only=True) + [p for p in _products(key) if p[0] in ("o_norm", "gate_up_plain")]
+        for name, K, N, flavour in step:
             shape = f"{key} {name}"
             if shape not in median.index.get_level_values("shape"):
                 continue
             by_config = median[shape]
-            table = fused.GEMV_CONFIGS[(N, K)].key
+            table = fused.gemv_config(N, K, plain=flavour == "plain").key
             assert table in by_config and by_config[table] <= 1.02 * by_config.min(), (shape, table, by_config.idxmin())
             checked.append(name)
     assert {"qkv", "o", "lm_head"} <= set(checked) and len(checked) >= 6, checked

@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .fused_configs import GEMV_CONFIGS, GemvConfig, _cdiv, candidate_configs, gemv_config  # noqa: F401
+from .fused_configs import GEMV_CONFIGS, PLAIN_CONFIGS, GemvConfig, _cdiv, candidate_configs, gemv_config  # noqa: F401
 from .kernels import (_gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference,
                       gdc_functions)
 
@@ -372,7 +372,9 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     rows = N // 2 if gate_up else N
     if gate_up and (N % 2 or bias is not None or residual is not None):
         raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias or residual")
-    cfg = config or gemv_config(N, K)
+    plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
+                 or out_norm is not None)
+    cfg = config or gemv_config(N, K, plain)
     k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
     split = _cdiv(K, k_split)
     if split > 1 and gate_up:

@@ -53,6 +53,12 @@ blocks instead); 16 rows of 512 columns, whose x moves through shared memory, wo
 register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from, on 8 warps where the loop does
 more per element of x (down with the SiLU prologue) or the product is small (o)."""
 
+PLAIN_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
+"""GemvConfig per weight shape (N, K) of a product with neither prologue nor epilogue, where it differs from
+GEMV_CONFIGS's for the same shape: the gate_up of the fused step with the norm in o's epilogue
+(lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). Empty until that product has rows: it takes
+GEMV_CONFIGS's, the config of the same weight with the norm prologue."""
+
 INTERPRETED_BLOCK_K = 32
 """BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
 
@@ -61,12 +67,15 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def gemv_config(N: int, K: int) -> GemvConfig:
-    """The config of weight shape (N, K): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+def gemv_config(N: int, K: int, plain: bool = False) -> GemvConfig:
+    """The config of weight shape (N, K) (`plain`: of a product with no prologue or epilogue, PLAIN_CONFIGS's
+    first): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
     (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
     programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
     if _interpreted():
         return GemvConfig(8, INTERPRETED_BLOCK_K)
+    if plain and (N, K) in PLAIN_CONFIGS:
+        return PLAIN_CONFIGS[(N, K)]
     if (N, K) in GEMV_CONFIGS:
         return GEMV_CONFIGS[(N, K)]
     block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
@@ -76,14 +85,15 @@ def gemv_config(N: int, K: int) -> GemvConfig:
     return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
 
 
-def candidate_configs(N: int, K: int, gate_up: bool = False) -> tuple[GemvConfig, ...]:
-    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's) first, then 4 and
+def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False) -> tuple[GemvConfig, ...]:
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's; `plain`:
+    gemv_config's for a product with no prologue or epilogue) first, then 4 and
     8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
     through shared memory (16 and 32 rows of 512 columns, 16 of 1024, 16 of 512 on 8 warps), and split-K 2 and 4
     where the product has fewer than 8 row blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of
     both sums)."""
     rows = N // 2 if gate_up else N
-    out = [gemv_config(N, K), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+    out = [gemv_config(N, K, plain), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
            GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
            GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8)]
     if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
