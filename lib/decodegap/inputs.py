@@ -34,31 +34,30 @@ def data_folder(data: str | Path | None = None) -> Path:
     return path
 
 
+def _one_or_more(kind: str, values: Iterable[str], known, fix: str) -> tuple[str, ...]:
+    """`values` as a tuple, each one of `known`, at least one."""
+    out = tuple(values)
+    for value in out:
+        if value not in known:
+            raise _known(kind, value, known, fix)
+    if not out:
+        raise InputError(f"no {kind} given; pass one or more of {', '.join(known)}")
+    return out
+
+
 def arms(values: Iterable[str]) -> tuple[str, ...]:
     """Arm keys, each one of decode.ARMS."""
     from .decode import ARMS
 
-    out = tuple(values)
-    for arm in out:
-        if arm not in ARMS:
-            raise _known("arm", arm, ARMS, "Check the spelling (--arms / ARMS).")
-    if not out:
-        raise InputError(f"no arm given; pass one or more of {', '.join(ARMS)}")
-    return out
+    return _one_or_more("arm", values, ARMS, "Check the spelling (--arms / ARMS).")
 
 
 def levers(values: Iterable[str]) -> tuple[str, ...]:
     """Arm keys of the ladder's levers (levers.LEVERS), each checked."""
     from .levers import LEVERS
 
-    known = tuple(dict.fromkeys(a for _, a, _ in LEVERS))
-    out = tuple(values)
-    for arm in out:
-        if arm not in known:
-            raise _known("lever", arm, known, "Check the spelling (ladder --levers).")
-    if not out:
-        raise InputError(f"no lever given; pass one or more of {', '.join(known)}")
-    return out
+    return _one_or_more("lever", values, tuple(dict.fromkeys(a for _, a, _ in LEVERS)),
+                        "Check the spelling (ladder --levers).")
 
 
 def attn(value: str) -> str:

@@ -10,7 +10,7 @@ KV cache for attention; everything else moves activations only, whose bytes are 
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,26 @@ CATEGORIES = (
 
 SMALL_CATEGORIES = ("elementwise", "copy / index", "norm", "other")
 """Kernel categories that move activations only: at batch 1 their bytes are negligible, their count is not."""
+
+
+class StepTerms(NamedTuple):
+    """One profiled step's category rows (category_table) as dicts by category: GPU microseconds, the floor's
+    microseconds and kernels; and the small categories' (SMALL_CATEGORIES) GPU microseconds and kernels together."""
+
+    us: dict
+    floor_us: dict
+    kernels: dict
+    small_us: float
+    small_kernels: int
+
+
+def step_terms(prof: pd.DataFrame) -> StepTerms:
+    """The StepTerms of one profiled step's rows of category_table."""
+    c = prof.set_index("category")
+    us, kernels = c["gpu_us"].to_dict(), c["kernels"].to_dict()
+    floor_us = c["floor_us"].to_dict() if "floor_us" in c.columns else {}  # budget_findings reads none
+    return StepTerms(us, floor_us, kernels, sum(us.get(k, 0.0) for k in SMALL_CATEGORIES),
+                     int(sum(kernels.get(k, 0) for k in SMALL_CATEGORIES)))
 
 
 def _at(frame: pd.DataFrame, target: Mapping) -> pd.DataFrame:
@@ -289,7 +309,8 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         lever, t_obs = timed.loc[(arm, quant), "lever"], float(timed.loc[(arm, quant), "t_obs_ms"])
         goal_ms = (float(timed.loc[(arm, quant), "t_floor_bf16_ms"]) / target["r_floor"] if quant == "bf16"
                    else TARGETS["int4"]["step_ms"])
-        us = g.set_index("category")["gpu_us"].to_dict()
+        terms = step_terms(g)
+        us = terms.us
         products = us.get("matmul", 0.0) / 1e3
         step = at[(at["arm"] == arm) & (at["quant"] == quant)]
         fitted = fitted_products(step)
@@ -297,7 +318,7 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         fit = fits.loc[(arm, quant)]
         stream_ms = fitted["bytes"].sum() / fit["stream_gbps"] / 1e6
         fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
-        small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES) / 1e3
+        small = terms.small_us / 1e3
         between = t_obs - sum(us.values()) / 1e3  # negative where kernels overlap (PDL)
         head = f", the bf16 LM head {head_ms:.2f}" if head_ms else ""
         beside = "the weights at that rate" + (" and the head" if head_ms else "")
@@ -329,12 +350,11 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
     where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
     out = []
     for (arm, quant), g in _at(by_category, target).groupby(["arm", "quant"], sort=False):
-        c = g.set_index("category")
-        us = c["gpu_us"].to_dict()
-        mm, floor = us.get("matmul", 0.0), float(c["floor_us"].get("matmul", float("nan")))
-        small = sum(us.get(k, 0.0) for k in SMALL_CATEGORIES)
-        n_small = int(sum(c["kernels"].get(k, 0) for k in SMALL_CATEGORIES))
-        values = dict(arm=arm, quant=quant, kernels=int(c["kernels"].sum()), gpu_ms=sum(us.values()) / 1e3,
+        terms = step_terms(g)
+        us = terms.us
+        mm, floor = us.get("matmul", 0.0), float(terms.floor_us.get("matmul", float("nan")))
+        small, n_small = terms.small_us, terms.small_kernels
+        values = dict(arm=arm, quant=quant, kernels=int(sum(terms.kernels.values())), gpu_ms=sum(us.values()) / 1e3,
                       products_ms=mm / 1e3, floor_ms=floor / 1e3, of_datasheet=floor / mm,
                       attention_ms=us.get("attention", 0.0) / 1e3, small_kernels=n_small, small_ms=small / 1e3)
         out.append(Finding(
@@ -359,10 +379,6 @@ def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.Data
             read_ms=read_ms, copy_ms=copy_ms, copy_gbps=measured_gbps[target["gpu"]], goal_ms=goal_ms,
             above_ms=goal_ms - copy_ms))
     return out
-
-
-SMALL = ("elementwise", "copy / index", "norm", "other")
-"""The categories of the small kernels: each moves almost no bytes (floor 0)."""
 
 
 def reading_findings(ladder: pd.DataFrame, by_category: pd.DataFrame) -> list[str]:
@@ -391,7 +407,7 @@ def reading_findings(ladder: pd.DataFrame, by_category: pd.DataFrame) -> list[st
         for cat, c in g.set_index("category").iterrows():
             parts.append(f"{cat} {int(c['kernels'])} kernels {c['gpu_us'] / 1e3:.2f} ms"
                          + (f" (floor {c['floor_us'] / 1e3:.2f} ms)" if c["floor_us"] > 0 else ""))
-        small = g[g["category"].isin(SMALL)]
+        small = g[g["category"].isin(SMALL_CATEGORIES)]
         out.append(Finding(f"{where}, {step_label(arm, 'bf16')} profiled, kernel by kernel: " + "; ".join(parts)
                            + f"; the small kernels together {int(small['kernels'].sum())} for "
                            f"{small['gpu_us'].sum() / 1e3:.2f} ms with no bytes to move.",

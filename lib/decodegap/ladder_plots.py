@@ -11,11 +11,13 @@ from matplotlib.ticker import FuncFormatter
 
 from . import plots
 from .ladder import LEVERS, TARGETS, fitted_products, step_label
+from .ladder_targets import grid_target_findings
 from .levers import GRID_TARGET
 
 
-def _target_finding(rows: pd.DataFrame) -> str:
-    """Where the best lever of the target cell stands against each target (TARGETS), for the title."""
+def _target_finding(rows: pd.DataFrame, gpu: str) -> str:
+    """Where the best lever of the target cell stands against each target (TARGETS), and how many of `gpu`'s cells
+    meet the grid's (GRID_TARGET), for the title."""
     parts = []
     for kind, t in TARGETS.items():
         cell = rows[(rows["model"] == t["model"]) & (rows["ctx"] == t["ctx"]) & rows["t_obs_ms"].notna()]
@@ -31,11 +33,10 @@ def _target_finding(rows: pd.DataFrame) -> str:
             parts.append(f"int4 best {best['t_obs_ms']:.2f} ms ({'meets' if met else 'short of'} {t['step_ms']:.1f} ms)")
     t = TARGETS["bf16"]
     title = (f"At the target cell ({t['model']}, ctx {t['ctx']:,}): " + "; ".join(parts)) if parts else "The ladder of levers"
-    bf16 = rows[(rows["quant"] == "bf16") & rows["t_obs_ms"].notna()]
-    if not bf16.empty:
-        best = bf16.loc[bf16.groupby(["model", "ctx"])["t_obs_ms"].idxmin()]
-        met = int((best["r_floor_bf16"] >= GRID_TARGET["r_floor"]).sum())
-        title += f"; {met} of {len(best)} cells at R_floor {GRID_TARGET['r_floor']:.2f} or more"
+    [grid] = grid_target_findings(rows[rows["t_obs_ms"].notna()], target=dict(GRID_TARGET, gpu=gpu))
+    if grid.values["measured"]:
+        title += (f"; {grid.values['cells_met']} of {grid.values['cells']} cells at R_floor "
+                  f"{GRID_TARGET['r_floor']:.2f} or more")
     return title
 
 
@@ -101,7 +102,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_r.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                 title=f"colour: the lever's arm; contexts {', '.join(f'{c:,}' for c in contexts)} left to right",
                 title_fontsize=7.5)
-    plots.finding_title(fig, _target_finding(rows), f"every lever of every measured cell on the {gpu}; a lever "
+    plots.finding_title(fig, _target_finding(rows, gpu), f"every lever of every measured cell on the {gpu}; a lever "
                         "without a point was not measured there, failed its check, or ran at the target cell only "
                         "(06_ladder.csv says which)")
     fig.tight_layout()

@@ -9,7 +9,7 @@ from typing import Mapping
 import pandas as pd
 
 from .finding import Finding
-from .ladder import SMALL_CATEGORIES, _at, step_label
+from .ladder import _at, step_label, step_terms
 from .levers import GRID_TARGET, TARGETS
 
 
@@ -61,16 +61,15 @@ def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
 def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str) -> tuple[str, dict]:
     """The profiled step of one cell and arm (bf16), as ' Its profiled step: ...' and its values; empty where
     the cell was not profiled with that arm."""
-    prof = by_category[(by_category["gpu"] == gpu) & (by_category["model"] == model) & (by_category["ctx"] == ctx)
-                       & (by_category["arm"] == arm) & (by_category["quant"] == "bf16")]
+    prof = _at(by_category, dict(gpu=gpu, model=model, ctx=ctx))
+    prof = prof[(prof["arm"] == arm) & (prof["quant"] == "bf16")]
     if prof.empty:
         return " That step was not profiled.", {}
-    c = prof.set_index("category")
-    us = c["gpu_us"].to_dict()
-    values = dict(products_ms=us.get("matmul", 0.0) / 1e3, products_floor_ms=float(c["floor_us"].get("matmul", 0.0)) / 1e3,
-                  attention_ms=us.get("attention", 0.0) / 1e3,
-                  attention_floor_ms=float(c["floor_us"].get("attention", 0.0)) / 1e3,
-                  small_ms=sum(us.get(k, 0.0) for k in SMALL_CATEGORIES) / 1e3)
+    step = step_terms(prof)
+    us, floor = step.us, step.floor_us
+    values = dict(products_ms=us.get("matmul", 0.0) / 1e3, products_floor_ms=float(floor.get("matmul", 0.0)) / 1e3,
+                  attention_ms=us.get("attention", 0.0) / 1e3, attention_floor_ms=float(floor.get("attention", 0.0)) / 1e3,
+                  small_ms=step.small_us / 1e3)
     values["products_excess_ms"] = values["products_ms"] - values["products_floor_ms"]
     values["attention_excess_ms"] = values["attention_ms"] - values["attention_floor_ms"]
     terms = {"the matrix products above their weight floor": values["products_excess_ms"],
