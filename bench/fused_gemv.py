@@ -60,17 +60,8 @@ FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", 
 
 
 def products(key):
-    """(shape, K, N weight rows, flavour) of a model's fused products (flavour: norm, norm_bias, residual, gate_up,
-    silu_residual, residual_norm, plain)."""
-    c = models.load_spec(key).config
-    hidden, inter = c["hidden_size"], c["intermediate_size"]
-    D = hidden // c["num_attention_heads"]
-    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
-    return [("qkv", hidden, qkv, "norm_bias" if c.get("model_type") == "qwen2" else "norm"),
-            ("o", c["num_attention_heads"] * D, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
-            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
-            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, c["vocab_size"], "norm"),
-            ("o_norm", c["num_attention_heads"] * D, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain")]
+    """(shape, K, N weight rows, flavour) of a model's fused products (fused.products)."""
+    return fused.products(models.load_spec(key).config)
 
 
 def rel_err(y, ref):
@@ -226,9 +217,7 @@ def main():
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
-            for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up", plain=flavour == "plain"):
-                if flavour == "residual_norm" and config.split_k > 1:
-                    continue  # out_norm takes no split-K
+            for config in fused.flavour_candidates(N, K, flavour):
                 for pdl in sorted({False, pdl_ok}):
                     call, reference = fused_call(flavour, nw, b, res, config, pdl)
                     try:

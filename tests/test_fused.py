@@ -419,16 +419,7 @@ def _products(key, step_only=False):
     norm_bias / residual / gate_up / silu_residual / residual_norm / plain. `step_only`: the five the fused step
     launches by default (gate_up_norm and down_silu, not the SiLU-epilogue gate_up, the plain down, and the
     norm-epilogue arm's o_norm and gate_up_plain)."""
-    c = models.load_spec(key).config
-    hidden, inter, D = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
-    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * D
-    bias = "norm_bias" if key.startswith("qwen") else "norm"
-    out = [("qkv", hidden, qkv, bias), ("o", c["num_attention_heads"] * D, hidden, "residual"),
-           ("gate_up", hidden, 2 * inter, "gate_up"), ("gate_up_norm", hidden, 2 * inter, "norm"),
-           ("down", inter, hidden, "residual"), ("down_silu", inter, hidden, "silu_residual"),
-           ("lm_head", hidden, c["vocab_size"], "norm"), ("o_norm", c["num_attention_heads"] * D, hidden, "residual_norm"),
-           ("gate_up_plain", hidden, 2 * inter, "plain")]
-    return [p for p in out if not step_only or p[0] not in ("gate_up", "down", "o_norm", "gate_up_plain")]
+    return [p for p in fused.products(models.load_spec(key).config) if not step_only or p[0] in fused.STEP_PRODUCTS]
 
 
 def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
@@ -465,9 +456,7 @@ def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
         nw, b = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16(), torch.randn(N, device="cuda").bfloat16()
         rows = N // 2 if flavour == "gate_up" else N
         res = torch.randn(rows, generator=gen, device="cuda").bfloat16()
-        for config in fused.candidate_configs(N, K, gate_up=flavour == "gate_up"):
-            if flavour == "residual_norm" and config.split_k > 1:
-                continue  # out_norm takes no split-K
+        for config in fused.flavour_candidates(N, K, flavour):
             for use_pdl in sorted({False, pdl}):
                 got, ref = _call(flavour, x, w, nw, b, res, use_pdl, config)
                 err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()

@@ -61,7 +61,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .fused_configs import GEMV_CONFIGS, PLAIN_CONFIGS, GemvConfig, _cdiv, candidate_configs, gemv_config  # noqa: F401
+from .fused_configs import (GEMV_CONFIGS, PLAIN_CONFIGS, STEP_PRODUCTS, GemvConfig, _cdiv,  # noqa: F401
+                            candidate_configs, flavour_candidates, gemv_config, products)
 from .kernels import (_gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference,
                       gdc_functions)
 
@@ -386,6 +387,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
         raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
                          f"{WORKSPACE_ROW_BLOCKS} row blocks)")
+    if out_norm is not None and blocks >= WORKSPACE_ROW_BLOCKS:  # its arrival counter is the workspace's last
+        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
     triton, _ = _triton()
     xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
     y = torch.empty(rows, dtype=x.dtype, device=x.device)
@@ -396,8 +399,6 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
-    if out_norm is not None and blocks >= WORKSPACE_ROW_BLOCKS:
-        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
         xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
@@ -444,8 +445,7 @@ class FusedOps:
         if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
         x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), pdl=self.pdl)
-        gate_up = fused_gemv(h, w_gate_up, pdl=self.pdl)
-        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, pdl=self.pdl)
+        return self._silu_down(fused_gemv(h, w_gate_up, pdl=self.pdl), w_down, x)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
@@ -479,5 +479,8 @@ class FusedOps:
             return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
         if self.reference:
             return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-        gate_up = fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, pdl=self.pdl)
+        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, pdl=self.pdl), w_down, x)
+
+    def _silu_down(self, gate_up, w_down, x):
+        """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
         return fused_gemv(gate_up, w_down, silu_x=True, residual=x, pdl=self.pdl)

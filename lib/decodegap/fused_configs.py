@@ -10,6 +10,7 @@ products of the same width, and the test names them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from .kernels import H200_SMS, _interpreted
 
@@ -100,3 +101,30 @@ def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False
         out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
                 GemvConfig(8, 1024, split_k=4)]
     return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
+
+
+def products(config: Mapping) -> list[tuple[str, int, int, str]]:
+    """(name, K, N weight rows, flavour) of each fused product of a model (its HF config dict), as
+    bench/fused_gemv.py times them and names their rows. Flavour: norm (the norm prologue), norm_bias (and Qwen2's
+    bias), residual, gate_up (the SiLU epilogue), silu_residual (the SiLU prologue and the residual),
+    residual_norm (the residual and the output's norm, out_norm), plain. STEP_PRODUCTS are the default fused
+    step's; o_norm and gate_up_plain the norm-epilogue arm's; gate_up and down the versions they replaced."""
+    hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
+    D = hidden // heads
+    heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
+    return [("qkv", hidden, qkv, "norm_bias" if config.get("model_type") == "qwen2" else "norm"),
+            ("o", heads_dim, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
+            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
+            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, config["vocab_size"], "norm"),
+            ("o_norm", heads_dim, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain")]
+
+
+STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
+"""The products (products' names) the default fused step launches."""
+
+
+def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
+    """candidate_configs for a product of `flavour` (products): gate_up's and residual_norm's without split-K (an
+    epilogue that needs the whole of each sum, or of the output), plain's with its own config first."""
+    out = candidate_configs(N, K, gate_up=flavour == "gate_up", plain=flavour == "plain")
+    return tuple(c for c in out if c.split_k == 1) if flavour == "residual_norm" else out
