@@ -90,13 +90,16 @@ def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False
     """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's; `plain`:
     gemv_config's for a product with no prologue or epilogue) first, then 4 and
     8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
-    through shared memory (16 and 32 rows of 512 columns, 16 of 1024, 16 of 512 on 8 warps), and split-K 2 and 4
+    through shared memory (16 and 32 rows of 512 columns, 16 of 1024, each on 4 and 8 warps; 16 of 512 and 8 of 1024
+    pipelined), and split-K 2 and 4
     where the product has fewer than 8 row blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of
     both sums)."""
     rows = N // 2 if gate_up else N
     out = [gemv_config(N, K, plain), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
            GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
-           GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8)]
+           GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8),
+           GemvConfig(16, 512, stages=3), GemvConfig(16, 512, warps=8, stages=3), GemvConfig(32, 512, warps=8),
+           GemvConfig(16, 1024, warps=8), GemvConfig(8, 1024, stages=3)]
     if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up:
         out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
                 GemvConfig(8, 1024, split_k=4)]
