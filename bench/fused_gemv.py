@@ -3,7 +3,8 @@ Llama-3.1-8B and Qwen-2.5-7B, and Mistral-7B-v0.3's LM head (qkv with the input 
 with the post-attention norm and SiLU; the LM head with the final norm; and the MLP as the fused step launches it by
 default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
 prologue and the residual; and for lean_fused_pdl_norm_graph o_norm, o with the residual and the post-attention
-norm made by its last row block, and gate_up_plain, gate_up with no prologue), over each shape's candidate configs (fused.candidate_configs: the table's first,
+norm made by its last row block, and gate_up_plain, gate_up with no prologue; for lean_fused_pdl_epilogues_graph
+qkv_rotary, qkv with the rotary and the cache write as its epilogue), over each shape's candidate configs (fused.candidate_configs: the table's first,
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
@@ -22,7 +23,9 @@ as kernels of their own: the layer rows compare like with like.
           lean_fused_graph step's), with and without PDL (lean_fused_pdl_graph), and `fused_silu_epilogue` =
           the same with the SiLU in gate_up's epilogue (FusedOps(silu_in_down=False)), with PDL where available.
           `fused_norm_epilogue` = the fused layer with the norm in o's epilogue (FusedOps(norm_in_epilogue=True),
-          the lean_fused_pdl_norm_graph step's), with PDL where available. The fused layer's output is checked
+          the lean_fused_pdl_norm_graph step's), with PDL where available; `fused_epilogues` = that layer with the
+          rotary and the cache write in qkv's epilogue too (the lean_fused_pdl_epilogues_graph step's). The fused
+          layer's output is checked
           against the lean layer's first (relative error <= LAYER_TOL).
 
 Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
@@ -75,15 +78,33 @@ def operands(K, N, flavour, gen):
     x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
-    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour.startswith("norm_bias") else None
     if flavour == "residual_norm":  # the output norm's weight, in b's place
         b = (1 + 0.1 * torch.randn(N, generator=gen, device=DEVICE)).bfloat16()
     res = torch.randn(N // 2 if flavour == "gate_up" else N, generator=gen, device=DEVICE).bfloat16()
     return x, w, nw, b, res
 
 
-def fused_call(flavour, nw, b, res, config, pdl):
-    """call(x, w) of the fused kernel for `flavour`, and its reference ref(x, w)."""
+def rotary_operands(key, gen):
+    """(cos, sin, start_pos, k_cache, v_cache, H, Hkv) of the qkv product's rotary epilogue on model `key`'s heads:
+    random bf16 tables and caches of CTX + 8 positions, the token at CTX."""
+    c = models.load_spec(key).config
+    H, Hkv = c["num_attention_heads"], c["num_key_value_heads"]
+    D, L = c["hidden_size"] // H, CTX + 8
+    cos, sin = (torch.randn(L, D, generator=gen, device=DEVICE).bfloat16() for _ in range(2))
+    caches = [torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16, device=DEVICE) for _ in range(2)]
+    return (cos, sin, torch.tensor([CTX], device=DEVICE), *caches, H, Hkv)
+
+
+def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
+    """call(x, w) of the fused kernel for `flavour`, and its reference ref(x, w) (`rotary`: the rotary flavours'
+    operands, rotary_operands; the reference writes its own copy of the caches)."""
+    if flavour.endswith("_rotary"):
+        bias = b if "bias" in flavour else None
+        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
+                                              config=config, pdl=pdl),
+                lambda x, w: fused.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
     if flavour == "residual":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, pdl=pdl),
                 lambda x, w: fused.gemv_residual_reference(x, w, res))
@@ -141,8 +162,9 @@ def layer_chain(key, pdl_ok, emit):
                 x = layer(x, cos, sin, None, start, pos, kc, vc)
             return x
 
-        def fused_step(pdl, silu_in_down=True, norm_in_epilogue=False):
-            ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down, norm_in_epilogue=norm_in_epilogue)
+        def fused_step(pdl, silu_in_down=True, norm_in_epilogue=False, rotary_in_qkv=False):
+            ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down, norm_in_epilogue=norm_in_epilogue,
+                                 rotary_in_qkv=rotary_in_qkv)
 
             def run():
                 x = x0.reshape(-1)
@@ -159,6 +181,7 @@ def layer_chain(key, pdl_ok, emit):
         chains = [("lean", False, lean_step)] + [("fused", p, fused_step(p)) for p in sorted({False, pdl_ok})]
         chains.append(("fused_silu_epilogue", pdl_ok, fused_step(pdl_ok, silu_in_down=False)))
         chains.append(("fused_norm_epilogue", pdl_ok, fused_step(pdl_ok, norm_in_epilogue=True)))
+        chains.append(("fused_epilogues", pdl_ok, fused_step(pdl_ok, norm_in_epilogue=True, rotary_in_qkv=True)))
         for kernel, pdl, step in chains:
             try:
                 err = 0.0 if kernel == "lean" else rel_err(step(), ref)
@@ -202,7 +225,8 @@ def main():
             shape, nbytes = f"{key} {name}", 2 * N * K
             x, w, nw, b, res = operands(K, N, flavour, gen)
             xb = x[:K]  # cuBLAS's operand: the product alone
-            bias = b if flavour == "norm_bias" else None
+            bias = b if flavour in ("norm_bias", "norm_bias_rotary") else None
+            rotary = rotary_operands(key, gen) if flavour.endswith("_rotary") else None
             copies = [w] + [w.clone() for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=shape, K=K, N=N, bytes=nbytes)
             try:  # cuBLAS, the product alone
@@ -219,7 +243,7 @@ def main():
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
             for config in fused.flavour_candidates(N, K, flavour):
                 for pdl in sorted({False, pdl_ok}):
-                    call, reference = fused_call(flavour, nw, b, res, config, pdl)
+                    call, reference = fused_call(flavour, nw, b, res, config, pdl, rotary)
                     try:
                         err = rel_err(call(x, w), reference(x, w))
                         if not err <= TOL:  # NaN included
@@ -250,7 +274,7 @@ def summary(rows, gpu):
             med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
     med = {k: statistics.median(v) for k, v in med.items()}
     nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
-    table = {f"{key} {name}": fused.gemv_config(N, K, plain=flavour == "plain").key
+    table = {f"{key} {name}": fused.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
              for key in MODELS for name, K, N, flavour in products(key)}
     print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
     for shape in dict.fromkeys(r["shape"] for r in rows):
@@ -262,7 +286,8 @@ def summary(rows, gpu):
                          ("fused", (shape, "fused", "table", 0, "layer")),
                          ("fused+PDL", (shape, "fused", "table", 1, "layer")),
                          ("SiLU epilogue+PDL", (shape, "fused_silu_epilogue", "table", 1, "layer")),
-                         ("norm epilogue+PDL", (shape, "fused_norm_epilogue", "table", 1, "layer"))]:
+                         ("norm epilogue+PDL", (shape, "fused_norm_epilogue", "table", 1, "layer")),
+                         ("norm, rotary epilogues+PDL", (shape, "fused_epilogues", "table", 1, "layer"))]:
             if k in med:
                 line.append(f"{label} {med[k]:7.2f} us {nbytes[shape] / med[k] / 1e3:5.0f} GB/s")
         fastest = min(((v, k) for k, v in med.items() if k[0] == shape and k[1] == "fused" and k[4] == "graph"),

@@ -36,6 +36,7 @@
 # recorded only as unavailable, e.g. fa2 once flash-attn is built), ATTENTION_AGAIN=1 (the attention step's per-layer
 # microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
 # STEP_BACKENDS (comma-separated attention keys of the attention_step step), QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
+# FUSED_TESTS (a pytest -k expression: the fused step runs only those of its GPU tests, e.g. the ones a change added),
 # LADDER_LEVERS (comma-separated arms of levers.LEVERS: the ladder step sweeps and profiles only these),
 # LADDER_AGAIN=1 (the ladder step measures and profiles its cells again, the old rows kept as history),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
@@ -186,7 +187,7 @@ step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_fused() {
-  gpu_tests fused tests/test_fused.py
+  gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {

@@ -128,7 +128,9 @@ def test_the_fused_kernel_names_and_their_rules():
 def test_the_fused_arms_are_registered_as_graphed_lean_arms():
     for key, kernels in (("lean_fused_graph", ("fused", "attention")),
                          ("lean_fused_pdl_graph", ("fused", "attention", "pdl")),
-                         ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue"))):
+                         ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue")),
+                         ("lean_fused_pdl_epilogues_graph",
+                          ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue"))):
         arm = arms.REGISTRY[key]
         assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
         assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
@@ -272,6 +274,25 @@ for H, Hkv, D, L, p in [(4, 2, 16, 10, 3), (7, 1, 32, 5, 4), (28, 4, 128, 6, 0)]
     ref = fused.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
     assert torch.equal(got, ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3]), (H, Hkv, D)
 
+# the rotary and the cache write as the qkv product's epilogue: bit for bit the qkv product (same config) followed by
+# rotary_cache, and within bf16 of the reference; with and without the bias, odd K, several row blocks a head
+for H, Hkv, D, L, p, K in [(4, 2, 16, 10, 3, 45), (7, 1, 32, 5, 4, 70), (2, 1, 128, 6, 0, 33)]:
+    N = (H + 2 * Hkv) * D
+    x, w, nw, bias = rand(K, std=2.0, seed=1), rand(N, K, std=0.2, seed=2), rand(K, seed=3), rand(N, seed=4)
+    cos, sin, pos = rand(L, D, seed=5), rand(L, D, seed=6), torch.tensor([p])
+    for b in (None, bias):
+        for cfg in (C(8, 32), C(16, 16)):
+            caches = [torch.full((1, Hkv, L, D), 7.0, dtype=torch.bfloat16) for _ in range(6)]
+            got = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg,
+                                   rotary=(cos, sin, pos, caches[0], caches[1], H, Hkv))
+            qkv = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg)
+            same = fused.rotary_cache(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv).reshape(-1)
+            assert torch.equal(got, same) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+            ref = fused.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, (cos, sin, pos, caches[4], caches[5], H, Hkv))
+            close(got, ref, ("rotary", H, Hkv, D, cfg))
+            close(caches[0], caches[4], ("rotary k", H, Hkv, D, cfg))
+            close(caches[1], caches[5], ("rotary v", H, Hkv, D, cfg))
+
 # the lean decoder's fused step through the Triton kernels: the reference step's logits, and the unfused step's
 for key in ("llama-tiny", "qwen2-tiny"):
     model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
@@ -284,10 +305,14 @@ for key in ("llama-tiny", "qwen2-tiny"):
         assert got.lean.fused == fused.FusedOps()
         epi = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue"))
         assert epi.lean.fused == fused.FusedOps(norm_in_epilogue=True)
+        both = lean.LeanStep(model, 12, 16, feedback=False,
+                             custom_kernels=("fused", "attention", "norm_epilogue", "rotary_epilogue"))
+        assert both.lean.fused == fused.FusedOps(norm_in_epilogue=True, rotary_in_qkv=True)
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             assert decode.max_relative_error(c, b) < 0.02 and decode.max_relative_error(c, a) < 0.05, key
             assert decode.max_relative_error(e, b) < 0.02, key
+            assert decode.max_relative_error(both.step().float(), b) < 0.02, key
 print("interpreted fused kernels ok")
 """
 
@@ -306,7 +331,9 @@ def test_fused_kernels_equal_their_references_in_tritons_interpreter():
 # ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
 
 FLAGS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
-         "gate_up": dict(NORM=True, GATE_UP=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True)}
+         "gate_up": dict(NORM=True, GATE_UP=True, PAIRED=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True),
+         "norm_rotary": dict(NORM=True, ROTARY=True, PAIRED=True),
+         "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True, PAIRED=True)}
 
 
 def _sm90(kernel, types, constexprs, warps, pdl):
@@ -336,7 +363,8 @@ def _sm90(kernel, types, constexprs, warps, pdl):
 @pytest.mark.parametrize("pdl", [False, True])
 def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     """Every product of the fused step of the three models with its table config, compiled offline for sm_90 by
-    this Triton, the o product also with the norm in its epilogue (out_norm): 16-byte weight loads in the K loop;
+    this Triton, the o product also with the norm in its epilogue (out_norm) and qkv with the rotary in its
+    epilogue: 16-byte weight loads in the K loop;
     no register spills; with PDL one gdc wait after the first weight tile's loads and one launch_dependents after
     the loop, without PDL none; split-K's and out_norm's arrival counters acquire-release atomics."""
     pytest.importorskip("triton")
@@ -345,18 +373,23 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     gemv, _ = fused._kernels()
     types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
                  part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32", onorm_ptr="*bf16",
-                 h_ptr="*bf16", ncount_ptr="*i32", eps_out="fp32")
+                 h_ptr="*bf16", ncount_ptr="*i32", eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16",
+                 pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16", L="i32")
     seen = {}
     for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
+        c = models.load_spec(key).config
         products = [p + (False,) for p in _products(key, step_only=True)]
         products += [p[:4] + (True,) for p in products if p[0] == "o"]  # o with the norm in its epilogue
+        products += [p + (False,) for p in _products(key) if p[0] == "qkv_rotary"]
         for name, K, N, flavour, out_norm in products:
-            config = fused.GEMV_CONFIGS[(N, K)]
+            config = fused.gemv_config(N, K, rotary=name == "qkv_rotary")
             k_split = -(-(-(-K // config.split_k)) // config.block_k) * config.block_k
             flags = dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=-(-K // k_split), NORM=False,
                          XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False, SILU_X=False, OUT_NORM=out_norm,
                          PBLOCK=1 << (-(-N // config.block_n) - 1).bit_length() if out_norm else 16,
-                         YBLOCK=1 << (N - 1).bit_length() if out_norm else 16)
+                         YBLOCK=1 << (N - 1).bit_length() if out_norm else 16, ROTARY=False, PAIRED=False,
+                         HEAD_D=c["hidden_size"] // c["num_attention_heads"], NQ=c["num_attention_heads"],
+                         NKV=c["num_key_value_heads"])
             flags.update(FLAGS[flavour])
             if flags["NORM"]:
                 flags["XBLOCK"] = 1 << (K - 1).bit_length()
@@ -412,6 +445,7 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
 # ------------------------------------------------------------------------------- the GPU, real shapes
 
 REAL = ("llama-3.1-8b", "qwen2.5-7b")
+FUSED_ARMS = tuple(a for a in arms.REGISTRY if a.startswith("lean_fused"))
 
 
 def _products(key, step_only=False):
@@ -458,7 +492,10 @@ def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
         res = torch.randn(rows, generator=gen, device="cuda").bfloat16()
         for config in fused.flavour_candidates(N, K, flavour):
             for use_pdl in sorted({False, pdl}):
-                got, ref = _call(flavour, x, w, nw, b, res, use_pdl, config)
+                if flavour.endswith("_rotary"):
+                    got, ref = _rotary_call(key, x, w, nw, b if "bias" in flavour else None, use_pdl, config)
+                else:
+                    got, ref = _call(flavour, x, w, nw, b, res, use_pdl, config)
                 err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
                 assert got.shape == ref.shape and err < 1e-2, (key, name, config, use_pdl, err)
         assert fused.workspace("cuda")[1].abs().sum().item() == 0
@@ -546,6 +583,60 @@ def test_the_output_norm_replays_in_a_cuda_graph_with_pdl():
     _replays_as_eager(chain)
 
 
+def _rotary_operands(key, L=2083, p=2049, seed=0):
+    """(cos, sin, start_pos, k_cache, v_cache, H, Hkv) of the qkv product's rotary epilogue on `key`'s heads, with
+    random bf16 tables and a cache of L positions (caches of nines, so a missing write shows)."""
+    c = models.load_spec(key).config
+    H, Hkv = c["num_attention_heads"], c["num_key_value_heads"]
+    D = c["hidden_size"] // H
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    cos, sin = (torch.randn(L, D, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    caches = [torch.full((1, Hkv, L, D), 9.0, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    return (cos, sin, torch.tensor([p], device="cuda"), *caches, H, Hkv)
+
+
+def _rotary_call(key, x, w, nw, b, pdl, config):
+    """(q, k and v at the position) of the rotary epilogue, and the same from rmsnorm_gemv_rotary_reference."""
+    got, ref = _rotary_operands(key), _rotary_operands(key)
+    q = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, rotary=got, pdl=pdl, config=config)
+    q_ref = fused.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, ref)
+    p = int(got[2])
+    return (torch.cat([q, got[3][0, :, p].reshape(-1), got[4][0, :, p].reshape(-1)]),
+            torch.cat([q_ref, ref[3][0, :, p].reshape(-1), ref[4][0, :, p].reshape(-1)]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", REAL)
+def test_the_rotary_epilogue_replays_in_a_cuda_graph_with_pdl(key):
+    """A captured chain of qkv products with the rotary epilogue (PDL where available), each feeding its q (H x D =
+    hidden on both models) to the next and writing its k and v into the cache: the eager q and caches bit for bit, every replay; and the same q and caches as the qkv product
+    with the same config followed by the rotary_cache kernel."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    c = models.load_spec(key).config
+    K = c["hidden_size"]
+    rotary = _rotary_operands(key)
+    N = (rotary[5] + 2 * rotary[6]) * rotary[3].shape[-1]
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(K, generator=gen, device="cuda").bfloat16()
+    w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
+    nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
+    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if c.get("model_type") == "qwen2" else None
+
+    def chain():
+        q = x
+        for _ in range(3):
+            q = fused.fused_gemv(q, w, norm_weight=nw, eps=1e-5, bias=b, rotary=rotary, pdl=pdl)
+        return torch.cat([q, rotary[3].reshape(-1), rotary[4].reshape(-1)])
+
+    _replays_as_eager(chain)
+    two = _rotary_operands(key)
+    config = fused.gemv_config(N, K, rotary=True)
+    one = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, rotary=rotary, pdl=pdl, config=config)
+    qkv = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, pdl=pdl, config=config)
+    assert torch.equal(one, fused.rotary_cache(qkv, *two, pdl=pdl).reshape(-1))
+    assert torch.equal(rotary[3], two[3]) and torch.equal(rotary[4], two[4])
+
+
 def _two_layers(key):
     spec = models.load_spec(key)
     return models.build_model(models.ModelSpec(spec.key, spec.name, None, "2 layers", True,
@@ -554,7 +645,7 @@ def _two_layers(key):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("key", REAL)
-@pytest.mark.parametrize("arm", ["lean_fused_graph", "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph"])
+@pytest.mark.parametrize("arm", FUSED_ARMS)
 def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
     """The graphed fused steps against HF eager (decode.verify_arm, the project's tolerance) on 2 layers of the
     real widths, and the fused step's logits against the lean eager step's; fewer kernels a step than the lean
@@ -578,6 +669,6 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
 def test_the_fused_arms_are_unavailable_on_a_quantised_model():
     model = _two_layers("llama-3.1-8b")
     quant.quantise_model_(model, "int4-tinygemm")
-    for arm in ("lean_fused_graph", "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph"):
+    for arm in FUSED_ARMS:
         with pytest.raises(decode.ArmUnavailable, match="bf16 nn.Linear weights; layer 0 has TinyGemmLinear"):
             decode.run_arm(model, arm, 64, warmup=1, steps=1)

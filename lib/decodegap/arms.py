@@ -44,6 +44,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_graph", "lean", "graph", ("fused", "attention")),
     Arm("lean_fused_pdl_graph", "lean", "graph", ("fused", "attention", "pdl")),
     Arm("lean_fused_pdl_norm_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue")),
+    Arm("lean_fused_pdl_epilogues_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

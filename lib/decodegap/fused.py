@@ -17,6 +17,11 @@ Each kernel has a PyTorch reference written to the same rounding as the unfused 
                   SILU_X    x is [gate; up] (2K values) and the product is taken of SiLU(gate) * up, made with
                             the same rounding as the loop reads x (the down product after a plain gate_up: the
                             fused step's MLP by default, FusedOps.silu_in_down).
+                  ROTARY    the qkv product's epilogue is rotary_cache's operation: a program reads BLOCK_N rows
+                            of the first halves of the heads and their partners half a head below (the rows
+                            rotate_half pairs), rounds each sum (with the bias) to bf16, rotates q and k at the
+                            position with rotary_cache's rounding, writes q out and k and v into the caches
+                            (FusedOps.rotary_in_qkv: the rotary_cache kernel is then not launched).
                 Grid: (ceil(N / BLOCK_N), SPLIT_K). A program reduces BLOCK_N rows over its slice of K in
                 BLOCK_K chunks, fp32 accumulation (elementwise into a BLOCK_N x BLOCK_K accumulator, reduced across
                 it once at the end), with the next chunk's weight tile loaded before the current one is used
@@ -119,6 +124,13 @@ def silu_gemv_residual_reference(gate_up, weight, residual):
     return gemv_residual_reference(silu_mul_reference(gate_up), weight, residual)
 
 
+def rmsnorm_gemv_rotary_reference(x, norm_weight, weight, bias, eps: float, rotary):
+    """rotary_cache_reference of the qkv product F.linear(RMSNorm(x), weight, bias), `rotary` = (cos_table,
+    sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads): returns rotary q [H x D], writes k and v
+    (fused_gemv with NORM and rotary)."""
+    return rotary_cache_reference(rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps), *rotary).reshape(-1)
+
+
 def rotate_half_reference(x):
     """rotate_half of the last dimension: (-x2, x1)."""
     half = x.shape[-1] // 2
@@ -174,21 +186,33 @@ def _kernels():
                               NORM: tl.constexpr, XBLOCK: tl.constexpr, BIAS: tl.constexpr,
                               RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, SILU_X: tl.constexpr,
                               USE_PDL: tl.constexpr, onorm_ptr, h_ptr, ncount_ptr, eps_out,
-                              OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr):
+                              OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
+                              cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L,
+                              ROTARY: tl.constexpr, HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr,
+                              PAIRED: tl.constexpr):
             pid_n = tl.program_id(0)
             pid_k = tl.program_id(1)
-            rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
-            row_ok = rows < N
+            idx = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
+            if ROTARY:  # idx counts the first halves of the heads (N of them): row head * D + d, its partner + D/2
+                head = idx // (HEAD_D // 2)
+                d = idx % (HEAD_D // 2)
+                rows = head * HEAD_D + d
+            else:
+                rows = idx
+            row_ok = idx < N
             k_lo = pid_k * K_SPLIT
             k_hi = tl.minimum(k_lo + K_SPLIT, K)
             offs = tl.arange(0, BLOCK_K)
             w_rows = w_ptr + rows[:, None].to(tl.int64) * K
-            u_rows = w_rows + N * K  # the matching rows of up, N rows below gate's
+            if ROTARY:
+                u_rows = w_rows + (HEAD_D // 2) * K  # the rotary partners, half a head below
+            else:
+                u_rows = w_rows + N * K  # the matching rows of up, N rows below gate's
             cols = k_lo + offs
             mask = row_ok[:, None] & (cols[None, :] < k_hi)
             w = tl.load(w_rows + cols[None, :], mask=mask, other=0.0)  # weights: before the wait
             u = w
-            if GATE_UP:
+            if PAIRED:
                 u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
             if USE_PDL:
                 _gdc_wait()
@@ -206,7 +230,7 @@ def _kernels():
                 mask = row_ok[:, None] & (nxt[None, :] < k_hi)
                 w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
                 u_next = w_next
-                if GATE_UP:
+                if PAIRED:
                     u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
                 cols = k0 + offs
                 col_ok = cols < k_hi
@@ -221,7 +245,7 @@ def _kernels():
                     xf = xk
                 acc2 += w.to(tl.float32) * xf[None, :]
                 w = w_next
-                if GATE_UP:
+                if PAIRED:
                     acc2_u += u.to(tl.float32) * xf[None, :]
                     u = u_next
             acc = tl.sum(acc2, axis=1)
@@ -238,18 +262,43 @@ def _kernels():
                 for s in tl.static_range(SPLIT_K):  # split order: the same sum every run
                     acc += tl.load(part_ptr + s * N + rows, mask=row_ok & last, other=0.0, cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
-            if GATE_UP:
-                g = _round_bf16(acc)
-                y = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * _round_bf16(acc_u))
-            else:
-                y = acc
+            if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches
+                y1, y2 = acc, acc_u
                 if BIAS:
-                    y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
-                if RESIDUAL:
-                    res = tl.load(res_ptr + rows, mask=row_ok & last, other=0.0).to(tl.float32)
-                    y = _round_bf16(y) + res
-                y = _round_bf16(y)
-            tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
+                    y1 += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
+                    y2 += tl.load(bias_ptr + rows + HEAD_D // 2, mask=row_ok, other=0.0).to(tl.float32)
+                y1, y2 = _round_bf16(y1), _round_bf16(y2)
+                pos = tl.load(pos_ptr)
+                t1, t2 = pos * HEAD_D + d, pos * HEAD_D + d + HEAD_D // 2
+                c1, s1 = tl.load(cos_ptr + t1).to(tl.float32), tl.load(sin_ptr + t1).to(tl.float32)
+                c2, s2 = tl.load(cos_ptr + t2).to(tl.float32), tl.load(sin_ptr + t2).to(tl.float32)
+                rot = head < NQ + NKV  # q and k heads; v is written as it is
+                o1 = tl.where(rot, _round_bf16(_round_bf16(y1 * c1) + _round_bf16(-y2 * s1)), y1)
+                o2 = tl.where(rot, _round_bf16(_round_bf16(y2 * c2) + _round_bf16(y1 * s2)), y2)
+                o1, o2 = o1.to(y_ptr.dtype.element_ty), o2.to(y_ptr.dtype.element_ty)
+                is_q, is_v = row_ok & (head < NQ), row_ok & (head >= NQ + NKV)
+                is_k = row_ok & rot & (head >= NQ)
+                tl.store(y_ptr + rows, o1, mask=is_q)
+                tl.store(y_ptr + rows + HEAD_D // 2, o2, mask=is_q)
+                k_at = kc_ptr + (head - NQ).to(tl.int64) * L * HEAD_D + t1
+                v_at = vc_ptr + (head - NQ - NKV).to(tl.int64) * L * HEAD_D + t1
+                tl.store(k_at, o1, mask=is_k)
+                tl.store(k_at + HEAD_D // 2, o2, mask=is_k)
+                tl.store(v_at, o1, mask=is_v)
+                tl.store(v_at + HEAD_D // 2, o2, mask=is_v)
+            else:
+                if GATE_UP:
+                    g = _round_bf16(acc)
+                    y = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * _round_bf16(acc_u))
+                else:
+                    y = acc
+                    if BIAS:
+                        y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
+                    if RESIDUAL:
+                        res = tl.load(res_ptr + rows, mask=row_ok & last, other=0.0).to(tl.float32)
+                        y = _round_bf16(y) + res
+                    y = _round_bf16(y)
+                tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
                 yb = y.to(y_ptr.dtype.element_ty).to(tl.float32)
                 tl.store(part_ptr + pid_n, tl.sum(tl.where(row_ok, yb * yb, 0.0), axis=0))
@@ -352,7 +401,7 @@ def workspace(device) -> tuple:
 
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
-               silu_x: bool = False, out_norm=None, config: GemvConfig | None = None, pdl: bool = False):
+               silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
     x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
     and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
@@ -361,7 +410,11 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     workspace and bumps an arrival counter; the row block that arrives last sums them in block order
     (deterministic) and normalises the whole of y, as the split-K reduction does its partials, so the next
     product reads h without a norm prologue of its own and no kernel is added (the o product's epilogue, for
-    gate_up: FusedOps.norm_in_epilogue)."""
+    gate_up: FusedOps.norm_in_epilogue). `rotary` (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads,
+    n_kv_heads), for the qkv product: rotary_cache's operation as the epilogue (rotary_cache_qkv_reference), each
+    program taking the rows of the first halves of its heads and their partners half a head below (as gate_up
+    takes gate's rows and up's), so no kernel of its own is launched: returns rotary q [H x D] and writes k and v
+    at start_pos of the caches [1, Hkv, L, D]."""
     N, K = weight.shape
     if x.numel() != (2 * K if silu_x else K):
         raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
@@ -370,16 +423,19 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         raise ValueError("silu_x and norm_weight are two prologues: fused_gemv takes one")
     if weight.dtype != torch.bfloat16 or x.dtype != torch.bfloat16:
         raise ValueError(f"fused_gemv rounds to bf16: it takes bf16 x and weight, got {x.dtype} and {weight.dtype}")
-    rows = N // 2 if gate_up else N
+    rows = N // 2 if gate_up or rotary is not None else N
     if gate_up and (N % 2 or bias is not None or residual is not None):
         raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias or residual")
+    if rotary is not None:
+        _check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
     plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
-                 or out_norm is not None)
-    cfg = config or gemv_config(N, K, plain)
+                 or out_norm is not None or rotary is not None)
+    cfg = config or gemv_config(N, K, plain, rotary=rotary is not None)
     k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
     split = _cdiv(K, k_split)
-    if split > 1 and gate_up:
-        raise ValueError("split-K is not implemented for gate_up (its epilogue needs the whole of both sums)")
+    if split > 1 and (gate_up or rotary is not None):
+        raise ValueError("split-K is not implemented for gate_up or rotary (their epilogues need the whole of both "
+                         "sums)")
     if out_norm is not None and (split > 1 or gate_up):
         raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
                          "gate_up)")
@@ -399,6 +455,14 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
+    extra.update(cos_ptr=xc, sin_ptr=xc, pos_ptr=xc, kc_ptr=xc, vc_ptr=xc, L=0, ROTARY=False, HEAD_D=2, NQ=1, NKV=1,
+                 PAIRED=gate_up)
+    if rotary is not None:
+        cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+        y = torch.empty(n_heads * k_cache.shape[-1], dtype=x.dtype, device=x.device)
+        extra.update(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
+                     L=k_cache.shape[2], ROTARY=True, HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads,
+                     PAIRED=True)
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
         xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
@@ -408,6 +472,22 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
         num_stages=cfg.stages, launch_pdl=pdl, **extra)
     return y if out_norm is None else (y, h)
+
+
+def _check_rotary(N: int, rotary, other_epilogue: bool) -> None:
+    """Refuse a rotary epilogue fused_gemv cannot run: a weight that is not the model's q, k and v heads, caches
+    or tables of another shape, or a second epilogue."""
+    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+    _, Hkv, _, D = k_cache.shape
+    if other_epilogue:
+        raise ValueError("rotary is the qkv product's epilogue: it takes no gate_up, silu_x, residual or out_norm")
+    if (Hkv != n_kv_heads or N != (n_heads + 2 * n_kv_heads) * D or D & (D - 1) or D < 2
+            or v_cache.shape != k_cache.shape or not (k_cache.is_contiguous() and v_cache.is_contiguous())
+            or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape):
+        raise ValueError(f"rotary needs the weight's rows to be (H + 2 Hkv) x head_dim, contiguous caches "
+                         f"[1, Hkv, L, head_dim] of one shape, cos and sin tables [L, head_dim] and a power-of-two "
+                         f"head_dim; got {N} rows, H {n_heads}, Hkv {n_kv_heads}, caches {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}, tables {tuple(cos_table.shape)}")
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
@@ -433,12 +513,25 @@ class FusedOps:
     the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
     in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
     in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
-    prologue (with silu_in_down only)."""
+    prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
+    epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched."""
 
     pdl: bool = False
     reference: bool = False
     silu_in_down: bool = True
     norm_in_epilogue: bool = False
+    rotary_in_qkv: bool = False
+
+    def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
+                   v_cache, n_heads: int, n_kv_heads: int):
+        """Rotary q [H, D] of qkv(RMSNorm(x)) (+ bias), k and v written at start_pos of the caches [1, Hkv, L, D]:
+        the qkv product and rotary_cache, or one kernel with rotary_in_qkv."""
+        if not self.rotary_in_qkv or self.reference:
+            qkv = self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps)
+            return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        q = fused_gemv(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, pdl=self.pdl)
+        return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
         """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""

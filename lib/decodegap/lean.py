@@ -54,11 +54,12 @@ cuDNN's result was wrong is not known: the check then fed each side its own pref
 random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
-CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue")
+CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue")
 """What `custom_kernels` may name: decodegap.kernels.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.fused's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
-"norm_epilogue": the post-attention norm made in the o product's epilogue (fused.FusedOps.norm_in_epilogue)."""
+"norm_epilogue": the post-attention norm made in the o product's epilogue (fused.FusedOps.norm_in_epilogue);
+"rotary_epilogue": the rotary and the cache write made in the qkv product's epilogue (fused.FusedOps.rotary_in_qkv)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -73,8 +74,9 @@ def kernel_set(custom_kernels) -> frozenset:
     if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
-    if "norm_epilogue" in chosen and "fused" not in chosen:
-        raise ValueError(f"'norm_epilogue' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
+    for option in ("norm_epilogue", "rotary_epilogue"):
+        if option in chosen and "fused" not in chosen:
+            raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
         raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
     return chosen
@@ -138,8 +140,9 @@ class LeanDecoder(nn.Module):
             self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
         # the decode step's fused.FusedOps when it runs the fused kernels (fused_step)
-        self.fused = (fused.FusedOps(pdl="pdl" in self.custom_kernels, norm_in_epilogue="norm_epilogue" in self.custom_kernels)
-                      if "fused" in self.custom_kernels else None)
+        chosen = self.custom_kernels
+        self.fused = (fused.FusedOps(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
+                                     rotary_in_qkv="rotary_epilogue" in chosen) if "fused" in chosen else None)
 
     def forward(self, ids, start_pos):
         """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
@@ -231,8 +234,8 @@ class LeanLayer(nn.Module):
         qkv with the input norm (and Qwen2's bias); rotary q and k with the K/V cache write; the split-KV
         attention over `length` positions; o plus the residual and the MLP (ops.o_and_mlp: gate_up with the
         post-attention norm, SiLU(gate) * up, down plus the residual). cos, sin: the decoder's tables [max_len, D]."""
-        qkv = ops.rmsnorm_gemv(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps)
-        q = ops.rotary_cache(qkv, cos, sin, start_pos, k_cache, v_cache, self.n_heads, self.n_kv_heads)
+        q = ops.qkv_rotary(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps, cos, sin, start_pos, k_cache, v_cache,
+                           self.n_heads, self.n_kv_heads)
         o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
         return ops.o_and_mlp(o.reshape(-1), self.w_o, x, self.ln_mlp, self.w_gate_up, self.w_down, self.eps)
 
