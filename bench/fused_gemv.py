@@ -24,9 +24,10 @@ as kernels of their own: the layer rows compare like with like.
           the same with the SiLU in gate_up's epilogue (FusedOps(silu_in_down=False)), with PDL where available.
           `fused_norm_epilogue` = the fused layer with the norm in o's epilogue (FusedOps(norm_in_epilogue=True),
           the lean_fused_pdl_norm_graph step's), with PDL where available; `fused_epilogues` = that layer with the
-          rotary and the cache write in qkv's epilogue too (the lean_fused_pdl_epilogues_graph step's). The fused
-          layer's output is checked
-          against the lean layer's first (relative error <= LAYER_TOL).
+          rotary and the cache write in qkv's epilogue too (the lean_fused_pdl_epilogues_graph step's), and
+          `fused_early` = the norm-epilogue layer with every kernel triggering its dependents as it starts
+          (lean_fused_early_graph; kernel `fused_early` in graph mode: a product's table config so launched).
+          The fused layer's output is checked against the lean layer's first (relative error <= LAYER_TOL).
 
 Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
 one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
@@ -98,28 +99,30 @@ def rotary_operands(key, gen):
 
 def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     """call(x, w) of the fused kernel for `flavour`, and its reference ref(x, w) (`rotary`: the rotary flavours'
-    operands, rotary_operands; the reference writes its own copy of the caches)."""
+    operands, rotary_operands; the reference writes its own copy of the caches). `pdl`: False, True or "early" (PDL
+    with the early trigger)."""
+    launch = dict(pdl=bool(pdl), early_trigger=pdl == "early")
     if flavour.endswith("_rotary"):
         bias = b if "bias" in flavour else None
         ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
-                                              config=config, pdl=pdl),
+                                              config=config, **launch),
                 lambda x, w: fused.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
     if flavour == "residual":
-        return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, pdl=pdl),
+        return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, **launch),
                 lambda x, w: fused.gemv_residual_reference(x, w, res))
     if flavour == "gate_up":
-        return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, pdl=pdl),
+        return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, **launch),
                 lambda x, w: fused.gate_up_silu_reference(x, nw, w, EPS))
     if flavour == "residual_norm":
-        return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, pdl=pdl),
+        return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, **launch),
                 lambda x, w: fused.gemv_residual_norm_reference(x, w, res, b, EPS))
     if flavour == "plain":
-        return (lambda x, w: fused.fused_gemv(x, w, config=config, pdl=pdl), lambda x, w: F.linear(x, w))
+        return (lambda x, w: fused.fused_gemv(x, w, config=config, **launch), lambda x, w: F.linear(x, w))
     if flavour == "silu_residual":
-        return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, pdl=pdl),
+        return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, **launch),
                 lambda x, w: fused.silu_gemv_residual_reference(x, w, res))
-    return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, pdl=pdl),
+    return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, **launch),
             lambda x, w: fused.rmsnorm_gemv_reference(x, nw, w, b, EPS))
 
 
@@ -162,9 +165,9 @@ def layer_chain(key, pdl_ok, emit):
                 x = layer(x, cos, sin, None, start, pos, kc, vc)
             return x
 
-        def fused_step(pdl, silu_in_down=True, norm_in_epilogue=False, rotary_in_qkv=False):
+        def fused_step(pdl, silu_in_down=True, norm_in_epilogue=False, rotary_in_qkv=False, early_trigger=False):
             ops = fused.FusedOps(pdl=pdl, silu_in_down=silu_in_down, norm_in_epilogue=norm_in_epilogue,
-                                 rotary_in_qkv=rotary_in_qkv)
+                                 rotary_in_qkv=rotary_in_qkv, early_trigger=early_trigger)
 
             def run():
                 x = x0.reshape(-1)
@@ -182,6 +185,8 @@ def layer_chain(key, pdl_ok, emit):
         chains.append(("fused_silu_epilogue", pdl_ok, fused_step(pdl_ok, silu_in_down=False)))
         chains.append(("fused_norm_epilogue", pdl_ok, fused_step(pdl_ok, norm_in_epilogue=True)))
         chains.append(("fused_epilogues", pdl_ok, fused_step(pdl_ok, norm_in_epilogue=True, rotary_in_qkv=True)))
+        if pdl_ok:
+            chains.append(("fused_early", True, fused_step(True, norm_in_epilogue=True, early_trigger=True)))
         for kernel, pdl, step in chains:
             try:
                 err = 0.0 if kernel == "lean" else rel_err(step(), ref)
@@ -241,9 +246,10 @@ def main():
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
-            for config in fused.flavour_candidates(N, K, flavour):
-                for pdl in sorted({False, pdl_ok}):
+            for i, config in enumerate(fused.flavour_candidates(N, K, flavour)):
+                for pdl in sorted({False, pdl_ok}) + (["early"] if pdl_ok and i == 0 else []):  # the table's early
                     call, reference = fused_call(flavour, nw, b, res, config, pdl, rotary)
+                    kernel = "fused_early" if pdl == "early" else "fused"
                     try:
                         err = rel_err(call(x, w), reference(x, w))
                         if not err <= TOL:  # NaN included
@@ -251,11 +257,11 @@ def main():
                         if not pdl:
                             emit(kernel="fused", config=config.key, pdl=False, mode="events", err=err,
                                  times=time_events(lambda: call(x, w), flush), **base)
-                        emit(kernel="fused", config=config.key, pdl=pdl, mode="graph", err=err,
+                        emit(kernel=kernel, config=config.key, pdl=bool(pdl), mode="graph", err=err,
                              times=time_graph([lambda c=c: call(x, c) for c in copies]), **base)
                     except Exception as exc:  # noqa: BLE001
                         traceback.print_exc()
-                        emit(kernel="fused", config=config.key, pdl=pdl, mode="graph", times=None, err=None,
+                        emit(kernel=kernel, config=config.key, pdl=bool(pdl), mode="graph", times=None, err=None,
                              status="error", reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
             torch.cuda.empty_cache()
             print(f"{shape}: done at {time.time() - t0:.0f} s", flush=True)
@@ -287,7 +293,9 @@ def summary(rows, gpu):
                          ("fused+PDL", (shape, "fused", "table", 1, "layer")),
                          ("SiLU epilogue+PDL", (shape, "fused_silu_epilogue", "table", 1, "layer")),
                          ("norm epilogue+PDL", (shape, "fused_norm_epilogue", "table", 1, "layer")),
-                         ("norm, rotary epilogues+PDL", (shape, "fused_epilogues", "table", 1, "layer"))]:
+                         ("norm, rotary epilogues+PDL", (shape, "fused_epilogues", "table", 1, "layer")),
+                         ("table+early PDL", (shape, "fused_early", table.get(shape, "table"), 1, "graph")),
+                         ("norm epilogue+early PDL", (shape, "fused_early", "table", 1, "layer"))]:
             if k in med:
                 line.append(f"{label} {med[k]:7.2f} us {nbytes[shape] / med[k] / 1e3:5.0f} GB/s")
         fastest = min(((v, k) for k, v in med.items() if k[0] == shape and k[1] == "fused" and k[4] == "graph"),

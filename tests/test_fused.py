@@ -130,7 +130,8 @@ def test_the_fused_arms_are_registered_as_graphed_lean_arms():
                          ("lean_fused_pdl_graph", ("fused", "attention", "pdl")),
                          ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue")),
                          ("lean_fused_pdl_epilogues_graph",
-                          ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue"))):
+                          ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
+                         ("lean_fused_early_graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger"))):
         arm = arms.REGISTRY[key]
         assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
         assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
@@ -187,7 +188,7 @@ def test_the_config_table_is_the_fastest_config_measured():
     """Each table entry against data/diagnostics/fused_gemv.csv (graph mode, with PDL, the H200) for the product
     the fused step launches with it: the table's config is the fastest candidate timed, or within 2 % of it (the
     spread of one config timed twice); a product with neither prologue nor epilogue (gate_up_plain) against
-    gemv_config(plain=True). Products with no rows yet are skipped, and at least qkv, o and the LM head of both
+    gemv_config(plain=True), qkv with the rotary epilogue (qkv_rotary) against gemv_config(rotary=True). Products with no rows yet are skipped, and at least qkv, o and the LM head of both
     models have rows."""
     import pandas as pd
 
@@ -196,13 +197,14 @@ def test_the_config_table_is_the_fastest_config_measured():
     median = rows.groupby(["shape", "config"]).us.median()
     checked = []
     for key in REAL + ("mistral-7b-v0.3",):  # Mistral: its LM head, once the diagnostic has timed it
-        step = _products(key, step_only=True) + [p for p in _products(key) if p[0] in ("o_norm", "gate_up_plain")]
+        step = _products(key, step_only=True) + [p for p in _products(key)
+                                                 if p[0] in ("o_norm", "gate_up_plain", "qkv_rotary")]
         for name, K, N, flavour in step:
             shape = f"{key} {name}"
             if shape not in median.index.get_level_values("shape"):
                 continue
             by_config = median[shape]
-            table = fused.gemv_config(N, K, plain=flavour == "plain").key
+            table = fused.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
             assert table in by_config and by_config[table] <= 1.02 * by_config.min(), (shape, table, by_config.idxmin())
             checked.append(name)
     assert {"qkv", "o", "lm_head"} <= set(checked) and len(checked) >= 6, checked
@@ -338,7 +340,7 @@ FLAGS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "resi
 
 def _sm90(kernel, types, constexprs, warps, pdl):
     """(PTX, cuobjdump's resource line) of `kernel` compiled for sm_90 as a launch specialises it (pointers and
-    ints divisible by 16), without a GPU."""
+    ints divisible by 16), without a GPU. `pdl`: False, True, or "early" (PDL with EARLY_TRIGGER)."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -350,8 +352,9 @@ def _sm90(kernel, types, constexprs, warps, pdl):
     names = kernel.arg_names
     signature = {n: types.get(n, "constexpr") for n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in types.items() if t != "fp32"}
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs=dict(constexprs, USE_PDL=pdl), attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=pdl))
+    constexprs = dict(constexprs, USE_PDL=bool(pdl), EARLY_TRIGGER=pdl == "early")
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=bool(pdl)))
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "k.cubin"
@@ -360,13 +363,13 @@ def _sm90(kernel, types, constexprs, warps, pdl):
     return compiled.asm["ptx"], usage
 
 
-@pytest.mark.parametrize("pdl", [False, True])
+@pytest.mark.parametrize("pdl", [False, True, "early"])
 def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     """Every product of the fused step of the three models with its table config, compiled offline for sm_90 by
     this Triton, the o product also with the norm in its epilogue (out_norm) and qkv with the rotary in its
     epilogue: 16-byte weight loads in the K loop;
     no register spills; with PDL one gdc wait after the first weight tile's loads and one launch_dependents after
-    the loop, without PDL none; split-K's and out_norm's arrival counters acquire-release atomics."""
+    the loop (with the early trigger: before any load), without PDL none; split-K's and out_norm's arrival counters acquire-release atomics."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(fused, "_COMPILED", {})
@@ -406,8 +409,10 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
             triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
             header = next(i for i, line in enumerate(lines) if "Inner Loop Header" in line)
             loop_end = next(i for i in range(header, len(lines)) if "bra" in lines[i])  # the back branch
-            if pdl:
-                first_load = next(i for i, line in enumerate(lines) if "ld.global" in line)
+            first_load = next(i for i, line in enumerate(lines) if "ld.global" in line)
+            if pdl == "early":
+                assert len(waits) == 1 and len(triggers) == 1 and triggers[0] < first_load < waits[0] < loop_end, what
+            elif pdl:
                 assert len(waits) == 1 and len(triggers) == 1 and first_load < waits[0] < loop_end < triggers[0], what
             else:
                 assert not waits and not triggers, what
@@ -415,11 +420,12 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     assert len(seen) >= 6
 
 
-@pytest.mark.parametrize("pdl", [False, True])
+@pytest.mark.parametrize("pdl", [False, True, "early"])
 def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch, pdl):
     """decode_attention's two stages on Llama's heads (a group of 4, head_dim 128), compiled offline for sm_90:
     with PDL each waits before its first load and triggers its dependents once after its loads (the split stage
-    after its loop over the cache), without PDL neither; no register spills."""
+    after its loop over the cache; with the early trigger before the wait), without PDL neither; no register
+    spills."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(kernels, "_COMPILED", {})
@@ -436,7 +442,9 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
         triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
         loads = [i for i, line in enumerate(lines) if "ld.global" in line]
         assert "LOCAL:0" in usage, kernel
-        if pdl:
+        if pdl == "early":
+            assert len(waits) == 1 and len(triggers) == 1 and triggers[0] < waits[0] < loads[0], kernel
+        elif pdl:
             assert len(waits) == 1 and len(triggers) == 1 and waits[0] < loads[0] < loads[-1] < triggers[0], kernel
         else:
             assert not waits and not triggers, kernel
@@ -635,6 +643,38 @@ def test_the_rotary_epilogue_replays_in_a_cuda_graph_with_pdl(key):
     qkv = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, pdl=pdl, config=config)
     assert torch.equal(one, fused.rotary_cache(qkv, *two, pdl=pdl).reshape(-1))
     assert torch.equal(rotary[3], two[3]) and torch.equal(rotary[4], two[4])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", REAL)
+def test_the_early_trigger_changes_no_bit_of_a_graphed_layer_chain(key):
+    """Two decoder layers of the real widths through the fused kernels with both epilogues and PDL, captured in a
+    CUDA graph with the early trigger: the eager chain bit for bit every replay, and bit for bit the chain with the
+    trigger after the reads (the trigger's place only decides when the next kernel may launch; a race shows here)."""
+    if fused.pdl_unavailable("cuda") is not None:
+        pytest.skip(fused.pdl_unavailable("cuda"))
+    model = _two_layers(key)
+    with torch.inference_mode():
+        dec = lean.LeanDecoder(model, 308, ("attention",))
+        for i in range(2):
+            for name in (f"k_cache_{i}", f"v_cache_{i}"):
+                getattr(dec, name).normal_()
+        start = torch.tensor([300], device="cuda")
+        x0 = torch.randn(model.config.hidden_size, device="cuda").bfloat16()
+
+        def chain(ops):
+            def run():
+                x = x0
+                for i, layer in enumerate(dec.layers):
+                    x = layer.fused_step(x, ops, dec.cos, dec.sin, start, start + 1, getattr(dec, f"k_cache_{i}"),
+                                         getattr(dec, f"v_cache_{i}"))
+                return x
+            return run
+
+        late = chain(fused.FusedOps(pdl=True, norm_in_epilogue=True, rotary_in_qkv=True))()
+        early = chain(fused.FusedOps(pdl=True, norm_in_epilogue=True, rotary_in_qkv=True, early_trigger=True))
+        assert torch.equal(early(), late)
+        _replays_as_eager(early)
 
 
 def _two_layers(key):

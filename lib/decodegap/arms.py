@@ -46,6 +46,7 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_pdl_norm_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue")),
     Arm("lean_fused_pdl_epilogues_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
+    Arm("lean_fused_early_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
 )}
 
 ARMS = tuple(REGISTRY)

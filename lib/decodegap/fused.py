@@ -51,11 +51,15 @@ visible), then reads its inputs, and calls `gdc_launch_dependents` once its last
 output is issued (the GEMV: after its loop over x; rotary_cache: after its loads of qkv), which lets the next
 kernel start its own weight loads. Every write of every kernel comes after its wait, so no kernel writes a buffer
 its predecessor may still read, and the wait makes completion transitive: a kernel that has passed its wait
-knows every earlier kernel in the stream has completed (the predecessor itself passed its wait before it could
-trigger). The split-KV attention's two kernels (decodegap.kernels.decode_attention with pdl) wait first and
+knows every earlier kernel in the stream has completed (a kernel completes only after it has passed its own
+wait). The split-KV attention's two kernels (decodegap.kernels.decode_attention with pdl) wait first and
 trigger their dependents once their reads are issued, so the o GEMV after them loads its first weight tiles while
-the merge runs. Triton's interpreter does not run the gdc ops, so they
-sit behind the constexpr USE_PDL, False there.
+the merge runs. With `early_trigger` every kernel triggers as it starts instead: nothing the trigger allows depends
+on where it stands (a dependent still writes only after its wait, which waits for the whole of this kernel), so the
+trigger only decides how soon the next grid may launch: once every program of this one has started, instead of once
+the last has read its inputs, which for a grid of one wave is at once. A dependent launched early holds its SM
+slots while it waits; every program of its predecessor is resident by then, so none is kept from starting.
+Triton's interpreter does not run the gdc ops, so they sit behind the constexpr USE_PDL, False there.
 """
 
 from __future__ import annotations
@@ -189,7 +193,10 @@ def _kernels():
                               OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
                               cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L,
                               ROTARY: tl.constexpr, HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr,
-                              PAIRED: tl.constexpr):
+                              PAIRED: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+            if USE_PDL:
+                if EARLY_TRIGGER:  # at once: the next kernel may launch and load its first weights (see fused_gemv)
+                    _gdc_launch_dependents()
             pid_n = tl.program_id(0)
             pid_k = tl.program_id(1)
             idx = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
@@ -251,7 +258,8 @@ def _kernels():
             acc = tl.sum(acc2, axis=1)
             acc_u = tl.sum(acc2_u, axis=1)
             if USE_PDL:
-                _gdc_launch_dependents()  # x, the previous kernel's output, is read
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()  # x, the previous kernel's output, is read
             last = pid_k == SPLIT_K - 1  # a scalar: True when there is no split
             if SPLIT_K > 1:  # partials to the workspace; the last program of the row block sums them
                 tl.store(part_ptr + pid_k * N + rows, acc, mask=row_ok)
@@ -317,7 +325,11 @@ def _kernels():
 
         @triton.jit
         def rotary_cache_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, L,
-                                H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr):
+                                H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr,
+                                EARLY_TRIGGER: tl.constexpr):
+            if USE_PDL:
+                if EARLY_TRIGGER:
+                    _gdc_launch_dependents()
             i = tl.program_id(0)  # head i of qkv: q (i < H), then k, then v
             d = tl.arange(0, D)
             first = d < D // 2
@@ -328,7 +340,8 @@ def _kernels():
             x = tl.load(qkv_ptr + i * D + d)
             xp = tl.load(qkv_ptr + i * D + partner)
             if USE_PDL:
-                _gdc_launch_dependents()  # qkv, the previous kernel's output, is read
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()  # qkv, the previous kernel's output, is read
             cos = tl.load(cos_ptr + pos * D + d).to(tl.float32)
             sin = tl.load(sin_ptr + pos * D + d).to(tl.float32)
             rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))  # rotate_half(x)
@@ -401,11 +414,13 @@ def workspace(device) -> tuple:
 
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
-               silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False):
+               silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False,
+               early_trigger: bool = False):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
     x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
     and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
-    launch parameters (gemv_config's by default); `pdl`: launch with PDL. `out_norm` (norm weight [N], eps):
+    launch parameters (gemv_config's by default); `pdl`: launch with PDL (`early_trigger`: its dependents
+    triggered as it starts, not after its reads of x; see the module docstring). `out_norm` (norm weight [N], eps):
     also RMSNorm(y), returned as (y, h): each row block writes its sum of squares of y (as rounded) to the
     workspace and bumps an arrival counter; the row block that arrives last sums them in block order
     (deterministic) and normalises the whole of y, as the split-K reduction does its partials, so the next
@@ -456,7 +471,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
     extra.update(cos_ptr=xc, sin_ptr=xc, pos_ptr=xc, kc_ptr=xc, vc_ptr=xc, L=0, ROTARY=False, HEAD_D=2, NQ=1, NKV=1,
-                 PAIRED=gate_up)
+                 PAIRED=gate_up, EARLY_TRIGGER=early_trigger)
     if rotary is not None:
         cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
         y = torch.empty(n_heads * k_cache.shape[-1], dtype=x.dtype, device=x.device)
@@ -491,7 +506,7 @@ def _check_rotary(N: int, rotary, other_epilogue: bool) -> None:
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
-                 pdl: bool = False):
+                 pdl: bool = False, early_trigger: bool = False):
     """rotary_cache_reference's operation in one kernel: returns rotary q [H, D]; writes k and v at start_pos
     of k_cache, v_cache [1, Hkv, L, D] (contiguous). cos_table, sin_table [L, D]: the decoder's tables."""
     _, Hkv, L, D = k_cache.shape
@@ -501,7 +516,8 @@ def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads
     q = torch.empty(n_heads, D, dtype=qkv.dtype, device=qkv.device)
     _, kernel = _kernels()
     kernel[(n_heads + 2 * n_kv_heads,)](qkv.contiguous(), cos_table, sin_table, start_pos, q, k_cache, v_cache, L,
-                                        H=n_heads, HKV=n_kv_heads, D=D, USE_PDL=pdl, num_warps=1, launch_pdl=pdl)
+                                        H=n_heads, HKV=n_kv_heads, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
+                                        num_warps=1, launch_pdl=pdl)
     return q
 
 
@@ -514,13 +530,19 @@ class FusedOps:
     in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
     in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
     prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
-    epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched."""
+    epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched. `early_trigger` (with `pdl`):
+    every kernel triggers its dependents as it starts."""
 
     pdl: bool = False
     reference: bool = False
     silu_in_down: bool = True
     norm_in_epilogue: bool = False
     rotary_in_qkv: bool = False
+    early_trigger: bool = False
+
+    @property
+    def _launch(self) -> dict:
+        return dict(pdl=self.pdl, early_trigger=self.pdl and self.early_trigger)
 
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
                    v_cache, n_heads: int, n_kv_heads: int):
@@ -530,41 +552,41 @@ class FusedOps:
             qkv = self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps)
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        q = fused_gemv(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, pdl=self.pdl)
+        q = fused_gemv(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
         return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
         """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
         if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
-        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), pdl=self.pdl)
-        return self._silu_down(fused_gemv(h, w_gate_up, pdl=self.pdl), w_down, x)
+        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._launch)
+        return self._silu_down(fused_gemv(h, w_gate_up, **self._launch), w_down, x)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
             return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
-        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, pdl=self.pdl)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch)
 
     def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
         if self.reference:
             return rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        return rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads, self.pdl)
+        return rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads, **self._launch)
 
     def attention(self, q, k_cache, v_cache, length, scale: float):
         """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
         if self.reference:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
-        return decode_attention(q, k_cache, v_cache, length, scale, pdl=self.pdl)
+        return decode_attention(q, k_cache, v_cache, length, scale, **self._launch)
 
     def gemv_residual(self, x, weight, residual):
         if self.reference:
             return gemv_residual_reference(x, weight, residual)
-        return fused_gemv(x, weight, residual=residual, pdl=self.pdl)
+        return fused_gemv(x, weight, residual=residual, **self._launch)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
-        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, pdl=self.pdl)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._launch)
 
     def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
         """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
@@ -572,8 +594,8 @@ class FusedOps:
             return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
         if self.reference:
             return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, pdl=self.pdl), w_down, x)
+        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._launch), w_down, x)
 
     def _silu_down(self, gate_up, w_down, x):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, pdl=self.pdl)
+        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, **self._launch)

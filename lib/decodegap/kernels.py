@@ -167,9 +167,12 @@ def _attention_kernels():
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
-                         USE_PDL: tl.constexpr):
+                         USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
+            if USE_PDL:
+                if EARLY_TRIGGER:  # at once (decode_attention's early_trigger)
+                    _gdc_launch_dependents()
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
                 _gdc_wait()
             length = tl.load(len_ptr)
@@ -208,7 +211,8 @@ def _attention_kernels():
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # p in the cache's dtype, as flash attention
                 m = m_new
             if USE_PDL:  # every read issued: the merge may launch (it waits for this kernel's writes)
-                _gdc_launch_dependents()
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()
             part = (h * n_splits + s) * G + gi
             tl.store(m_ptr + part, m)
             tl.store(l_ptr + part, lsum)
@@ -216,8 +220,12 @@ def _attention_kernels():
 
         @triton.jit
         def merge_kernel(o_ptr, m_ptr, l_ptr, out_ptr, n_splits, group,
-                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr):
+                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr,
+                         EARLY_TRIGGER: tl.constexpr):
             i = tl.program_id(0)  # query head
+            if USE_PDL:
+                if EARLY_TRIGGER:
+                    _gdc_launch_dependents()
             if USE_PDL:
                 _gdc_wait()
             h, g = i // group, i % group
@@ -230,7 +238,8 @@ def _attention_kernels():
             w = tl.where(ok, tl.exp(m - tl.max(m, axis=0)), 0.0)
             o = tl.load(o_ptr + part[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
             if USE_PDL:  # the next kernel (the o GEMV) may start loading its weights
-                _gdc_launch_dependents()
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()
             out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * lsum, axis=0)
             tl.store(out_ptr + i * D + d, out.to(out_ptr.dtype.element_ty))
 
@@ -255,14 +264,14 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
 
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
-                     pdl: bool = False):
+                     pdl: bool = False, early_trigger: bool = False):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
     an equal share of the live length in whole blocks, so the work per program follows `length`, not L.
     `pdl`: both kernels launched with programmatic dependent launch (Hopper; the caller checks it is available,
     fused.pdl_unavailable): each waits for the kernel before it first and lets the next one launch once its reads
-    are issued."""
+    are issued (`early_trigger`: as it starts; see decodegap.fused)."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
@@ -283,8 +292,10 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     split_kernel, merge_kernel = _attention_kernels()
     launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
     split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
-                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl, **launch)
+                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
+                                  EARLY_TRIGGER=early_trigger, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
-    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, **launch)
+    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
+                        **launch)
     return out
