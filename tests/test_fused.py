@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import arms, decode, fused, kernels, lean, models, paths, quant
+from decodegap import arms, decode, fused, fused_kernels, kernels, lean, models, paths, quant
 
 CTX = 24
 
@@ -372,7 +372,7 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     the loop (with the early trigger: before any load), without PDL none; split-K's and out_norm's arrival counters acquire-release atomics."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setattr(fused_kernels, "_COMPILED", {})
     gemv, _ = fused._kernels()
     types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
                  part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32", onorm_ptr="*bf16",
