@@ -59,11 +59,15 @@ GEMV_CONFIGS's for the same shape: the gate_up of the fused step with the norm i
 (lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). Empty: in gate_up_plain's rows the config of
 the same weight with the norm prologue (GEMV_CONFIGS's) is the fastest, or within the test's 2 % of it."""
 
-ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
+ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    (6144, 4096): GemvConfig(4, 1024),  # Llama-3.1-8B's and Mistral-7B-v0.3's qkv_rotary
+    (4608, 3584): GemvConfig(4, 1024, stages=3),  # Qwen2.5-7B's
+}
 """GemvConfig per weight shape (N, K) of the qkv product with the rotary and the cache write as its epilogue
 (fused_gemv's rotary: lean_fused_pdl_epilogues_graph; bench/fused_gemv.py's qkv_rotary), whose programs read two
-row sets as gate_up's do. Empty until that product has rows: it takes GEMV_CONFIGS's, the config of the same
-weight with the rotary_cache kernel after it."""
+row sets as gate_up's do: the fastest of qkv_rotary's candidates, as for GEMV_CONFIGS. The first rows of the lever
+ran GEMV_CONFIGS's entry for the same weight (16 rows of 512 columns), slower in qkv_rotary's rows; tiles of 16 and
+32 rows on 4 warps, which hold two row sets a program, were slower still."""
 
 INTERPRETED_BLOCK_K = 32
 """BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
