@@ -27,6 +27,7 @@
 #                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K and PDL
 #                (OUTDIR/fused_gemv.csv; data/diagnostics/fused_gemv.csv when committed)
 #     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps), one session
+#                a cell (LADDER_SESSIONS)
 # Notebook 05 (cost) measures nothing. Every step resumes: the sweeps skip the cells already in the CSVs, so after a
 # cut run the same command carries on. Rerun a cell recorded as `error` with RETRY=1 (after fixing its cause).
 #
@@ -39,6 +40,7 @@
 # FUSED_TESTS (a pytest -k expression: the fused step runs only those of its GPU tests, e.g. the ones a change added),
 # LADDER_LEVERS (comma-separated arms of levers.LEVERS: the ladder step sweeps and profiles only these),
 # LADDER_AGAIN=1 (the ladder step measures and profiles its cells again, the old rows kept as history),
+# LADDER_SESSIONS (fresh sessions a ladder cell, default 1),
 # PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
 # per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
 # RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
@@ -191,7 +193,7 @@ step_fused() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_ladder() {
-  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions 1 "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
+  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!
