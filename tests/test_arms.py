@@ -4,10 +4,10 @@ from decodegap import accounting, arms, decode, roofline
 
 
 def test_the_registry_derives_the_arm_groups_the_harness_uses():
-    assert arms.ARMS == decode.ARMS and len(arms.ARMS) == 16
+    assert arms.ARMS == decode.ARMS and len(arms.ARMS) == 17
     assert set(arms.GRAPHED_ARMS) == {"graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph", "lean_fused_graph",
                                       "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph",
-                                      "lean_fused_early_graph"}
+                                      "lean_fused_early_graph", "lean_fused_early_products_graph"}
     assert set(arms.COMPILED_ARMS) == {"compile", "lean_compile", "lean_attn_compile"}
     assert roofline.HF_ARMS == ("eager", "hf_default", "graph", "compile")
     assert set(arms.HF_ARMS) | set(arms.LEAN_ARMS) == set(arms.ARMS) and not set(arms.HF_ARMS) & set(arms.LEAN_ARMS)
@@ -19,7 +19,9 @@ def test_the_registry_derives_the_arm_groups_the_harness_uses():
                                 "lean_fused_pdl_epilogues_graph": ("fused", "attention", "pdl", "norm_epilogue",
                                                                    "rotary_epilogue"),
                                 "lean_fused_early_graph": ("fused", "attention", "pdl", "norm_epilogue",
-                                                           "early_trigger")}
+                                                           "early_trigger"),
+                                "lean_fused_early_products_graph": ("fused", "attention", "pdl", "norm_epilogue",
+                                                                    "early_products")}
     assert [k for k, a in arms.REGISTRY.items() if a.cache == "dynamic"] == ["hf_default"]
 
 

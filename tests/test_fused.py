@@ -125,13 +125,49 @@ def test_the_fused_kernel_names_and_their_rules():
     assert decoder.fused == fused.FusedOps(pdl=True) and lean.LeanDecoder(_tiny("llama-tiny"), 8).fused is None
 
 
+@pytest.mark.parametrize("options, early", [
+    (dict(), [False] * 6),
+    (dict(early_trigger=True), [True] * 6),
+    (dict(early_products=True), [False, False, False, True, True, True]),  # qkv, rotary, attention late; o, gate_up, down
+])
+def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, options, early):
+    """The launch each kernel of one fused layer (norm in o's epilogue, PDL) gets, in launch order: qkv, rotary_cache,
+    the attention, o, gate_up, down; recorded by stand-ins for the launchers, so no kernel runs."""
+    launched = []
+
+    def gemv(x, weight, **kw):
+        launched.append(kw["early_trigger"])
+        y = torch.zeros(weight.shape[0] // 2 if kw.get("gate_up") else weight.shape[0], dtype=x.dtype)
+        return (y, y.clone()) if kw.get("out_norm") is not None else y
+
+    def rotary(qkv, cos, sin, pos, k_cache, v_cache, n_heads, n_kv_heads, pdl, early_trigger):
+        launched.append(early_trigger)
+        return torch.zeros(n_heads, k_cache.shape[-1], dtype=qkv.dtype)
+
+    def attention(q, k_cache, v_cache, length, scale, pdl, early_trigger):
+        launched.append(early_trigger)
+        return torch.zeros_like(q)
+
+    monkeypatch.setattr(fused, "fused_gemv", gemv)
+    monkeypatch.setattr(fused, "rotary_cache", rotary)
+    monkeypatch.setattr(fused, "decode_attention", attention)
+    dec = lean.LeanDecoder(_tiny("llama-tiny"), 16)
+    ops = fused.FusedOps(pdl=True, norm_in_epilogue=True, **options)
+    start = torch.tensor([3])
+    dec.layers[0].fused_step(torch.zeros(dec.layers[0].w_o.shape[0], dtype=torch.bfloat16), ops, dec.cos, dec.sin,
+                             start, start + 1, dec.k_cache_0, dec.v_cache_0)
+    assert launched == early
+
+
 def test_the_fused_arms_are_registered_as_graphed_lean_arms():
     for key, kernels in (("lean_fused_graph", ("fused", "attention")),
                          ("lean_fused_pdl_graph", ("fused", "attention", "pdl")),
                          ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue")),
                          ("lean_fused_pdl_epilogues_graph",
                           ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
-                         ("lean_fused_early_graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger"))):
+                         ("lean_fused_early_graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
+                         ("lean_fused_early_products_graph",
+                          ("fused", "attention", "pdl", "norm_epilogue", "early_products"))):
         arm = arms.REGISTRY[key]
         assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
         assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
@@ -647,9 +683,11 @@ def test_the_rotary_epilogue_replays_in_a_cuda_graph_with_pdl(key):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("key", REAL)
-def test_the_early_trigger_changes_no_bit_of_a_graphed_layer_chain(key):
+@pytest.mark.parametrize("early", [dict(early_trigger=True), dict(early_products=True)])
+def test_the_early_trigger_changes_no_bit_of_a_graphed_layer_chain(key, early):
     """Two decoder layers of the real widths through the fused kernels with both epilogues and PDL, captured in a
-    CUDA graph with the early trigger: the eager chain bit for bit every replay, and bit for bit the chain with the
+    CUDA graph with the early trigger (every kernel's, or the products' another product follows): the eager chain bit
+    for bit every replay, and bit for bit the chain with the
     trigger after the reads (the trigger's place only decides when the next kernel may launch; a race shows here)."""
     if fused.pdl_unavailable("cuda") is not None:
         pytest.skip(fused.pdl_unavailable("cuda"))
@@ -672,7 +710,7 @@ def test_the_early_trigger_changes_no_bit_of_a_graphed_layer_chain(key):
             return run
 
         late = chain(fused.FusedOps(pdl=True, norm_in_epilogue=True, rotary_in_qkv=True))()
-        early = chain(fused.FusedOps(pdl=True, norm_in_epilogue=True, rotary_in_qkv=True, early_trigger=True))
+        early = chain(fused.FusedOps(pdl=True, norm_in_epilogue=True, rotary_in_qkv=True, **early))
         assert torch.equal(early(), late)
         _replays_as_eager(early)
 

@@ -45,7 +45,7 @@ def test_static_decode_equals_full_forward_on_gpu(llama):
 @pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph",
                                  "lean_attn_graph", "lean_attn_compile", "lean_fused_graph", "lean_fused_pdl_graph",
                                  "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph",
-                                 "lean_fused_early_graph"])
+                                 "lean_fused_early_graph", "lean_fused_early_products_graph"])
 def test_arm_logits_equal_eager(llama, arm):
     _, model = llama
     assert decode.verify_arm(model, arm, ctx=256) < 0.1

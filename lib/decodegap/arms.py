@@ -47,6 +47,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_pdl_epilogues_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
     Arm("lean_fused_early_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
+    Arm("lean_fused_early_products_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products")),
 )}
 
 ARMS = tuple(REGISTRY)

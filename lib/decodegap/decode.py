@@ -26,13 +26,13 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               the lean step with only its attention in decodegap.kernels (projections on cuBLAS, which the
               profiled steps of notebook 06 found faster than the Triton GEMV), graphed and torch.compile'd.
   lean_fused_graph, lean_fused_pdl_graph, lean_fused_pdl_norm_graph, lean_fused_pdl_epilogues_graph,
-  lean_fused_early_graph
+  lean_fused_early_graph, lean_fused_early_products_graph
               the lean step (T == 1) entirely in decodegap.fused's kernels (norms, bias, rotary, cache write,
               residual adds and SiLU fused into the products; the split-KV attention), graphed; the second
               launches them with programmatic dependent launch (Hopper), the third also makes the
               post-attention norm in the o product's epilogue, the fourth the rotary and the cache write in the
               qkv product's too, the fifth is the third with every kernel triggering its dependents as it
-              starts. bf16 models only: a quantised or non-bf16 model,
+              starts, the sixth with only the products another product follows doing so. bf16 models only: a quantised or non-bf16 model,
               or a GPU without PDL for the PDL arms, is `unavailable` with the reason.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as

@@ -262,7 +262,9 @@ class FusedOps:
     in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
     prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
     epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched. `early_trigger` (with `pdl`):
-    every kernel triggers its dependents as it starts."""
+    every kernel triggers its dependents as it starts; `early_products`: only the products another product follows
+    (o, gate_up and down; down's successor is the next layer's qkv), the qkv product, rotary_cache, the attention and
+    the LM head triggering after their reads as without it."""
 
     pdl: bool = False
     reference: bool = False
@@ -270,10 +272,16 @@ class FusedOps:
     norm_in_epilogue: bool = False
     rotary_in_qkv: bool = False
     early_trigger: bool = False
+    early_products: bool = False
 
     @property
     def _launch(self) -> dict:
         return dict(pdl=self.pdl, early_trigger=self.pdl and self.early_trigger)
+
+    @property
+    def _between(self) -> dict:
+        """The launch of a product another product follows (o, gate_up, down)."""
+        return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.early_products))
 
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
                    v_cache, n_heads: int, n_kv_heads: int):
@@ -290,8 +298,8 @@ class FusedOps:
         """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
         if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
-        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._launch)
-        return self._silu_down(fused_gemv(h, w_gate_up, **self._launch), w_down, x)
+        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
+        return self._silu_down(fused_gemv(h, w_gate_up, **self._between), w_down, x)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
@@ -312,12 +320,12 @@ class FusedOps:
     def gemv_residual(self, x, weight, residual):
         if self.reference:
             return gemv_residual_reference(x, weight, residual)
-        return fused_gemv(x, weight, residual=residual, **self._launch)
+        return fused_gemv(x, weight, residual=residual, **self._between)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
-        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._launch)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
 
     def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
         """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
@@ -325,8 +333,8 @@ class FusedOps:
             return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
         if self.reference:
             return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._launch), w_down, x)
+        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x)
 
     def _silu_down(self, gate_up, w_down, x):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, **self._launch)
+        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, **self._between)

@@ -9,7 +9,8 @@ from .sweep import SweepPlan, run_sweep
 
 
 LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph", "lean_fused_pdl_graph",
-                        "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph", "lean_fused_early_graph")
+                        "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph", "lean_fused_early_graph",
+                        "lean_fused_early_products_graph")
 """The arms measure_ladder profiles per cell (decode.kernel_profile profiles the eager step a graphed arm
 captures; the fused step's with PDL, kernel by kernel). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
 `lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""

@@ -54,13 +54,15 @@ cuDNN's result was wrong is not known: the check then fed each side its own pref
 random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
-CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger")
+CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
+                  "early_products")
 """What `custom_kernels` may name: decodegap.kernels.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.fused's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
 "norm_epilogue": the post-attention norm made in the o product's epilogue (fused.FusedOps.norm_in_epilogue);
 "rotary_epilogue": the rotary and the cache write made in the qkv product's epilogue (fused.FusedOps.rotary_in_qkv);
-"early_trigger": with "pdl", each kernel lets the next launch as it starts (fused.FusedOps.early_trigger)."""
+"early_trigger": with "pdl", each kernel lets the next launch as it starts (fused.FusedOps.early_trigger);
+"early_products": only the products another product follows do (fused.FusedOps.early_products)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -80,8 +82,9 @@ def kernel_set(custom_kernels) -> frozenset:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
         raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
-    if "early_trigger" in chosen and "pdl" not in chosen:
-        raise ValueError(f"'early_trigger' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
+    for option in ("early_trigger", "early_products"):
+        if option in chosen and "pdl" not in chosen:
+            raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
     return chosen
 
 
@@ -145,7 +148,8 @@ class LeanDecoder(nn.Module):
         # the decode step's fused.FusedOps when it runs the fused kernels (fused_step)
         chosen = self.custom_kernels
         self.fused = (fused.FusedOps(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
-                                     rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen)
+                                     rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
+                                     early_products="early_products" in chosen)
                       if "fused" in chosen else None)
 
     def forward(self, ids, start_pos):

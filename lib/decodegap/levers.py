@@ -21,6 +21,8 @@ LEVERS = (
     ("lean graph, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "bf16"),
     ("lean graph, fused step + PDL, norm and rotary in epilogues", "lean_fused_pdl_epilogues_graph", "bf16"),
     ("lean graph, fused step + early PDL trigger, norm in o's epilogue", "lean_fused_early_graph", "bf16"),
+    ("lean graph, fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
+     "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -42,7 +44,8 @@ The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over 
 decode attention. The fused Triton step (decodegap.fused, arms lean_fused_graph, lean_fused_pdl_graph, with the post-attention
 norm made in the o product's epilogue lean_fused_pdl_norm_graph, and with the rotary and the cache write in the qkv
 product's epilogue too lean_fused_pdl_epilogues_graph, and the norm lever with every kernel triggering its
-dependents as it starts lean_fused_early_graph): every
+dependents as it starts lean_fused_early_graph, or only the products another product follows (o, gate_up, down)
+lean_fused_early_products_graph): every
 decode kernel of the step is the package's own, the norms, rotary, cache write, SiLU-and-multiply and residual adds
 fused into the products beside them, graphed, and with programmatic dependent launch (each product loads its first
 weight tiles before it waits for the previous kernel). The profiled steps at the target cell (notebook 06's where-the-time-goes tables) found the
