@@ -41,7 +41,8 @@ def _target_finding(rows: pd.DataFrame, gpu: str) -> str:
 
 
 def ladder(table: pd.DataFrame, gpu: str):
-    """Two panels over the levers of ladder.LEVERS: ms/step (log scale) and R_floor against the bf16 floor. Each
+    """Two panels over the levers of ladder.LEVERS, one above the other: ms/step (log scale) and R_floor against the
+    bf16 floor. Each
     measured cell is a point (colour: the lever's arm, as in every figure; marker: model; contexts side by side
     within a lever; int4 levers hollow), never joined across levers, which are separate steps. The targets
     (TARGETS) are drawn: the bf16 R_floor target and the int4 step-time target, at the target cell (ringed), and
@@ -50,7 +51,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     rows = table[(table["gpu"] == gpu) & (table["status"] == "ok")]
     if rows.empty:
         return plots._empty(f"No measured lever on {gpu}.")
-    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(13.0, 4.8))
+    fig, (ax_ms, ax_r) = plt.subplots(2, 1, figsize=(13.0, 8.6), sharex=True)  # one row of lever names, below
     names = [lever for lever, _, _ in LEVERS]
     contexts = sorted(set(rows["ctx"]))
     offset = {c: (i - (len(contexts) - 1) / 2) * 0.11 for i, c in enumerate(contexts)}
@@ -88,9 +89,9 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_r.axhline(1.0, color="grey", linewidth=0.8)
     ax_r.annotate("bf16 floor (int4 steps can pass it)", (0, 1.0),
                   textcoords="offset points", xytext=(2, 3), color="grey", fontsize=7)
+    ax_r.set_xticks(range(len(names)))
+    ax_r.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
     for ax in (ax_ms, ax_r):
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
         ax.grid(axis="x", alpha=0.15)
     handles = [Line2D([], [], linestyle="none", marker=plots.model_marker(m), color="black", label=m)
                for m in sorted(set(rows["model"]))]
@@ -99,7 +100,7 @@ def ladder(table: pd.DataFrame, gpu: str):
                 Line2D([], [], linestyle="none", marker="o", markersize=10, markerfacecolor="none", color="black",
                        label=f"target cell ({target['model']}, ctx {target['ctx']:,})"),
                 Line2D([], [], color=plots.TARGET_COLOR, linestyle="--", label="targets")]
-    ax_r.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+    ax_ms.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                 title=f"colour: the lever's arm; contexts {', '.join(f'{c:,}' for c in contexts)} left to right",
                 title_fontsize=7.5)
     plots.finding_title(fig, _target_finding(rows, gpu), f"every lever of every measured cell on the {gpu}; a lever "
