@@ -457,6 +457,26 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
         assert sorted(r["quant"] for r in csv.DictReader(fh)) == ["awq-triton", "int4-tinygemm"]
 
 
+def test_kernel_profiles_build_no_model_whose_steps_are_all_profiled(data_dir, monkeypatch):
+    """A second record_kernels over the same steps builds no model and writes no row; one more context builds the
+    model once more and profiles that context alone (the unavailable rows of a CPU count as profiled)."""
+    built = []
+    build = models.build_model
+    monkeypatch.setattr(models, "build_model", lambda *a, **k: built.append(a[0].key) or build(*a, **k))
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+                            quant="int4-tinygemm")
+    kernels = data_dir / "raw" / "cpu-test" / "kernels.csv"
+    first = kernels.read_text()
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+                            quant="int4-tinygemm")
+    assert built == ["llama-tiny"] and kernels.read_text() == first
+    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16, 32], arms=["lean"], data=data_dir, device="cpu",
+                            quant="int4-tinygemm")
+    with open(kernels) as fh:
+        assert sorted(int(r["ctx"]) for r in csv.DictReader(fh)) == [16, 32]
+    assert built == ["llama-tiny", "llama-tiny"]
+
+
 def test_a_plan_numbered_after_another_adds_sessions_of_its_own():
     """first_session: a headline plan after a grid of 3 sessions measures sessions 3-4, none of the grid's."""
     grid = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",), sessions=3,
