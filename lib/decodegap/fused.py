@@ -193,7 +193,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
     triton, _ = _triton()
     xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
-    y = torch.empty(rows, dtype=x.dtype, device=x.device)
+    # rotary: q alone comes out (k and v go into the caches); else one output a row
+    y = torch.empty(rotary[5] * rotary[3].shape[-1] if rotary is not None else rows, dtype=x.dtype, device=x.device)
     partials, counts = workspace(x.device) if split > 1 or out_norm is not None else (y, y)
     h = torch.empty_like(y) if out_norm is not None else None
     extra = dict(onorm_ptr=xc, h_ptr=y, ncount_ptr=counts, eps_out=0.0, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
@@ -205,7 +206,6 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
                  PAIRED=gate_up, EARLY_TRIGGER=early_trigger)
     if rotary is not None:
         cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
-        y = torch.empty(n_heads * k_cache.shape[-1], dtype=x.dtype, device=x.device)
         extra.update(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
                      L=k_cache.shape[2], ROTARY=True, HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads,
                      PAIRED=True)

@@ -170,10 +170,9 @@ def _attention_kernels():
                          USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
-            if USE_PDL:
-                if EARLY_TRIGGER:  # at once (decode_attention's early_trigger)
-                    _gdc_launch_dependents()
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
+                if EARLY_TRIGGER:  # the dependents first, at once (decode_attention's early_trigger)
+                    _gdc_launch_dependents()
                 _gdc_wait()
             length = tl.load(len_ptr)
             # the live length, not the cache's, spread over the n_splits programs in whole blocks: a cache sized
@@ -226,7 +225,6 @@ def _attention_kernels():
             if USE_PDL:
                 if EARLY_TRIGGER:
                     _gdc_launch_dependents()
-            if USE_PDL:
                 _gdc_wait()
             h, g = i // group, i % group
             s = tl.arange(0, S)

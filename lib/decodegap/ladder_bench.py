@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from . import inputs
 from .ab_bench import record_kernels
+from .arms import ARM_KERNELS
 from .sweep import SweepPlan, run_sweep
 
 
-LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph", "lean_fused_pdl_graph",
-                        "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph", "lean_fused_early_graph",
-                        "lean_fused_early_products_graph")
+LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph") + tuple(
+    arm for arm, kernels in ARM_KERNELS.items() if "pdl" in kernels)
 """The arms measure_ladder profiles per cell (decode.kernel_profile profiles the eager step a graphed arm
-captures; the fused step's with PDL, kernel by kernel). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
+captures; the fused steps with PDL, every such arm of the registry, kernel by kernel). Before the split-KV attention's products became tl.dot, the H200 target cell was profiled as
 `lean_kernels` (the same kernels, eager); those rows stay, labelled by their run's commit."""
 LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
 """Arms measure_ladder profiles at the target cell only (levers.TARGETS): the fastest lever there, compiled
