@@ -5,7 +5,7 @@ rotary sign-flipped. A flipped rotary that stays under the tolerance means the c
 projections and unrelated tokens, not a wrong attention: the attention's correctness then rests on the tiny-model
 tests with std-0.2 weights (tests/test_lean.py, tests/test_decode.py: a position off by one fails there) and on the
 kernels' tests against their references on the real shapes.
-Then the sharpened check (decodegap.sharp_check: every attention score sharpened, q and k scaled) on the bf16
+Then the sharpened check (decodegap.harness.checks: every attention score sharpened, q and k scaled) on the bf16
 model at ctx 256, as built and with each fault it is calibrated on: the rotary flipped, the rotary one position
 off at decode, a block of 32 cached positions masked out at decode, and the cache read one slot off (the newest
 key dropped, a zero key read), at factor 1 (the plain check) and at sharp_check.SHARPEN.
@@ -16,7 +16,8 @@ Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py
 
 from diagnostics import Rows
 
-from decodegap import decode, quant, sharp_check
+from decodegap.harness import decode, checks as sharp_check
+from decodegap.quant import paths as quant
 
 TOLERANCE = 0.1  # decode.verify_arm's default
 rows = Rows("check_power_cpu", ("path", "case", "ctx", "sharpen", "max_rel_err", "tolerance"))

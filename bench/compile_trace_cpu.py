@@ -16,7 +16,7 @@ from diagnostics import Rows
 
 BODY = """
 import json, time, torch
-from decodegap import decode, models
+from decodegap.harness import decode, models
 torch._dynamo.config.specialize_float = {specialize_float}
 spec = models.load_spec("llama-3.1-8b")
 config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=8, num_key_value_heads=2,

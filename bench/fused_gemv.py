@@ -1,4 +1,4 @@
-"""The fused GEMV of decodegap.fused against cuBLAS (bf16 F.linear) at batch 1, on every product shape of
+"""The fused GEMV of decodegap.kernels.fused.launch against cuBLAS (bf16 F.linear) at batch 1, on every product shape of
 Llama-3.1-8B and Qwen-2.5-7B, and Mistral-7B-v0.3's LM head (qkv with the input norm, and Qwen2's bias; o and down with the residual add; gate_up
 with the post-attention norm and SiLU; the LM head with the final norm; and the MLP as the fused step launches it by
 default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
@@ -47,7 +47,9 @@ import torch.nn.functional as F
 
 from diagnostics import Rows
 
-from decodegap import fused, lean, models, timing
+from decodegap.kernels.fused import launch as fused
+from decodegap.harness import lean, models
+from decodegap import timing
 
 DEVICE = "cuda"
 TOL, LAYER_TOL = 1e-2, 5e-2

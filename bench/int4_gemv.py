@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from diagnostics import Rows
 
-from decodegap import int4_gemv as ig
+from decodegap.kernels import int4_gemv as ig
 from decodegap import timing
 
 DEVICE = "cuda"

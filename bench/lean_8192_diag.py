@@ -12,7 +12,7 @@ import torch
 from diagnostics import Rows
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from decodegap import decode, models
+from decodegap.harness import decode, models
 
 MODEL = "llama-3.1-8b"
 rows = Rows("lean_8192_diag", ("model", "ctx", "sdpa", "max_rel_err", "status", "reason"))

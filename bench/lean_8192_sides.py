@@ -17,7 +17,7 @@ import torch
 from diagnostics import Rows
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from decodegap import decode, lean, models
+from decodegap.harness import decode, lean, models
 
 BACKENDS = {"default": None, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
             "math": SDPBackend.MATH}

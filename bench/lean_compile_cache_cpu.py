@@ -12,7 +12,7 @@ import time
 import torch
 from diagnostics import Rows
 
-from decodegap import lean, models
+from decodegap.harness import lean, models
 
 STEPS, WARMUP = 20, 3
 torch._dynamo.config.recompile_limit = 64

@@ -18,7 +18,7 @@ from diagnostics import Rows
 
 BODY = """
 import json, time, torch
-from decodegap import decode, lean, models
+from decodegap.harness import decode, lean, models
 spec = models.load_spec("llama-3.1-8b")
 config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=8, num_key_value_heads=2,
               head_dim=32, vocab_size=1024, bos_token_id=1, eos_token_id=2)

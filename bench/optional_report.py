@@ -27,7 +27,7 @@ def report_modules() -> None:
 
 
 def report_quant_paths() -> None:
-    from decodegap import quant
+    from decodegap.quant import paths as quant
 
     for key in quant.PATHS:
         print(key, "->", quant.unavailable_reason(key, "cuda") or "available", flush=True)

@@ -1,4 +1,4 @@
-"""The sharpened check's noise floor on a GPU (decodegap.sharp_check, issue of notebook 06): how far a correct arm
+"""The sharpened check's noise floor on a GPU (decodegap.harness.checks, issue of notebook 06): how far a correct arm
 lands from HF eager when every attention score is sharpened, on the real shapes in bf16, and how far the faults it
 is calibrated on land (the lean decoder's rotary flipped or one position off, a cache block dropped, the cache
 read one slot off). A tolerance that gates the timing must sit above the first and below the second.
@@ -14,7 +14,7 @@ import argparse
 import torch
 from diagnostics import Rows
 
-from decodegap import models, sharp_check
+from decodegap.harness import models, checks as sharp_check
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--contexts", default="2048,16384")

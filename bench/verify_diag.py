@@ -8,7 +8,7 @@ Usage (repository root, GPU): PYTHONPATH=lib python3 bench/verify_diag.py"""
 import torch
 from diagnostics import Rows
 
-from decodegap import decode, models
+from decodegap.harness import decode, models
 
 rows = Rows("verify_diag", ("model", "check", "arm", "ctx", "step", "max_rel_err", "logit_max", "status", "reason"))
 for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b"):

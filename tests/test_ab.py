@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import ab, roofline
+from decodegap.analysis import cuda_graphs_ab as ab
+from decodegap import roofline
 
 CFG = {"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
        "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 10, "tie_word_embeddings": False}

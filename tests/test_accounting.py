@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from decodegap import accounting, models
+from decodegap import accounting
+from decodegap.harness import models
 
 REAL = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3")
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")

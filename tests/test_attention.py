@@ -6,8 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import (attention, attention_bench, attention_report, decode, models, notebooks, paths, published,
-                       records, sweep)
+from decodegap import notebooks, paths, published, records
+from decodegap.analysis import attention_backends as attention_report
+from decodegap.experiments import attention_backends_measure as attention_bench
+from decodegap.harness import attention, decode, models, sweep
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
           for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}

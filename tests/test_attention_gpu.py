@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from decodegap import attention, compare, decode, hf_attention, models, paged_kv
+from decodegap.harness import attention, decode, hf_attention, models, paged_kv
+from decodegap import compare
 
 pytestmark = pytest.mark.gpu
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from decodegap import check_power
+from decodegap.analysis import check_power
 
 
 def _rows():

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import claims, claims_quant, cost, hardware, paths, published, verdicts
+from decodegap.claims import table as claims, quantisation as claims_quant, verdicts
+from decodegap.analysis import cost
+from decodegap import hardware, paths, published
 
 R, C, N = verdicts.REPRODUCED, verdicts.CONTRADICTED, verdicts.NOT_TESTABLE
 CONS = verdicts.CONSISTENT
@@ -189,7 +191,7 @@ def _parameter_defaults(stem: str) -> dict:
 def test_the_claims_read_the_cells_the_notebooks_write(evidence):
     """The claims' cells are notebook 01's and notebook 04's own (figures/01_roofline_cells.csv,
     figures/04_quant_cells.csv), not a selection of their own; notebook 04 runs with quant_report's arms."""
-    from decodegap import quant_report
+    from decodegap.analysis import quantisation as quant_report
 
     assert tuple(_parameter_defaults("04_quantisation_l4")["ARMS"]) == quant_report.ARMS
     key = ["gpu", "model", "ctx", "arm", "quant"]

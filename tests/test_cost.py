@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import cost, hardware, paths, published
+from decodegap.analysis import cost
+from decodegap import hardware, paths, published
 
 PRICES = pd.DataFrame([
     dict(gpu="l4", provider="modal", usd_per_hour=0.72, source="test", source_date="2026-05-01", note=""),
@@ -96,7 +97,7 @@ def test_published_configurations_are_labelled_and_complete():
 
 
 def test_floor_costs_are_in_bandwidth_order_on_the_shipped_registry():
-    from decodegap import models
+    from decodegap.harness import models
 
     cfg = {"qwen2.5-7b": models.load_spec("qwen2.5-7b").config}
     floors = cost.floor_costs(cfg, hardware.specs_table(), cost.load_prices(), "qwen2.5-7b", 2048)

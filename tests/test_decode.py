@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import decode, models
+from decodegap.harness import decode, models
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 32

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-from decodegap import notebooks, sweep
+from decodegap import notebooks
+from decodegap.harness import sweep
 
 MODULES = {"01_roofline": "roofline", "02_cuda_graphs_ab": "cuda_graphs_ab",
            "03_attention_backends": "attention_backends", "04_quantisation_l4": "quantisation", "05_cost": "cost",

@@ -1,4 +1,4 @@
-"""The fused decode-step kernels (decodegap.fused): their PyTorch references against the unfused lean step's own
+"""The fused decode-step kernels (decodegap.kernels.fused.launch): their PyTorch references against the unfused lean step's own
 ops, exactly (always, no Triton); the lean decoder's fused step through the references against its unfused step
 on tiny Llama and Qwen2 models; the Triton kernels against the references in Triton's interpreter where Triton is
 installed; and on the GPU (gpu marker) the kernels on the real shapes and the two fused arms against HF eager."""
@@ -9,7 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import arms, decode, fused, fused_kernels, kernels, lean, models, paths, quant
+from decodegap import arms, paths
+from decodegap.harness import decode, lean, models
+from decodegap.kernels.fused import launch as fused, source as fused_kernels
+from decodegap.kernels import step as kernels
+from decodegap.quant import paths as quant
 
 CTX = 24
 
@@ -267,7 +271,8 @@ def test_fused_gemv_names_what_it_cannot_take():
 
 INTERPRETED_CHECKS = """
 import torch
-from decodegap import decode, fused, lean, models
+from decodegap.harness import decode, lean, models
+from decodegap.kernels.fused import launch as fused
 
 def rand(*shape, std=1.0, seed=0):
     gen = torch.Generator().manual_seed(seed)

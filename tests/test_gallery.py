@@ -1,4 +1,4 @@
-"""The README gallery quotes figures/gallery.csv, which decodegap.gallery generates from the tables in figures/;
+"""The README gallery quotes figures/gallery.csv, which decodegap.figures.gallery generates from the tables in figures/;
 the values it quotes are checked here against those tables, computed again by hand."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import re
 import pandas as pd
 import pytest
 
-from decodegap import gallery, paths
+from decodegap.figures import gallery
+from decodegap import paths
 
 
 def _gallery_lines() -> dict[str, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import accounting, decode, models
+from decodegap import accounting
+from decodegap.harness import decode, models
 
 pytestmark = pytest.mark.gpu
 

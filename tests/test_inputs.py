@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from decodegap import ab_bench, inputs, notebooks, paths, roofline_bench, runs, sweep
+from decodegap.experiments import cuda_graphs_ab_measure as ab_bench, roofline_measure as roofline_bench
+from decodegap import inputs, notebooks, paths
+from decodegap.harness import runs, sweep
 from decodegap.inputs import InputError
 
 
@@ -238,7 +240,7 @@ def test_each_notebook_gets_only_the_parameters_it_defines():
 
 
 def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir, monkeypatch):
-    from decodegap import models
+    from decodegap.harness import models
 
     def boom(*args, **kwargs):
         raise RuntimeError("model build failed")
@@ -250,7 +252,7 @@ def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir,
 
 
 def test_quantisation_measurements_refuse_cpu_timings_as_a_gpus(data_dir):
-    from decodegap import quant_bench
+    from decodegap.experiments import quantisation_measure as quant_bench
 
     with pytest.raises(InputError, match="measures this machine's CPU"):
         quant_bench.measure_quant("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import int4_gemv as ig
+from decodegap.kernels import int4_gemv as ig
 
 
 def _weight(N, K, seed=0, std=0.02):
@@ -137,7 +137,7 @@ def test_fuse_is_the_concatenation_of_the_parts():
 
 INTERPRETED_CHECKS = """
 import torch
-from decodegap import int4_gemv as ig
+from decodegap.kernels import int4_gemv as ig
 
 gen = torch.Generator().manual_seed(0)
 # (N, K, G): K a multiple of the step (8 lanes x SUB 2 chunks of 32 columns) and not (lanes past K), N not a

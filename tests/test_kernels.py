@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import kernels, lean, models
+from decodegap.kernels import step as kernels
+from decodegap.harness import lean, models
 
 SHAPES = {"qwen2.5-7b": (28, 4), "mistral-7b-v0.3": (32, 8), "llama-3.1-8b": (32, 8)}  # (Hq, Hkv), head_dim 128
 
@@ -57,7 +58,8 @@ def test_kernels_without_triton_or_a_gpu_say_why(monkeypatch):
 
 INTERPRETED_CHECKS = """
 import torch
-from decodegap import kernels, lean, models
+from decodegap.kernels import step as kernels
+from decodegap.harness import lean, models
 
 def qkv(Hq, Hkv, L, D):
     gen = torch.Generator().manual_seed(0)
@@ -88,7 +90,7 @@ with torch.inference_mode():
     for _ in range(3):
         a, b, c = plain.step().float(), fast.step().float(), attn.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
-from decodegap import quant
+from decodegap.quant import paths as quant
 if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm projections, split-KV attention
     quant.quantise_model_(model, "int4-tinygemm")
     with torch.inference_mode():
@@ -144,7 +146,7 @@ def test_split_kv_attention_on_the_gpu(model, L, length):
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", sorted(SHAPES))
 def test_gemv_on_every_projection_shape_on_the_gpu(model):
-    from decodegap import quant
+    from decodegap.quant import paths as quant
 
     config = models.load_spec(model).config
     shapes = {(k, n) for _, k, n, _ in quant.decoder_linears(config)} | {(config["hidden_size"], config["vocab_size"])}
@@ -157,7 +159,7 @@ def test_gemv_on_every_projection_shape_on_the_gpu(model):
 
 
 def test_the_kernel_arms_are_unavailable_with_the_reason_where_they_cannot_run(monkeypatch):
-    from decodegap import decode
+    from decodegap.harness import decode
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
@@ -173,7 +175,7 @@ def test_a_lean_decoder_takes_some_or_all_custom_kernels_by_name():
     assert lean.kernel_set(("attention",)) == {"attention"}
     with pytest.raises(ValueError, match="unknown custom kernel.*'gemm'"):
         lean.kernel_set(("gemm",))
-    from decodegap import decode
+    from decodegap.harness import decode
 
     assert {a for a, k in decode.ARM_KERNELS.items() if "gemv" not in k and "fused" not in k} == {"lean_attn_graph",
                                                                                                 "lean_attn_compile"}

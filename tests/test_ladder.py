@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import accounting, hardware, ladder, ladder_targets, models, notebooks, paths, roofline
+from decodegap import accounting, hardware, notebooks, paths, roofline
+from decodegap.analysis import closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
+from decodegap.harness import models
 
 
 def test_kernel_categories_by_name():
@@ -277,7 +279,7 @@ def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(
 
 
 def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_line():
-    from decodegap import ladder_plots
+    from decodegap.figures import closing_the_gap as ladder_plots
 
     rows = _products(6.0, 4000.0)
     fig = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "llama-3.1-8b", 2048, 4800.0)
@@ -292,7 +294,8 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
 
 def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
     """`python -m decodegap ladder` parses the grid and its options and hands them to ladder_bench.measure_ladder."""
-    from decodegap import cli, ladder_bench
+    from decodegap import cli
+    from decodegap.experiments import closing_the_gap_measure as ladder_bench
 
     seen = []
     monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
@@ -314,7 +317,8 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
 
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
-    from decodegap import cli, ladder_bench
+    from decodegap import cli
+    from decodegap.experiments import closing_the_gap_measure as ladder_bench
 
     monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",

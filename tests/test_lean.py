@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import decode, lean, models, quant
+from decodegap.harness import decode, lean, models
+from decodegap.quant import paths as quant
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 24
@@ -340,7 +341,7 @@ def test_compile_once_arms_compile_one_decoder_per_model_and_cache_length(monkey
     """decode.step_state keeps the compiled decoder of a COMPILE_ONCE arm: a second context on the same model and
     cache length prefills it again instead of compiling (compiles counted through a stand-in for torch.compile);
     another model, or release_compiled, compiles afresh. The cache length is the longest cell's."""
-    from decodegap import kernels
+    from decodegap.kernels import step as kernels
 
     assert decode.COMPILE_ONCE_ARMS == ("lean_attn_compile",)
     assert decode.shared_cache_lens([("lean_attn_compile", 2048), ("lean_attn_compile", 16384), ("graph", 16384),

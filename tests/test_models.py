@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from decodegap import models
+from decodegap.harness import models
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 

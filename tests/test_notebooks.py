@@ -8,7 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from decodegap import accounting, gallery, hardware, models, notebooks, paths
+from decodegap import accounting, hardware, notebooks, paths
+from decodegap.figures import gallery
+from decodegap.harness import models
 
 pytestmark = pytest.mark.notebooks
 

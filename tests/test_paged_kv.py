@@ -1,4 +1,4 @@
-"""FlashInfer's page table of one request and HF's cache read as FlashInfer's NHD pages (decodegap.paged_kv), on a
+"""FlashInfer's page table of one request and HF's cache read as FlashInfer's NHD pages (decodegap.harness.paged_kv), on a
 CPU: by hand, and against the cache they stand for."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import paged_kv
+from decodegap.harness import paged_kv
 
 
 def test_page_table_by_hand():

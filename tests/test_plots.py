@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import cost_plots, ladder, ladder_plots, paths, plots, quant_plots
+from decodegap.figures import cost as cost_plots, closing_the_gap as ladder_plots, style as plots, quantisation as quant_plots
+from decodegap.analysis import closing_the_gap as ladder
+from decodegap import paths
 
 F = paths.FIGURES
 
@@ -141,7 +143,7 @@ def test_the_attention_figure_draws_the_published_values_beside_ours():
 
 
 def test_every_attention_backend_has_a_colour_of_its_own():
-    from decodegap import attention
+    from decodegap.harness import attention
 
     colours = [plots.backend_color(key) for key in attention.BACKENDS]
     assert len(set(colours)) == len(colours)

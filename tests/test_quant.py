@@ -10,8 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from decodegap import (accounting, decode, hardware, models, notebooks, paths, published, quant, quant_bench,
-                       quant_formats, quant_report, records)
+from decodegap import accounting, hardware, notebooks, paths, published, records
+from decodegap.analysis import quantisation as quant_report
+from decodegap.experiments import quantisation_measure as quant_bench
+from decodegap.harness import decode, models
+from decodegap.quant import formats as quant_formats, paths as quant
 
 CONFIGS = {key: models.load_spec(key).config for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
 CUDA_ONLY = {"bnb-nf4": "bitsandbytes", "awq-marlin": "autoawq", "awq-triton": "autoawq",
@@ -677,7 +680,7 @@ def test_the_extension_calls_are_custom_operators_with_the_right_output_shape():
     implementations give the output's shape and dtype without the extension, as a compiled trace needs."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from decodegap import quant_ops
+    from decodegap.quant import ops as quant_ops
 
     with FakeTensorMode():
         x = torch.empty(3, 256, dtype=torch.float16)

@@ -11,7 +11,8 @@ import copy
 import pytest
 import torch
 
-from decodegap import decode, models, quant, quant_check, quant_formats
+from decodegap.harness import decode, models, quant_checks as quant_check
+from decodegap.quant import paths as quant, formats as quant_formats
 
 CPU_INT4 = all(hasattr(torch.ops.aten, op) for op in ("_convert_weight_to_int4pack_for_cpu",
                                                        "_weight_int4pack_mm_for_cpu"))

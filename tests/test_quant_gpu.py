@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import models, quant, quant_formats
+from decodegap.harness import models
+from decodegap.quant import paths as quant, formats as quant_formats
 
 pytestmark = pytest.mark.gpu
 LLAMA = models.load_spec("llama-3.1-8b").config

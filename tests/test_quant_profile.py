@@ -1,11 +1,13 @@
-"""Notebook 04's profiled quantised steps and grid tables (decodegap.quant_profile), on hand-made rows whose
+"""Notebook 04's profiled quantised steps and grid tables (decodegap.analysis.quant_profile), on hand-made rows whose
 answers are known: cast counts and times, a line through products built from a known fixed cost and rate,
 and grids with a failed and a missing cell."""
 
 import pandas as pd
 import pytest
 
-from decodegap import hardware, models, quant_profile
+from decodegap import hardware
+from decodegap.harness import models
+from decodegap.analysis import quant_profile
 
 CAST_IN = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
            "::{lambda()#3}::operator()() const::{lambda()#12}::operator()() const::{lambda(c10::BFloat16)#1")
@@ -121,7 +123,7 @@ def test_grid_and_coverage_leave_a_failed_or_missing_cell_empty_and_name_it():
 
 
 def test_paths_on_different_models_are_compared_on_the_models_they_share():
-    from decodegap import quant_report
+    from decodegap.analysis import quantisation as quant_report
 
     group = pd.DataFrame([dict(quant="a", model="m1", realised_fraction=0.5, bytes_quant=10.0),
                           dict(quant="a", model="m2", realised_fraction=0.7, bytes_quant=20.0),

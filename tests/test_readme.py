@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from decodegap import hardware, models, paths, roofline, tables
+from decodegap import hardware, paths, roofline, tables
+from decodegap.harness import models
 
 MODELS = ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")
 

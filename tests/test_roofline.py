@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import hardware, models, records, roofline
+from decodegap import hardware, records, roofline
+from decodegap.harness import models
 
 LLAMA = models.load_spec("llama-3.1-8b").config
 QWEN = models.load_spec("qwen2.5-7b").config
@@ -238,7 +239,9 @@ def test_one_sweep_reads_a_cell_measured_again_from_its_latest_again_sweep():
 
 
 def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read():
-    from decodegap import claims, cost, hardware, paths, published
+    from decodegap.claims import table as claims
+    from decodegap.analysis import cost
+    from decodegap import hardware, paths, published
     from decodegap.experiments import roofline as roofline_grid
 
     rows, cells, configs = roofline_grid.cells(paths.DATA, models=["llama-3.1-8b"])

@@ -1,4 +1,4 @@
-"""The sharpened-attention check (decodegap.sharp_check): weights scaled and restored exactly, a quantised model
+"""The sharpened-attention check (decodegap.harness.checks): weights scaled and restored exactly, a quantised model
 refused untouched, and on a CPU the faults it is calibrated on failing it while the lean decoder as built passes
 (the plain check, unsharpened, passes a flipped rotary)."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from decodegap import lean, models, sharp_check
-from decodegap.sweep import Cell, wants_sharp_check
+from decodegap.harness import lean, models, checks as sharp_check
+from decodegap.harness.sweep import Cell, wants_sharp_check
 
 
 def _tiny(key="qwen2-tiny"):

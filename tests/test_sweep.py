@@ -19,7 +19,9 @@ import pytest
 import torch
 
 from conftest import CPU_SPEC_ROW
-from decodegap import ab_bench, decode, inputs, models, paths, records, sweep
+from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
+from decodegap.harness import decode, models, sweep
+from decodegap import inputs, paths, records
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
                        arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
@@ -371,7 +373,7 @@ def test_cli_check_accepts_what_a_sweep_writes(swept, data_dir, tmp_path):
 
 SITECUSTOMIZE = '''
 import os
-from decodegap import decode
+from decodegap.harness import decode
 _run_arm = decode.run_arm
 def run_arm(model, arm, ctx, *args, **kwargs):
     if ctx == 32:

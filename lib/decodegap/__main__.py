@@ -1,3 +1,3 @@
-from .cli import main
+from decodegap.cli import main
 
 raise SystemExit(main())

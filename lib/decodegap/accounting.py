@@ -81,7 +81,7 @@ def weight_bytes(config: Mapping, convention: str = "W_all", dtype: str = "bf16"
 
 PROJECTIONS = {"hf": ("q", "k", "v", "o", "gate", "up", "down"), "fused": ("qkv", "o", "gate_up", "down")}
 """A decoder layer's matrix products in the order a decode step runs them: HF's modules one by one, and the lean
-decoder's (decodegap.lean) with q/k/v and gate/up fused into one product each. The LM head (`lm_head`) follows the
+decoder's (decodegap.harness.lean) with q/k/v and gate/up fused into one product each. The LM head (`lm_head`) follows the
 last layer."""
 
 

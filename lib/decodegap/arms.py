@@ -1,5 +1,5 @@
-"""The decode arms as a registry: each arm is a decoder (the HF model or decodegap.lean's), a runner (eager
-calls, one CUDA graph replayed, or torch.compile) and the decodegap.kernels its step runs. Everything that asks
+"""The decode arms as a registry: each arm is a decoder (the HF model or decodegap.harness.lean's), a runner (eager
+calls, one CUDA graph replayed, or torch.compile) and the decodegap.kernels.step its step runs. Everything that asks
 what an arm is (decode's harness, the byte layouts of a profile, notebook 06's plan, the figures) reads it here,
 never from the arm's name."""
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Arm:
-    """`decoder`: "hf" (the HF model's own forward) or "lean" (decodegap.lean.LeanDecoder on the same weights);
+    """`decoder`: "hf" (the HF model's own forward) or "lean" (decodegap.harness.lean.LeanDecoder on the same weights);
     `runner`: "eager", "graph" (captured once with torch.cuda.graph after a side-stream warm-up, replayed) or
-    "compile" (torch.compile, mode reduce-overhead); `kernels`: the decodegap.kernels the step runs
+    "compile" (torch.compile, mode reduce-overhead); `kernels`: the decodegap.kernels.step the step runs
     (lean.CUSTOM_KERNELS); `cache`: "static" (StaticCache / the lean decoder's buffers) or "dynamic" (HF's
     default DynamicCache, positions derived by the model)."""
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import paths
+from decodegap import paths
 
 
 def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
     """A comma-separated option value as a tuple; a value that is not a `kind` is an InputError naming the option."""
-    from .inputs import InputError
+    from decodegap.inputs import InputError
 
     out = []
     for x in text.split(","):
@@ -27,22 +27,23 @@ def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
 
 def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
     """The key the rows will carry, checked against the device measured (inputs.gpu_to_measure)."""
-    from . import inputs
+    from decodegap import inputs
 
     return inputs.gpu_to_measure(gpu, device, data)
 
 
 def _check_models(model_keys, data_dir) -> None:
     """Every model key has a config: an unknown model fails with a clear error before any session process starts."""
-    from . import inputs
+    from decodegap import inputs
 
     inputs.models(model_keys, data_dir)
 
 
 def cmd_measure(args) -> int:
-    from . import inputs, sweep
-    from .experiments import roofline
-    from .inputs import InputError
+    from decodegap import inputs
+    from decodegap.harness import sweep
+    from decodegap.experiments import roofline
+    from decodegap.inputs import InputError
 
     bad = [item for item in args.checkpoint if "=" not in item]
     if bad:
@@ -69,7 +70,7 @@ def cmd_measure(args) -> int:
 
 
 def cmd_ab(args) -> int:
-    from .experiments import cuda_graphs_ab
+    from decodegap.experiments import cuda_graphs_ab
 
     model_keys = _csv_list(args.models)
     contexts = _csv_list(args.contexts, int, "--contexts")
@@ -82,7 +83,7 @@ def cmd_ab(args) -> int:
 
 
 def cmd_quant(args) -> int:
-    from .experiments import quantisation
+    from decodegap.experiments import quantisation
 
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
@@ -97,8 +98,8 @@ def cmd_quant(args) -> int:
 
 
 def cmd_ladder(args) -> int:
-    from . import inputs
-    from .experiments import closing_the_gap
+    from decodegap import inputs
+    from decodegap.experiments import closing_the_gap
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
@@ -110,7 +111,7 @@ def cmd_ladder(args) -> int:
 
 
 def cmd_bandwidth(args) -> int:
-    from .experiments import roofline
+    from decodegap.experiments import roofline
 
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     run_id = roofline.record_bandwidth(gpu, args.data_dir, args.device, size_bytes=args.size_mib << 20, reps=args.reps)
@@ -119,8 +120,8 @@ def cmd_bandwidth(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from . import inputs
-    from .experiments import cuda_graphs_ab
+    from decodegap import inputs
+    from decodegap.experiments import cuda_graphs_ab
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     arms = inputs.arms(_csv_list(args.arms, option="--arms"))
@@ -132,8 +133,8 @@ def cmd_kernels(args) -> int:
 
 
 def cmd_attention(args) -> int:
-    from . import inputs
-    from .experiments import attention_backends
+    from decodegap import inputs
+    from decodegap.experiments import attention_backends
 
     backends = tuple(inputs.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
@@ -145,7 +146,7 @@ def cmd_attention(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from . import sweep
+    from decodegap.harness import sweep
 
     plan = sweep.SweepPlan.from_json(args.plan)
     sweep.run_session(plan, args.session, args.run_id, args.data_dir)
@@ -153,7 +154,7 @@ def cmd_session(args) -> int:
 
 
 def cmd_gpus(args) -> int:
-    from . import hardware
+    from decodegap import hardware
 
     print(hardware.specs_table(args.data_dir).to_string(index=False))
     return 0
@@ -161,7 +162,7 @@ def cmd_gpus(args) -> int:
 
 def cmd_digest(args) -> int:
     """Print the package source's digest (hardware.source_digest), as env.json's `source_sha256` records it."""
-    from . import hardware
+    from decodegap import hardware
 
     print(hardware.source_digest())
     return 0
@@ -169,7 +170,7 @@ def cmd_digest(args) -> int:
 
 def cmd_check(args) -> int:
     """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
-    from . import inputs, records
+    from decodegap import inputs, records
 
     raw = inputs.data_folder(args.data_dir) / "raw"
     files = sorted(raw.glob("*/*.csv"))
@@ -192,7 +193,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from . import inputs, notebooks
+    from decodegap import inputs, notebooks
 
     params = {name: _papermill_value(value) for name, value in args.parameter or ()}
     unknown = sorted(set(params) - set(inputs.PARAMETERS))
@@ -208,7 +209,7 @@ def cmd_reproduce(args) -> int:
         raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
     notebooks.run_all(params, only=args.only)
     if not args.only:  # every table is fresh: the README gallery's findings from them (figures/gallery.csv)
-        from . import gallery
+        from decodegap.figures import gallery
 
         print(f"wrote {gallery.write(params.get('FIGURES_DIR'))}")
     return 0
@@ -216,7 +217,8 @@ def cmd_reproduce(args) -> int:
 
 def cmd_gallery(args) -> int:
     """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it."""
-    from . import gallery, paths
+    from decodegap.figures import gallery
+    from decodegap import paths
 
     print(f"wrote {gallery.write()}")
     if args.readme:
@@ -258,8 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell")
     m.add_argument("--steps", type=int, default=30, help="timed decode steps per cell")
     m.add_argument("--warmup", type=int, default=5, help="warm-up steps per cell (kept as warmup rows)")
-    m.add_argument("--attn", default="sdpa", help="attention backend key (decodegap.attention.BACKENDS)")
-    m.add_argument("--quant", default="bf16", help="quantisation path key (decodegap.quant.PATHS)")
+    m.add_argument("--attn", default="sdpa", help="attention backend key (decodegap.harness.attention.BACKENDS)")
+    m.add_argument("--quant", default="bf16", help="quantisation path key (decodegap.quant.paths.PATHS)")
     m.add_argument("--experiment", default="decode", help="CSV name under data/raw/<gpu>/")
     m.add_argument("--checkpoint", action="append", default=[], metavar="MODEL=DIR",
                    help="load real weights of MODEL from a local HF checkpoint folder")
@@ -322,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("kernels", help="count the kernels one decode step launches (torch.profiler)")
     _add_grid_args(k)
     k.add_argument("--arms", default="eager,hf_default")
-    k.add_argument("--quant", default="bf16", help="quantisation path of the profiled model (decodegap.quant.PATHS)")
+    k.add_argument("--quant", default="bf16", help="quantisation path of the profiled model (decodegap.quant.paths.PATHS)")
     k.set_defaults(func=cmd_kernels)
 
     a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")
@@ -372,7 +374,9 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except Exception as exc:
-        from . import cost, hardware, inputs, models, records
+        from decodegap.analysis import cost
+        from decodegap import hardware, inputs, records
+        from decodegap.harness import models
 
         expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError,
                     models.UnknownModelError, records.SchemaError, cost.NoPriceError, FileNotFoundError)

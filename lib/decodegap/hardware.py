@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
+from decodegap import paths
 
 OPTIONAL_PACKAGES = (
     "bitsandbytes", "exllamav2", "autoawq", "flash-attn", "flashinfer-python", "fa3-fwd", "torchao",
@@ -101,7 +101,7 @@ def copy_bandwidth(device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 
     events on a GPU, perf_counter on a CPU). Bytes moved = 2 * size (read + write). One dict per repetition."""
     import torch
 
-    from .timing import event_times_ms
+    from decodegap.timing import event_times_ms
 
     src = torch.empty(size_bytes // 2, dtype=torch.bfloat16, device=device).normal_()
     dst = torch.empty_like(src)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from . import paths
+from decodegap import paths
 
 
 class InputError(ValueError):
@@ -47,14 +47,14 @@ def _one_or_more(kind: str, values: Iterable[str], known, fix: str) -> tuple[str
 
 def arms(values: Iterable[str]) -> tuple[str, ...]:
     """Arm keys, each one of decode.ARMS."""
-    from .decode import ARMS
+    from decodegap.harness.decode import ARMS
 
     return _one_or_more("arm", values, ARMS, "Check the spelling (--arms / ARMS).")
 
 
 def levers(values: Iterable[str]) -> tuple[str, ...]:
     """Arm keys of the ladder's levers (levers.LEVERS), each checked."""
-    from .levers import LEVERS
+    from decodegap.levers import LEVERS
 
     return _one_or_more("lever", values, tuple(dict.fromkeys(a for _, a, _ in LEVERS)),
                         "Check the spelling (ladder --levers).")
@@ -62,7 +62,7 @@ def levers(values: Iterable[str]) -> tuple[str, ...]:
 
 def attn(value: str) -> str:
     """An attention backend key of attention.BACKENDS."""
-    from .attention import BACKENDS
+    from decodegap.harness.attention import BACKENDS
 
     if value not in BACKENDS:
         raise _known("attention backend", value, BACKENDS, "Check the spelling (--attn / --backends).")
@@ -71,7 +71,7 @@ def attn(value: str) -> str:
 
 def quant(value: str) -> str:
     """A quantisation path key of quant.PATHS or one of its aliases (quant.ALIASES)."""
-    from .quant import ALIASES, PATHS
+    from decodegap.quant.paths import ALIASES, PATHS
 
     if value not in PATHS and value not in ALIASES:
         raise _known("quantisation path", value, [*PATHS, *ALIASES], "Check the spelling (--quant / QUANT_PATHS).")
@@ -80,7 +80,7 @@ def quant(value: str) -> str:
 
 def models(keys: Iterable[str], data=None) -> tuple[str, ...]:
     """Model keys with a config under data/models/."""
-    from . import models as registry
+    from decodegap.harness import models as registry
 
     out = tuple(keys)
     if not out:
@@ -115,7 +115,7 @@ def gpu_to_measure(gpu: str | None, device: str, data=None) -> str:
     """The registry key the rows of a measurement on `device` will carry, checked against that device: a
     CUDA device must be the GPU the key names (by its device_names), and a CPU (tests only) takes a key whose
     architecture is `cpu`, so a CPU's timings can never be written as a GPU's rows. `gpu` None: detect it."""
-    from . import hardware
+    from decodegap import hardware
 
     data_folder(data)
     try:

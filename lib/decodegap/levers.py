@@ -1,10 +1,10 @@
 """The ladder of notebook 06 as a plan: its levers (an arm and a quantisation path each), the targets, and what
-measure_ladder sweeps. Measuring reads this module only; the analysis of the rows (decodegap.ladder) reads it too,
+measure_ladder sweeps. Measuring reads this module only; the analysis of the rows (decodegap.analysis.closing_the_gap) reads it too,
 so that measurement never imports analysis."""
 
 from __future__ import annotations
 
-from .arms import is_lean
+from decodegap.arms import is_lean
 
 LEVERS = (
     ("HF eager", "eager", "bf16"),
@@ -33,15 +33,15 @@ LEVERS = (
     ("int4 Triton GEMV, lean graph + Triton attention", "lean_attn_graph", "int4-triton"),
     ("int4 Triton GEMV, lean compiled + Triton attention", "lean_attn_compile", "int4-triton"),
 )
-"""(lever, arm, quant) in ladder order; the last three are the package's own int4 GEMV (decodegap.int4_gemv, path
+"""(lever, arm, quant) in ladder order; the last three are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
 int4-triton), measured by notebook 04's sweep over the grid. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
 kernels (and the Triton GEMV for its LM head, which stays bf16; on the Triton-attention arms the head stays
 on cuBLAS).
-The Triton kernels (decodegap.kernels): a one-row GEMV autotuned per shape over a few configs, and a split-KV
-decode attention. The fused Triton step (decodegap.fused, arms lean_fused_graph, lean_fused_pdl_graph, with the post-attention
+The Triton kernels (decodegap.kernels.step): a one-row GEMV autotuned per shape over a few configs, and a split-KV
+decode attention. The fused Triton step (decodegap.kernels.fused.launch, arms lean_fused_graph, lean_fused_pdl_graph, with the post-attention
 norm made in the o product's epilogue lean_fused_pdl_norm_graph, and with the rotary and the cache write in the qkv
 product's epilogue too lean_fused_pdl_epilogues_graph, and the norm lever with every kernel triggering its
 dependents as it starts lean_fused_early_graph, or only the products another product follows (o, gate_up, down)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import paths
+from decodegap import paths
 
 
 def notebook_paths(only=None) -> list[Path]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
+from decodegap import paths
 
 PUBLISHED_LABEL = "published (paper)"
 

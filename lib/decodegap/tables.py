@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import finding
+from decodegap import finding
 
 
 def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, preamble: str = "") -> tuple[Path, Path]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import attention_report, hardware, models, published, records, roofline
+from decodegap.analysis import attention_backends as attention_report
+from decodegap import hardware, published, records, roofline
+from decodegap.harness import models
 
 NOTEBOOK = "03_attention_backends"
 STEP_BACKENDS = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "flex", "fa2", "fa3",
@@ -20,7 +22,7 @@ def plan(gpu: str, models_, step_backends=STEP_BACKENDS, step_contexts=STEP_CONT
          steps: int = 30, warmup: int = 5, device: str = "cuda") -> list:
     """The whole-step sweeps, one per backend (attention_bench.step_plans); the per-layer microbenchmark is no sweep
     (attention_bench.record_attention times every cell of a run once a round)."""
-    from .. import attention_bench
+    from decodegap.experiments import attention_backends_measure as attention_bench
 
     return attention_bench.step_plans(gpu, models_, step_backends, step_contexts, sessions, steps, warmup, device)
 
@@ -28,7 +30,7 @@ def plan(gpu: str, models_, step_backends=STEP_BACKENDS, step_contexts=STEP_CONT
 def measure(gpu: str, models_, contexts, backends=None, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS,
             sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None) -> None:
     """The per-layer microbenchmark, then the sweeps of `plan` (attention_bench.measure_attention)."""
-    from .. import attention_bench
+    from decodegap.experiments import attention_backends_measure as attention_bench
 
     attention_bench.measure_attention(gpu, models_, contexts, backends, step_backends, step_contexts, sessions, steps,
                                       warmup, device, data)
@@ -37,7 +39,7 @@ def measure(gpu: str, models_, contexts, backends=None, step_backends=STEP_BACKE
 def record_attention(gpu: str, models_, contexts, backends=None, data=None, device: str = "cuda",
                      retry_unavailable: bool = False, again: bool = False) -> str:
     """The per-layer microbenchmark alone (attention_bench.record_attention); returns its run id."""
-    from .. import attention_bench
+    from decodegap.experiments import attention_backends_measure as attention_bench
 
     return attention_bench.record_attention(gpu, models_, contexts, backends, data, device,
                                             retry_unavailable=retry_unavailable, again=again)

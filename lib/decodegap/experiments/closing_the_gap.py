@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import ab, check_power, compare, hardware, ladder, ladder_targets, models, records, roofline
+from decodegap.analysis import cuda_graphs_ab as ab, check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
+from decodegap import compare, hardware, records, roofline
+from decodegap.harness import models
 
 NOTEBOOK = "06_closing_the_gap"
 TARGETS = ladder.TARGETS
@@ -18,7 +20,7 @@ PRODUCT_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_compile")  # t
 def plan(gpu: str, models_, contexts) -> list:
     """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan); measure adds the
     profiled steps."""
-    from .. import levers
+    from decodegap import levers
 
     return levers.ladder_plan(models_, contexts, gpu)
 
@@ -27,7 +29,7 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
             data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
     """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes); `only`: these levers;
     `again`: measured and profiled again."""
-    from .. import ladder_bench
+    from decodegap.experiments import closing_the_gap_measure as ladder_bench
 
     ladder_bench.measure_ladder(gpu, models_, contexts, sessions, steps, warmup, device, data,
                                 retry_errors=retry_errors, only=only, again=again)

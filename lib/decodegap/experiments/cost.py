@@ -9,7 +9,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from .. import cost, hardware, models, published, records, roofline
+from decodegap.analysis import cost
+from decodegap import hardware, published, records, roofline
+from decodegap.harness import models
 
 NOTEBOOK = "05_cost"
 CHEAP_GPU, DEAR_GPU = "l4", "h100-sxm"  # the GPU the paper calls cheaper per token, and the one it is compared with

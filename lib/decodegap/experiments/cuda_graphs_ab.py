@@ -9,8 +9,9 @@ from typing import Mapping
 
 import pandas as pd
 
-from .. import ab, hardware, published, records, roofline
-from .. import models as model_specs
+from decodegap.analysis import cuda_graphs_ab as ab
+from decodegap import hardware, published, records, roofline
+from decodegap.harness import models as model_specs
 
 NOTEBOOK = "02_cuda_graphs_ab"
 SPEEDUP_ARMS = ("graph", "compile")  # the arms whose speed-up over eager is tabled
@@ -20,7 +21,7 @@ PLOTTED_ARMS = ("eager", "graph", "compile")  # the arms of the R_floor-per-arm 
 def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
          steps: int = 30, warmup: int = 5, device: str = "cuda") -> list:
     """The grid sweep and the headline sweep (ab_bench.plans)."""
-    from .. import ab_bench
+    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
 
     return list(ab_bench.plans(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device))
 
@@ -29,7 +30,7 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
             progress: bool = True) -> dict:
     """The two sweeps of `plan` in one go (ab_bench.measure_ab); returns the wall seconds of each phase."""
-    from .. import ab_bench
+    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
 
     return ab_bench.measure_ab(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
                                data, count_kernels=count_kernels, progress=progress)
@@ -38,7 +39,7 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
 def record_kernels(gpu: str, models, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
                    quant: str = "bf16") -> None:
     """Kernels per decode step of each cell (ab_bench.record_kernels: kernels.csv, breakdown.csv)."""
-    from .. import ab_bench
+    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
 
     ab_bench.record_kernels(gpu, models, contexts, arms, data, device, quant=quant)
 

@@ -10,8 +10,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from .. import hardware, ladder, published, quant_profile, quant_report, records
-from .. import models as model_specs
+from decodegap import hardware, published, records
+from decodegap.analysis import closing_the_gap as ladder, quant_profile, quantisation as quant_report
+from decodegap.harness import models as model_specs
 
 NOTEBOOK = "04_quantisation_l4"
 ARMS = quant_report.ARMS
@@ -26,7 +27,7 @@ def plan(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = ARM
          warmup: int = 5, device: str = "cuda") -> list:
     """The decode sweeps of `measure`, one per path (quant_bench.plans; the layer checks come first and are not a
     sweep)."""
-    from .. import quant_bench
+    from decodegap.experiments import quantisation_measure as quant_bench
 
     return quant_bench.plans(gpu, models, contexts, quant_paths, arms, sessions, steps, warmup, device)
 
@@ -36,7 +37,7 @@ def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = 
             group_size: int | None = None, progress: bool = True, retry_errors: bool = False) -> dict:
     """Every path's layer checks, then its decode steps in fresh sessions (quant_bench.measure_quant, which builds a
     sweep per path); returns {requested path: the path that ran}."""
-    from .. import quant_bench
+    from decodegap.experiments import quantisation_measure as quant_bench
 
     return quant_bench.measure_quant(gpu, models, contexts, quant_paths, arms, sessions, steps, warmup, device, data,
                                      layers=layers, group_size=group_size, progress=progress,

@@ -8,8 +8,8 @@ from typing import Mapping
 
 import pandas as pd
 
-from .. import hardware, published, records, roofline
-from .. import models as model_specs
+from decodegap import hardware, published, records, roofline
+from decodegap.harness import models as model_specs
 
 NOTEBOOK = "01_roofline"
 FLOORS_CTX = 2048  # context of the floors-per-GPU table, tokens
@@ -22,7 +22,7 @@ CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "sessions", "max_cache_len", "t_ob
 def plan(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
          warmup: int = 5, device: str = "cuda") -> list:
     """The one sweep of the roofline grid (roofline_bench.plan)."""
-    from .. import roofline_bench
+    from decodegap.experiments import roofline_measure as roofline_bench
 
     return [roofline_bench.plan(gpu, models, contexts, arms, sessions, steps, warmup, device)]
 
@@ -30,7 +30,7 @@ def plan(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int
 def measure(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
             warmup: int = 5, device: str = "cuda", data=None, bandwidth_bytes: int = 2 << 30) -> str:
     """The sweep of `plan`, then the copy-bandwidth probe (roofline_bench.measure_roofline); returns the run id."""
-    from .. import roofline_bench
+    from decodegap.experiments import roofline_measure as roofline_bench
 
     return roofline_bench.measure_roofline(gpu, models, contexts, arms, sessions, steps, warmup, device, data,
                                            bandwidth_bytes=bandwidth_bytes)
@@ -38,7 +38,7 @@ def measure(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: 
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
     """The copy-bandwidth probe alone (roofline_bench.record_bandwidth); returns its run id."""
-    from .. import roofline_bench
+    from decodegap.experiments import roofline_measure as roofline_bench
 
     return roofline_bench.record_bandwidth(gpu, data, device, size_bytes=size_bytes, reps=reps)
 

@@ -1,0 +1,437 @@
+"""Notebook 06: how close to the memory floor batch-1 decode gets, lever by lever, and where the time goes.
+
+The ladder: each lever is an arm (and quantisation path) of the one decode harness, measured into the same
+decode rows as notebooks 01-04; a lever with no rows yet is shown as not measured, never filled in.
+Where the time goes: the kernels of one profiled decode step (data/raw/<gpu>/breakdown.csv) grouped into
+categories by name, each against the floor of the bytes it must move (weights for the matrix products, the
+KV cache for attention; everything else moves activations only, whose bytes are negligible at batch 1).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from decodegap import accounting, arms, roofline
+from decodegap.finding import Finding
+from decodegap.records import WEIGHTS_SUPERSEDED
+
+from decodegap.levers import LEVERS, TARGET_CELL_ONLY, TARGETS, ladder_plan, target_in_grid  # noqa: F401 (the ladder's plan)
+
+CATEGORIES = (
+    ("attention", r"flash|fmha|attention|attn|sdpa|cudnn|softmax|split_kernel|merge_kernel"),
+    ("matmul", r"gemm|gemv|nvjet|cutlass|xmma|cublas|splitk|matmul|_mm_|int4pack|marlin"),
+    ("norm", r"norm|rsqrt"),
+    ("copy / index", r"copy|cat|index|gather|scatter|fill"),
+    ("elementwise", r"elementwise|vectorized|unrolled|reduce|silu|mul|add|rotary|triton"),
+)
+"""Kernel-name patterns (case-insensitive, first match wins); a kernel matching none is `other`.
+`split_kernel` and `merge_kernel` are the two stages of decodegap.kernels.step.decode_attention; `rotary_cache_kernel`
+(decodegap.kernels.fused.launch: rotary q and k, and the cache write) is elementwise, `fused_gemv_kernel` a matrix product."""
+
+
+SMALL_CATEGORIES = ("elementwise", "copy / index", "norm", "other")
+"""Kernel categories that move activations only: at batch 1 their bytes are negligible, their count is not."""
+
+
+class StepTerms(NamedTuple):
+    """One profiled step's category rows (category_table) as dicts by category: GPU microseconds, the floor's
+    microseconds and kernels; and the small categories' (SMALL_CATEGORIES) GPU microseconds and kernels together."""
+
+    us: dict
+    floor_us: dict
+    kernels: dict
+    small_us: float
+    small_kernels: int
+
+
+def step_terms(prof: pd.DataFrame) -> StepTerms:
+    """The StepTerms of one profiled step's rows of category_table."""
+    c = prof.set_index("category")
+    us, kernels = c["gpu_us"].to_dict(), c["kernels"].to_dict()
+    floor_us = c["floor_us"].to_dict() if "floor_us" in c.columns else {}  # budget_findings reads none
+    return StepTerms(us, floor_us, kernels, sum(us.get(k, 0.0) for k in SMALL_CATEGORIES),
+                     int(sum(kernels.get(k, 0) for k in SMALL_CATEGORIES)))
+
+
+def _at(frame: pd.DataFrame, target: Mapping) -> pd.DataFrame:
+    """The rows of `frame` at a target's cell (its gpu, model and ctx)."""
+    return frame[(frame["gpu"] == target["gpu"]) & (frame["model"] == target["model"]) & (frame["ctx"] == target["ctx"])]
+
+
+INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per)_")
+"""A kernel torch.compile generated from pointwise/reduction ops: its name lists the ops its graph nodes came from
+(`..._matmul_...` where a fused node stood next to a product), not what it does, so CATEGORIES' patterns would
+misread it; a matrix product stays an extern call (cuBLAS) or a `triton_tem_` template."""
+
+
+def category(kernel: str) -> str:
+    """The category of a kernel by its name (CATEGORIES). A torch.compile pointwise/reduction kernel
+    (INDUCTOR_KERNEL) is `norm` when it takes an rsqrt, else `elementwise`."""
+    if INDUCTOR_KERNEL.match(kernel):
+        return "norm" if "rsqrt" in kernel else "elementwise"
+    for name, pattern in CATEGORIES:
+        if re.search(pattern, kernel, re.IGNORECASE):
+            return name
+    return "other"
+
+
+def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
+    """The decode rows the ladder reads: decode.csv's, plus notebook 02's A/B sweep (ab.csv) for every
+    (cell, arm) that decode.csv lacks (the compile arm beyond ctx 2048). The two files' sessions are never
+    pooled: a lever's rows come from one file; given the runs' `plans` (records.run_plans), nor are two sweeps'
+    within decode.csv (roofline.one_sweep, as notebooks 01 and 04 read them)."""
+    if plans is not None:
+        decode_rows = roofline.one_sweep(decode_rows, plans)
+    if ab_rows.empty:
+        return decode_rows
+    have = set(decode_rows[roofline.CELL].astype(str).itertuples(index=False, name=None))
+    extra = ab_rows[[k not in have for k in ab_rows[roofline.CELL].astype(str).itertuples(index=False, name=None)]]
+    return pd.concat([decode_rows, extra], ignore_index=True)
+
+
+SUPERSEDED_REASON = "weights the run drew itself (superseded; decode_synthesised_weights.csv)"
+"""The reason a ladder row gives when its quantised cell's only timed rows are those of the superseded weight
+synthesis (records.with_superseded): the kernels' times stand, the weights were not the model's."""
+
+
+def superseded_cells(decode_rows: pd.DataFrame) -> set:
+    """(gpu, model, ctx, arm, quant) of the timed cells whose rows come from the superseded weight synthesis
+    (records.with_superseded's `weights` column; rows without one, such as the A/B sweep's, are not)."""
+    if "weights" not in decode_rows:
+        return set()
+    old = decode_rows[(decode_rows["weights"] == WEIGHTS_SUPERSEDED) & (decode_rows["status"] == "ok")]
+    return {(g, m, int(c), a, q) for g, m, c, a, q in old[["gpu", "model", "ctx", "arm", "quant"]].itertuples(
+        index=False, name=None)}
+
+
+def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset()) -> pd.DataFrame:
+    """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
+    roofline.cell_table rows (default attention). A lever with no timed rows keeps the status and reason of its
+    failed cell (`error`: its check against HF eager failed, say), else says `not measured`, or `target cell
+    only` for a TARGET_CELL_ONLY lever away from the target cell. A timed cell among `superseded`
+    (superseded_cells) says so in its reason (SUPERSEDED_REASON).
+    The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
+    columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
+               "r_floor_bf16", "status", "reason"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    cells = cells[cells["attn"] == "sdpa"]
+    if gpu is not None:
+        cells = cells[cells["gpu"] == gpu]
+    ok = cells[cells["status"] == "ok"]
+    failed = cells[cells["status"] != "ok"].set_index(["gpu", "model", "ctx", "arm", "quant"])
+    rows = []
+    for (g, model, ctx), group in ok.groupby(["gpu", "model", "ctx"]):
+        floor = group["t_floor_ms_W_all"].iloc[0] if "t_floor_ms_W_all" in group else float("nan")
+        for order, (lever, arm, quant) in enumerate(LEVERS):
+            hit = group[(group["arm"] == arm) & (group["quant"] == quant)]
+            t = float(hit["t_obs_ms"].iloc[0]) if not hit.empty else float("nan")
+            status, reason = "ok", ""
+            if not hit.empty and (g, model, int(ctx), arm, quant) in superseded:
+                reason = SUPERSEDED_REASON
+            if hit.empty:
+                key = (g, model, ctx, arm, quant)
+                if key in failed.index:
+                    lost = failed.loc[[key]].iloc[0]
+                    status, reason = str(lost["status"]), str(lost.get("reason", ""))
+                else:
+                    status = _gap(g, model, ctx, arm, quant)
+            rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
+                             t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
+                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
+    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from it) or `not measured`."""
+    target = TARGETS["bf16"]
+    at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
+    return "target cell only" if (arm, quant) in TARGET_CELL_ONLY and not at_target else "not measured"
+
+
+def category_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step (gpu, model, ctx, arm, quant) and kernel category: kernels, summed GPU microseconds, the
+    floor of the bytes the category must move (matmul: the weights the step streams in its quantisation path,
+    quant.streamed_weight_bytes, W_streamed for bf16; attention: the KV cache at ctx; others: 0) at the datasheet
+    bandwidth, and the excess over it."""
+    from decodegap.quant import paths as quant_paths
+
+    ok = breakdown_rows[breakdown_rows["status"] == "ok"].copy()
+    cols = ["gpu", "model", "ctx", "arm", "quant", "category", "kernels", "gpu_us", "floor_us", "excess_us"]
+    if ok.empty:
+        return pd.DataFrame(columns=cols)
+    ok["category"] = [category(k) for k in ok["kernel"]]
+    table = (ok.groupby(["gpu", "model", "ctx", "arm", "quant", "category"], sort=False)
+             .agg(kernels=("gpu_us", "size"), gpu_us=("gpu_us", "sum")).reset_index())
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+
+    def floor_us(r) -> float:
+        config = configs[r.model]
+        if r.category == "matmul":
+            nbytes = quant_paths.streamed_weight_bytes(config, r.quant)
+        elif r.category == "attention":
+            nbytes = accounting.kv_bytes(config, r.ctx)
+        else:
+            return 0.0
+        return roofline.t_floor_ms(nbytes, float(bandwidth[r.gpu])) * 1e3
+
+    table["floor_us"] = [floor_us(r) for r in table.itertuples()]
+    table["excess_us"] = table["gpu_us"] - table["floor_us"]
+    return table[cols]
+
+
+PRODUCT_HELPER = re.compile(r"splitKreduce", re.IGNORECASE)
+"""A cuBLAS kernel that finishes the product launched before it (the split-K reduction): its time is that
+product's."""
+
+NOT_A_PROJECTION = re.compile(r"sgemm", re.IGNORECASE)
+"""An fp32 matrix product in a bf16 step reads no weights: HF's rotary embedding computes its frequencies as
+inv_freq x positions (one small sgemm per step)."""
+
+
+def projection_table(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step (gpu, model, ctx, arm, quant) and matrix product of a layer (accounting.PROJECTIONS: HF's
+    seven for the HF arms, the lean decoder's four fused ones for `lean*` arms) plus the LM head: calls, summed GPU
+    microseconds, the bytes those calls read in the step's quantisation path (quant.projection_bytes), their floor
+    at the datasheet bandwidth and the bandwidth reached. The step's matmul kernels (category) are taken in launch
+    order, a cuBLAS helper (PRODUCT_HELPER) folded into the product before it, an fp32 product (NOT_A_PROJECTION)
+    left out, and named layer by layer; a step whose count is not layers x products + 1 is left out, and so is one
+    whose path's bytes cannot be counted for its shapes."""
+    from decodegap.quant import paths as quant_paths
+
+    ok = breakdown_rows[breakdown_rows["status"] == "ok"]
+    cols = ["gpu", "model", "ctx", "arm", "quant", "projection", "calls", "gpu_us", "bytes", "floor_us", "gbps",
+            "of_datasheet"]
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+    rows = []
+    for (g, model, ctx, arm, quant), step in ok.groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):
+        config = configs[model]
+        layout = arms.projection_layout(arm)
+        order = accounting.PROJECTIONS[layout]
+        times: list[float] = []
+        for kernel, us in step.sort_values("kernel_index")[["kernel", "gpu_us"]].itertuples(index=False):
+            if category(kernel) != "matmul" or NOT_A_PROJECTION.search(kernel):
+                continue
+            if PRODUCT_HELPER.search(kernel) and times:
+                times[-1] += float(us)
+            else:
+                times.append(float(us))
+        layers = int(config["num_hidden_layers"])
+        if len(times) != layers * len(order) + 1:
+            continue
+        names = [*order * layers, "lm_head"]
+        try:
+            per_call = quant_paths.projection_bytes(config, quant, layout)
+        except ValueError:  # a group size that does not divide a tiny model's widths: its bytes are not counted
+            continue
+        for name in [*order, "lm_head"]:
+            us = sum(t for n, t in zip(names, times) if n == name)
+            calls = names.count(name)
+            nbytes = per_call[name] * calls
+            floor = roofline.t_floor_ms(nbytes, float(bandwidth[g])) * 1e3
+            rows.append(dict(gpu=g, model=model, ctx=ctx, arm=arm, quant=quant, projection=name, calls=calls,
+                             gpu_us=us, bytes=nbytes, floor_us=floor, gbps=nbytes / us / 1e3, of_datasheet=floor / us))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def step_label(arm: str, quant: str) -> str:
+    """A profiled step's name in findings and figures: its arm, and its quantisation path unless bf16."""
+    return arm if quant == "bf16" else f"{arm} ({quant})"
+
+
+def fitted_products(by_projection: pd.DataFrame) -> pd.DataFrame:
+    """The projection_table rows product_cost_fit draws its lines through: every product of a bf16 step, and of a
+    quantised step all but the LM head, which stays bf16 on cuBLAS."""
+    return by_projection[(by_projection["quant"] == "bf16") | (by_projection["projection"] != "lm_head")]
+
+
+def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled step (gpu, model, ctx, arm, quant), a least-squares line through its matrix products' per-call
+    times against their per-call bytes: time = fixed_us + bytes / stream_gbps. `fixed_us` is what a product costs
+    beyond streaming its weights (ramp-up and tail of one kernel), `stream_gbps` the rate the weights stream at; a
+    step needs at least three product shapes. A quantised step's LM head (bf16 in every path, another kernel than
+    its products') is left out of its line (fitted_products)."""
+    cols = ["gpu", "model", "ctx", "arm", "quant", "fixed_us", "stream_gbps", "products"]
+    rows = []
+    for key, g in fitted_products(by_projection).groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):
+        if len(g) < 3:
+            continue
+        mb = (g["bytes"] / g["calls"] / 1e6).to_numpy()
+        us = (g["gpu_us"] / g["calls"]).to_numpy()
+        slope, fixed = np.polyfit(mb, us, 1)  # us per MB: 1e6 bytes / (GB/s * 1e9) * 1e6 us = 1e3 / GB/s
+        rows.append(dict(zip(cols, key), fixed_us=float(fixed), stream_gbps=1e3 / float(slope),
+                         products=int(g["calls"].sum())))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def projection_findings(by_projection: pd.DataFrame) -> list[str]:
+    """At the target cell (TARGETS), per profiled step: the share of the datasheet bandwidth each matrix
+    product reaches, and the line through their times (product_cost_fit)."""
+    target = TARGETS["bf16"]
+    at = _at(by_projection, target)
+    fits = product_cost_fit(at).set_index(["arm", "quant"])
+    out = []
+    for (arm, quant), g in at.groupby(["arm", "quant"], sort=False):
+        parts = ", ".join(f"{r.projection} {r.of_datasheet:.0%}" for r in g.itertuples())
+        line = (f"{target['model']} ctx {target['ctx']} on the {target['gpu']}, {step_label(arm, quant)} step, matrix "
+                f"products at their share of the datasheet bandwidth: {parts}; together {g['gpu_us'].sum() / 1e3:.2f} ms "
+                f"against {g['floor_us'].sum() / 1e3:.2f} ms.")
+        values = dict(arm=arm, quant=quant, products_ms=g["gpu_us"].sum() / 1e3, floor_ms=g["floor_us"].sum() / 1e3)
+        if (arm, quant) in fits.index:
+            fit = fits.loc[(arm, quant)]
+            values.update(fixed_us=fit["fixed_us"], stream_gbps=fit["stream_gbps"], products=int(fit["products"]),
+                          fixed_ms=fit["fixed_us"] * fit["products"] / 1e3)
+            line += (f" A line through their per-call times: {fit['fixed_us']:.1f} us per product plus the weights at "
+                     f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: {values['fixed_ms']:.2f} ms fixed).")
+        out.append(Finding(line, **values))
+    return out
+
+
+def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladder: pd.DataFrame) -> list[str]:
+    """At the target cell (TARGETS), per profiled step with a timed lever of the same arm and quantisation: its
+    measured step split into matrix products (and of them, by product_cost_fit, the weights streamed at the
+    products' rate and the fixed cost per product), attention, small kernels and the time between kernels (the step
+    less its kernels' sum); and what the goal (bf16: R_floor; int4: ms per step) leaves beside the streamed
+    weights."""
+    target = TARGETS["bf16"]
+    timed = _at(ladder, target)
+    timed = timed[timed["status"] == "ok"].set_index(["arm", "quant"])
+    at = _at(by_projection, target)
+    fits = product_cost_fit(at).set_index(["arm", "quant"])
+    out = []
+    for (arm, quant), g in _at(by_category, target).groupby(["arm", "quant"], sort=False):
+        if (arm, quant) not in timed.index or (arm, quant) not in fits.index:
+            continue
+        lever, t_obs = timed.loc[(arm, quant), "lever"], float(timed.loc[(arm, quant), "t_obs_ms"])
+        goal_ms = (float(timed.loc[(arm, quant), "t_floor_bf16_ms"]) / target["r_floor"] if quant == "bf16"
+                   else TARGETS["int4"]["step_ms"])
+        terms = step_terms(g)
+        us = terms.us
+        products = us.get("matmul", 0.0) / 1e3
+        step = at[(at["arm"] == arm) & (at["quant"] == quant)]
+        fitted = fitted_products(step)
+        head_ms = float(step.drop(fitted.index)["gpu_us"].sum()) / 1e3  # a quantised step's bf16 LM head
+        fit = fits.loc[(arm, quant)]
+        stream_ms = fitted["bytes"].sum() / fit["stream_gbps"] / 1e6
+        fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
+        small = terms.small_us / 1e3
+        between = t_obs - sum(us.values()) / 1e3  # negative where kernels overlap (PDL)
+        head = f", the bf16 LM head {head_ms:.2f}" if head_ms else ""
+        beside = "the weights at that rate" + (" and the head" if head_ms else "")
+        left = goal_ms - stream_ms - head_ms
+        verdict = (f"leaves {left:.2f} ms beside {beside} for the rest" if left >= 0 else
+                   f"is {-left:.2f} ms short of {beside} alone")
+        attention = us.get("attention", 0.0) / 1e3
+        out.append(Finding(
+            f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
+            f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
+            f"+ attention {attention:.2f} + small kernels {small:.2f} "
+            + (f"+ between kernels {between:.2f}" if between >= 0 else
+               f"- {-between:.2f} of kernels overlapping (their GPU times add up to more than the step)")
+            + ". The goal "
+            f"({goal_ms:.2f} ms) {verdict}; the rest takes {t_obs - stream_ms - head_ms:.2f} ms now.",
+            lever=lever, arm=arm, quant=quant, t_obs_ms=t_obs, products_ms=products, stream_gbps=fit["stream_gbps"],
+            stream_ms=stream_ms, fixed_ms=fixed_ms, head_ms=head_ms, attention_ms=attention, small_ms=small,
+            between_ms=between, goal_ms=goal_ms, left_ms=left, rest_ms=t_obs - stream_ms - head_ms))
+    return out
+
+
+def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.DataFrame,
+                 measured_gbps: Mapping[str, float]) -> list[str]:
+    """What stands between the target cell (TARGETS) and its goals, from its profiled steps: per profiled
+    step (arm, quantisation) the matrix products against their weight floor, attention (with the copies around it) and the
+    small kernels; and how much time the goal leaves above the bytes a step reads (W_streamed + K(ctx)) at the
+    measured copy bandwidth."""
+    target = TARGETS["bf16"]
+    where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
+    out = []
+    for (arm, quant), g in _at(by_category, target).groupby(["arm", "quant"], sort=False):
+        terms = step_terms(g)
+        us = terms.us
+        mm, floor = us.get("matmul", 0.0), float(terms.floor_us.get("matmul", float("nan")))
+        small, n_small = terms.small_us, terms.small_kernels
+        values = dict(arm=arm, quant=quant, kernels=int(sum(terms.kernels.values())), gpu_ms=sum(us.values()) / 1e3,
+                      products_ms=mm / 1e3, floor_ms=floor / 1e3, of_datasheet=floor / mm,
+                      attention_ms=us.get("attention", 0.0) / 1e3, small_kernels=n_small, small_ms=small / 1e3)
+        out.append(Finding(
+            f"{where}, {step_label(arm, quant)} step: {values['kernels']} kernels, {values['gpu_ms']:.2f} ms of GPU "
+            f"time; matrix products {mm / 1e3:.2f} ms against their weight floor {floor / 1e3:.2f} ms "
+            f"({floor / mm:.0%} of the datasheet bandwidth), attention {values['attention_ms']:.2f} ms, "
+            f"{n_small} small kernels (elementwise, copies, norms, other) {small / 1e3:.2f} ms.", **values))
+    sel = _at(ladder, target)
+    floors = _at(by_category, target)
+    floors = floors[(floors["quant"] == "bf16") & floors["category"].isin(["matmul", "attention"])]
+    floors = floors.drop_duplicates("category")
+    if not sel.empty and len(floors) == 2 and target["gpu"] in measured_gbps:
+        goal_ms = float(sel["t_floor_bf16_ms"].iloc[0]) / target["r_floor"]
+        datasheet_gbps = float(specs.set_index("gpu").loc[target["gpu"], "bandwidth_gbps"])
+        read_ms = float(floors["floor_us"].sum()) / 1e3  # W_streamed + K(ctx) at the datasheet bandwidth
+        copy_ms = read_ms * datasheet_gbps / measured_gbps[target["gpu"]]
+        out.append(Finding(
+            f"The bytes a step reads (W_streamed + K(ctx): {read_ms:.2f} ms at the datasheet bandwidth) take "
+            f"{copy_ms:.2f} ms at the measured copy bandwidth ({measured_gbps[target['gpu']]:.0f} GB/s); the bf16 "
+            f"goal ({goal_ms:.2f} ms, set against W_all + K(ctx), the unread embedding table included) leaves "
+            f"{goal_ms - copy_ms:.2f} ms above that for everything else in the step.",
+            read_ms=read_ms, copy_ms=copy_ms, copy_gbps=measured_gbps[target["gpu"]], goal_ms=goal_ms,
+            above_ms=goal_ms - copy_ms))
+    return out
+
+
+def reading_findings(ladder: pd.DataFrame, by_category: pd.DataFrame) -> list[str]:
+    """Notebook 06's reading as generated lines, at the target cell (TARGETS["bf16"]): the lean decoder graphed
+    against HF's graphed step and their kernels per step; kernel category by category, the profiled bf16 steps from
+    HF eager to the fastest lever (kernels, GPU ms, the floor of their bytes); what the Triton attention does to the
+    step's growth with context over the grid; and in how many cells each bf16 lever is the fastest."""
+    out = []
+    target = TARGETS["bf16"]
+    at = _at(ladder, target)
+    ms = at[at["status"] == "ok"].set_index(["arm", "quant"])["t_obs_ms"]
+    prof = _at(by_category, target)
+    prof = prof[prof["quant"] == "bf16"]
+    kernels = prof.groupby("arm")["kernels"].sum()
+    where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
+    if ("graph", "bf16") in ms and ("lean_graph", "bf16") in ms:
+        lean_ms, hf_ms = ms[("lean_graph", "bf16")], ms[("graph", "bf16")]
+        values = dict(lean_graph_ms=lean_ms, graph_ms=hf_ms, graph_over_lean=hf_ms / lean_ms)
+        line = f"{where}: the lean decoder graphed takes {lean_ms:.2f} ms against HF's graphed {hf_ms:.2f} ms ({hf_ms / lean_ms:.2f}x)"
+        if "lean" in kernels and "eager" in kernels:
+            values.update(lean_kernels=int(kernels["lean"]), hf_kernels=int(kernels["eager"]))
+            line += f"; the lean step launches {int(kernels['lean'])} kernels, HF's {int(kernels['eager'])}"
+        out.append(Finding(line + ".", **values))
+    for arm, g in prof.groupby("arm", sort=False):
+        parts = []
+        for cat, c in g.set_index("category").iterrows():
+            parts.append(f"{cat} {int(c['kernels'])} kernels {c['gpu_us'] / 1e3:.2f} ms"
+                         + (f" (floor {c['floor_us'] / 1e3:.2f} ms)" if c["floor_us"] > 0 else ""))
+        small = g[g["category"].isin(SMALL_CATEGORIES)]
+        out.append(Finding(f"{where}, {step_label(arm, 'bf16')} profiled, kernel by kernel: " + "; ".join(parts)
+                           + f"; the small kernels together {int(small['kernels'].sum())} for "
+                           f"{small['gpu_us'].sum() / 1e3:.2f} ms with no bytes to move.",
+                           arm=arm, kernels=int(g["kernels"].sum()), gpu_ms=g["gpu_us"].sum() / 1e3,
+                           small_kernels=int(small["kernels"].sum()), small_ms=small["gpu_us"].sum() / 1e3))
+    ok = ladder[(ladder["status"] == "ok") & (ladder["quant"] == "bf16")]
+    for gpu, model in ok[["gpu", "model"]].drop_duplicates().itertuples(index=False):
+        g = ok[(ok["gpu"] == gpu) & (ok["model"] == model)]
+        growth, values = [], {}
+        for arm in ("graph", "lean_attn_graph"):
+            a = g[g["arm"] == arm].set_index("ctx")["t_obs_ms"]
+            if len(a) >= 2:
+                first, last = a[a.index.min()], a[a.index.max()]
+                values.update({f"{arm}_first_ms": first, f"{arm}_last_ms": last, f"{arm}_growth": last / first})
+                growth.append(f"{step_label(arm, 'bf16')} {first:.2f} -> {last:.2f} ms (x{last / first:.2f})")
+        if len(growth) == 2:
+            lo, hi = g["ctx"].min(), g["ctx"].max()
+            out.append(Finding(f"{gpu} {model}, ctx {lo} to {hi}: " + ", ".join(growth) + ".", gpu=gpu, model=model,
+                               ctx_first=int(lo), ctx_last=int(hi), **values))
+    if not ok.empty:
+        best = ok.loc[ok.groupby(["gpu", "model", "ctx"])["t_obs_ms"].idxmin()]
+        counts = best["lever"].value_counts()
+        out.append(Finding(f"The fastest bf16 lever, cell by cell ({len(best)} cells): "
+                           + ", ".join(f"{lever} in {n}" for lever, n in counts.items()) + ".",
+                           cells=len(best), fastest=counts.index[0], fastest_cells=int(counts.iloc[0])))
+    return out
+

@@ -1,0 +1,130 @@
+"""What the claims read: every table the rules test, each from the experiment that owns it (decodegap.experiments),
+and the look-ups the rules share (a published value, a GPU's bandwidth, a measured cell, our value on the GPUs we have)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
+from decodegap import accounting, hardware, published, records
+from decodegap.harness import models
+from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation
+from decodegap.experiments import cost as cost_experiment
+from decodegap.experiments import roofline as roofline_grid
+
+SLOW_GPU_GBPS = 1000
+"""GPUs below this datasheet bandwidth are the paper's "slow GPUs" (L4, L40S); at or above the H100's, "fast"."""
+FAST_GPU_GBPS = 3350
+
+
+@dataclass
+class Evidence:
+    """Everything the rules read, each from the module that owns it. Frames may be empty (no rows yet)."""
+
+    published: pd.DataFrame  # published.load()
+    specs: pd.DataFrame  # hardware.specs_table()
+    configs: Mapping[str, Mapping]  # model key -> HF config, the paper's three models
+    cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (roofline.default_rows)
+    speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B: the headline statistic is ab.headline
+    decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep
+    attention: pd.DataFrame  # attention_report.summary
+    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_report.rows)
+    quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
+    costs: pd.DataFrame  # cost.cost_table of published and measured configurations
+    prices: pd.DataFrame  # cost.load_prices()
+    headline_model: str = "qwen2.5-7b"
+    headline_ctx: int = 2048
+    attention_model: str = "llama-3.1-8b"
+    paper_gpus: tuple[str, ...] = ("h100-sxm", "a100-80gb", "l40s", "l4")
+    measured: list[str] = field(init=False)
+
+    def __post_init__(self):
+        ok = self.cells[self.cells["status"] == "ok"] if not self.cells.empty else self.cells
+        self.measured = sorted(set(ok["gpu"])) if not ok.empty else []
+
+    def pub(self, claim: str, quantity: str, **where) -> pd.DataFrame:
+        return published.select(self.published, claim, quantity, **where)
+
+    def pub_value(self, claim: str, quantity: str, **where) -> float:
+        return float(self.pub(claim, quantity, **where)["value"].iloc[0])
+
+    def bandwidth(self, gpu: str) -> float:
+        return float(self.specs.loc[self.specs["gpu"] == gpu, "bandwidth_gbps"].iloc[0])
+
+    def floor_ms(self, gpu: str, model: str | None = None, ctx: int | None = None) -> float:
+        from decodegap.roofline import t_floor_ms
+
+        cfg = self.configs[model or self.headline_model]
+        return t_floor_ms(accounting.step_bytes(cfg, ctx or self.headline_ctx, "W_all"), self.bandwidth(gpu))
+
+    def cell(self, gpu: str, arm: str = "eager", model: str | None = None, ctx: int | None = None) -> pd.Series | None:
+        c = self.cells
+        hit = c[(c["gpu"] == gpu) & (c["arm"] == arm) & (c["model"] == (model or self.headline_model))
+                & (c["ctx"] == (ctx or self.headline_ctx)) & (c["status"] == "ok")] if not c.empty else c
+        return None if hit.empty else hit.iloc[0]
+
+    def speedup(self, gpu: str, model: str | None = None) -> pd.Series | None:
+        """The headline statistic of one GPU and model (ab.headline: the headline sweep's sessions alone)."""
+        s = ab.headline(self.speed, self.headline_ctx) if not self.speed.empty else self.speed
+        hit = s[(s["gpu"] == gpu) & (s["arm"] == "graph") & (s["model"] == (model or self.headline_model))
+                ] if not s.empty else s
+        return None if hit.empty else hit.iloc[0]
+
+    def kept_apart(self, gpu: str) -> str:
+        """Notebook 02's sentence on the sessions of `gpu`'s headline cells that the headline statistic leaves out
+        (ab.sweep_findings), or ''."""
+        s = self.speed[self.speed["gpu"] == gpu] if not self.speed.empty else self.speed
+        return " ".join(ab.sweep_findings(s, self.headline_ctx)) if not s.empty else ""
+
+    def quant_ms(self, gpu: str, quant: str, arm: str = "eager") -> float:
+        q = self.quant_cells
+        hit = q[(q["gpu"] == gpu) & (q["quant"] == quant) & (q["arm"] == arm) & (q["model"] == self.headline_model)
+                & (q["ctx"] == self.headline_ctx) & (q["status"] == "ok")] if not q.empty else q
+        return float(hit["t_obs_ms"].iloc[0]) if not hit.empty else np.nan
+
+    def headline_decomp(self, gpu: str) -> pd.DataFrame:
+        d = self.decomp
+        return d[(d["gpu"] == gpu) & (d["ctx"] == self.headline_ctx)] if not d.empty else d
+
+    def missing(self, gpu: str) -> str:
+        have = ", ".join(self.measured) or "none"
+        return f"no {gpu} rows under data/raw/ (GPUs measured: {have})"
+
+    def nearest(self, text) -> str:
+        """Our value on the GPUs we do have, for claims about one we do not: `text(gpu)` or None per GPU."""
+        parts = [t for t in (text(g) for g in self.measured) if t]
+        return "; ours: " + "; ".join(parts) if parts else ""
+
+
+def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None = None,
+            headline_model: str = "qwen2.5-7b", headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b",
+            seed: int = 0) -> Evidence:
+    """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells, the graph
+    speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
+    cells and byte model, and notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's
+    at its defaults)."""
+    decode_rows = records.load_experiment("decode", data)
+    specs = hardware.specs_table(data)
+    keys = (set(decode_rows["model"]) | set(records.load_experiment("ab", data)["model"])
+            | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model})
+    configs = models.configs(keys, data)
+    if costs is None or prices is None:
+        t = cost_experiment.tables(data, headline_model=headline_model, headline_ctx=headline_ctx)
+        costs, prices = t["costs"], t["prices"]
+    # each notebook's experiment, from the one module the notebook itself calls
+    _, cells, _ = roofline_grid.cells(data, configs)
+    ab_rows, _, ab_cells, _ = cuda_graphs_ab.cells(data, configs)
+    _, quant_cells, _ = quantisation.cells(data, configs)
+    return Evidence(
+        published=published.load(data), specs=specs, configs=configs, cells=cells,
+        speed=ab.speedups(ab_rows, arm="graph", seed=seed),
+        decomp=ab.decomposition(ab_cells, records.load_experiment("kernels", data)),
+        attention=attention_backends.summary(data),
+        quant_cells=quant_cells,
+        quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
+        costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
+        attention_model=attention_model)

@@ -1,0 +1,220 @@
+"""The README's gallery: one finding per figure, generated from the committed tables in figures/ (never typed),
+written to figures/gallery.csv, and quoted from there into README.md (`python -m decodegap gallery --readme`).
+
+Each finding is the H200's (the GPU measured here) beside the paper's published values; a figure whose rows are
+missing says so instead of a number.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from decodegap import paths, published
+from decodegap.stats import span as _span
+from decodegap.levers import GRID_TARGET, TARGETS
+
+QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
+               "gptq-exllamav2": "GPTQ + ExLlamaV2", "awq-marlin": "AutoAWQ + Marlin", "awq-triton": "AWQ's Triton GEMM"}
+GPU = "h200"
+DATASHEET_GBPS = 4800  # the H200's datasheet bandwidth (data/specs/gpus.csv), checked in `findings`
+
+
+def _pct(lo, hi) -> str:
+    return f"{lo:.0%}-{hi:.0%}".replace("%-", "-")
+
+
+def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None = None) -> str:
+    ok = att[(att.status == "ok") & (att.ctx == 2048) & (att.gpu == GPU)] if "status" in att else att.iloc[0:0]
+    if ok.empty:
+        return "No GPU attention rows yet: the figure is empty and the table shows the published H100 column only."
+    llama = ok[ok.model == "llama-3.1-8b"].set_index("attn")
+    fastest = llama.host_us.idxmin()
+    text = (f"On the H200 (Llama-3.1-8B shape, ctx 2048) the fastest backend host-inclusive is {fastest} at "
+            f"{llama.host_us.min():.1f} us (the paper's H100 SDPA: {sdpa_pub:.2f} us) and FA3 takes {llama.loc['fa3', 'host_us']:.1f} us; "
+            f"host-inclusive time is a median {ok.host_over_gpu.median():.1f}x the GPU-only time: the launch sequence binds.")
+    # notebook 03's ranking table (attention_report.ranking_table): the graphed steps where SDPA's default is not fastest
+    slower = (ranking[(ranking.gpu == GPU) & (ranking.model == "llama-3.1-8b") & (ranking.arm == "graph")
+                      & (ranking.fastest_step != "sdpa") & ranking.sdpa_step_ms.notna()]
+              if ranking is not None and not ranking.empty else None)
+    if slower is not None and not slower.empty:
+        parts = [f"{r.sdpa_step_ms:.2f} ms against {r.fastest_step}'s {r.fastest_step_ms:.2f} ms at ctx {int(r.ctx)}"
+                 for r in slower.sort_values("ctx").itertuples()]
+        if parts:
+            text += (" Inside HF's graphed decode step SDPA's default makes a slower step than the fastest backend: "
+                     + ", ".join(parts) + " (HF's static cache hands SDPA a mask and an expanded cache).")
+    return text
+
+
+def _quant(qc: pd.DataFrame) -> str:
+    """Notebook 04 on the H200 at ctx 2048, over the cells whose checks passed: HF graph and the lean step."""
+    g = qc[(qc.gpu == GPU) & (qc.ctx == 2048) & qc.t_obs_ms.notna() & ~qc.check.astype(str).str.contains("failed")]
+    if g.empty or not (g.quant != "bf16").any():
+        return "No H200 rows of the quantised paths."
+    parts = []
+    for arm, name in (("graph", "HF graph"), ("lean_attn_graph", "lean step + Triton attention, graphed")):
+        a = g[g.arm == arm]
+        order = a[a.quant != "bf16"].groupby("quant").speedup_over_bf16.median().sort_values(ascending=False).index
+        parts.append(f"{name} (bf16 {_span(a[a.quant == 'bf16'].t_obs_ms)} ms): " + ", ".join(
+            f"{QUANT_NAMES.get(k, k)} {_span(a[a.quant == k].speedup_over_bf16)}x" for k in order))
+    return ("On the H200 (ctx 2048, speed-up over bf16 on the same arm, every path quantised from the model's own "
+            "weights and checked against it) " + "; ".join(parts) + ".")
+
+
+def _h200_cost(lad: pd.DataFrame) -> str:
+    """The measured H200 on the cost ladder, at the price prices.csv gives it (its provider named)."""
+    naive, best = lad.loc[(GPU, "naive")], lad.loc[(GPU, "best")]
+    provider = str(naive.price_provider)
+    return (f"The H200 measured here, at {provider.capitalize()}'s price (no Modal price was found), costs "
+            f"${naive.usd_per_mtok:.2f}/Mtok naive (bf16 eager) and ${best.usd_per_mtok:.2f} at its best "
+            f"({best.configuration}).")
+
+
+def findings(figures: Path | None = None) -> dict[str, str]:
+    """The gallery's finding of each figure (file name -> sentence), computed from the tables in `figures`."""
+    f = Path(figures or paths.FIGURES)
+    specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
+    assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
+    cells = pd.read_csv(f / "01_roofline_cells.csv")
+    eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
+    head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
+    sp = pd.read_csv(f / "02_speedups.csv")
+    sp = sp[(sp.gpu == GPU) & (sp.ctx == 2048) & (sp.arm == "graph")]
+    hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
+    ab = pd.read_csv(f / "02_ab_cells.csv")
+    ab = ab[ab.gpu == GPU]
+    h = ab[ab.ctx == 2048]
+    d = pd.read_csv(f / "02_decomposition.csv")
+    d = d[d.gpu == GPU]
+    d2, d16 = d[d.ctx == 2048].launch_overhead_fraction, d[d.ctx == 16384].launch_overhead_fraction
+    att = pd.read_csv(f / "03_attention_cells.csv")
+    qt = pd.read_csv(f / "04_quant_table.csv")
+    q = qt[qt.ctx == qt.ctx.min()].set_index("quant")["l4 R_floor (our floor, published ms)"]
+    lad = pd.read_csv(f / "05_cost_ladder.csv").set_index(["gpu", "kernels"])
+    floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
+    l4, h100 = lad.loc[("l4", "best")], lad.loc[("h100-sxm", "best")]
+    lad6 = pd.read_csv(f / "06_ladder.csv")
+    cell6 = lad6[(lad6.gpu == GPU) & (lad6.model == "llama-3.1-8b") & (lad6.ctx == 2048) & (lad6.status == "ok")]
+    bf16_6, int4_6 = cell6[cell6.quant == "bf16"], cell6[cell6.quant != "bf16"]
+    best6, best_int4 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()], int4_6.loc[int4_6.t_obs_ms.idxmin()]
+    lean = cell6.set_index("lever").t_obs_ms
+    ok6 = lad6[(lad6.gpu == GPU) & (lad6.status == "ok")]
+    best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
+    grid_cells = lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups
+    fastest = ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max()  # each cell's fastest bf16 lever
+    hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
+        best_path.set_index(["model", "ctx"]).index)].t_obs_ms
+    fits = pd.read_csv(f / "06_product_fits.csv")
+    fits = fits[(fits.gpu == GPU) & (fits.model == "llama-3.1-8b") & (fits.ctx == 2048)].set_index(["arm", "quant"])
+    shares = pd.read_csv(f / "06_projections.csv")
+    shares = shares[(shares.gpu == GPU) & (shares.model == "llama-3.1-8b") & (shares.ctx == 2048)
+                    & (shares.arm == "lean_attn_compile") & (shares.quant == "bf16")].set_index("projection").of_datasheet
+    compiled, gemv = fits.loc[("lean_attn_compile", "bf16")], fits.loc[("lean_kernels_graph", "bf16")]
+    tinygemm = fits.loc[("lean_attn_compile", "int4-tinygemm")]
+    pub = published.load()
+    r_pub = published.select(pub, "inverted_ladder", "r_floor").set_index("gpu")["value"]
+    graphs_pub = float(published.select(pub, "cuda_graphs", "speedup", gpu="h100-sxm")["value"].iloc[0])
+    launch_pub = float(published.select(pub, "cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm")["value"].iloc[0])
+    sdpa_pub = float(published.select(pub, "attention_backends", "us_per_layer", gpu="h100-sxm", attn="sdpa")["value"].iloc[0])
+    cost_pub = float(published.select(pub, "cost", "cost_ratio", gpu="l4")["value"].iloc[0])
+    return {
+        "06_products.png": f"On the H200 (Llama-3.1-8B, ctx 2048) each matrix product of the compiled lean step costs "
+                           f"{compiled.fixed_us:.1f} us plus its weights at {compiled.stream_gbps:.0f} GB/s "
+                           f"({compiled.stream_gbps / DATASHEET_GBPS:.0%} of the datasheet): {compiled.products} products pay "
+                           f"{compiled.fixed_us * compiled.products / 1e3:.2f} ms of fixed cost, so the small ones fall short "
+                           f"(o {shares['o']:.0%}, qkv {shares['qkv']:.0%} of the datasheet; the LM head {shares['lm_head']:.0%}). "
+                           f"The Triton GEMV streams as fast ({gemv.stream_gbps:.0f} GB/s) but pays {gemv.fixed_us:.1f} us "
+                           f"per product; int4 tinygemm pays {tinygemm.fixed_us:.1f} us but streams its codes and scales at "
+                           f"{tinygemm.stream_gbps:.0f} GB/s ({tinygemm.stream_gbps / DATASHEET_GBPS:.0%}).",
+        "06_ladder.png": f"On the H200 (Llama-3.1-8B, ctx 2048) the best bf16 lever is {best6.lever} at "
+                         f"{best6.t_obs_ms:.2f} ms, R_floor {best6.r_floor_bf16:.3f} against the {TARGETS['bf16']['r_floor']:.2f} target (HF compiled "
+                         f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); the best int4 lever "
+                         f"({best_int4.lever}) takes {best_int4.t_obs_ms:.1f} ms against the {TARGETS['int4']['step_ms']:.1f} ms target. "
+                         f"The best bf16 lever has rows in {len(best_path)} of the grid's {grid_cells} cells, where it takes "
+                         f"{best_path.t_obs_ms.min():.2f}-{best_path.t_obs_ms.max():.2f} ms from 2k to 16k tokens, HF compiled "
+                         f"{hf_compiled.min():.2f}-{hf_compiled.max():.2f} ms; with each cell's fastest bf16 lever "
+                         f"{int((fastest >= GRID_TARGET['r_floor']).sum())} of the {grid_cells} cells reach R_floor "
+                         f"{GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}).",
+        "01_r_floor_vs_bandwidth.png": f"R_floor falls as peak bandwidth rises: L4 {r_pub['l4']:.2f} and H100 {r_pub['h100-sxm']:.2f} (published), "
+                                       f"H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
+        "01_step_time_vs_context.png": f"The H200 eager step stays between {eager.t_obs_ms.min():.1f} and "
+                                       f"{eager.t_obs_ms.max():.1f} ms from 2k to 16k tokens, {1 / eager.r_floor_W_all.max():.0f}-"
+                                       f"{1 / eager.r_floor_W_all.min():.0f}x its memory floor: it is not paying for bytes.",
+        "02_speedup_ci.png": f"CUDA graphs: {hs.speedup.min():.2f}-{hs.speedup.max():.2f}x faster than eager on the H200 at "
+                             f"ctx 2048 (N = {int(hs.sessions.min())} sessions each, of the headline sweep alone; the grid "
+                             f"sweep's {int(gs.sessions.min())} sessions of those cells, kept apart, give "
+                             f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x), against {graphs_pub:.3f}x published for the H100.",
+        "02_decomposition.png": f"Launch overhead is {_pct(d2.min(), d2.max())} of the H200 eager step at ctx 2048 and "
+                                f"{_pct(d16.min(), d16.max())} at 16k (the paper: ~{launch_pub * 100:.0f} % on the H100).",
+        "02_r_floor_per_arm.png": f"On the H200, R_floor is {ab.r_floor_eager.min():.2f}-{ab.r_floor_eager.max():.2f} eager, "
+                                  f"{ab.r_floor_graph.min():.2f}-{ab.r_floor_graph.max():.2f} graphed and "
+                                  f"{h.r_floor_compile.min():.2f}-{h.r_floor_compile.max():.2f} with torch.compile (ctx 2048).",
+        "03_attention_us_vs_context.png": _attention(att, sdpa_pub, pd.read_csv(f / "03_attention_ranking.csv")),
+        "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
+                                    f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
+                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),
+        "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
+                              f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{cost_pub:g}x); "
+                              f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
+                              + _h200_cost(lad),
+    }
+
+
+GALLERY_CSV = "gallery.csv"
+
+
+def write(figures: Path | None = None) -> Path:
+    """figures/gallery.csv: one row per figure (figure, finding), in file-name order."""
+    f = Path(figures or paths.FIGURES)
+    out = f / GALLERY_CSV
+    with open(out, "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["figure", "finding"])
+        for name, text in sorted(findings(f).items()):
+            w.writerow([name, text])
+    return out
+
+
+def read(figures: Path | None = None) -> dict[str, str]:
+    """figures/gallery.csv as {figure: finding}."""
+    table = pd.read_csv(Path(figures or paths.FIGURES) / GALLERY_CSV)
+    return dict(zip(table["figure"], table["finding"]))
+
+
+LINE = r"^\| !\[\]\(figures/{name}\) `{name}` \| (.*) \|$"
+COUNTS = re.compile(r"^\(([^;]*); generated by notebook 05,", re.M)
+"""The README's claims counts, `(8 reproduced, ...; generated by notebook 05, ...`: the part before the semicolon."""
+
+
+def claim_counts(figures: Path | None = None) -> str:
+    """The verdict counts of figures/claims.csv in the README's words, e.g. "8 reproduced, 4 consistent
+    (arithmetic), 0 proxy, 6 contradicted, 22 not testable here"."""
+    from decodegap.claims.verdicts import VERDICTS
+
+    counts = pd.read_csv(Path(figures or paths.FIGURES) / "claims.csv")["verdict"].value_counts()
+    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+
+
+def readme_text(readme: str, found: dict[str, str], counts: str | None = None) -> str:
+    """`readme` with each gallery line's finding replaced by `found`'s, and the claims counts by `counts`
+    (claim_counts). A figure without a gallery line is an error naming it (add its row to the README's gallery
+    table first)."""
+    missing = []
+    for name, text in found.items():
+        pattern = re.compile(LINE.format(name=re.escape(name)), re.M)
+        m = pattern.search(readme)
+        if not m:
+            missing.append(name)
+            continue
+        readme = readme[:m.start(1)] + text + readme[m.end(1):]
+    if missing:
+        raise ValueError(f"the README's gallery has no line for {missing}: add `| ![](figures/NAME) `NAME` | ... |`")
+    if counts is not None:
+        m = COUNTS.search(readme)
+        if not m:
+            raise ValueError("the README has no claims counts line `(... ; generated by notebook 05,`")
+        readme = readme[:m.start(1)] + counts + readme[m.end(1):]
+    return readme

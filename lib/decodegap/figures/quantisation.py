@@ -1,0 +1,112 @@
+"""Figure of notebook 04: ms per decode step of each quantisation path against the path's own memory floor,
+for the published L4 column and every measured GPU and arm, one panel per context (plots.style /
+plots.save conventions)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from decodegap.figures import style as plots
+from decodegap.published import PUBLISHED_LABEL
+
+SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+FAILED_COLOR = "#b2182b"  # a cell whose correctness check failed
+NOT_RUN_COLOR = "#777777"  # a cell that never ran here (unavailable, or not measured)
+
+
+def _series_color(name: str, published: bool, i: int) -> str:
+    """A series' colour: its arm's (plots.ARM_COLOR) for a measured GPU and arm, its GPU's for a published column."""
+    parts = name.split(" ")
+    if published:
+        return plots.gpu_color(parts[0])
+    if len(parts) > 1 and parts[-1] in plots.ARM_COLOR:
+        return plots.arm_color(parts[-1])
+    return SERIES_COLORS[i % len(SERIES_COLORS)]
+
+
+def _finding(table: pd.DataFrame, series) -> str:
+    """The fastest path against bf16 in each series at the first context (failed checks left out)."""
+    first = table[table["ctx"] == table["ctx"].min()] if "ctx" in table else table
+    parts = []
+    for name, col in series:
+        check = first.get(f"{name} check")
+        ok = first[~check.astype(str).str.contains("failed")] if check is not None else first
+        ok = ok.dropna(subset=[col])
+        base = ok[ok["quant"] == "bf16"]
+        if ok.empty or base.empty:
+            continue
+        best = ok.loc[ok[col].idxmin()]
+        parts.append(f"{name}: no path beats bf16's {best[col]:.2f} ms" if best["quant"] == "bf16" else
+                     f"{name}: {best['quant']} {best[col]:.2f} ms vs bf16 {base[col].iloc[0]:.2f}")
+    return "Fastest path against bf16" + (f" at ctx {int(first['ctx'].iloc[0]):,}" if "ctx" in first and len(first) else "") \
+        + (": " + "; ".join(parts) if parts else "")
+
+
+def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
+    out = [(c[: -len(" ms (published)")], c) for c in table.columns if c.endswith(" ms (published)")]
+    return out + [(c[: -len(" ms")], c) for c in table.columns if c.endswith(" ms") and not c.endswith("floor ms")]
+
+
+def ms_vs_floor(table: pd.DataFrame, title: str = ""):
+    """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
+    path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
+    first context only; each measured GPU and arm), each series' floor for that path as a black tick over
+    its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a path with no
+    time in a series has no bar (a measured series writes 'no time' where the path has a floor)."""
+    plots.style()
+    series = _series(table)
+    if table.empty or not series:
+        return plots._empty("No quantisation rows and no published values.")
+    contexts = sorted(set(table["ctx"])) if "ctx" in table else [None]
+    fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.4, 1.2 * len(set(table["quant"]))) * len(contexts) * 0.8, 4.2),
+                             squeeze=False, sharey=True)
+    width = 0.8 / len(series)
+    labelled = set()
+    for ax, ctx in zip(axes[0], contexts):
+        panel = table[table["ctx"] == ctx].reset_index(drop=True) if ctx is not None else table
+        x = np.arange(len(panel))
+        for i, (name, col) in enumerate(series):
+            gpu = name.split(" ")[0]
+            pos = x - 0.4 + width * (i + 0.5)
+            published = col.endswith("(published)")
+            if published and panel[col].isna().all():
+                continue
+            check = panel.get(f"{name} check")
+            failed = check.astype(str).str.contains("failed") if check is not None else pd.Series(False, index=panel.index)
+            color = _series_color(name, published, i)
+            label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
+            ok = panel[col].where(~failed)
+            ax.bar(pos, ok, width, color=color, hatch="//" if published else None,
+                   edgecolor="black" if published else None, linewidth=0.5, label=None if label in labelled else label)
+            labelled.add(label)
+            if (failed & panel[col].notna()).any():
+                lab = "correctness check failed (timing shown, no verdict)"
+                ax.bar(pos, panel[col].where(failed), width, color=color, alpha=0.45, hatch="xx", edgecolor="black",
+                       linewidth=0.5, label=None if lab in labelled else lab)
+                labelled.add(lab)
+            floor = panel.get(f"{gpu} floor ms")
+            if floor is not None:
+                lab = "each path's own memory floor (datasheet bandwidth)"
+                ax.hlines(floor, pos - width / 2, pos + width / 2, color="black", linewidth=1.6,
+                          label=None if lab in labelled else lab)
+                labelled.add(lab)
+                if not published:
+                    for p, t, f, bad in zip(pos, panel[col], floor, failed):
+                        if pd.isna(t) and pd.notna(f):
+                            lab = "check failed (no time kept)" if bad else "never ran here (see the table's status)"
+                            mark = (dict(marker="x", color=FAILED_COLOR) if bad else
+                                    dict(marker="o", facecolors="none", edgecolors=NOT_RUN_COLOR))
+                            ax.scatter([p], [f], s=28, zorder=4, label=None if lab in labelled else lab, **mark)
+                            labelled.add(lab)
+                            ax.text(p, f, " check failed" if bad else " not run", rotation=90, va="bottom",
+                                    ha="center", fontsize=7, color=FAILED_COLOR if bad else NOT_RUN_COLOR)
+        ax.set_xticks(x, panel["quant"], rotation=20, ha="right")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"ctx {ctx}" if ctx is not None else "")
+    axes[0][0].set_ylabel("ms per decode step (median of session medians)")
+    plots.finding_title(fig, _finding(table, series), title or "Quantisation paths against their own memory floors")
+    fig.tight_layout()
+    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.85))
+    return fig

@@ -1,0 +1,155 @@
+"""A decode check a wrong attention cannot pass: the arm against eager HF on the same weights with the attention
+scores sharpened, where the model's own scores are too flat for the plain check to see a wrong attention.
+
+How peaked a head's attention is depends on the spread of its scores. With random weights of std s (the config's
+initializer_range) and RMS-normalised inputs, a q or k entry has variance hidden_size * s^2, so a score
+q.k / sqrt(head_dim) has a standard deviation of about hidden_size * s^2 (`score_std`). For the paper's models
+that is 1.4-1.6 (Qwen-2.5-7B 3584 * 0.02^2, Llama-3.1-8B 4096 * 0.02^2): attention is far from uniform already,
+and on the H200 the plain check fails every fault below by a wide margin while correct arms pass
+(data/diagnostics/sharp_noise_gpu.csv, bench/sharp_noise_gpu.py). For a narrow model (the calibration model
+below, hidden 256: 0.1) every head attends almost uniformly, an attention that reads the wrong keys still returns
+nearly the mean of the values, and the plain check (decode.verify_arm, compare.VERIFY_TOL) passes a sign-flipped
+rotary (data/diagnostics/check_power_cpu.csv). There the q and k projections of every layer are scaled by
+sqrt(SHARPEN) each, so every score is SHARPEN times larger (the real models' spread); the arm and HF eager then run
+on those weights, and a rotary at the wrong position or sign, or a block of the cache left out, changes which
+positions a head reads. The weights are put back exactly afterwards (copies).
+
+`factor_for(config)` is the factor a model needs: SHARPEN where its scores are flatter than SHARP_ENOUGH, else 1
+(no sharpened check: it would be the plain one). Sharpening a model whose scores are already spread is wrong: on the
+H200, at factor 16 on the real shapes, correct arms land 0.98-1.28 from HF eager (as far as the faults), and at
+factor 2 0.05-0.10 (the sharpened softmax amplifies the bf16 kernels' differences), against 0.04-0.06 plain.
+
+Calibrated on a CPU (bench/check_power_cpu.py: the Llama-3.1-8B architecture at a narrow width, ctx 256): as built
+the lean decoder agrees with HF there; a rotary flipped, a rotary one position off and a block of the cache masked
+out at decode fail; a cache read one slot off (the newest key dropped, one zero key added) does not fail at this
+factor. The check is recorded (verify.csv, check `vs_eager_sharp`) for the cells that need it and does not gate
+their timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+from torch import nn
+
+SHARPEN = 16.0
+"""Factor on every attention score (q and k projections each scaled by its square root)."""
+SHARP_TOL = 0.1
+"""Largest relative logits error accepted (compare.VERIFY_TOL's value; the faults above give more on a CPU)."""
+SHARP_ENOUGH = 1.0
+"""Score spread (`score_std`) from which a model's attention counts as far from uniform: no sharpening needed.
+Between the narrow calibration model (0.10; sharpened: 1.6) and the paper's models (1.43-1.64)."""
+
+
+def score_std(config) -> float:
+    """The spread of one attention score, q.k / sqrt(head_dim), under random weights: hidden_size *
+    initializer_range^2 (q and k entries each of variance hidden_size * std^2 for RMS-normalised inputs)."""
+    return float(config["hidden_size"]) * float(config.get("initializer_range", 0.02)) ** 2
+
+
+def factor_for(config) -> float:
+    """The sharpening a model's check needs: SHARPEN where its scores are flatter than SHARP_ENOUGH, else 1.0."""
+    return SHARPEN if score_std(config) < SHARP_ENOUGH else 1.0
+
+
+class NotSharpenable(ValueError):
+    """The model's q or k projection is not a bf16 nn.Linear (a quantised path): its weights cannot be scaled."""
+
+
+@contextlib.contextmanager
+def sharpened(model, factor: float = SHARPEN):
+    """Scale every decoder layer's q_proj and k_proj weight (and bias) by sqrt(factor) in place; put the exact
+    original tensors back on exit. Raises NotSharpenable before changing anything when a projection is not an
+    nn.Linear."""
+    projections = [p for layer in model.model.layers for p in (layer.self_attn.q_proj, layer.self_attn.k_proj)]
+    bad = sorted({type(p).__name__ for p in projections if type(p) is not nn.Linear})
+    if bad:
+        raise NotSharpenable(f"the sharpened check scales bf16 q/k projections; this model has {', '.join(bad)}")
+    root = math.sqrt(factor)
+    saved = [(p, p.weight.detach().clone(), None if p.bias is None else p.bias.detach().clone()) for p in projections]
+    try:
+        with torch.no_grad():
+            for p, _, _ in saved:
+                p.weight.mul_(root)
+                if p.bias is not None:
+                    p.bias.mul_(root)
+        yield model
+    finally:
+        with torch.no_grad():
+            for p, weight, bias in saved:
+                p.weight.copy_(weight)
+                if bias is not None:
+                    p.bias.copy_(bias)
+
+
+def verify_arm_sharpened(model, arm: str, ctx: int, seed: int = 0, factor: float = SHARPEN, **kwargs) -> float:
+    """decode.verify_arm of `arm` on the model with sharpened attention (never raising past a tolerance: the
+    caller judges the error against SHARP_TOL); the model's weights are unchanged afterwards."""
+    from decodegap.harness import decode
+
+    with sharpened(model, factor):
+        return decode.verify_arm(model, arm, ctx, seed=seed, raise_past_tol=False, **kwargs)
+
+
+FAULTS = ("as built", "rotary sign-flipped", "rotary one position off", "cache block dropped",
+          "cache read one slot off")
+"""The lean decoder as built and the wrong attentions the check is calibrated on (`fault`)."""
+
+
+def calibration_model(device: str = "cpu"):
+    """The model of the calibration: the Llama-3.1-8B architecture at a narrow width (4 layers, hidden 256, 4 heads
+    of 64, 1 KV head, vocabulary 1024), random weights as the real shapes have them."""
+    from decodegap.harness import models
+
+    spec = models.load_spec("llama-3.1-8b")
+    config = dict(spec.config, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=1,
+                  head_dim=64, num_hidden_layers=4, vocab_size=1024, bos_token_id=1, eos_token_id=2)
+    return models.build_model(models.ModelSpec(spec.key, spec.name, None, "narrow", True, config), device=device)
+
+
+@contextlib.contextmanager
+def fault(case: str):
+    """The lean decoder with one of FAULTS in its attention (decodegap.harness.lean's functions patched, put back on
+    exit): the rotary sign-flipped; at decode steps, the rotary taken one position on, 32 cached positions
+    (96-127) masked out, or the cache read one slot off (the newest key dropped, a zero key read)."""
+    from decodegap.harness import lean
+
+    if case not in FAULTS:
+        raise ValueError(f"unknown fault {case!r}; known: {', '.join(FAULTS)}")
+    real_forward, real_attention, real_rotate = lean.LeanDecoder.forward, lean._attention, lean._rotate_half
+
+    def one_off(self, ids, start_pos):
+        if ids.shape[1] != 1:
+            return real_forward(self, ids, start_pos)
+        cos, sin = self.cos, self.sin
+        self.cos, self.sin = torch.roll(cos, -1, 0), torch.roll(sin, -1, 0)
+        try:
+            return real_forward(self, ids, start_pos)
+        finally:
+            self.cos, self.sin = cos, sin
+
+    def dropped(q, k, v, mask, scale, prefill):
+        if not prefill:
+            mask = mask.clone()
+            mask[..., 96:128] = False
+        return real_attention(q, k, v, mask, scale, prefill)
+
+    def slot_off(q, k, v, mask, scale, prefill):
+        if not prefill:
+            k, v = torch.roll(k, 1, dims=2), torch.roll(v, 1, dims=2)
+        return real_attention(q, k, v, mask, scale, prefill)
+
+    if case == "rotary sign-flipped":
+        lean._rotate_half = lambda x: -real_rotate(x)
+    elif case == "rotary one position off":
+        lean.LeanDecoder.forward = one_off
+    elif case == "cache block dropped":
+        lean._attention = dropped
+    elif case == "cache read one slot off":
+        lean._attention = slot_off
+    try:
+        yield
+    finally:
+        lean.LeanDecoder.forward, lean._attention, lean._rotate_half = real_forward, real_attention, real_rotate

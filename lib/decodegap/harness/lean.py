@@ -1,0 +1,312 @@
+"""A lean decoder for the three architectures (Llama, Mistral, Qwen2): the same config and the same weights
+as the HF model, a static KV cache, fused projections, and nothing else per step. It is the next rung of
+the ladder after HF eager / graph / compile (notebook 06): what a decode step costs when the Python around
+the kernels is as thin as it can be.
+
+Numerics follow the HF modules it replaces, so that its logits equal the HF model's within bf16 tolerance:
+RMSNorm in fp32 then cast back before the weight; rotary cos/sin from the HF model's own `inv_freq` and
+`attention_scaling` (so llama3 rope scaling comes for free), computed in fp32 and cast to the activation
+dtype; SDPA with scale 1/sqrt(head_dim) and GQA; SiLU-gated MLP.
+
+Fused projections: q, k and v are one matmul against their concatenated weights (with Qwen2's biases),
+gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
+lean decoder next to its HF model holds the attention and MLP input weights twice. On a quantised model
+(quant.quantise_model_, any path) the same holds for the quantised weights: q/k/v and gate/up become one
+layer of that path each whose packed tensors are the parts' concatenated (quant.fuse_linears), o and down are
+the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
+GEMV reads bf16 weights; attention still goes through the split-KV kernel). A model mixing layer types is
+refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
+Triton GEMV).
+
+One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
+values at positions start_pos..start_pos+T-1 of the cache (one K and one V buffer per layer,
+`k_cache_<i>` / `v_cache_<i>`) and attends over the whole preallocated cache
+with the mask `key position <= query position`; shapes never depend on the position, so a decode step
+can be captured in a CUDA graph and replayed with `start_pos` advanced in place. Under that mask it calls
+SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
+the lean levers time the same attention kernels as HF's and the split-KV kernel lever is what removes them.
+
+The fused step (custom kernel "fused", bf16 models): a decode step of seven kernels a layer from
+decodegap.kernels.fused.launch, the norms, bias, rotary, cache write, residual adds and SiLU folded into the products and
+the rotary kernel, the attention the split-KV kernel; the prefill keeps the path above. With "pdl" the same
+kernels are launched with programmatic dependent launch (Hopper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from transformers.integrations.sdpa_attention import repeat_kv
+
+from decodegap.kernels.fused import launch as fused
+from decodegap.quant import paths as quant
+from decodegap.kernels.step import decode_attention, gemv
+
+ARCHITECTURES = ("llama", "mistral", "qwen2")
+PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+"""The SDPA backends a prefill (T > 1; never timed) may use: every one but cuDNN's. On the H200 PyTorch's default
+choice for the lean prefill's masked call was cuDNN's attention, and with it every lean lever failed its check
+at Llama-3.1-8B ctx 8192; without it they pass (verify.csv; bench/lean_8192_sides.py; data/README.md). Whether
+cuDNN's result was wrong is not known: the check then fed each side its own prefill's argmax, a near-tie of
+random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
+since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
+with. Decode steps (T == 1) keep the default choice, as HF's do."""
+CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
+                  "early_products")
+"""What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
+through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
+with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
+"norm_epilogue": the post-attention norm made in the o product's epilogue (fused.FusedOps.norm_in_epilogue);
+"rotary_epilogue": the rotary and the cache write made in the qkv product's epilogue (fused.FusedOps.rotary_in_qkv);
+"early_trigger": with "pdl", each kernel lets the next launch as it starts (fused.FusedOps.early_trigger);
+"early_products": only the products another product follows do (fused.FusedOps.early_products)."""
+UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
+
+
+def kernel_set(custom_kernels) -> frozenset:
+    """The custom kernels a lean decoder's decode steps use: True for UNFUSED_KERNELS, False or () for none, or an
+    iterable of names of CUSTOM_KERNELS ("fused" with "attention" and without "gemv"; "pdl" with "fused")."""
+    if custom_kernels is True or custom_kernels is False:
+        return frozenset(UNFUSED_KERNELS if custom_kernels else ())
+    chosen = frozenset(custom_kernels)
+    if not chosen <= set(CUSTOM_KERNELS):
+        raise ValueError(f"unknown custom kernel(s) {sorted(chosen - set(CUSTOM_KERNELS))}; known: {CUSTOM_KERNELS}")
+    if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
+        raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
+                         f"'attention' and not 'gemv', got {sorted(chosen)}")
+    for option in ("norm_epilogue", "rotary_epilogue"):
+        if option in chosen and "fused" not in chosen:
+            raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
+    if "pdl" in chosen and "fused" not in chosen:
+        raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
+    for option in ("early_trigger", "early_products"):
+        if option in chosen and "pdl" not in chosen:
+            raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
+    return chosen
+
+
+class LeanUnsupported(ValueError):
+    """The HF model is not one of the architectures (or its layers not one of the weight formats) the lean
+    decoder implements."""
+
+
+def _rms_norm(x, weight, eps: float):
+    """HF's LlamaRMSNorm / Qwen2RMSNorm / MistralRMSNorm: normalise in fp32, cast back, then scale."""
+    dtype = x.dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(dtype)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LeanDecoder(nn.Module):
+    """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
+
+    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False):
+        super().__init__()
+        self.custom_kernels = kernel_set(custom_kernels)  # decode steps (T == 1) through decodegap.kernels.step (Triton)
+        cfg = hf_model.config
+        if cfg.model_type not in ARCHITECTURES:
+            raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
+        if "fused" in self.custom_kernels and fused.weights_unsupported(hf_model):
+            raise LeanUnsupported(fused.weights_unsupported(hf_model))
+        inner = hf_model.model
+        first = inner.layers[0].self_attn
+        self.n_heads, self.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = first.head_dim
+        self.n_layers, self.max_cache_len = cfg.num_hidden_layers, int(max_cache_len)
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.head_dim ** -0.5
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = inner.norm.weight
+        self.lm_head = hf_model.lm_head.weight
+        dtype, device = self.embed.dtype, self.embed.device
+        with torch.no_grad():
+            self.layers = nn.ModuleList(LeanLayer(i, layer, self) for i, layer in enumerate(inner.layers))
+            rotary = inner.rotary_emb
+            positions = torch.arange(self.max_cache_len, device=device, dtype=torch.float32)
+            freqs = positions[:, None] * rotary.inv_freq.float()[None, :]
+            emb = torch.cat((freqs, freqs), dim=-1)
+            scaling = float(getattr(rotary, "attention_scaling", 1.0))
+        self.register_buffer("cos", (emb.cos() * scaling).to(dtype), persistent=False)  # [max_len, D]
+        self.register_buffer("sin", (emb.sin() * scaling).to(dtype), persistent=False)
+        # one K and one V tensor per layer, as HF's StaticCache keeps them: an in-place write into a slice of one
+        # big cache tensor made inductor copy every layer's whole slice and write it back each step (CPU output
+        # code), a cost that grows with the cache; a write into a whole buffer it does in place
+        shape = (1, self.n_kv_heads, self.max_cache_len, self.head_dim)
+        for i in range(self.n_layers):
+            self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+            self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
+        # the decode step's fused.FusedOps when it runs the fused kernels (fused_step)
+        chosen = self.custom_kernels
+        self.fused = (fused.FusedOps(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
+                                     rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
+                                     early_products="early_products" in chosen)
+                      if "fused" in chosen else None)
+
+    def forward(self, ids, start_pos):
+        """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
+        returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
+        runs its bf16 projections ("gemv") and/or its attention ("attention") through decodegap.kernels.step
+        instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel); with "fused", through
+        decodegap.kernels.fused.launch's kernels (fused_step; bf16 models only)."""
+        T = ids.shape[1]
+        if T == 1 and self.fused is not None:
+            return self.fused_step(ids, start_pos)
+        kernels = T == 1 and "gemv" in self.custom_kernels
+        split_kv = T == 1 and "attention" in self.custom_kernels
+        pos = start_pos + torch.arange(T, device=ids.device)  # [T]
+        x = F.embedding(ids, self.embed)  # [1, T, hidden]
+        cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
+        mask = None if split_kv else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, mask, start_pos, pos, getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))
+        return _project(_rms_norm(x, self.final_norm, self.eps), self.lm_head, None, kernels)
+
+    def fused_step(self, ids, start_pos):
+        """One decode step (ids [1, 1]) through self.fused (decodegap.kernels.fused.launch.FusedOps): per layer seven kernels
+        (LeanLayer.fused_step), then the LM head with the final norm as its prologue; logits [1, 1, vocab]. The
+        residual stream is one flat [hidden] row; the attention reads `start_pos + 1` positions (one add a step)."""
+        x = F.embedding(ids, self.embed).reshape(-1)
+        length = start_pos + 1
+        for i, layer in enumerate(self.layers):
+            x = layer.fused_step(x, self.fused, self.cos, self.sin, start_pos, length, getattr(self, f"k_cache_{i}"),
+                                 getattr(self, f"v_cache_{i}"))
+        return self.fused.rmsnorm_gemv(x, self.final_norm, self.lm_head, None, self.eps).reshape(1, 1, -1)
+
+
+class LeanLayer(nn.Module):
+    """One decoder layer of a LeanDecoder: its norm weights, fused projections (bf16 tensors, or int4-tinygemm
+    layers) and the layer step. A module of its own so that the compiled lean arms can mark its forward a nested
+    compile region (decode.compiled with layers=...), as the HF compile arm does with HF's decoder layers: dynamo
+    traces one layer and reuses it for the others. The bf16 weights are buffers (never saved: state_dict leaves
+    them out) that share storage with the HF model's tensors or hold the fused copies."""
+
+    def __init__(self, index: int, hf_layer, decoder: "LeanDecoder"):
+        super().__init__()
+        a, m = hf_layer.self_attn, hf_layer.mlp
+        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
+                                            m.down_proj)}
+        if len(kinds) > 1:  # one path per model: a layer mixing them is a model quantised twice, or by hand
+            raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers; "
+                                  f"layer {index} has {', '.join(sorted(kinds))}")
+        self.n_heads, self.n_kv_heads, self.head_dim = decoder.n_heads, decoder.n_kv_heads, decoder.head_dim
+        self.eps, self.scale, self.custom_kernels = decoder.eps, decoder.scale, decoder.custom_kernels
+        self.register_buffer("ln_attn", hf_layer.input_layernorm.weight.detach(), persistent=False)
+        self.register_buffer("ln_mlp", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
+        for name, parts in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("o", (a.o_proj,)),
+                            ("gate_up", (m.gate_proj, m.up_proj)), ("down", (m.down_proj,))):
+            weight, bias = _projection(index, parts)
+            if isinstance(weight, nn.Module):
+                self.add_module(f"w_{name}", weight)
+            else:
+                self.register_buffer(f"w_{name}", weight.detach(), persistent=False)
+            self.register_buffer(f"b_{name}", None if bias is None else bias.detach(), persistent=False)
+
+    def forward(self, x, cos, sin, mask, start_pos, pos, k_cache, v_cache):
+        """x [1, T, hidden] -> x after this layer; writes the T new keys and values at `pos` of k_cache and
+        v_cache [1, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention)."""
+        T = x.shape[1]
+        kernels = T == 1 and "gemv" in self.custom_kernels
+        H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        h = _rms_norm(x, self.ln_attn, self.eps)
+        qkv = _project(h, self.w_qkv, self.b_qkv, kernels)
+        q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
+        q = q.view(1, T, H, D).transpose(1, 2)
+        k = k.view(1, T, Hkv, D).transpose(1, 2)
+        v = v.view(1, T, Hkv, D).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        k_cache.index_copy_(2, pos, k)
+        v_cache.index_copy_(2, pos, v)
+        if mask is None:  # split-KV over the first start_pos + 1 positions, read on the device
+            o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
+        else:  # as HF does under a mask: K/V expanded to every query head
+            keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
+            o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
+        x = x + _project(o.reshape(1, T, H * D), self.w_o, self.b_o, kernels)
+        h = _rms_norm(x, self.ln_mlp, self.eps)
+        gate, up = _project(h, self.w_gate_up, None, kernels).chunk(2, dim=-1)
+        return x + _project(F.silu(gate) * up, self.w_down, None, kernels)
+
+    def fused_step(self, x, ops, cos, sin, start_pos, length, k_cache, v_cache):
+        """x [hidden] (one token at position start_pos) -> x after this layer, through `ops` (fused.FusedOps):
+        qkv with the input norm (and Qwen2's bias); rotary q and k with the K/V cache write; the split-KV
+        attention over `length` positions; o plus the residual and the MLP (ops.o_and_mlp: gate_up with the
+        post-attention norm, SiLU(gate) * up, down plus the residual). cos, sin: the decoder's tables [max_len, D]."""
+        q = ops.qkv_rotary(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps, cos, sin, start_pos, k_cache, v_cache,
+                           self.n_heads, self.n_kv_heads)
+        o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
+        return ops.o_and_mlp(o.reshape(-1), self.w_o, x, self.ln_mlp, self.w_gate_up, self.w_down, self.eps)
+
+
+def _attention(q, keys, values, mask, scale: float, prefill: bool):
+    """SDPA under the mask, [1, T, H, D]; a prefill without cuDNN's attention (PREFILL_SDPA_BACKENDS)."""
+    with sdpa_kernel(list(PREFILL_SDPA_BACKENDS)) if prefill else contextlib.nullcontext():
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
+
+
+def _project(x, weight, bias, kernels: bool):
+    """x @ weight^T + bias: F.linear, or decodegap.kernels.step.gemv for a decode step with the custom kernels;
+    a quantised layer (weight a quant.QuantLinear, its bias inside) runs its own kernel either way (the
+    Triton GEMV reads bf16 weights only)."""
+    if isinstance(weight, nn.Module):
+        return weight(x)
+    if not kernels:
+        return F.linear(x, weight, bias)
+    y = gemv(x, weight)
+    return y if bias is None else y + bias
+
+
+def _projection(index: int, parts):
+    """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
+    down): nn.Linear weights and biases concatenated, or one quantised layer of the model's path
+    (quant.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
+    if all(type(p) is nn.Linear for p in parts):
+        bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
+        return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
+    if all(isinstance(p, quant.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
+        return (quant.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
+    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers (quant.QuantLinear); "
+                          f"layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
+
+
+class LeanStep:
+    """Prefilled lean-decoder state with the interface of decode.StaticStep: `step()` decodes one token and
+    returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
+
+    def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
+                 custom_kernels=False, lean: LeanDecoder | None = None):
+        """`lean`: a LeanDecoder of `hf_model` to prefill again instead of building one (decode.step_state's
+        one compiled decoder per model and cache length); its cache must hold `cache_len` positions and its
+        custom kernels be `custom_kernels`. The prefill overwrites positions 0..ctx-1; what an earlier, longer
+        context left past them is never read (the mask, or the split-KV attention's live length)."""
+        from decodegap.prompts import prompt_ids
+
+        device = next(hf_model.parameters()).device
+        if lean is not None and (lean.max_cache_len < cache_len or lean.custom_kernels != kernel_set(custom_kernels)):
+            raise ValueError(f"a lean decoder of cache length {lean.max_cache_len} and kernels "
+                             f"{sorted(lean.custom_kernels)} cannot serve cache length {cache_len} with kernels "
+                             f"{sorted(kernel_set(custom_kernels))}")
+        self.lean = lean if lean is not None else LeanDecoder(hf_model, cache_len, custom_kernels)
+        self.forward, self.feedback = forward or self.lean, feedback
+        ids = prompt_ids(hf_model.config.vocab_size, ctx, device, seed)
+        logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))
+        self.tok = logits[:, -1:].argmax(-1)  # [1, 1], static: updated in place
+        self.pos = torch.full((1,), ctx, dtype=torch.long, device=device)
+
+    def step(self):
+        logits = self.forward(self.tok, self.pos)
+        if self.feedback:
+            self.tok.copy_(logits[:, -1:].argmax(-1))
+        self.pos.add_(1)
+        return logits

@@ -1,0 +1,151 @@
+"""Launch configs of the fused step's GEMV (decodegap.kernels.fused.launch.fused_gemv): a GemvConfig per weight shape (N rows of
+the weight, K) of the products of the models in data/models/, and a rule for other shapes.
+
+The table is not reasoned: each entry is the config bench/fused_gemv.py timed fastest for that shape and that
+product's prologue and epilogue on the H200 (graph mode, with PDL), in data/diagnostics/fused_gemv.csv;
+tests/test_fused.py checks the table against those rows, shape by shape, wherever the file has them. A product
+flavour not yet timed takes the config that won on the products of the same weight, and the test names it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from decodegap.kernels.step import H200_SMS, _interpreted
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """Launch parameters of fused_gemv for one weight shape: BLOCK_N output rows and BLOCK_K columns a tile,
+    `split_k` programs along K (1: none), `warps` and `stages` (Triton's num_warps, num_stages)."""
+
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    warps: int = 4
+    stages: int = 1
+
+    @property
+    def key(self) -> str:
+        """The config as one word for tables: n16_k512_s2_w4_p1."""
+        return f"n{self.block_n}_k{self.block_k}_s{self.split_k}_w{self.warps}_p{self.stages}"
+
+
+GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    # Llama-3.1-8B (Mistral-7B-v0.3 has the same widths, its LM head 32768 rows)
+    (6144, 4096): GemvConfig(16, 512),  # qkv with the input norm
+    (4096, 4096): GemvConfig(16, 512, warps=8),  # o with the residual
+    (28672, 4096): GemvConfig(4, 1024, stages=3),  # gate_up with the post-attention norm ([gate; up] out, gate_up_norm)
+    (4096, 14336): GemvConfig(16, 512, warps=8),  # down with SiLU(gate) * up as its prologue and the residual (down_silu)
+    (128256, 4096): GemvConfig(16, 512),  # LM head with the final norm
+    (32768, 4096): GemvConfig(4, 1024, stages=3),  # Mistral's LM head with the final norm
+    # Qwen2.5-7B
+    (4608, 3584): GemvConfig(16, 512),  # qkv with the input norm and the bias
+    (3584, 3584): GemvConfig(16, 512, warps=8),  # o
+    (37888, 3584): GemvConfig(16, 512),  # gate_up_norm
+    (3584, 18944): GemvConfig(16, 512, warps=8),  # down_silu
+    (152064, 3584): GemvConfig(8, 512, warps=2),  # LM head
+}
+"""GemvConfig per weight shape (N, K) (for gate_up, N counts the fused weight's gate and up rows), as the fused step
+uses the products: see the module docstring for where each entry comes from. What the rows showed on the H200: at
+batch 1 split-K lost on every product it was tried on (one program a row block over the whole of K, more row
+blocks instead); 16 rows of 512 columns, whose x moves through shared memory, won on most shapes against the
+register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from, on 8 warps where the loop does
+more per element of x (down with the SiLU prologue) or the product is small (o)."""
+
+PLAIN_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
+"""GemvConfig per weight shape (N, K) of a product with neither prologue nor epilogue, where it differs from
+GEMV_CONFIGS's for the same shape: the gate_up of the fused step with the norm in o's epilogue
+(lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). Empty: in gate_up_plain's rows the config of
+the same weight with the norm prologue (GEMV_CONFIGS's) is the fastest, or within the test's 2 % of it."""
+
+ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    (6144, 4096): GemvConfig(4, 1024),  # Llama-3.1-8B's and Mistral-7B-v0.3's qkv_rotary
+    (4608, 3584): GemvConfig(4, 1024, stages=3),  # Qwen2.5-7B's
+}
+"""GemvConfig per weight shape (N, K) of the qkv product with the rotary and the cache write as its epilogue
+(fused_gemv's rotary: lean_fused_pdl_epilogues_graph; bench/fused_gemv.py's qkv_rotary), whose programs read two
+row sets as gate_up's do: the fastest of qkv_rotary's candidates, as for GEMV_CONFIGS. The first rows of the lever
+ran GEMV_CONFIGS's entry for the same weight (16 rows of 512 columns), slower in qkv_rotary's rows; tiles of 16 and
+32 rows on 4 warps, which hold two row sets a program, were slower still."""
+
+INTERPRETED_BLOCK_K = 32
+"""BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> GemvConfig:
+    """The config of weight shape (N, K) (`plain`: of a product with no prologue or epilogue, PLAIN_CONFIGS's
+    first; `rotary`: of the qkv product with the rotary epilogue, ROTARY_CONFIGS's first): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+    (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
+    programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
+    if _interpreted():
+        return GemvConfig(8, INTERPRETED_BLOCK_K)
+    if plain and (N, K) in PLAIN_CONFIGS:
+        return PLAIN_CONFIGS[(N, K)]
+    if rotary and (N, K) in ROTARY_CONFIGS:
+        return ROTARY_CONFIGS[(N, K)]
+    if (N, K) in GEMV_CONFIGS:
+        return GEMV_CONFIGS[(N, K)]
+    block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
+    split = 1
+    while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
+        split *= 2
+    return GemvConfig(8, block_k, split, warps=max(1, block_k // 256))
+
+
+def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False,
+                      rotary: bool = False) -> tuple[GemvConfig, ...]:
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's; `plain`,
+    `rotary`: gemv_config's for a product with no prologue or epilogue, or with the rotary one) first, then 4 and
+    8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
+    through shared memory (16 and 32 rows of 512 columns, 16 of 1024, each on 4 and 8 warps; 16 of 512 and 8 of 1024
+    pipelined), and split-K 2 and 4
+    where the product has fewer than 8 row blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of
+    both sums)."""
+    rows = N // 2 if gate_up else N
+    out = [gemv_config(N, K, plain, rotary), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+           GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
+           GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8),
+           GemvConfig(16, 512, stages=3), GemvConfig(16, 512, warps=8, stages=3), GemvConfig(32, 512, warps=8),
+           GemvConfig(16, 1024, warps=8), GemvConfig(8, 1024, stages=3)]
+    if _cdiv(rows, 8) < 8 * H200_SMS and not gate_up and not rotary:
+        out += [GemvConfig(4, 1024, split_k=2), GemvConfig(8, 1024, split_k=2), GemvConfig(4, 1024, split_k=4),
+                GemvConfig(8, 1024, split_k=4)]
+    return tuple(dict.fromkeys(c for c in out if c.split_k == 1 or not gate_up))
+
+
+def products(config: Mapping) -> list[tuple[str, int, int, str]]:
+    """(name, K, N weight rows, flavour) of each fused product of a model (its HF config dict), as
+    bench/fused_gemv.py times them and names their rows. Flavour: norm (the norm prologue), norm_bias (and Qwen2's
+    bias), residual, gate_up (the SiLU epilogue), silu_residual (the SiLU prologue and the residual),
+    residual_norm (the residual and the output's norm, out_norm), plain, norm_rotary and norm_bias_rotary (the
+    qkv product with the rotary and the cache write as its epilogue). STEP_PRODUCTS are the default fused step's;
+    o_norm and gate_up_plain the norm-epilogue arm's, qkv_rotary the epilogues arm's too; gate_up and down the
+    versions they replaced."""
+    hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
+    D = hidden // heads
+    heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
+    qkv_flavour = "norm_bias" if config.get("model_type") == "qwen2" else "norm"
+    return [("qkv", hidden, qkv, qkv_flavour),
+            ("o", heads_dim, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
+            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
+            ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, config["vocab_size"], "norm"),
+            ("o_norm", heads_dim, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain"),
+            ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary")]
+
+
+STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
+"""The products (products' names) the default fused step launches."""
+
+
+def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
+    """candidate_configs for a product of `flavour` (products): gate_up's, the rotary ones' and residual_norm's
+    without split-K (an epilogue that needs the whole of each sum, or of the output), plain's and the rotary ones'
+    with their own config first."""
+    out = candidate_configs(N, K, gate_up=flavour == "gate_up", plain=flavour == "plain",
+                            rotary=flavour.endswith("_rotary"))
+    return tuple(c for c in out if c.split_k == 1) if flavour == "residual_norm" else out

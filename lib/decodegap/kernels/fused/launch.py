@@ -1,0 +1,340 @@
+"""Fused decode-step kernels for the lean decoder (Triton): one decode step (T == 1) of a bf16 Llama, Mistral or
+Qwen2 in seven kernels a layer, the small ops of the unfused step folded into the matrix products around them.
+Each kernel has a PyTorch reference written to the same rounding as the unfused ops of decodegap.harness.lean
+(decodegap.kernels.fused.reference, re-exported here); the Triton source is decodegap.kernels.fused.source. This module launches
+them, checks their arguments first, and holds FusedOps, the step's operations as the lean decoder calls them.
+
+  fused_gemv    y = epilogue(prologue(x) @ W^T) for one row: the one GEMV of the fused step, its prologue and
+                epilogue chosen by constexpr flags:
+                  NORM      RMSNorm of x as the prologue (the qkv, gate_up and LM-head products). Each program
+                            reads the whole of x once for its rms, then normalises each chunk of x as its loop
+                            reads it, with HF's rounding: normalise in fp32, cast to the activation dtype, times
+                            the norm weight rounded to the activation dtype.
+                  BIAS      + bias in fp32, one rounding (Qwen2's qkv, as F.linear with a bias).
+                  RESIDUAL  residual + bf16(product): the product rounded first, then the add rounded, as
+                            `x + F.linear(...)` (the o and down products).
+                  GATE_UP   a program reads BLOCK_N rows of gate and the matching rows of up from the fused
+                            [gate; up] weight, rounds each sum to bf16, then SiLU(gate) rounded, times up rounded
+                            (F.silu(gate) * up), so the MLP's activation is never written.
+                  SILU_X    x is [gate; up] (2K values) and the product is taken of SiLU(gate) * up, made with
+                            the same rounding as the loop reads x (the down product after a plain gate_up: the
+                            fused step's MLP by default, FusedOps.silu_in_down).
+                  ROTARY    the qkv product's epilogue is rotary_cache's operation: a program reads BLOCK_N rows
+                            of the first halves of the heads and their partners half a head below (the rows
+                            rotate_half pairs), rounds each sum (with the bias) to bf16, rotates q and k at the
+                            position with rotary_cache's rounding, writes q out and k and v into the caches
+                            (FusedOps.rotary_in_qkv: the rotary_cache kernel is then not launched).
+                Grid: (ceil(N / BLOCK_N), SPLIT_K). A program reduces BLOCK_N rows over its slice of K in
+                BLOCK_K chunks, fp32 accumulation (elementwise into a BLOCK_N x BLOCK_K accumulator, reduced across
+                it once at the end), with the next chunk's weight tile loaded before the current one is used
+                (register double buffering: two tiles in flight a program, and the first tile loaded
+                before the kernel reads anything another kernel wrote, which is what PDL overlaps).
+                Split-K (SPLIT_K > 1, for products whose N is small for their K: o and down): each program
+                writes its fp32 partial sums to a workspace, then bumps an arrival counter of its row block;
+                the last program of a row block to arrive sums the partials in split order (deterministic,
+                unlike fp32 atomics, whose order changes the rounding from run to run), runs the epilogue and
+                resets the counter to zero. So split-K needs neither a second launch nor a zeroed output (a
+                memset launch: the fixed per-kernel cost split-K is meant to save), and a CUDA graph replays it
+                as captured.
+  rotary_cache  rotary embedding of q and k at position start_pos (a device tensor), with torch's rounding of
+                q * cos + rotate_half(q) * sin (each product rounded to the activation dtype, then the sum),
+                and the K/V cache write at that position: one program a head of q, k and v.
+The step's attention is decodegap.kernels.step.decode_attention (split-KV), unchanged.
+
+Configs: decodegap.kernels.fused.configs holds a GemvConfig per weight shape (N, K) of the three models' products, each
+the fastest of its candidates (`candidate_configs`) in bench/fused_gemv.py's rows on the H200, which time them
+beside cuBLAS, alone and as a layer's chain in a CUDA graph, with and without PDL (data/diagnostics/fused_gemv.csv);
+`gemv_config` falls back to a rule for other shapes.
+
+PDL (programmatic dependent launch, Hopper and later; `pdl=True`): a kernel launched with launch_pdl may start
+while the kernel before it in the stream is still running. Each kernel here first loads what no kernel writes
+(its first weight tiles), then waits (`gdc_wait`: the previous kernel has completed and its writes are
+visible), then reads its inputs, and calls `gdc_launch_dependents` once its last read of the previous kernel's
+output is issued (the GEMV: after its loop over x; rotary_cache: after its loads of qkv), which lets the next
+kernel start its own weight loads. Every write of every kernel comes after its wait, so no kernel writes a buffer
+its predecessor may still read, and the wait makes completion transitive: a kernel that has passed its wait
+knows every earlier kernel in the stream has completed (a kernel completes only after it has passed its own
+wait). The split-KV attention's two kernels (decodegap.kernels.step.decode_attention with pdl) wait first and
+trigger their dependents once their reads are issued, so the o GEMV after them loads its first weight tiles while
+the merge runs. With `early_trigger` every kernel triggers as it starts instead: nothing the trigger allows depends
+on where it stands (a dependent still writes only after its wait, which waits for the whole of this kernel), so the
+trigger only decides how soon the next grid may launch: once every program of this one has started, instead of once
+the last has read its inputs, which for a grid of one wave is at once. A dependent launched early holds its SM
+slots while it waits; every program of its predecessor is resident by then, so none is kept from starting.
+Triton's interpreter does not run the gdc ops, so they sit behind the constexpr USE_PDL, False there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from decodegap.kernels.fused.configs import (GEMV_CONFIGS, PLAIN_CONFIGS, STEP_PRODUCTS, GemvConfig, _cdiv,  # noqa: F401
+                            candidate_configs, flavour_candidates, gemv_config, products)
+from decodegap.kernels.fused.source import build as _kernels
+from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_norm_reference,  # noqa: F401
+                              gemv_residual_reference, rmsnorm_gemv_reference, rmsnorm_gemv_rotary_reference,
+                              rmsnorm_reference, rotary_cache_reference, rotary_reference, rotate_half_reference,
+                              silu_gemv_residual_reference, silu_mul_reference)
+from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
+
+
+WORKSPACE_FLOATS = 1 << 20
+"""fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
+WORKSPACE_ROW_BLOCKS = 1 << 16
+"""Arrival counters of the split-K workspace (one a row block of one product)."""
+
+_WORKSPACES: dict = {}
+
+
+def pdl_unavailable(device="cuda") -> str | None:
+    """None when the kernels can be launched with programmatic dependent launch on `device`, else the reason:
+    Triton missing, no CUDA device (Triton's interpreter does not run the gdc ops), a GPU older than Hopper (sm_90),
+    a CUDA older than 12.3 (PDL in captured graphs), or a Triton without launch_pdl and the gdc ops."""
+    reason = available(device)
+    if reason:
+        return reason
+    if _interpreted() or not str(device).startswith("cuda"):
+        return "programmatic dependent launch needs a CUDA GPU (Triton's interpreter does not run the gdc ops)"
+    if not torch.cuda.is_available():
+        return "programmatic dependent launch needs a CUDA GPU; none is visible"
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    if major < 9:
+        return f"programmatic dependent launch needs sm_90 or later (Hopper); this GPU is sm_{major}{minor}"
+    cuda = tuple(int(p) for p in (torch.version.cuda or "0.0").split(".")[:2])
+    if cuda < (12, 3):
+        return f"programmatic dependent launch inside a CUDA graph needs CUDA 12.3 or later; torch has {torch.version.cuda}"
+    if _gdc() is None:
+        return "this Triton has no triton.language.extra.cuda.gdc_wait / gdc_launch_dependents"
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    if "launch_pdl" not in CUDAOptions.__dataclass_fields__:
+        return "this Triton's launcher takes no launch_pdl option"
+    return None
+
+
+def weights_unsupported(hf_model) -> str | None:
+    """None when the fused step can run `hf_model`'s decoder layers (bf16, every projection an nn.Linear), else
+    the reason: the fused kernels read bf16 weights with the activation's rounding, not a quantised layer's
+    format nor another dtype."""
+    dtype = hf_model.model.embed_tokens.weight.dtype
+    if dtype != torch.bfloat16:
+        return f"the fused kernels run bf16 models; this one is {dtype}"
+    for i, layer in enumerate(hf_model.model.layers):
+        a, m = layer.self_attn, layer.mlp
+        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
+                                            m.down_proj) if type(p) is not nn.Linear}
+        if kinds:
+            return f"the fused kernels read bf16 nn.Linear weights; layer {i} has {', '.join(sorted(kinds))}"
+    return None
+
+
+def workspace(device) -> tuple:
+    """(fp32 partials [WORKSPACE_FLOATS], int32 arrival counters [WORKSPACE_ROW_BLOCKS], zero) of `device`'s
+    split-K workspace: allocated once and never reallocated (a captured graph keeps its addresses). The
+    kernels of one stream share it: each split-K kernel leaves every counter at zero when it completes, and the
+    next touches it only after its wait (PDL) or its launch. Two streams running split-K products at once
+    would need one workspace each."""
+    key = str(torch.device(device))
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = (torch.empty(WORKSPACE_FLOATS, dtype=torch.float32, device=device),
+                            torch.zeros(WORKSPACE_ROW_BLOCKS, dtype=torch.int32, device=device))
+    return _WORKSPACES[key]
+
+
+def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
+               silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False,
+               early_trigger: bool = False):
+    """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
+    x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
+    and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
+    launch parameters (gemv_config's by default); `pdl`: launch with PDL (`early_trigger`: its dependents
+    triggered as it starts, not after its reads of x; see the module docstring). `out_norm` (norm weight [N], eps):
+    also RMSNorm(y), returned as (y, h): each row block writes its sum of squares of y (as rounded) to the
+    workspace and bumps an arrival counter; the row block that arrives last sums them in block order
+    (deterministic) and normalises the whole of y, as the split-K reduction does its partials, so the next
+    product reads h without a norm prologue of its own and no kernel is added (the o product's epilogue, for
+    gate_up: FusedOps.norm_in_epilogue). `rotary` (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads,
+    n_kv_heads), for the qkv product: rotary_cache's operation as the epilogue (rotary_cache_qkv_reference), each
+    program taking the rows of the first halves of its heads and their partners half a head below (as gate_up
+    takes gate's rows and up's), so no kernel of its own is launched: returns rotary q [H x D] and writes k and v
+    at start_pos of the caches [1, Hkv, L, D]."""
+    N, K = weight.shape
+    if x.numel() != (2 * K if silu_x else K):
+        raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
+                         + (" (silu_x takes [gate; up], 2K)" if silu_x else ""))
+    if silu_x and norm_weight is not None:
+        raise ValueError("silu_x and norm_weight are two prologues: fused_gemv takes one")
+    if weight.dtype != torch.bfloat16 or x.dtype != torch.bfloat16:
+        raise ValueError(f"fused_gemv rounds to bf16: it takes bf16 x and weight, got {x.dtype} and {weight.dtype}")
+    rows = N // 2 if gate_up or rotary is not None else N
+    if gate_up and (N % 2 or bias is not None or residual is not None):
+        raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias or residual")
+    if rotary is not None:
+        _check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
+    plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
+                 or out_norm is not None or rotary is not None)
+    cfg = config or gemv_config(N, K, plain, rotary=rotary is not None)
+    k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
+    split = _cdiv(K, k_split)
+    if split > 1 and (gate_up or rotary is not None):
+        raise ValueError("split-K is not implemented for gate_up or rotary (their epilogues need the whole of both "
+                         "sums)")
+    if out_norm is not None and (split > 1 or gate_up):
+        raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
+                         "gate_up)")
+    blocks = _cdiv(rows, cfg.block_n)
+    if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
+        raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
+                         f"{WORKSPACE_ROW_BLOCKS} row blocks)")
+    if out_norm is not None and blocks >= WORKSPACE_ROW_BLOCKS:  # its arrival counter is the workspace's last
+        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
+    triton, _ = _triton()
+    xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
+    # rotary: q alone comes out (k and v go into the caches); else one output a row
+    y = torch.empty(rotary[5] * rotary[3].shape[-1] if rotary is not None else rows, dtype=x.dtype, device=x.device)
+    partials, counts = workspace(x.device) if split > 1 or out_norm is not None else (y, y)
+    h = torch.empty_like(y) if out_norm is not None else None
+    extra = dict(onorm_ptr=xc, h_ptr=y, ncount_ptr=counts, eps_out=0.0, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+    if out_norm is not None:
+        extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
+                     eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
+                     YBLOCK=triton.next_power_of_2(rows))
+    extra.update(cos_ptr=xc, sin_ptr=xc, pos_ptr=xc, kc_ptr=xc, vc_ptr=xc, L=0, ROTARY=False, HEAD_D=2, NQ=1, NKV=1,
+                 PAIRED=gate_up, EARLY_TRIGGER=early_trigger)
+    if rotary is not None:
+        cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+        extra.update(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
+                     L=k_cache.shape[2], ROTARY=True, HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads,
+                     PAIRED=True)
+    gemv_kernel, _ = _kernels()
+    gemv_kernel[(blocks, split)](
+        xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
+        xc if residual is None else residual.reshape(rows).contiguous(), partials, counts, rows, K, k_split,
+        float(eps), BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, SPLIT_K=split, NORM=norm_weight is not None,
+        XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16, BIAS=bias is not None,
+        RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
+        num_stages=cfg.stages, launch_pdl=pdl, **extra)
+    return y if out_norm is None else (y, h)
+
+
+def _check_rotary(N: int, rotary, other_epilogue: bool) -> None:
+    """Refuse a rotary epilogue fused_gemv cannot run: a weight that is not the model's q, k and v heads, caches
+    or tables of another shape, or a second epilogue."""
+    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+    _, Hkv, _, D = k_cache.shape
+    if other_epilogue:
+        raise ValueError("rotary is the qkv product's epilogue: it takes no gate_up, silu_x, residual or out_norm")
+    if (Hkv != n_kv_heads or N != (n_heads + 2 * n_kv_heads) * D or D & (D - 1) or D < 2
+            or v_cache.shape != k_cache.shape or not (k_cache.is_contiguous() and v_cache.is_contiguous())
+            or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape):
+        raise ValueError(f"rotary needs the weight's rows to be (H + 2 Hkv) x head_dim, contiguous caches "
+                         f"[1, Hkv, L, head_dim] of one shape, cos and sin tables [L, head_dim] and a power-of-two "
+                         f"head_dim; got {N} rows, H {n_heads}, Hkv {n_kv_heads}, caches {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}, tables {tuple(cos_table.shape)}")
+
+
+def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
+                 pdl: bool = False, early_trigger: bool = False):
+    """rotary_cache_reference's operation in one kernel: returns rotary q [H, D]; writes k and v at start_pos
+    of k_cache, v_cache [1, Hkv, L, D] (contiguous). cos_table, sin_table [L, D]: the decoder's tables."""
+    _, Hkv, L, D = k_cache.shape
+    if Hkv != n_kv_heads or qkv.numel() != (n_heads + 2 * n_kv_heads) * D or D & (D - 1):
+        raise ValueError(f"rotary_cache needs qkv of (H + 2 Hkv) x D elements and a power-of-two head_dim; got "
+                         f"{qkv.numel()} elements, H {n_heads}, Hkv {n_kv_heads} (cache {Hkv}), head_dim {D}")
+    q = torch.empty(n_heads, D, dtype=qkv.dtype, device=qkv.device)
+    _, kernel = _kernels()
+    kernel[(n_heads + 2 * n_kv_heads,)](qkv.contiguous(), cos_table, sin_table, start_pos, q, k_cache, v_cache, L,
+                                        H=n_heads, HKV=n_kv_heads, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
+                                        num_warps=1, launch_pdl=pdl)
+    return q
+
+
+@dataclass(frozen=True)
+class FusedOps:
+    """The fused step's operations, as LeanLayer.fused_step calls them: the Triton kernels (launched with PDL
+    when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
+    host). `silu_in_down` chooses where the MLP's SiLU(gate) * up is made: in the down product's prologue (True,
+    the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
+    in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
+    in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
+    prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
+    epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched. `early_trigger` (with `pdl`):
+    every kernel triggers its dependents as it starts; `early_products`: only the products another product follows
+    (o, gate_up and down; down's successor is the next layer's qkv), the qkv product, rotary_cache, the attention and
+    the LM head triggering after their reads as without it."""
+
+    pdl: bool = False
+    reference: bool = False
+    silu_in_down: bool = True
+    norm_in_epilogue: bool = False
+    rotary_in_qkv: bool = False
+    early_trigger: bool = False
+    early_products: bool = False
+
+    @property
+    def _launch(self) -> dict:
+        return dict(pdl=self.pdl, early_trigger=self.pdl and self.early_trigger)
+
+    @property
+    def _between(self) -> dict:
+        """The launch of a product another product follows (o, gate_up, down)."""
+        return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.early_products))
+
+    def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
+                   v_cache, n_heads: int, n_kv_heads: int):
+        """Rotary q [H, D] of qkv(RMSNorm(x)) (+ bias), k and v written at start_pos of the caches [1, Hkv, L, D]:
+        the qkv product and rotary_cache, or one kernel with rotary_in_qkv."""
+        if not self.rotary_in_qkv or self.reference:
+            qkv = self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps)
+            return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        q = fused_gemv(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
+        return q.reshape(n_heads, -1)
+
+    def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
+        """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
+        if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
+            return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
+        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
+        return self._silu_down(fused_gemv(h, w_gate_up, **self._between), w_down, x)
+
+    def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
+        if self.reference:
+            return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch)
+
+    def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
+        if self.reference:
+            return rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
+        return rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads, **self._launch)
+
+    def attention(self, q, k_cache, v_cache, length, scale: float):
+        """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
+        if self.reference:
+            return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
+        return decode_attention(q, k_cache, v_cache, length, scale, **self._launch)
+
+    def gemv_residual(self, x, weight, residual):
+        if self.reference:
+            return gemv_residual_reference(x, weight, residual)
+        return fused_gemv(x, weight, residual=residual, **self._between)
+
+    def gate_up_silu(self, x, norm_weight, weight, eps: float):
+        if self.reference:
+            return gate_up_silu_reference(x, norm_weight, weight, eps)
+        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
+
+    def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
+        """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
+        if not self.silu_in_down:
+            return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
+        if self.reference:
+            return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
+        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x)
+
+    def _silu_down(self, gate_up, w_down, x):
+        """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
+        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, **self._between)

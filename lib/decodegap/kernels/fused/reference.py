@@ -1,0 +1,84 @@
+"""PyTorch references of the fused decode-step kernels (decodegap.kernels.fused.launch), each written to the same rounding as the
+unfused ops of decodegap.harness.lean: what the kernels must equal, and what FusedOps(reference=True) runs on any device."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def rmsnorm_reference(x, weight, eps: float):
+    """HF's RMSNorm with its rounding written out: normalise in fp32, round to x's dtype, multiply by the weight
+    in fp32 and round again (what `weight * h.to(dtype)` does in bf16: the product of two bf16 values is exact
+    in fp32, so one rounding)."""
+    h = x.float()
+    h = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (weight.float() * h.float()).to(torch.promote_types(weight.dtype, x.dtype))
+
+
+def rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps: float):
+    """F.linear(RMSNorm(x), weight, bias): fused_gemv with NORM (and BIAS when `bias` is given)."""
+    return F.linear(rmsnorm_reference(x, norm_weight, eps), weight, bias)
+
+
+def gemv_residual_reference(x, weight, residual):
+    """residual + F.linear(x, weight): the product rounded to the activation dtype, then the add in fp32,
+    rounded (fused_gemv with RESIDUAL)."""
+    return (F.linear(x, weight).float() + residual.float()).to(residual.dtype)
+
+
+def gemv_residual_norm_reference(x, weight, residual, norm_weight, eps: float):
+    """(y, RMSNorm(y)) of y = residual + F.linear(x, weight) (fused_gemv with RESIDUAL and OUT_NORM)."""
+    y = gemv_residual_reference(x, weight, residual)
+    return y, rmsnorm_reference(y, norm_weight, eps)
+
+
+def silu_mul_reference(gate_up):
+    """SiLU(gate) * up of gate_up = [gate; up] in the activation dtype: SiLU in fp32 rounded, the product in fp32
+    rounded (F.silu(gate) * up in bf16)."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return (F.silu(gate.float()).to(gate.dtype).float() * up.float()).to(gate.dtype)
+
+
+def gate_up_silu_reference(x, norm_weight, weight, eps: float):
+    """SiLU(gate) * up of the fused [gate; up] weight after RMSNorm(x), gate and up each rounded to the activation
+    dtype first (fused_gemv with NORM and GATE_UP)."""
+    return silu_mul_reference(F.linear(rmsnorm_reference(x, norm_weight, eps), weight))
+
+
+def silu_gemv_residual_reference(gate_up, weight, residual):
+    """residual + F.linear(SiLU(gate) * up, weight) of gate_up = [gate; up] (fused_gemv with SILU_X and
+    RESIDUAL)."""
+    return gemv_residual_reference(silu_mul_reference(gate_up), weight, residual)
+
+
+def rmsnorm_gemv_rotary_reference(x, norm_weight, weight, bias, eps: float, rotary):
+    """rotary_cache_reference of the qkv product F.linear(RMSNorm(x), weight, bias), `rotary` = (cos_table,
+    sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads): returns rotary q [H x D], writes k and v
+    (fused_gemv with NORM and rotary)."""
+    return rotary_cache_reference(rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps), *rotary).reshape(-1)
+
+
+def rotate_half_reference(x):
+    """rotate_half of the last dimension: (-x2, x1)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotary_reference(x, cos, sin):
+    """x * cos + rotate_half(x) * sin with each product rounded to x's dtype, then the sum (as torch does it in
+    bf16, elementwise in fp32)."""
+    a = (x.float() * cos.float()).to(x.dtype)
+    b = (rotate_half_reference(x).float() * sin.float()).to(x.dtype)
+    return (a.float() + b.float()).to(x.dtype)
+
+
+def rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
+    """qkv [(H + 2 Hkv) D] of one token at position start_pos ([1] long tensor): returns rotary q [H, D]; writes
+    rotary k and v at that position of k_cache, v_cache [1, Hkv, L, D] (rotary_cache)."""
+    D = k_cache.shape[-1]
+    q, k, v = qkv.reshape(-1, D).split([n_heads, n_kv_heads, n_kv_heads])
+    cos, sin = cos_table[start_pos], sin_table[start_pos]  # [1, D]
+    k_cache.index_copy_(2, start_pos, rotary_reference(k, cos, sin)[None, :, None])
+    v_cache.index_copy_(2, start_pos, v[None, :, None])
+    return rotary_reference(q, cos, sin)

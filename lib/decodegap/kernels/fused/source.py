@@ -1,0 +1,201 @@
+"""The Triton source of the fused decode-step kernels: fused_gemv_kernel and rotary_cache_kernel, built once on
+first use (`build`). decodegap.kernels.fused.launch launches them, checks their arguments and documents what they compute; the
+kernels find the helpers they call (_round_bf16 and the gdc ops) among this module's globals."""
+
+from __future__ import annotations
+
+from decodegap.kernels.step import _triton, gdc_functions
+
+_COMPILED: dict = {}
+
+
+def build():
+    """(fused_gemv_kernel, rotary_cache_kernel), built once."""
+    if "fused" not in _COMPILED:
+        triton, tl = _triton()
+        gdc_wait, gdc_launch_dependents = gdc_functions()
+
+        @triton.jit
+        def round_bf16(x):
+            """fp32 -> the nearest bf16 value (ties to even), still fp32: the kernels round by hand so that Triton's
+            interpreter, whose fp32 -> bf16 cast truncates, rounds as the GPU and torch do."""
+            bits = x.to(tl.int32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+            return bits.to(tl.float32, bitcast=True)
+
+        # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
+        globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
+
+        @triton.jit
+        def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
+                              N, K, K_SPLIT, eps,
+                              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                              NORM: tl.constexpr, XBLOCK: tl.constexpr, BIAS: tl.constexpr,
+                              RESIDUAL: tl.constexpr, GATE_UP: tl.constexpr, SILU_X: tl.constexpr,
+                              USE_PDL: tl.constexpr, onorm_ptr, h_ptr, ncount_ptr, eps_out,
+                              OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
+                              cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L,
+                              ROTARY: tl.constexpr, HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr,
+                              PAIRED: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+            if USE_PDL:
+                if EARLY_TRIGGER:  # at once: the next kernel may launch and load its first weights (see fused_gemv)
+                    _gdc_launch_dependents()
+            pid_n = tl.program_id(0)
+            pid_k = tl.program_id(1)
+            idx = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
+            if ROTARY:  # idx counts the first halves of the heads (N of them): row head * D + d, its partner + D/2
+                head = idx // (HEAD_D // 2)
+                d = idx % (HEAD_D // 2)
+                rows = head * HEAD_D + d
+            else:
+                rows = idx
+            row_ok = idx < N
+            k_lo = pid_k * K_SPLIT
+            k_hi = tl.minimum(k_lo + K_SPLIT, K)
+            offs = tl.arange(0, BLOCK_K)
+            w_rows = w_ptr + rows[:, None].to(tl.int64) * K
+            if ROTARY:
+                u_rows = w_rows + (HEAD_D // 2) * K  # the rotary partners, half a head below
+            else:
+                u_rows = w_rows + N * K  # the matching rows of up, N rows below gate's
+            cols = k_lo + offs
+            mask = row_ok[:, None] & (cols[None, :] < k_hi)
+            w = tl.load(w_rows + cols[None, :], mask=mask, other=0.0)  # weights: before the wait
+            u = w
+            if PAIRED:
+                u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
+            if USE_PDL:
+                _gdc_wait()
+            rstd = 1.0
+            if NORM:
+                xo = tl.arange(0, XBLOCK)
+                xa = tl.load(x_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
+                rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
+            # [BLOCK_N, BLOCK_K] accumulators, reduced across the tile once after the loop: a loop step is loads and
+            # FMAs only, no cross-thread reduction (a shuffle and a shared-memory round trip a step otherwise)
+            acc2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            acc2_u = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for k0 in range(k_lo, k_hi, BLOCK_K):
+                nxt = k0 + BLOCK_K + offs  # the next step's tile, issued before this step waits for x
+                mask = row_ok[:, None] & (nxt[None, :] < k_hi)
+                w_next = tl.load(w_rows + nxt[None, :], mask=mask, other=0.0)
+                u_next = w_next
+                if PAIRED:
+                    u_next = tl.load(u_rows + nxt[None, :], mask=mask, other=0.0)
+                cols = k0 + offs
+                col_ok = cols < k_hi
+                xk = tl.load(x_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+                if NORM:
+                    nw = tl.load(norm_ptr + cols, mask=col_ok, other=0.0)
+                    xf = _round_bf16(_round_bf16(xk * rstd) * nw.to(tl.float32))
+                elif SILU_X:  # x is [gate; up]: the MLP's activation made as the loop reads it
+                    up = tl.load(x_ptr + K + cols, mask=col_ok, other=0.0).to(tl.float32)
+                    xf = _round_bf16(_round_bf16(xk / (1.0 + tl.exp(-xk))) * up)
+                else:
+                    xf = xk
+                acc2 += w.to(tl.float32) * xf[None, :]
+                w = w_next
+                if PAIRED:
+                    acc2_u += u.to(tl.float32) * xf[None, :]
+                    u = u_next
+            acc = tl.sum(acc2, axis=1)
+            acc_u = tl.sum(acc2_u, axis=1)
+            if USE_PDL:
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()  # x, the previous kernel's output, is read
+            last = pid_k == SPLIT_K - 1  # a scalar: True when there is no split
+            if SPLIT_K > 1:  # partials to the workspace; the last program of the row block sums them
+                tl.store(part_ptr + pid_k * N + rows, acc, mask=row_ok)
+                tl.debug_barrier()  # every thread's partials stored before the (one-thread) release below
+                arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
+                last = arrived == SPLIT_K - 1
+                acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+                for s in tl.static_range(SPLIT_K):  # split order: the same sum every run
+                    acc += tl.load(part_ptr + s * N + rows, mask=row_ok & last, other=0.0, cache_modifier=".cg")
+                tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
+            if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches
+                y1, y2 = acc, acc_u
+                if BIAS:
+                    y1 += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
+                    y2 += tl.load(bias_ptr + rows + HEAD_D // 2, mask=row_ok, other=0.0).to(tl.float32)
+                y1, y2 = _round_bf16(y1), _round_bf16(y2)
+                pos = tl.load(pos_ptr)
+                t1, t2 = pos * HEAD_D + d, pos * HEAD_D + d + HEAD_D // 2
+                c1, s1 = tl.load(cos_ptr + t1).to(tl.float32), tl.load(sin_ptr + t1).to(tl.float32)
+                c2, s2 = tl.load(cos_ptr + t2).to(tl.float32), tl.load(sin_ptr + t2).to(tl.float32)
+                rot = head < NQ + NKV  # q and k heads; v is written as it is
+                o1 = tl.where(rot, _round_bf16(_round_bf16(y1 * c1) + _round_bf16(-y2 * s1)), y1)
+                o2 = tl.where(rot, _round_bf16(_round_bf16(y2 * c2) + _round_bf16(y1 * s2)), y2)
+                o1, o2 = o1.to(y_ptr.dtype.element_ty), o2.to(y_ptr.dtype.element_ty)
+                is_q, is_v = row_ok & (head < NQ), row_ok & (head >= NQ + NKV)
+                is_k = row_ok & rot & (head >= NQ)
+                tl.store(y_ptr + rows, o1, mask=is_q)
+                tl.store(y_ptr + rows + HEAD_D // 2, o2, mask=is_q)
+                k_at = kc_ptr + (head - NQ).to(tl.int64) * L * HEAD_D + t1
+                v_at = vc_ptr + (head - NQ - NKV).to(tl.int64) * L * HEAD_D + t1
+                tl.store(k_at, o1, mask=is_k)
+                tl.store(k_at + HEAD_D // 2, o2, mask=is_k)
+                tl.store(v_at, o1, mask=is_v)
+                tl.store(v_at + HEAD_D // 2, o2, mask=is_v)
+            else:
+                if GATE_UP:
+                    g = _round_bf16(acc)
+                    y = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * _round_bf16(acc_u))
+                else:
+                    y = acc
+                    if BIAS:
+                        y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
+                    if RESIDUAL:
+                        res = tl.load(res_ptr + rows, mask=row_ok & last, other=0.0).to(tl.float32)
+                        y = _round_bf16(y) + res
+                    y = _round_bf16(y)
+                tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
+            if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
+                yb = y.to(y_ptr.dtype.element_ty).to(tl.float32)
+                tl.store(part_ptr + pid_n, tl.sum(tl.where(row_ok, yb * yb, 0.0), axis=0))
+                tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
+                arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
+                if arrived == tl.num_programs(0) - 1:
+                    po = tl.arange(0, PBLOCK)
+                    sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
+                    rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
+                    yo = tl.arange(0, YBLOCK)
+                    ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
+                    nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
+                    h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
+                    tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
+                    tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
+
+        @triton.jit
+        def rotary_cache_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, L,
+                                H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr,
+                                EARLY_TRIGGER: tl.constexpr):
+            if USE_PDL:
+                if EARLY_TRIGGER:
+                    _gdc_launch_dependents()
+            i = tl.program_id(0)  # head i of qkv: q (i < H), then k, then v
+            d = tl.arange(0, D)
+            first = d < D // 2
+            partner = tl.where(first, d + D // 2, d - D // 2)
+            if USE_PDL:
+                _gdc_wait()
+            pos = tl.load(pos_ptr)
+            x = tl.load(qkv_ptr + i * D + d)
+            xp = tl.load(qkv_ptr + i * D + partner)
+            if USE_PDL:
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()  # qkv, the previous kernel's output, is read
+            cos = tl.load(cos_ptr + pos * D + d).to(tl.float32)
+            sin = tl.load(sin_ptr + pos * D + d).to(tl.float32)
+            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))  # rotate_half(x)
+            r = _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
+            is_k = (i >= H) & (i < H + HKV)
+            is_v = i >= H + HKV
+            out = tl.where(is_v, x, r.to(x.dtype))
+            tl.store(q_ptr + i * D + d, out, mask=(d < D) & (i < H))
+            slot = pos * D + d
+            tl.store(k_cache_ptr + (i - H) * L * D + slot, out, mask=(d < D) & is_k)
+            tl.store(v_cache_ptr + (i - H - HKV) * L * D + slot, out, mask=(d < D) & is_v)
+
+        _COMPILED["fused"] = (fused_gemv_kernel, rotary_cache_kernel)
+    return _COMPILED["fused"]

@@ -1,0 +1,299 @@
+"""Custom decode kernels for the lean decoder (Triton), each with the PyTorch reference it must equal.
+
+  gemv              y[N] = W[N, K] x[K] for one row (batch-1 projections): each program reduces BLOCK_N
+                    rows of W over K in BLOCK_K chunks, fp32 accumulation; BLOCK_N, BLOCK_K and the warps
+                    autotuned per (N, K) over a few configs (GEMV_CONFIGS).
+  decode_attention  one query token of every head against a layer's KV cache with grouped-query heads,
+                    split-KV: stage 1 gives each (kv head, split) program one slice of the cache and all
+                    the query heads that share that kv head (K and V read once for the group; the group,
+                    padded to 16 rows, against each block of keys and values as two tl.dot products on
+                    the tensor cores), keeping a running max, sum and weighted V (online softmax; the
+                    weights cast to the cache's dtype for the second product, as flash attention does);
+                    stage 2 merges the splits per head.
+                    The number of valid cache positions is read from a device tensor, so the call can be
+                    captured in a CUDA graph and replayed as the cache grows.
+                    With `pdl` both stages are launched with programmatic dependent launch (the fused step's
+                    PDL arms: decodegap.kernels.fused.launch).
+
+The references (`*_reference`) are plain PyTorch and run anywhere; the kernels need Triton and a CUDA device
+(or TRITON_INTERPRET=1 on a CPU, which the tests use where Triton is installed). `available()` says why a
+kernel cannot run here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+H200_SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the split count aims at a few waves
+
+
+def available(device="cuda") -> str | None:
+    """None when the Triton kernels can run on `device`, else the reason."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "package triton not installed"
+    if str(device).startswith("cuda") or _interpreted():
+        return None
+    return "Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
+
+
+# ------------------------------------------------------------------------------------------- references
+
+def gemv_reference(x, weight):
+    """x [..., K] @ weight[N, K]^T, as F.linear."""
+    return F.linear(x, weight)
+
+
+def decode_attention_reference(q, k_cache, v_cache, length: int, scale: float):
+    """q [Hq, D] against the first `length` positions of k_cache, v_cache [Hkv, L, D] (Hq = g * Hkv, query
+    head i reads kv head i // g); softmax in fp32; returns [Hq, D] in q's dtype."""
+    g = q.shape[0] // k_cache.shape[0]
+    k = k_cache[:, :length].float().repeat_interleave(g, dim=0)  # [Hq, length, D]
+    v = v_cache[:, :length].float().repeat_interleave(g, dim=0)
+    p = torch.softmax((k @ q.float()[:, :, None])[..., 0] * scale, dim=-1)  # [Hq, length]
+    return (p[:, None, :] @ v)[:, 0].to(q.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+def _triton():
+    import triton
+    import triton.language as tl
+
+    return triton, tl
+
+
+_COMPILED: dict = {}
+
+GEMV_CONFIGS = ((8, 256, 2), (8, 512, 4), (16, 128, 2), (16, 256, 4), (16, 512, 8), (32, 128, 4),
+                (32, 256, 4), (32, 256, 8), (64, 128, 4), (64, 128, 8))
+"""(BLOCK_N, BLOCK_K, num_warps) the GEMV is autotuned over, per (N, K), on its first call for each shape
+(so before a CUDA graph captures it: the graphed arms warm up first). A one-row GEMV is bandwidth-bound:
+the configs trade programs per SM (BLOCK_N rows each; 4096 rows make 64 to 512 programs on 132 SMs)
+against bytes in flight per program (BLOCK_N x BLOCK_K weights per loop step, 4-16 KiB in bf16)."""
+GEMV_INTERPRETED = (16, 256)
+"""(BLOCK_N, BLOCK_K) under TRITON_INTERPRET=1: one config, no autotuning (every run there is slow and
+none of its timings mean anything)."""
+
+
+def _gdc():
+    """Triton's griddepcontrol ops (triton.language.extra.cuda), or None where this Triton has none."""
+    try:
+        from triton.language.extra import cuda
+    except ImportError:
+        return None
+    if hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents"):
+        return cuda
+    return None
+
+
+def gdc_functions():
+    """(gdc_wait, gdc_launch_dependents) for kernels launched with programmatic dependent launch (PDL): Triton's,
+    or no-ops where this Triton has none (a PDL launch is then refused before it runs: fused.pdl_unavailable)."""
+    gdc = _gdc()
+    if gdc is not None:
+        return gdc.gdc_wait, gdc.gdc_launch_dependents
+    triton, _ = _triton()
+
+    @triton.jit
+    def gdc_wait():
+        pass
+
+    @triton.jit
+    def gdc_launch_dependents():
+        pass
+
+    return gdc_wait, gdc_launch_dependents
+
+
+def _interpreted() -> bool:
+    """Triton's CPU interpreter is on (TRITON_INTERPRET=1, read by Triton when it is first imported)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _gemv_kernel():
+    """The GEMV kernel: autotuned over GEMV_CONFIGS keyed on (N, K); the bare kernel in the interpreter."""
+    if "gemv" not in _COMPILED:
+        triton, tl = _triton()
+
+        @triton.jit
+        def gemv_kernel(x_ptr, w_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+            rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                cols = k0 + tl.arange(0, BLOCK_K)
+                x = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+                w = tl.load(w_ptr + rows[:, None] * K + cols[None, :],
+                            mask=(rows[:, None] < N) & (cols[None, :] < K), other=0.0).to(tl.float32)
+                acc += tl.sum(w * x[None, :], axis=1)
+            tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < N)
+
+        if not _interpreted():
+            configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w) for n, k, w in GEMV_CONFIGS]
+            gemv_kernel = triton.autotune(configs=configs, key=["N", "K"])(gemv_kernel)
+        _COMPILED["gemv"] = gemv_kernel
+    return _COMPILED["gemv"]
+
+
+def gemv(x, weight):
+    """One-row x [..., K] (a single row in all) times weight [N, K]^T -> [..., N], in x's dtype."""
+    N, K = weight.shape
+    if x.numel() != K:
+        raise ValueError(f"gemv takes one row: x has {x.numel()} elements, weight has K = {K}")
+    triton, _ = _triton()
+    xc, wc = x.reshape(K).contiguous(), weight.contiguous()
+    y = torch.empty(N, dtype=x.dtype, device=x.device)
+    kernel = _gemv_kernel()
+    if _interpreted():
+        block_n, block_k = GEMV_INTERPRETED
+        kernel[(triton.cdiv(N, block_n),)](xc, wc, y, N, K, BLOCK_N=block_n, BLOCK_K=block_k)
+    else:
+        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]),)](xc, wc, y, N, K)
+    return y.reshape(*x.shape[:-1], N)
+
+
+def _attention_kernels():
+    if "attention" not in _COMPILED:
+        triton, tl = _triton()
+        gdc_wait, gdc_launch_dependents = gdc_functions()
+        # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
+        globals().update(_gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
+
+        @triton.jit
+        def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
+                         BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
+                         USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+            h = tl.program_id(0)
+            s = tl.program_id(1)
+            if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
+                if EARLY_TRIGGER:  # the dependents first, at once (decode_attention's early_trigger)
+                    _gdc_launch_dependents()
+                _gdc_wait()
+            length = tl.load(len_ptr)
+            # the live length, not the cache's, spread over the n_splits programs in whole blocks: a cache sized
+            # for a longer context (one compiled step serving several contexts) keeps every split busy
+            span = tl.cdiv(tl.cdiv(length, n_splits), BLOCK) * BLOCK
+            gi = tl.arange(0, G)
+            d = tl.arange(0, D)
+            q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
+                        other=0.0)  # [G, D], the group's query heads padded with zero rows to G >= 16
+            if UPCAST:
+                q = q.to(tl.float32)
+            m = tl.full((G,), -1e30, dtype=tl.float32)
+            lsum = tl.zeros((G,), dtype=tl.float32)
+            acc = tl.zeros((G, D), dtype=tl.float32)
+            start = s * span
+            end = tl.minimum(start + span, length)
+            for b in range(start, end, BLOCK):
+                pos = b + tl.arange(0, BLOCK)
+                valid = pos < end
+                kv_off = h * L * D + pos[:, None] * D + d[None, :]
+                k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
+                if UPCAST:
+                    k = k.to(tl.float32)
+                # [G, BLOCK] on the tensor cores, fp32 accumulation; the cast keeps the loop's types fixed when
+                # inductor passes `scale` as fp64 (a compiled step: lean_attn_compile failed on the H200 without it)
+                scores = (tl.dot(q, tl.trans(k)) * scale).to(tl.float32)
+                scores = tl.where(valid[None, :], scores, -1e30)
+                m_new = tl.maximum(m, tl.max(scores, axis=1))
+                alpha = tl.exp(m - m_new)
+                p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
+                v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                if UPCAST:
+                    v = v.to(tl.float32)
+                lsum = lsum * alpha + tl.sum(p, axis=1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # p in the cache's dtype, as flash attention
+                m = m_new
+            if USE_PDL:  # every read issued: the merge may launch (it waits for this kernel's writes)
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()
+            part = (h * n_splits + s) * G + gi
+            tl.store(m_ptr + part, m)
+            tl.store(l_ptr + part, lsum)
+            tl.store(o_ptr + part[:, None] * D + d[None, :], acc)
+
+        @triton.jit
+        def merge_kernel(o_ptr, m_ptr, l_ptr, out_ptr, n_splits, group,
+                         S: tl.constexpr, G: tl.constexpr, D: tl.constexpr, USE_PDL: tl.constexpr,
+                         EARLY_TRIGGER: tl.constexpr):
+            i = tl.program_id(0)  # query head
+            if USE_PDL:
+                if EARLY_TRIGGER:
+                    _gdc_launch_dependents()
+                _gdc_wait()
+            h, g = i // group, i % group
+            s = tl.arange(0, S)
+            d = tl.arange(0, D)
+            part = (h * n_splits + s) * G + g
+            ok = s < n_splits
+            m = tl.load(m_ptr + part, mask=ok, other=-1e30)
+            lsum = tl.load(l_ptr + part, mask=ok, other=0.0)
+            w = tl.where(ok, tl.exp(m - tl.max(m, axis=0)), 0.0)
+            o = tl.load(o_ptr + part[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
+            if USE_PDL:  # the next kernel (the o GEMV) may start loading its weights
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()
+            out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * lsum, axis=0)
+            tl.store(out_ptr + i * D + d, out.to(out_ptr.dtype.element_ty))
+
+        _COMPILED["attention"] = (split_kernel, merge_kernel)
+    return _COMPILED["attention"]
+
+
+def prepare(names) -> None:
+    """Build the Triton kernels of `names` (lean.CUSTOM_KERNELS: "attention"; "gemv" is built per shape by its
+    autotuner at its first call) before torch.compile traces a step that calls them: dynamo cannot trace
+    triton.jit's decorator itself (the H200's lean_attn_compile cells failed in a session whose first use of
+    the attention kernel was inside the compiled step)."""
+    if "attention" in names:
+        _attention_kernels()
+
+
+def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS, waves: int = 2) -> int:
+    """Cache positions per split: a power of two >= `block` giving about `waves` x `sms` programs over the
+    kv heads at the cache's full length."""
+    target = max(1, (waves * sms) // max(1, kv_heads))
+    return max(block, 1 << max(0, math.ceil(math.log2(max(1, math.ceil(max_len / target))))))
+
+
+def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
+                     pdl: bool = False, early_trigger: bool = False):
+    """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
+    positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
+    The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
+    an equal share of the live length in whole blocks, so the work per program follows `length`, not L.
+    `pdl`: both kernels launched with programmatic dependent launch (Hopper; the caller checks it is available,
+    fused.pdl_unavailable): each waits for the kernel before it first and lets the next one launch once its reads
+    are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch)."""
+    Hq, D = q.shape
+    Hkv, L, _ = k_cache.shape
+    if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
+        raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
+                         f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
+    if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"decode_attention needs q and the cache in one dtype, got {q.dtype}, {k_cache.dtype}, "
+                         f"{v_cache.dtype}")
+    triton, _ = _triton()
+    group = Hq // Hkv
+    split = split or split_size(L, Hkv, block)
+    n_splits = triton.cdiv(L, split)
+    G, S = max(16, triton.next_power_of_2(group)), triton.next_power_of_2(n_splits)  # tl.dot needs 16 rows
+    o = torch.empty(Hkv * n_splits * G, D, dtype=torch.float32, device=q.device)
+    m = torch.empty(Hkv * n_splits * G, dtype=torch.float32, device=q.device)
+    lsum = torch.empty_like(m)
+    out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
+    split_kernel, merge_kernel = _attention_kernels()
+    launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
+    split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
+                                  BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
+                                  EARLY_TRIGGER=early_trigger, **launch)
+    # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
+    # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
+    merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
+                        **launch)
+    return out
