@@ -60,7 +60,7 @@ def cmd_measure(args) -> int:
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
-        retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
+        retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors, again=args.again,
     )
     run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
@@ -78,7 +78,7 @@ def cmd_ab(args) -> int:
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     cuda_graphs_ab.measure(gpu, model_keys, contexts, args.headline_ctx, args.sessions, args.headline_sessions,
                            args.steps, args.warmup, args.device, args.data_dir, count_kernels=args.count_kernels,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, headline_only=args.headline_only, again=args.again)
     return 0
 
 
@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure again cells recorded only as unavailable (e.g. after installing a package)")
     m.add_argument("--retry-errors", action="store_true",
                    help="measure again cells recorded only as error (e.g. after fixing a failed check or compile)")
+    m.add_argument("--again", action="store_true",
+                   help="measure every cell again in a run of its own (its cells checked in it); the older rows stay "
+                        "as history and the tables read each cell's newest such run (roofline.one_sweep)")
     m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)
@@ -282,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--steps", type=int, default=30)
     ab.add_argument("--warmup", type=int, default=5)
     ab.add_argument("--count-kernels", action="store_true", help="also profile kernels per step (kernels.csv)")
+    ab.add_argument("--headline-only", action="store_true",
+                    help="the headline sweep alone (eager and graph at --headline-ctx, every session checked)")
+    ab.add_argument("--again", action="store_true",
+                    help="measure again in a run of its own; notebook 02 reads each cell's newest run of a sweep, the "
+                         "older runs stay as history (reported, not counted)")
     ab.add_argument("--no-progress", action="store_true")
     ab.set_defaults(func=cmd_ab)
 

@@ -167,10 +167,14 @@ def _version(pkg: str) -> str | None:
 
 ALLOW_DIRTY_ENV = "DECODEGAP_ALLOW_DIRTY"  # "1": measure from a tree with uncommitted changes (their hash recorded)
 GIVEN_COMMIT_ENV = "DECODEGAP_GIT_COMMIT"  # set by whoever copies the tree to a machine without its .git
+GIVEN_SOURCE_ENV = "DECODEGAP_SOURCE_SHA256"  # with GIVEN_COMMIT_ENV: `python -m decodegap digest` of that commit
+GIVEN_DIFF_ENV = "DECODEGAP_GIT_DIFF_SHA256"  # optional, with the allowance: the host's `git diff HEAD --binary` hash
 
 
 class DirtyTreeError(RuntimeError):
-    """A run was asked for from a git checkout with uncommitted changes to tracked files, without the allowance."""
+    """A run was asked for from a tree that is not the commit it would record (uncommitted changes to tracked files
+    of a git checkout, or a copied tree whose source digest is not the one given for DECODEGAP_GIT_COMMIT), without
+    the allowance."""
 
 
 def git_commit(repo: Path | None = None) -> str:
@@ -187,17 +191,50 @@ def git_commit(repo: Path | None = None) -> str:
     return "unknown (no git checkout here, DECODEGAP_GIT_COMMIT not set)"
 
 
-def git_provenance(repo: Path | None = None) -> dict:
-    """The code a run measures with: `git_commit`, and for a checkout with uncommitted changes to tracked files
-    also `git_diff_sha256` (sha256 of `git diff HEAD --binary`, so the exact tree can be told apart from others of
-    the same commit). Such a run is refused (DirtyTreeError) unless DECODEGAP_ALLOW_DIRTY=1. With
-    DECODEGAP_GIT_COMMIT set (a copied tree, no .git of its own) or no git checkout, nothing is refused."""
+def git_provenance(repo: Path | None = None, source: Path | None = None) -> dict:
+    """The code a run measures with, checked before anything is measured: `git_commit` (and `git_commit_source`:
+    `git` where the checkout's own git named it, `given` where DECODEGAP_GIT_COMMIT did).
+
+    A git checkout with uncommitted changes to tracked files is refused (DirtyTreeError) unless
+    DECODEGAP_ALLOW_DIRTY=1; then its commit is recorded with '+dirty' and `git_diff_sha256` (sha256 of `git diff
+    HEAD --binary`, so the exact tree can be told apart from others of the same commit).
+
+    A copied tree (DECODEGAP_GIT_COMMIT set: a device machine's copy, whose .git, if any, is not the source's) must
+    come with DECODEGAP_SOURCE_SHA256, the digest of that commit's package source (`python -m decodegap digest` on
+    the clean checkout), and the copy's own digest (source_digest of `source`, default this package) must equal it:
+    a copy that is not the named commit is refused, as is a given commit without a digest to hold it to. With
+    DECODEGAP_ALLOW_DIRTY=1 such a run goes on and records `git_commit` '<commit>+dirty', `source_sha256_given`
+    (the digest it was held to, or 'not given') and `git_diff_sha256` (DECODEGAP_GIT_DIFF_SHA256, the host's diff
+    hash, where given; else a note that the diff is not known, the run's own `source_sha256` naming its tree).
+    Without either a git checkout or a given commit, the commit is 'unknown (...)' and `source_sha256` alone
+    (environment) names the code."""
+    given = os.environ.get(GIVEN_COMMIT_ENV)
+    allowed = os.environ.get(ALLOW_DIRTY_ENV) == "1"
+    if given:
+        expected = os.environ.get(GIVEN_SOURCE_ENV, "").strip()
+        actual = source_digest(source)
+        if expected == actual:
+            return {"git_commit": given, "git_commit_source": "given"}
+        why = (f"{GIVEN_COMMIT_ENV} is set but {GIVEN_SOURCE_ENV} is not" if not expected else
+               f"this tree's source digest {actual[:12]} is not the {expected[:12]} given for commit {given[:12]}")
+        if not allowed:
+            raise DirtyTreeError(
+                f"{why}: pass the digest of the clean commit (`python -m decodegap digest` on its checkout) as "
+                f"{GIVEN_SOURCE_ENV}, so that env.json names the code measured, or set {ALLOW_DIRTY_ENV}=1 to "
+                "measure anyway (recorded as '<commit>+dirty')")
+        return {"git_commit": given if given.endswith("+dirty") else given + "+dirty", "git_commit_source": "given",
+                "source_sha256_given": expected or "not given",
+                "git_diff_sha256": os.environ.get(GIVEN_DIFF_ENV) or f"unknown ({GIVEN_DIFF_ENV} not given; "
+                                                                     "source_sha256 names the tree that ran)"}
     commit = git_commit(repo)
     out = {"git_commit": commit}
-    if os.environ.get(GIVEN_COMMIT_ENV) or not commit.endswith("+dirty"):
+    if commit.startswith("unknown"):
+        return out
+    out["git_commit_source"] = "git"
+    if not commit.endswith("+dirty"):
         return out
     repo = Path(repo or paths.REPO)
-    if os.environ.get(ALLOW_DIRTY_ENV) != "1":
+    if not allowed:
         changed = _run(["git", "-C", str(repo), "diff", "HEAD", "--name-only"]).splitlines()
         raise DirtyTreeError(
             f"the checkout {repo} has uncommitted changes ({', '.join(changed[:5])}"

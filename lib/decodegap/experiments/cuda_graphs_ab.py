@@ -28,12 +28,14 @@ def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3
 
 def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
-            progress: bool = True) -> dict:
-    """The two sweeps of `plan` in one go (ab_bench.measure_ab); returns the wall seconds of each phase."""
+            progress: bool = True, headline_only: bool = False, again: bool = False) -> dict:
+    """The two sweeps of `plan` in one go (ab_bench.measure_ab; `headline_only`: the headline sweep alone; `again`:
+    measured again in runs of their own); returns the wall seconds of each phase."""
     from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
 
     return ab_bench.measure_ab(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
-                               data, count_kernels=count_kernels, progress=progress)
+                               data, count_kernels=count_kernels, progress=progress, headline_only=headline_only,
+                               again=again)
 
 
 def record_kernels(gpu: str, models, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",

@@ -4,6 +4,7 @@ notebook 06's ladder and the quantised paths' profiles take too."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from decodegap.harness import decode, models, runs
@@ -72,36 +73,48 @@ def _kernels_key(gpu: str, model: str, ctx: int, arm: str, quant: str) -> tuple:
 
 
 def plans(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3, headline_sessions: int = 10,
-          steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab") -> tuple[SweepPlan, SweepPlan]:
+          steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab",
+          again: bool = False) -> tuple[SweepPlan, SweepPlan]:
     """The two sweeps of measure_ab: the grid (every context, eager, graph and compile, `n_sessions` sessions) and the
-    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's)."""
-    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's, the
+    graph arm checked against eager in every one of them: SweepPlan.check_every_session). `again`: both measured
+    again in runs of their own (SweepPlan.again; the older rows stay as history)."""
+    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment,
+                  again=again)
     grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
     headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
-                         first_session=n_sessions, **common)  # sessions of its own, numbered after the grid's
+                         first_session=n_sessions, check_every_session=True, **common)  # sessions of its own
     return grid, headline
 
 
 def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
                headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-               count_kernels: bool = False, experiment: str = "ab", progress: bool = True) -> dict:
+               count_kernels: bool = False, experiment: str = "ab", progress: bool = True,
+               headline_only: bool = False, again: bool = False) -> dict:
     """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
     1. every cell of the grid, arms eager, graph and compile, `n_sessions` fresh sessions; a session builds
        each model once for all three arms and contexts (arm order alternating between sessions), and the
        compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
+       left out with `headline_only`;
     2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
-       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
+       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone),
+       each session's graph arm checked against eager;
     3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
-    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
+    `again`: the sweeps measure every cell again in runs of their own (the A/B reader keeps each cell's newest run
+    of a sweep; older runs stay as history). Returns the wall seconds of each phase and in all, also kept in
+    env.json under the first run that measured anything (`ab_sweep`)."""
     grid, headline = plans(gpu, model_keys, contexts, headline_ctx, n_sessions, headline_sessions, steps, warmup,
-                           device, experiment)
+                           device, experiment, again)
     inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
     inputs.models(model_keys, data)
     began = time.time()
-    grid_run = run_sweep(grid, data, progress)
-    walls = dict(grid_s=time.time() - began)
+    measured = []
+    walls = {}
+    if not headline_only:
+        measured.append(run_sweep(grid, data, progress))
+        walls["grid_s"] = time.time() - began
     t0 = time.time()
-    run_sweep(headline, data, progress)
+    measured.append(run_sweep(headline, data, progress))
     walls["headline_s"] = time.time() - t0
     if count_kernels:
         t0 = time.time()
@@ -109,6 +122,10 @@ def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessi
         walls["kernels_s"] = time.time() - t0
     walls["total_s"] = time.time() - began
     walls = {k: round(v, 1) for k, v in walls.items()}
-    runs.update_env(gpu, data, grid_run, ab_sweep=walls)
+    env = paths.raw_dir(gpu, data) / "env.json"
+    known = set(json.loads(env.read_text())) if env.exists() else set()
+    recorded = [r for r in measured if r in known]  # run_sweep gives a fresh id, never recorded, when nothing was left
+    if recorded:
+        runs.update_env(gpu, data, recorded[0], ab_sweep=walls)
     print(f"A/B sweep wall time: {walls}")
     return walls
