@@ -66,23 +66,7 @@ def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
     return True
 
 
-ENV_FIELDS = frozenset({
-    # hardware.environment()
-    "device_name", "driver", "cuda_runtime", "compute_capability", "gpu_memory_gb", "python", "torch", "transformers",
-    "optional_packages", "host_cpu", "host_cores", "platform", "source_sha256", "command_line", "kernel_builds",
-    # hardware.git_provenance()
-    "git_commit", "git_commit_source", "git_diff_sha256", "source_sha256_given",
-    # start_run, recorded
-    "experiment", "compile_settings", "gpu_state_after",
-    # harness.sweep.run_sweep / _sweep_sessions
-    "plan", "gpu_state_before", "quant_weights", "quant_kernel", "sessions",
-    # experiments: the A/B sweep's phases, the attention microbenchmark's order
-    "ab_sweep", "attention_order",
-})
-"""Every field code writes into an env.json entry (update_env refuses any other): an entry holding a field not
-listed here was not written by this package (tests/test_provenance.py reads the shipped env.json against it). A
-correction of a recorded value is no field of the entry: it is a reviewed statement in data/raw/<gpu>/
-corrections.json (decodegap.provenance)."""
+ENV_FIELDS = hardware.ENV_FIELDS  # every field code writes into an env.json entry (update_env refuses others)
 
 
 def update_env(gpu: str, data, run_id: str, **fields) -> None:
