@@ -59,7 +59,8 @@ def tables(data, models_=()) -> dict:
     by_projection = ladder.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
-        ladder=ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_)),
+        ladder=(lambda t: t.assign(checked=checked.column(t["status"])))(
+            ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
         breakdown=ladder.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=ladder.product_cost_fit(by_projection),
         check_power=check_power.table(check_power.load(data)),
