@@ -124,13 +124,21 @@ CHECKS = {
                       "flat for vs_eager (sharp_check.factor_for; recorded, not gating). Rows of the paper's models "
                       "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
-               "(quant_check; tolerance from 4-bit rounding: quant.model_tolerance)",
+               "(quant_check; tolerance quant.MODEL_K_PASS x the run's vs_bf16_null, quant.model_tolerance; a run "
+               "without a vs_bf16_null row: 6 x the asymmetric rounding bound)",
+    "vs_bf16_null": "the null of a vs_bf16 check, in its run: the largest forced-layer error of the bf16 model whose "
+                    "decoder weights carry U(-D/2, D/2) of the path's own rounding step D (quant.power); tol = the "
+                    "tolerance it sets",
+    "format": "every quantised layer's weights W_deq (read back from its tensors) against the bf16 weights they "
+              "came from: the largest |W_deq - W| / (D/2) over the model's layers of one name (quant.power."
+              "FORMAT_TOL); ctx 0, rows empty",
     "vs_bf16_logits": "the quantised model's teacher-forced logits against the bf16 model's, end to end (the first "
                       "H200 run of the model check, 2026-12-01; replaced by vs_bf16: on random 7-8B weights the "
                       "logits of every path were unrelated to the bf16 model's, so the check could not fail a wrong "
                       "path alone; kept as the evidence)",
     "layer": "one quantised linear's output against x @ W_deq^T in fp32, W_deq read back from its own tensors "
-             "(quant.QUANT_TOL)",
+             "(quant.QUANT_TOL): a stand-in weight of each shape (quant_layers runs), or, in a sweep's run, the "
+             "model's own layers of one name, the worst of them (its reason says which)",
 }
 """The `check` column of verify.csv."""
 

@@ -302,13 +302,17 @@ RULES: tuple[Rule, ...] = (
                  "its check at the tolerance of the day)", "reproduced"),
           _reg("registered; the check's outcome (QT) is read, not only whether the cell was timed", fp="9a5dc1eb6646a3b9"))),
     Rule("QT", "The quantised model check (every timed quantisation cell is checked against its bf16 model).",
-         "k = max_rel_err / rounding bound of each latest model check (verify.csv vs_bf16; the bound = tol / the "
-         "factor the row was judged by).", (VERIFY_QUANT,),
+         "k = max_rel_err / null of each latest model check (verify.csv vs_bf16), null = the vs_bf16_null row of the "
+         "same run, model, context and path: the largest of quant.power.NULL_DRAWS forced-layer errors of the bf16 "
+         "model whose decoder weights carry U(-D/2, D/2) of the format's own rounding step D (quant.power); a row of "
+         "a run without a null: null = tol / the factor the row was judged by.", (VERIFY_QUANT,),
          (("k_pass", Ref("decodegap.quant.paths", "MODEL_K_PASS", fallback="MODEL_TOL_FACTOR")),
           ("k_fail", Ref("decodegap.quant.paths", "MODEL_K_FAIL", fallback="MODEL_TOL_FACTOR"))),
-         "the gap between k_pass (correct paths) and k_fail (planted faults): derived by the owner of "
-         "quant/paths.py; until then both are MODEL_TOL_FACTOR (no gap).",
-         "k <= k_pass.", "k >= k_fail (when k_pass = k_fail, k > k_pass).",
+         "the null's own spread: k_pass = 1 + 3 sigma, sigma = 0.10 the relative spread of one null draw (two draws "
+         "on two Llama-3.1-8B layers at ctx 64, the only nulls measured before this rule); k_fail = sqrt 2, a fault "
+         "adding an independent error as large as the format's own rounding noise; both derived in quant/power.py "
+         "from the formats' rounding alone, before the rows they judge.",
+         "k <= k_pass.", "k >= k_fail, or a NaN error.",
          "per cell; counted per path.", (METHOD,),
          (Change("2026-12-01T08:11", "d232c46", "introduced (a logits check)", "error <= 3.0 x rounding bound",
                  "no H200 rows judged"),
@@ -318,8 +322,16 @@ RULES: tuple[Rule, ...] = (
           Change("2026-12-01T08:46", "b6a8077", "raised two minutes after the 8c1cc04 rows (08:43-08:44) failed, "
                  "to just above them (0.4514 failed at 0.403, passes at 0.604)", "error <= 6.0 x rounding bound",
                  "every later cell passes; closest awq-marlin mistral ctx 4096 at 98.4 % of its tolerance"),
-          _reg("registered as a two-sided rule with an inconclusive band; k_pass and "
-                 "k_fail read from quant/paths.py (their derivation is that module's)", fp="6893343696d43459"))),
+          Change(REGISTERED, "06f601e", "registered as a two-sided rule with an inconclusive band; k_pass and "
+                 "k_fail read from quant/paths.py (their derivation is that module's)",
+                 "k = error / (tol / the factor of the row's time); k_pass = k_fail = MODEL_TOL_FACTOR = 6",
+                 "every latest model check passes (k 3.3-5.9); no power against faults shown at the 7-8B shapes",
+                 fingerprint="6893343696d43459"),
+          Change("2026-12-02T15:30", THIS_COMMIT, "the tolerance derived from each format's own rounding before the "
+                 "rows it judges: the null (the bf16 model with its format's rounding noise, measured in the run that "
+                 "checks the cell) replaces the asymmetric bound and the factor raised after the data; k_pass = 1.3, "
+                 "k_fail = sqrt 2 (quant/power.py)", "k = error / null; k <= 1.3 holds, k >= sqrt 2 fails, "
+                 "inconclusive between", fingerprint="34d92b84d322ec9d"))),
     Rule("R1a", "L4 R_floor ~ 0.81.", "eager R_floor of the headline cell on the L4.", (CELLS, P("r_floor l4")),
          ABOUT, "none stated by the paper; ours: the session range.", "|ours / published - 1| <= rel_tol.",
          "|ours / published - 1| > rel_tol.", "one cell.", (CLAIM_GPU,), (START, _reg(fp="3d083884662c7c9d"))),

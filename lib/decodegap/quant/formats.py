@@ -76,6 +76,32 @@ def rtn_symmetric(weight, group_size: int, scale_dtype=torch.float16):
     return q.reshape(N, K).to(torch.int32), s
 
 
+NF4_CODE = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+            -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+            0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+            0.7229568362236023, 1.0)
+"""bitsandbytes' NF4 code (functional.get_4bit_type("nf4")): a weight w of a block with absmax a is stored as the
+index of the code value nearest to w / a, and read back as code * a."""
+
+
+def nf4_cells(weight, blocksize: int = 64):
+    """Per weight of `weight` [N, K] (blocks of `blocksize` consecutive weights of the flattened row-major
+    weight, as bitsandbytes quantises it): (code [N, K], the NF4 value nearest to w / absmax; lo, hi [N, K], the
+    bounds of the interval of w / absmax that rounds to it, the midpoints to its neighbours, -1 and 1 at the ends;
+    absmax [N, K] broadcast), all fp32."""
+    w = weight.detach().float()
+    flat = w.reshape(-1, blocksize)
+    absmax = flat.abs().amax(-1, keepdim=True).clamp_min(1e-30)
+    code = torch.tensor(NF4_CODE, device=w.device)
+    mids = (code[1:] + code[:-1]) / 2
+    idx = torch.bucketize(flat / absmax, mids)  # nearest code (ties to the upper one)
+    lo = torch.cat([code.new_tensor([-1.0]), mids])[idx]
+    hi = torch.cat([mids, code.new_tensor([1.0])])[idx]
+    shape = w.shape
+    return (code[idx].reshape(shape), lo.reshape(shape), hi.reshape(shape),
+            absmax.expand_as(flat).reshape(shape))
+
+
 def rounding_error_bound(weight, group_size: int) -> float:
     """The relative size of 4-bit rounding noise for `weight` [N, K], from the weight alone (no quantiser):
     sqrt(mean over groups of s^2 / 12) / rms(W), s = (max - min) / 15 of each group (the step of uniform
@@ -147,9 +173,29 @@ def awq_dequantise(qweight, qzeros, scales, group_size: int):
 
 # -------------------------------------------------------------------------------------------------- Marlin
 
+MARLIN_INTERLEAVE = (0, 2, 4, 6, 1, 3, 5, 7)  # the nibble order of Marlin's packed int32 (the last step of its perm)
+
+
 def marlin_perms(marlin_module):
     """(perm, scale_perm) of Marlin's layout, as AutoAWQ's marlin module defines them (`_perm`, `_scale_perm`)."""
     return marlin_module._perm, marlin_module._scale_perm
+
+
+def marlin_perms_reference():
+    """(perm, scale_perm) as IST-DASLab/marlin's `_get_perms` (and AutoAWQ's, which copies it) computes them:
+    for the reference (CPU) builds where AutoAWQ is not installed; tests/test_quant_gpu checks that they equal
+    AutoAWQ's own tables."""
+    perm = []
+    for i in range(32):
+        col, first = i // 4, []
+        for block in (0, 1):
+            for row in (2 * (i % 4), 2 * (i % 4) + 1, 2 * (i % 4 + 4), 2 * (i % 4 + 4) + 1):
+                first.append(16 * row + col + 8 * block)
+        for j in range(4):
+            perm.extend(p + 256 * j for p in first)
+    perm = torch.tensor(perm).reshape(-1, 8)[:, list(MARLIN_INTERLEAVE)].reshape(-1)
+    scale_perm = torch.tensor([i + 8 * j for i in range(8) for j in range(8)])
+    return perm, scale_perm
 
 
 def marlin_pack(q, s, group_size: int, perms):

@@ -127,9 +127,13 @@ class QuantLinear(nn.Module):
         return cls(weight, bias, group_size, reference)
 
     def _reference_forward(self, x):
-        """x @ W_deq^T in fp32 (the `reference` stand-in; also the CPU tests' kernel for CUDA-only formats)."""
+        """x @ W_deq^T in fp32 (the `reference` stand-in; also the CPU tests' kernel for CUDA-only formats). W_deq is
+        read back once and kept (a reference layer's tensors never change after it is built)."""
         x2 = x.reshape(-1, self.in_features).float()
-        return self._finish(x2 @ self._dequantised().t(), x.shape)
+        w = getattr(self, "_w_ref", None)
+        if w is None:
+            w = self._w_ref = self._dequantised()
+        return self._finish(x2 @ w.t(), x.shape)
 
     def dequantised_weight(self, dtype=None):
         return self._dequantised().to(dtype or torch.bfloat16)
@@ -333,13 +337,32 @@ class AWQTritonLinear(PackedLinear):
         return fmt.awq_dequantise(self.qweight, self.qzeros, self.scales, self.group_size)
 
 
+def marlin_tables(reference: bool = False):
+    """Marlin's (perm, scale_perm): AutoAWQ's own; for a reference build where AutoAWQ does not import, the same
+    tables recomputed (quant_formats.marlin_perms_reference)."""
+    try:
+        return fmt.marlin_perms(awq_module("modules/linear/marlin.py"))
+    except QuantUnavailable:
+        if not reference:
+            raise
+        return fmt.marlin_perms_reference()
+
+
 class AWQMarlinLinear(PackedLinear):
     """AutoAWQ's WQLinear_Marlin (marlin_cuda.mul): symmetric int4, fp16 scales, G = 128, packed by
     quant_formats.marlin_pack (AutoAWQ's from_linear layout, with AutoAWQ's own permutation tables). Its layout
-    permutes within chunks of 64 output columns, so layers fuse along dim 1 of qweight and scales."""
+    permutes within chunks of 64 output columns, so layers fuse along dim 1 of qweight and scales.
+
+    Products of more than KERNEL_MAX_ROWS rows (a prefill) dequantise the layer's own tensors
+    (quant_formats.marlin_dequantise, fp16) and multiply (cuBLAS), as ExLlamaV2 does above 32 rows and AutoAWQ's
+    Triton path above 1024: marlin_cuda.mul's multi-row configuration (thread_k 64, thread_n 256, 4 m-blocks)
+    gave errors of 2.3-6.8 % against the layer's own W_deq on the H200 that differed between bit-identical calls
+    (verify.csv layer rows of 2026-12-01; data/diagnostics/marlin_prefill_gpu.csv), while its 16-row
+    configuration, which every decode step uses, stays at 0.3 %."""
 
     path_key = "awq-marlin"
     TENSORS = ("qweight", "scales")
+    KERNEL_MAX_ROWS = 16
 
     @classmethod
     def _refuse(cls, K, N, G):
@@ -348,9 +371,12 @@ class AWQMarlinLinear(PackedLinear):
             raise QuantUnavailable(f"Marlin needs in_features % 128 == 0 and out_features % 256 == 0, got {K}x{N}")
 
     @classmethod
-    def _tensors(cls, weight, G):
-        q, s = fmt.rtn_symmetric(weight, G, torch.float16)
-        return dict(zip(cls.TENSORS, fmt.marlin_pack(q, s, G, fmt.marlin_perms(awq_module("modules/linear/marlin.py")))))
+    def from_weight(cls, weight, bias=None, group_size=128, reference=False):
+        N, K = weight.shape
+        cls._refuse(K, N, group_size)
+        q, s = fmt.rtn_symmetric(weight, group_size, torch.float16)
+        tensors = fmt.marlin_pack(q, s, group_size, marlin_tables(reference))
+        return cls(K, N, group_size, bias, reference, **dict(zip(cls.TENSORS, tensors)))
 
     def _setup(self):
         marlin = awq_module("modules/linear/marlin.py")
@@ -363,13 +389,14 @@ class AWQMarlinLinear(PackedLinear):
         if self.reference:
             return self._reference_forward(x)
         x2 = x.reshape(-1, self.in_features).to(torch.float16).contiguous()
+        if x2.shape[0] > self.KERNEL_MAX_ROWS:  # a prefill: dequantise + matmul (class docstring)
+            return self._finish(x2 @ self._dequantised().to(torch.float16).t(), x.shape)
         inner = self.inner  # WQLinear_Marlin.forward's own call, through a custom operator (quant_ops)
         return self._finish(quant_ops.marlin_mul(x2, inner.qweight, inner.scales, inner.workspace, inner.max_par),
                             x.shape)
 
     def _dequantised(self):
-        perms = fmt.marlin_perms(awq_module("modules/linear/marlin.py"))
-        return fmt.marlin_dequantise(self.qweight, self.scales, self.group_size, perms)
+        return fmt.marlin_dequantise(self.qweight, self.scales, self.group_size, marlin_tables(self.reference))
 
 
 class BnbNF4Linear(QuantLinear):
