@@ -124,27 +124,36 @@ def test_the_cost_claim_is_judged_on_the_measured_h200_at_its_named_price():
     assert row["verdict"] == (R if ratio > 1 else C) and "spheron price" in row["hardware"]
 
 
-def test_the_kernel_decides_rule_follows_the_realised_shares(evidence):
-    """R4l on the shipped H200 cells: reproduced on HF's eager and graphed steps and the graphed lean step (int4
-    paths realise very different shares of one saving); judged on the compiled lean step by the spread of its
-    shares, read by hand from figures/04_quant_cells.csv; contradicted once every path realises the same share."""
-    qc = evidence.quant_cells
-    three = qc[qc["arm"].isin(["eager", "graph", "lean_attn_graph"])]
-    assert claims.build(dataclasses.replace(evidence, quant_cells=three)).set_index("id").loc["R4l", "verdict"] == R
-    cells = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
-    comp = cells[(cells.arm == "lean_attn_compile") & (cells.ctx == 2048) & cells.t_obs_ms.notna()
-                 & cells["quant"].isin(["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"])]
+def _spread_by_hand(cells, arm):
+    """R4l's spread on one arm at ctx 2048, by hand from notebook 04's cells: the int4 paths with a counted (checked)
+    time, each the median share over the models every such path has; None where fewer than two paths qualify."""
+    comp = cells[(cells.arm == arm) & (cells.ctx == 2048) & cells.t_obs_ms.notna() & (cells.checked == True)  # noqa: E712
+                 & ~cells.check.astype(str).str.contains("failed") & cells["quant"].isin(["awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton"])]
+    if comp["quant"].nunique() < 2:
+        return None
     common = set.intersection(*(set(g["model"]) for _, g in comp.groupby("quant")))  # models every path has
     share = comp[comp["model"].isin(common)].groupby("quant")["realised_fraction"].median()
-    spread = share.max() - share.min()
-    assert "llama-3.1-8b" in common and len(share) >= 2
+    return share.max() - share.min() if len(share) >= 2 else None
+
+
+def test_the_kernel_decides_rule_follows_the_realised_shares(evidence):
+    """R4l on the shipped H200 cells, by hand from figures/04_quant_cells.csv: per arm, the spread of the realised
+    shares of the int4 paths whose times count (a quantised cell counts only with its layer and model checks in its
+    own run); not testable without two such paths on an arm; contradicted once every path realises the same share."""
+    cells = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
+    spreads = {arm: _spread_by_hand(cells, arm) for arm in ("eager", "graph", "lean_attn_graph", "lean_attn_compile")}
+    judged = {arm: s for arm, s in spreads.items() if s is not None}
     row = claims.build(evidence).set_index("id").loc["R4l"]
-    assert "h200 lean_attn_compile" in row["ours"]
-    assert row["verdict"] == (R if spread > claims_quant.KERNEL_SPREAD else C)
+    if not judged:
+        assert row["verdict"] == N
+        return
+    expected = R if any(s > claims_quant.KERNEL_SPREAD for s in judged.values()) else C
+    assert row["verdict"] == expected, (judged, row["ours"])
+    assert all(f"h200 {arm}" in row["ours"] for arm in judged)
     same = evidence.quant_cells.copy()
     same.loc[same["quant"] != "bf16", "realised_fraction"] = 0.5
     row = claims.build(dataclasses.replace(evidence, quant_cells=same)).set_index("id").loc["R4l"]
-    assert row["verdict"] == C and "h200 graph" in row["ours"]
+    assert row["verdict"] == C
 
 
 def test_sdpa_default_wins_is_judged_cell_by_cell(evidence):

@@ -360,6 +360,13 @@ def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
         vs = checks[checks.check == "vs_bf16"]
         assert len(vs) == 1 and vs.iloc[0].status == "ok" and vs.iloc[0].quant == "int4-tinygemm"
         assert 0 < vs.iloc[0].max_rel_err < vs.iloc[0].tol
+        run = vs.iloc[0].run_id  # the null and every layer's checks, in the run that timed the cell
+        null = checks[(checks.check == "vs_bf16_null") & (checks.run_id == run)]
+        assert len(null) == 1 and vs.iloc[0].tol == pytest.approx(quant.MODEL_K_PASS * null.iloc[0].max_rel_err)
+        mine = checks[(checks.run_id == run) & checks.check.isin(["layer", "format"])]
+        assert set(mine.layer) == set(quant.LAYERS[:-1]) and (mine.status == "ok").all()
+        assert set(mine[mine.check == "layer"].rows) == {1, 16} and set(mine[mine.check == "format"].ctx) == {0}
+        assert (set(int4[int4.status == "ok"].run_id) == {run})
         assert any(e.get("quant_weights") == quant.WEIGHTS for e in env.values())
     assert any(e.get("experiment") == "decode" for e in env.values())
 

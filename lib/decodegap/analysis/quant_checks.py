@@ -13,6 +13,75 @@ from decodegap.stats import span as _span
 from decodegap.outcome import CHECK_FAILED
 
 
+NO_LAYER_CHECKS = "no passing layer checks of its own run"
+"""A quantised cell's note (checked.labelled: not counted) where its run holds no passing layer checks of its model
+and path: the elementwise format check of every layer (check `format`) and the layer check at one row and at the
+cell's prefill rows (check `layer`, rows 1 and ctx), written by the session that timed it (harness.sweep)."""
+MODEL_KEY = ["run_id", "gpu", "model", "quant"]
+
+
+def _passing(v: pd.DataFrame) -> pd.Series:
+    err = pd.to_numeric(v["max_rel_err"], errors="coerce")
+    return (v["status"] == "ok") & err.notna() & (err <= pd.to_numeric(v["tol"], errors="coerce"))
+
+
+def layer_checks_in_run(verify_rows: pd.DataFrame | None) -> dict[tuple, dict]:
+    """Per (run_id, gpu, model, quant) of the layer checks in verify.csv: {"format": all format rows pass (None
+    without any), rows M: all layer rows at M pass}."""
+    out: dict[tuple, dict] = {}
+    if verify_rows is None or verify_rows.empty or "check" not in verify_rows:
+        return out
+    v = verify_rows[verify_rows["check"].isin(["layer", "format"])]
+    if v.empty:
+        return out
+    v = v.assign(_pass=_passing(v))
+    for key, g in v.groupby(MODEL_KEY):
+        entry = {}
+        fmt = g[g["check"] == "format"]
+        entry["format"] = bool(fmt["_pass"].all()) if len(fmt) else None
+        lay = g[g["check"] == "layer"]
+        for m, gm in lay.groupby(pd.to_numeric(lay["rows"], errors="coerce")):
+            entry[int(m)] = bool(gm["_pass"].all())
+        out[key] = entry
+    return out
+
+
+def layer_checked(rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.Series:
+    """For each row of `rows` (decode schema): True for bf16, else whether its run passed every format check and
+    the layer checks at one row and at the row's context (rows = ctx) of its model and path (NO_LAYER_CHECKS)."""
+    table = layer_checks_in_run(verify_rows)
+
+    def ok(run, gpu, model, q, ctx) -> bool:
+        if q == "bf16":
+            return True
+        e = table.get((run, gpu, model, q))
+        return bool(e) and e.get("format") is True and e.get(1) is True and e.get(int(ctx)) is True
+
+    return pd.Series([ok(*k) for k in zip(rows["run_id"], rows["gpu"], rows["model"], rows["quant"], rows["ctx"])],
+                     index=rows.index, dtype=bool)
+
+
+def require_layer_checks(rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
+    """`rows` (decode schema, checked.join_checks' columns where present) with every timed quantised row whose run
+    has no passing layer checks (`layer_checked`) turned unchecked, its note saying so, and each unchecked (run,
+    session, cell) made one status row `unchecked` (checked.labelled): never counted as checked."""
+    from decodegap import checked
+
+    if rows.empty:
+        return rows
+    out = rows.copy()
+    if "checked" not in out:
+        out["checked"], out["check_note"] = True, ""
+    timed = out["status"].isin(checked.TIMED)
+    lacking = timed & ~layer_checked(out, verify_rows)
+    if lacking.any():
+        out.loc[lacking, "check_note"] = [f"{n}; {NO_LAYER_CHECKS}" if isinstance(n, str) and n else NO_LAYER_CHECKS
+                                         for n in out.loc[lacking, "check_note"]]
+        out.loc[lacking, "checked"] = False
+    done = out["status"] == checked.UNCHECKED  # labelled already (checked.labelled): kept as they are
+    return pd.concat([out[done], checked.labelled(out[~done])], ignore_index=True)
+
+
 def _check_label(err: float, tol: float) -> tuple[str, bool]:
     if pd.isna(err):
         return "failed: NaN logits", True

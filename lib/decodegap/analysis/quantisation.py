@@ -38,11 +38,19 @@ def passing(cells_: pd.DataFrame) -> pd.DataFrame:
     return cells_[~cells_["check_failed"].astype(bool)] if "check_failed" in cells_ else cells_
 
 
-def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> pd.DataFrame:
-    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path; given the runs'
-    `plans` (records.run_plans), each cell's rows of one sweep (roofline.one_sweep: the bf16 baseline at ctx 2048
-    is then the grid's sessions, not the grid's pooled with notebook 02's headline top-up)."""
+def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None,
+         verify_rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path; given
+    `verify_rows`, a quantised cell's timings without passing layer checks of their own run (the format check of
+    every layer, the layer check at one row and at the prefill's rows: quant_checks.require_layer_checks) become a
+    status row `unchecked`; given the runs' `plans` (records.run_plans), each cell's rows of one sweep
+    (roofline.one_sweep: the bf16 baseline at ctx 2048 is then the grid's sessions, not the grid's pooled with
+    notebook 02's headline top-up; a checked sweep of a cell ranks above an unchecked one)."""
+    from decodegap.analysis.quant_checks import require_layer_checks
+
     out = decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
+    if verify_rows is not None:
+        out = require_layer_checks(out, verify_rows)
     return roofline.one_sweep(out, plans) if plans is not None else out
 
 

@@ -238,18 +238,23 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
 
 
 QUANT_CHECK_FAILED = "the quantised model failed its check against the bf16 model it was quantised from (verify.csv, check vs_bf16)"
+LAYER_CHECK_FAILED = ("a quantised layer failed its check in this run (verify.csv, check layer or format: the model's "
+                      "own layers against their dequantised weight, at one row or the prefill's rows)")
 
 
 def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, data) -> dict[int, str]:
     """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). Where this run
     has no passing model check yet of a context of `cells` (passed_in_run; with plan.check_every_session, always;
     with plan.verify), every decoder layer's input and output of the bf16 model is recorded first at those
-    contexts (quant_check.record_layers), and the quantised model's layers, fed those inputs, are checked against
-    those outputs (verify.csv, check vs_bf16, tolerance from 4-bit rounding: quant.model_tolerance; layer by layer,
-    teacher-forced: quant_check). A context this run checked already is not checked again; its cells are not
-    timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose check failed or could
-    not run: their cells are recorded as `error` and never timed. QuantUnavailable propagates (the model is left as
-    it was)."""
+    contexts (quant_check.record_layers) and the null of the model check is measured on it (quant.model_tolerance:
+    the bf16 model with its format's rounding noise; a vs_bf16_null row); every layer is checked as it is quantised
+    (its weights against half its format's step, its output at one row and at each context's prefill rows against
+    its dequantised weight: format and layer rows of this run), and the quantised model's layers, fed the recorded
+    inputs, are checked against the recorded outputs (verify.csv, check vs_bf16, tolerance MODEL_K_PASS x the
+    null; layer by layer, teacher-forced: quant_check). A context this run checked already is not checked again;
+    its cells are not timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose
+    checks failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable
+    propagates (the model is left as it was)."""
     from decodegap.quant import paths as quant
 
     ctxs = sorted({c.ctx for c in cells})
@@ -262,23 +267,33 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         rows = records.read_csv(verify, records.VERIFY) if verify.exists() else None
         if rows is None or rows.empty:
             return {}
-        bad = rows[(rows.check == "vs_bf16") & (rows.status != "ok") & (rows.gpu == plan.gpu)
-                   & (rows.run_id == run_id) & (rows.model == cells[0].model) & (rows.quant == resolved)]
-        return {int(c): QUANT_CHECK_FAILED for c in bad.ctx if int(c) in ctxs}
+        mine = rows[(rows.status != "ok") & (rows.gpu == plan.gpu) & (rows.run_id == run_id)
+                    & (rows.model == cells[0].model) & (rows.quant == resolved)]
+        out = {int(c): QUANT_CHECK_FAILED for c in mine[mine.check == "vs_bf16"].ctx if int(c) in ctxs}
+        layer_bad = {0 if r.check == "format" else int(r.rows) for r in mine[mine.check.isin(["layer", "format"])].itertuples()}
+        return {**out, **{ctx: LAYER_CHECK_FAILED for ctx in ctxs if layer_bad & {0, 1, ctx}}}
     ctxs = todo
-    from decodegap.harness.quant_checks import forced_layer_error, record_layers
+    from decodegap.harness.quant_checks import forced_layer_error, layer_rows, null_row, record_layers
 
-    tol, _ = quant.model_tolerance(model, plan.quant)
     refs = {ctx: record_layers(model, ctx, seed=plan.seed) for ctx in ctxs}
-    info = quant.quantise_model_(model, plan.quant)
-    failed, rows = {}, []
+    base = dict(run_id=run_id, session=session, gpu=plan.gpu, model=cells[0].model, quant=resolved)
+    tols, rows = {}, []
+    for ctx in ctxs:
+        tol, null, draws = quant.model_tolerance(model, plan.quant, ctx, refs[ctx], seed=plan.seed)
+        tols[ctx] = tol
+        rows.append(null_row(base, ctx, tol, null, draws, resolved))
+    info = quant.quantise_model_(model, plan.quant, checks=(1, *ctxs), seed=plan.seed)
+    checked_layers = layer_rows(info, base)
+    rows += checked_layers
+    bad_rows = {r["rows"] if r["check"] == "layer" else 0 for r in checked_layers if r["status"] != "ok"}
+    failed = {ctx: LAYER_CHECK_FAILED for ctx in ctxs if bad_rows & {0, 1, ctx}}
     for ctx in ctxs:
         cell = Cell(cells[0].model, ctx, "eager", plan.attn, info["path"])
         try:
             err = forced_layer_error(model, ctx, refs.pop(ctx), seed=plan.seed)
-            rows.append(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16"))
+            rows.append(verify_row(plan, run_id, session, cell, err, tols[ctx], "vs_bf16"))
             if rows[-1]["status"] != "ok":
-                failed[ctx] = QUANT_CHECK_FAILED
+                failed.setdefault(ctx, QUANT_CHECK_FAILED)
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot run the check cannot be timed either
             traceback.print_exc()
             failed[ctx] = f"the check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
