@@ -54,6 +54,9 @@ class Change:
     rule: str
     verdict: str = ""
     fingerprint: str = ""
+    changed: bool = True
+    """False for an item that only records the rule (moved into the registry, its content unchanged): it does not
+    count as a fixing of the rule."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ class Rule:
 
     @property
     def fixed(self) -> Change:
-        return self.history[-1]
+        """The newest history item that changed the rule's content (a registration alone does not)."""
+        return [c for c in self.history if c.changed][-1]
 
     def fields(self) -> dict:
         """The rule's content (everything but its history), thresholds resolved: what the fingerprint covers."""
@@ -160,14 +164,18 @@ def P(selector: str) -> Rows:
 
 
 # the dates of fixings recorded from git (UTC): the common start of the table's rules
-START = Change("2026-11-29T12:16", "4c9f4e6", "the claims table introduced", "as now")
-REGISTERED = "2026-12-02T15:00"
+START = Change("2026-11-29T12:16", "4c9f4e6", "the claims table introduced", "as now (its verdict words: "
+               "reproduced / consistent (arithmetic) / proxy / contradicted / not testable here)",
+               "see git log -p figures/claims.md")
+REGISTERED, REGISTERED_AT = "2026-12-02T14:49", "06f601e"  # the commit that made the rules data
 REG_REASON = ("registered as data (rules registry); the rule's content as coded before, thresholds unchanged")
 
 
-def _reg(reason: str = REG_REASON, fp: str = "") -> Change:
-    """The fixing of this commit: the rule as its fields state it, the fingerprint of those fields."""
-    return Change(REGISTERED, THIS_COMMIT, reason, "as stated in the fields", fingerprint=fp)
+def _reg(reason: str = REG_REASON, fp: str = "", changed: bool | None = None) -> Change:
+    """The registry's first item of a rule (06f601e): the rule as its fields state it, the fingerprint of those
+    fields; a change of the rule's content unless the reason is REG_REASON (or `changed` says otherwise)."""
+    return Change(REGISTERED, REGISTERED_AT, reason, "as stated in the fields", fingerprint=fp,
+                  changed=reason != REG_REASON if changed is None else changed)
 
 
 NOTEST = ("the claim names a GPU with no rows here, or is not a measurable statement; testable by the same rule "
@@ -339,7 +347,8 @@ RULES: tuple[Rule, ...] = (
          "bandwidth.", (CELLS, P("inverted_ladder r_floor")), (("min_points", 2),), "none.",
          "strictly falling over at least min_points GPUs of the source.", "a rise.",
          "the GPUs of one source (ours on one GPU alone cannot test it).", (CLAIM_GPU, PAPER),
-         (START, Change("2026-12-01T09:07", "1d537ef", "label renamed", "the same", "consistent (arithmetic)"),
+         (START, Change("2026-12-01T09:07", "1d537ef", "label renamed", "the same", "consistent (arithmetic)",
+                        changed=False),
           _reg(fp="73076b4e1dabfbdf"))),
     Rule("N1", "Our note: 0.82 / 0.31 under W = all parameters.", "W_all floor / published eager step.",
          (P("quantisation step_ms eager; r_floor_recomputed_w_all"), Rows(BYTE_MODEL, "W_all")),
@@ -459,7 +468,7 @@ RULES: tuple[Rule, ...] = (
          (Rows(BYTE_MODEL, "W_streamed"), P("expected_weight_traffic_reduction")), ABOUT, "none (arithmetic).",
          "every ratio >= 4 x (1 - rel_tol).", "one below.", "every path and model.", (PAPER,),
          (Change("2026-12-01T09:07", "1d537ef", "introduced", "the same", "contradicted"),
-          _reg("registered; arithmetic on the model shapes the paper names", fp="0acadd91eebc2a76"))),
+          _reg("registered; arithmetic on the model shapes the paper names", changed=False, fp="0acadd91eebc2a76"))),
     Rule("R4k", "A better kernel cuts latency more than a higher-bandwidth GPU.",
          "L4 bf16 / L4 ExLlamaV2 against L4 bf16 / H100 eager and / H100 graph.",
          (P("quantisation step_ms"),), (), "none stated.", "kernel > both upgrades.", "kernel < one.", "-",
@@ -471,7 +480,7 @@ RULES: tuple[Rule, ...] = (
          (CELLS, Rows(PRICES, "spheron h200")), (("ratio", 1.0),), "none.", "ratio > threshold.",
          "ratio <= threshold.", "one pair.", (METHOD,),
          (Change("2026-12-01T08:18", "ef9edcc", "introduced", "the same", "reproduced"),
-          _reg("registered; this package's own statement, a method check", fp="44486f89736bf12b"))),
+          _reg("registered; this package's own statement, a method check", changed=False, fp="44486f89736bf12b"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 
