@@ -100,7 +100,8 @@ def history_markdown(table: pd.DataFrame) -> str:
     """Every rule: its text, its newest fixing, the flag, and its earlier versions with the verdict each gave."""
     out = ["## The rules and their history\n"]
     flags = dict(zip(table["id"], table["fixed_after_rows"]))
-    verdicts = dict(zip(table["id"], table["verdict"]))
+    verdicts = {i: v + ("" if a in ("", "-") else f"; also: {a}")
+                for i, v, a in zip(table["id"], table["verdict"], table["also"].fillna(""))}
     for r in rules.RULES:
         out.append(f"### {r.id}: {r.claim}\n")
         out.append(r.text() + "\n")
