@@ -169,8 +169,11 @@ def cmd_digest(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
-    from decodegap import inputs, records
+    """Validate every raw CSV (with --repair, move cut final blocks into <file>.partial first), every env.json (only
+    fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
+    corrections, then report per experiment the runs behind its counted rows that ran from a dirty tree or recorded
+    no source digest (checked.provenance_report; --no-provenance skips it)."""
+    from decodegap import hardware, inputs, records
 
     raw = inputs.data_folder(args.data_dir) / "raw"
     files = sorted(raw.glob("*/*.csv"))
@@ -189,7 +192,25 @@ def cmd_check(args) -> int:
         except records.SchemaError as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
-    return 1 if bad else 0
+    for path in sorted(raw.glob("*/env.json")):
+        try:
+            env = hardware.read_env(path)
+            fixes = hardware.read_corrections(path.with_name("corrections.json"), env)
+        except hardware.EnvError as exc:
+            bad += 1
+            print(f"ERROR {exc}", file=sys.stderr)
+            continue
+        print(f"{path}: {len(env)} runs ok")
+        for run_id, items in sorted(fixes.items()):
+            for fix in items:
+                print(f"  corrected ({path.with_name('corrections.json').name}): run {run_id} {fix['field']} "
+                      f"{fix['recorded'][:12]} -> {fix['corrected'][:12]}, reviewed {fix['reviewed']}")
+    if bad or args.no_provenance:
+        return 1 if bad else 0
+    from decodegap import checked
+
+    print("\n".join(checked.provenance_lines(checked.provenance_report(inputs.data_folder(args.data_dir)))))
+    return 0
 
 
 def cmd_reproduce(args) -> int:
@@ -361,8 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg = sub.add_parser("digest", help="the package source's sha256, as a run's env.json records it (source_sha256)")
     dg.set_defaults(func=cmd_digest)
 
-    c = sub.add_parser("check", help="validate every raw CSV")
+    c = sub.add_parser("check", help="validate every raw CSV and env.json; report the provenance of counted rows")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")
+    c.add_argument("--no-provenance", action="store_true",
+                   help="skip the report of dirty and digest-less runs behind each experiment's counted rows")
     c.set_defaults(func=cmd_check)
 
     r = sub.add_parser("reproduce", help="run every notebook through papermill (replay mode by default)")
@@ -386,7 +409,7 @@ def main(argv=None) -> int:
         from decodegap import hardware, inputs, records
         from decodegap.harness import models
 
-        expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError,
+        expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError, hardware.EnvError,
                     models.UnknownModelError, records.SchemaError, cost.NoPriceError, FileNotFoundError)
         if isinstance(exc, expected):
             print(f"decodegap: {exc}", file=sys.stderr)

@@ -13,11 +13,21 @@ from decodegap.claims.verdicts import NOT_TESTABLE, Judged, about, intervals_ove
 H100, L4 = "h100-sxm", "l4"
 
 
+def interval(speed) -> tuple[float, float, str]:
+    """(low, high, what it is) of a speed-up row (ab.speedups: `low`, `high`, `interval`, the bootstrap CI from
+    enough sessions, else the range of the sessions' ratios); rows of an older table read ci_low / ci_high."""
+    get = speed.get if hasattr(speed, "get") else lambda k, d=None: getattr(speed, k, d)
+    low, high = get("low", get("ci_low")), get("high", get("ci_high"))
+    kind = get("interval", "95 % bootstrap CI")
+    return low, high, kind if isinstance(kind, str) else "no interval"
+
+
 def _ci(speed: pd.Series) -> str:
     n = f"N = {speed['sessions']}" + (f" of the {speed['sweep']} sweep" if speed.get("sweep") else "")
-    if pd.isna(speed["ci_low"]):
-        return f"{speed['speedup']:.3f}x (no CI, {n})"
-    return f"{speed['speedup']:.3f}x [{speed['ci_low']:.3f}, {speed['ci_high']:.3f}], {n}"
+    low, high, kind = interval(speed)
+    if pd.isna(low):
+        return f"{speed['speedup']:.3f}x (no interval, {n})"
+    return f"{speed['speedup']:.3f}x, {kind} [{low:.3f}, {high:.3f}], {n}"
 
 
 def _apart(ev: Evidence, gpus) -> str:
@@ -45,7 +55,7 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
     rows.append(row("R2a", "cuda_graphs", "H100, ctx 2048: CUDA graphs make decode 1.259x faster, 95 % CI [1.253, 1.267], N = 10.",
                      f"{p.value:.3f}x [{p.ci_low:.3f}, {p.ci_high:.3f}], N = {int(p.n)}", _ci(s) if s is not None else "-",
                      H100 if s is not None else "-",
-                     Judged(CLAIM_GPU, intervals_overlap(s["ci_low"], s["ci_high"], p.ci_low, p.ci_high)
+                     Judged(CLAIM_GPU, intervals_overlap(*interval(s)[:2], p.ci_low, p.ci_high)
                             if s is not None else NOT_TESTABLE, H100 if s is not None else ""),
                      ("Our interval against the published one. " if s is not None else ev.missing(H100) + near + ". ")
                      + _eager_against_published(ev) + _apart(ev, [H100] if s is not None else ev.measured), claim_gpu=H100))
@@ -72,7 +82,7 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
     abs_tol = rules.get("R2c").t("abs_tol")
     rows.append(row("R2c", "cuda_graphs", "L4, ctx 2048: CUDA graphs make decode 1.028x faster.", f"{pub_l4:.3f}x",
                      _ci(s) if s is not None else "-", L4 if s is not None else "-",
-                     Judged(CLAIM_GPU, speedup_matches(s["speedup"], s["ci_low"], s["ci_high"], pub_l4, abs_tol)
+                     Judged(CLAIM_GPU, speedup_matches(s["speedup"], *interval(s)[:2], pub_l4, abs_tol)
                             if s is not None else NOT_TESTABLE, L4 if s is not None else ""),
                      (f"Our interval contains it or ours is within {abs_tol}." if s is not None else ev.missing(L4) + ".")
                      + _apart(ev, [L4]), claim_gpu=L4))

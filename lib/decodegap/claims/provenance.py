@@ -42,6 +42,8 @@ def _pick(frame: pd.DataFrame, how: str, data) -> pd.DataFrame:
         from decodegap.roofline import one_sweep
 
         return one_sweep(frame, records.run_plans(data))
+    if how == "grid sweep":
+        return frame[frame["sweep"] == "grid"] if "sweep" in frame else frame.iloc[0:0]
     if how == "headline sweep":
         return frame[frame["sweep"] == "headline"] if "sweep" in frame else frame.iloc[0:0]
     raise ValueError(f"unknown pick {how!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import attention_backends as attention_report
-from decodegap import hardware, published, records, roofline
+from decodegap import checked, hardware, published, records, roofline
 from decodegap.harness import models
 
 NOTEBOOK = "03_attention_backends"
@@ -56,8 +56,9 @@ def summary(data) -> pd.DataFrame:
 
 
 def step_rows(data) -> pd.DataFrame:
-    """The decode rows of the whole-step measurement: each cell from one sweep, as every notebook reads decode.csv."""
-    return roofline.one_sweep(records.load_experiment("decode", data), records.run_plans(data))
+    """The decode rows of the whole-step measurement: each cell from one sweep, as every notebook reads decode.csv,
+    unchecked cells as status rows (checked.labelled)."""
+    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), records.run_plans(data))
 
 
 def tables(data, models_=(), step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, table_ctx: int = 2048,

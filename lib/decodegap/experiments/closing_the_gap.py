@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
-from decodegap import compare, hardware, records, roofline
+from decodegap import checked, compare, hardware, records, roofline
 from decodegap.harness import models
 
 NOTEBOOK = "06_closing_the_gap"
@@ -37,8 +37,10 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
 
 def rows(data) -> pd.DataFrame:
     """The ladder's decode rows (ladder.ladder_rows): decode.csv with its superseded rows, each cell from one sweep,
-    plus the A/B sweep's for the cells and arms decode.csv lacks."""
-    return ladder.ladder_rows(records.with_superseded("decode", data), ab.ab_rows(data), records.run_plans(data))
+    plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
+    run is a status row `unchecked` (checked.labelled: the ladder shows it as such, no target reads it)."""
+    return ladder.ladder_rows(checked.labelled(checked.load("decode", data, superseded=True)), ab.ab_rows(data),
+                              records.run_plans(data))
 
 
 def tables(data, models_=()) -> dict:
@@ -57,7 +59,8 @@ def tables(data, models_=()) -> dict:
     by_projection = ladder.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
-        ladder=ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_)),
+        ladder=(lambda t: t.assign(checked=checked.column(t["status"])))(
+            ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
         breakdown=ladder.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=ladder.product_cost_fit(by_projection),
         check_power=check_power.table(check_power.load(data)),

@@ -66,18 +66,25 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     """Notebook 02's tables: `rows`, `grid` (its grid sweep's rows), `cells` (R_floor cells of the grid), the configs,
     `kernels`, `verify` (the arm checks of these runs), `sessions` (ab.sweep_sessions), `sweep_walls` and
     `session_walls`; `speedups` of the graph and compile arms per cell and sweep (seeded bootstrap CIs), `headline`
-    (ab.headline: the headline sweep's sessions alone), `published_speedups`, `decomposition` of the grid, `arm_table`
+    (ab.headline: the headline sweep's sessions alone), `history` (the speed-ups of the older runs of a cell and
+sweep, ab.ab_rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
     rows_, grid, cells_, configs = cells(data)
     kernels = records.load_experiment("kernels", data)
     verify = records.load_experiment("verify", data)
     speed = pd.concat([ab.speedups(rows_, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
+    older = ab.ab_rows(data, history=True)
+    history = pd.concat([ab.speedups(older, arm=arm, seed=seed).assign(
+        runs=", ".join(sorted(set(older["run_id"])))) for arm in SPEEDUP_ARMS], ignore_index=True)
+    if not history.empty:  # whether every row behind each older speed-up had a passing check of its own run
+        ok = older.groupby(ab.CELL + ["sweep"])["checked"].all().rename("checked")
+        history = history.join(ok, on=ab.CELL + ["sweep"])
     return dict(
         rows=rows_, grid=grid, cells=cells_, configs=configs, kernels=kernels,
         verify=verify[verify["run_id"].isin(set(rows_["run_id"]))],
         sessions=ab.sweep_sessions(rows_), sweep_walls=ab.sweep_walls(data, rows_),
         session_walls=ab.session_walls(data, rows_),
-        speedups=speed, headline=ab.headline(speed, headline_ctx),
+        speedups=speed, headline=ab.headline(speed, headline_ctx), history=history,
         published_speedups=published.select(published.load(data), "cuda_graphs", "speedup"),
         decomposition=ab.decomposition(cells_, kernels),
         arm_table=ab.arm_table(grid, hardware.specs_table(data), configs, kernels=kernels, seed=seed),
@@ -88,4 +95,4 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
 def findings(t: dict) -> dict:
     """{"02_findings": ab.findings of the speed-ups, the decomposition and the published speed-ups}."""
     return {"02_findings": ab.findings(t["speedups"], t["decomposition"], t["published_speedups"], t["headline_ctx"],
-                                       t["rows"])}
+                                       t["rows"]) + ab.history_findings(t.get("history"))}

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import hardware, published, records
+from decodegap import checked, hardware, published, records
 from decodegap.analysis import closing_the_gap as ladder, quant_profile, quantisation as quant_report
 from decodegap.harness import models as model_specs
 
@@ -19,7 +19,7 @@ ARMS = quant_report.ARMS
 GRID_ARM = "lean_attn_graph"  # the arm of the grid table: every path over every measured model and context
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "bytes_quant", "t_floor_quant_ms",
                 "r_floor_quant", "speedup_over_bf16", "realised_fraction", "saved_over_floor_drop", "check", "status",
-                "reason"]
+                "checked", "reason"]
 """The columns of figures/04_quant_cells."""
 
 
@@ -45,8 +45,10 @@ def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = 
 
 
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
-    """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows)."""
-    return quant_report.rows(records.load_experiment("decode", data), arms, records.run_plans(data))
+    """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
+    a passing check of its own run (vs_eager, and for a quantised cell the vs_bf16 model check) as status rows
+    `unchecked` (checked.labelled)."""
+    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
@@ -56,9 +58,9 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: S
     rows_ = rows(data, arms)
     if configs is None:
         configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    return rows_, quant_report.cells(rows_, hardware.specs_table(data), configs,
-                                     records.load_experiment("bandwidth", data), group_size,
-                                     records.load_experiment("verify", data)), configs
+    cells_ = quant_report.cells(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data),
+                                group_size, checked.own_checks(rows_, records.load_experiment("verify", data)))
+    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
 
 
 def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Sequence[str] = ARMS,

@@ -8,14 +8,14 @@ from typing import Mapping
 
 import pandas as pd
 
-from decodegap import hardware, published, records, roofline
+from decodegap import checked, hardware, published, records, roofline
 from decodegap.harness import models as model_specs
 
 NOTEBOOK = "01_roofline"
 FLOORS_CTX = 2048  # context of the floors-per-GPU table, tokens
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "sessions", "max_cache_len", "t_obs_ms", "t_floor_ms_W_all",
                 "r_floor_W_all", "t_floor_ms_W_streamed", "r_floor_W_streamed", "measured_gbps",
-                "r_floor_measured_W_all", "r_floor_measured_W_streamed", "status", "reason", "flag"]
+                "r_floor_measured_W_all", "r_floor_measured_W_streamed", "status", "checked", "reason", "flag"]
 """The columns of figures/01_roofline_cells."""
 
 
@@ -44,8 +44,10 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
 
 
 def rows(data) -> pd.DataFrame:
-    """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep."""
-    return roofline.default_rows(records.load_experiment("decode", data), records.run_plans(data))
+    """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep; a
+    cell timed without a passing check of its own run is a status row `unchecked` (checked.labelled), never a
+    timing, so that a checked sweep of the cell wins and an unchecked one is drawn as such."""
+    return roofline.default_rows(checked.labelled(checked.load("decode", data)), records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:
@@ -54,8 +56,8 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tupl
     rows_ = rows(data)
     if configs is None:
         configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    return rows_, roofline.cell_table(rows_, hardware.specs_table(data), configs,
-                                      records.load_experiment("bandwidth", data)), configs
+    cells_ = roofline.cell_table(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
+    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
 
 
 def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dict:
@@ -74,7 +76,7 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
         published=pub,
         published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
                                                                                    on="gpu"),
-        all_rows=roofline.default_rows(records.load_experiment("decode", data)))
+        all_rows=roofline.default_rows(checked.labelled(checked.load("decode", data))))
 
 
 def findings(t: dict) -> dict:
