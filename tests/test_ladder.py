@@ -292,13 +292,13 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
     assert not empty.axes[0].lines
 
 
-def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
-    """`python -m decodegap ladder` parses the grid and its options and hands them to ladder_bench.measure_ladder."""
+def test_cli_ladder_passes_its_options_to_the_experiments_measure(monkeypatch, data_dir):
+    """`python -m decodegap ladder` parses the grid and its options and hands them to the experiment's measure."""
     from decodegap import cli
-    from decodegap.experiments import closing_the_gap_measure as ladder_bench
+    from decodegap.experiments import closing_the_gap
 
     seen = []
-    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
+    monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: seen.append((a, kw)))
     rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                    "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
                    "--warmup", "1", "--retry-errors", "--levers", "lean_fused_graph,lean_attn_compile"])
@@ -318,9 +318,9 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
     from decodegap import cli
-    from decodegap.experiments import closing_the_gap_measure as ladder_bench
+    from decodegap.experiments import closing_the_gap
 
-    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
+    monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: pytest.fail("measured despite a bad option"))
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny", "--contexts", "2k"]) == 2
     assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import torch
 
 from decodegap import accounting, hardware, notebooks, paths, published, records
 from decodegap.analysis import quantisation as quant_report
-from decodegap.experiments import quantisation_measure as quant_bench
+from decodegap.experiments import quantisation as quant_experiment
 from decodegap.harness import decode, models
 from decodegap.quant import formats as quant_formats, paths as quant
 
@@ -322,7 +322,7 @@ def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
 def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     keys = ["int4-tinygemm", "bnb-nf4", "awq"]
     layers = ("k_proj", "down_proj")
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+    quant_experiment.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
                                     rows=(1, 16))
     csv = data_dir / "raw" / "cpu-test" / "verify.csv"
     rows = records.read_csv(csv)
@@ -336,14 +336,14 @@ def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     assert (rows[rows.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
     env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
     assert env[rows.run_id.iloc[0]]["experiment"] == "quant_layers" and "gpu_state_after" in env[rows.run_id.iloc[0]]
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+    quant_experiment.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
                                     rows=(1, 16))
     assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice
 
 
 @pytest.mark.slow
 def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
-    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
+    resolved = quant_experiment.measure("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
                                          ["eager"], sessions=1, steps=2, warmup=1, device="cpu", data=data_dir,
                                          layers=False)
     rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
@@ -597,8 +597,8 @@ def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, mon
     real = quant.unavailable_reason
     monkeypatch.setattr(quant, "unavailable_reason",
                         lambda key, device="cuda": {"awq-marlin": "no module named 'marlin_cuda'", "awq-triton": None}.get(key, real(key, device)))
-    monkeypatch.setattr(quant_bench.sweep, "run_sweep", lambda plan, data, progress=True: None)
-    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
+    monkeypatch.setattr(quant_experiment.sweep, "run_sweep", lambda plan, data, progress=True: None)
+    resolved = quant_experiment.measure("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
                                          warmup=0, device="cpu", data=data_dir, layers=False)
     assert resolved == {"awq": "awq-triton"}
     rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")

@@ -1,17 +1,19 @@
-"""Notebook 02, the CUDA-graphs A/B: how much of a decode step is launch overhead? Its sweeps (ab_bench: the grid of
-eager, graph and compile, then the headline cells in sessions of their own), its rows (ab.csv, each with its sweep),
+"""Notebook 02, the CUDA-graphs A/B: how much of a decode step is launch overhead? Its sweeps (the grid of eager,
+graph and compile, then the headline cells in sessions of their own, through sweep.run_sweep), its rows (ab.csv, each with its sweep),
 its tables (speed-ups with bootstrap CIs, the headline statistic, the decomposition of a step, the arm table, the two
 compile settings) and its findings."""
 
 from __future__ import annotations
 
+import time
 from typing import Mapping
 
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab
 from decodegap import hardware, published, records, roofline
-from decodegap.harness import models as model_specs
+from decodegap.harness import keys, models as model_specs, profile, runs
+from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "02_cuda_graphs_ab"
 SPEEDUP_ARMS = ("graph", "compile")  # the arms whose speed-up over eager is tabled
@@ -19,29 +21,46 @@ PLOTTED_ARMS = ("eager", "graph", "compile")  # the arms of the R_floor-per-arm 
 
 
 def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
-         steps: int = 30, warmup: int = 5, device: str = "cuda") -> list:
-    """The grid sweep and the headline sweep (ab_bench.plans)."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    return list(ab_bench.plans(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device))
+         steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab") -> list[SweepPlan]:
+    """The two sweeps of `measure`: the grid (every context, eager, graph and compile, `sessions` sessions) and the
+    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's)."""
+    common = dict(gpu=gpu, models=tuple(models), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=sessions, **common)
+    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
+                         first_session=sessions, **common)  # sessions of its own, numbered after the grid's
+    return [grid, headline]
 
 
 def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
-            progress: bool = True) -> dict:
-    """The two sweeps of `plan` in one go (ab_bench.measure_ab); returns the wall seconds of each phase."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    return ab_bench.measure_ab(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
-                               data, count_kernels=count_kernels, progress=progress)
-
-
-def record_kernels(gpu: str, models, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
-                   quant: str = "bf16") -> None:
-    """Kernels per decode step of each cell (ab_bench.record_kernels: kernels.csv, breakdown.csv)."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    ab_bench.record_kernels(gpu, models, contexts, arms, data, device, quant=quant)
+            progress: bool = True, experiment: str = "ab") -> dict:
+    """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
+    1. every cell of the grid, arms eager, graph and compile, `sessions` fresh sessions; a session builds
+       each model once for all three arms and contexts (arm order alternating between sessions), and the
+       compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
+    2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
+       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
+    3. with `count_kernels`, kernels per decode step (profile.record_kernels: kernels.csv, breakdown.csv).
+    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
+    grid, headline = plan(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
+                          experiment)
+    keys.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
+    keys.models(models, data)
+    began = time.time()
+    grid_run = run_sweep(grid, data, progress)
+    walls = dict(grid_s=time.time() - began)
+    t0 = time.time()
+    run_sweep(headline, data, progress)
+    walls["headline_s"] = time.time() - t0
+    if count_kernels:
+        t0 = time.time()
+        profile.record_kernels(gpu, models, contexts, data=data, device=device)
+        walls["kernels_s"] = time.time() - t0
+    walls["total_s"] = time.time() - began
+    walls = {k: round(v, 1) for k, v in walls.items()}
+    runs.update_env(gpu, data, grid_run, ab_sweep=walls)
+    print(f"A/B sweep wall time: {walls}")
+    return walls
 
 
 def rows(data) -> pd.DataFrame:

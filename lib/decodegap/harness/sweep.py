@@ -18,7 +18,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from decodegap.harness import decode, models, runs
+from decodegap.harness import decode, keys, models, runs
 from decodegap import hardware, inputs, paths, records
 from decodegap.compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
 from decodegap.outcome import classify, failure
@@ -65,9 +65,9 @@ class SweepPlan:
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
         row is written (inputs.InputError), never measured as an `unavailable` cell."""
-        inputs.arms(self.arms)
-        inputs.attn(self.attn)
-        inputs.quant(self.quant)
+        keys.arms(self.arms)
+        keys.attn(self.attn)
+        keys.quant(self.quant)
         inputs.contexts(self.contexts)
         if not self.models:
             raise inputs.InputError("no model given; pass one or more model keys (--models / MODELS)")
@@ -322,9 +322,9 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     """Measure `plan` in fresh session processes, resuming what is already on disk. Returns the run id."""
     from tqdm.auto import tqdm
 
-    inputs.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
+    keys.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
     for key in plan.models:
-        inputs.models([key], data)
+        keys.models([key], data)
     path = plan.csv_path(data)
     todo = {s: plan.pending(s, data) for s in plan.session_ids}
     total = sum(len(v) for v in todo.values())

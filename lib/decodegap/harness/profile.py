@@ -1,15 +1,13 @@
-"""Measurements of notebook 02: the CUDA-graphs A/B sweep (data/raw/<gpu>/ab.csv), and the kernel profiles of a
-decode step (kernels.csv: how many kernels a step launches; breakdown.csv: each kernel's GPU time), which
-notebook 06's ladder and the quantised paths' profiles take too."""
+"""The kernel profile of a decode step, measured once for every notebook that reads it: how many kernels a step
+launches (data/raw/<gpu>/kernels.csv: notebook 02's decomposition) and each kernel's name and GPU time
+(breakdown.csv: notebook 06's where the time goes and notebook 04's products, read by analysis.profiles)."""
 
 from __future__ import annotations
 
-import time
-
-from decodegap.harness import decode, models, runs
 from decodegap import inputs, paths, records
+from decodegap.harness import decode, keys, models, runs
+from decodegap.harness.sweep import free_device_memory
 from decodegap.outcome import attempt
-from decodegap.harness.sweep import SweepPlan, free_device_memory, run_sweep
 
 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
@@ -21,10 +19,10 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     run here leaves `unavailable` rows with the reason. Resumes per file, and builds no model whose steps are all
     profiled already; `again`: profiles every step again (the tables read each step's latest profile,
     records.latest_profiles)."""
-    arms = inputs.arms(arms)
-    inputs.quant(quant)
+    arms = keys.arms(arms)
+    keys.quant(quant)
     inputs.contexts(tuple(contexts))
-    inputs.models(model_keys, data)
+    keys.models(model_keys, data)
     with runs.recorded(gpu, data, "kernels", ["kernels", "breakdown"], device=device) as run_id:
         folder = paths.raw_dir(gpu, data)
         done = records.done_keys(folder / "kernels.csv", records.KERNELS, run_id=run_id, again=again)
@@ -69,46 +67,3 @@ def _kernels_key(gpu: str, model: str, ctx: int, arm: str, quant: str) -> tuple:
     """A profiled step's key in kernels.csv and breakdown.csv (records.KERNELS.key), default attention."""
     base = dict(gpu=gpu, model=model, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
     return tuple(str(base[c]) for c in records.KERNELS.key)
-
-
-def plans(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3, headline_sessions: int = 10,
-          steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab") -> tuple[SweepPlan, SweepPlan]:
-    """The two sweeps of measure_ab: the grid (every context, eager, graph and compile, `n_sessions` sessions) and the
-    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's)."""
-    common = dict(gpu=gpu, models=tuple(model_keys), steps=steps, warmup=warmup, device=device, experiment=experiment)
-    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=n_sessions, **common)
-    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
-                         first_session=n_sessions, **common)  # sessions of its own, numbered after the grid's
-    return grid, headline
-
-
-def measure_ab(gpu: str, model_keys, contexts, headline_ctx: int = 2048, n_sessions: int = 3,
-               headline_sessions: int = 10, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None,
-               count_kernels: bool = False, experiment: str = "ab", progress: bool = True) -> dict:
-    """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
-    1. every cell of the grid, arms eager, graph and compile, `n_sessions` fresh sessions; a session builds
-       each model once for all three arms and contexts (arm order alternating between sessions), and the
-       compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
-    2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
-       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
-    3. with `count_kernels`, kernels per decode step (kernels.csv, breakdown.csv).
-    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
-    grid, headline = plans(gpu, model_keys, contexts, headline_ctx, n_sessions, headline_sessions, steps, warmup,
-                           device, experiment)
-    inputs.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
-    inputs.models(model_keys, data)
-    began = time.time()
-    grid_run = run_sweep(grid, data, progress)
-    walls = dict(grid_s=time.time() - began)
-    t0 = time.time()
-    run_sweep(headline, data, progress)
-    walls["headline_s"] = time.time() - t0
-    if count_kernels:
-        t0 = time.time()
-        record_kernels(gpu, model_keys, contexts, data=data, device=device)
-        walls["kernels_s"] = time.time() - t0
-    walls["total_s"] = time.time() - began
-    walls = {k: round(v, 1) for k, v in walls.items()}
-    runs.update_env(gpu, data, grid_run, ab_sweep=walls)
-    print(f"A/B sweep wall time: {walls}")
-    return walls
