@@ -7,6 +7,8 @@ import torch
 
 from decodegap import accounting
 from decodegap.harness import decode, models
+from decodegap import compare
+from decodegap import prompts
 
 pytestmark = pytest.mark.gpu
 
@@ -37,10 +39,10 @@ def test_static_decode_equals_full_forward_on_gpu(llama):
         for _ in range(3):
             outs.append(state.step().float().clone())
             tokens.append(state.tok.clone())
-        ids = torch.cat([decode.prompt_ids(model.config.vocab_size, ctx, "cuda")] + tokens[:3], dim=1)
+        ids = torch.cat([prompts.prompt_ids(model.config.vocab_size, ctx, "cuda")] + tokens[:3], dim=1)
         full = model(ids).logits.float()
     for i, out in enumerate(outs):
-        assert decode.max_relative_error(out[0, -1], full[0, ctx + i]) < 0.1
+        assert compare.max_relative_error(out[0, -1], full[0, ctx + i]) < 0.1
 
 
 @pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph",

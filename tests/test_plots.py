@@ -11,8 +11,7 @@ import pytest
 
 from decodegap.figures import attention_backends as attention_plots, cost as cost_plots, cuda_graphs_ab as ab_plots
 from decodegap.figures import closing_the_gap as ladder_plots, quantisation as quant_plots, roofline as roofline_plots, style
-from decodegap.analysis import closing_the_gap as ladder
-from decodegap import paths
+from decodegap import levers, paths
 
 F = paths.FIGURES
 
@@ -35,8 +34,8 @@ def test_the_ladder_draws_both_targets_and_joins_no_levers(ladder_table):
     ax_ms, ax_r = fig.axes[:2]
     flat = lambda ax: {round(float(line.get_ydata()[0]), 3) for line in ax.get_lines()
                        if len(set(np.round(line.get_ydata(), 6))) == 1 and len(line.get_ydata()) == 2}
-    assert ladder.TARGETS["bf16"]["r_floor"] in flat(ax_r)  # R_floor 0.80
-    assert ladder.TARGETS["int4"]["step_ms"] in flat(ax_ms)  # 2.0 ms
+    assert levers.TARGETS["bf16"]["r_floor"] in flat(ax_r)  # R_floor 0.80
+    assert levers.TARGETS["int4"]["step_ms"] in flat(ax_ms)  # 2.0 ms
     for ax in (ax_ms, ax_r):  # every data series is points: no line runs from one lever to the next
         for line in ax.get_lines():
             xs = np.asarray(line.get_xdata(), dtype=float)
@@ -44,7 +43,7 @@ def test_the_ladder_draws_both_targets_and_joins_no_levers(ladder_table):
     title = _title(fig)
     best = ladder_table[(ladder_table.model == "llama-3.1-8b") & (ladder_table.ctx == 2048)
                         & (ladder_table.quant == "bf16") & (ladder_table.status == "ok")].r_floor_bf16.max()
-    verdict = "meets" if best >= ladder.TARGETS["bf16"]["r_floor"] else "short of"
+    verdict = "meets" if best >= levers.TARGETS["bf16"]["r_floor"] else "short of"
     assert f"bf16 best R_floor {best:.2f} ({verdict} 0.80)" in title
     colours = {_hex(c) for coll in ax_ms.collections for c in coll.get_facecolors() if c[3] > 0}
     assert _hex(style.ARM_COLOR["lean_attn_compile"]) in colours and _hex(style.ARM_COLOR["graph"]) in colours

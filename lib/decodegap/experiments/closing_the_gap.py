@@ -9,14 +9,14 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
-from decodegap.analysis import cuda_graphs_ab as ab
+from decodegap.analysis import cuda_graphs_ab as ab, profiles
 from decodegap import compare, hardware, levers, records, roofline
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "06_closing_the_gap"
-TARGETS = ladder.TARGETS
+TARGETS = levers.TARGETS
 PRODUCT_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_compile")  # the profiled steps of the products figure
 LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph") + tuple(
     arm for arm, kernels in ARM_KERNELS.items() if "pdl" in kernels)
@@ -88,12 +88,12 @@ def tables(data, models_=()) -> dict:
     cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
     breakdown_rows = records.latest_profiles(records.with_superseded("breakdown", data))
-    by_projection = ladder.projection_table(breakdown_rows, configs, specs)
+    by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
         ladder=ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_)),
-        breakdown=ladder.category_table(breakdown_rows, configs, specs),
-        projections=by_projection, product_fits=ladder.product_cost_fit(by_projection),
+        breakdown=profiles.category_table(breakdown_rows, configs, specs),
+        projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_power=check_power.table(check_power.load(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 

@@ -12,11 +12,11 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import hardware, paths, published, records
-from decodegap.analysis import closing_the_gap as ladder, quant_profile, quantisation as quant_report
+from decodegap import hardware, levers, paths, published, records
+from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
-from decodegap.quant import paths as quant
+from decodegap.quant import layers as quant_layers, paths as quant
 
 NOTEBOOK = "04_quantisation_l4"
 ARMS = quant_report.ARMS
@@ -103,7 +103,7 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
                         continue
                     errors, status, reason = attempt(lambda: quant.check_linear(
                         concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
-                        (quant.QuantUnavailable,))
+                        (quant_layers.QuantUnavailable,))
                     out = []
                     for m in todo:
                         err = errors.get(m) if errors else None
@@ -165,7 +165,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     `layers` and `model_checks` (the correctness rows), `rows`, `cells` (every path against its own floor, of
     `table_model`), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
-    (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against ladder.TARGETS["int4"])."""
+    (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
     verify = records.load_experiment("verify", data)
@@ -175,10 +175,10 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cells_["ctx"])) if not cells_.empty else list(contexts)
-    target = ladder.TARGETS["int4"]
+    target = levers.TARGETS["int4"]
     return dict(
         bytes=quant_report.byte_table(byte_configs, ctx=contexts[0], group_size=group_size),
-        verify=verify, layers=quant_report.layer_summary(verify), model_checks=quant_report.model_checks(verify),
+        verify=verify, layers=quant_checks.layer_summary(verify), model_checks=quant_checks.model_checks(verify),
         rows=rows_, cells=cells_, configs=configs, published=pub,
         paper_table=quant_report.paper_table(cells_, pub, specs, configs, table_model, contexts, arms, group_size),
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
@@ -198,7 +198,7 @@ def findings(t: dict) -> dict:
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
-        + quant_report.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
+        + quant_checks.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
         + [line for line in [obstacles] if line])}

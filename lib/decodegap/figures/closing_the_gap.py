@@ -10,9 +10,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from decodegap.figures import style
-from decodegap.analysis.closing_the_gap import LEVERS, TARGETS, fitted_products, step_label
 from decodegap.analysis.closing_the_gap_targets import grid_target_findings
-from decodegap.levers import GRID_TARGET
+from decodegap.analysis.profiles import fitted_products, step_label
+from decodegap.levers import GRID_TARGET, LEVERS, TARGETS
 
 
 def _target_finding(rows: pd.DataFrame, gpu: str) -> str:
@@ -41,7 +41,7 @@ def _target_finding(rows: pd.DataFrame, gpu: str) -> str:
 
 
 def ladder(table: pd.DataFrame, gpu: str):
-    """Two panels over the levers of ladder.LEVERS, one above the other: ms/step (log scale) and R_floor against the
+    """Two panels over the levers of levers.LEVERS, one above the other: ms/step (log scale) and R_floor against the
     bf16 floor. Each
     measured cell is a point (colour: the lever's arm, as in every figure; marker: model; contexts side by side
     within a lever; int4 levers hollow), never joined across levers, which are separate steps. The targets
@@ -113,8 +113,8 @@ def ladder(table: pd.DataFrame, gpu: str):
 def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: str, ctx: int, datasheet_gbps: float,
              arms=None):
     """Per-call GPU time of each matrix product against the bytes it reads (log-log), one colour per profiled
-    step's arm (style.ARM_COLOR; a quantised step hollow and dashed) of one cell (ladder.projection_table; `arms`
-    picks arms), each product labelled (q, qkv, lm_head, ...), each step with its line (ladder.product_cost_fit),
+    step's arm (style.ARM_COLOR; a quantised step hollow and dashed) of one cell (profiles.projection_table; `arms`
+    picks arms), each product labelled (q, qkv, lm_head, ...), each step with its line (profiles.product_cost_fit),
     and the datasheet bandwidth's line through zero: the products sit above it by a fixed cost per product, which
     weighs most on the small ones."""
     style.apply()

@@ -20,7 +20,7 @@ ARM_COLOR = {
     "lean_fused_pdl_epilogues_graph": "#ad494a", "lean_fused_early_graph": "#d6616b",
     "lean_fused_early_products_graph": "#e7969c",
 }
-"""One colour per arm, the same in every figure (decode.ARMS)."""
+"""One colour per arm, the same in every figure (arms.ARMS)."""
 ARM_STYLE = {
     "eager": dict(marker="o", linestyle="-"),
     "hf_default": dict(marker="v", linestyle=":"),

@@ -51,12 +51,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from decodegap.compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
-from decodegap.prompts import prompt_ids, teacher_token  # noqa: F401
-from decodegap.timing import event_times_ms
-
 from decodegap import arms as _arms
-from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
+from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean
+from decodegap.compare import logits_error
+from decodegap.prompts import prompt_ids, teacher_token
+from decodegap.timing import event_times_ms
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring

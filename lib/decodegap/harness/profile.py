@@ -35,11 +35,11 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
             model = models.build_model(models.load_spec(key, data), device=device)
             unavailable = None
             if quant != "bf16":
-                from decodegap.quant import paths as quant_paths
+                from decodegap.quant import layers as quant_layers, paths as quant_paths
 
                 try:
                     quant_paths.quantise_model_(model, quant)
-                except quant_paths.QuantUnavailable as exc:
+                except quant_layers.QuantUnavailable as exc:
                     unavailable = str(exc)
             for ctx, arm in cells:
                 base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)

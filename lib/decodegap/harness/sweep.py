@@ -20,7 +20,8 @@ from pathlib import Path
 
 from decodegap.harness import decode, keys, models, runs
 from decodegap import hardware, inputs, paths, records
-from decodegap.compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
+from decodegap.arms import COMPILED_ARMS
+from decodegap.compare import VERIFY_TOL
 from decodegap.outcome import classify, failure
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
@@ -192,7 +193,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     check fails the cell gets an `error` row and its timings are dropped. `cache_len`: the cache the cell runs
     with when longer than its own (decode.shared_cache_lens: one compile serving a model's contexts)."""
     check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == plan.first_session
-    check_after = check and cell.arm in decode.COMPILED_ARMS
+    check_after = check and cell.arm in COMPILED_ARMS
     try:
         if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
             # uses the timing run's cache length
@@ -283,9 +284,9 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's, from their own weights
                 failed = _quantise_checked(plan, model, cells, run_id, session, data)
         except Exception as exc:
-            from decodegap.quant import paths as quant
+            from decodegap.quant.layers import QuantUnavailable
 
-            status, why = classify(exc, (quant.QuantUnavailable,), oom="model did not fit")
+            status, why = classify(exc, (QuantUnavailable,), oom="model did not fit")
             if status == "error":  # not a cell's outcome: the session ends with its traceback
                 raise
             for cell in cells:

@@ -71,13 +71,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from decodegap.kernels.fused.configs import (GEMV_CONFIGS, PLAIN_CONFIGS, STEP_PRODUCTS, GemvConfig, _cdiv,  # noqa: F401
-                            candidate_configs, flavour_candidates, gemv_config, products)
+from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
+from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_reference, rmsnorm_gemv_reference,
+                                               rotary_cache_reference, silu_gemv_residual_reference)
 from decodegap.kernels.fused.source import build as _kernels
-from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_norm_reference,  # noqa: F401
-                              gemv_residual_reference, rmsnorm_gemv_reference, rmsnorm_gemv_rotary_reference,
-                              rmsnorm_reference, rotary_cache_reference, rotary_reference, rotate_half_reference,
-                              silu_gemv_residual_reference, silu_mul_reference)
 from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
 
 
