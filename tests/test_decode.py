@@ -29,19 +29,10 @@ def sharp():
 
 
 def static_vs_full(model, ctx=CTX, steps=3, shift=0, feedback=True):
-    """Decode `steps` tokens with StaticStep (optionally with the position pushed `shift` ahead) and compare
-    each step's logits with one full forward pass over prompt + the same tokens. Returns the errors."""
-    with torch.inference_mode():
-        state = decode.StaticStep(model, ctx, ctx + steps, feedback=feedback)
-        state.pos.add_(shift)
-        tokens, outs = [state.tok.clone()], []
-        for _ in range(steps):
-            outs.append(state.step().float().clone())
-            tokens.append(state.tok.clone())
-        ids = torch.cat([prompts.prompt_ids(model.config.vocab_size, ctx, "cpu")] + tokens[:steps], dim=1)
-        full = model(ids).logits.float()
-    assert outs[0].shape == (1, 1, model.config.vocab_size)
-    return [compare.max_relative_error(out[0, -1], full[0, ctx + i]) for i, out in enumerate(outs)]
+    """decode.static_vs_full_forward at the tiny models' context: one error per step decoded."""
+    errs = decode.static_vs_full_forward(model, ctx, steps, shift=shift, feedback=feedback)
+    assert len(errs) == steps
+    return errs
 
 
 @pytest.mark.parametrize("key", TINY)

@@ -116,7 +116,7 @@ def test_a_session_compiles_more_lean_decoders_than_dynamos_default_limit():
 def test_each_layer_has_its_own_cache_tensors():
     """One K and one V buffer per layer, [1, kv_heads, max_cache_len, head_dim], written in place by the step
     (a write into a slice of one all-layer tensor made inductor copy each layer's slice back and forth every
-    step: bench/lean_compile_cache_cpu.py)."""
+    step: bench/lean_compile_cache_cpu.py, in git history at d764dd2)."""
     model = _build("llama-tiny")
     cfg = model.config
     state = lean.LeanStep(model, 8, 12)

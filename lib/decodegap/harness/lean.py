@@ -50,7 +50,7 @@ ARCHITECTURES = ("llama", "mistral", "qwen2")
 PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 """The SDPA backends a prefill (T > 1; never timed) may use: every one but cuDNN's. On the H200 PyTorch's default
 choice for the lean prefill's masked call was cuDNN's attention, and with it every lean lever failed its check
-at Llama-3.1-8B ctx 8192; without it they pass (verify.csv; bench/lean_8192_sides.py; data/README.md). Whether
+at Llama-3.1-8B ctx 8192; without it they pass (verify.csv; bench/lean_8192_sides.py in git history at d764dd2; data/README.md). Whether
 cuDNN's result was wrong is not known: the check then fed each side its own prefill's argmax, a near-tie of
 random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured

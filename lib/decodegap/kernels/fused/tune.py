@@ -29,11 +29,12 @@ as kernels of their own: the layer rows compare like with like.
           (lean_fused_early_graph; kernel `fused_early` in graph mode: a product's table config so launched).
           The fused layer's output is checked against the lean layer's first (relative error <= LAYER_TOL).
 
-Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
+Writes data/diagnostics/fused_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
 one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
 status, reason, then the run's provenance: bytes are the weights streamed, for a layer its four products and the
 KV it reads), and prints a summary: per shape the median us and GB/s of cuBLAS and of the table's config and the
-fastest candidate, per model the layer chains. Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py
+fastest candidate, per model the layer chains; the fastest candidate of each shape is what configs.py's tables hold.
+Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (bench/measure.sh's `fused` step)
 """
 
 import math
@@ -45,13 +46,10 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from diagnostics import Rows
-
-from decodegap.kernels.fused import launch as fused
-from decodegap.harness import lean, models
 from decodegap import timing
-from decodegap.kernels.fused import configs as fused_configs
-from decodegap.kernels.fused import reference as fused_reference
+from decodegap.diagnostics import Rows
+from decodegap.harness import lean, models
+from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 
 DEVICE = "cuda"
 TOL, LAYER_TOL = 1e-2, 5e-2
@@ -314,5 +312,6 @@ def summary(rows, gpu):
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 bench/fused_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
+        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
+                 "elsewhere)")
     main()
