@@ -91,6 +91,9 @@ def test_marlin_patch_replaces_the_cache_hinted_copy_once(tmp_path):
 def test_diagnostic_rows_carry_their_provenance_and_keep_their_header(tmp_path, monkeypatch):
     monkeypatch.setenv("DECODEGAP_DIAG_DIR", str(tmp_path))
     monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
+    from decodegap import hardware
+
+    monkeypatch.setenv("DECODEGAP_SOURCE_SHA256", hardware.source_digest())  # the copy is the commit named
     monkeypatch.setattr(sys, "argv", ["bench/some_diag.py", "8192"])
     from decodegap import diagnostics
 

@@ -138,6 +138,8 @@ def checkout(tmp_path, monkeypatch):
     """A one-commit git checkout of its own (the repository's may be clean or dirty), without the tests' allowance."""
     monkeypatch.delenv("DECODEGAP_ALLOW_DIRTY", raising=False)
     monkeypatch.delenv("DECODEGAP_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("DECODEGAP_SOURCE_SHA256", raising=False)
+    monkeypatch.delenv("DECODEGAP_GIT_DIFF_SHA256", raising=False)
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -149,7 +151,7 @@ def checkout(tmp_path, monkeypatch):
 
 def test_a_clean_checkout_records_its_commit_and_no_diff(checkout):
     head = _git(checkout, "rev-parse", "HEAD").decode().strip()
-    assert hardware.git_provenance(checkout) == {"git_commit": head}
+    assert hardware.git_provenance(checkout) == {"git_commit": head, "git_commit_source": "git"}
 
 
 def test_a_dirty_checkout_is_refused_without_the_allowance(checkout):
@@ -166,24 +168,52 @@ def test_a_dirty_checkout_with_the_allowance_records_the_diff_hash(checkout, mon
     (checkout / "a.py").write_text("x = 2\n")
     first = hardware.git_provenance(checkout)
     expected = hashlib.sha256(_git(checkout, "diff", "HEAD", "--binary")).hexdigest()
-    assert first == {"git_commit": head + "+dirty", "git_diff_sha256": expected}
+    assert first == {"git_commit": head + "+dirty", "git_commit_source": "git", "git_diff_sha256": expected}
     (checkout / "a.py").write_text("x = 3\n")
     assert hardware.git_provenance(checkout)["git_diff_sha256"] not in (expected, None)
     (checkout / "new.py").write_text("untracked\n")  # untracked files are not the measured code's diff
     (checkout / "a.py").write_text("x = 1\n")
-    assert hardware.git_provenance(checkout) == {"git_commit": head}
+    assert hardware.git_provenance(checkout) == {"git_commit": head, "git_commit_source": "git"}
 
 
-def test_a_copied_tree_with_a_given_commit_is_never_refused(checkout, monkeypatch, tmp_path):
-    """The device machine's copy has no .git (or an old one) and names the commit in DECODEGAP_GIT_COMMIT."""
-    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
-    (checkout / "a.py").write_text("x = 2\n")
-    assert hardware.git_provenance(checkout) == {"git_commit": "98e6285" + "0" * 33}
+def test_a_copied_tree_is_held_to_the_digest_given_with_its_commit(checkout, monkeypatch, tmp_path):
+    """The device machine's copy has no .git (or an old one) and names the commit in DECODEGAP_GIT_COMMIT; the
+    digest of that commit's source comes with it (DECODEGAP_SOURCE_SHA256) and the copy must match it."""
+    commit = "98e6285" + "0" * 33
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.py").write_text("x = 1\n")
+    digest = hardware.source_digest(src)
+    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", commit)
+    with pytest.raises(hardware.DirtyTreeError, match="DECODEGAP_SOURCE_SHA256 is not"):
+        hardware.git_provenance(checkout, source=src)  # a given commit without a digest to hold it to
+    monkeypatch.setenv("DECODEGAP_SOURCE_SHA256", digest)
+    (checkout / "a.py").write_text("x = 2\n")  # the copy's own (stale) .git says nothing
+    assert hardware.git_provenance(checkout, source=src) == {"git_commit": commit, "git_commit_source": "given"}
     bare = tmp_path / "copy"
     bare.mkdir()
-    assert hardware.git_provenance(bare) == {"git_commit": "98e6285" + "0" * 33}
+    assert hardware.git_provenance(bare, source=src)["git_commit"] == commit
+    (src / "m.py").write_text("x = 2\n")  # an edited copy is not the commit named
+    with pytest.raises(hardware.DirtyTreeError, match="source digest .* is not the"):
+        hardware.git_provenance(bare, source=src)
+    monkeypatch.setenv("DECODEGAP_ALLOW_DIRTY", "1")
+    got = hardware.git_provenance(bare, source=src)
+    assert got["git_commit"] == commit + "+dirty" and got["source_sha256_given"] == digest
+    assert got["git_diff_sha256"].startswith("unknown")
+    monkeypatch.setenv("DECODEGAP_GIT_DIFF_SHA256", "ab" * 32)
+    assert hardware.git_provenance(bare, source=src)["git_diff_sha256"] == "ab" * 32
     monkeypatch.delenv("DECODEGAP_GIT_COMMIT")
     assert hardware.git_provenance(bare)["git_commit"].startswith("unknown")
+
+
+def test_every_run_records_its_source_digest_and_provenance(monkeypatch):
+    from decodegap.harness import runs
+
+    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
+    monkeypatch.setenv("DECODEGAP_SOURCE_SHA256", hardware.source_digest())
+    env = hardware.environment()
+    assert env["source_sha256"] == hardware.source_digest() and env["git_commit"] == "98e6285" + "0" * 33
+    assert set(env) <= runs.ENV_FIELDS
 
 
 def test_a_refused_run_writes_nothing_and_the_cli_says_why(checkout, monkeypatch, data_dir, capsys):

@@ -31,7 +31,7 @@ def test_session_medians():
 
 
 def test_bootstrap_is_seeded():
-    x = np.array([3.1, 2.7, 4.4, 3.9, 2.2, 5.0, 3.3, 4.1])
+    x = np.array([3.1, 2.7, 4.4, 3.9, 2.2, 5.0, 3.3, 4.1, 3.6, 2.9])
     a = stats.bootstrap_ci(x, seed=7, n_resamples=2000)
     b = stats.bootstrap_ci(x, seed=7, n_resamples=2000)
     assert a == b  # same seed, identical interval
@@ -41,13 +41,13 @@ def test_bootstrap_is_seeded():
 
 
 def test_constant_sample_gives_a_point_interval():
-    assert stats.bootstrap_ci([4.25] * 5) == (4.25, 4.25)
-    assert stats.median_ci([12.0, 12.0, 12.0]) == (12.0, 12.0)
+    assert stats.bootstrap_ci([4.25] * 10) == (4.25, 4.25)
+    assert stats.median_ci([12.0] * 12) == (12.0, 12.0)
 
 
 def test_too_few_values_give_nan():
-    assert stats.MIN_SESSIONS_FOR_CI == 3  # two sessions only restate their range
-    for values in ([7.0], [], [1.0, 2.0]):
+    assert stats.MIN_SESSIONS_FOR_CI == 10  # below the paper's N a bootstrap restates the range (test_intervals)
+    for values in ([7.0], [], [1.0, 2.0], [1.0, 2.0, 3.0], list(range(9))):
         lo, hi = stats.bootstrap_ci(values)
         assert math.isnan(lo) and math.isnan(hi)
         lo, hi = stats.median_ci(values)

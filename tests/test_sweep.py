@@ -169,7 +169,11 @@ def test_deleted_session_is_measured_again_and_nothing_else(swept, data_dir):
     assert set(frame.loc[frame["session"] == 1, "run_id"]) == {new_run}
     assert set(frame.loc[frame["session"] == 0, "run_id"]) == {swept[1]}
     assert max(row_keys(frame).values()) == 1
-    assert (raw(data_dir) / "verify.csv").read_bytes() == verify_before  # session 1 verifies nothing
+    verify = records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)
+    assert (raw(data_dir) / "verify.csv").read_bytes().startswith(verify_before)  # the first run's checks stay
+    # the new run checks its own cells: a check of another run never stands for it
+    mine = verify[verify["run_id"] == new_run]
+    assert sorted(zip(mine["session"], mine["ctx"], mine["arm"])) == [(1, 16, "hf_default"), (1, 32, "hf_default")]
     env = json.loads((raw(data_dir) / "env.json").read_text())
     assert set(env) == {swept[1], new_run} and list(env[new_run]["sessions"]) == ["1"]
 
@@ -222,7 +226,7 @@ def test_measure_cell_rows(tiny_model, data_dir):
         == {("rid", 0, "cpu-test", "llama-tiny", 16, "hf_default", "sdpa", "bf16")}
     verify = records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)
     assert len(verify) == 1 and verify["arm"].iloc[0] == "hf_default"
-    # no check for eager, nor outside session 0
+    # no check for eager, nor again in the same run once it passed
     sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
     assert len(records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)) == 1

@@ -59,7 +59,7 @@ def cmd_measure(args) -> int:
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
-        retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors,
+        retry_unavailable=args.retry_unavailable, retry_errors=args.retry_errors, again=args.again,
     )
     run_id = sweep.run_sweep(plan, args.data_dir, progress=not args.no_progress)
     print(f"run {run_id}: rows in {plan.csv_path(args.data_dir)}")
@@ -77,7 +77,7 @@ def cmd_ab(args) -> int:
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     cuda_graphs_ab.measure(gpu, model_keys, contexts, args.headline_ctx, args.sessions, args.headline_sessions,
                            args.steps, args.warmup, args.device, args.data_dir, count_kernels=args.count_kernels,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, headline_only=args.headline_only, again=args.again)
     return 0
 
 
@@ -167,8 +167,11 @@ def cmd_digest(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Validate every raw CSV; with --repair, move cut final blocks into <file>.partial first."""
-    from decodegap import inputs, records
+    """Validate every raw CSV (with --repair, move cut final blocks into <file>.partial first), every env.json (only
+    fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
+    corrections, then report per experiment the runs behind its counted rows that ran from a dirty tree or recorded
+    no source digest (checked.provenance_report; --no-provenance skips it)."""
+    from decodegap import hardware, inputs, records
 
     raw = inputs.data_folder(args.data_dir) / "raw"
     files = sorted(raw.glob("*/*.csv"))
@@ -187,7 +190,25 @@ def cmd_check(args) -> int:
         except records.SchemaError as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
-    return 1 if bad else 0
+    for path in sorted(raw.glob("*/env.json")):
+        try:
+            env = hardware.read_env(path)
+            fixes = hardware.read_corrections(path.with_name("corrections.json"), env)
+        except hardware.EnvError as exc:
+            bad += 1
+            print(f"ERROR {exc}", file=sys.stderr)
+            continue
+        print(f"{path}: {len(env)} runs ok")
+        for run_id, items in sorted(fixes.items()):
+            for fix in items:
+                print(f"  corrected ({path.with_name('corrections.json').name}): run {run_id} {fix['field']} "
+                      f"{fix['recorded'][:12]} -> {fix['corrected'][:12]}, reviewed {fix['reviewed']}")
+    if bad or args.no_provenance:
+        return 1 if bad else 0
+    from decodegap import checked
+
+    print("\n".join(checked.provenance_lines(checked.provenance_report(inputs.data_folder(args.data_dir)))))
+    return 0
 
 
 def cmd_reproduce(args) -> int:
@@ -269,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure again cells recorded only as unavailable (e.g. after installing a package)")
     m.add_argument("--retry-errors", action="store_true",
                    help="measure again cells recorded only as error (e.g. after fixing a failed check or compile)")
+    m.add_argument("--again", action="store_true",
+                   help="measure every cell again in a run of its own (its cells checked in it); the older rows stay "
+                        "as history and the tables read each cell's newest such run (roofline.one_sweep)")
     m.add_argument("--bandwidth", action="store_true", help="also run the copy-bandwidth probe")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)
@@ -281,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--steps", type=int, default=30)
     ab.add_argument("--warmup", type=int, default=5)
     ab.add_argument("--count-kernels", action="store_true", help="also profile kernels per step (kernels.csv)")
+    ab.add_argument("--headline-only", action="store_true",
+                    help="the headline sweep alone (eager and graph at --headline-ctx, every session checked)")
+    ab.add_argument("--again", action="store_true",
+                    help="measure again in a run of its own; notebook 02 reads each cell's newest run of a sweep, the "
+                         "older runs stay as history (reported, not counted)")
     ab.add_argument("--no-progress", action="store_true")
     ab.set_defaults(func=cmd_ab)
 
@@ -353,8 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg = sub.add_parser("digest", help="the package source's sha256, as a run's env.json records it (source_sha256)")
     dg.set_defaults(func=cmd_digest)
 
-    c = sub.add_parser("check", help="validate every raw CSV")
+    c = sub.add_parser("check", help="validate every raw CSV and env.json; report the provenance of counted rows")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")
+    c.add_argument("--no-provenance", action="store_true",
+                   help="skip the report of dirty and digest-less runs behind each experiment's counted rows")
     c.set_defaults(func=cmd_check)
 
     r = sub.add_parser("reproduce", help="run every notebook through papermill (replay mode by default)")
@@ -378,7 +409,7 @@ def main(argv=None) -> int:
         from decodegap import hardware, inputs, records
         from decodegap.harness import models
 
-        expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError,
+        expected = (inputs.InputError, hardware.UnknownGPUError, hardware.DirtyTreeError, hardware.EnvError,
                     models.UnknownModelError, records.SchemaError, cost.NoPriceError, FileNotFoundError)
         if isinstance(exc, expected):
             print(f"decodegap: {exc}", file=sys.stderr)

@@ -165,12 +165,123 @@ def _version(pkg: str) -> str | None:
     return f"{found.group(1)} (no package metadata: copied, not installed)" if found else None
 
 
+ENV_FIELDS = frozenset({
+    # hardware.environment()
+    "device_name", "driver", "cuda_runtime", "compute_capability", "gpu_memory_gb", "python", "torch", "transformers",
+    "optional_packages", "host_cpu", "host_cores", "platform", "source_sha256", "command_line", "kernel_builds",
+    # hardware.git_provenance()
+    "git_commit", "git_commit_source", "git_diff_sha256", "source_sha256_given",
+    # start_run, recorded
+    "experiment", "compile_settings", "gpu_state_after",
+    # harness.sweep.run_sweep / _sweep_sessions
+    "plan", "gpu_state_before", "quant_weights", "quant_kernel", "sessions",
+    # experiments: the A/B sweep's phases, the attention microbenchmark's order
+    "ab_sweep", "attention_order",
+})
+"""Every field code writes into an env.json entry (update_env refuses any other): an entry holding a field not
+listed here was not written by this package (tests/test_provenance.py reads the shipped env.json against it). A
+correction of a recorded value is no field of the entry: it is a reviewed statement in data/raw/<gpu>/
+corrections.json (hardware.load_env applies it)."""
+
+
+class EnvError(ValueError):
+    """An env.json or corrections.json that does not hold what code writes; the message names the file and run."""
+
+
+CORRECTION_KEYS = ("field", "recorded", "corrected", "reason", "evidence", "reviewed")
+"""The keys of one correction in data/raw/<gpu>/corrections.json: {run id: [correction, ...]}. `recorded` must be the
+entry's value as code wrote it (a correction of a value the entry does not hold is refused), `corrected` the value
+readers use, `reason` why the recorded value is wrong, `evidence` how the corrected one was established (what a
+reviewer can re-run), `reviewed` who and when."""
+
+
+def read_env(path: Path) -> dict:
+    """One env.json, its structure checked: an object of run ids (records' form, YYYYMMDDTHHMMSS-hex6), each an
+    object holding only ENV_FIELDS and a `git_commit`. Any defect raises EnvError naming the file and the run."""
+    path = Path(path)
+    try:
+        env = json.loads(path.read_text())
+    except ValueError as exc:
+        raise EnvError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(env, dict):
+        raise EnvError(f"{path}: an object of run ids is expected, got {type(env).__name__}")
+    for run_id, entry in env.items():
+        if not re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}", run_id):
+            raise EnvError(f"{path}: {run_id!r} is no run id (YYYYMMDDTHHMMSS-xxxxxx)")
+        if not isinstance(entry, dict):
+            raise EnvError(f"{path}: run {run_id}: an object is expected, got {type(entry).__name__}")
+        unknown = sorted(set(entry) - ENV_FIELDS)
+        if unknown:
+            raise EnvError(f"{path}: run {run_id} holds field(s) {unknown} that no code writes (hardware.ENV_FIELDS): "
+                           "a correction goes to corrections.json beside it, never into the entry")
+        if not isinstance(entry.get("git_commit"), str):
+            raise EnvError(f"{path}: run {run_id} has no git_commit")
+    return env
+
+
+def read_corrections(path: Path, env: dict) -> dict:
+    """A corrections.json ({run id: [correction, ...]}, CORRECTION_KEYS each), checked against its env.json: every
+    run is there and holds the `recorded` value of its `field`. Any defect raises EnvError naming the file."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        fixes = json.loads(path.read_text())
+    except ValueError as exc:
+        raise EnvError(f"{path}: not JSON ({exc})") from None
+    for run_id, items in fixes.items():
+        if run_id not in env:
+            raise EnvError(f"{path}: run {run_id} has no env.json entry")
+        for fix in items if isinstance(items, list) else [items]:
+            if not isinstance(fix, dict) or set(fix) != set(CORRECTION_KEYS):
+                raise EnvError(f"{path}: run {run_id}: a correction holds exactly {CORRECTION_KEYS}")
+            if fix["field"] not in ENV_FIELDS or env[run_id].get(fix["field"]) != fix["recorded"]:
+                raise EnvError(f"{path}: run {run_id}: its env.json {fix['field']!r} is not the recorded "
+                               f"{fix['recorded']!r} this correction is of")
+    return fixes
+
+
+def load_env(data=None, corrected: bool = True) -> dict:
+    """{(gpu, run id): env.json entry} of every data/raw/<gpu>/env.json (read_env), with, where `corrected`, the
+    reviewed corrections of corrections.json beside it applied (read_corrections: the corrected value in place of
+    the recorded one, and the entry's `corrections` listing them). EnvError names a defective file."""
+    out = {}
+    for env_path in sorted(Path(paths.data_dir(data), "raw").glob("*/env.json")):
+        gpu = env_path.parent.name
+        env = read_env(env_path)
+        fixes = read_corrections(env_path.with_name("corrections.json"), env) if corrected else {}
+        for run_id, entry in env.items():
+            entry = dict(entry)
+            items = fixes.get(run_id, [])
+            for fix in items if isinstance(items, list) else [items]:
+                entry[fix["field"]] = fix["corrected"]
+            if items:
+                entry["corrections"] = items if isinstance(items, list) else [items]
+            out[(gpu, run_id)] = entry
+    return out
+
+
+def provenance_of(entry: dict) -> dict:
+    """What a reader needs to judge a run's code, from its (corrected) env.json entry: `commit` (short), `dirty`
+    (its git_commit ends '+dirty'), `diff_digest` (a real git_diff_sha256, not an 'unknown' note), `source_digest`
+    (source_sha256 recorded), `corrected` (the fields corrections.json changed)."""
+    commit = str(entry.get("git_commit", ""))
+    diff = str(entry.get("git_diff_sha256", ""))
+    return dict(commit=commit.split("+")[0][:7], dirty=commit.endswith("+dirty"),
+                diff_digest=bool(re.fullmatch(r"[0-9a-f]{64}", diff)), source_digest=bool(entry.get("source_sha256")),
+                corrected=[f["field"] for f in entry.get("corrections", [])])
+
+
 ALLOW_DIRTY_ENV = "DECODEGAP_ALLOW_DIRTY"  # "1": measure from a tree with uncommitted changes (their hash recorded)
 GIVEN_COMMIT_ENV = "DECODEGAP_GIT_COMMIT"  # set by whoever copies the tree to a machine without its .git
+GIVEN_SOURCE_ENV = "DECODEGAP_SOURCE_SHA256"  # with GIVEN_COMMIT_ENV: `python -m decodegap digest` of that commit
+GIVEN_DIFF_ENV = "DECODEGAP_GIT_DIFF_SHA256"  # optional, with the allowance: the host's `git diff HEAD --binary` hash
 
 
 class DirtyTreeError(RuntimeError):
-    """A run was asked for from a git checkout with uncommitted changes to tracked files, without the allowance."""
+    """A run was asked for from a tree that is not the commit it would record (uncommitted changes to tracked files
+    of a git checkout, or a copied tree whose source digest is not the one given for DECODEGAP_GIT_COMMIT), without
+    the allowance."""
 
 
 def git_commit(repo: Path | None = None) -> str:
@@ -187,17 +298,50 @@ def git_commit(repo: Path | None = None) -> str:
     return "unknown (no git checkout here, DECODEGAP_GIT_COMMIT not set)"
 
 
-def git_provenance(repo: Path | None = None) -> dict:
-    """The code a run measures with: `git_commit`, and for a checkout with uncommitted changes to tracked files
-    also `git_diff_sha256` (sha256 of `git diff HEAD --binary`, so the exact tree can be told apart from others of
-    the same commit). Such a run is refused (DirtyTreeError) unless DECODEGAP_ALLOW_DIRTY=1. With
-    DECODEGAP_GIT_COMMIT set (a copied tree, no .git of its own) or no git checkout, nothing is refused."""
+def git_provenance(repo: Path | None = None, source: Path | None = None) -> dict:
+    """The code a run measures with, checked before anything is measured: `git_commit` (and `git_commit_source`:
+    `git` where the checkout's own git named it, `given` where DECODEGAP_GIT_COMMIT did).
+
+    A git checkout with uncommitted changes to tracked files is refused (DirtyTreeError) unless
+    DECODEGAP_ALLOW_DIRTY=1; then its commit is recorded with '+dirty' and `git_diff_sha256` (sha256 of `git diff
+    HEAD --binary`, so the exact tree can be told apart from others of the same commit).
+
+    A copied tree (DECODEGAP_GIT_COMMIT set: a device machine's copy, whose .git, if any, is not the source's) must
+    come with DECODEGAP_SOURCE_SHA256, the digest of that commit's package source (`python -m decodegap digest` on
+    the clean checkout), and the copy's own digest (source_digest of `source`, default this package) must equal it:
+    a copy that is not the named commit is refused, as is a given commit without a digest to hold it to. With
+    DECODEGAP_ALLOW_DIRTY=1 such a run goes on and records `git_commit` '<commit>+dirty', `source_sha256_given`
+    (the digest it was held to, or 'not given') and `git_diff_sha256` (DECODEGAP_GIT_DIFF_SHA256, the host's diff
+    hash, where given; else a note that the diff is not known, the run's own `source_sha256` naming its tree).
+    Without either a git checkout or a given commit, the commit is 'unknown (...)' and `source_sha256` alone
+    (environment) names the code."""
+    given = os.environ.get(GIVEN_COMMIT_ENV)
+    allowed = os.environ.get(ALLOW_DIRTY_ENV) == "1"
+    if given:
+        expected = os.environ.get(GIVEN_SOURCE_ENV, "").strip()
+        actual = source_digest(source)
+        if expected == actual:
+            return {"git_commit": given, "git_commit_source": "given"}
+        why = (f"{GIVEN_COMMIT_ENV} is set but {GIVEN_SOURCE_ENV} is not" if not expected else
+               f"this tree's source digest {actual[:12]} is not the {expected[:12]} given for commit {given[:12]}")
+        if not allowed:
+            raise DirtyTreeError(
+                f"{why}: pass the digest of the clean commit (`python -m decodegap digest` on its checkout) as "
+                f"{GIVEN_SOURCE_ENV}, so that env.json names the code measured, or set {ALLOW_DIRTY_ENV}=1 to "
+                "measure anyway (recorded as '<commit>+dirty')")
+        return {"git_commit": given if given.endswith("+dirty") else given + "+dirty", "git_commit_source": "given",
+                "source_sha256_given": expected or "not given",
+                "git_diff_sha256": os.environ.get(GIVEN_DIFF_ENV) or f"unknown ({GIVEN_DIFF_ENV} not given; "
+                                                                     "source_sha256 names the tree that ran)"}
     commit = git_commit(repo)
     out = {"git_commit": commit}
-    if os.environ.get(GIVEN_COMMIT_ENV) or not commit.endswith("+dirty"):
+    if commit.startswith("unknown"):
+        return out
+    out["git_commit_source"] = "git"
+    if not commit.endswith("+dirty"):
         return out
     repo = Path(repo or paths.REPO)
-    if os.environ.get(ALLOW_DIRTY_ENV) != "1":
+    if not allowed:
         changed = _run(["git", "-C", str(repo), "diff", "HEAD", "--name-only"]).splitlines()
         raise DirtyTreeError(
             f"the checkout {repo} has uncommitted changes ({', '.join(changed[:5])}"

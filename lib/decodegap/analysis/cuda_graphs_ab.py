@@ -24,14 +24,34 @@ GRID, HEADLINE = "grid", "headline"
 """The two sweeps of the A/B (the module's docstring); a row whose run has no plan in env.json has sweep ''."""
 
 
-def ab_rows(data) -> pd.DataFrame:
+def ab_rows(data, history: bool = False) -> pd.DataFrame:
     """The A/B sweep's decode rows (data/raw/<gpu>/ab.csv of every GPU): default attention, bf16, each with the
-    `sweep` it belongs to (`sweep_of` its run's plan)."""
+    `sweep` it belongs to (`sweep_of` its run's plan), of one run per cell and sweep: the newest run of the sweep
+    that timed the cell (`newest_runs`: a headline sweep measured again, `ab --headline-only --again`, never pools
+    with the earlier one). Timed rows without a passing check of their own run (checked.join_checks: the graph and
+    compile arms against eager) are status rows `unchecked` (checked.labelled), never a timing. `history`: the rows
+    of the older runs instead, every timed row kept and marked (`checked`, `check_note`: reported, not counted)."""
+    from decodegap import checked
+
     rows = records.load_experiment("ab", data)
     rows = rows[(rows["attn"] == "sdpa") & (rows["quant"] == "bf16")].reset_index(drop=True)
     plans = {(gpu, run_id): entry.get("plan") for gpu, run_id, entry in _ab_runs(data, rows)}
     rows["sweep"] = [sweep_of(plans.get(key)) for key in zip(rows["gpu"], rows["run_id"])]
-    return rows
+    newest = newest_runs(rows)
+    if history:  # every row of the older runs, marked (`checked`, `check_note`): reported as they were timed
+        return checked.join_checks(rows[~newest].reset_index(drop=True), checked.verify_rows(data, False))
+    return checked.labelled(checked.join_checks(rows[newest].reset_index(drop=True), checked.verify_rows(data, False)))
+
+
+def newest_runs(rows: pd.DataFrame) -> pd.Series:
+    """Per cell and sweep, whether a row is of the newest run (run ids begin with their start time) that timed the
+    cell (an `ok` row of any arm); a cell no run timed keeps its newest run's status rows."""
+    if rows.empty:
+        return pd.Series(dtype=bool, index=rows.index)
+    keys = [rows[c] for c in _keys(rows)]
+    timed = rows["run_id"].where(rows["status"] == "ok")
+    best = timed.groupby(keys).transform("max").fillna(rows["run_id"].groupby(keys).transform("max"))
+    return rows["run_id"] == best
 
 
 def sweep_of(plan) -> str:
@@ -110,24 +130,42 @@ def session_table(decode_rows: pd.DataFrame) -> pd.DataFrame:
 def speedups(decode_rows: pd.DataFrame, arm: str = "graph", base: str = "eager", seed: int = 0,
              confidence: float = 0.95) -> pd.DataFrame:
     """Speed-up of `arm` over `base` per cell and sweep: the mean over sessions of each session's ratio of
-    median step times (base / arm), with its percentile-bootstrap CI over sessions (seeded). Sessions where
+    median step times (base / arm), and its interval over sessions named for what it is (stats.interval):
+    `low`, `high` and `interval`, the seeded percentile-bootstrap CI ("95 % bootstrap CI") from
+    stats.MIN_SESSIONS_FOR_CI sessions on, else the range of the sessions' ratios ("range of N sessions");
+    `ci_low`, `ci_high` hold the bootstrap CI only (NaN below that many sessions: no CI is claimed). Sessions where
     either arm is missing are left out; `sessions` counts the pairs used. A cell measured in both sweeps (the
     headline cells) has a row for each: their sessions ran under different conditions and are not pooled."""
     keys = _keys(decode_rows)
+    cols = CELL + ["sweep", "arm", "base", "speedup", "low", "high", "interval", "ci_low", "ci_high", "sessions"]
     wide = session_table(decode_rows)
     if arm not in wide or base not in wide:
-        return pd.DataFrame(columns=CELL + ["sweep", "arm", "base", "speedup", "ci_low", "ci_high", "sessions"])
+        return pd.DataFrame(columns=cols)
     wide = wide.dropna(subset=[arm, base])
     out = []
     for key, group in wide.groupby(keys):
         ratios = (group[base] / group[arm]).to_numpy()
-        low, high = stats.bootstrap_ci(ratios, np.mean, confidence=confidence, seed=seed)
-        out.append(dict(zip(keys, key), arm=arm, base=base, speedup=float(ratios.mean()), ci_low=low,
-                        ci_high=high, sessions=len(ratios)))
-    out = pd.DataFrame(out)
+        low, high, label = stats.interval(ratios, np.mean, confidence=confidence, seed=seed)
+        boot = label == stats.CI_KIND
+        out.append(dict(zip(keys, key), arm=arm, base=base, speedup=float(ratios.mean()), low=low, high=high,
+                        interval=label, ci_low=low if boot else np.nan, ci_high=high if boot else np.nan,
+                        sessions=len(ratios)))
+    out = pd.DataFrame(out, columns=[c for c in cols if c != "sweep" or "sweep" in keys])
     if "sweep" not in out:
         out.insert(len(CELL), "sweep", "")
-    return out
+    return out[cols]
+
+
+def interval_text(row) -> str:
+    """A speed-up's interval as the findings write it: "95 % bootstrap CI [lo, hi]" or "range of N sessions [lo,
+    hi]" (speedups' `interval`; rows without one read their ci_low / ci_high as a CI)."""
+    label = getattr(row, "interval", None)
+    low, high = getattr(row, "low", row.ci_low), getattr(row, "high", row.ci_high)
+    if not isinstance(label, str):
+        label = stats.CI_KIND if pd.notna(row.ci_low) else None
+    if label is None or pd.isna(low):
+        return "no interval"
+    return f"{label} [{low:.3f}, {high:.3f}]"
 
 
 def headline(speed: pd.DataFrame, ctx: int) -> pd.DataFrame:
@@ -210,7 +248,8 @@ def compile_settings_compared(ab: pd.DataFrame, whole_model: pd.DataFrame) -> pd
 
 def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth_rows=None,
               kernels: pd.DataFrame | None = None, seed: int = 0) -> pd.DataFrame:
-    """The notebook-02 table, one row per cell: ms per arm, speed-ups over eager with CIs, R_floor per
+    """The notebook-02 table, one row per cell: ms per arm, speed-ups over eager with their intervals (speedups:
+    the bootstrap CI from 10 sessions, else the range of the sessions, named in `speedup_<arm>_interval`), R_floor per
     arm (W_all, datasheet), sessions per arm, the compile arm's compile time (s), kernels per eager step.
     `decode_rows` are one sweep's (of_sweep: the grid's, for the table over every context)."""
     if "sweep" in decode_rows and decode_rows["sweep"].nunique() > 1:
@@ -224,8 +263,10 @@ def arm_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs, bandwidth
     for arm in ("graph", "compile"):
         sp = speedups(decode_rows, arm=arm, seed=seed)
         if not sp.empty:
-            sp = sp[CELL + ["speedup", "ci_low", "ci_high"]].rename(columns={
-                "speedup": f"speedup_{arm}", "ci_low": f"speedup_{arm}_ci_low", "ci_high": f"speedup_{arm}_ci_high"})
+            sp = sp[CELL + ["speedup", "low", "high", "interval", "ci_low", "ci_high"]].rename(columns={
+                "speedup": f"speedup_{arm}", "low": f"speedup_{arm}_low", "high": f"speedup_{arm}_high",
+                "interval": f"speedup_{arm}_interval", "ci_low": f"speedup_{arm}_ci_low",
+                "ci_high": f"speedup_{arm}_ci_high"})
             table = table.merge(sp, on=CELL, how="left")
     compiled = compile_seconds(decode_rows)
     if not compiled.empty:
@@ -294,6 +335,23 @@ def sweep_findings(speed: pd.DataFrame, headline_ctx: int) -> list[str]:
     return out
 
 
+def history_findings(history: pd.DataFrame | None) -> list[str]:
+    """One sentence per GPU, sweep, arm and context on the older A/B runs (ab_rows(history=True), their speed-ups
+    with `checked`: whether every row behind each had a passing check of its own run): what they gave, said so
+    that nothing measured is hidden, and that no statistic counts them (the newest run of a cell and sweep does)."""
+    if history is None or history.empty:
+        return []
+    out = []
+    for (gpu, sweep, arm, ctx), g in history.groupby(["gpu", "sweep", "arm", "ctx"]):
+        out.append(f"History, not counted: {gpu} {sweep or 'unplanned'} sweep, {arm} at ctx {ctx} in the older run(s) "
+                   f"{g['runs'].iloc[0]}: " + ", ".join(
+                       f"{r.model} {r.speedup:.3f}x ({interval_text(r)}, N = {r.sessions}"
+                       f"{'' if getattr(r, 'checked', True) else ', no passing check of its own run'})"
+                       for r in g.itertuples())
+                   + "; the newest run of the cell and sweep is the one counted.")
+    return out
+
+
 def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.DataFrame, headline_ctx: int = 2048,
              decode_rows: pd.DataFrame | None = None) -> list[str]:
     """Sentences generated from the data for the notebook narrative: the headline statistic (`headline`) and
@@ -301,11 +359,12 @@ def findings(speed: pd.DataFrame, decomp: pd.DataFrame, published_speed: pd.Data
     grid sweep, the launch overhead, the session spread and the kernels."""
     out = []
     for row in headline(speed, headline_ctx).sort_values(["gpu", "arm", "model"]).itertuples():
-        ci = f"95 % CI [{row.ci_low:.3f}, {row.ci_high:.3f}]" if pd.notna(row.ci_low) else "no CI (fewer than 3 sessions)"
+        ci = interval_text(row)
         sweep = f" of the {row.sweep} sweep" if row.sweep else ""
         out.append(Finding(f"{row.gpu} {row.model} ctx {row.ctx}: {row.arm} is {row.speedup:.3f}x faster than eager, "
                            f"{ci}, N = {row.sessions} sessions{sweep}.", gpu=row.gpu, model=row.model, ctx=int(row.ctx),
                            arm=row.arm, speedup=row.speedup, ci_low=row.ci_low, ci_high=row.ci_high,
+                           low=row.low, high=row.high, interval=row.interval,
                            sessions=int(row.sessions), sweep=row.sweep))
     out += sweep_findings(speed, headline_ctx)
     for row in published_speed.itertuples():

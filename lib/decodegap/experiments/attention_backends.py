@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import attention_backends as attention_report
-from decodegap import hardware, inputs, paths, published, records, roofline
+from decodegap import checked, hardware, inputs, paths, published, records, roofline
 from decodegap.harness import keys, models, runs
 from decodegap.harness.sweep import SweepPlan, free_device_memory, run_sweep
 from decodegap.outcome import attempt
@@ -118,8 +118,9 @@ def summary(data) -> pd.DataFrame:
 
 
 def step_rows(data) -> pd.DataFrame:
-    """The decode rows of the whole-step measurement: each cell from one sweep, as every notebook reads decode.csv."""
-    return roofline.one_sweep(records.load_experiment("decode", data), records.run_plans(data))
+    """The decode rows of the whole-step measurement: each cell from one sweep, as every notebook reads decode.csv,
+    unchecked cells as status rows (checked.labelled)."""
+    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), records.run_plans(data))
 
 
 def tables(data, models_=(), step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, table_ctx: int = 2048,

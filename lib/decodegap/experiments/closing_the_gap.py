@@ -10,7 +10,7 @@ import pandas as pd
 
 from decodegap.analysis import check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import cuda_graphs_ab as ab, profiles
-from decodegap import compare, hardware, levers, records, roofline
+from decodegap import checked, compare, hardware, levers, records, roofline
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
 from decodegap.harness.sweep import SweepPlan, run_sweep
@@ -71,8 +71,10 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
 
 def rows(data) -> pd.DataFrame:
     """The ladder's decode rows (ladder.ladder_rows): decode.csv with its superseded rows, each cell from one sweep,
-    plus the A/B sweep's for the cells and arms decode.csv lacks."""
-    return ladder.ladder_rows(records.with_superseded("decode", data), ab.ab_rows(data), records.run_plans(data))
+    plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
+    run is a status row `unchecked` (checked.labelled: the ladder shows it as such, no target reads it)."""
+    return ladder.ladder_rows(checked.labelled(checked.load("decode", data, superseded=True)), ab.ab_rows(data),
+                              records.run_plans(data))
 
 
 def tables(data, models_=()) -> dict:

@@ -1,17 +1,19 @@
 """Notebook 02, the CUDA-graphs A/B: how much of a decode step is launch overhead? Its sweeps (the grid of eager,
-graph and compile, then the headline cells in sessions of their own, through sweep.run_sweep), its rows (ab.csv, each with its sweep),
-its tables (speed-ups with bootstrap CIs, the headline statistic, the decomposition of a step, the arm table, the two
+graph and compile, then the headline cells in sessions of their own, through sweep.run_sweep), its rows (ab.csv,
+each with its sweep), its tables (speed-ups with bootstrap CIs, the headline statistic, the decomposition of a step,
+the arm table, the two
 compile settings) and its findings."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Mapping
 
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab
-from decodegap import hardware, published, records, roofline
+from decodegap import hardware, paths, published, records, roofline
 from decodegap.harness import keys, models as model_specs, profile, runs
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
@@ -21,36 +23,47 @@ PLOTTED_ARMS = ("eager", "graph", "compile")  # the arms of the R_floor-per-arm 
 
 
 def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
-         steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab") -> list[SweepPlan]:
+         steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab",
+         again: bool = False) -> list[SweepPlan]:
     """The two sweeps of `measure`: the grid (every context, eager, graph and compile, `sessions` sessions) and the
-    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's)."""
-    common = dict(gpu=gpu, models=tuple(models), steps=steps, warmup=warmup, device=device, experiment=experiment)
+    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's, the
+    graph arm checked against eager in every one of them: SweepPlan.check_every_session). `again`: both measured
+    again in runs of their own (SweepPlan.again; the older rows stay as history)."""
+    common = dict(gpu=gpu, models=tuple(models), steps=steps, warmup=warmup, device=device, experiment=experiment,
+                  again=again)
     grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=sessions, **common)
     headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
-                         first_session=sessions, **common)  # sessions of its own, numbered after the grid's
+                         first_session=sessions, check_every_session=True, **common)  # sessions of its own
     return [grid, headline]
 
 
 def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
-            progress: bool = True, experiment: str = "ab") -> dict:
+            progress: bool = True, experiment: str = "ab", headline_only: bool = False, again: bool = False) -> dict:
     """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
     1. every cell of the grid, arms eager, graph and compile, `sessions` fresh sessions; a session builds
        each model once for all three arms and contexts (arm order alternating between sessions), and the
        compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
+       left out with `headline_only`;
     2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
-       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone);
+       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone),
+       each session's graph arm checked against eager;
     3. with `count_kernels`, kernels per decode step (profile.record_kernels: kernels.csv, breakdown.csv).
-    Returns the wall seconds of each phase and in all, also kept in env.json under the first phase's run."""
+    `again`: the sweeps measure every cell again in runs of their own (the A/B reader keeps each cell's newest run
+    of a sweep; older runs stay as history). Returns the wall seconds of each phase and in all, also kept in
+    env.json under the first run that measured anything (`ab_sweep`)."""
     grid, headline = plan(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
-                          experiment)
+                          experiment, again)
     keys.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
     keys.models(models, data)
     began = time.time()
-    grid_run = run_sweep(grid, data, progress)
-    walls = dict(grid_s=time.time() - began)
+    measured = []
+    walls = {}
+    if not headline_only:
+        measured.append(run_sweep(grid, data, progress))
+        walls["grid_s"] = time.time() - began
     t0 = time.time()
-    run_sweep(headline, data, progress)
+    measured.append(run_sweep(headline, data, progress))
     walls["headline_s"] = time.time() - t0
     if count_kernels:
         t0 = time.time()
@@ -58,7 +71,11 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
         walls["kernels_s"] = time.time() - t0
     walls["total_s"] = time.time() - began
     walls = {k: round(v, 1) for k, v in walls.items()}
-    runs.update_env(gpu, data, grid_run, ab_sweep=walls)
+    env = paths.raw_dir(gpu, data) / "env.json"
+    known = set(json.loads(env.read_text())) if env.exists() else set()
+    recorded = [r for r in measured if r in known]  # run_sweep gives a fresh id, never recorded, when nothing was left
+    if recorded:
+        runs.update_env(gpu, data, recorded[0], ab_sweep=walls)
     print(f"A/B sweep wall time: {walls}")
     return walls
 
@@ -83,18 +100,25 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     """Notebook 02's tables: `rows`, `grid` (its grid sweep's rows), `cells` (R_floor cells of the grid), the configs,
     `kernels`, `verify` (the arm checks of these runs), `sessions` (ab.sweep_sessions), `sweep_walls` and
     `session_walls`; `speedups` of the graph and compile arms per cell and sweep (seeded bootstrap CIs), `headline`
-    (ab.headline: the headline sweep's sessions alone), `published_speedups`, `decomposition` of the grid, `arm_table`
+    (ab.headline: the headline sweep's sessions alone), `history` (the speed-ups of the older runs of a cell and
+sweep, ab.ab_rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
     rows_, grid, cells_, configs = cells(data)
     kernels = records.load_experiment("kernels", data)
     verify = records.load_experiment("verify", data)
     speed = pd.concat([ab.speedups(rows_, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
+    older = ab.ab_rows(data, history=True)
+    history = pd.concat([ab.speedups(older, arm=arm, seed=seed).assign(
+        runs=", ".join(sorted(set(older["run_id"])))) for arm in SPEEDUP_ARMS], ignore_index=True)
+    if not history.empty:  # whether every row behind each older speed-up had a passing check of its own run
+        ok = older.groupby(ab.CELL + ["sweep"])["checked"].all().rename("checked")
+        history = history.join(ok, on=ab.CELL + ["sweep"])
     return dict(
         rows=rows_, grid=grid, cells=cells_, configs=configs, kernels=kernels,
         verify=verify[verify["run_id"].isin(set(rows_["run_id"]))],
         sessions=ab.sweep_sessions(rows_), sweep_walls=ab.sweep_walls(data, rows_),
         session_walls=ab.session_walls(data, rows_),
-        speedups=speed, headline=ab.headline(speed, headline_ctx),
+        speedups=speed, headline=ab.headline(speed, headline_ctx), history=history,
         published_speedups=published.select(published.load(data), "cuda_graphs", "speedup"),
         decomposition=ab.decomposition(cells_, kernels),
         arm_table=ab.arm_table(grid, hardware.specs_table(data), configs, kernels=kernels, seed=seed),
@@ -105,4 +129,4 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
 def findings(t: dict) -> dict:
     """{"02_findings": ab.findings of the speed-ups, the decomposition and the published speed-ups}."""
     return {"02_findings": ab.findings(t["speedups"], t["decomposition"], t["published_speedups"], t["headline_ctx"],
-                                       t["rows"])}
+                                       t["rows"]) + ab.history_findings(t.get("history"))}

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import hardware, levers, paths, published, records
+from decodegap import checked, hardware, levers, paths, published, records
 from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
@@ -143,8 +143,10 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
 
 
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
-    """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows)."""
-    return quant_report.rows(records.load_experiment("decode", data), arms, records.run_plans(data))
+    """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
+    a passing check of its own run (vs_eager, and for a quantised cell the vs_bf16 model check) as status rows
+    `unchecked` (checked.labelled)."""
+    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
@@ -156,7 +158,7 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: S
         configs = model_specs.configs(set(rows_["model"]) | set(models), data)
     return rows_, quant_report.cells(rows_, hardware.specs_table(data), configs,
                                      records.load_experiment("bandwidth", data), group_size,
-                                     records.load_experiment("verify", data)), configs
+                                     checked.own_checks(rows_, records.load_experiment("verify", data))), configs
 
 
 def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Sequence[str] = ARMS,

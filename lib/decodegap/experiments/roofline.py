@@ -8,7 +8,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from decodegap import hardware, paths, published, records, roofline
+from decodegap import checked, hardware, paths, published, records, roofline
 from decodegap.harness import models as model_specs, runs
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
@@ -51,8 +51,10 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
 
 
 def rows(data) -> pd.DataFrame:
-    """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep."""
-    return roofline.default_rows(records.load_experiment("decode", data), records.run_plans(data))
+    """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep; a
+    cell timed without a passing check of its own run is a status row `unchecked` (checked.labelled), never a
+    timing, so that a checked sweep of the cell wins and an unchecked one is drawn as such."""
+    return roofline.default_rows(checked.labelled(checked.load("decode", data)), records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:
@@ -81,7 +83,7 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
         published=pub,
         published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
                                                                                    on="gpu"),
-        all_rows=roofline.default_rows(records.load_experiment("decode", data)))
+        all_rows=roofline.default_rows(checked.labelled(checked.load("decode", data))))
 
 
 def findings(t: dict) -> dict:

@@ -66,8 +66,15 @@ def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
     return True
 
 
+ENV_FIELDS = hardware.ENV_FIELDS  # every field code writes into an env.json entry (update_env refuses others)
+
+
 def update_env(gpu: str, data, run_id: str, **fields) -> None:
-    """Merge `fields` into env.json[run_id] of this GPU's folder (atomic replace)."""
+    """Merge `fields` into env.json[run_id] of this GPU's folder (atomic replace); a field not in ENV_FIELDS is
+    refused (ValueError) before anything is written."""
+    unknown = sorted(set(fields) - ENV_FIELDS)
+    if unknown:
+        raise ValueError(f"env.json takes no field {unknown}: add it to runs.ENV_FIELDS with the code that writes it")
     path = paths.raw_dir(gpu, data) / "env.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     env = json.loads(path.read_text()) if path.exists() else {}
@@ -80,3 +87,49 @@ def update_env(gpu: str, data, run_id: str, **fields) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def merge_returned(src, dst) -> dict:
+    """Bring the rows and env.json entries of the runs a device machine returned (`src`: its data/raw/<gpu> folder,
+    unpacked) into `dst` (this checkout's data/raw/<gpu>), as the runs wrote them: per CSV the rows of the runs
+    `dst` lacks, appended in their order (records.append_rows: validated against the schema), and their env.json
+    entries, unchanged. An entry or row of a run `dst` holds already is left as it is; an entry that differs from
+    `dst`'s is refused (ValueError) before anything is written. Returns {file: rows or entries added}."""
+    from pathlib import Path
+
+    from decodegap import records
+
+    src, dst = Path(src), Path(dst)
+    theirs = json.loads((src / "env.json").read_text())
+    ours = json.loads((dst / "env.json").read_text()) if (dst / "env.json").exists() else {}
+    differ = sorted(r for r in theirs if r in ours and theirs[r] != ours[r])
+    if differ:
+        raise ValueError(f"env.json entries differ between {src} and {dst}: {differ[:5]}; nothing merged")
+    new_runs = [r for r in theirs if r not in ours]
+    bad = sorted(set(k for r in new_runs for k in theirs[r]) - ENV_FIELDS)
+    if bad:
+        raise ValueError(f"the returned entries hold fields no code writes ({bad}); nothing merged")
+    added, blocks = {}, []
+    for path in sorted(src.glob("*.csv")):
+        schema = records.schema_for(path.stem)
+        rows = records.read_csv(path, schema)
+        known = set(records.read_csv(dst / path.name, schema)["run_id"]) if (dst / path.name).exists() else set()
+        fresh = rows[rows["run_id"].isin(new_runs) & ~rows["run_id"].isin(known)]
+        if not fresh.empty:
+            blocks.append((dst / path.name, schema, fresh))
+    for target, schema, fresh in blocks:
+        records.append_rows(target, schema, [{c: (None if pd_isna(v) else v) for c, v in r.items()}
+                                             for r in fresh.to_dict("records")])
+        added[target.name] = len(fresh)
+    if new_runs:
+        ours.update({r: theirs[r] for r in new_runs})
+        tmp = (dst / "env.json").with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(ours, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, dst / "env.json")
+        added["env.json"] = len(new_runs)
+    return added
+
+
+def pd_isna(value) -> bool:
+    """A missing CSV cell as pandas reads it (None or NaN)."""
+    return value is None or (isinstance(value, float) and value != value)

@@ -62,6 +62,7 @@ class SweepPlan:
     retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
     first_session: int = 0  # the number of this plan's first session (see above)
     again: bool = False  # measure every cell again in this run; the older rows stay (roofline.one_sweep reads the latest)
+    check_every_session: bool = False  # check every non-eager arm in every session, not only once per run (below)
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -185,14 +186,37 @@ def wants_sharp_check(cell: Cell, config=None) -> bool:
     return (arm.decoder == "lean" and cell.attn == "sdpa") or (arm.decoder == "hf" and cell.attn in IN_MODEL)
 
 
+def passed_in_run(plan: SweepPlan, run_id: str, cell: Cell, data, check: str = "vs_eager") -> bool:
+    """Whether verify.csv holds a passing `check` (status ok) of `cell` from run `run_id` (for vs_bf16, the model
+    check, at the cell's model, context and quantisation, arm eager as it is recorded)."""
+    path = paths.raw_dir(plan.gpu, data) / "verify.csv"
+    if not path.exists():
+        return False
+    v = records.read_csv(path, records.VERIFY)
+    v = v[(v["run_id"] == run_id) & (v["check"] == check) & (v["status"] == "ok") & (v["gpu"] == plan.gpu)
+          & (v["model"] == cell.model) & (v["ctx"].astype(int) == int(cell.ctx)) & (v["quant"] == cell.quant)]
+    if check == "vs_eager":
+        v = v[(v["arm"] == cell.arm) & (v["attn"] == cell.attn)]
+    return not v.empty
+
+
+def wants_check(plan: SweepPlan, cell: Cell, run_id: str, session: int, data) -> bool:
+    """Whether `cell` is checked against eager before (a compiled arm: right after) its timing in `session`: a
+    non-eager arm with plan.verify, in every session with plan.check_every_session, else where this run has no
+    passing check of the cell yet (passed_in_run)."""
+    if not plan.verify or (cell.arm == "eager" and cell.attn == "sdpa"):
+        return False
+    return plan.check_every_session or not passed_in_run(plan, run_id, cell, data)
+
+
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data,
                  cache_len: int | None = None) -> list[dict]:
-    """Time one cell and return its rows; in the plan's first session a non-eager arm is checked against eager first.
+    """Time one cell and return its rows; a non-eager arm is checked against eager first where `wants_check`.
     A compiled arm is checked right after its timing instead, on the compiled step the timing used (same
     cache length, nothing compiles again), so that its first warm-up row holds the compile time; if that
     check fails the cell gets an `error` row and its timings are dropped. `cache_len`: the cache the cell runs
     with when longer than its own (decode.shared_cache_lens: one compile serving a model's contexts)."""
-    check = plan.verify and (cell.arm != "eager" or cell.attn != "sdpa") and session == plan.first_session
+    check = wants_check(plan, cell, run_id, session, data)
     check_after = check and cell.arm in COMPILED_ARMS
     try:
         if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
@@ -218,25 +242,31 @@ QUANT_CHECK_FAILED = "the quantised model failed its check against the bf16 mode
 
 
 def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, data) -> dict[int, str]:
-    """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). In session 0
-    (with plan.verify) every decoder layer's input and output of the bf16 model is recorded first at every
-    context of `cells` (quant_check.record_layers), and the quantised model's layers, fed those inputs, are
-    checked against those outputs (verify.csv, check vs_bf16, tolerance from 4-bit rounding:
-    quant.model_tolerance; layer by layer, teacher-forced: quant_check). Other sessions read those rows. Returns {ctx: reason} for the contexts whose check
-    failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable propagates
-    (the model is left as it was)."""
+    """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). Where this run
+    has no passing model check yet of a context of `cells` (passed_in_run; with plan.check_every_session, always;
+    with plan.verify), every decoder layer's input and output of the bf16 model is recorded first at those
+    contexts (quant_check.record_layers), and the quantised model's layers, fed those inputs, are checked against
+    those outputs (verify.csv, check vs_bf16, tolerance from 4-bit rounding: quant.model_tolerance; layer by layer,
+    teacher-forced: quant_check). A context this run checked already is not checked again; its cells are not
+    timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose check failed or could
+    not run: their cells are recorded as `error` and never timed. QuantUnavailable propagates (the model is left as
+    it was)."""
     from decodegap.quant import paths as quant
 
     ctxs = sorted({c.ctx for c in cells})
-    if not (plan.verify and session == plan.first_session):
+    resolved = quant.resolve(plan.quant, plan.device)
+    todo = [ctx for ctx in ctxs if plan.verify and (plan.check_every_session or not passed_in_run(
+        plan, run_id, Cell(cells[0].model, ctx, "eager", plan.attn, resolved), data, "vs_bf16"))]
+    if not todo:
         quant.quantise_model_(model, plan.quant)
         verify = paths.raw_dir(plan.gpu, data) / "verify.csv"
         rows = records.read_csv(verify, records.VERIFY) if verify.exists() else None
         if rows is None or rows.empty:
             return {}
         bad = rows[(rows.check == "vs_bf16") & (rows.status != "ok") & (rows.gpu == plan.gpu)
-                   & (rows.model == cells[0].model) & (rows.quant == quant.resolve(plan.quant, plan.device))]
+                   & (rows.run_id == run_id) & (rows.model == cells[0].model) & (rows.quant == resolved)]
         return {int(c): QUANT_CHECK_FAILED for c in bad.ctx if int(c) in ctxs}
+    ctxs = todo
     from decodegap.harness.quant_checks import forced_layer_error, record_layers
 
     tol, _ = quant.model_tolerance(model, plan.quant)

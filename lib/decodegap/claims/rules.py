@@ -1,0 +1,482 @@
+"""The rules registry: one entry per row of figures/claims.md, as data, fixed before the verdict is computed.
+
+Each `Rule` states the statistic, the rows it reads (file + selector), the thresholds (`threshold`, read by the
+verdict code: no threshold is a literal in the claims modules), how noise is treated on both sides (`holds_if`,
+`fails_if`, else `otherwise`, "inconclusive: within noise"), the aggregate over cells, the sources that may label
+it (in order: our rows on the claim's GPU class, the paper's own numbers, our rows on another GPU; or a method
+check) and its history: every earlier rule, when and why it changed and the verdict it gave. The newest history
+item carries the fingerprint of the rule's fields (`fingerprint`); tests/test_rules.py fails when a rule's content
+changes without a new history item, so a rule can only change visibly.
+
+A rule is "fixed after its rows" when its newest history item is dated after a run it reads (run ids are UTC
+timestamps; `decodegap.claims.provenance`); figures/claims.md flags each such rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+# ----------------------------------------------------------------------------------------------- vocabulary
+CLAIM_GPU, PAPER, OTHER_GPU, METHOD = "claim_gpu", "paper", "other_gpu", "method"
+SOURCES = {
+    CLAIM_GPU: "our rows on the GPU class the claim names",
+    PAPER: "arithmetic on the paper's own published numbers",
+    OTHER_GPU: "our rows on another GPU than the one the claim names (the H200 for an H100 or L4 claim)",
+    METHOD: "a check of the method or of this package's own statement; its own section, not counted among findings",
+}
+INCONCLUSIVE = "inconclusive: within noise"
+THIS_COMMIT = "this commit"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows a rule reads: a file under data/ (raw files are data/raw/<gpu>/<file>) and a selector in words plus,
+    for raw files, a pandas query over its columns and which runs of a cell count (`pick`: "all", "newest run per
+    cell", "one sweep per cell", "headline sweep")."""
+
+    file: str
+    selector: str
+    query: str = ""
+    pick: str = "all"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fixing of a rule: when (UTC, minute), at which commit, why, the rule text in force from then and the
+    verdict it gave (empty for the current rule: computed in the table). The newest item's `fingerprint` is that of
+    the rule's fields."""
+
+    date: str
+    commit: str
+    reason: str
+    rule: str
+    verdict: str = ""
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    claim: str
+    statistic: str
+    rows: tuple[Rows, ...]
+    threshold: tuple[tuple[str, object], ...]
+    noise: str
+    holds_if: str
+    fails_if: str
+    aggregate: str
+    sources: tuple[str, ...]
+    history: tuple[Change, ...]
+    otherwise: str = INCONCLUSIVE
+
+    def t(self, name: str):
+        """The threshold `name` of this rule."""
+        for k, v in self.threshold:
+            if k == name:
+                return _resolve(v)
+        raise KeyError(f"{self.id} has no threshold {name!r}")
+
+    @property
+    def fixed(self) -> Change:
+        return self.history[-1]
+
+    def fields(self) -> dict:
+        """The rule's content (everything but its history), thresholds resolved: what the fingerprint covers."""
+        d = asdict(self)
+        d.pop("history")
+        d["threshold"] = [[k, _resolve(v)] for k, v in self.threshold]
+        return d
+
+    def text(self) -> str:
+        """The rule in one paragraph, as figures/claims.md prints it."""
+        th = ", ".join(f"{k} = {_fmt(_resolve(v))}" for k, v in self.threshold)
+        return (f"Statistic: {self.statistic} Thresholds: {th or 'none'}. Noise: {self.noise} Holds if {self.holds_if} "
+                f"Fails if {self.fails_if} Else: {self.otherwise}. Aggregate: {self.aggregate}")
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A threshold that lives in another module (its owner derives it): `module`:`name`, with `default` where the
+    name is not defined there (yet)."""
+
+    module: str
+    name: str
+    default: object = None
+    fallback: str = ""
+
+
+def _resolve(v):
+    if isinstance(v, Ref):
+        import importlib
+
+        mod = importlib.import_module(v.module)
+        if hasattr(mod, v.name):
+            return getattr(mod, v.name)
+        if v.fallback and hasattr(mod, v.fallback):
+            return getattr(mod, v.fallback)
+        return v.default
+    return v
+
+
+def fingerprint(rule: Rule) -> str:
+    """sha256 (first 16 hex digits) of the rule's fields (Rule.fields), sorted JSON."""
+    return hashlib.sha256(json.dumps(rule.fields(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------- shared rows
+PUB = "data/published/paper.csv"
+SPECS = "data/specs/gpus.csv"
+PRICES = "data/specs/prices.csv"
+BYTE_MODEL = "data/models (configs) through decodegap.accounting / decodegap.quant.bytes"
+CELLS = Rows("decode.csv", "notebook 01's cells: bf16, SDPA, the HF arms, each cell's sessions from one sweep "
+             "(roofline.default_rows)", "quant == 'bf16' and attn == 'sdpa' and arm in ['eager', 'hf_default', "
+             "'graph', 'compile'] and status == 'ok'", "one sweep per cell")
+AB = Rows("ab.csv", "the CUDA-graphs A/B rows: bf16, SDPA, every arm, each sweep apart (ab.ab_rows)",
+          "status == 'ok'", "all")
+AB_HEAD = Rows("ab.csv", "the headline sweep of the A/B at ctx 2048 (ab.headline: one sweep, never pooled)",
+               "status == 'ok' and ctx == 2048 and arm in ['eager', 'graph']", "headline sweep")
+AB_GRID = Rows("ab.csv", "the grid sweep of the A/B, every model and context (ab.decomposition)",
+               "status == 'ok' and arm in ['eager', 'graph']", "one sweep per cell")
+ATT = Rows("attention.csv", "per-call attention timings, host-inclusive and GPU-only rounds, each cell's newest run "
+           "(attention_backends.summary)", "status == 'ok'", "newest run per cell")
+QUANT = Rows("decode.csv", "notebook 04's quantised decode cells (quant_report.rows), with their model check",
+             "quant != 'bf16' and status == 'ok'", "one sweep per cell")
+QUANT_BF16 = Rows("decode.csv", "the bf16 cells of notebook 04's arms, the base of each realised share",
+                  "quant == 'bf16' and attn == 'sdpa' and status == 'ok'", "one sweep per cell")
+VERIFY_QUANT = Rows("verify.csv", "the whole-model checks of quantised paths against their bf16 model",
+                    "check == 'vs_bf16' and layer == 'model'", "all")
+VERIFY = Rows("verify.csv", "each arm's logits check against eager in its own run (check vs_eager)",
+              "check == 'vs_eager'", "all")
+
+
+def P(selector: str) -> Rows:
+    return Rows(PUB, selector)
+
+
+# the dates of fixings recorded from git (UTC): the common start of the table's rules
+START = Change("2026-11-29T12:16", "4c9f4e6", "the claims table introduced", "as now")
+REGISTERED = "2026-12-02T15:00"
+REG_REASON = ("registered as data (rules registry); the rule's content as coded before, thresholds unchanged")
+
+
+def _reg(reason: str = REG_REASON, fp: str = "") -> Change:
+    """The fixing of this commit: the rule as its fields state it, the fingerprint of those fields."""
+    return Change(REGISTERED, THIS_COMMIT, reason, "as stated in the fields", fingerprint=fp)
+
+
+NOTEST = ("the claim names a GPU with no rows here, or is not a measurable statement; testable by the same rule "
+          "once such rows exist")
+ABOUT = (("rel_tol", 0.15),)
+
+
+
+def _r3(id_: str, backend: str, fp: str) -> Rule:
+    return Rule(id_, f"H100 per-layer us: {backend}.", "host-inclusive us per call (llama-3.1-8b shape, ctx 2048) "
+                "on the H100.", (ATT, P(f"attention_backends us_per_layer {backend}")), ABOUT,
+                "the rounds' host spread.", "within rel_tol.", "outside rel_tol.", "one cell.", (CLAIM_GPU,),
+                (START, _reg(fp=fp)))
+
+
+def _r4(id_: str, quant: str, fp: str) -> Rule:
+    return Rule(id_, f"L4 ms per step: {quant}.", "our L4 eager step (qwen2.5-7b, ctx 2048) of the path.",
+                (QUANT, QUANT_BF16, P(f"quantisation step_ms l4 {quant}")), ABOUT, "the cell's session range.",
+                "within rel_tol.", "outside rel_tol.", "one cell.", (CLAIM_GPU,), (START, _reg(fp=fp)))
+
+
+# ------------------------------------------------------------------------------------------------- rules
+RULES: tuple[Rule, ...] = (
+    Rule("T1", "On fast GPUs the binding term of batch-1 decode is per-kernel CPU launch overhead.",
+         "per fast GPU (datasheet >= fast_gbps) at ctx 2048: L = eager - graph (launch), X = graph - floor (GPU-side "
+         "excess), F = floor (W_all). Measured: per session of one sweep, every model. Published (H100): L = "
+         "eager x (1 - 1/s) over the published speed-up CI s; X = graph - floor with the floor from W_all and from "
+         "the published R_floor (the byte convention as noise).",
+         (AB_GRID, P("quantisation step_ms h100-sxm eager/graph; cuda_graphs speedup h100-sxm (CI); "
+                     "inverted_ladder r_floor h100-sxm"), Rows(SPECS, "datasheet bandwidth")),
+         (("fast_gbps", 3350.0),),
+         "measured: the spread over sessions and models; published: the speed-up CI and the floor under two byte "
+         "conventions (W_all; published R_floor x eager).",
+         "min L > max(max F, max X) (launch the largest term beyond noise).",
+         "max L < max(min F, min X) (another term larger beyond noise).",
+         "per GPU; the claim holds when it holds on every fast GPU of the source and fails when it fails on one.",
+         (CLAIM_GPU, PAPER, OTHER_GPU),
+         (Change("2026-11-29T12:16", "4c9f4e6", "introduced",
+                 "on every measured GPU >= 3350 GB/s, launch (eager - graph) is the largest of floor / graph - floor "
+                 "/ launch at ctx 2048 (median over models; decode.csv rows of 11-29 10:06)", "reproduced"),
+          Change("2026-11-29T14:03", "fbcae93", "input switched to the A/B sweep (ab.csv)",
+                 "the same, on the A/B grid sweep", "reproduced"),
+          Change("2026-12-01T09:07", "1d537ef", "published fast GPUs added (the H100's 14.83 / 11.78 ms), 41 h "
+                 "after the A/B rows it reads",
+                 "launch the largest term (medians) on every GPU >= 3350 GB/s, measured or published", "contradicted"),
+          _reg("made symmetric: noise on both sides, an inconclusive band; the H200 is "
+                 "another GPU than the paper's fast GPU (its host is slower: eager 1.38x the H100's), so it labels "
+                 "apart from the paper's H100 numbers", fp="38e2490ff80035eb"))),
+    Rule("T2", "On slow GPUs (L4) the binding term is memory bandwidth.",
+         "eager R_floor (W_all) of the headline cell per GPU below slow_gbps; published: the L4's R_floor.",
+         (CELLS, P("inverted_ladder r_floor l4"), Rows(SPECS, "datasheet bandwidth")),
+         (("slow_gbps", 1000.0), ("r_floor", 0.5)),
+         "measured: the session range of the cell; published: none stated.",
+         "R_floor > r_floor on every slow GPU.", "R_floor <= r_floor on one.",
+         "every GPU below slow_gbps.", (CLAIM_GPU, PAPER),
+         (START, Change("2026-11-29T12:16", "4c9f4e6", "introduced", "eager R_floor > 0.5 on every measured GPU "
+                        "below 1000 GB/s; published numbers only named", "not testable here"),
+          _reg("registered; the paper's L4 R_floor now labels it (supported or contradicted the same way)", fp="4d4fd6fcb820c345"))),
+    Rule("T3a", "Fast GPUs' lever is CUDA graphs (not specialised kernels): the graph speed-up exceeds the best "
+         "int4 path's speed-up over bf16.",
+         "per fast GPU at ctx 2048: S_g = eager / graph (bf16) and S_q = max over int4 paths of bf16 eager / path "
+         "eager, per model.", (AB_GRID, QUANT, QUANT_BF16, P("cuda_graphs speedup; quantisation speedup")),
+         (("fast_gbps", 3350.0),),
+         "each speed-up's session range (relative, max/min - 1) of the cells it divides.",
+         "S_g / S_q - 1 > noise in every model.", "S_q / S_g - 1 > noise in one model.",
+         "every model of every fast GPU.", (CLAIM_GPU, PAPER, OTHER_GPU),
+         (_reg("new claim (the summaries' 'different levers'), rule fixed before "
+                 "computing it; the H200 rows were seen in the audit", fp="762151221b20481f"),)),
+    Rule("T3b", "Edge GPUs' lever is specialised kernels (not CUDA graphs): the best int4 path's speed-up exceeds "
+         "the graph speed-up.",
+         "per slow GPU (< slow_gbps): S_q = best int4 speed-up over bf16 (eager), S_g = graph speed-up.",
+         (QUANT, P("cuda_graphs speedup l4; quantisation speedup l4")), (("slow_gbps", 1000.0),),
+         "measured: session ranges; published: none stated (the L4 graph speed-up has no CI).",
+         "S_q > S_g (beyond noise where stated).", "S_g > S_q (beyond noise where stated).",
+         "every slow GPU.", (CLAIM_GPU, PAPER),
+         (_reg("new claim (the summaries' 'different levers')", fp="75b214dce7bc1a71"),)),
+    Rule("T4", "Launch overhead dominates with short contexts (its share falls as the context grows).",
+         "per model of each GPU: launch share f = (eager - graph) / eager at the shortest (2048) and longest (16384) "
+         "context, per session of one sweep.", (AB_GRID,), (("short_ctx", 2048), ("long_ctx", 16384)),
+         "the range of f over sessions at each context.",
+         "max f(long) < min f(short) in every model.", "min f(long) > max f(short) in one model.",
+         "every model.", (CLAIM_GPU, OTHER_GPU),
+         (_reg("new claim (the summaries' 'with short contexts')", fp="0a906e2527bead58"),)),
+    Rule("T5", "Batch-1 decode is memory-dominated (the abstract).",
+         "eager R_floor (W_all) of the headline cell per GPU, read as: the memory floor is more than r_floor of the "
+         "step (T2's threshold).", (CELLS, P("inverted_ladder r_floor")), (("r_floor", 0.5),),
+         "measured: the cell's session range; published: none stated.",
+         "R_floor > r_floor on every GPU of the source.", "R_floor < r_floor on one.",
+         "every GPU.", (CLAIM_GPU, PAPER, OTHER_GPU),
+         (_reg("new claim (the abstract's 'memory-dominated')", fp="684c3edef8ed8ae9"),)),
+    Rule("M1", "GPUs: H100 SXM5, A100-80GB SXM4, L40S, L4.", "the set of GPUs with ok decode cells.", (CELLS,), (),
+         "none.", "every paper GPU measured.", "never (a missing GPU leaves it not met).", "the four GPUs.",
+         (METHOD,), (START, _reg(fp="ad6454abf64fdf10"))),
+    Rule("M2", "Models: three 7-8B GQA transformers, bf16, SDPA.",
+         "the measured models' parameter counts, KV heads, dtypes and attention.", (CELLS, Rows(BYTE_MODEL, "configs")),
+         (("params_lo_b", 7), ("params_hi_b", 8)), "none (presence check).",
+         "three models, all GQA, round(params) in [params_lo_b, params_hi_b], bf16 and SDPA in the default rows.",
+         "any of those false.", "the measured models.", (METHOD,), (START, _reg(fp="b18857700468a829"))),
+    Rule("M3", "Contexts: 2048-16384.", "each measured GPU's contexts.", (CELLS, P("method context_length")), (),
+         "none.", "every GPU has exactly the paper's contexts.", "one does not.", "every measured GPU.",
+         (METHOD,), (START, _reg(fp="28e6b3fb405ccee0"))),
+    Rule("M4", "48 cells, 44 valid.", "the grid per GPU.", (CELLS, P("method total_cells / valid_cells")), (),
+         "none.", "never here (needs the four GPUs).", "never here.", "-", (METHOD,), (START, _reg(fp="35ed73178d7dc35b"))),
+    Rule("M5", "R_floor definition.", "cells with R_floor > max_r_floor.", (CELLS,), (("max_r_floor", 1.0),),
+         "none.", "no cell exceeds max_r_floor.", "one does (an accounting or timing bug).", "every cell.",
+         (METHOD,), (START, _reg(fp="b81b9f9e945a40e0"))),
+    Rule("M6", "CUDA graphs A/B: N = 10 fresh sessions, 95 % bootstrap CI.",
+         "the fewest fresh sessions per arm of the headline sweep at the headline cells (ab.headline; never two "
+         "sweeps pooled).", (AB_HEAD, P("method sessions")), (("sessions", 10),),
+         "none.", "N >= sessions at every headline cell of every GPU.", "N < sessions at one.",
+         "every GPU with A/B rows.", (METHOD,),
+         (Change("2026-11-29T12:16", "4c9f4e6", "introduced", ">= 10 sessions per arm, the grid and headline "
+                 "sweeps pooled", "reproduced"),
+          Change("2026-12-01T11:36", "e6c5b84", "one sweep, never pooled (4845705 11:17, e6c5b84 11:36), 43 h after "
+                 "the A/B rows", "the headline sweep alone has >= 10 sessions per arm", "not testable here"),
+          _reg(fp="321693b8e9fcd15b"))),
+    Rule("M7", "Attention backends: SDPA, FA2, FA3, FlashInfer.",
+         "the published backends with an ok timing row (ours or a named stand-in).", (ATT,), (), "none.",
+         "every paper backend has an ok row (a stand-in is named in the row).", "one has none.", "the four.",
+         (METHOD,),
+         (START, Change("2026-12-01T09:07", "1d537ef", "'proxy' when a backend ran only through a stand-in",
+                        "every paper backend has an ok row; only a stand-in -> proxy", "proxy"),
+          Change("2026-12-01T13:49", "74dd08d", "new rows with the flash-attn package", "the same", "reproduced"),
+          _reg("registered; a stand-in is named in the row, no separate label", fp="099a759e79a38fa6"))),
+    Rule("M8", "Quantisation paths: bf16, nf4, AWQ + Marlin, GPTQ + ExLlamaV2.",
+         "the paper's paths with a timed decode row and the outcome of its model check (QT).",
+         (QUANT, VERIFY_QUANT), (), "the model check's band (QT).",
+         "every paper path has a timed row whose model check passes.",
+         "a paper path's every timed row fails its model check.",
+         "every paper path; a path whose checks are inconclusive leaves the claim inconclusive.", (METHOD,),
+         (Change("2026-11-29T12:16", "4c9f4e6", "introduced", "every paper path has a timed row (timed = passed "
+                 "its check at the tolerance of the day)", "reproduced"),
+          _reg("registered; the check's outcome (QT) is read, not only whether the cell was timed", fp="9a5dc1eb6646a3b9"))),
+    Rule("QT", "The quantised model check (every timed quantisation cell is checked against its bf16 model).",
+         "k = max_rel_err / rounding bound of each latest model check (verify.csv vs_bf16; the bound = tol / the "
+         "factor the row was judged by).", (VERIFY_QUANT,),
+         (("k_pass", Ref("decodegap.quant.paths", "MODEL_K_PASS", fallback="MODEL_TOL_FACTOR")),
+          ("k_fail", Ref("decodegap.quant.paths", "MODEL_K_FAIL", fallback="MODEL_TOL_FACTOR"))),
+         "the gap between k_pass (correct paths) and k_fail (planted faults): derived by the owner of "
+         "quant/paths.py; until then both are MODEL_TOL_FACTOR (no gap).",
+         "k <= k_pass.", "k >= k_fail (when k_pass = k_fail, k > k_pass).",
+         "per cell; counted per path.", (METHOD,),
+         (Change("2026-12-01T08:11", "d232c46", "introduced (a logits check)", "error <= 3.0 x rounding bound",
+                 "no H200 rows judged"),
+          Change("2026-12-01T08:34", "261b4da", "layer-by-layer model check", "error <= 4.0 x rounding bound",
+                 "failed 16 of 18 cells of the 8c1cc04 run (every awq-marlin one; tol 0.403); on the current rows "
+                 "63 of 72 fail"),
+          Change("2026-12-01T08:46", "b6a8077", "raised two minutes after the 8c1cc04 rows (08:43-08:44) failed, "
+                 "to just above them (0.4514 failed at 0.403, passes at 0.604)", "error <= 6.0 x rounding bound",
+                 "every later cell passes; closest awq-marlin mistral ctx 4096 at 98.4 % of its tolerance"),
+          _reg("registered as a two-sided rule with an inconclusive band; k_pass and "
+                 "k_fail read from quant/paths.py (their derivation is that module's)", fp="6893343696d43459"))),
+    Rule("R1a", "L4 R_floor ~ 0.81.", "eager R_floor of the headline cell on the L4.", (CELLS, P("r_floor l4")),
+         ABOUT, "none stated by the paper; ours: the session range.", "|ours / published - 1| <= rel_tol.",
+         "|ours / published - 1| > rel_tol.", "one cell.", (CLAIM_GPU,), (START, _reg(fp="3d083884662c7c9d"))),
+    Rule("R1b", "H100 R_floor ~ 0.27.", "eager R_floor of the headline cell on the H100.",
+         (CELLS, P("r_floor h100-sxm")), ABOUT, "as R1a.", "|ours / published - 1| <= rel_tol.",
+         "|ours / published - 1| > rel_tol.", "one cell.", (CLAIM_GPU,), (START, _reg(fp="e0602af2be505005"))),
+    Rule("R1c", "300 / 3350 GB/s: 11x.", "datasheet bandwidths and their ratio.",
+         (Rows(SPECS, "l4, h100-sxm"), P("inverted_ladder bandwidth_gbps, bandwidth_ratio")), (), "none.",
+         "datasheets equal the quoted values and the ratio rounds to 11.", "otherwise.", "-", (PAPER,),
+         (START, _reg(fp="06e3c54017c29d68"))),
+    Rule("R1d", "11x bandwidth does not give an 11x speed-up.",
+         "per GPU faster than the L4: the L4 bf16 step over its eager step, against the bandwidth ratio.",
+         (CELLS, P("quantisation step_ms l4 bf16, h100-sxm eager")), (), "measured: the eager cell's session range.",
+         "speed-up x (1 + noise) < bandwidth ratio on every GPU.", "speed-up / (1 + noise) > ratio on one.",
+         "every GPU of the source.", (CLAIM_GPU, PAPER, OTHER_GPU), (START, _reg(fp="6d3de5fed67e690d"))),
+    Rule("R1e", "R_floor falls as bandwidth rises.", "eager R_floor of the headline cell per GPU against datasheet "
+         "bandwidth.", (CELLS, P("inverted_ladder r_floor")), (("min_points", 2),), "none.",
+         "strictly falling over at least min_points GPUs of the source.", "a rise.",
+         "the GPUs of one source (ours on one GPU alone cannot test it).", (CLAIM_GPU, PAPER),
+         (START, Change("2026-12-01T09:07", "1d537ef", "label renamed", "the same", "consistent (arithmetic)"),
+          _reg(fp="73076b4e1dabfbdf"))),
+    Rule("N1", "Our note: 0.82 / 0.31 under W = all parameters.", "W_all floor / published eager step.",
+         (P("quantisation step_ms eager; r_floor_recomputed_w_all"), Rows(BYTE_MODEL, "W_all")),
+         (("rel_tol", 0.02),), "none.", "within rel_tol of the note.", "otherwise.", "each GPU.", (METHOD,),
+         (START, _reg("registered; a statement of this package, a method check", fp="3e6567098dcf36c3"))),
+    Rule("R2a", "H100 graph speed-up 1.259x [1.253, 1.267].", "our H100 headline speed-up and its interval.",
+         (AB_HEAD, P("cuda_graphs speedup h100-sxm")), (), "the interval of our sessions.",
+         "the intervals overlap.", "they do not.", "the headline cell.", (CLAIM_GPU,),
+         (START, Change("2026-12-01T11:36", "e6c5b84", "headline = one sweep (N 10 -> 7)", "the same",
+                        "not testable here"), _reg(fp="919412f4fa8d9400"))),
+    Rule("R2b", "H100 launch overhead ~20 % of the step.", "(eager - graph) / eager, median over models at ctx "
+         "2048; published: 1 - 1/s.", (AB_GRID, P("cuda_graphs launch_overhead_fraction, speedup h100-sxm")),
+         ABOUT, "none stated.", "within rel_tol.", "outside rel_tol.", "median over models.", (CLAIM_GPU, PAPER),
+         (START, _reg("registered; the published speed-up now labels it", fp="23391a6f96104a5a"))),
+    Rule("R2c", "L4 graph speed-up 1.028x.", "our L4 headline speed-up.", (AB_HEAD, P("cuda_graphs speedup l4")),
+         (("abs_tol", 0.02),), "our interval.", "our interval contains it or |ours - 1.028| <= abs_tol.",
+         "otherwise.", "the headline cell.", (CLAIM_GPU,), (START, _reg(fp="a6689285c13463ad"))),
+    _r3("R3a", "sdpa", fp="eea7dad74d92b5f0"),
+    _r3("R3b", "fa3", fp="3d997f5963178b94"),
+    _r3("R3c", "flashinfer", fp="1a1a8ba11146dfd4"),
+    _r3("R3d", "fa2", fp="b5529b6072997a21"),
+    Rule("R3f", "At batch 1 SDPA's default beats explicit FA2, FA3 and FlashInfer per layer.",
+         "r = t_rival / t_sdpa per (GPU, model, ctx, rival), the host-inclusive median per call of each cell's "
+         "newest run (the statistic of the paper's per-layer table as R3a-d read it; GPU-only and in-step times "
+         "are reported, not counted); FA2 the flash-attn package or SDPA's FLASH backend named as stand-in, "
+         "FlashInfer the flashinfer package.", (ATT, P("attention_backends us_per_layer")), (),
+         "n = max(host_spread of the two cells) (max/min - 1 over the interleaved rounds).",
+         "per rival, SDPA wins beyond noise (r - 1 > n) in every cell.",
+         "a rival wins beyond noise (1/r - 1 > n) in one cell.",
+         "per rival, then all three rivals: holds when all hold, fails when one fails.",
+         (CLAIM_GPU, PAPER, OTHER_GPU),
+         (Change("2026-12-01T09:49", "1f483ed", "introduced", "SDPA faster in every cell", "contradicted (9 of 12 "
+                 "cells, rows of 20261129T121405-7d37e8)"),
+          Change("2026-12-01T13:49", "74dd08d", "per shape and context, new rows (13:20)", "the same, per shape",
+                 "contradicted (11 of 12)"),
+          Change("2026-12-01T14:08", "e98b883", "made noise-aware 48 min after the 13:20 rows, on one side only",
+                 "a rival faster by <= max(host_spread) does not fail", "reproduced"),
+          _reg("symmetric: SDPA must win beyond the same noise a rival must exceed to "
+                 "fail it, else inconclusive", fp="36c22528ec8fec29"))),
+    Rule("R3e", "The binding constraint of decode attention is the launch sequence, not kernel throughput.",
+         "host-inclusive / GPU-only per call, every cell of the paper's four backends (stand-ins named) at every "
+         "context.", (ATT,), (("ratio", 2.0),),
+         "lo = ratio / (1 + host_spread), hi = ratio x (1 + host_spread).",
+         "lo >= ratio threshold in every cell.", "hi < ratio threshold in one cell.", "every cell, every context.",
+         (CLAIM_GPU, OTHER_GPU),
+         (Change("2026-11-29T12:16", "4c9f4e6", "introduced (LAUNCH_BINDS_RATIO from 33fe517)",
+                 "median per GPU over backends and models of host / GPU-only at ctx 2048 >= 2", "reproduced (2.47x; "
+                 "8 of 29 cells below 2x)"),
+          _reg("every cell, every context, noise on both sides (the rule's text said 'a "
+                 "call'; the code took a median)", fp="42741a03ba045796"))),
+    _r4("R4a", "bf16", fp="cacc378113cea56a"),
+    _r4("R4b", "bnb-nf4", fp="60bdfcbc9a6d709d"),
+    _r4("R4c", "awq-marlin", fp="c55fae4330dc9dff"),
+    _r4("R4d", "gptq-exllamav2", fp="56adfad9dec9316d"),
+    Rule("R4e", "1.38x / 3.59x.", "published ratios against the published steps' ratios.",
+         (P("quantisation step_ms, speedup l4"),), (("decimals", 2),), "none.", "equal to `decimals` decimals.",
+         "otherwise.", "both paths.", (PAPER,), (START, _reg(fp="d10d4c1b5916427e"))),
+    Rule("R4f", "Marlin tuned for SM80, not SM89.", "the same Marlin path timed on an SM80 and an SM89 GPU.",
+         (QUANT,), (), "-", "not testable here (no SM80 / SM89 rows).", "-", "-", (CLAIM_GPU,), (START, _reg(fp="3cf2b150c118a5f8"))),
+    Rule("R4g", "GPTQ + ExLlamaV2 realises the saving on the L4.",
+         "realised share (1 - t_path / t_bf16) / (1 - B_path / B_bf16), eager, headline cell.",
+         (QUANT, QUANT_BF16, P("quantisation step_ms l4"), Rows(BYTE_MODEL, "quant bytes")),
+         (("share", 0.8),), "measured: session ranges; published: none.", "share >= threshold.",
+         "share < threshold.", "one cell.", (CLAIM_GPU, PAPER),
+         (Change("2026-11-29T11:18", "99b1ba2", "REALISED_YES 0.8", "share >= 0.8 on the L4 rows",
+                 "not testable here"), _reg("registered; the paper's own numbers now label it", fp="7774de9b8e805f69"))),
+    Rule("R4h", "H100 14.83 / 11.78 ms.", "our H100 eager and graph steps.", (CELLS, P("quantisation step_ms h100")),
+         ABOUT, "session ranges.", "each within rel_tol.", "one outside.", "both arms.", (CLAIM_GPU,),
+         (START, _reg(fp="72b87bce434d3f92"))),
+    Rule("R4l", "The int4 kernel, not the format, decides whether the saving is realised.",
+         "S = max - min over the paper's int4 kernels (`paths`) of each path's median realised share over the "
+         "models they share (ctx 2048, streamed bytes within bytes_tol of each other), per GPU and arm (`arms`).",
+         (QUANT, QUANT_BF16, VERIFY_QUANT, P("quantisation step_ms l4"), Rows(BYTE_MODEL, "quant bytes")),
+         (("spread", 0.3), ("bytes_tol", 0.05), ("paths", ("awq-marlin", "gptq-exllamav2")),
+          ("arms", ("eager", "graph", "lean_attn_graph", "lean_attn_compile"))),
+         "per path: max |share_model - median| + (t_path / t_bf16) / (1 - B_path / B_bf16) x 2 x the relative "
+         "session range of the same-arm bf16 cell (an arm with one session borrows the graph arm's); N = the sum "
+         "over the two paths at the ends; published: none stated.",
+         "S - N > spread.", "S + N < spread.",
+         "per arm; a GPU holds when some arm holds and none fails, fails when some fails and none holds.",
+         (CLAIM_GPU, PAPER, OTHER_GPU),
+         (Change("2026-12-01T09:16", "2ab4a83", "introduced, after the 08:47 rows",
+                 "bytes within 5 %, median over models, max - min > 30 points over every passing int4 path, the "
+                 "arms present", "reproduced"),
+          Change("2026-12-01T11:09", "6e6cb13", "common models; lean_attn_compile rows arrive", "the same on the "
+                 "models every path has", "contradicted"),
+          Change("2026-12-01T11:17", "45acead", "ARMS = eager, graph, lean_attn_graph (no compile)", "the same over "
+                 "three arms", "reproduced"),
+          Change("2026-12-01T11:45", "3f058c4", "ARMS + lean_attn_compile", "the same over four arms",
+                 "contradicted (the compiled lean arm spreads 20 points without awq-triton)"),
+          Change("2026-12-01T18:06", "3206ee2", "rule unchanged; awq-triton lean_attn_compile rows (17:47, 17:54) "
+                 "join the growing path set", "the same", "reproduced (on awq-triton alone)"),
+          _reg("the path set fixed to the paper's int4 kernels (a growing set can only "
+                 "make max - min pass); noise on both sides", fp="cafae5718e0c650c"))),
+    Rule("R4i", "L4 + ExLlamaV2 is competitive with a graphed H100.",
+         "t_L4,gptq-exllamav2 / t_H100,graph.", (P("quantisation step_ms l4 gptq-exllamav2, h100-sxm graph"),),
+         ABOUT, "none stated.", "ratio <= 1 + rel_tol.", "ratio > 1 + rel_tol.", "one pair.", (CLAIM_GPU, PAPER),
+         (Change("2026-11-29T12:16", "4c9f4e6", "introduced", "needs both GPUs measured", "not testable here"),
+          _reg("'competitive' registered as within the table's rel_tol; the paper's own "
+                 "numbers label it", fp="978e03ff2453b640"))),
+    Rule("R4m", "L4 + ExLlamaV2 (17.36 ms) is clearly faster than H100 eager (14.83 ms) (the Portuguese and Chinese "
+         "summaries).", "t_L4,gptq-exllamav2 / t_H100,eager.",
+         (P("quantisation step_ms l4 gptq-exllamav2, h100-sxm eager; cuda_graphs speedup CI"),), (),
+         "the published A/B CI's relative half-width (the only noise the paper states).",
+         "ratio < 1 - noise.", "ratio > 1 + noise.", "one pair.", (CLAIM_GPU, PAPER),
+         (_reg("new claim", fp="d32e502ca363e523"),)),
+    Rule("R4n", "nf4's small gain is due to dequantisation overhead.",
+         "gain: nf4's realised share; cause: nf4's GPU-side excess over its own floor (graph - floor, graphed "
+         "arms) against bf16's, per model at ctx 2048.", (QUANT, QUANT_BF16, P("quantisation step_ms l4 bnb-nf4")),
+         (("share", 0.3), ("arms", ("graph", "lean_attn_compile"))),
+         "the excess's session range (ms) of each cell, summed.",
+         "share < threshold and nf4's excess - bf16's > noise in every model and arm.",
+         "share >= threshold, or nf4's excess <= bf16's - noise in one.",
+         "every model and arm; the paper's numbers show the gain only, not the cause.", (CLAIM_GPU, OTHER_GPU),
+         (_reg("new claim", fp="f1bc4224cd83debb"),)),
+    Rule("R4j", "int4 cuts the weight traffic 4x.", "bf16 / path W_streamed bytes per int4 path and model.",
+         (Rows(BYTE_MODEL, "W_streamed"), P("expected_weight_traffic_reduction")), ABOUT, "none (arithmetic).",
+         "every ratio >= 4 x (1 - rel_tol).", "one below.", "every path and model.", (PAPER,),
+         (Change("2026-12-01T09:07", "1d537ef", "introduced", "the same", "contradicted"),
+          _reg("registered; arithmetic on the model shapes the paper names", fp="0acadd91eebc2a76"))),
+    Rule("R4k", "A better kernel cuts latency more than a higher-bandwidth GPU.",
+         "L4 bf16 / L4 ExLlamaV2 against L4 bf16 / H100 eager and / H100 graph.",
+         (P("quantisation step_ms"),), (), "none stated.", "kernel > both upgrades.", "kernel < one.", "-",
+         (PAPER,), (Change("2026-12-01T09:07", "1d537ef", "introduced", "the same", "contradicted"), _reg(fp="299dab7593145692"))),
+    Rule("R5", "L4 ~6x cheaper per token than graphed H100.", "cheapest L4 configuration's $/Mtok against the "
+         "graphed H100's at the listed prices.", (P("cost cost_ratio"), Rows(PRICES, "Modal, 2026-05-07")), ABOUT,
+         "none stated.", "within rel_tol of 6.", "outside.", "one pair.", (CLAIM_GPU, PAPER), (START, _reg(fp="c888b47c00407f9b"))),
+    Rule("R5m", "Our claim: the L4 is cheaper per token than the graphed H200.", "H200 graph $/Mtok over the L4's.",
+         (CELLS, Rows(PRICES, "spheron h200")), (("ratio", 1.0),), "none.", "ratio > threshold.",
+         "ratio <= threshold.", "one pair.", (METHOD,),
+         (Change("2026-12-01T08:18", "ef9edcc", "introduced", "the same", "reproduced"),
+          _reg("registered; this package's own statement, a method check", fp="44486f89736bf12b"))),
+    Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
+)
+
+BY_ID = {r.id: r for r in RULES}
+
+
+def get(id_: str) -> Rule:
+    return BY_ID[id_]

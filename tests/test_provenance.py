@@ -1,0 +1,105 @@
+"""Provenance that cannot be edited by hand: env.json entries hold only what code writes, corrections are reviewed
+statements beside them, `check` reads both and names a bad file, and data/README.md's facts about runs hold
+against env.json."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from decodegap import checked, hardware, paths
+from decodegap.harness import runs
+
+ENV = paths.DATA / "raw" / "h200" / "env.json"
+README = paths.DATA / "README.md"
+
+
+def test_every_shipped_entry_holds_only_fields_code_writes():
+    for path in sorted((paths.DATA / "raw").glob("*/env.json")):
+        env = hardware.read_env(path)
+        assert env, path
+        for run_id, entry in env.items():
+            assert set(entry) <= runs.ENV_FIELDS, (path, run_id, set(entry) - runs.ENV_FIELDS)
+
+
+def test_a_field_no_code_writes_is_refused_and_named(tmp_path):
+    env = json.loads(ENV.read_text())
+    run_id = sorted(env)[0]
+    env[run_id]["git_commit_as_recorded"] = "typed by hand"
+    bad = tmp_path / "env.json"
+    bad.write_text(json.dumps(env))
+    with pytest.raises(hardware.EnvError, match=rf"{re.escape(str(bad))}: run {run_id} holds field\(s\) "
+                                                r"\['git_commit_as_recorded'\]"):
+        hardware.read_env(bad)
+    with pytest.raises(ValueError, match="no field"):
+        runs.update_env("cpu-test", tmp_path, run_id, git_commit_as_recorded="x")
+
+
+def test_the_corrections_are_applied_by_the_reader_and_hold_the_recorded_value(tmp_path):
+    loaded = hardware.load_env(paths.DATA)
+    raw = hardware.load_env(paths.DATA, corrected=False)
+    fixes = json.loads((ENV.parent / "corrections.json").read_text())
+    assert sorted(fixes) == ["20261201T154840-655da7", "20261201T154951-69346c", "20261201T155139-3b685d",
+                             "20261201T155456-f1efcd"]
+    for run_id, items in fixes.items():
+        (fix,) = items
+        assert raw[("h200", run_id)]["git_commit"] == fix["recorded"] == "367cbbc8a7e2885d7d79f2851762a01beffb65d1"
+        assert loaded[("h200", run_id)]["git_commit"] == fix["corrected"].strip()
+        assert hardware.provenance_of(loaded[("h200", run_id)])["corrected"] == ["git_commit"]
+    data = tmp_path / "data"
+    shutil.copytree(ENV.parent, data / "raw" / "h200", ignore=shutil.ignore_patterns("*.csv"))
+    fixes["20261201T154840-655da7"][0]["recorded"] = "something else"  # a correction of a value never recorded
+    (data / "raw" / "h200" / "corrections.json").write_text(json.dumps(fixes))
+    with pytest.raises(hardware.EnvError, match="corrections.json: run 20261201T154840-655da7"):
+        hardware.load_env(data)
+
+
+def test_check_names_a_broken_env_json(data_dir, tmp_path, capsys):
+    from decodegap import cli, records
+
+    folder = data_dir / "raw" / "cpu-test"
+    folder.mkdir(parents=True)
+    records.append_rows(folder / "bandwidth.csv", records.BANDWIDTH, [dict(
+        run_id="20260101T000000-abcdef", gpu="cpu-test", method="d2d_copy", bytes_moved=2, rep=0, time_ms=1.0,
+        bandwidth_gbps=1.0, status="ok", reason="")])
+    (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": {"git_commit": "x", "typed": 1}}))
+    assert cli.main(["--data-dir", str(data_dir), "check", "--no-provenance"]) == 1
+    assert f"{folder / 'env.json'}: run 20260101T000000-abcdef holds field(s) ['typed']" in capsys.readouterr().err
+    (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": {"git_commit": "x"}}))
+    assert cli.main(["--data-dir", str(data_dir), "check", "--no-provenance"]) == 0
+
+
+def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
+    reports = {r["reader"]: r for r in checked.provenance_report(paths.DATA)}
+    ab = reports["02_cuda_graphs_ab"]
+    # the headline is the clean, digest-recording run of 2026-12-02; the grid is still the dirty 73a049d run
+    assert [run for run, _, _ in ab["dirty"]] == ["20261129T162458-9b10ed"] and ab["dirty_no_diff"] == 1
+    assert [run for run, _, _ in ab["no_digest"]] == ["20261129T162458-9b10ed"]
+    ladder = reports["06_closing_the_gap"]
+    assert {run for run, _, _ in ladder["corrected"]} >= {"20261201T155139-3b685d"}
+    lines = checked.provenance_lines(list(reports.values()))
+    assert any(line.startswith("02_cuda_graphs_ab: 36 counted cells from 2 runs") for line in lines)
+
+
+def test_the_readme_facts_about_runs_hold_against_env_json():
+    env = hardware.load_env(paths.DATA)
+    text = " ".join(README.read_text().split())
+    ab_runs = ["20261129T162458-9b10ed", "20261129T163202-f0bf02"]
+    assert {env[("h200", r)]["git_commit"][:7] + ("+dirty" if env[("h200", r)]["git_commit"].endswith("+dirty")
+                                                  else "") for r in ab_runs} == {"73a049d+dirty"}
+    assert not any("git_diff_sha256" in env[("h200", r)] for r in ab_runs)
+    assert "both runs record git_commit 73a049d+dirty and no diff digest" in text
+    assert "commit 7ecafbc):" not in text  # the old, wrong attribution
+    assert env[("h200", "20261129T173723-4f08ba")]["git_commit"].startswith("15b50ac")
+    assert not env[("h200", "20261129T173723-4f08ba")]["git_commit"].endswith("+dirty")
+    assert env[("h200", "20261129T174116-513d65")]["git_commit"].endswith("+dirty")
+    assert "4f08ba clean, 513d65 15b50ac+dirty, no diff digest" in text
+    assert not any("git_diff_sha256" in e for (gpu, _), e in env.items() if gpu == "h200")  # "no H200 run has one"
+    headline = env[("h200", "20261202T145126-796f1d")]
+    assert headline["git_commit"].startswith("5c4d471") and headline["git_commit_source"] == "given"
+    assert len(headline["source_sha256"]) == 64
+    block = README.read_text().split(checked.README_BEGIN)[1].split(checked.README_END)[0].strip()
+    assert block == checked.provenance_table(paths.DATA), "data/README.md's runs-by-file table is stale: regenerate"
