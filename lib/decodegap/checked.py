@@ -294,3 +294,13 @@ def provenance_table(data) -> str:
                      f"{len(dirty)} ({sum(p['diff_digest'] for p in dirty)}) | "
                      f"{sum(p['source_digest'] for p in prov)} | {', '.join(corrected) or '-'} |")
     return "\n".join(lines)
+
+
+def column(status: pd.Series) -> pd.Series:
+    """A table's `checked` column from its cells' status: True where the cell is timed (`ok`: every counted row has
+    a passing check of its own run), False where it is UNCHECKED (timed only without one: not counted), empty
+    where nothing was timed (error, unavailable, not measured)."""
+    out = pd.Series(pd.NA, index=status.index, dtype="boolean")
+    out[status == "ok"] = True
+    out[status == UNCHECKED] = False
+    return out

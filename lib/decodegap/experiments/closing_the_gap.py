@@ -93,7 +93,8 @@ def tables(data, models_=()) -> dict:
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
-        ladder=ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_)),
+        ladder=(lambda t: t.assign(checked=checked.column(t["status"])))(
+            ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_power=check_power.table(check_power.load(data)),

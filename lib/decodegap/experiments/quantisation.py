@@ -27,7 +27,7 @@ DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2"
 GRID_ARM = "lean_attn_graph"  # the arm of the grid table: every path over every measured model and context
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "bytes_quant", "t_floor_quant_ms",
                 "r_floor_quant", "speedup_over_bf16", "realised_fraction", "saved_over_floor_drop", "check", "status",
-                "reason"]
+                "checked", "reason"]
 """The columns of figures/04_quant_cells."""
 
 
@@ -156,9 +156,9 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: S
     rows_ = rows(data, arms)
     if configs is None:
         configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    return rows_, quant_report.cells(rows_, hardware.specs_table(data), configs,
-                                     records.load_experiment("bandwidth", data), group_size,
-                                     checked.own_checks(rows_, records.load_experiment("verify", data))), configs
+    cells_ = quant_report.cells(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data),
+                                group_size, checked.own_checks(rows_, records.load_experiment("verify", data)))
+    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
 
 
 def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Sequence[str] = ARMS,

@@ -16,7 +16,7 @@ NOTEBOOK = "01_roofline"
 FLOORS_CTX = 2048  # context of the floors-per-GPU table, tokens
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "sessions", "max_cache_len", "t_obs_ms", "t_floor_ms_W_all",
                 "r_floor_W_all", "t_floor_ms_W_streamed", "r_floor_W_streamed", "measured_gbps",
-                "r_floor_measured_W_all", "r_floor_measured_W_streamed", "status", "reason", "flag"]
+                "r_floor_measured_W_all", "r_floor_measured_W_streamed", "status", "checked", "reason", "flag"]
 """The columns of figures/01_roofline_cells."""
 
 
@@ -63,8 +63,8 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tupl
     rows_ = rows(data)
     if configs is None:
         configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    return rows_, roofline.cell_table(rows_, hardware.specs_table(data), configs,
-                                      records.load_experiment("bandwidth", data)), configs
+    cells_ = roofline.cell_table(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
+    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
 
 
 def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dict:
