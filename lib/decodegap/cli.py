@@ -26,22 +26,21 @@ def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
 
 
 def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
-    """The key the rows will carry, checked against the device measured (inputs.gpu_to_measure)."""
-    from decodegap import inputs
+    """The key the rows will carry, checked against the device measured (keys.gpu_to_measure)."""
+    from decodegap.harness import keys
 
-    return inputs.gpu_to_measure(gpu, device, data)
+    return keys.gpu_to_measure(gpu, device, data)
 
 
 def _check_models(model_keys, data_dir) -> None:
     """Every model key has a config: an unknown model fails with a clear error before any session process starts."""
-    from decodegap import inputs
+    from decodegap.harness import keys
 
-    inputs.models(model_keys, data_dir)
+    keys.models(model_keys, data_dir)
 
 
 def cmd_measure(args) -> int:
-    from decodegap import inputs
-    from decodegap.harness import sweep
+    from decodegap.harness import keys, sweep
     from decodegap.experiments import roofline
     from decodegap.inputs import InputError
 
@@ -50,9 +49,9 @@ def cmd_measure(args) -> int:
         raise InputError(f"--checkpoint takes MODEL=DIR, got {bad[0]!r}")
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
     models_, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
-    arms = inputs.arms(_csv_list(args.arms, option="--arms"))
-    inputs.attn(args.attn)
-    inputs.quant(args.quant)
+    arms = keys.arms(_csv_list(args.arms, option="--arms"))
+    keys.attn(args.attn)
+    keys.quant(args.quant)
     _check_models(models_, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     plan = sweep.SweepPlan(
@@ -98,12 +97,12 @@ def cmd_quant(args) -> int:
 
 
 def cmd_ladder(args) -> int:
-    from decodegap import inputs
     from decodegap.experiments import closing_the_gap
+    from decodegap.harness import keys
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
-    only = inputs.levers(_csv_list(args.levers)) if args.levers else None
+    only = keys.levers(_csv_list(args.levers)) if args.levers else None
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
                             args.data_dir, retry_errors=args.retry_errors, only=only, again=args.again)
@@ -120,23 +119,22 @@ def cmd_bandwidth(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from decodegap import inputs
-    from decodegap.experiments import cuda_graphs_ab
+    from decodegap.harness import keys, profile
 
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
-    arms = inputs.arms(_csv_list(args.arms, option="--arms"))
-    inputs.quant(args.quant)
+    arms = keys.arms(_csv_list(args.arms, option="--arms"))
+    keys.quant(args.quant)
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    cuda_graphs_ab.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
+    profile.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
 
 
 def cmd_attention(args) -> int:
-    from decodegap import inputs
     from decodegap.experiments import attention_backends
+    from decodegap.harness import keys
 
-    backends = tuple(inputs.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
+    backends = tuple(keys.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
     model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
@@ -215,12 +213,13 @@ def cmd_check(args) -> int:
 
 def cmd_reproduce(args) -> int:
     from decodegap import inputs, notebooks
+    from decodegap.harness import keys
 
     params = {name: _papermill_value(value) for name, value in args.parameter or ()}
     unknown = sorted(set(params) - set(inputs.PARAMETERS))
     if unknown:
         raise inputs.InputError(f"no notebook takes parameter(s) {unknown}; known: {', '.join(sorted(inputs.PARAMETERS))}")
-    inputs.check_parameters(params)  # the notebooks check again; a bad value stops before the first one runs
+    keys.check_parameters(params)  # the notebooks check again; a bad value stops before the first one runs
     if args.data_dir:
         params["DATA_DIR"] = str(inputs.data_folder(args.data_dir))
     notebooks.notebook_paths(args.only)  # an unknown notebook fails before any runs
@@ -317,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("quant", help="notebook 04: every quantisation path's layer checks, then its decode steps "
                        "(checked against the bf16 model first) in fresh sessions")
     _add_grid_args(q)
-    q.add_argument("--paths", default=None, help="comma-separated quant.PATHS keys (default: quant_bench.DEFAULT_PATHS)")
+    q.add_argument("--paths", default=None,
+                   help="comma-separated quant.PATHS keys (default: experiments.quantisation.DEFAULT_PATHS)")
     q.add_argument("--arms", default=",".join(("eager", "graph", "lean_graph", "lean_attn_graph")))
     q.add_argument("--sessions", type=int, default=1, help="fresh processes; each measures every cell")
     q.add_argument("--steps", type=int, default=30)
