@@ -250,3 +250,43 @@ def test_claims_md_shows_earlier_rules_and_their_verdicts(tmp_path, table):
     assert "e98b883" in r3f and "a rival faster by <= max(host_spread) does not fail" in r3f and "| reproduced" in r3f
     qt = md.split("### QT:", 1)[1].split("### ", 1)[0]
     assert "b6a8077" in qt and "error <= 4.0 x rounding bound" in qt and "Fixed after its rows" in qt
+
+
+def test_t3a_both_directions(evidence):
+    """Graphs beyond the best int4 path on every model: holds; an int4 path 10x faster than bf16: fails."""
+    assert _row(evidence, "T3a")["category"] == OTHER_HOLDS
+    fast = evidence.quant_cells.copy()
+    int4 = fast["quant"] == "gptq-exllamav2"
+    for col in ("t_obs_ms", "t_obs_min_ms", "t_obs_max_ms"):
+        fast.loc[int4, col] = fast.loc[int4, col] / 10
+    assert _row(evidence, "T3a", quant_cells=fast)["category"] == OTHER_FAILS
+
+
+def test_r4n_both_directions(evidence):
+    """nf4's GPU-side excess beyond bf16's with a small share: holds; nf4 at bf16's excess: fails."""
+    assert _row(evidence, "R4n")["category"] == OTHER_HOLDS
+    qc = evidence.quant_cells.copy()
+    key = ["gpu", "model", "ctx", "arm"]
+    bf = qc[qc["quant"] == "bf16"].set_index(key)
+    nf4 = qc.index[qc["quant"] == "bnb-nf4"]
+    excess_bf = (bf["t_obs_ms"] - bf["t_floor_quant_ms"]).reindex(pd.MultiIndex.from_frame(qc.loc[nf4, key])).to_numpy()
+    qc.loc[nf4, "t_obs_ms"] = qc.loc[nf4, "t_floor_quant_ms"].to_numpy() + excess_bf - 1.0  # 1 ms less excess
+    assert _row(evidence, "R4n", quant_cells=qc)["category"] == OTHER_FAILS
+
+
+def test_t5_both_directions(evidence):
+    """The paper's H100 0.27 contradicts 'memory-dominated'; an H200 cell above 0.5 beyond its range holds there."""
+    assert _row(evidence, "T5")["category"] == PAPER_FAILS
+    cells = evidence.cells.assign(r_floor_W_all=0.9)
+    assert "(h200 for a paper-GPU claim): holds" in _row(evidence, "T5", cells=cells)["also"]
+
+
+def test_the_model_checks_bound_uses_the_factor_of_the_rows_time():
+    """QT recovers each verify row's rounding bound as tol / the factor in force when its run began; the
+    newest factor there must be quant/paths.py's, or rows measured after a change would be misread."""
+    from decodegap.claims import quantisation as claims_quant
+    from decodegap.quant import paths as quant_paths
+
+    assert claims_quant.FACTOR_HISTORY[-1][1] == quant_paths.MODEL_TOL_FACTOR
+    assert claims_quant._factor_at("20261201T084300-8c1cc0") == 4.0  # the rows that failed at 4x
+    assert claims_quant._factor_at("20261201T084700-000000") == 6.0
