@@ -1,4 +1,4 @@
-"""Figures of notebook 02: the CUDA graphs' speed-up over eager with its CIs, the decomposition of a decode step
+"""Figures of notebook 02: the CUDA graphs' speed-up over eager with its interval, the decomposition of a decode step
 (floor, GPU-side excess, launch overhead), and R_floor per arm (style.apply / style.save conventions)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from decodegap.published import PUBLISHED_LABEL
 
 
 def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
-    """Speed-up over eager with its 95 % bootstrap CI: one group per GPU and model (measured), then the published
-    points; colour: arm (graph, compile), the same colours as every other figure. Each point names its sessions and,
-    where `speed` has one, the sweep they are from (ab.headline)."""
+    """Speed-up over eager with its interval named for what it is (ab.speedups' `low`, `high`, `interval`: the 95 %
+    bootstrap CI from 10 sessions, else the range of the N sessions): one group per GPU and model (measured), then
+    the published points; colour: arm (graph, compile), the same colours as every other figure. Each point names its
+    sessions, the sweep they are from (ab.headline) where `speed` has one, and its interval's kind."""
     style.apply()
     fig, ax = plt.subplots(figsize=(7.4, 3.9))
     groups = list(dict.fromkeys(zip(speed["gpu"], speed["model"]))) if not speed.empty else []
@@ -28,15 +29,19 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
             if hit.empty:
                 continue
             row = hit.iloc[0]
-            has_ci = pd.notna(row["ci_low"])
-            yerr = [[row["speedup"] - row["ci_low"]], [row["ci_high"] - row["speedup"]]] if has_ci else None
+            low, high = (row["low"], row["high"]) if "low" in row else (row["ci_low"], row["ci_high"])
+            kind = row["interval"] if isinstance(row.get("interval"), str) else ("95 % bootstrap CI" if pd.notna(
+                row["ci_low"]) else "")
+            has_interval = pd.notna(low) and pd.notna(high)
+            yerr = [[row["speedup"] - low], [high - row["speedup"]]] if has_interval else None
             x = i - 0.4 + width * (j + 0.5)
             ax.errorbar([x], [row["speedup"]], yerr=yerr, color=style.arm_color(arm), capsize=3, linestyle="none",
                         marker=style.ARM_STYLE.get(arm, {}).get("marker", "o"), markersize=7,
                         label=f"{arm} (measured)" if i == 0 else None)
             sweep = row.get("sweep", "")
             ax.annotate(f"N={int(row['sessions'])}" + (f" {sweep}" if isinstance(sweep, str) and sweep else "")
-                        + ("" if has_ci else ", no CI"), (x, row["speedup"]),
+                        + (", " + ("CI" if kind.startswith("95") else "range") if has_interval else ", no interval"),
+                        (x, row["speedup"]),
                         textcoords="offset points", xytext=(7, -3), ha="left", fontsize=7)
     for k, (_, row) in enumerate(published.iterrows()):
         x = len(groups) + k
@@ -47,7 +52,8 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
         labels.append(f"{row['gpu']}\npublished")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
-    ax.set_ylabel("speed-up over eager (x), 95 % bootstrap CI")
+    ax.set_ylabel("speed-up over eager (x)\nbars: 95 % bootstrap CI (N >= 10),\nelse range of N sessions",
+                  fontsize=8)
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     graph = speed[speed["arm"] == "graph"] if not speed.empty else speed
