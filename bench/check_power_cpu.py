@@ -9,12 +9,12 @@ Then the sharpened check (decodegap.harness.checks: every attention score sharpe
 model at ctx 256, as built and with each fault it is calibrated on: the rotary flipped, the rotary one position
 off at decode, a block of 32 cached positions masked out at decode, and the cache read one slot off (the newest
 key dropped, a zero key read), at factor 1 (the plain check) and at sharp_check.SHARPEN.
-Writes data/diagnostics/check_power_cpu.csv (bench/diagnostics.py): one row per (path, case, ctx, sharpen), the
+Writes data/diagnostics/check_power_cpu.csv (decodegap.diagnostics): one row per (path, case, ctx, sharpen), the
 max. relative error against HF eager and the tolerance.
 Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py
 """
 
-from diagnostics import Rows
+from decodegap.diagnostics import Rows
 
 from decodegap.harness import decode, checks as sharp_check
 from decodegap.quant import paths as quant

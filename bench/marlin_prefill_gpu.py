@@ -16,16 +16,13 @@ If it is a race: M <= 16 repeatable near 0.003; M > 16 not repeatable, the error
 is precision: repeatable, the error the same each call.
 """
 
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diagnostics import Rows  # noqa: E402
+from decodegap.diagnostics import Rows
 
-from decodegap.quant import paths as quant  # noqa: E402
+from decodegap.quant import paths as quant
 
 SHAPES = {"q_proj": (4096, 4096), "k_proj": (4096, 1024), "gate_proj": (4096, 14336), "down_proj": (14336, 4096)}
 ROWS = (1, 16, 17, 64, 512, 2048, 16384)

@@ -1,58 +1,86 @@
 #!/usr/bin/env bash
-# Measure one GPU for every notebook, resumably: bench/measure.sh GPU OUTDIR [STEP ...]
-#
-#   GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm); the library checks
-#           it against the device before anything is written.
-#   OUTDIR  where the raw rows (data/raw/GPU/*.csv, env.json) are packed every 20 s and at the end of each step,
-#           as OUTDIR/raw-GPU.tgz (tar xzf it in data/raw), so a run cut short keeps what it measured; each step's
-#           output goes to OUTDIR/STEP.log, the quant step's build log to OUTDIR/build.log, the attention step's to
-#           OUTDIR/build_attention.log, and builds made here to OUTDIR/ext.tgz.part-*. Few files on purpose: a
-#           device run may return no more than 8.
-#   STEP    any of the steps below, in the order given (default: all of them, in this order):
-#     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
-#     tests      the GPU tests, python -m pytest -m gpu
-#     roofline   notebook 01: eager, hf_default and graph, 3 fresh sessions a cell, and the copy-bandwidth probe
-#     ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
-#                kernels per step, from a cold inductor cache
-#     attention  notebook 03: flash-attn's trimmed extension built (bench/build_flash_attn.sh, from .src/flash-attention;
-#                returned in OUTDIR/ext.tgz.part-*), then the per-layer microbenchmark of every backend
-#     attention_step  notebook 03: the whole step with each backend of STEP_BACKENDS inside the HF model (default: the
-#                forced SDPA backends, flex, fa2, fa3 and flashinfer_paged; eager and graph, ctx 2048 and 16384, one
-#                session), flash-attn built first as above
-#     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
-#                quantisation GPU tests, then python -m decodegap quant; the builds are returned in OUTDIR/ext.tgz.part-*
-#     gemv       notebooks 04/06: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm and bf16 per product
-#                shape (OUTDIR/int4_gemv.csv; data/diagnostics/int4_gemv.csv when committed)
-#     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py, OUTDIR/gpu_tests_fused.txt), then
-#                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K and PDL
-#                (OUTDIR/fused_gemv.csv; data/diagnostics/fused_gemv.csv when committed)
-#     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps), one session
-#                a cell (LADDER_SESSIONS)
-# Notebook 05 (cost) measures nothing. Every step resumes: the sweeps skip the cells already in the CSVs, so after a
-# cut run the same command carries on. Rerun a cell recorded as `error` with RETRY=1 (after fixing its cause).
-#
-# Environment (all optional): MODELS, CONTEXTS (comma-separated; default the CLI's grid), DATA_DIR (a data folder
-# other than data/; the registry and model configs are copied into a new one), STEP_TIMEOUT (seconds each step may
-# run; default no limit), RETRY=1 (--retry-errors), RETRY_UNAVAILABLE=1 (the attention step measures again the cells
-# recorded only as unavailable, e.g. fa2 once flash-attn is built), ATTENTION_AGAIN=1 (the attention step's per-layer
-# microbenchmark measures every cell again, all in one run's interleaved rounds), SKIP_TESTS=1 (the quant step without its GPU tests),
-# STEP_BACKENDS (comma-separated attention keys of the attention_step step), QUANT_ARGS (more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"),
-# FUSED_TESTS (a pytest -k expression: the fused step runs only those of its GPU tests, e.g. the ones a change added),
-# LADDER_LEVERS (comma-separated arms of levers.LEVERS: the ladder step sweeps and profiles only these),
-# LADDER_AGAIN=1 (the ladder step measures and profiles its cells again, the old rows kept as history),
-# LADDER_SESSIONS (fresh sessions a ladder cell, default 1),
-# PROFILE (comma-separated quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each
-# per cell of the grid, python -m decodegap kernels, into kernels.csv and breakdown.csv),
-# RETURN_LIMIT_MIB (default 16: a raw tarball larger than this goes to OUTDIR in parts of this size).
-# Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
-# flash-attn's in .src/flash-attention.
-# `python3` must be the interpreter with torch and the dependencies (activate .venv first where they live there).
-# Usage (repository root, on the GPU machine): bash bench/measure.sh h200 /tmp/out roofline ab
+# Measure this machine's GPU for every notebook, resumably. `bash bench/measure.sh --help` prints the usage below.
+usage() {
+  cat <<'EOF'
+usage: bench/measure.sh GPU OUTDIR [STEP ...]
+       bench/measure.sh --help
+
+Measures this machine's GPU for the notebooks, step by step, into data/raw/GPU/ (and data/diagnostics/ rows into
+OUTDIR). Every step resumes: the sweeps skip the cells already in the CSVs, so after a cut run the same command
+carries on. Notebook 05 (cost) measures nothing.
+
+  GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm; python -m decodegap gpus);
+          the library checks it against the device before anything is written.
+  OUTDIR  a folder for what a run leaves: OUTDIR/raw-GPU.tgz (data/raw/GPU packed every 20 s and after each step, so a
+          run cut short keeps what it measured; tar xzf it in data/raw), OUTDIR/STEP.log per step, the builds' logs,
+          the tuners' and diagnostics' CSVs (copy them to data/diagnostics/ to commit them), and OUTDIR/ext.tgz.part-*
+          (builds made here; cat them into .extpack/ext.tgz to reuse them on another machine).
+  STEP    any of these, in the order given (default: all of them, in this order):
+    env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
+    tests      the GPU tests, python -m pytest -m gpu
+    roofline   notebook 01: eager, hf_default and graph, 3 fresh sessions a cell, and the copy-bandwidth probe
+    ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
+               kernels per step, from a cold inductor cache
+    attention  notebook 03: flash-attn's trimmed extension built (bench/build_flash_attn.sh, from
+               .src/flash-attention), then the per-layer microbenchmark of every backend
+    attention_step  notebook 03: the whole step with each backend of STEP_BACKENDS inside the HF model (eager and
+               graph, ctx 2048 and 16384, one session), flash-attn built first as above
+    quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
+               quantisation GPU tests, then python -m decodegap quant
+    gemv       notebook 04: python -m decodegap.kernels.int4_gemv_tune, the int4 GEMV by itself against tinygemm
+               and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
+    fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
+               python -m decodegap.kernels.fused.tune, its GEMV against cuBLAS per product shape, configs, split-K
+               and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
+    check_sensitivity  notebook 06: bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening
+               factors 1, 2, 4 and 16, correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv,
+               committed as data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
+    ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps)
+
+Options, as environment variables (all optional):
+  What is measured
+    MODELS             comma-separated model keys (default: the CLI's three, qwen2.5-7b, mistral-7b-v0.3 and
+                       llama-3.1-8b)
+    CONTEXTS           comma-separated context lengths in tokens (default: the CLI's 2048, 4096, 8192 and 16384)
+    STEP_BACKENDS      attention keys of the attention_step step (default: the forced SDPA backends, flex, fa2, fa3
+                       and flashinfer_paged)
+    QUANT_ARGS         more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"
+    PROFILE            quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each per cell
+                       (python -m decodegap kernels, into kernels.csv and breakdown.csv)
+    LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
+    LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
+    AB_ARGS            more options of python -m decodegap ab (e.g. "--headline-only --again": the headline
+                       sweep again in a run of its own, every session checked)
+    FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
+    SKIP_TESTS=1       the quant step without its GPU tests
+  Measuring again
+    RETRY=1            measure again the cells recorded as `error` (--retry-errors), once their cause is fixed
+    RETRY_UNAVAILABLE=1  the attention steps measure again the cells recorded as `unavailable` (e.g. fa2 once
+                       flash-attn is built)
+    ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds
+    LADDER_AGAIN=1     the ladder step measures and profiles its cells again (the old rows kept as history)
+  Where and how long
+    DATA_DIR           a data folder other than data/ (the registry and model configs are copied into a new one)
+    STEP_TIMEOUT       seconds each step may run (default: no limit)
+    RETURN_LIMIT_MIB   OUTDIR/raw-GPU.tgz larger than this many MiB is split into raw-GPU.tgz.part-* (default 16;
+                       cat the parts together)
+
+Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
+flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
+.venv first where they live there).
+Example (repository root): bash bench/measure.sh h200 /tmp/out roofline ab
+EOF
+}
+case "${1:-}" in -h|--help) usage; exit 0;; esac
 set -u
-GPU=${1:?usage: bench/measure.sh GPU OUTDIR [STEP ...] (steps: env tests roofline ab attention attention_step quant gemv fused ladder)}
-OUTDIR=${2:?usage: bench/measure.sh GPU OUTDIR [STEP ...]}
+if [ $# -lt 2 ]; then
+  echo "usage: bench/measure.sh GPU OUTDIR [STEP ...] (bench/measure.sh --help for the steps and options)" >&2
+  exit 2
+fi
+GPU=$1
+OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused ladder"
+ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused check_sensitivity ladder"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -122,7 +150,7 @@ step_roofline() {
 }
 step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
-  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
+  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress ${AB_ARGS:-}
 }
 gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_tests_NAME.txt, its tail shown
   local name=$1; shift
@@ -186,11 +214,19 @@ step_quant() {
   done
 }
 step_gemv() {
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv_tune
 }
 step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.fused.tune
+}
+step_check_sensitivity() {  # the three runs behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the
+  # plain and the sharpened check), then 2 over the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
+  local sharp=(bounded python3 bench/sharp_noise_gpu.py ${MODELS:+--models "$MODELS"})
+  DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}"
+  DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}" --factors 2
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/sharp_noise_gpu.py --models llama-3.1-8b --contexts 2048 \
+    --arms graph,lean,lean_attn_graph --factors 2,4
 }
 step_ladder() {
   dg ladder --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"

@@ -15,15 +15,13 @@ bnb-nf4 needs bitsandbytes on a GPU: its null alone is measured here. About 25 m
 """
 
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diagnostics import Rows  # noqa: E402
+from decodegap.diagnostics import Rows
 
-from decodegap.harness import models, quant_checks  # noqa: E402
-from decodegap.quant import power  # noqa: E402
+from decodegap.harness import models, quant_checks
+from decodegap.quant import power
 
 SHAPES = (("q/o_proj", 4096, 4096), ("k/v_proj", 4096, 1024), ("gate/up_proj", 4096, 14336),
           ("down_proj", 14336, 4096))

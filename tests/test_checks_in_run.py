@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from decodegap import records
-from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
+from decodegap.experiments import cuda_graphs_ab
 from decodegap.harness import sweep
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "graph"), sessions=3,
@@ -45,10 +45,10 @@ def test_the_model_check_of_a_quantised_run_is_its_own(data_dir):
 
 def test_ab_headline_only_again_checks_every_session(data_dir, monkeypatch):
     plans, written = [], []
-    monkeypatch.setattr(ab_bench, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run-x")
-    monkeypatch.setattr(ab_bench.runs, "update_env", lambda *a, **k: written.append((a, k)))
-    ab_bench.measure_ab("cpu-test", ["llama-tiny"], [16, 32], headline_ctx=16, n_sessions=3, headline_sessions=10,
-                        device="cpu", data=data_dir, progress=False, headline_only=True, again=True)
+    monkeypatch.setattr(cuda_graphs_ab, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run-x")
+    monkeypatch.setattr(cuda_graphs_ab.runs, "update_env", lambda *a, **k: written.append((a, k)))
+    cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], headline_ctx=16, sessions=3, headline_sessions=10,
+                          device="cpu", data=data_dir, progress=False, headline_only=True, again=True)
     (headline,) = plans
     assert headline.arms == ("eager", "graph") and headline.contexts == (16,) and headline.again
     assert headline.check_every_session and list(headline.session_ids) == list(range(3, 13))

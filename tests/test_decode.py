@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from decodegap.harness import decode, models
+from decodegap import compare
+from decodegap import prompts
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 32
@@ -27,19 +29,10 @@ def sharp():
 
 
 def static_vs_full(model, ctx=CTX, steps=3, shift=0, feedback=True):
-    """Decode `steps` tokens with StaticStep (optionally with the position pushed `shift` ahead) and compare
-    each step's logits with one full forward pass over prompt + the same tokens. Returns the errors."""
-    with torch.inference_mode():
-        state = decode.StaticStep(model, ctx, ctx + steps, feedback=feedback)
-        state.pos.add_(shift)
-        tokens, outs = [state.tok.clone()], []
-        for _ in range(steps):
-            outs.append(state.step().float().clone())
-            tokens.append(state.tok.clone())
-        ids = torch.cat([decode.prompt_ids(model.config.vocab_size, ctx, "cpu")] + tokens[:steps], dim=1)
-        full = model(ids).logits.float()
-    assert outs[0].shape == (1, 1, model.config.vocab_size)
-    return [decode.max_relative_error(out[0, -1], full[0, ctx + i]) for i, out in enumerate(outs)]
+    """decode.static_vs_full_forward at the tiny models' context: one error per step decoded."""
+    errs = decode.static_vs_full_forward(model, ctx, steps, shift=shift, feedback=feedback)
+    assert len(errs) == steps
+    return errs
 
 
 @pytest.mark.parametrize("key", TINY)
@@ -65,9 +58,9 @@ def test_a_wrong_position_is_caught(sharp, shift):
 
 
 def test_prompt_ids_are_seeded_and_in_the_vocabulary():
-    a, b = decode.prompt_ids(256, 16, "cpu", seed=0), decode.prompt_ids(256, 16, "cpu", seed=0)
+    a, b = prompts.prompt_ids(256, 16, "cpu", seed=0), prompts.prompt_ids(256, 16, "cpu", seed=0)
     assert a.shape == (1, 16) and torch.equal(a, b)
-    assert not torch.equal(a, decode.prompt_ids(256, 16, "cpu", seed=1))
+    assert not torch.equal(a, prompts.prompt_ids(256, 16, "cpu", seed=1))
     assert int(a.min()) >= 0 and int(a.max()) < 256
 
 
@@ -102,11 +95,11 @@ def test_the_check_feeds_both_sides_one_token_whatever_their_prefill_argmax(shar
 
     monkeypatch.setattr(decode.DynamicStep, "__init__", flipped)
     assert decode.verify_arm(sharp, "hf_default", CTX) < 1e-3
-    token = decode.teacher_token(sharp.config.vocab_size)
-    assert token == decode.teacher_token(sharp.config.vocab_size) and 0 <= token < sharp.config.vocab_size
+    token = prompts.teacher_token(sharp.config.vocab_size)
+    assert token == prompts.teacher_token(sharp.config.vocab_size) and 0 <= token < sharp.config.vocab_size
     with torch.inference_mode():  # fed their own (different) tokens, the two sides are far apart
         fed = [decode.DynamicStep(sharp, CTX, feedback=False).step(), decode.StaticStep(sharp, CTX, CTX + 1, feedback=False).step()]
-    assert decode.max_relative_error(*fed) > 0.1
+    assert compare.max_relative_error(*fed) > 0.1
 
 
 def test_verify_arm_needs_enough_calls(tiny):
@@ -141,7 +134,7 @@ def test_eager_and_hf_default_agree_step_by_step(tiny):
     model = tiny["mistral-tiny"]
     a = decode.run_arm(model, "eager", 16, warmup=0, steps=4, keep_logits=True, feedback=False).logits
     b = decode.run_arm(model, "hf_default", 16, warmup=0, steps=4, keep_logits=True, feedback=False).logits
-    assert max(decode.max_relative_error(x, y) for x, y in zip(b, a)) < 1e-3
+    assert max(compare.max_relative_error(x, y) for x, y in zip(b, a)) < 1e-3
 
 
 @pytest.mark.parametrize("arm", ["graph", "compile"])
@@ -167,8 +160,8 @@ def test_kernel_count_needs_cuda(tiny):
 
 def test_max_relative_error():
     ref = torch.tensor([1.0, -4.0, 2.0])
-    assert decode.max_relative_error(torch.tensor([1.0, -4.0, 3.0]), ref) == 0.25
-    assert decode.max_relative_error(ref, ref) == 0.0
+    assert compare.max_relative_error(torch.tensor([1.0, -4.0, 3.0]), ref) == 0.25
+    assert compare.max_relative_error(ref, ref) == 0.0
 
 
 def test_cache_len_override_is_used_and_checked():

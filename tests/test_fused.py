@@ -9,9 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import arms, paths
+from decodegap import arms, compare, paths
 from decodegap.harness import decode, lean, models
-from decodegap.kernels.fused import launch as fused, source as fused_kernels
+from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
+from decodegap.kernels.fused import source as fused_kernels
 from decodegap.kernels import step as kernels
 from decodegap.quant import paths as quant
 
@@ -34,27 +35,27 @@ def _tiny(key, dtype="bf16"):
 @pytest.mark.parametrize("shape", [(64,), (1, 1, 96)])
 def test_rmsnorm_reference_is_the_lean_rms_norm_bit_for_bit(shape):
     x, w = _rand(*shape, std=3.0, seed=1), _rand(shape[-1], seed=2)
-    assert torch.equal(fused.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-5))
-    assert not torch.equal(fused.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-1))  # it can fail
+    assert torch.equal(fused_reference.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-5))
+    assert not torch.equal(fused_reference.rmsnorm_reference(x, w, 1e-5), lean._rms_norm(x, w, 1e-1))  # it can fail
 
 
 def test_gemv_references_are_the_lean_projections_bit_for_bit():
     x, res, nw = _rand(1, 1, 64, seed=1), _rand(1, 1, 48, seed=2), _rand(64, seed=3)
     w, b, wgu, wd = _rand(48, 64, std=0.1, seed=4), _rand(48, seed=5), _rand(80, 64, std=0.1, seed=6), _rand(48, 40, seed=7)
     h = lean._rms_norm(x, nw, 1e-6)
-    assert torch.equal(fused.rmsnorm_gemv_reference(x, nw, w, b, 1e-6), F.linear(h, w, b))
-    assert torch.equal(fused.gemv_residual_reference(x, w, res), res + F.linear(x, w))
+    assert torch.equal(fused_reference.rmsnorm_gemv_reference(x, nw, w, b, 1e-6), F.linear(h, w, b))
+    assert torch.equal(fused_reference.gemv_residual_reference(x, w, res), res + F.linear(x, w))
     gate, up = F.linear(h, wgu).chunk(2, dim=-1)
-    act = fused.gate_up_silu_reference(x, nw, wgu, 1e-6)
+    act = fused_reference.gate_up_silu_reference(x, nw, wgu, 1e-6)
     assert torch.equal(act, F.silu(gate) * up)
-    assert torch.equal(fused.gemv_residual_reference(act, wd, res), res + F.linear(F.silu(gate) * up, wd))
-    gate_up = fused.rmsnorm_gemv_reference(x, nw, wgu, None, 1e-6)  # the SiLU in the down product's prologue
-    assert torch.equal(fused.silu_gemv_residual_reference(gate_up, wd, res), res + F.linear(F.silu(gate) * up, wd))
+    assert torch.equal(fused_reference.gemv_residual_reference(act, wd, res), res + F.linear(F.silu(gate) * up, wd))
+    gate_up = fused_reference.rmsnorm_gemv_reference(x, nw, wgu, None, 1e-6)  # the SiLU in the down product's prologue
+    assert torch.equal(fused_reference.silu_gemv_residual_reference(gate_up, wd, res), res + F.linear(F.silu(gate) * up, wd))
 
 
 def test_rotary_reference_is_the_lean_rotary_bit_for_bit():
     q, cos, sin = _rand(1, 4, 1, 16, std=2.0, seed=1), _rand(1, 1, 1, 16, seed=2), _rand(1, 1, 1, 16, seed=3)
-    assert torch.equal(fused.rotary_reference(q, cos, sin), q * cos + lean._rotate_half(q) * sin)
+    assert torch.equal(fused_reference.rotary_reference(q, cos, sin), q * cos + lean._rotate_half(q) * sin)
 
 
 def test_rotary_cache_reference_writes_the_cache_slot_and_nothing_else():
@@ -62,7 +63,7 @@ def test_rotary_cache_reference_writes_the_cache_slot_and_nothing_else():
     qkv, cos, sin = _rand((H + 2 * Hkv) * D, seed=1), _rand(L, D, seed=2), _rand(L, D, seed=3)
     k_cache, v_cache = torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16), torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16)
     pos = torch.tensor([3])
-    q = fused.rotary_cache_reference(qkv, cos, sin, pos, k_cache, v_cache, H, Hkv)
+    q = fused_reference.rotary_cache_reference(qkv, cos, sin, pos, k_cache, v_cache, H, Hkv)
     qh, kh, vh = qkv.view(1, 1, -1, D).transpose(1, 2).split([H, Hkv, Hkv], dim=1)  # as LeanLayer.forward views them
     c, s = cos[pos][None, None], sin[pos][None, None]
     assert torch.equal(q, (qh * c + lean._rotate_half(qh) * s)[0, :, 0])
@@ -80,8 +81,8 @@ def _fused_vs_lean(model, ops=fused.FusedOps(reference=True), steps=4):
         ref = lean.LeanStep(model, CTX, CTX + steps, feedback=False)
         got = lean.LeanStep(model, CTX, CTX + steps, feedback=False, custom_kernels=("fused", "attention"))
         got.lean.fused = ops
-        errors = [decode.max_relative_error(got.step().float(), ref.step().float()) for _ in range(steps)]
-    return max(errors), decode.max_relative_error(got.lean.k_cache_1.float(), ref.lean.k_cache_1.float())
+        errors = [compare.max_relative_error(got.step().float(), ref.step().float()) for _ in range(steps)]
+    return max(errors), compare.max_relative_error(got.lean.k_cache_1.float(), ref.lean.k_cache_1.float())
 
 
 @pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
@@ -174,7 +175,7 @@ def test_the_fused_arms_are_registered_as_graphed_lean_arms():
                           ("fused", "attention", "pdl", "norm_epilogue", "early_products"))):
         arm = arms.REGISTRY[key]
         assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
-        assert key in decode.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
+        assert key in arms.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
         assert lean.kernel_set(arm.kernels) == set(kernels)
 
 
@@ -187,7 +188,7 @@ def test_a_non_bf16_model_is_refused_with_the_reason():
 
 
 def test_a_model_with_quantisation_layers_is_refused_with_the_reason():
-    """A quant.QuantLinear (here the bf16 path's layer, which builds on any device; the GPU test refuses a
+    """A quant_layers.QuantLinear (here the bf16 path's layer, which builds on any device; the GPU test refuses a
     tinygemm model) is not the nn.Linear whose bf16 weight the fused kernels read."""
     model = _tiny("qwen2-tiny")
     down = model.model.layers[1].mlp.down_proj
@@ -211,17 +212,17 @@ def test_gemv_configs_by_shape():
     """The table's config for a real shape; the rule elsewhere: BLOCK_K the largest power of two up to K (at most
     1024) on BLOCK_K / 256 warps, split along K while a product has few row blocks for its K; candidates start with
     the chosen config, split only products with few row blocks, never gate_up."""
-    assert fused.gemv_config(4096, 14336) == fused.GEMV_CONFIGS[(4096, 14336)]
-    assert fused.gemv_config(5000, 300) == fused.GemvConfig(8, 256, warps=1)
-    assert fused.gemv_config(1024, 8192) == fused.GemvConfig(8, 1024, split_k=2)  # 128 row blocks
-    assert fused.gemv_config(1024, 16384) == fused.GemvConfig(8, 1024, split_k=4)  # at most 4
-    assert fused.gemv_config(1024, 4096).split_k == 1  # too few BLOCK_K steps to split
-    for (N, K), config in fused.GEMV_CONFIGS.items():
-        assert fused.candidate_configs(N, K)[0] == config
-    assert all(c.split_k == 1 for c in fused.candidate_configs(28672, 4096, gate_up=True))
-    assert any(c.split_k > 1 for c in fused.candidate_configs(4096, 14336))
-    assert all(c.split_k == 1 for c in fused.candidate_configs(128256, 4096))
-    assert fused.GemvConfig(16, 512, split_k=2).key == "n16_k512_s2_w4_p1"
+    assert fused_configs.gemv_config(4096, 14336) == fused_configs.GEMV_CONFIGS[(4096, 14336)]
+    assert fused_configs.gemv_config(5000, 300) == fused_configs.GemvConfig(8, 256, warps=1)
+    assert fused_configs.gemv_config(1024, 8192) == fused_configs.GemvConfig(8, 1024, split_k=2)  # 128 row blocks
+    assert fused_configs.gemv_config(1024, 16384) == fused_configs.GemvConfig(8, 1024, split_k=4)  # at most 4
+    assert fused_configs.gemv_config(1024, 4096).split_k == 1  # too few BLOCK_K steps to split
+    for (N, K), config in fused_configs.GEMV_CONFIGS.items():
+        assert fused_configs.candidate_configs(N, K)[0] == config
+    assert all(c.split_k == 1 for c in fused_configs.candidate_configs(28672, 4096, gate_up=True))
+    assert any(c.split_k > 1 for c in fused_configs.candidate_configs(4096, 14336))
+    assert all(c.split_k == 1 for c in fused_configs.candidate_configs(128256, 4096))
+    assert fused_configs.GemvConfig(16, 512, split_k=2).key == "n16_k512_s2_w4_p1"
 
 
 def test_the_config_table_is_the_fastest_config_measured():
@@ -244,7 +245,7 @@ def test_the_config_table_is_the_fastest_config_measured():
             if shape not in median.index.get_level_values("shape"):
                 continue
             by_config = median[shape]
-            table = fused.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
+            table = fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
             assert table in by_config and by_config[table] <= 1.02 * by_config.min(), (shape, table, by_config.idxmin())
             checked.append(name)
     assert {"qkv", "o", "lm_head"} <= set(checked) and len(checked) >= 6, checked
@@ -264,7 +265,7 @@ def test_fused_gemv_names_what_it_cannot_take():
     with pytest.raises(ValueError, match="two prologues"):
         fused.fused_gemv(torch.cat([x, x]), w, silu_x=True, norm_weight=x)
     with pytest.raises(ValueError, match="not implemented for gate_up"):
-        fused.fused_gemv(x, w, gate_up=True, config=fused.GemvConfig(8, 16, split_k=2))
+        fused.fused_gemv(x, w, gate_up=True, config=fused_configs.GemvConfig(8, 16, split_k=2))
 
 
 # --------------------------------------------------------------------- Triton's interpreter, on the CPU
@@ -272,7 +273,8 @@ def test_fused_gemv_names_what_it_cannot_take():
 INTERPRETED_CHECKS = """
 import torch
 from decodegap.harness import decode, lean, models
-from decodegap.kernels.fused import launch as fused
+from decodegap import compare
+from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 
 def rand(*shape, std=1.0, seed=0):
     gen = torch.Generator().manual_seed(seed)
@@ -282,24 +284,24 @@ def close(got, ref, what):  # the products' sums differ from F.linear's in order
     err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
     assert got.shape == ref.shape and err < 1e-2, (what, got.shape, ref.shape, err)
 
-C = fused.GemvConfig
+C = fused_configs.GemvConfig
 configs = [C(8, 32), C(16, 16, split_k=3), C(4, 64, split_k=2), C(32, 128), C(8, 16, split_k=4)]
 for K, N in [(100, 37), (64, 48), (257, 9)]:  # odd N and K: tails of both
     x, res, nw = rand(K, std=2.0, seed=1), rand(N, seed=2), rand(K, seed=3)
     w, b, wgu = rand(N, K, std=0.1, seed=4), rand(N, seed=5), rand(2 * N, K, std=0.1, seed=6)
     for cfg in configs:
-        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, config=cfg), fused.rmsnorm_gemv_reference(x, nw, w, None, 1e-5), ("norm", K, N, cfg))
-        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg), fused.rmsnorm_gemv_reference(x, nw, w, b, 1e-5), ("bias", K, N, cfg))
-        close(fused.fused_gemv(x, w, residual=res, config=cfg), fused.gemv_residual_reference(x, w, res), ("residual", K, N, cfg))
+        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, config=cfg), fused_reference.rmsnorm_gemv_reference(x, nw, w, None, 1e-5), ("norm", K, N, cfg))
+        close(fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg), fused_reference.rmsnorm_gemv_reference(x, nw, w, b, 1e-5), ("bias", K, N, cfg))
+        close(fused.fused_gemv(x, w, residual=res, config=cfg), fused_reference.gemv_residual_reference(x, w, res), ("residual", K, N, cfg))
         if cfg.split_k == 1:
-            close(fused.fused_gemv(x, wgu, norm_weight=nw, eps=1e-5, gate_up=True, config=cfg), fused.gate_up_silu_reference(x, nw, wgu, 1e-5), ("gate_up", K, N, cfg))
+            close(fused.fused_gemv(x, wgu, norm_weight=nw, eps=1e-5, gate_up=True, config=cfg), fused_reference.gate_up_silu_reference(x, nw, wgu, 1e-5), ("gate_up", K, N, cfg))
         if cfg.split_k == 1:  # the norm of the output, made by the row block that arrives last
             rn = rand(N, seed=11)
-            got, ref = fused.fused_gemv(x, w, residual=res, out_norm=(rn, 1e-5), config=cfg), fused.gemv_residual_norm_reference(x, w, res, rn, 1e-5)
+            got, ref = fused.fused_gemv(x, w, residual=res, out_norm=(rn, 1e-5), config=cfg), fused_reference.gemv_residual_norm_reference(x, w, res, rn, 1e-5)
             close(got[0], ref[0], ("out_norm y", K, N, cfg))
             close(got[1], ref[1], ("out_norm h", K, N, cfg))
         gu = rand(2 * K, std=2.0, seed=10)  # [gate; up]: the down product's SiLU prologue
-        close(fused.fused_gemv(gu, w, silu_x=True, residual=res, config=cfg), fused.silu_gemv_residual_reference(gu, w, res), ("silu_x", K, N, cfg))
+        close(fused.fused_gemv(gu, w, silu_x=True, residual=res, config=cfg), fused_reference.silu_gemv_residual_reference(gu, w, res), ("silu_x", K, N, cfg))
         assert fused.workspace("cpu")[1].abs().sum() == 0, ("split-K counters left set", cfg)  # ready for the next product
 # split-K sums its partials in split order: the same result every call, and the rounding of an unsplit one here
 x, w, res = rand(1000, seed=7), rand(24, 1000, std=0.1, seed=8), rand(24, seed=9)
@@ -314,7 +316,7 @@ for H, Hkv, D, L, p in [(4, 2, 16, 10, 3), (7, 1, 32, 5, 4), (28, 4, 128, 6, 0)]
     caches = [torch.full((1, Hkv, L, D), 7.0, dtype=torch.bfloat16) for _ in range(4)]
     pos = torch.tensor([p])
     got = fused.rotary_cache(qkv, cos, sin, pos, caches[0], caches[1], H, Hkv)
-    ref = fused.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
+    ref = fused_reference.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
     assert torch.equal(got, ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3]), (H, Hkv, D)
 
 # the rotary and the cache write as the qkv product's epilogue: bit for bit the qkv product (same config) followed by
@@ -331,7 +333,7 @@ for H, Hkv, D, L, p, K in [(4, 2, 16, 10, 3, 45), (7, 1, 32, 5, 4, 70), (2, 1, 1
             qkv = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, config=cfg)
             same = fused.rotary_cache(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv).reshape(-1)
             assert torch.equal(got, same) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
-            ref = fused.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, (cos, sin, pos, caches[4], caches[5], H, Hkv))
+            ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, (cos, sin, pos, caches[4], caches[5], H, Hkv))
             close(got, ref, ("rotary", H, Hkv, D, cfg))
             close(caches[0], caches[4], ("rotary k", H, Hkv, D, cfg))
             close(caches[1], caches[5], ("rotary v", H, Hkv, D, cfg))
@@ -353,9 +355,9 @@ for key in ("llama-tiny", "qwen2-tiny"):
         assert both.lean.fused == fused.FusedOps(norm_in_epilogue=True, rotary_in_qkv=True)
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
-            assert decode.max_relative_error(c, b) < 0.02 and decode.max_relative_error(c, a) < 0.05, key
-            assert decode.max_relative_error(e, b) < 0.02, key
-            assert decode.max_relative_error(both.step().float(), b) < 0.02, key
+            assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
+            assert compare.max_relative_error(e, b) < 0.02, key
+            assert compare.max_relative_error(both.step().float(), b) < 0.02, key
 print("interpreted fused kernels ok")
 """
 
@@ -426,7 +428,7 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
         products += [p[:4] + (True,) for p in products if p[0] == "o"]  # o with the norm in its epilogue
         products += [p + (False,) for p in _products(key) if p[0] == "qkv_rotary"]
         for name, K, N, flavour, out_norm in products:
-            config = fused.gemv_config(N, K, rotary=name == "qkv_rotary")
+            config = fused_configs.gemv_config(N, K, rotary=name == "qkv_rotary")
             k_split = -(-(-(-K // config.split_k)) // config.block_k) * config.block_k
             flags = dict(BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=-(-K // k_split), NORM=False,
                          XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False, SILU_X=False, OUT_NORM=out_norm,
@@ -498,32 +500,32 @@ FUSED_ARMS = tuple(a for a in arms.REGISTRY if a.startswith("lean_fused"))
 
 
 def _products(key, step_only=False):
-    """(name, K, weight rows N, flavour) of a model's fused products (bench/fused_gemv.py's names): flavour norm /
+    """(name, K, weight rows N, flavour) of a model's fused products (decodegap.kernels.fused.tune's names): flavour norm /
     norm_bias / residual / gate_up / silu_residual / residual_norm / plain. `step_only`: the five the fused step
     launches by default (gate_up_norm and down_silu, not the SiLU-epilogue gate_up, the plain down, and the
     norm-epilogue arm's o_norm and gate_up_plain)."""
-    return [p for p in fused.products(models.load_spec(key).config) if not step_only or p[0] in fused.STEP_PRODUCTS]
+    return [p for p in fused_configs.products(models.load_spec(key).config) if not step_only or p[0] in fused_configs.STEP_PRODUCTS]
 
 
 def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
     """(kernel output, reference) of one product flavour."""
     if flavour == "residual":
-        return fused.fused_gemv(x, w, residual=res, pdl=pdl, config=config), fused.gemv_residual_reference(x, w, res)
+        return fused.fused_gemv(x, w, residual=res, pdl=pdl, config=config), fused_reference.gemv_residual_reference(x, w, res)
     if flavour == "gate_up":
         return (fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, gate_up=True, pdl=pdl, config=config),
-                fused.gate_up_silu_reference(x, nw, w, 1e-5))
+                fused_reference.gate_up_silu_reference(x, nw, w, 1e-5))
     if flavour == "residual_norm":  # nw stands for the output norm's weight here: the product's N is K
         got = fused.fused_gemv(x, w, residual=res, out_norm=(nw, 1e-5), pdl=pdl, config=config)
-        return torch.cat(got), torch.cat(fused.gemv_residual_norm_reference(x, w, res, nw, 1e-5))
+        return torch.cat(got), torch.cat(fused_reference.gemv_residual_norm_reference(x, w, res, nw, 1e-5))
     if flavour == "plain":
         return fused.fused_gemv(x, w, pdl=pdl, config=config), F.linear(x, w)
     if flavour == "silu_residual":
         gu = torch.cat([x, x.flip(0)])  # [gate; up]
         return (fused.fused_gemv(gu, w, silu_x=True, residual=res, pdl=pdl, config=config),
-                fused.silu_gemv_residual_reference(gu, w, res))
+                fused_reference.silu_gemv_residual_reference(gu, w, res))
     bias = b if flavour == "norm_bias" else None
     return (fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=bias, pdl=pdl, config=config),
-            fused.rmsnorm_gemv_reference(x, nw, w, bias, 1e-5))
+            fused_reference.rmsnorm_gemv_reference(x, nw, w, bias, 1e-5))
 
 
 @pytest.mark.gpu
@@ -539,7 +541,7 @@ def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
         nw, b = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16(), torch.randn(N, device="cuda").bfloat16()
         rows = N // 2 if flavour == "gate_up" else N
         res = torch.randn(rows, generator=gen, device="cuda").bfloat16()
-        for config in fused.flavour_candidates(N, K, flavour):
+        for config in fused_configs.flavour_candidates(N, K, flavour):
             for use_pdl in sorted({False, pdl}):
                 if flavour.endswith("_rotary"):
                     got, ref = _rotary_call(key, x, w, nw, b if "bias" in flavour else None, use_pdl, config)
@@ -562,7 +564,7 @@ def test_rotary_cache_on_the_real_heads_on_the_gpu(key):
     pos = torch.tensor([2049], device="cuda")
     for pdl in sorted({False, fused.pdl_unavailable("cuda") is None}):
         got = fused.rotary_cache(qkv, cos, sin, pos, caches[0], caches[1], H, Hkv, pdl=pdl)
-        ref = fused.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
+        ref = fused_reference.rotary_cache_reference(qkv, cos, sin, pos, caches[2], caches[3], H, Hkv)
         assert torch.equal(got, ref) and torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
 
 
@@ -602,7 +604,7 @@ def test_split_k_replays_in_a_cuda_graph_with_pdl():
     x = torch.randn(14336, generator=gen, device="cuda").bfloat16()
     w = (0.02 * torch.randn(4096, 14336, generator=gen, device="cuda")).bfloat16()
     res = torch.randn(4096, generator=gen, device="cuda").bfloat16()
-    config = fused.GemvConfig(16, 512, split_k=4)
+    config = fused_configs.GemvConfig(16, 512, split_k=4)
 
     def chain():
         y = res
@@ -648,7 +650,7 @@ def _rotary_call(key, x, w, nw, b, pdl, config):
     """(q, k and v at the position) of the rotary epilogue, and the same from rmsnorm_gemv_rotary_reference."""
     got, ref = _rotary_operands(key), _rotary_operands(key)
     q = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, rotary=got, pdl=pdl, config=config)
-    q_ref = fused.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, ref)
+    q_ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, b, 1e-5, ref)
     p = int(got[2])
     return (torch.cat([q, got[3][0, :, p].reshape(-1), got[4][0, :, p].reshape(-1)]),
             torch.cat([q_ref, ref[3][0, :, p].reshape(-1), ref[4][0, :, p].reshape(-1)]))
@@ -679,7 +681,7 @@ def test_the_rotary_epilogue_replays_in_a_cuda_graph_with_pdl(key):
 
     _replays_as_eager(chain)
     two = _rotary_operands(key)
-    config = fused.gemv_config(N, K, rotary=True)
+    config = fused_configs.gemv_config(N, K, rotary=True)
     one = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, rotary=rotary, pdl=pdl, config=config)
     qkv = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, bias=b, pdl=pdl, config=config)
     assert torch.equal(one, fused.rotary_cache(qkv, *two, pdl=pdl).reshape(-1))
@@ -744,7 +746,7 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
         plain = lean.LeanStep(model, 300, 304, feedback=False)
         got = lean.LeanStep(model, 300, 304, feedback=False, custom_kernels=arms.REGISTRY[arm].kernels)
         for _ in range(3):
-            assert decode.max_relative_error(got.step().float(), plain.step().float()) < 0.05
+            assert compare.max_relative_error(got.step().float(), plain.step().float()) < 0.05
     assert decode.kernels_per_step(model, arm, 300) < decode.kernels_per_step(model, "lean_kernels", 300)
 
 

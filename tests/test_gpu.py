@@ -30,17 +30,7 @@ def test_built_model_has_the_hand_counted_parameters_and_random_weights(llama):
 
 def test_static_decode_equals_full_forward_on_gpu(llama):
     _, model = llama
-    ctx = 64
-    with torch.inference_mode():
-        state = decode.StaticStep(model, ctx, ctx + 4)
-        tokens, outs = [state.tok.clone()], []
-        for _ in range(3):
-            outs.append(state.step().float().clone())
-            tokens.append(state.tok.clone())
-        ids = torch.cat([decode.prompt_ids(model.config.vocab_size, ctx, "cuda")] + tokens[:3], dim=1)
-        full = model(ids).logits.float()
-    for i, out in enumerate(outs):
-        assert decode.max_relative_error(out[0, -1], full[0, ctx + i]) < 0.1
+    assert max(decode.static_vs_full_forward(model, 64)) < 0.1
 
 
 @pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph",

@@ -1,5 +1,6 @@
 """Bad inputs are refused before anything is written, with one line saying what is wrong and how to fix it:
-registry keys, the GPU key against the device measured, CLI values, papermill parameters, the data folder."""
+registry keys, the GPU key against the device measured (harness.keys), CLI values, papermill parameters, the data
+folder (inputs)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from decodegap.experiments import cuda_graphs_ab_measure as ab_bench, roofline_measure as roofline_bench
+from decodegap.experiments import roofline as roofline_experiment
 from decodegap import inputs, notebooks, paths
-from decodegap.harness import runs, sweep
+from decodegap.harness import keys, profile, runs, sweep
 from decodegap.inputs import InputError
 
 
@@ -76,9 +77,9 @@ def test_cpu_timings_are_never_written_as_a_gpus_rows(data_dir, tmp_path):
     with pytest.raises(InputError, match="measures this machine's CPU"):
         sweep.run_sweep(sweep.SweepPlan(gpu="h200", models=("llama-tiny",), contexts=(16,), device="cpu"), data_dir)
     with pytest.raises(InputError, match="measures this machine's CPU"):
-        roofline_bench.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
+        roofline_experiment.record_bandwidth("h200", data_dir, "cpu", size_bytes=1 << 20, reps=1)
     assert not (data_dir / "raw").exists()
-    assert inputs.gpu_to_measure("cpu-test", "cpu", data_dir) == "cpu-test"
+    assert keys.gpu_to_measure("cpu-test", "cpu", data_dir) == "cpu-test"
 
 
 def test_the_gpu_key_must_be_the_cuda_device_measured(data_dir, monkeypatch):
@@ -86,13 +87,13 @@ def test_the_gpu_key_must_be_the_cuda_device_measured(data_dir, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(InputError, match="no CUDA device is visible, so GPU 'l4' cannot be measured"):
-        inputs.gpu_to_measure("l4", "cuda", data_dir)
+        keys.gpu_to_measure("l4", "cuda", data_dir)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA L4")
-    assert inputs.gpu_to_measure(None, "cuda", data_dir) == "l4"
-    assert inputs.gpu_to_measure("l4", "cuda", data_dir) == "l4"
+    assert keys.gpu_to_measure(None, "cuda", data_dir) == "l4"
+    assert keys.gpu_to_measure("l4", "cuda", data_dir) == "l4"
     with pytest.raises(InputError, match=r"GPU key 'h200'.*'NVIDIA L4' \(key 'l4'\); pass --gpu l4"):
-        inputs.gpu_to_measure("h200", "cuda", data_dir)
+        keys.gpu_to_measure("h200", "cuda", data_dir)
 
 
 @pytest.mark.slow
@@ -163,7 +164,7 @@ def test_help_lists_every_command_and_nothing_internal(tmp_path):
 
 def _checked(**params) -> dict:
     namespace = dict(params)
-    inputs.check_parameters(namespace)
+    keys.check_parameters(namespace)
     return namespace
 
 
@@ -200,7 +201,7 @@ def test_every_notebook_parameter_has_a_check():
         missing = [n for n in names if n not in inputs.PARAMETERS]
         assert not missing, f"{nb.name}: add a check for {missing} to decodegap.inputs.PARAMETERS"
         code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        assert "inputs.check_parameters(globals())" in code, nb.name
+        assert "keys.check_parameters(globals())" in code, nb.name
 
 
 def test_a_notebook_shows_the_error_as_one_line():
@@ -247,13 +248,13 @@ def test_a_profile_that_fails_before_its_first_row_leaves_no_env_entry(data_dir,
 
     monkeypatch.setattr(models, "build_model", boom)
     with pytest.raises(RuntimeError, match="model build failed"):
-        ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
+        profile.record_kernels("cpu-test", ["llama-tiny"], [16], data=data_dir, device="cpu")
     assert json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text()) == {}
 
 
 def test_quantisation_measurements_refuse_cpu_timings_as_a_gpus(data_dir):
-    from decodegap.experiments import quantisation_measure as quant_bench
+    from decodegap.experiments import quantisation
 
     with pytest.raises(InputError, match="measures this machine's CPU"):
-        quant_bench.measure_quant("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)
+        quantisation.measure("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)
     assert not (data_dir / "raw").exists()

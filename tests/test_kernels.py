@@ -90,13 +90,13 @@ with torch.inference_mode():
     for _ in range(3):
         a, b, c = plain.step().float(), fast.step().float(), attn.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
-from decodegap.quant import paths as quant
+from decodegap.quant import layers as quant_layers, paths as quant
 if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm projections, split-KV attention
     quant.quantise_model_(model, "int4-tinygemm")
     with torch.inference_mode():
         plain = lean.LeanStep(model, 12, 16, feedback=False)
         fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
-        assert isinstance(fast.lean.layers[0].w_qkv, quant.TinyGemmLinear)
+        assert isinstance(fast.lean.layers[0].w_qkv, quant_layers.TinyGemmLinear)
         for _ in range(3):
             a, b = plain.step().float(), fast.step().float()
             assert (a - b).abs().max() < 0.05 * a.abs().max()
@@ -146,10 +146,10 @@ def test_split_kv_attention_on_the_gpu(model, L, length):
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", sorted(SHAPES))
 def test_gemv_on_every_projection_shape_on_the_gpu(model):
-    from decodegap.quant import paths as quant
+    from decodegap.quant import bytes as quant_bytes
 
     config = models.load_spec(model).config
-    shapes = {(k, n) for _, k, n, _ in quant.decoder_linears(config)} | {(config["hidden_size"], config["vocab_size"])}
+    shapes = {(k, n) for _, k, n, _ in quant_bytes.decoder_linears(config)} | {(config["hidden_size"], config["vocab_size"])}
     gen = torch.Generator().manual_seed(0)
     for K, N in sorted(shapes):
         x = torch.randn(1, 1, K, generator=gen).cuda().bfloat16()
@@ -175,9 +175,9 @@ def test_a_lean_decoder_takes_some_or_all_custom_kernels_by_name():
     assert lean.kernel_set(("attention",)) == {"attention"}
     with pytest.raises(ValueError, match="unknown custom kernel.*'gemm'"):
         lean.kernel_set(("gemm",))
-    from decodegap.harness import decode
+    from decodegap import arms
 
-    assert {a for a, k in decode.ARM_KERNELS.items() if "gemv" not in k and "fused" not in k} == {"lean_attn_graph",
+    assert {a for a, k in arms.ARM_KERNELS.items() if "gemv" not in k and "fused" not in k} == {"lean_attn_graph",
                                                                                                 "lean_attn_compile"}
 
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodegap import accounting, hardware, notebooks, paths, roofline
+from decodegap import accounting, hardware, notebooks, paths
 from decodegap.analysis import closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
 from decodegap.harness import models
+from decodegap.analysis import profiles
+from decodegap import levers
 
 
 def test_kernel_categories_by_name():
-    assert ladder.category("nvjet_tst_64x8_64x16_4x1_v_bz_TNT") == "matmul"
-    assert ladder.category("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm>") == "matmul"
-    assert ladder.category("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
-    assert ladder.category("void at::native::(anonymous)::vectorized_elementwise_kernel<4, silu>") == "elementwise"
-    assert ladder.category("void at::native::index_elementwise_kernel") == "copy / index"
-    assert ladder.category("something_else") == "other"
-    assert ladder.category("fused_gemv_kernel") == "matmul" and ladder.category("rotary_cache_kernel") == "elementwise"
+    assert profiles.category("nvjet_tst_64x8_64x16_4x1_v_bz_TNT") == "matmul"
+    assert profiles.category("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm>") == "matmul"
+    assert profiles.category("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
+    assert profiles.category("void at::native::(anonymous)::vectorized_elementwise_kernel<4, silu>") == "elementwise"
+    assert profiles.category("void at::native::index_elementwise_kernel") == "copy / index"
+    assert profiles.category("something_else") == "other"
+    assert profiles.category("fused_gemv_kernel") == "matmul" and profiles.category("rotary_cache_kernel") == "elementwise"
 
 
 def _cells(times: dict, floor_ms: float = 3.4) -> pd.DataFrame:
@@ -29,7 +31,7 @@ def _cells(times: dict, floor_ms: float = 3.4) -> pd.DataFrame:
 
 def test_ladder_table_orders_levers_and_marks_the_unmeasured():
     table = ladder.ladder_table(_cells({("eager", "bf16"): 24.0, ("graph", "bf16"): 8.5, ("lean_graph", "bf16"): 4.0}))
-    assert list(table.lever) == [lever for lever, _, _ in ladder.LEVERS]
+    assert list(table.lever) == [lever for lever, _, _ in levers.LEVERS]
     got = table.set_index("lever")
     assert got.loc["lean graph", "r_floor_bf16"] == pytest.approx(3.4 / 4.0)
     assert got.loc["HF compiled", "status"] == "not measured" and pd.isna(got.loc["HF compiled", "t_obs_ms"])
@@ -38,7 +40,7 @@ def test_ladder_table_orders_levers_and_marks_the_unmeasured():
 def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone():
     """int4 on the fastest path: over the grid int4 runs on the HF graph and the Triton-attention lean levers; the
     other int4 lean levers at the target cell (h200, llama-3.1-8b, ctx 2048) only."""
-    plan = ladder.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
+    plan = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
     assert plan == [
         ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
                                                               "lean_attn_graph", "lean_attn_compile",
@@ -50,9 +52,9 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile"))]
-    assert len(ladder.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
-    assert len(ladder.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
-    only = ladder.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))
+    assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
+    assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
+    only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))
     assert only == [("bf16", ("llama-3.1-8b",), (2048,), ("lean_compile", "lean_fused_pdl_graph")),
                     ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_compile",))]  # ladder --levers
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
@@ -106,7 +108,7 @@ def test_category_table_sets_each_category_against_the_floor_of_its_bytes(data_d
                               quant="bf16", kernel_index=i, kernel=k, gpu_us=us, status="ok", reason="")
                          for i, (k, us) in enumerate([("nvjet_gemv", 3000.0), ("nvjet_gemv", 1000.0),
                                                       ("fmha_decode", 300.0), ("rms_norm_kernel", 50.0)])])
-    table = ladder.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir)).set_index("category")
+    table = profiles.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir)).set_index("category")
     bandwidth = 4800.0  # H200 datasheet, GB/s
     assert table.loc["matmul", "kernels"] == 2 and table.loc["matmul", "gpu_us"] == 4000.0
     assert table.loc["matmul", "floor_us"] == pytest.approx(accounting.weight_bytes(config, "W_streamed") / bandwidth / 1e3)
@@ -154,12 +156,12 @@ def test_a_lever_whose_check_failed_says_so_with_the_reason():
 
 def test_torch_compile_kernels_are_categorised_by_what_they_do_not_the_ops_they_came_from():
     """Inductor names a fused kernel after its nodes' ops: `matmul` in a pointwise kernel's name is not a product."""
-    assert ladder.category("triton_poi_fused_add_arange_cat_embedding_index_matmul_mul_neg_select_slice_9") == "elementwise"
-    assert ladder.category("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_11") == "norm"
-    assert ladder.category("triton_per_fused_add_mean_mul_rsqrt_3") == "norm"
-    assert ladder.category("triton_tem_fused_mm_0") == "matmul"
-    assert ladder.category("split_kernel") == "attention"
-    assert ladder.category("void cublasLt::splitKreduce_kernel<32, 16, int, float>") == "matmul"
+    assert profiles.category("triton_poi_fused_add_arange_cat_embedding_index_matmul_mul_neg_select_slice_9") == "elementwise"
+    assert profiles.category("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_11") == "norm"
+    assert profiles.category("triton_per_fused_add_mean_mul_rsqrt_3") == "norm"
+    assert profiles.category("triton_tem_fused_mm_0") == "matmul"
+    assert profiles.category("split_kernel") == "attention"
+    assert profiles.category("void cublasLt::splitKreduce_kernel<32, 16, int, float>") == "matmul"
 
 
 def _profile(arm: str, kernels: list[tuple[str, float]], model: str = "llama-tiny") -> pd.DataFrame:
@@ -183,7 +185,7 @@ def test_projection_table_names_each_product_and_sets_it_against_its_bytes(data_
                       _profile("lean", layer * 2),  # no LM head: not 2 x 4 + 1 products, left out
                       _profile("lean_attn_compile", int4_layer * 2 + [("nvjet_head", 30.0)]).assign(quant="int4-tinygemm")])
     specs = hardware.specs_table(data_dir)
-    table = ladder.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "quant", "projection"]).sort_index()
+    table = profiles.projection_table(rows, {"llama-tiny": config}, specs).set_index(["arm", "quant", "projection"]).sort_index()
     assert set(table.index.droplevel("projection")) == {("lean_attn_compile", "bf16"), ("eager", "bf16"),
                                                        ("lean_attn_compile", "int4-tinygemm")}
     qkv = table.loc[("lean_attn_compile", "bf16", "qkv")]
@@ -198,7 +200,7 @@ def test_projection_table_names_each_product_and_sets_it_against_its_bytes(data_
     assert table.loc[("lean_attn_compile", "bf16", "lm_head"), "gpu_us"] == 30.0
     assert table.loc[("eager", "bf16", "q"), "gpu_us"] == 8.0  # the rotary's fp32 sgemm is not a product of weights
     assert len(table.loc[("eager", "bf16")]) == 8
-    narrow = ladder.projection_table(rows, {"llama-tiny": models.load_spec("llama-tiny").config}, specs)
+    narrow = profiles.projection_table(rows, {"llama-tiny": models.load_spec("llama-tiny").config}, specs)
     assert set(narrow.quant) == {"bf16"}  # hidden 64: G = 128 does not divide it, the int4 step is left out
 
 
@@ -216,14 +218,14 @@ def _products(fixed_us: float, gbps: float) -> pd.DataFrame:
 def test_a_line_through_the_products_recovers_fixed_cost_and_streaming_rate():
     """Products that take exactly 6 us plus their bytes at 4,000 GB/s give back 6 us and 4,000 GB/s."""
     rows = _products(6.0, 4000.0)
-    fit = ladder.product_cost_fit(rows).iloc[0]
+    fit = profiles.product_cost_fit(rows).iloc[0]
     assert fit["fixed_us"] == pytest.approx(6.0) and fit["stream_gbps"] == pytest.approx(4000.0)
     assert fit["products"] == 4 * 32 + 1
     v = ladder.projection_findings(rows)[0].values
     assert v["fixed_us"] == pytest.approx(6.0) and v["stream_gbps"] == pytest.approx(4000.0) and v["products"] == 129
     assert v["fixed_ms"] == pytest.approx(129 * 6.0 / 1e3)
     assert v["products_ms"] == pytest.approx(rows["gpu_us"].sum() / 1e3)
-    assert ladder.product_cost_fit(rows.head(2)).empty  # two shapes do not make a line
+    assert profiles.product_cost_fit(rows.head(2)).empty  # two shapes do not make a line
 
 
 def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
@@ -265,7 +267,7 @@ def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(
     config = models.load_spec("llama-3.1-8b").config
     rows = _profile("lean_attn_compile", [("nvjet_gemv", 4000.0), ("split_kernel", 300.0), ("triton_poi_fused_add_1", 50.0)],
                     model="llama-3.1-8b")
-    by_category = ladder.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir))
+    by_category = profiles.category_table(rows, {"llama-3.1-8b": config}, hardware.specs_table(data_dir))
     lines = ladder.gap_findings(by_category, ladder.ladder_table(_cells({("lean_attn_compile", "bf16"): 4.5})),
                                 hardware.specs_table(data_dir), {"h200": 4200.0})
     step, budget = (line.values for line in lines)
@@ -282,23 +284,23 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
     from decodegap.figures import closing_the_gap as ladder_plots
 
     rows = _products(6.0, 4000.0)
-    fig = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "llama-3.1-8b", 2048, 4800.0)
+    fig = ladder_plots.products(rows, profiles.product_cost_fit(rows), "h200", "llama-3.1-8b", 2048, 4800.0)
     (ax,) = fig.axes
     assert len(ax.collections) == 1 and len(ax.lines) == 2  # one step's points, its line, the datasheet's
     fit_line, datasheet = ax.lines
     x, y = fit_line.get_data()
     assert y[0] == pytest.approx(6.0 + x[0] * 1e3 / 4000.0) and datasheet.get_ydata()[-1] == pytest.approx(x[-1] / 4.8)
-    empty = ladder_plots.products(rows, ladder.product_cost_fit(rows), "h200", "qwen2.5-7b", 2048, 4800.0)
+    empty = ladder_plots.products(rows, profiles.product_cost_fit(rows), "h200", "qwen2.5-7b", 2048, 4800.0)
     assert not empty.axes[0].lines
 
 
-def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
-    """`python -m decodegap ladder` parses the grid and its options and hands them to ladder_bench.measure_ladder."""
+def test_cli_ladder_passes_its_options_to_the_experiments_measure(monkeypatch, data_dir):
+    """`python -m decodegap ladder` parses the grid and its options and hands them to the experiment's measure."""
     from decodegap import cli
-    from decodegap.experiments import closing_the_gap_measure as ladder_bench
+    from decodegap.experiments import closing_the_gap
 
     seen = []
-    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: seen.append((a, kw)))
+    monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: seen.append((a, kw)))
     rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                    "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
                    "--warmup", "1", "--retry-errors", "--levers", "lean_fused_graph,lean_attn_compile"])
@@ -318,9 +320,9 @@ def test_cli_ladder_passes_its_options_to_measure_ladder(monkeypatch, data_dir):
 
 def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
     from decodegap import cli
-    from decodegap.experiments import closing_the_gap_measure as ladder_bench
+    from decodegap.experiments import closing_the_gap
 
-    monkeypatch.setattr(ladder_bench, "measure_ladder", lambda *a, **kw: pytest.fail("measured despite a bad option"))
+    monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: pytest.fail("measured despite a bad option"))
     assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny", "--contexts", "2k"]) == 2
     assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err
@@ -329,7 +331,7 @@ def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir
 def test_reading_findings_by_hand():
     """The lean graph against HF's graph at the target cell, a profiled step category by category, the growth
     with context and the fastest lever per cell, from a two-context ladder and a two-category profile."""
-    t = ladder.TARGETS["bf16"]
+    t = levers.TARGETS["bf16"]
     rows = []
     for ctx, graph_ms, lean_ms, attn_ms in ((t["ctx"], 9.0, 8.0, 6.0), (4 * t["ctx"], 18.0, 16.0, 6.6)):
         for arm, ms in (("graph", graph_ms), ("lean_graph", lean_ms), ("lean_attn_graph", attn_ms)):
@@ -375,5 +377,5 @@ def test_levers_with_no_timed_cell_are_named():
     [never] = ladder_targets.unmeasured_findings(ladder.ladder_table(_cells({("eager", "bf16"): 24.0,
                                                                      ("lean_attn_compile", "bf16"): 4.9})))
     assert never.startswith("Not measured on the h200 in any cell")
-    assert never.values["unmeasured_levers"] == len(ladder.LEVERS) - 2
+    assert never.values["unmeasured_levers"] == len(levers.LEVERS) - 2
     assert "lean graph, fused Triton step + PDL" in never and "HF eager;" not in never

@@ -9,6 +9,9 @@ import torch
 
 from decodegap.harness import decode, lean, models
 from decodegap.quant import paths as quant
+from decodegap.quant import layers as quant_layers
+from decodegap import compare
+from decodegap import prompts
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 24
@@ -30,7 +33,7 @@ def _lean_vs_hf(model, ctx=CTX, steps=4):
         assert torch.equal(ref.tok, got.tok)  # same prefill argmax
         errors = []
         for _ in range(steps):
-            errors.append(decode.max_relative_error(got.step().float(), ref.step().float()))
+            errors.append(compare.max_relative_error(got.step().float(), ref.step().float()))
     return max(errors)
 
 
@@ -62,7 +65,7 @@ def test_a_wrong_rotary_position_fails_the_comparison():
         ref = decode.StaticStep(model, CTX, CTX + 2, feedback=False)
         got = lean.LeanStep(model, CTX, CTX + 2, feedback=False)
         got.pos.add_(1)  # one position ahead: the rotary phase and the cache slot are wrong
-        err = decode.max_relative_error(got.step().float(), ref.step().float())
+        err = compare.max_relative_error(got.step().float(), ref.step().float())
     assert err > 0.05
 
 
@@ -113,7 +116,7 @@ def test_a_session_compiles_more_lean_decoders_than_dynamos_default_limit():
 def test_each_layer_has_its_own_cache_tensors():
     """One K and one V buffer per layer, [1, kv_heads, max_cache_len, head_dim], written in place by the step
     (a write into a slice of one all-layer tensor made inductor copy each layer's slice back and forth every
-    step: bench/lean_compile_cache_cpu.py)."""
+    step: bench/lean_compile_cache_cpu.py, in git history at d764dd2)."""
     model = _build("llama-tiny")
     cfg = model.config
     state = lean.LeanStep(model, 8, 12)
@@ -201,7 +204,7 @@ def _int4(key):
     quant.quantise_model_(model, "int4-tinygemm")
     with torch.no_grad():
         for mod in model.modules():
-            if isinstance(mod, quant.TinyGemmLinear):
+            if isinstance(mod, quant_layers.TinyGemmLinear):
                 mod.scales_and_zeros.mul_(INT4_SCALE)
     return model
 
@@ -218,7 +221,7 @@ def test_int4_projections_are_fused_tinygemm_layers_holding_the_hf_codes():
     quant.quantise_model_(model, "int4-tinygemm")
     decoder = lean.LeanDecoder(model, 8)
     a, m, p = model.model.layers[1].self_attn, model.model.layers[1].mlp, decoder.layers[1]
-    assert isinstance(p.w_qkv, quant.TinyGemmLinear) and p.b_qkv is None  # the biases are inside it
+    assert isinstance(p.w_qkv, quant_layers.TinyGemmLinear) and p.b_qkv is None  # the biases are inside it
     assert (p.w_qkv.in_features, p.w_qkv.out_features) == (64, 128)
     parts = (a.q_proj, a.k_proj, a.v_proj)
     assert torch.equal(p.w_qkv.bias, torch.cat([q.bias for q in parts]))
@@ -232,16 +235,16 @@ def test_int4_projections_are_fused_tinygemm_layers_holding_the_hf_codes():
 @needs_cpu_int4
 def test_int4_parts_fused_in_the_wrong_order_fail_the_comparison(monkeypatch):
     model = _int4("llama-tiny")
-    ids = decode.prompt_ids(model.config.vocab_size, CTX, "cpu")
+    ids = prompts.prompt_ids(model.config.vocab_size, CTX, "cpu")
 
     def prefill_error():  # the lean decoder's prefill logits against the HF model's, every position
         with torch.inference_mode():
             got = lean.LeanDecoder(model, CTX)(ids, torch.zeros(1, dtype=torch.long)).float()
-            return decode.max_relative_error(got, model(ids).logits.float())
+            return compare.max_relative_error(got, model(ids).logits.float())
 
     assert prefill_error() < 0.05
-    real = quant.fuse_linears
-    monkeypatch.setattr(quant, "fuse_linears", lambda parts: real(list(parts)[::-1]))  # v, k, q and up, gate
+    real = quant_layers.fuse_linears
+    monkeypatch.setattr(quant_layers, "fuse_linears", lambda parts: real(list(parts)[::-1]))  # v, k, q and up, gate
     assert prefill_error() > 0.05
 
 
@@ -288,7 +291,7 @@ def test_fused_int4_layout_on_the_real_llama_shapes():
     gen = torch.Generator().manual_seed(0)
     for names in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
         parts = [quant.build_linear("int4-tinygemm", *shapes[n], device="cuda", seed=i) for i, n in enumerate(names)]
-        fused = quant.fuse_linears(parts)
+        fused = quant_layers.fuse_linears(parts)
         assert fused.packed.shape[0] == sum(shapes[n][1] for n in names) // 8
         x = torch.randn(1, 7, 4096, generator=gen).cuda().bfloat16()
         with torch.no_grad():

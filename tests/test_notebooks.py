@@ -34,14 +34,14 @@ def replayed(tmp_path_factory):
 
 
 def test_executed_notebooks_show_every_figure_inline(replayed):
-    """Each figure a notebook writes to figures/ (plots.save) is also an image output of its cell, the same PNG."""
+    """Each figure a notebook writes to figures/ (style.save) is also an image output of its cell, the same PNG."""
     import base64
 
     _, figures = replayed
     executed = figures.parent / "executed"
     for nb in notebooks.notebook_paths():
         cells = json.loads((executed / nb.name).read_text())["cells"]
-        saves = sum("".join(c["source"]).count("plots.save(") for c in cells if c["cell_type"] == "code")
+        saves = sum("".join(c["source"]).count("style.save(") for c in cells if c["cell_type"] == "code")
         images = [o["data"]["image/png"] for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
         assert saves > 0 and len(images) == saves, f"{nb.name}: {len(images)} inline images for {saves} figures"
         texts = [t for c in cells for o in c.get("outputs", []) for t in o.get("data", {}).get("text/plain", [])]

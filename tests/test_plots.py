@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap.figures import cost as cost_plots, closing_the_gap as ladder_plots, style as plots, quantisation as quant_plots
-from decodegap.analysis import closing_the_gap as ladder
-from decodegap import paths
+from decodegap.figures import attention_backends as attention_plots, cost as cost_plots, cuda_graphs_ab as ab_plots
+from decodegap.figures import closing_the_gap as ladder_plots, quantisation as quant_plots, roofline as roofline_plots, style
+from decodegap import levers, paths
 
 F = paths.FIGURES
 
@@ -34,8 +34,8 @@ def test_the_ladder_draws_both_targets_and_joins_no_levers(ladder_table):
     ax_ms, ax_r = fig.axes[:2]
     flat = lambda ax: {round(float(line.get_ydata()[0]), 3) for line in ax.get_lines()
                        if len(set(np.round(line.get_ydata(), 6))) == 1 and len(line.get_ydata()) == 2}
-    assert ladder.TARGETS["bf16"]["r_floor"] in flat(ax_r)  # R_floor 0.80
-    assert ladder.TARGETS["int4"]["step_ms"] in flat(ax_ms)  # 2.0 ms
+    assert levers.TARGETS["bf16"]["r_floor"] in flat(ax_r)  # R_floor 0.80
+    assert levers.TARGETS["int4"]["step_ms"] in flat(ax_ms)  # 2.0 ms
     for ax in (ax_ms, ax_r):  # every data series is points: no line runs from one lever to the next
         for line in ax.get_lines():
             xs = np.asarray(line.get_xdata(), dtype=float)
@@ -43,10 +43,10 @@ def test_the_ladder_draws_both_targets_and_joins_no_levers(ladder_table):
     title = _title(fig)
     best = ladder_table[(ladder_table.model == "llama-3.1-8b") & (ladder_table.ctx == 2048)
                         & (ladder_table.quant == "bf16") & (ladder_table.status == "ok")].r_floor_bf16.max()
-    verdict = "meets" if best >= ladder.TARGETS["bf16"]["r_floor"] else "short of"
+    verdict = "meets" if best >= levers.TARGETS["bf16"]["r_floor"] else "short of"
     assert f"bf16 best R_floor {best:.2f} ({verdict} 0.80)" in title
     colours = {_hex(c) for coll in ax_ms.collections for c in coll.get_facecolors() if c[3] > 0}
-    assert _hex(plots.ARM_COLOR["lean_attn_compile"]) in colours and _hex(plots.ARM_COLOR["graph"]) in colours
+    assert _hex(style.ARM_COLOR["lean_attn_compile"]) in colours and _hex(style.ARM_COLOR["graph"]) in colours
 
 
 def test_products_are_labelled_and_microseconds_written_properly():
@@ -64,12 +64,12 @@ def test_one_colour_per_arm_across_figures_and_shared_axes():
     cells = pd.read_csv(F / "02_ab_cells.csv")
     long = pd.concat([cells.assign(arm=a, t_obs_ms=cells[f"{a}_ms"], r_floor_W_all=cells[f"r_floor_{a}"])
                       for a in ("eager", "graph", "compile")])
-    fig = plots.r_floor_per_arm(long)
+    fig = ab_plots.r_floor_per_arm(long)
     for ax in fig.axes[:3]:
         for line in ax.get_lines():
             arm = line.get_label().split(" ")[-1]
-            if arm in plots.ARM_COLOR:
-                assert _hex(line.get_color()) == _hex(plots.ARM_COLOR[arm]), line.get_label()
+            if arm in style.ARM_COLOR:
+                assert _hex(line.get_color()) == _hex(style.ARM_COLOR[arm]), line.get_label()
     ylims = {ax.get_ylim() for ax in fig.axes[:3]}
     assert len(ylims) == 1  # the model panels share their y axis
     assert _title(fig).startswith("No arm comes near its memory floor: R_floor")
@@ -77,7 +77,7 @@ def test_one_colour_per_arm_across_figures_and_shared_axes():
 
 def test_attention_panels_share_their_axis_and_name_microseconds():
     summ = pd.read_csv(F / "03_attention_cells.csv")
-    fig = plots.attention_us_vs_context(summ, "llama-3.1-8b")
+    fig = attention_plots.attention_us_vs_context(summ, "llama-3.1-8b")
     host, gpu = fig.axes[:2]
     assert host.get_ylim() == gpu.get_ylim()
     assert "µs" in host.get_ylabel()
@@ -92,7 +92,7 @@ def test_speedup_labels_are_readable():
                               arm=["graph", "compile", "graph"], base="eager", speedup=[2.5, 4.0, 2.9],
                               ci_low=[2.4, 3.9, 2.8], ci_high=[2.6, 4.1, 3.0], sessions=10))
     pub = pd.DataFrame(dict(gpu=["h100-sxm"], value=[1.259], ci_low=[1.253], ci_high=[1.267]))
-    fig = plots.speedup_ci(speed, pub)
+    fig = ab_plots.speedup_ci(speed, pub)
     ax = fig.axes[0]
     for tick in ax.get_xticklabels():
         assert tick.get_rotation() == 0 and tick.get_fontsize() >= 8
@@ -103,12 +103,12 @@ def test_every_figure_function_titles_its_finding():
     cells = pd.read_csv(F / "01_roofline_cells.csv")
     cells["bandwidth_gbps"] = 4800.0
     pub = pd.DataFrame(dict(gpu=["l4", "h100-sxm"], value=[0.81, 0.27], bandwidth_gbps=[300.0, 3350.0]))
-    fig = plots.r_floor_vs_bandwidth(cells, pub)
+    fig = roofline_plots.r_floor_vs_bandwidth(cells, pub)
     assert _title(fig).startswith("R_floor falls as peak bandwidth rises: l4 0.81 (published), h100-sxm 0.27")
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks == ["l4\n300", "h100-sxm\n3,350", "h200\n4,800"]  # one tick per GPU: nothing collides
     decomp = pd.read_csv(F / "02_decomposition.csv")
-    assert _title(plots.decomposition(decomp)).startswith("Launch overhead is ")
+    assert _title(ab_plots.decomposition(decomp)).startswith("Launch overhead is ")
     lad, floors = pd.read_csv(F / "05_cost_ladder.csv"), pd.read_csv(F / "05_cost_at_floor.csv")
     fig = cost_plots.cost_ladder(lad, floors, "floor")
     texts = [t.get_text() for t in fig.axes[0].texts]
@@ -135,7 +135,7 @@ def test_the_attention_figure_draws_the_published_values_beside_ours():
     summ = pd.DataFrame([dict(gpu="h200", model="m", ctx=c, attn="sdpa", status="ok", host_us=30.0 + c / 1e3,
                               gpu_us=7.0) for c in (2048, 4096)])
     pub = published.select(published.load(), "attention_backends", "us_per_layer")
-    fig = plots.attention_us_vs_context(summ, "m", pub)
+    fig = attention_plots.attention_us_vs_context(summ, "m", pub)
     labels = [t.get_text() for t in fig.axes[1].get_legend().texts]  # the legend of both panels
     assert sum("published" in text for text in labels) == len(pub) == 4
     stars = [c for c in fig.axes[0].collections if len(c.get_offsets())]
@@ -145,5 +145,5 @@ def test_the_attention_figure_draws_the_published_values_beside_ours():
 def test_every_attention_backend_has_a_colour_of_its_own():
     from decodegap.harness import attention
 
-    colours = [plots.backend_color(key) for key in attention.BACKENDS]
+    colours = [attention_plots.backend_color(key) for key in attention.BACKENDS]
     assert len(set(colours)) == len(colours)

@@ -12,9 +12,13 @@ import torch
 
 from decodegap import accounting, hardware, notebooks, paths, published, records
 from decodegap.analysis import quantisation as quant_report
-from decodegap.experiments import quantisation_measure as quant_bench
+from decodegap.experiments import quantisation as quant_experiment
 from decodegap.harness import decode, models
 from decodegap.quant import formats as quant_formats, paths as quant
+from decodegap.analysis import quant_checks
+from decodegap.quant import bytes as quant_bytes
+from decodegap.quant import layers as quant_layers
+from decodegap import compare
 
 CONFIGS = {key: models.load_spec(key).config for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
 CUDA_ONLY = {"bnb-nf4": "bitsandbytes", "awq-marlin": "autoawq", "awq-triton": "autoawq",
@@ -35,35 +39,35 @@ def test_byte_model_of_llama_3_1_8b_by_hand():
     unquantised = norms + row + head
     assert unquantised == 532_480 + 8_192 + 1_050_673_152
     bf16 = 2 * kn + unquantised
-    assert quant.streamed_weight_bytes(cfg, "bf16") == bf16 == 15_009_857_536
+    assert quant_bytes.streamed_weight_bytes(cfg, "bf16") == bf16 == 15_009_857_536
     assert bf16 == accounting.weight_bytes(cfg, "W_streamed")  # the roofline's own convention
     packed = kn // 2  # two int4 codes per byte
     gptq = packed + 2 * kn // G + 4 * kn // (8 * G) + unquantised  # + fp16 scales [K/G,N] + int32 qzeros [K/G,N/8]
-    assert quant.streamed_weight_bytes(cfg, "gptq-exllamav2") == gptq == 4_677_189_632
-    assert quant.streamed_weight_bytes(cfg, "awq-triton") == gptq  # same three tensors, other layout
-    assert quant.streamed_weight_bytes(cfg, "awq-marlin") == packed + 2 * kn // G + unquantised == 4_649_926_656
+    assert quant_bytes.streamed_weight_bytes(cfg, "gptq-exllamav2") == gptq == 4_677_189_632
+    assert quant_bytes.streamed_weight_bytes(cfg, "awq-triton") == gptq  # same three tensors, other layout
+    assert quant_bytes.streamed_weight_bytes(cfg, "awq-marlin") == packed + 2 * kn // G + unquantised == 4_649_926_656
     tinygemm = packed + 2 * 2 * kn // G + unquantised  # scales_and_zeros bf16 [K/G, N, 2]
-    assert quant.streamed_weight_bytes(cfg, "int4-tinygemm") == tinygemm == 4_758_978_560
+    assert quant_bytes.streamed_weight_bytes(cfg, "int4-tinygemm") == tinygemm == 4_758_978_560
     nf4 = packed + 4 * kn // 64 + 4 * 16 * 7 * L + unquantised  # fp32 absmax per 64 weights + 16-entry fp32 code
-    assert quant.streamed_weight_bytes(cfg, "bnb-nf4") == nf4 == 4_977_096_704
+    assert quant_bytes.streamed_weight_bytes(cfg, "bnb-nf4") == nf4 == 4_977_096_704
     kv = 2 * L * 8 * 128 * 2048 * 2
-    assert quant.step_bytes(cfg, "gptq-exllamav2", 2048) == gptq + kv == quant.streamed_weight_bytes(cfg, "gptq-exllamav2", ctx=2048)
-    terms = quant.byte_terms(cfg, "gptq-exllamav2")
+    assert quant_bytes.step_bytes(cfg, "gptq-exllamav2", 2048) == gptq + kv == quant_bytes.streamed_weight_bytes(cfg, "gptq-exllamav2", ctx=2048)
+    terms = quant_bytes.byte_terms(cfg, "gptq-exllamav2")
     assert terms["linear_packed"] == packed and terms["linear_zeros"] == kn // (2 * G) and terms["lm_head"] == head
-    assert quant.t_floor_ms(cfg, "gptq-exllamav2", 2048, 300) == pytest.approx((gptq + kv) / 300e9 * 1e3)
+    assert quant_bytes.t_floor_ms(cfg, "gptq-exllamav2", 2048, 300) == pytest.approx((gptq + kv) / 300e9 * 1e3)
 
 
 @pytest.mark.parametrize("model", sorted(CONFIGS))
 def test_byte_model_bf16_is_w_streamed_and_int4_streams_about_3x_less(model):
     cfg = CONFIGS[model]
-    bf16 = quant.streamed_weight_bytes(cfg, "bf16")
+    bf16 = quant_bytes.streamed_weight_bytes(cfg, "bf16")
     assert bf16 == accounting.weight_bytes(cfg, "W_streamed")
     for key in ("bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm"):
-        ratio = bf16 / quant.streamed_weight_bytes(cfg, key)
+        ratio = bf16 / quant_bytes.streamed_weight_bytes(cfg, key)
         assert 2.9 < ratio < 3.7, (key, ratio)  # not 4x: the LM head stays bf16 and the metadata costs
     # the decoder linears of the byte model are every attention and MLP parameter of the accounting
     counts = accounting.param_count(cfg)
-    per_layer = sum(k * n + (n if b else 0) for _, k, n, b in quant.decoder_linears(cfg))
+    per_layer = sum(k * n + (n if b else 0) for _, k, n, b in quant_bytes.decoder_linears(cfg))
     assert per_layer * cfg["num_hidden_layers"] == counts.attention + counts.mlp
 
 
@@ -71,15 +75,15 @@ def test_qwen_biases_are_counted_in_every_path():
     cfg = CONFIGS["qwen2.5-7b"]
     bias = 2 * 28 * (3584 + 512 + 512)  # q, k, v biases (bf16/fp16), 28 layers
     for key in quant.PATHS:
-        assert quant.byte_terms(cfg, key)["linear_bias"] == bias
-    assert quant.byte_terms(CONFIGS["llama-3.1-8b"], "bf16")["linear_bias"] == 0
+        assert quant_bytes.byte_terms(cfg, key)["linear_bias"] == bias
+    assert quant_bytes.byte_terms(CONFIGS["llama-3.1-8b"], "bf16")["linear_bias"] == 0
 
 
 def test_byte_model_refuses_a_group_size_that_does_not_divide():
     with pytest.raises(ValueError, match="not a multiple of group size 100"):
-        quant.byte_terms(CONFIGS["llama-3.1-8b"], "gptq-exllamav2", group_size=100)
+        quant_bytes.byte_terms(CONFIGS["llama-3.1-8b"], "gptq-exllamav2", group_size=100)
     with pytest.raises(KeyError, match="unknown quantisation path 'int3'"):
-        quant.byte_terms(CONFIGS["llama-3.1-8b"], "int3")
+        quant_bytes.byte_terms(CONFIGS["llama-3.1-8b"], "int3")
 
 
 # ---------------------------------------------------------------------------------- registry, reasons
@@ -100,9 +104,9 @@ def test_cuda_only_paths_are_unavailable_on_the_cpu_naming_device_and_package(ke
     assert "needs a CUDA device" in reason
     if not hardware._version(CUDA_ONLY[key]):
         assert CUDA_ONLY[key] in reason
-    with pytest.raises(quant.QuantUnavailable, match="needs a CUDA device"):
+    with pytest.raises(quant_layers.QuantUnavailable, match="needs a CUDA device"):
         quant.build_linear(key, 256, 256, device="cpu")
-    with pytest.raises(quant.QuantUnavailable, match=key):
+    with pytest.raises(quant_layers.QuantUnavailable, match=key):
         quant.check_linear(key, 256, 256, device="cpu")
 
 
@@ -166,9 +170,9 @@ def test_tinygemm_layout_on_the_cpu():
     mod = quant.build_linear("int4-tinygemm", 512, 256, device="cpu", group_size=128)
     assert mod.scales_and_zeros.shape == (512 // 128, 256, 2) and mod.scales_and_zeros.dtype == torch.bfloat16
     assert mod.packed.numel() * mod.packed.element_size() == 512 * 256 // 2  # two codes per byte
-    with pytest.raises(quant.QuantUnavailable, match="not a multiple of group size 128"):
+    with pytest.raises(quant_layers.QuantUnavailable, match="not a multiple of group size 128"):
         quant.build_linear("int4-tinygemm", 64, 64, device="cpu")
-    with pytest.raises(quant.QuantUnavailable, match="out_features % 16"):
+    with pytest.raises(quant_layers.QuantUnavailable, match="out_features % 16"):
         quant.build_linear("int4-tinygemm", 128, 24, device="cpu", group_size=32)
 
 
@@ -177,7 +181,7 @@ def test_a_wrong_reference_fails_the_layer_check(monkeypatch):
     def without_zero(self):  # a plausible bug: the float zero forgotten
         s = self.scales_and_zeros[..., 0].t().float()
         return (self.codes().float() - 8) * quant_formats.grouped(s, self.group_size)
-    monkeypatch.setattr(quant.TinyGemmLinear, "_dequantised", without_zero)
+    monkeypatch.setattr(quant_layers.TinyGemmLinear, "_dequantised", without_zero)
     errors = quant.check_linear("int4-tinygemm", 1024, 256, device="cpu", rows=(1, 3))
     assert not any(quant.passes(e, quant.QUANT_TOL) for e in errors.values())
 
@@ -206,7 +210,7 @@ def test_fused_layer_is_its_parts_concatenated(key, shapes, bias):
     if key == "int4-tinygemm" and not CPU_INT4:
         pytest.skip("this torch has no CPU int4 ops")
     parts = _parts(shapes, bias=bias, key=key)
-    fused = quant.fuse_linears(parts)
+    fused = quant_layers.fuse_linears(parts)
     assert type(fused) is type(parts[0]) and (fused.in_features, fused.out_features) == (64, sum(shapes))
     assert (fused.bias is not None) == bias
     x = torch.randn(1, 5, 64).bfloat16()
@@ -223,26 +227,26 @@ def test_parts_fused_in_the_wrong_order_or_plainly_concatenated_are_detected():
     x = torch.randn(1, 1, 64).bfloat16()
     with torch.no_grad():
         ref = torch.cat([q(x), k(x), v(x)], dim=-1)
-        assert torch.equal(quant.fuse_linears([q, k, v])(x), ref)
-        assert decode.max_relative_error(quant.fuse_linears([k, q, v])(x).float(), ref.float()) > 0.5
+        assert torch.equal(quant_layers.fuse_linears([q, k, v])(x), ref)
+        assert compare.max_relative_error(quant_layers.fuse_linears([k, q, v])(x).float(), ref.float()) > 0.5
         # the CPU packing interleaves rows within blocks of 32 or 64: a 16-row part then a 48-row one do not
         # concatenate as packed tensors (why fuse_linears packs the codes again on a CPU)
         a, b = _parts((16, 48))
         naive = torch.ops.aten._weight_int4pack_mm_for_cpu(
             x[0], torch.cat([a.packed, b.packed]), 32, torch.cat([a.scales_and_zeros, b.scales_and_zeros], dim=1))
         ref = torch.cat([a(x), b(x)], dim=-1)[0]
-    assert decode.max_relative_error(naive.float(), ref.float()) > 0.5
+    assert compare.max_relative_error(naive.float(), ref.float()) > 0.5
 
 
 @pytest.mark.skipif(not CPU_INT4, reason="this torch has no CPU int4 ops")
 def test_fuse_linears_refuses_other_layers_and_mismatched_parts():
     q, k = _parts((64, 32))
     with pytest.raises(ValueError, match="one path"):
-        quant.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
+        quant_layers.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
     with pytest.raises(ValueError, match="one in_features, group size"):
-        quant.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
+        quant_layers.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
     with pytest.raises(ValueError, match="not nothing"):
-        quant.fuse_linears([])
+        quant_layers.fuse_linears([])
 
 
 def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
@@ -277,7 +281,7 @@ def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
 def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_weights():
     spec = models.load_spec("llama-tiny")
     model = models.build_model(spec, device="cpu")
-    with pytest.raises(quant.QuantUnavailable, match="not a multiple of group size 128"):
+    with pytest.raises(quant_layers.QuantUnavailable, match="not a multiple of group size 128"):
         quant.quantise_model_(model, "int4-tinygemm", group_size=128)  # tiny dims 64/128 < 128
     model = models.build_model(spec, device="cpu")
     before = model.lm_head.weight.clone()
@@ -299,18 +303,18 @@ def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_
         got = model(ids).logits.float()
         for layer in model.model.layers:
             for name, mod in list(layer.named_modules()):
-                if isinstance(mod, quant.QuantLinear):
+                if isinstance(mod, quant_layers.QuantLinear):
                     parent = layer.get_submodule(name.rsplit(".", 1)[0])
                     setattr(parent, name.rsplit(".", 1)[1], quant.layers.BF16Linear(mod.dequantised_weight()))
         ref = model(ids).logits.float()
-    assert decode.max_relative_error(got, ref) < 0.05
+    assert compare.max_relative_error(got, ref) < 0.05
     timing = decode.run_arm(model, "eager", 8, warmup=1, steps=2)
     assert len(timing.step_ms) == 2
 
 
 def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
     model = models.build_model(models.load_spec("qwen2-tiny"), device="cpu")
-    with pytest.raises(quant.QuantUnavailable, match="gptq-exllamav2: needs a CUDA device"):
+    with pytest.raises(quant_layers.QuantUnavailable, match="gptq-exllamav2: needs a CUDA device"):
         quant.quantise_model_(model, "gptq-exllamav2")
     assert isinstance(model.model.layers[0].self_attn.q_proj, torch.nn.Linear)
     assert quant.quantise_model_(model, "bf16")["layers"] == 0  # the baseline swaps nothing
@@ -322,7 +326,7 @@ def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
 def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     keys = ["int4-tinygemm", "bnb-nf4", "awq"]
     layers = ("k_proj", "down_proj")
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+    quant_experiment.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
                                     rows=(1, 16))
     csv = data_dir / "raw" / "cpu-test" / "verify.csv"
     rows = records.read_csv(csv)
@@ -336,14 +340,14 @@ def test_record_quant_layers_writes_ok_and_unavailable_check_rows(data_dir):
     assert (rows[rows.status == "ok"].max_rel_err < quant.QUANT_TOL).all()
     env = json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
     assert env[rows.run_id.iloc[0]]["experiment"] == "quant_layers" and "gpu_state_after" in env[rows.run_id.iloc[0]]
-    quant_bench.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
+    quant_experiment.record_quant_layers("cpu-test", ["llama-tiny"], keys, data_dir, device="cpu", layers=layers,
                                     rows=(1, 16))
     assert len(records.read_csv(csv)) == len(rows)  # resumed: nothing measured twice
 
 
 @pytest.mark.slow
 def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
-    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
+    resolved = quant_experiment.measure("cpu-test", ["llama-tiny"], [16], ["int4-tinygemm", "gptq-exllamav2"],
                                          ["eager"], sessions=1, steps=2, warmup=1, device="cpu", data=data_dir,
                                          layers=False)
     rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
@@ -398,18 +402,18 @@ def test_paper_table_and_findings_by_hand(data_dir):
     assert list(table.index) == list(quant.PATHS)
     assert table.loc["bf16", "h200 eager ms"] == 12.5  # median of the session medians 11 and 14
     assert table.loc["int4-tinygemm", "h200 eager speed-up"] == pytest.approx(12.5 / 5.0)
-    floor = quant.step_bytes(CONFIGS[model], "int4-tinygemm", ctx) / 4800e9 * 1e3
+    floor = quant_bytes.step_bytes(CONFIGS[model], "int4-tinygemm", ctx) / 4800e9 * 1e3
     assert table.loc["int4-tinygemm", "h200 floor ms"] == pytest.approx(floor)
     assert table.loc["int4-tinygemm", "h200 eager R_floor"] == pytest.approx(floor / 5.0)
     assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["gptq-exllamav2", "l4 ms (published)"] == 17.36
     assert table.loc["gptq-exllamav2", "l4 speed-up (published)"] == pytest.approx(62.32 / 17.36)
-    l4_floor = quant.step_bytes(CONFIGS[model], "gptq-exllamav2", ctx) / 300e9 * 1e3
+    l4_floor = quant_bytes.step_bytes(CONFIGS[model], "gptq-exllamav2", ctx) / 300e9 * 1e3
     assert table.loc["gptq-exllamav2", "l4 R_floor (our floor, published ms)"] == pytest.approx(l4_floor / 17.36)
     assert table.loc["bnb-nf4", "h200 status"] == "eager: no rows"
     assert table.loc["bf16", "h200 eager sessions"] == 2 and table.loc["int4-tinygemm", "h200 eager check"] == "reference"
     lines = quant_report.findings(table.reset_index(), published.load(), cells, model, [ctx], ["eager"])
     assert all(line.values for line in lines)  # every sentence states its numbers as values
-    b = {k: quant.step_bytes(CONFIGS[model], k, ctx) for k in ("bf16", "int4-tinygemm", "gptq-exllamav2", "bnb-nf4")}
+    b = {k: quant_bytes.step_bytes(CONFIGS[model], k, ctx) for k in ("bf16", "int4-tinygemm", "gptq-exllamav2", "bnb-nf4")}
     floor = {k: v / 4800e9 * 1e3 for k, v in b.items()}  # ms at the H200's datasheet bandwidth
     assert _said(lines, gpu="h200", quant="bf16").values == pytest.approx(dict(
         gpu="h200", arm="eager", ctx=ctx, quant="bf16", step_ms_min=12.5, step_ms_max=12.5, models=1, sessions_min=2,
@@ -518,7 +522,7 @@ def test_checks_label_nan_and_failed_cells_and_keep_them_out_of_verdicts(data_di
     assert never["status"] == "not timed" and pd.isna(never["t_obs_ms"]) and never["check"] == "ok 0.0100"
     assert cells.loc[(m, "graph", "int4-tinygemm"), "speedup_over_bf16"] == pytest.approx(10.0 / 8.0)
     lines = quant_report.gpu_findings(cells.reset_index(), [ctx], ["graph"])
-    b = {(mm, k): quant.step_bytes(CONFIGS[mm], k, ctx) for mm in (m, m2) for k in ("bf16", "int4-tinygemm")}
+    b = {(mm, k): quant_bytes.step_bytes(CONFIGS[mm], k, ctx) for mm in (m, m2) for k in ("bf16", "int4-tinygemm")}
     floor = {key: v / 4800e9 * 1e3 for key, v in b.items()}  # ms at the H200's datasheet bandwidth
     frac = (1 - 8.0 / 10.0) / (1 - b[(m, "int4-tinygemm")] / b[(m, "bf16")])
     saved = (10.0 - 8.0) / (floor[(m, "bf16")] - floor[(m, "int4-tinygemm")])  # ms saved per ms of floor
@@ -576,7 +580,7 @@ def test_check_findings_count_the_layer_and_model_checks_by_hand():
         row("layer", 0.03, 0.02, "failed", layer="q_proj", rows=2048), row("layer", 0.01, 0.02, layer="q_proj", rows=16384),
         row("vs_bf16", 0.3, 0.5, ctx=2048), row("vs_bf16", 0.6, 0.5, "failed", ctx=16384),
         row("vs_bf16_logits", 1.2, float("nan"), ctx=2048), row("vs_bf16_logits", 1.3, float("nan"), ctx=16384)])
-    [line] = quant_report.check_findings(verify)
+    [line] = quant_checks.check_findings(verify)
     check = "model_check_m1_tol0.500"
     assert line.values == pytest.approx(dict(
         gpu="h200", quant="int4-tinygemm", layer_one_row_passed=2, layer_one_row_checks=2, layer_one_row_tol=0.02,
@@ -604,8 +608,8 @@ def test_measure_quant_records_why_an_alias_member_was_passed_over(data_dir, mon
     real = quant.unavailable_reason
     monkeypatch.setattr(quant, "unavailable_reason",
                         lambda key, device="cuda": {"awq-marlin": "no module named 'marlin_cuda'", "awq-triton": None}.get(key, real(key, device)))
-    monkeypatch.setattr(quant_bench.sweep, "run_sweep", lambda plan, data, progress=True: None)
-    resolved = quant_bench.measure_quant("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
+    monkeypatch.setattr(quant_experiment.sweep, "run_sweep", lambda plan, data, progress=True: None)
+    resolved = quant_experiment.measure("cpu-test", ["llama-tiny"], (16,), ["awq"], ("eager",), sessions=1, steps=1,
                                          warmup=0, device="cpu", data=data_dir, layers=False)
     assert resolved == {"awq": "awq-triton"}
     rows = records.read_csv(data_dir / "raw" / "cpu-test" / "decode.csv")
@@ -619,10 +623,10 @@ def test_per_product_bytes_of_int4_tinygemm_written_out():
     2 x 2 x 32 x 4096 = 524,288 of scales and zeros; gate (N 14336) and down (K 14336) 29,360,128 + 1,835,008 each;
     the LM head stays bf16."""
     cfg = models.load_spec("llama-3.1-8b").config
-    hf = quant.projection_bytes(cfg, "int4-tinygemm")
+    hf = quant_bytes.projection_bytes(cfg, "int4-tinygemm")
     assert hf["q"] == hf["o"] == 8_388_608 + 524_288 and hf["gate"] == hf["down"] == 29_360_128 + 1_835_008
     assert hf["lm_head"] == 128256 * 4096 * 2
-    fused = quant.projection_bytes(cfg, "int4-tinygemm", "fused")
+    fused = quant_bytes.projection_bytes(cfg, "int4-tinygemm", "fused")
     assert fused["gate_up"] == 2 * hf["gate"] and fused["qkv"] == hf["q"] + hf["k"] + hf["v"]
 
 
@@ -631,37 +635,37 @@ def test_per_product_bytes_of_int4_tinygemm_written_out():
 def test_every_layers_products_the_head_the_norms_and_one_row_are_the_paths_streamed_bytes(key, path_key):
     cfg = models.load_spec(key).config
     for layout in ("hf", "fused"):
-        per_call = quant.projection_bytes(cfg, path_key, layout)
+        per_call = quant_bytes.projection_bytes(cfg, path_key, layout)
         head = per_call.pop("lm_head")
-        terms = quant.byte_terms(cfg, path_key)
+        terms = quant_bytes.byte_terms(cfg, path_key)
         assert cfg["num_hidden_layers"] * sum(per_call.values()) + head + terms["norms"] + terms["embedding_row"] == \
-            quant.streamed_weight_bytes(cfg, path_key)
+            quant_bytes.streamed_weight_bytes(cfg, path_key)
 
 
 def test_per_product_bytes_refuse_an_unknown_path_or_layout():
     cfg = models.load_spec("llama-3.1-8b").config
     with pytest.raises(ValueError, match="unknown projection layout 'split'"):
-        quant.projection_bytes(cfg, "int4-tinygemm", "split")
+        quant_bytes.projection_bytes(cfg, "int4-tinygemm", "split")
     with pytest.raises(Exception, match="int3"):
-        quant.projection_bytes(cfg, "int3")
+        quant_bytes.projection_bytes(cfg, "int3")
 
 
 # --- per-product bytes, bf16 (notebook 06's per-product breakdown) ------------------------------------
 
 def test_llama_projection_bytes_written_out():
-    hf = quant.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "hf")
+    hf = quant_bytes.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "hf")
     assert list(hf) == ["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
     assert hf["q"] == hf["o"] == 4096 * 4096 * 2 == 33_554_432
     assert hf["k"] == hf["v"] == 4096 * 1024 * 2 == 8_388_608
     assert hf["gate"] == hf["up"] == hf["down"] == 4096 * 14336 * 2 == 117_440_512
     assert hf["lm_head"] == 128256 * 4096 * 2 == 1_050_673_152
-    fused = quant.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "fused")
+    fused = quant_bytes.projection_bytes(models.load_spec("llama-3.1-8b").config, "bf16", "fused")
     assert list(fused) == ["qkv", "o", "gate_up", "down", "lm_head"]
     assert fused["qkv"] == 33_554_432 + 2 * 8_388_608 == 50_331_648 and fused["gate_up"] == 234_881_024
 
 
 def test_qwen_projection_bytes_carry_the_qkv_bias():
-    hf = quant.projection_bytes(models.load_spec("qwen2.5-7b").config, "bf16", "hf")
+    hf = quant_bytes.projection_bytes(models.load_spec("qwen2.5-7b").config, "bf16", "hf")
     # Qwen2.5-7B: hidden 3584, 28 heads x 128, 4 KV heads x 128: q 3584 x 3584 + bias 3584, k 3584 x 512 + bias 512
     assert hf["q"] == (3584 * 3584 + 3584) * 2 and hf["k"] == (3584 * 512 + 512) * 2
     assert hf["o"] == 3584 * 3584 * 2  # no bias on o
@@ -673,7 +677,7 @@ def test_qwen_projection_bytes_carry_the_qkv_bias():
 @pytest.mark.parametrize("tied", [False, True])
 def test_every_layers_bf16_products_the_head_the_norms_and_one_row_are_w_streamed(key, layout, tied):
     c = dict(models.load_spec(key).config, tie_word_embeddings=tied)  # tied: the table is read once, as the head
-    per_call = quant.projection_bytes(c, "bf16", layout)
+    per_call = quant_bytes.projection_bytes(c, "bf16", layout)
     head = per_call.pop("lm_head")
     norms = (c["num_hidden_layers"] * 2 * c["hidden_size"] + c["hidden_size"]) * 2
     one_row = c["hidden_size"] * 2

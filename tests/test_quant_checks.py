@@ -12,7 +12,8 @@ import copy
 import pytest
 import torch
 
-from decodegap.harness import decode, models, quant_checks as quant_check
+from decodegap import compare
+from decodegap.harness import models, quant_checks as quant_check
 from decodegap.quant import paths as quant, formats as quant_formats, power
 
 CPU_INT4 = all(hasattr(torch.ops.aten, op) for op in ("_convert_weight_to_int4pack_for_cpu",
@@ -131,7 +132,7 @@ def test_nan_and_inf_fail_every_check():
     assert quant.passes(0.01, 0.1) and not quant.passes(0.2, 0.1)
     assert not quant.passes(float("nan"), 0.1) and not quant.passes(float("inf"), 0.1)
     nan = [torch.tensor([[[float("nan"), 1.0]]])]
-    assert not quant.passes(decode.logits_error(nan, [torch.tensor([[[1.0, 1.0]]])]), 10.0)
+    assert not quant.passes(compare.logits_error(nan, [torch.tensor([[[1.0, 1.0]]])]), 10.0)
 
 
 def test_marlin_packing_reads_back_whatever_the_permutation_tables():

@@ -10,6 +10,7 @@ import torch
 
 from decodegap.harness import models
 from decodegap.quant import paths as quant, formats as quant_formats
+from decodegap.quant import layers as quant_layers
 
 pytestmark = pytest.mark.gpu
 LLAMA = models.load_spec("llama-3.1-8b").config
@@ -77,7 +78,7 @@ def test_marlin_packing_is_autoawqs_own():
 def test_fused_projections_equal_their_parts_on_the_gpu(key):
     _available(key)
     parts = [quant.build_linear(key, 4096, n, "cuda", seed=i) for i, n in enumerate((4096, 1024, 1024))]
-    fused = quant.fuse_linears(parts)
+    fused = quant_layers.fuse_linears(parts)
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         ref = torch.cat([p(x) for p in parts], dim=-1).float()

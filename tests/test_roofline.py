@@ -10,6 +10,7 @@ import pytest
 
 from decodegap import hardware, records, roofline
 from decodegap.harness import models
+from decodegap import accounting
 
 LLAMA = models.load_spec("llama-3.1-8b").config
 QWEN = models.load_spec("qwen2.5-7b").config
@@ -22,15 +23,15 @@ LLAMA_2048_STREAMED = 15_009_857_536 + 268_435_456     # 15,278,292,992
 
 
 def test_t_floor_ms_by_hand():
-    assert roofline.t_floor_ms(16e9, 4800) == pytest.approx(16e9 / 4.8e12 * 1e3) == pytest.approx(3.3333333333)
-    assert roofline.t_floor_ms(300e9, 300) == pytest.approx(1000.0)  # 300 GB at 300 GB/s: one second
-    assert roofline.t_floor_ms(LLAMA_2048_ALL, 4800) == pytest.approx(3.40186624)
+    assert accounting.t_floor_ms(16e9, 4800) == pytest.approx(16e9 / 4.8e12 * 1e3) == pytest.approx(3.3333333333)
+    assert accounting.t_floor_ms(300e9, 300) == pytest.approx(1000.0)  # 300 GB at 300 GB/s: one second
+    assert accounting.t_floor_ms(LLAMA_2048_ALL, 4800) == pytest.approx(3.40186624)
 
 
 def test_r_floor_by_hand():
-    assert roofline.r_floor(3.0, 12.0) == 0.25
-    assert roofline.r_floor(5.0, 4.0) == 1.25  # faster than the floor: a bug to flag
-    assert roofline.r_floor(roofline.t_floor_ms(16e9, 4800), 10.0) == pytest.approx(1 / 3)
+    assert accounting.r_floor(3.0, 12.0) == 0.25
+    assert accounting.r_floor(5.0, 4.0) == 1.25  # faster than the floor: a bug to flag
+    assert accounting.r_floor(accounting.t_floor_ms(16e9, 4800), 10.0) == pytest.approx(1 / 3)
 
 
 def _row(session, model, ctx, arm, step, ms, status="ok", reason="", max_cache_len=None, gpu="h200"):

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from conftest import CPU_SPEC_ROW
-from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-from decodegap.harness import decode, models, sweep
+from decodegap.experiments import cuda_graphs_ab
+from decodegap.harness import decode, models, profile, sweep
 from decodegap import inputs, paths, records
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
@@ -432,7 +432,7 @@ def test_retry_unavailable_measures_such_cells_once_more_and_stops(data_dir, tmp
 
 
 def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path):
-    """SweepPlan.retry_errors (CLI --retry-errors, measure_ladder(retry_errors=True)): a cell whose only row is
+    """SweepPlan.retry_errors (CLI --retry-errors, closing_the_gap.measure(retry_errors=True)): a cell whose only row is
     `error` is pending again; an ok cell never is; without the flag neither is."""
     path = tmp_path / "raw" / "g" / "decode.csv"
     base = dict(run_id="r1", session=0, gpu="g", model="m", ctx=16, max_cache_len=None, attn="sdpa", quant="bf16",
@@ -450,9 +450,9 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
     """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
     profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
     (AWQ's Triton GEMM on a CPU) says so in its rows, without profiling."""
-    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    profile.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
-    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    profile.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="awq-triton")
     with open(data_dir / "raw" / "cpu-test" / "kernels.csv") as fh:
         rows = {r["quant"]: r for r in csv.DictReader(fh)}
@@ -469,14 +469,14 @@ def test_kernel_profiles_build_no_model_whose_steps_are_all_profiled(data_dir, m
     built = []
     build = models.build_model
     monkeypatch.setattr(models, "build_model", lambda *a, **k: built.append(a[0].key) or build(*a, **k))
-    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    profile.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
     kernels = data_dir / "raw" / "cpu-test" / "kernels.csv"
     first = kernels.read_text()
-    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
+    profile.record_kernels("cpu-test", ["llama-tiny"], [16], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
     assert built == ["llama-tiny"] and kernels.read_text() == first
-    ab_bench.record_kernels("cpu-test", ["llama-tiny"], [16, 32], arms=["lean"], data=data_dir, device="cpu",
+    profile.record_kernels("cpu-test", ["llama-tiny"], [16, 32], arms=["lean"], data=data_dir, device="cpu",
                             quant="int4-tinygemm")
     with open(kernels) as fh:
         assert sorted(int(r["ctx"]) for r in csv.DictReader(fh)) == [16, 32]
@@ -496,10 +496,10 @@ def test_a_plan_numbered_after_another_adds_sessions_of_its_own():
 
 def test_measure_ab_numbers_the_headline_sessions_after_the_grid(data_dir, monkeypatch):
     plans = []
-    monkeypatch.setattr(ab_bench, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run")
-    monkeypatch.setattr(ab_bench.runs, "update_env", lambda *a, **k: None)
-    ab_bench.measure_ab("cpu-test", ["llama-tiny"], [16, 32], headline_ctx=16, n_sessions=3, headline_sessions=10,
-                        device="cpu", data=data_dir, progress=False)
+    monkeypatch.setattr(cuda_graphs_ab, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run")
+    monkeypatch.setattr(cuda_graphs_ab.runs, "update_env", lambda *a, **k: None)
+    cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], headline_ctx=16, sessions=3, headline_sessions=10,
+                          device="cpu", data=data_dir, progress=False)
     grid, headline = plans
     assert list(grid.session_ids) == [0, 1, 2] and grid.arms == ("eager", "graph", "compile")
     assert list(headline.session_ids) == list(range(3, 13)) and headline.contexts == (16,)

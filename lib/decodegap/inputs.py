@@ -1,12 +1,14 @@
-"""Checks of what a user passes in (CLI values, papermill parameters, registry keys, the data folder), made
+"""Checks of what a user passes in (CLI values, papermill parameters, the data folder) by type and value, made
 before anything is written: a bad input leaves no row, no env.json entry and no file behind. Every failure is
 an InputError whose message is one line saying what is wrong and how to put it right; the CLI prints it
-without a traceback and a notebook shows it as that one line (`_render_traceback_`, IPython's hook)."""
+without a traceback and a notebook shows it as that one line (`_render_traceback_`, IPython's hook). The
+parameters only: registry keys (arms, backends, paths, models, the GPU against the device) are checked by
+decodegap.harness.keys, which holds the registries."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 from decodegap import paths
 
@@ -16,10 +18,6 @@ class InputError(ValueError):
 
     def _render_traceback_(self) -> list[str]:  # IPython (and so papermill) shows this instead of a traceback
         return [f"{type(self).__name__}: {self}"]
-
-
-def _known(kind: str, value, known: Iterable[str], fix: str) -> InputError:
-    return InputError(f"unknown {kind} {value!r}; known: {', '.join(known)}. {fix}")
 
 
 def data_folder(data: str | Path | None = None) -> Path:
@@ -32,65 +30,6 @@ def data_folder(data: str | Path | None = None) -> Path:
         raise InputError(f"data folder {path} has no specs/gpus.csv; a data folder is a copy of the repository's "
                          f"data/ (models/, specs/, published/, raw/)")
     return path
-
-
-def _one_or_more(kind: str, values: Iterable[str], known, fix: str) -> tuple[str, ...]:
-    """`values` as a tuple, each one of `known`, at least one."""
-    out = tuple(values)
-    for value in out:
-        if value not in known:
-            raise _known(kind, value, known, fix)
-    if not out:
-        raise InputError(f"no {kind} given; pass one or more of {', '.join(known)}")
-    return out
-
-
-def arms(values: Iterable[str]) -> tuple[str, ...]:
-    """Arm keys, each one of decode.ARMS."""
-    from decodegap.harness.decode import ARMS
-
-    return _one_or_more("arm", values, ARMS, "Check the spelling (--arms / ARMS).")
-
-
-def levers(values: Iterable[str]) -> tuple[str, ...]:
-    """Arm keys of the ladder's levers (levers.LEVERS), each checked."""
-    from decodegap.levers import LEVERS
-
-    return _one_or_more("lever", values, tuple(dict.fromkeys(a for _, a, _ in LEVERS)),
-                        "Check the spelling (ladder --levers).")
-
-
-def attn(value: str) -> str:
-    """An attention backend key of attention.BACKENDS."""
-    from decodegap.harness.attention import BACKENDS
-
-    if value not in BACKENDS:
-        raise _known("attention backend", value, BACKENDS, "Check the spelling (--attn / --backends).")
-    return value
-
-
-def quant(value: str) -> str:
-    """A quantisation path key of quant.PATHS or one of its aliases (quant.ALIASES)."""
-    from decodegap.quant.paths import ALIASES, PATHS
-
-    if value not in PATHS and value not in ALIASES:
-        raise _known("quantisation path", value, [*PATHS, *ALIASES], "Check the spelling (--quant / QUANT_PATHS).")
-    return value
-
-
-def models(keys: Iterable[str], data=None) -> tuple[str, ...]:
-    """Model keys with a config under data/models/."""
-    from decodegap.harness import models as registry
-
-    out = tuple(keys)
-    if not out:
-        raise InputError("no model given; pass one or more model keys (--models / MODELS)")
-    for key in out:
-        try:
-            registry.load_spec(key, data)
-        except registry.UnknownModelError as exc:
-            raise InputError(str(exc)) from None
-    return out
 
 
 def contexts(values: Iterable[int]) -> tuple[int, ...]:
@@ -111,43 +50,6 @@ def positive(name: str, value, minimum: int = 1) -> int:
     return value
 
 
-def gpu_to_measure(gpu: str | None, device: str, data=None) -> str:
-    """The registry key the rows of a measurement on `device` will carry, checked against that device: a
-    CUDA device must be the GPU the key names (by its device_names), and a CPU (tests only) takes a key whose
-    architecture is `cpu`, so a CPU's timings can never be written as a GPU's rows. `gpu` None: detect it."""
-    from decodegap import hardware
-
-    data_folder(data)
-    try:
-        spec = hardware.gpu_spec(gpu, data) if gpu else None
-    except hardware.UnknownGPUError as exc:
-        raise InputError(str(exc)) from None
-    if str(device).startswith("cpu"):
-        if spec is None or spec.architecture != "cpu":
-            what = f"GPU key {gpu!r} names an {spec.name}" if spec else "no GPU key was given"
-            raise InputError(f"{what}, but device {device!r} measures this machine's CPU, so its rows would not be "
-                             "that GPU's. Measure on the GPU (device cuda), or for a test use a key whose "
-                             "architecture is cpu in data/specs/gpus.csv")
-        return spec.gpu
-    if not str(device).startswith("cuda"):
-        raise InputError(f"device {device!r} is neither cuda nor cpu; measure with device cuda")
-    import torch
-
-    if not torch.cuda.is_available():
-        what = f"GPU {gpu!r} cannot" if gpu else "no GPU can"
-        raise InputError(f"no CUDA device is visible, so {what} be measured on this machine; here only replay "
-                         "works (MEASURE=False, `make reproduce`)")
-    name = torch.cuda.get_device_name(torch.device(device))
-    try:
-        detected = hardware.gpu_key_for_device_name(name, data)
-    except hardware.UnknownGPUError as exc:
-        raise InputError(str(exc)) from None
-    if spec is not None and spec.gpu != detected:
-        raise InputError(f"GPU key {gpu!r} names an {spec.name}, but this machine's {device} is a {name!r} "
-                         f"(key {detected!r}); pass --gpu {detected} / GPU={detected!r}, or leave it out to detect it")
-    return detected
-
-
 # Papermill parameters: name -> (what it expects, check returning the value, normalised). A list parameter
 # also takes one value or a comma-separated string (what `papermill -p NAME a,b` passes).
 
@@ -155,6 +57,8 @@ def _listed(kind: Callable, what: str, each: Callable | None = None) -> Callable
     def check(name, value):
         if isinstance(value, str) and kind is str:
             value = [v.strip() for v in value.split(",") if v.strip()]
+        elif isinstance(value, str) and "," in value:  # `-p CONTEXTS 2048,16384`, as the CLI passes it
+            value = [_number(v.strip(), kind) for v in value.split(",") if v.strip()]
         elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
             value = [value]
         if not isinstance(value, (list, tuple)) or not value or not all(
@@ -164,6 +68,17 @@ def _listed(kind: Callable, what: str, each: Callable | None = None) -> Callable
             each(value)
         return list(value)
     return check
+
+
+def _number(text: str, kind):
+    """One item of a comma-separated number list as `kind` (int, or a tuple of kinds: the first that reads it),
+    else the text itself, which the list check then refuses by name."""
+    for k in kind if isinstance(kind, tuple) else (kind,):
+        try:
+            return k(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _flag(name, value):
@@ -179,13 +94,6 @@ def _whole(minimum: int) -> Callable:
 def _optional_text(name, value):
     if value is not None and not isinstance(value, str):
         raise InputError(f"parameter {name} takes a text value or None, got {value!r}")
-    return value
-
-
-def _arm(name, value):
-    """One arm key (decode.ARMS)."""
-    _text(name, value)
-    arms([value])
     return value
 
 
@@ -225,13 +133,11 @@ PARAMETERS: dict[str, Callable] = {
     "MODELS": _listed(str, "a list of model keys, e.g. ['llama-3.1-8b'] or 'qwen2.5-7b,llama-3.1-8b'"),
     "CONTEXTS": _listed(int, "a list of context lengths in tokens, e.g. [2048, 16384]", contexts),
     "STEP_CONTEXTS": _listed(int, "a list of context lengths in tokens, e.g. [2048, 16384]", contexts),
-    "ARMS": _listed(str, "a list of arm keys, e.g. ['eager', 'graph']", arms),
-    "GRID_ARM": _arm,
-    "STEP_BACKENDS": _listed(str, "a list of attention backend keys, e.g. ['sdpa', 'flex']",
-                             lambda v: [attn(x) for x in v]),
-    "BACKENDS": _optional(_listed(str, "a list of attention backend keys or None", lambda v: [attn(x) for x in v])),
-    "QUANT_PATHS": _listed(str, "a list of quantisation path keys, e.g. ['bf16', 'int4-tinygemm']",
-                           lambda v: [quant(x) for x in v]),
+    "ARMS": _listed(str, "a list of arm keys, e.g. ['eager', 'graph']"),
+    "GRID_ARM": _text,
+    "STEP_BACKENDS": _listed(str, "a list of attention backend keys, e.g. ['sdpa', 'flex']"),
+    "BACKENDS": _optional(_listed(str, "a list of attention backend keys or None")),
+    "QUANT_PATHS": _listed(str, "a list of quantisation path keys, e.g. ['bf16', 'int4-tinygemm']"),
     "SESSIONS": _whole(1), "HEADLINE_SESSIONS": _whole(1), "STEPS": _whole(1), "WARMUP": _whole(0),
     "HEADLINE_CTX": _whole(1), "TABLE_CTX": _whole(1), "BANDWIDTH_MIB": _whole(1),
     "SEED": _whole(0), "GROUP_SIZE": _optional(_whole(1)),
@@ -242,23 +148,19 @@ PARAMETERS: dict[str, Callable] = {
     "PRICE_RATIOS": _listed((int, float), "a list of numbers, e.g. [3, 6, 10]"),
     "DATA_DIR": _folder, "FIGURES_DIR": _folder,
 }
-"""Every parameter name the notebooks use, with its check (tests/test_inputs.py keeps it complete)."""
-MODEL_PARAMETERS = ("MODELS", "TABLE_MODEL", "HEADLINE_MODEL", "ATTENTION_MODEL")
-"""Parameters naming model keys, checked against the chosen data folder's models/."""
+"""Every parameter name the notebooks use, with its check by type and value (tests/test_inputs.py keeps it
+complete); the parameters naming registry keys are checked against their registries by harness.keys."""
 
 
-def check_parameters(namespace: dict) -> None:
+def parse_parameters(namespace: dict) -> None:
     """Check a notebook's parameters (its UPPER_CASE globals, as papermill injected them) by type and value,
     normalising a list parameter given as one value or a comma-separated string into a list, in place.
-    DATA_DIR must be an existing data folder; model keys must have a config there. Raises InputError naming
-    the parameter and what it expects."""
+    DATA_DIR must be an existing data folder. Raises InputError naming the parameter and what it expects.
+    harness.keys.check_parameters runs this, then checks the keys."""
     names = [k for k in namespace if k in PARAMETERS]
     data = namespace.get("DATA_DIR")
     if "DATA_DIR" in names:
         _folder("DATA_DIR", data)
         data_folder(data)
     for name in names:
-        value = PARAMETERS[name](name, namespace[name])
-        if name in MODEL_PARAMETERS:
-            models([value] if isinstance(value, str) else value, data)
-        namespace[name] = value
+        namespace[name] = PARAMETERS[name](name, namespace[name])

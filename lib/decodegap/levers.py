@@ -1,6 +1,6 @@
 """The ladder of notebook 06 as a plan: its levers (an arm and a quantisation path each), the targets, and what
-measure_ladder sweeps. Measuring reads this module only; the analysis of the rows (decodegap.analysis.closing_the_gap) reads it too,
-so that measurement never imports analysis."""
+experiments.closing_the_gap.measure sweeps. Measuring reads this module only; the analysis of the rows
+(decodegap.analysis.closing_the_gap) reads it too, so that measurement never imports analysis."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ GRID_TARGET = dict(gpu="h200", r_floor=0.75)
 
 
 def ladder_plan(model_keys, contexts, gpu: str, only=None) -> list[tuple[str, tuple, tuple, tuple]]:
-    """What measure_ladder sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
+    """What experiments.closing_the_gap.measure sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
     levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
     HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
     grid holds it. `only`: these arms of LEVERS and no others (ladder --levers)."""

@@ -167,8 +167,8 @@ QUANT_LAYERS = Schema(
 against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
 
 AB = replace(DECODE, experiment="ab")
-"""Notebook 02's A/B sweep (eager, graph, compile), measured in one run by ab_bench.measure_ab: the rows of
-a decode step, kept apart from decode.csv so that its sessions are those of one run."""
+"""Notebook 02's A/B sweep (eager, graph, compile), measured in one run by experiments.cuda_graphs_ab.measure: the
+rows of a decode step, kept apart from decode.csv so that its sessions are those of one run."""
 
 AB_WHOLE_MODEL = replace(DECODE, experiment="ab_whole_model")
 """An earlier A/B sweep whose compile arm compiled the whole model as one region (before

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from decodegap import accounting, stats
-from decodegap.accounting import r_floor, t_floor_ms  # noqa: F401  (the floor's arithmetic, beside the bytes it takes)
-from decodegap.arms import HF_ARMS  # noqa: F401  (the HF model's arms; the lean decoder's are notebook 06's)
+from decodegap.accounting import t_floor_ms
+from decodegap.arms import HF_ARMS
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 

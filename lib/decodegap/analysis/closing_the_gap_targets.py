@@ -9,7 +9,8 @@ from typing import Mapping
 import pandas as pd
 
 from decodegap.finding import Finding
-from decodegap.analysis.closing_the_gap import _at, step_label, step_terms
+from decodegap.analysis.closing_the_gap import _at, step_terms
+from decodegap.analysis.profiles import step_label
 from decodegap.levers import GRID_TARGET, TARGETS
 
 

@@ -1,9 +1,9 @@
 """The CUDA-graphs A/B test: per-session speed-ups with seeded bootstrap CIs, and the decomposition of a
 decode step into memory floor, GPU-side excess and host launch overhead.
 
-The A/B sweep (ab_bench.measure_ab) writes ab.csv in two sweeps, each a run with its plan in env.json: the grid
-(every arm, the compile arm included, at every context: a session process builds each model once for all its
-cells and compiles) and the headline sweep (eager and graph at the headline context only, in processes that do
+The A/B sweep (experiments.cuda_graphs_ab.measure) writes ab.csv in two sweeps, each a run with its plan in
+env.json: the grid (every arm, the compile arm included, at every context: a session process builds each model once
+for all its cells and compiles) and the headline sweep (eager and graph at the headline context only, in processes that do
 nothing else), which tops the headline cells up to their session count. A row's `sweep` says which; no statistic
 here pools the sessions of the two."""
 
@@ -55,9 +55,9 @@ def newest_runs(rows: pd.DataFrame) -> pd.Series:
 
 
 def sweep_of(plan) -> str:
-    """The sweep of a run of ab_bench.measure_ab, from its plan (env.json): GRID where it planned the compile arm
-    (the grid's arms are eager, graph and compile), HEADLINE where it did not (eager and graph only); '' without
-    a plan."""
+    """The sweep of a run of experiments.cuda_graphs_ab.measure, from its plan (env.json): GRID where it planned the
+    compile arm (the grid's arms are eager, graph and compile), HEADLINE where it did not (eager and graph only); ''
+    without a plan."""
     if not plan:
         return ""
     return GRID if "compile" in plan.get("arms", ()) else HEADLINE
@@ -97,8 +97,8 @@ def _ab_runs(data, ab_rows: pd.DataFrame):
 
 
 def sweep_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
-    """Wall seconds of each whole A/B sweep behind `ab_rows` (ab_bench.measure_ab: grid, headline sessions,
-    kernels, total)."""
+    """Wall seconds of each whole A/B sweep behind `ab_rows` (experiments.cuda_graphs_ab.measure: grid, headline
+    sessions, kernels, total)."""
     rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data, ab_rows) if "ab_sweep" in e]
     return pd.DataFrame(rows, columns=["gpu", "run_id", "grid_s", "headline_s", "kernels_s", "total_s"])
 

@@ -1,8 +1,8 @@
 """Notebook 04: where a quantised step's time goes, and every path over the grid.
 
 A profiled step (data/raw/<gpu>/breakdown.csv: every kernel of one decode step and its GPU time) of a quantised
-path gives its matrix products (ladder.projection_table: fixed microseconds per product and the rate its bytes
-stream at, ladder.product_cost_fit) and, for the kernels that take fp16 activations, the dtype conversions around
+path gives its matrix products (profiles.projection_table: fixed microseconds per product and the rate its bytes
+stream at, profiles.product_cost_fit) and, for the kernels that take fp16 activations, the dtype conversions around
 each product (`casts`). The grid tables put every path's step on one arm side by side over every measured model
 and context (`grid`, `coverage`).
 """
@@ -14,10 +14,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap.analysis import closing_the_gap as ladder
+from decodegap.analysis import profiles
+from decodegap.analysis.quantisation import passing
 from decodegap.finding import Finding, span as _values
 from decodegap.quant.layers import FP16_CASTS_PER_PRODUCT
-from decodegap.analysis.quantisation import passing
 from decodegap.stats import span as _span
 
 STEP = ["gpu", "model", "ctx", "arm", "quant"]
@@ -62,25 +62,25 @@ def layer_products(config: Mapping, arm: str) -> int:
 
 
 def products(breakdown_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame) -> pd.DataFrame:
-    """ladder.projection_table of the profiled quantised steps, with the bf16 steps of the same (gpu, model, ctx,
+    """profiles.projection_table of the profiled quantised steps, with the bf16 steps of the same (gpu, model, ctx,
     arm) beside them for comparison."""
     ok = _ok(breakdown_rows)
     quantised = ok[ok["quant"] != "bf16"]
     if quantised.empty:
-        return ladder.projection_table(quantised, configs, specs)
+        return profiles.projection_table(quantised, configs, specs)
     keys = quantised[["gpu", "model", "ctx", "arm"]].drop_duplicates()
     bf16 = ok[ok["quant"] == "bf16"].merge(keys, on=["gpu", "model", "ctx", "arm"])
-    return ladder.projection_table(pd.concat([bf16, quantised], ignore_index=True), configs, specs)
+    return profiles.projection_table(pd.concat([bf16, quantised], ignore_index=True), configs, specs)
 
 
 def product_fits(by_projection: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
-    """ladder.product_cost_fit per profiled step (fixed us per product, stream GB/s), with the products' summed
+    """profiles.product_cost_fit per profiled step (fixed us per product, stream GB/s), with the products' summed
     GPU time (`products_ms`, LM head left out of quantised steps as in the fit), the fixed part over all products
     (`fixed_ms`) and the stream rate as a share of the datasheet bandwidth."""
-    fits = ladder.product_cost_fit(by_projection)
+    fits = profiles.product_cost_fit(by_projection)
     if fits.empty:
         return fits.assign(products_ms=[], fixed_ms=[], stream_of_datasheet=[])
-    summed = (ladder.fitted_products(by_projection).groupby(STEP, sort=False)["gpu_us"].sum() / 1e3).rename("products_ms")
+    summed = (profiles.fitted_products(by_projection).groupby(STEP, sort=False)["gpu_us"].sum() / 1e3).rename("products_ms")
     fits = fits.join(summed, on=STEP)
     fits["fixed_ms"] = fits["fixed_us"] * fits["products"] / 1e3
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"]

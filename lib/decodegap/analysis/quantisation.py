@@ -4,7 +4,7 @@ the per-layer correctness rows, each cell's whole-model correctness check (verif
 findings.
 
 Step times are roofline-style: the median over sessions of each session's median step (roofline.cell_table).
-Each path's floor is its own: quant.step_bytes (packed int4 weights, scales, zeros, the bf16 LM head,
+Each path's floor is its own: quant_bytes.step_bytes (packed int4 weights, scales, zeros, the bf16 LM head,
 norms, biases, one embedding row, KV at ctx) over the GPU's datasheet bandwidth.
 """
 
@@ -15,11 +15,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from decodegap.quant import paths as quant
-from decodegap import roofline
+from decodegap import accounting, roofline
+from decodegap.analysis.quant_checks import checks
 from decodegap.finding import Finding, span as _values
+from decodegap.quant import bytes as quant_bytes, paths as quant
 from decodegap.stats import span as _span
-from decodegap.analysis.quant_checks import check_findings, checks, layer_summary, model_checks  # noqa: F401 (notebook 04's)
 
 CLAIM = "quantisation"
 PUBLISHED_GPU = "l4"
@@ -28,7 +28,7 @@ REALISED_YES, REALISED_PART = 0.8, 0.3
 ARMS = ("eager", "graph", "lean_attn_graph", "lean_attn_compile")
 """Notebook 04's decode arms (its ARMS parameter's default): HF eager and graphed, the lean step (with the Triton
 attention) graphed and compiled."""
-INT4 = tuple(k for k in quant.PATHS if quant.LAYOUT_OF[k] not in ("bf16", "nf4"))
+INT4 = tuple(k for k in quant.PATHS if quant_bytes.LAYOUT_OF[k] not in ("bf16", "nf4"))
 """The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
 
 
@@ -59,9 +59,9 @@ def _group(configs: Mapping[str, Mapping], model: str, group_size: int | None) -
 
 
 def _bytes(configs, model, key, ctx, group_size=None) -> float:
-    if key not in quant.LAYOUT_OF or model not in configs:
+    if key not in quant_bytes.LAYOUT_OF or model not in configs:
         return float("nan")
-    return float(quant.step_bytes(configs[model], key, int(ctx), _group(configs, model, group_size)))
+    return float(quant_bytes.step_bytes(configs[model], key, int(ctx), _group(configs, model, group_size)))
 
 
 NOT_TIMED = "checked (verify.csv) but never timed: no decode rows of this cell (the run stopped before timing it)"
@@ -103,9 +103,9 @@ def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
         table = pd.concat([table, missing], ignore_index=True).sort_values(roofline.CELL).reset_index(drop=True)
     table["bytes_quant"] = [_bytes(configs, m, q, c, group_size)
                             for m, q, c in zip(table["model"], table["quant"], table["ctx"])]
-    table["t_floor_quant_ms"] = roofline.t_floor_ms(table["bytes_quant"], table["bandwidth_gbps"])
+    table["t_floor_quant_ms"] = accounting.t_floor_ms(table["bytes_quant"], table["bandwidth_gbps"])
     table["r_floor_quant"] = table["t_floor_quant_ms"] / table["t_obs_ms"]
-    table["t_floor_quant_measured_ms"] = roofline.t_floor_ms(table["bytes_quant"], table["measured_gbps"])
+    table["t_floor_quant_measured_ms"] = accounting.t_floor_ms(table["bytes_quant"], table["measured_gbps"])
     table["r_floor_quant_measured"] = table["t_floor_quant_measured_ms"] / table["t_obs_ms"]
     table = pd.concat([table, checks(table, verify_rows)], axis=1)
     same = ["gpu", "model", "ctx", "arm", "attn"]
@@ -122,18 +122,17 @@ def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
 
 def byte_table(configs: Mapping[str, Mapping], paths: Sequence[str] | None = None, ctx: int = 2048,
                group_size: int | None = None) -> pd.DataFrame:
-    """Per model and path: every byte term of quant.byte_terms (GB), the weights, KV at ctx and the
+    """Per model and path: every byte term of quant_bytes.byte_terms (GB), the weights, KV at ctx and the
     step total (GB), and how many times fewer bytes than bf16 the path streams."""
-    from decodegap import accounting
 
     rows = []
     for model, cfg in configs.items():
         G = _group(configs, model, group_size)
-        bf16 = quant.step_bytes(cfg, "bf16", ctx)
+        bf16 = quant_bytes.step_bytes(cfg, "bf16", ctx)
         for key in paths or quant.PATHS:
-            terms = quant.byte_terms(cfg, key, G)
-            total = quant.step_bytes(cfg, key, ctx, G)
-            rows.append(dict(model=model, quant=key, group_size=G if quant.LAYOUT_OF[key] not in ("bf16", "nf4") else None,
+            terms = quant_bytes.byte_terms(cfg, key, G)
+            total = quant_bytes.step_bytes(cfg, key, ctx, G)
+            rows.append(dict(model=model, quant=key, group_size=G if quant_bytes.LAYOUT_OF[key] not in ("bf16", "nf4") else None,
                              **{f"{t}_GB": b / 1e9 for t, b in terms.items()},
                              weights_GB=sum(terms.values()) / 1e9, **{f"kv_ctx{ctx}_GB": accounting.kv_bytes(cfg, ctx) / 1e9},
                              step_GB=total / 1e9, bf16_over_path=bf16 / total))
@@ -155,8 +154,8 @@ def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.
     copy = roofline.measured_bandwidth(bandwidth_rows).get(target["gpu"], np.nan) if bandwidth_rows is not None else np.nan
     return dict(quant=best["quant"], arm=best["arm"], t_obs_ms=float(best["t_obs_ms"]), target_ms=float(target["step_ms"]),
                 step_GB=nbytes / 1e9, streamed_gbps=nbytes / (float(best["t_obs_ms"]) * 1e6),
-                bytes_at_copy_ms=roofline.t_floor_ms(nbytes, copy), copy_gbps=copy,
-                bytes_at_datasheet_ms=roofline.t_floor_ms(nbytes, _bandwidth(specs, target["gpu"])))
+                bytes_at_copy_ms=accounting.t_floor_ms(nbytes, copy), copy_gbps=copy,
+                bytes_at_datasheet_ms=accounting.t_floor_ms(nbytes, _bandwidth(specs, target["gpu"])))
 
 
 def shares_on_common_models(group: pd.DataFrame) -> tuple[pd.Series, pd.Series, list[str]]:
@@ -224,14 +223,14 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
             row = {"quant": key, "ctx": ctx, "path": p.label if p else key, "kernel": p.kernel if p else "",
                    "step GB": b / 1e9, "bytes vs bf16 (x fewer)": b_bf16 / b}
             ms = pub.get(key, np.nan) if first else np.nan
-            floor = roofline.t_floor_ms(b, l4_bw)
+            floor = accounting.t_floor_ms(b, l4_bw)
             row[f"{PUBLISHED_GPU} ms (published)"] = ms
             row[f"{PUBLISHED_GPU} speed-up (published)"] = (pub.get("bf16", np.nan) if first else np.nan) / ms
             row[f"{PUBLISHED_GPU} floor ms"] = floor
             row[f"{PUBLISHED_GPU} R_floor (our floor, published ms)"] = floor / ms
             for gpu in gpus:
                 here = sel[(sel["gpu"] == gpu) & (sel["ctx"] == ctx)]
-                row[f"{gpu} floor ms"] = roofline.t_floor_ms(b, _bandwidth(specs, gpu))
+                row[f"{gpu} floor ms"] = accounting.t_floor_ms(b, _bandwidth(specs, gpu))
                 status = []
                 for arm in arms:
                     cell = here[(here["arm"] == arm) & (here["quant"] == key)]

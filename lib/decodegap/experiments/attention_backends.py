@@ -1,48 +1,110 @@
-"""Notebook 03, the attention backends: does the kernel or the launch sequence bind? Its measurements
-(attention_bench: the per-layer microbenchmark of every backend, then whole decode steps with a backend inside the HF
-model), its rows (attention.csv, each cell's newest run; decode.csv with a forced backend), its tables (the per-layer
-summary, the paper's table, identical calls, the whole step, the ranking) and its findings."""
+"""Notebook 03, the attention backends: does the kernel or the launch sequence bind? Its measurements (the
+per-layer microbenchmark of every backend into data/raw/<gpu>/attention.csv, then whole decode steps with a
+backend forced inside the HF model, SweepPlan(attn=...)), its rows (attention.csv, each cell's newest run;
+decode.csv with a forced backend), its tables (the per-layer summary, the paper's table, identical calls, the whole
+step, the ranking) and its findings."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from decodegap.analysis import attention_backends as attention_report
-from decodegap import checked, hardware, published, records, roofline
-from decodegap.harness import models
+from decodegap import checked, hardware, inputs, paths, published, records, roofline
+from decodegap.harness import keys, models, runs
+from decodegap.harness.sweep import SweepPlan, free_device_memory, run_sweep
+from decodegap.outcome import attempt
 
 NOTEBOOK = "03_attention_backends"
 STEP_BACKENDS = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "flex", "fa2", "fa3",
                  "flashinfer_paged")
 """Backends timed inside the whole decode step (the notebook's STEP_BACKENDS default)."""
 STEP_CONTEXTS = (2048, 16384)
+STEP_ARMS = attention_report.STEP_ARMS  # the arms of the whole-step sweeps: HF eager and graphed
 
 
 def plan(gpu: str, models_, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, sessions: int = 1,
-         steps: int = 30, warmup: int = 5, device: str = "cuda") -> list:
-    """The whole-step sweeps, one per backend (attention_bench.step_plans); the per-layer microbenchmark is no sweep
-    (attention_bench.record_attention times every cell of a run once a round)."""
-    from decodegap.experiments import attention_backends_measure as attention_bench
-
-    return attention_bench.step_plans(gpu, models_, step_backends, step_contexts, sessions, steps, warmup, device)
+         steps: int = 30, warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
+    """The whole-step sweeps of `measure`: eager and graph with each backend of `step_backends` inside the HF model,
+    at `step_contexts`, one sweep per backend; the per-layer microbenchmark is no sweep (`record_attention` times
+    every cell of a run once a round)."""
+    return [SweepPlan(gpu=gpu, models=tuple(models_), contexts=tuple(step_contexts), arms=STEP_ARMS,
+                      sessions=sessions, steps=steps, warmup=warmup, attn=attn, device=device)
+            for attn in step_backends]
 
 
 def measure(gpu: str, models_, contexts, backends=None, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS,
             sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None) -> None:
-    """The per-layer microbenchmark, then the sweeps of `plan` (attention_bench.measure_attention)."""
-    from decodegap.experiments import attention_backends_measure as attention_bench
-
-    attention_bench.measure_attention(gpu, models_, contexts, backends, step_backends, step_contexts, sessions, steps,
-                                      warmup, device, data)
+    """Notebook 03's measurements: the per-layer microbenchmark of every backend (`record_attention`), then the
+    whole decode step (eager and graph arms) with each backend of `step_backends` inside the HF model (the
+    sweeps of `plan`)."""
+    plans = plan(gpu, models_, step_backends, step_contexts, sessions, steps, warmup, device)
+    record_attention(gpu, models_, contexts, backends, data, device)
+    for sweep_plan in plans:
+        run_sweep(sweep_plan, data)
 
 
 def record_attention(gpu: str, models_, contexts, backends=None, data=None, device: str = "cuda",
+                     reps: int = 5, host_calls: int = 200, graph_calls: int = 100, seed: int = 0,
                      retry_unavailable: bool = False, again: bool = False) -> str:
-    """The per-layer microbenchmark alone (attention_bench.record_attention); returns its run id."""
-    from decodegap.experiments import attention_backends_measure as attention_bench
+    """Per-layer decode attention of every backend, model shape and context: correctness against the
+    math backend first (every cell), then `reps` rounds of timing, each round timing every cell once host-inclusive
+    and once GPU-only in a new seeded order (interleaved: no cell's time depends on which model's or backend's
+    turn came before it; `rep` is the round). Appends to data/raw/<gpu>/attention.csv at the end, one block per
+    cell (a run killed before then writes nothing and is measured again); resumes (a done (model, ctx, backend) is
+    skipped; with `retry_unavailable` a cell recorded only as `unavailable` is measured again, its old rows kept; with
+    `again` every cell is measured again, so that all of them share this run's interleaved rounds; the old rows
+    stay as history, and notebook 03 reads each cell's newest run, `attention_report.newest_runs`). Returns its run id.."""
+    import random
 
-    return attention_bench.record_attention(gpu, models_, contexts, backends, data, device,
-                                            retry_unavailable=retry_unavailable, again=again)
+    from decodegap.harness import attention
+
+    for key in backends or ():
+        keys.attn(key)
+    inputs.contexts(tuple(contexts))
+    keys.models(models_, data)
+    with runs.recorded(gpu, data, "attention", ["attention"], device=device, gpu_state_before=hardware.gpu_state(),
+                       attention_order=f"interleaved, {reps} seeded rounds (seed {seed})") as run_id:
+        path = paths.raw_dir(gpu, data) / "attention.csv"
+        retry = records.STATUSES if again else ("unavailable",) if retry_unavailable else ()
+        done = records.done_keys(path, records.ATTENTION, retry, run_id)
+        cuda = device.startswith("cuda")
+        cells, blocks = [], {}
+        for key in models_:  # every cell checked first; the ones that run are timed in rounds below
+            shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
+            for ctx in contexts:
+                for attn in backends or list(attention.BACKENDS):
+                    if (gpu, key, str(ctx), attn) in done:
+                        continue
+                    base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, attn=attn, timing="-", rep=None,
+                                us_per_call=None, max_rel_err=None, reason="")
+                    checked, status, reason = attempt(lambda: attention.check(attn, shape, ctx, device),
+                                                      (attention.BackendUnavailable,))
+                    if checked is None:
+                        blocks[(key, ctx, attn)] = [dict(base, status=status, reason=reason)]
+                        continue
+                    cells.append(((key, ctx, attn), base, checked))
+                    blocks[(key, ctx, attn)] = []
+        order = random.Random(seed)
+        for rep in range(reps):
+            for cell, base, (call, err) in order.sample(cells, len(cells)):
+                def timed():
+                    with attention.backend(cell[2]).scope():  # entered once, outside the timed calls
+                        rows = [dict(base, timing="host", rep=rep, max_rel_err=err, status="ok",
+                                     us_per_call=attention.time_host_us(call, host_calls, cuda=cuda))]
+                        if cuda:
+                            rows.append(dict(base, timing="gpu", rep=rep, max_rel_err=err, status="ok",
+                                             us_per_call=attention.time_gpu_us(call, graph_calls, 1)[0]))
+                    return rows
+                rows, status, reason = attempt(timed, (attention.BackendUnavailable,))
+                if rows is None:  # a cell that fails while timed: its status row, and no more rounds of it
+                    blocks[cell] = [dict(base, status=status, reason=reason)]
+                    cells = [c for c in cells if c[0] != cell]
+                    continue
+                blocks[cell] += rows
+        for cell, rows in blocks.items():
+            records.append_rows(path, records.ATTENTION, rows)
+        free_device_memory(device)
+    return run_id
 
 
 def rows(data) -> pd.DataFrame:

@@ -1,38 +1,72 @@
 """Notebook 06, closing the gap: how close to the memory floor can batch-1 decode get? Its measurements
-(ladder_bench: every lever of the ladder in fresh sessions, then the profiled steps), its rows (decode.csv with the
-superseded rows it still reads, plus the A/B sweep's cells decode.csv lacks; breakdown.csv; the check-power
-diagnostic), its tables (the ladder, the kernels by category and by product, the products' cost lines, the check's
+(every lever of the ladder in fresh sessions, then the profiled steps, profile.record_kernels), its rows (decode.csv
+with the superseded rows it still reads, plus the A/B sweep's cells decode.csv lacks; breakdown.csv; the
+check-power diagnostic), its tables (the ladder, the kernels by category and by product, the products' cost lines, the check's
 power) and its findings (against the targets, where the time goes, the products and the budget, the reading)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from decodegap.analysis import cuda_graphs_ab as ab, check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
-from decodegap import checked, compare, hardware, records, roofline
-from decodegap.harness import models
+from decodegap.analysis import check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
+from decodegap.analysis import cuda_graphs_ab as ab, profiles
+from decodegap import checked, compare, hardware, levers, records, roofline
+from decodegap.arms import ARM_KERNELS
+from decodegap.harness import keys, models, profile
+from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "06_closing_the_gap"
-TARGETS = ladder.TARGETS
+TARGETS = levers.TARGETS
 PRODUCT_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_compile")  # the profiled steps of the products figure
+LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph") + tuple(
+    arm for arm, kernels in ARM_KERNELS.items() if "pdl" in kernels)
+"""The arms `measure` profiles per cell (decode.kernel_profile profiles the eager step a graphed arm captures; the
+fused steps with PDL, every such arm of the registry, kernel by kernel). Before the split-KV attention's products
+became tl.dot, the H200 target cell was profiled as `lean_kernels` (the same kernels, eager); those rows stay,
+labelled by their run's commit."""
+LADDER_TARGET_PROFILED_ARMS = ("lean_attn_compile",)
+"""Arms `measure` profiles at the target cell only (levers.TARGETS): the fastest lever there, compiled without its
+CUDA graph for the profile (a compile per cell, each cold, would cost a GPU run's time over the grid), in each
+quantisation of LADDER_TARGET_PROFILED_QUANTS."""
+LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
+"""The quantisations of the target-cell profiles: bf16 and int4 weight-only on the fastest path, one per target."""
 
 
 def plan(gpu: str, models_, contexts) -> list:
     """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan); measure adds the
     profiled steps."""
-    from decodegap import levers
-
     return levers.ladder_plan(models_, contexts, gpu)
 
 
 def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
             data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
-    """The sweeps of `plan`, then the profiled steps (ladder_bench.measure_ladder; resumes); `only`: these levers;
-    `again`: measured and profiled again."""
-    from decodegap.experiments import closing_the_gap_measure as ladder_bench
-
-    ladder_bench.measure_ladder(gpu, models_, contexts, sessions, steps, warmup, device, data,
-                                retry_errors=retry_errors, only=only, again=again)
+    """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
+    quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
+    levers of levers.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
+    02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
+    and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
+    split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
+    Triton attention (LADDER_TARGET_PROFILED_ARMS), bf16 and int4 (LADDER_TARGET_PROFILED_QUANTS). `retry_errors`
+    measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables).
+    `only`: these levers (arms of levers.LEVERS) and no others, swept and profiled (ladder --levers); `again`:
+    every cell measured and profiled again, the old rows kept as history (ladder --again: after a change to a
+    lever's kernels; roofline.one_sweep and records.latest_profiles read the new rows)."""
+    keys.gpu_to_measure(gpu, device, data)
+    keys.models(models_, data)
+    plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=contexts_, arms=arms, quant=quant, sessions=sessions,
+                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
+             for quant, plan_models, contexts_, arms in levers.ladder_plan(models_, contexts, gpu, only)]
+    for sweep_plan in plans:
+        run_sweep(sweep_plan, data)
+    profiled = tuple(a for a in LADDER_PROFILED_ARMS if not only or a in only)
+    if profiled:
+        profile.record_kernels(gpu, models_, contexts, arms=profiled, data=data, device=device, again=again)
+    target_arms = tuple(a for a in LADDER_TARGET_PROFILED_ARMS if not only or a in only)
+    if target_arms and levers.target_in_grid(models_, contexts, gpu):
+        target = levers.TARGETS["bf16"]
+        for quant in LADDER_TARGET_PROFILED_QUANTS:
+            profile.record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
+                                   device=device, quant=quant, again=again)
 
 
 def rows(data) -> pd.DataFrame:
@@ -56,13 +90,13 @@ def tables(data, models_=()) -> dict:
     cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
     breakdown_rows = records.latest_profiles(records.with_superseded("breakdown", data))
-    by_projection = ladder.projection_table(breakdown_rows, configs, specs)
+    by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
         ladder=(lambda t: t.assign(checked=checked.column(t["status"])))(
             ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
-        breakdown=ladder.category_table(breakdown_rows, configs, specs),
-        projections=by_projection, product_fits=ladder.product_cost_fit(by_projection),
+        breakdown=profiles.category_table(breakdown_rows, configs, specs),
+        projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_power=check_power.table(check_power.load(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 

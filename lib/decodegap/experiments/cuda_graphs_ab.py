@@ -1,17 +1,21 @@
-"""Notebook 02, the CUDA-graphs A/B: how much of a decode step is launch overhead? Its sweeps (ab_bench: the grid of
-eager, graph and compile, then the headline cells in sessions of their own), its rows (ab.csv, each with its sweep),
-its tables (speed-ups with bootstrap CIs, the headline statistic, the decomposition of a step, the arm table, the two
+"""Notebook 02, the CUDA-graphs A/B: how much of a decode step is launch overhead? Its sweeps (the grid of eager,
+graph and compile, then the headline cells in sessions of their own, through sweep.run_sweep), its rows (ab.csv,
+each with its sweep), its tables (speed-ups with bootstrap CIs, the headline statistic, the decomposition of a step,
+the arm table, the two
 compile settings) and its findings."""
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Mapping
 
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab
-from decodegap import hardware, published, records, roofline
-from decodegap.harness import models as model_specs
+from decodegap import hardware, paths, published, records, roofline
+from decodegap.harness import keys, models as model_specs, profile, runs
+from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "02_cuda_graphs_ab"
 SPEEDUP_ARMS = ("graph", "compile")  # the arms whose speed-up over eager is tabled
@@ -19,31 +23,61 @@ PLOTTED_ARMS = ("eager", "graph", "compile")  # the arms of the R_floor-per-arm 
 
 
 def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
-         steps: int = 30, warmup: int = 5, device: str = "cuda") -> list:
-    """The grid sweep and the headline sweep (ab_bench.plans)."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    return list(ab_bench.plans(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device))
+         steps: int = 30, warmup: int = 5, device: str = "cuda", experiment: str = "ab",
+         again: bool = False) -> list[SweepPlan]:
+    """The two sweeps of `measure`: the grid (every context, eager, graph and compile, `sessions` sessions) and the
+    headline sweep (`headline_ctx` only, eager and graph, `headline_sessions` sessions numbered after the grid's, the
+    graph arm checked against eager in every one of them: SweepPlan.check_every_session). `again`: both measured
+    again in runs of their own (SweepPlan.again; the older rows stay as history)."""
+    common = dict(gpu=gpu, models=tuple(models), steps=steps, warmup=warmup, device=device, experiment=experiment,
+                  again=again)
+    grid = SweepPlan(contexts=tuple(contexts), arms=("eager", "graph", "compile"), sessions=sessions, **common)
+    headline = SweepPlan(contexts=(headline_ctx,), arms=("eager", "graph"), sessions=headline_sessions,
+                         first_session=sessions, check_every_session=True, **common)  # sessions of its own
+    return [grid, headline]
 
 
 def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
-            progress: bool = True, headline_only: bool = False, again: bool = False) -> dict:
-    """The two sweeps of `plan` in one go (ab_bench.measure_ab; `headline_only`: the headline sweep alone; `again`:
-    measured again in runs of their own); returns the wall seconds of each phase."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    return ab_bench.measure_ab(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
-                               data, count_kernels=count_kernels, progress=progress, headline_only=headline_only,
-                               again=again)
-
-
-def record_kernels(gpu: str, models, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
-                   quant: str = "bf16") -> None:
-    """Kernels per decode step of each cell (ab_bench.record_kernels: kernels.csv, breakdown.csv)."""
-    from decodegap.experiments import cuda_graphs_ab_measure as ab_bench
-
-    ab_bench.record_kernels(gpu, models, contexts, arms, data, device, quant=quant)
+            progress: bool = True, experiment: str = "ab", headline_only: bool = False, again: bool = False) -> dict:
+    """Notebook 02's A/B sweep in one go, into data/raw/<gpu>/<experiment>.csv (resumable):
+    1. every cell of the grid, arms eager, graph and compile, `sessions` fresh sessions; a session builds
+       each model once for all three arms and contexts (arm order alternating between sessions), and the
+       compile arm compiles once per model (dynamic shapes), finding the inductor cache warm after session 0;
+       left out with `headline_only`;
+    2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
+       headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone),
+       each session's graph arm checked against eager;
+    3. with `count_kernels`, kernels per decode step (profile.record_kernels: kernels.csv, breakdown.csv).
+    `again`: the sweeps measure every cell again in runs of their own (the A/B reader keeps each cell's newest run
+    of a sweep; older runs stay as history). Returns the wall seconds of each phase and in all, also kept in
+    env.json under the first run that measured anything (`ab_sweep`)."""
+    grid, headline = plan(gpu, models, contexts, headline_ctx, sessions, headline_sessions, steps, warmup, device,
+                          experiment, again)
+    keys.gpu_to_measure(gpu, device, data)  # both plans and the GPU checked before the first row
+    keys.models(models, data)
+    began = time.time()
+    measured = []
+    walls = {}
+    if not headline_only:
+        measured.append(run_sweep(grid, data, progress))
+        walls["grid_s"] = time.time() - began
+    t0 = time.time()
+    measured.append(run_sweep(headline, data, progress))
+    walls["headline_s"] = time.time() - t0
+    if count_kernels:
+        t0 = time.time()
+        profile.record_kernels(gpu, models, contexts, data=data, device=device)
+        walls["kernels_s"] = time.time() - t0
+    walls["total_s"] = time.time() - began
+    walls = {k: round(v, 1) for k, v in walls.items()}
+    env = paths.raw_dir(gpu, data) / "env.json"
+    known = set(json.loads(env.read_text())) if env.exists() else set()
+    recorded = [r for r in measured if r in known]  # run_sweep gives a fresh id, never recorded, when nothing was left
+    if recorded:
+        runs.update_env(gpu, data, recorded[0], ab_sweep=walls)
+    print(f"A/B sweep wall time: {walls}")
+    return walls
 
 
 def rows(data) -> pd.DataFrame:

@@ -1,5 +1,7 @@
-"""Notebook 04, quantisation on the L4: does int4 realise its weight-traffic saving? Its measurements (quant_bench:
-every path's layer checks, then its decode steps checked against the bf16 model), its rows (decode.csv with SDPA and
+"""Notebook 04, quantisation on the L4: does int4 realise its weight-traffic saving? Its measurements (every
+path's layer checks into data/raw/<gpu>/verify.csv, then its decode steps checked against the bf16 model, one sweep
+per path with SweepPlan(quant=<concrete key>), whose session applies quant.quantise_model_ after building the
+model), its rows (decode.csv with SDPA and
 the notebook's arms, each cell from one sweep; verify.csv; breakdown.csv), its tables (the byte model, the layer and
 model checks, the cells against each path's own floor, the paper's table, the grid and its coverage, the profile's
 product fits and casts) and its findings."""
@@ -10,12 +12,18 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import checked, hardware, published, records
-from decodegap.analysis import closing_the_gap as ladder, quant_profile, quantisation as quant_report
-from decodegap.harness import models as model_specs
+from decodegap import checked, hardware, levers, paths, published, records
+from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
+from decodegap.harness import keys, models as model_specs, runs, sweep
+from decodegap.outcome import attempt
+from decodegap.quant import layers as quant_layers, paths as quant
 
 NOTEBOOK = "04_quantisation_l4"
 ARMS = quant_report.ARMS
+"""The arms timed for each path: HF eager and graphed, the lean step with its Triton split-KV attention graphed and
+compiled, so that each kernel's own speed shows beside HF's step."""
+LAYERS = quant.LAYERS
+DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm", "int4-triton")
 GRID_ARM = "lean_attn_graph"  # the arm of the grid table: every path over every measured model and context
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "bytes_quant", "t_floor_quant_ms",
                 "r_floor_quant", "speedup_over_bf16", "realised_fraction", "saved_over_floor_drop", "check", "status",
@@ -24,24 +32,114 @@ CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "
 
 
 def plan(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = ARMS, sessions: int = 1, steps: int = 30,
-         warmup: int = 5, device: str = "cuda") -> list:
-    """The decode sweeps of `measure`, one per path (quant_bench.plans; the layer checks come first and are not a
-    sweep)."""
-    from decodegap.experiments import quantisation_measure as quant_bench
-
-    return quant_bench.plans(gpu, models, contexts, quant_paths, arms, sessions, steps, warmup, device)
+         warmup: int = 5, device: str = "cuda", retry_errors: bool = False) -> list[sweep.SweepPlan]:
+    """The decode sweeps of `measure`, one per path (each requested path resolved to the kernel that would run on
+    `device`, quant.resolve), in order; the layer checks come first and are not a sweep."""
+    return [path_plan(gpu, models, contexts, quant.resolve(p, device), arms, sessions, steps, warmup, device,
+                      retry_errors) for p in (quant_paths or DEFAULT_PATHS)]
 
 
 def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = ARMS, sessions: int = 1,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, layers: bool = True,
             group_size: int | None = None, progress: bool = True, retry_errors: bool = False) -> dict:
-    """Every path's layer checks, then its decode steps in fresh sessions (quant_bench.measure_quant, which builds a
-    sweep per path); returns {requested path: the path that ran}."""
-    from decodegap.experiments import quantisation_measure as quant_bench
+    """Notebook 04's measurements: per-layer correctness (record_quant_layers), then, per path, whole decode
+    steps in fresh sessions (sweep.run_sweep, SweepPlan(quant=<concrete key>)), appending to
+    data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
+    awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
+    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells
+    already measured (notebooks 01/02) are not measured again. Returns {requested: concrete key}."""
+    keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
+    for key in models:
+        model_specs.load_spec(key, data)
+    chosen = tuple(quant_paths or DEFAULT_PATHS)
+    if layers:
+        record_quant_layers(gpu, models, [p for p in chosen if p != "bf16"], data, device, group_size=group_size,
+                            rows=(1, *sorted(set(contexts))))
+    def plan_for(path_key: str) -> sweep.SweepPlan:
+        return path_plan(gpu, models, contexts, path_key, arms, sessions, steps, warmup, device, retry_errors)
 
-    return quant_bench.measure_quant(gpu, models, contexts, quant_paths, arms, sessions, steps, warmup, device, data,
-                                     layers=layers, group_size=group_size, progress=progress,
-                                     retry_errors=retry_errors)
+    resolved = {}
+    for requested in chosen:
+        key = quant.resolve(requested, device)
+        resolved[requested] = key
+        for member in quant.ALIASES.get(requested, ())[:quant.ALIASES[requested].index(key) if key != requested else 0]:
+            # a member passed over for the one that runs: its own `unavailable` rows, so the data say why
+            _unavailable_cells(plan_for(member), data, quant.unavailable_reason(member, device) or "unavailable")
+        path_sweep = plan_for(key)
+        reason = quant.unavailable_reason(key, device)
+        if reason is not None:
+            _unavailable_cells(path_sweep, data, reason)
+            continue
+        sweep.run_sweep(path_sweep, data, progress=progress)
+    return resolved
+
+
+def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: str = "cuda", layers=None,
+                        group_size: int | None = None, tol: float = quant.QUANT_TOL, rows=(1, 2048)) -> str:
+    """Check every path on every decoder-linear shape of each model (quant.check_linear: the layer quantised
+    from a stand-in bf16 weight, its output against x @ W_deq^T, W_deq read back from its own tensors) at each
+    row count M of `rows` (1: a decode step; the contexts: a prefill), one verify.csv row each (check `layer`):
+    `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
+    reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
+    `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes. A run that fails
+    before its first row leaves no env.json entry (runs.recorded); one that ends records the GPU's state after it."""
+    keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
+    with runs.recorded(gpu, data, "quant_layers", ["verify"], quant_weights=quant.WEIGHTS) as run_id:
+        path = paths.raw_dir(gpu, data) / "verify.csv"
+        done = records.done_keys(path, records.VERIFY)
+        for key in models:
+            config = model_specs.load_spec(key, data).config
+            shapes = quant.layer_shapes(config)
+            G = group_size or quant.default_group_size(config)
+            for requested in quant_paths or DEFAULT_PATHS:
+                concrete = quant.resolve(requested, device)
+                for layer in [n for n in (layers or LAYERS) if n != "lm_head"]:
+                    k, n = shapes[layer]
+                    base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
+                                tol=tol, check="layer", layer=layer)
+                    todo = [m for m in rows if tuple(str(dict(base, ctx=m, rows=m)[c]) for c in records.VERIFY.key)
+                            not in done]
+                    if not todo:
+                        continue
+                    errors, status, reason = attempt(lambda: quant.check_linear(
+                        concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
+                        (quant_layers.QuantUnavailable,))
+                    out = []
+                    for m in todo:
+                        err = errors.get(m) if errors else None
+                        st = status if status != "ok" else ("ok" if quant.passes(err, tol) else "error")
+                        out.append(dict(base, ctx=m, rows=m, max_rel_err=err, status=st, reason=reason))
+                    records.append_rows(path, records.VERIFY, out)
+                    sweep.free_device_memory(device)
+    return run_id
+
+
+def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
+    """Write an `unavailable` row for every pending cell of every session of `plan`, its reason naming the
+    plan's path (prefixed unless it already starts with it); returns how many."""
+    if not reason.startswith(plan.quant):
+        reason = f"{plan.quant}: {reason}"
+    pending = {s: plan.pending(s, data) for s in plan.session_ids}
+    if not any(pending.values()):
+        return 0
+    run_id = runs.start_run(plan.gpu, data, "decode")
+    n = 0
+    for session, cells in pending.items():
+        rows = []
+        for cell in cells:
+            rows += sweep.status_rows(plan, run_id, session, cell, "unavailable", reason)
+        records.append_rows(plan.csv_path(data), records.DECODE, rows)
+        n += len(rows)
+    return n
+
+
+def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = ARMS, sessions: int = 1, steps: int = 30,
+              warmup: int = 5, device: str = "cuda", retry_errors: bool = False) -> sweep.SweepPlan:
+    """The sweep of one quantisation path's decode steps (`path_key` a concrete path: awq resolved first, see
+    `measure`)."""
+    return sweep.SweepPlan(gpu=gpu, models=tuple(models), contexts=tuple(contexts), arms=tuple(arms),
+                           sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device,
+                           retry_errors=retry_errors)
 
 
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
@@ -70,7 +168,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     `layers` and `model_checks` (the correctness rows), `rows`, `cells` (every path against its own floor, of
     `table_model`), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
-    (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against ladder.TARGETS["int4"])."""
+    (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
     verify = records.load_experiment("verify", data)
@@ -80,10 +178,10 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cells_["ctx"])) if not cells_.empty else list(contexts)
-    target = ladder.TARGETS["int4"]
+    target = levers.TARGETS["int4"]
     return dict(
         bytes=quant_report.byte_table(byte_configs, ctx=contexts[0], group_size=group_size),
-        verify=verify, layers=quant_report.layer_summary(verify), model_checks=quant_report.model_checks(verify),
+        verify=verify, layers=quant_checks.layer_summary(verify), model_checks=quant_checks.model_checks(verify),
         rows=rows_, cells=cells_, configs=configs, published=pub,
         paper_table=quant_report.paper_table(cells_, pub, specs, configs, table_model, contexts, arms, group_size),
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
@@ -103,7 +201,7 @@ def findings(t: dict) -> dict:
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
-        + quant_report.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
+        + quant_checks.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
         + [line for line in [obstacles] if line])}

@@ -1,5 +1,5 @@
-"""Notebook 01, the roofline grid: is batch-1 decode at the memory floor? Its sweep (roofline_bench: every model x
-context x HF arm, bf16 with SDPA's default, then the copy-bandwidth probe), its rows (decode.csv, each cell from one
+"""Notebook 01, the roofline grid: is batch-1 decode at the memory floor? Its sweep (every model x context x HF arm,
+bf16 with SDPA's default, through sweep.run_sweep, then the copy-bandwidth probe), its rows (decode.csv, each cell from one
 sweep), its tables (bytes per model, floors per GPU, the R_floor cell table) and its findings."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Mapping
 
 import pandas as pd
 
-from decodegap import checked, hardware, published, records, roofline
-from decodegap.harness import models as model_specs
+from decodegap import checked, hardware, paths, published, records, roofline
+from decodegap.harness import models as model_specs, runs
+from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "01_roofline"
 FLOORS_CTX = 2048  # context of the floors-per-GPU table, tokens
@@ -20,27 +21,33 @@ CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "sessions", "max_cache_len", "t_ob
 
 
 def plan(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
-         warmup: int = 5, device: str = "cuda") -> list:
-    """The one sweep of the roofline grid (roofline_bench.plan)."""
-    from decodegap.experiments import roofline_measure as roofline_bench
-
-    return [roofline_bench.plan(gpu, models, contexts, arms, sessions, steps, warmup, device)]
+         warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
+    """The one sweep of the roofline grid: bf16 with SDPA's default, every model x context x arm, `sessions` fresh
+    sessions."""
+    return [SweepPlan(gpu=gpu, models=tuple(models), contexts=tuple(contexts), arms=tuple(arms), sessions=sessions,
+                      steps=steps, warmup=warmup, device=device)]
 
 
 def measure(gpu: str, models, contexts, arms=("eager", "hf_default"), sessions: int = 3, steps: int = 30,
             warmup: int = 5, device: str = "cuda", data=None, bandwidth_bytes: int = 2 << 30) -> str:
-    """The sweep of `plan`, then the copy-bandwidth probe (roofline_bench.measure_roofline); returns the run id."""
-    from decodegap.experiments import roofline_measure as roofline_bench
-
-    return roofline_bench.measure_roofline(gpu, models, contexts, arms, sessions, steps, warmup, device, data,
-                                           bandwidth_bytes=bandwidth_bytes)
+    """Notebook 01's measurements: the sweep of `plan` (sweep.run_sweep, into data/raw/<gpu>/decode.csv), then the
+    copy-bandwidth probe (`record_bandwidth`). Returns the sweep's run id."""
+    (grid,) = plan(gpu, models, contexts, arms, sessions, steps, warmup, device)
+    run_id = run_sweep(grid, data)
+    record_bandwidth(gpu, data, device, size_bytes=bandwidth_bytes)
+    return run_id
 
 
 def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int = 2 << 30, reps: int = 20) -> str:
-    """The copy-bandwidth probe alone (roofline_bench.record_bandwidth); returns its run id."""
-    from decodegap.experiments import roofline_measure as roofline_bench
-
-    return roofline_bench.record_bandwidth(gpu, data, device, size_bytes=size_bytes, reps=reps)
+    """The copy-bandwidth probe (hardware.copy_bandwidth), its rows appended to data/raw/<gpu>/bandwidth.csv;
+    returns its run id."""
+    with runs.recorded(gpu, data, "bandwidth", ["bandwidth"], device=device,
+                       gpu_state_before=hardware.gpu_state()) as run_id:
+        rows_ = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
+        for r in rows_:
+            r.update(run_id=run_id, gpu=gpu)
+        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows_)
+    return run_id
 
 
 def rows(data) -> pd.DataFrame:

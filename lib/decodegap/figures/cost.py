@@ -1,5 +1,5 @@
 """Figure of notebook 05: the cost ladder, $ per million tokens against peak bandwidth, with each GPU's
-naive and best configuration and the cost a bandwidth-bound step would have (plots.style / plots.save)."""
+naive and best configuration and the cost a bandwidth-bound step would have (style.apply / style.save)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 import pandas as pd
 
-from decodegap.figures import style as plots
+from decodegap.figures import style
 from decodegap.analysis.cost import MEASURED_LABEL, price_label
 
 KERNEL_STYLE = {"naive": dict(facecolors="none", s=60), "best": dict(s=60)}
@@ -35,12 +35,12 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     measured square) the naive configuration (hollow) and the best (filled), labelled with configuration and
     $/Mtok (and the price's provider where it is not the paper's); the cost at the memory floor of every priced
     GPU (a bar mark each; no line joins separate GPUs). `notes` (e.g. GPUs without a price) go under the axes."""
-    plots.style()
+    style.apply()
     if ladder.empty:
-        return plots._empty("No priced configuration: add prices to data/specs/prices.csv.")
+        return style.empty("No priced configuration: add prices to data/specs/prices.csv.")
     fig, ax = plt.subplots(figsize=(7.6, 4.8))
     for (source, gpu), g in ladder.groupby(["source", "gpu"]):
-        color, marker = plots.gpu_color(gpu), SOURCE_MARKER.get(source, PUBLISHED_MARKER)
+        color, marker = style.gpu_color(gpu), SOURCE_MARKER.get(source, PUBLISHED_MARKER)
         g = g.sort_values("usd_per_mtok", ascending=False)
         ax.plot(g["bandwidth_gbps"], g["usd_per_mtok"], color=color, linewidth=0.8)  # one GPU: naive to best
         for r in g.itertuples():
@@ -56,7 +56,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     if not floors.empty:
         f = floors.sort_values("bandwidth_gbps")  # one mark per GPU, no line: the GPUs are separate machines
         ax.scatter(f["bandwidth_gbps"], f["usd_per_mtok"], marker="_", s=220, linewidths=2.0,
-                   color=[plots.gpu_color(g) for g in f["gpu"]], zorder=3)
+                   color=[style.gpu_color(g) for g in f["gpu"]], zorder=3)
         ax.scatter([], [], marker="_", s=220, linewidths=2.0, color="grey", label=floor_label)
         for r in f.itertuples():
             ax.annotate(f"${r.usd_per_mtok:.2f}", (r.bandwidth_gbps, r.usd_per_mtok),
@@ -64,7 +64,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     bandwidths = dict(zip(ladder["gpu"], ladder["bandwidth_gbps"]))
     if not floors.empty:
         bandwidths.update(dict(zip(floors["gpu"], floors["bandwidth_gbps"])))
-    plots.bandwidth_axis(ax, bandwidths)
+    style.bandwidth_axis(ax, bandwidths)
     ax.set_yscale("log")
     dollars = FuncFormatter(lambda v, _: f"${v:g}")
     ax.yaxis.set_major_formatter(dollars)
@@ -72,7 +72,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlim(min(bandwidths.values()) / 1.4, max(bandwidths.values()) * 3.0)
     ax.set_ylabel("$ per million tokens, batch 1 (log scale)")
-    plots.finding_title(fig, _finding(ladder, floors), "the cost ladder: $ per million tokens against peak bandwidth")
+    style.finding_title(fig, _finding(ladder, floors), "the cost ladder: $ per million tokens against peak bandwidth")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if notes:
         fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top")

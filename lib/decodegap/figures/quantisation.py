@@ -1,6 +1,6 @@
 """Figure of notebook 04: ms per decode step of each quantisation path against the path's own memory floor,
-for the published L4 column and every measured GPU and arm, one panel per context (plots.style /
-plots.save conventions)."""
+for the published L4 column and every measured GPU and arm, one panel per context (style.apply /
+style.save conventions)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from decodegap.figures import style as plots
+from decodegap.figures import style
 from decodegap.published import PUBLISHED_LABEL
 
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
@@ -17,12 +17,12 @@ NOT_RUN_COLOR = "#777777"  # a cell that never ran here (unavailable, or not mea
 
 
 def _series_color(name: str, published: bool, i: int) -> str:
-    """A series' colour: its arm's (plots.ARM_COLOR) for a measured GPU and arm, its GPU's for a published column."""
+    """A series' colour: its arm's (style.ARM_COLOR) for a measured GPU and arm, its GPU's for a published column."""
     parts = name.split(" ")
     if published:
-        return plots.gpu_color(parts[0])
-    if len(parts) > 1 and parts[-1] in plots.ARM_COLOR:
-        return plots.arm_color(parts[-1])
+        return style.gpu_color(parts[0])
+    if len(parts) > 1 and parts[-1] in style.ARM_COLOR:
+        return style.arm_color(parts[-1])
     return SERIES_COLORS[i % len(SERIES_COLORS)]
 
 
@@ -55,10 +55,10 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     first context only; each measured GPU and arm), each series' floor for that path as a black tick over
     its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a path with no
     time in a series has no bar (a measured series writes 'no time' where the path has a floor)."""
-    plots.style()
+    style.apply()
     series = _series(table)
     if table.empty or not series:
-        return plots._empty("No quantisation rows and no published values.")
+        return style.empty("No quantisation rows and no published values.")
     contexts = sorted(set(table["ctx"])) if "ctx" in table else [None]
     fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.4, 1.2 * len(set(table["quant"]))) * len(contexts) * 0.8, 4.2),
                              squeeze=False, sharey=True)
@@ -106,7 +106,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
         ax.set_ylim(bottom=0)
         ax.set_title(f"ctx {ctx}" if ctx is not None else "")
     axes[0][0].set_ylabel("ms per decode step (median of session medians)")
-    plots.finding_title(fig, _finding(table, series), title or "Quantisation paths against their own memory floors")
+    style.finding_title(fig, _finding(table, series), title or "Quantisation paths against their own memory floors")
     fig.tight_layout()
     fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.85))
     return fig

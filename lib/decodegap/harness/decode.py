@@ -51,12 +51,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from decodegap.compare import logits_error, max_relative_error  # noqa: F401  (part of the harness's interface)
-from decodegap.prompts import prompt_ids, teacher_token  # noqa: F401
-from decodegap.timing import event_times_ms
-
 from decodegap import arms as _arms
-from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean  # noqa: F401 (the arms registry: arms.py)
+from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean
+from decodegap.compare import logits_error, max_relative_error
+from decodegap.prompts import prompt_ids, teacher_token
+from decodegap.timing import event_times_ms
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
 COMPILE_OPTIONS = dict(mode="reduce-overhead", fullgraph=True, dynamic=True)  # see the module docstring
@@ -100,8 +99,8 @@ def compiled(fn, layers=(), **overrides):
     compile regions (COMPILE_LAYER_REGIONS). It also sets dynamo's process-wide `specialize_float`: with
     dynamic=True dynamo otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales:
     constants) symbolic, then throws that trace away and traces the whole model again with them specialized,
-    which doubles the trace (measured on the CPU with a 32-layer Llama: 36.6 s -> 18.6 s; static shapes 11.7 s
-    per context)."""
+    which doubles the trace (measured on the CPU with a 32-layer Llama: the trace times with and without it, and
+    with static shapes, are the rows of data/diagnostics/compile_trace_cpu.csv)."""
     import torch
 
     torch._dynamo.config.specialize_float = True
@@ -450,6 +449,29 @@ def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: fl
     if raise_past_tol and not worst <= tol:
         raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst:.3g} (> {tol})")
     return worst
+
+
+def static_vs_full_forward(model, ctx: int, steps: int = 3, shift: int = 0, feedback: bool = True,
+                           seed: int = 0) -> list[float]:
+    """The static-cache step against the model itself: decode `steps` tokens with StaticStep after a `ctx`-token
+    prompt, then run one full forward pass over the prompt and the same tokens, and return each step's logits'
+    max. relative error against that pass's logits at its position. `shift` pushes the step's position that many
+    tokens ahead of its cache slot (a wrong position, which RoPE must give away); `feedback` False feeds the
+    prompt's argmax every step (teacher-forced). On a CPU both sides compute the same numbers; on a GPU they
+    differ by bf16 rounding (compare.VERIFY_TOL)."""
+    import torch
+
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        state = StaticStep(model, ctx, ctx + steps, seed=seed, feedback=feedback)
+        state.pos.add_(shift)
+        tokens, outs = [state.tok.clone()], []
+        for _ in range(steps):
+            outs.append(state.step().float().clone())
+            tokens.append(state.tok.clone())
+        ids = torch.cat([prompt_ids(model.config.vocab_size, ctx, device, seed)] + tokens[:steps], dim=1)
+        full = model(ids).logits.float()
+    return [max_relative_error(out[0, -1], full[0, ctx + i]) for i, out in enumerate(outs)]
 
 
 @contextlib.contextmanager

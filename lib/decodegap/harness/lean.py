@@ -12,7 +12,7 @@ Fused projections: q, k and v are one matmul against their concatenated weights 
 gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
 lean decoder next to its HF model holds the attention and MLP input weights twice. On a quantised model
 (quant.quantise_model_, any path) the same holds for the quantised weights: q/k/v and gate/up become one
-layer of that path each whose packed tensors are the parts' concatenated (quant.fuse_linears), o and down are
+layer of that path each whose packed tensors are the parts' concatenated (quant_layers.fuse_linears), o and down are
 the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
 GEMV reads bf16 weights; attention still goes through the split-KV kernel). A model mixing layer types is
 refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
@@ -43,14 +43,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.integrations.sdpa_attention import repeat_kv
 
 from decodegap.kernels.fused import launch as fused
-from decodegap.quant import paths as quant
 from decodegap.kernels.step import decode_attention, gemv
+from decodegap.quant import layers as quant_layers
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 """The SDPA backends a prefill (T > 1; never timed) may use: every one but cuDNN's. On the H200 PyTorch's default
 choice for the lean prefill's masked call was cuDNN's attention, and with it every lean lever failed its check
-at Llama-3.1-8B ctx 8192; without it they pass (verify.csv; bench/lean_8192_sides.py; data/README.md). Whether
+at Llama-3.1-8B ctx 8192; without it they pass (verify.csv; bench/lean_8192_sides.py in git history at d764dd2; data/README.md). Whether
 cuDNN's result was wrong is not known: the check then fed each side its own prefill's argmax, a near-tie of
 random-weight logits that any rounding difference can flip (decode.teacher_token feeds one token to both sides
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
@@ -257,7 +257,7 @@ def _attention(q, keys, values, mask, scale: float, prefill: bool):
 
 def _project(x, weight, bias, kernels: bool):
     """x @ weight^T + bias: F.linear, or decodegap.kernels.step.gemv for a decode step with the custom kernels;
-    a quantised layer (weight a quant.QuantLinear, its bias inside) runs its own kernel either way (the
+    a quantised layer (weight a quant_layers.QuantLinear, its bias inside) runs its own kernel either way (the
     Triton GEMV reads bf16 weights only)."""
     if isinstance(weight, nn.Module):
         return weight(x)
@@ -270,14 +270,14 @@ def _project(x, weight, bias, kernels: bool):
 def _projection(index: int, parts):
     """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
     down): nn.Linear weights and biases concatenated, or one quantised layer of the model's path
-    (quant.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
+    (quant_layers.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
     if all(type(p) is nn.Linear for p in parts):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
         return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
-    if all(isinstance(p, quant.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
-        return (quant.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
-    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers (quant.QuantLinear); "
-                          f"layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
+    if all(isinstance(p, quant_layers.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
+        return (quant_layers.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
+    raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers "
+                          f"(quant.layers.QuantLinear); layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
 
 
 class LeanStep:

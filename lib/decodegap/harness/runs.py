@@ -11,8 +11,8 @@ import time
 import uuid
 from contextlib import contextmanager
 
-from decodegap.harness import decode
-from decodegap import hardware, inputs, paths
+from decodegap.harness import decode, keys
+from decodegap import hardware, paths
 
 
 def new_run_id() -> str:
@@ -21,10 +21,10 @@ def new_run_id() -> str:
 
 def start_run(gpu: str, data, experiment: str, device: str | None = None, **fields) -> str:
     """A new run id, with this machine's environment (and `fields`) recorded under it in env.json. With `device`,
-    the GPU key is first checked against the device measured (inputs.gpu_to_measure): a CPU's timings, or another
+    the GPU key is first checked against the device measured (keys.gpu_to_measure): a CPU's timings, or another
     GPU's, never get a run under this key."""
     if device is not None:
-        inputs.gpu_to_measure(gpu, device, data)
+        keys.gpu_to_measure(gpu, device, data)
     run_id = new_run_id()
     update_env(gpu, data, run_id, **hardware.environment(), experiment=experiment,
                compile_settings=decode.compile_settings(), **fields)

@@ -18,9 +18,10 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from decodegap.harness import decode, models, runs
+from decodegap.harness import decode, keys, models, runs
 from decodegap import hardware, inputs, paths, records
-from decodegap.compare import VERIFY_TOL  # noqa: F401  (the arm check's tolerance, beside the comparison it judges)
+from decodegap.arms import COMPILED_ARMS
+from decodegap.compare import VERIFY_TOL
 from decodegap.outcome import classify, failure
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
@@ -66,9 +67,9 @@ class SweepPlan:
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
         row is written (inputs.InputError), never measured as an `unavailable` cell."""
-        inputs.arms(self.arms)
-        inputs.attn(self.attn)
-        inputs.quant(self.quant)
+        keys.arms(self.arms)
+        keys.attn(self.attn)
+        keys.quant(self.quant)
         inputs.contexts(self.contexts)
         if not self.models:
             raise inputs.InputError("no model given; pass one or more model keys (--models / MODELS)")
@@ -216,7 +217,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
     check fails the cell gets an `error` row and its timings are dropped. `cache_len`: the cache the cell runs
     with when longer than its own (decode.shared_cache_lens: one compile serving a model's contexts)."""
     check = wants_check(plan, cell, run_id, session, data)
-    check_after = check and cell.arm in decode.COMPILED_ARMS
+    check_after = check and cell.arm in COMPILED_ARMS
     try:
         if check and not check_after:  # an arm that cannot run here raises ArmUnavailable (below); the check
             # uses the timing run's cache length
@@ -328,9 +329,9 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's, from their own weights
                 failed = _quantise_checked(plan, model, cells, run_id, session, data)
         except Exception as exc:
-            from decodegap.quant import paths as quant
+            from decodegap.quant.layers import QuantUnavailable
 
-            status, why = classify(exc, (quant.QuantUnavailable,), oom="model did not fit")
+            status, why = classify(exc, (QuantUnavailable,), oom="model did not fit")
             if status == "error":  # not a cell's outcome: the session ends with its traceback
                 raise
             for cell in cells:
@@ -367,9 +368,9 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     """Measure `plan` in fresh session processes, resuming what is already on disk. Returns the run id."""
     from tqdm.auto import tqdm
 
-    inputs.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
+    keys.gpu_to_measure(plan.gpu, plan.device, data)  # a wrong GPU key fails here, before anything is written
     for key in plan.models:
-        inputs.models([key], data)
+        keys.models([key], data)
     path = plan.csv_path(data)
     todo = {s: plan.pending(s, data) for s in plan.session_ids}
     total = sum(len(v) for v in todo.values())

@@ -38,9 +38,8 @@ from torch import nn
 
 from decodegap.quant import formats as quant_formats
 from decodegap.quant import layers
-from decodegap.quant.bytes import (BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, byte_terms, decoder_linears,  # noqa: F401
-                          projection_bytes, r_floor, step_bytes, streamed_weight_bytes, t_floor_ms)
-from decodegap.quant.layers import (QuantLinear, QuantUnavailable, TinyGemmLinear, fuse_linears)  # noqa: F401
+from decodegap.quant.bytes import BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
+from decodegap.quant.layers import QuantLinear, QuantUnavailable
 
 QUANT_TOL = 2e-2
 """Layer check: largest max|y_layer - x W_deq^T| / max|x W_deq^T| accepted (fp32 reference from the weight read

@@ -14,10 +14,11 @@ timing); then
           the working set is >= 3 L2 sizes, so no call finds its weight in L2.
 The layer rows: the four Llama products in sequence, graphed, GRAPH_CALLS layers a replay; us per layer.
 
-Writes data/diagnostics/int4_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/int4_gemv.csv),
+Writes data/diagnostics/int4_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/int4_gemv.csv),
 one row per repetition (gpu, kernel, shape, K, N, group_size, config, mode, rep, us, bytes, max_rel_err, status,
 reason, then the run's provenance), prints the autotuner's choice and timings per shape and a summary (median us
-and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/int4_gemv.py
+and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv_tune (bench/measure.sh's
+`gemv` step)
 """
 
 import math
@@ -30,10 +31,9 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from diagnostics import Rows
-
-from decodegap.kernels import int4_gemv as ig
 from decodegap import timing
+from decodegap.diagnostics import Rows
+from decodegap.kernels import int4_gemv as ig
 
 DEVICE = "cuda"
 G = 128
@@ -217,5 +217,6 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 bench/int4_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
+        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv_tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
+                 "elsewhere)")
     main()

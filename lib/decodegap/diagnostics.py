@@ -1,4 +1,5 @@
-"""Where bench/'s diagnostic scripts keep their results: data/diagnostics/NAME.csv, one row per measurement, each
+"""Where the diagnostics (bench/'s scripts and the kernel tuners, decodegap.kernels.fused.tune and
+decodegap.kernels.int4_gemv_tune) keep their results: data/diagnostics/NAME.csv, one row per measurement, each
 with its provenance (the time, the command line, the commit and, for a tree with uncommitted changes, the diff's
 hash: hardware.git_provenance, which refuses such a tree unless DECODEGAP_ALLOW_DIRTY=1; the device and host CPU).
 Rows are appended as they are measured, so a run cut short keeps what it measured and later runs add theirs.
@@ -23,10 +24,19 @@ def _provenance() -> dict:
     import torch
 
     git = hardware.git_provenance()
-    return dict(command=" ".join(["python3", *sys.argv]), git_commit=git["git_commit"],
+    return dict(command=" ".join(["python3", *_invocation()]), git_commit=git["git_commit"],
                 git_diff_sha256=git.get("git_diff_sha256", ""),
                 device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                 host_cpu=hardware._cpu_model())
+
+
+def _invocation() -> list[str]:
+    """The command line as it was typed: `-m MODULE ARGS` for a module of this package run with `python -m`
+    (whose sys.argv[0] is the module's file), else sys.argv."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.startswith("decodegap."):
+        return ["-m", spec.name, *sys.argv[1:]]
+    return list(sys.argv)
 
 
 class Rows:

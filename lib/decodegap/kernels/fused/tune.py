@@ -4,7 +4,7 @@ with the post-attention norm and SiLU; the LM head with the final norm; and the 
 default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
 prologue and the residual; and for lean_fused_pdl_norm_graph o_norm, o with the residual and the post-attention
 norm made by its last row block, and gate_up_plain, gate_up with no prologue; for lean_fused_pdl_epilogues_graph
-qkv_rotary, qkv with the rotary and the cache write as its epilogue), over each shape's candidate configs (fused.candidate_configs: the table's first,
+qkv_rotary, qkv with the rotary and the cache write as its epilogue), over each shape's candidate configs (fused_configs.candidate_configs: the table's first,
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
@@ -29,11 +29,12 @@ as kernels of their own: the layer rows compare like with like.
           (lean_fused_early_graph; kernel `fused_early` in graph mode: a product's table config so launched).
           The fused layer's output is checked against the lean layer's first (relative error <= LAYER_TOL).
 
-Writes data/diagnostics/fused_gemv.csv (bench/diagnostics.py; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
+Writes data/diagnostics/fused_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/fused_gemv.csv),
 one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep, us, bytes, gbps, max_rel_err,
 status, reason, then the run's provenance: bytes are the weights streamed, for a layer its four products and the
 KV it reads), and prints a summary: per shape the median us and GB/s of cuBLAS and of the table's config and the
-fastest candidate, per model the layer chains. Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py
+fastest candidate, per model the layer chains; the fastest candidate of each shape is what configs.py's tables hold.
+Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (bench/measure.sh's `fused` step)
 """
 
 import math
@@ -45,11 +46,10 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from diagnostics import Rows
-
-from decodegap.kernels.fused import launch as fused
-from decodegap.harness import lean, models
 from decodegap import timing
+from decodegap.diagnostics import Rows
+from decodegap.harness import lean, models
+from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 
 DEVICE = "cuda"
 TOL, LAYER_TOL = 1e-2, 5e-2
@@ -66,8 +66,8 @@ FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", 
 
 
 def products(key):
-    """(shape, K, N weight rows, flavour) of a model's fused products (fused.products)."""
-    return fused.products(models.load_spec(key).config)
+    """(shape, K, N weight rows, flavour) of a model's fused products (fused_configs.products)."""
+    return fused_configs.products(models.load_spec(key).config)
 
 
 def rel_err(y, ref):
@@ -109,23 +109,23 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
         ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
                                               config=config, **launch),
-                lambda x, w: fused.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
+                lambda x, w: fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
     if flavour == "residual":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, **launch),
-                lambda x, w: fused.gemv_residual_reference(x, w, res))
+                lambda x, w: fused_reference.gemv_residual_reference(x, w, res))
     if flavour == "gate_up":
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, **launch),
-                lambda x, w: fused.gate_up_silu_reference(x, nw, w, EPS))
+                lambda x, w: fused_reference.gate_up_silu_reference(x, nw, w, EPS))
     if flavour == "residual_norm":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, **launch),
-                lambda x, w: fused.gemv_residual_norm_reference(x, w, res, b, EPS))
+                lambda x, w: fused_reference.gemv_residual_norm_reference(x, w, res, b, EPS))
     if flavour == "plain":
         return (lambda x, w: fused.fused_gemv(x, w, config=config, **launch), lambda x, w: F.linear(x, w))
     if flavour == "silu_residual":
         return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, **launch),
-                lambda x, w: fused.silu_gemv_residual_reference(x, w, res))
+                lambda x, w: fused_reference.silu_gemv_residual_reference(x, w, res))
     return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, **launch),
-            lambda x, w: fused.rmsnorm_gemv_reference(x, nw, w, b, EPS))
+            lambda x, w: fused_reference.rmsnorm_gemv_reference(x, nw, w, b, EPS))
 
 
 def time_events(call, flush):
@@ -248,7 +248,7 @@ def main():
                 traceback.print_exc()
                 emit(kernel="cublas", config="", pdl=False, mode="events", times=None, err=None, status="error",
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
-            for i, config in enumerate(fused.flavour_candidates(N, K, flavour)):
+            for i, config in enumerate(fused_configs.flavour_candidates(N, K, flavour)):
                 for pdl in sorted({False, pdl_ok}) + (["early"] if pdl_ok and i == 0 else []):  # the table's early
                     call, reference = fused_call(flavour, nw, b, res, config, pdl, rotary)
                     kernel = "fused_early" if pdl == "early" else "fused"
@@ -282,7 +282,7 @@ def summary(rows, gpu):
             med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
     med = {k: statistics.median(v) for k, v in med.items()}
     nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
-    table = {f"{key} {name}": fused.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
+    table = {f"{key} {name}": fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
              for key in MODELS for name, K, N, flavour in products(key)}
     print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
     for shape in dict.fromkeys(r["shape"] for r in rows):
@@ -312,5 +312,6 @@ def summary(rows, gpu):
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 bench/fused_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
+        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
+                 "elsewhere)")
     main()

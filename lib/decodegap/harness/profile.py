@@ -1,0 +1,69 @@
+"""The kernel profile of a decode step, measured once for every notebook that reads it: how many kernels a step
+launches (data/raw/<gpu>/kernels.csv: notebook 02's decomposition) and each kernel's name and GPU time
+(breakdown.csv: notebook 06's where the time goes and notebook 04's products, read by analysis.profiles)."""
+
+from __future__ import annotations
+
+from decodegap import inputs, paths, records
+from decodegap.harness import decode, keys, models, runs
+from decodegap.harness.sweep import free_device_memory
+from decodegap.outcome import attempt
+
+
+def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
+                   quant: str = "bf16", again: bool = False) -> str:
+    """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
+    data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
+    time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
+    its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
+    run here leaves `unavailable` rows with the reason. Resumes per file, and builds no model whose steps are all
+    profiled already; `again`: profiles every step again (the tables read each step's latest profile,
+    records.latest_profiles)."""
+    arms = keys.arms(arms)
+    keys.quant(quant)
+    inputs.contexts(tuple(contexts))
+    keys.models(model_keys, data)
+    with runs.recorded(gpu, data, "kernels", ["kernels", "breakdown"], device=device) as run_id:
+        folder = paths.raw_dir(gpu, data)
+        done = records.done_keys(folder / "kernels.csv", records.KERNELS, run_id=run_id, again=again)
+        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN, run_id=run_id, again=again)
+        for key in model_keys:
+            cells = [(ctx, arm) for ctx in contexts for arm in arms
+                     if not {_kernels_key(gpu, key, ctx, arm, quant)} <= done & done_breakdown]
+            if not cells:
+                continue
+            model = models.build_model(models.load_spec(key, data), device=device)
+            unavailable = None
+            if quant != "bf16":
+                from decodegap.quant import layers as quant_layers, paths as quant_paths
+
+                try:
+                    quant_paths.quantise_model_(model, quant)
+                except quant_layers.QuantUnavailable as exc:
+                    unavailable = str(exc)
+            for ctx, arm in cells:
+                base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
+                cell = _kernels_key(gpu, key, ctx, arm, quant)
+                if unavailable is None:
+                    profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
+                                                      (decode.ArmUnavailable,))
+                else:
+                    profile, status, reason = None, "unavailable", unavailable
+                base.update(status=status, reason=reason)
+                if cell not in done:
+                    records.append_rows(folder / "kernels.csv", records.KERNELS,
+                                        [dict(base, kernels=len(profile) if profile is not None else None)])
+                if cell not in done_breakdown:
+                    rows = ([dict(base, kernel_index=i, kernel=name[:200], gpu_us=us) for i, (name, us) in enumerate(profile)]
+                            if profile is not None else [dict(base, kernel_index=None, kernel=None, gpu_us=None)])
+                    records.append_rows(folder / "breakdown.csv", records.BREAKDOWN, rows)
+                free_device_memory(device)
+            del model
+            free_device_memory(device)
+    return run_id
+
+
+def _kernels_key(gpu: str, model: str, ctx: int, arm: str, quant: str) -> tuple:
+    """A profiled step's key in kernels.csv and breakdown.csv (records.KERNELS.key), default attention."""
+    base = dict(gpu=gpu, model=model, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
+    return tuple(str(base[c]) for c in records.KERNELS.key)
