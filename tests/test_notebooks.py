@@ -202,3 +202,35 @@ def test_committed_tables_are_what_the_data_regenerate(replayed):
         committed = paths.FIGURES / path.name
         assert committed.exists(), f"{path.name} is regenerated but not committed in figures/"
         assert path.read_text() == committed.read_text(), f"figures/{path.name} is stale: run `make reproduce`"
+
+
+OUTPUT_LINES = 40
+"""The most lines a notebook cell prints or shows as text (issue 30, item 8): a long table shows its head and tail
+(tables.short_outputs), a long list of findings its first lines (tables.say); the whole is in figures/."""
+
+
+def cell_output_lines(cell) -> int:
+    """Lines of text one executed cell shows: its streams and the text form of its results."""
+    n = 0
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":
+            n += "".join(out["text"]).count("\n")
+        elif "text/plain" in out.get("data", {}) and "image/png" not in out["data"]:
+            n += "".join(out["data"]["text/plain"]).count("\n") + 1
+    return n
+
+
+def test_no_cell_prints_more_than_about_40_lines(replayed):
+    _, figures = replayed
+    long = {}
+    for nb in notebooks.notebook_paths():
+        cells = json.loads((figures.parent / "executed" / nb.name).read_text())["cells"]
+        for i, cell in enumerate(cells):
+            if cell["cell_type"] == "code" and cell_output_lines(cell) > OUTPUT_LINES:
+                long[f"{nb.stem} cell {i}"] = cell_output_lines(cell)
+    assert long == {}
+
+
+def test_the_output_count_can_fail():
+    cell = {"outputs": [{"output_type": "stream", "text": ["x\n"] * 50}]}
+    assert cell_output_lines(cell) == 50 > OUTPUT_LINES
