@@ -25,7 +25,9 @@ def figures_of(stem: str, figures_dir: Path, monkeypatch) -> dict:
     real = style.save
 
     def save(fig, path):
-        found[Path(path).name] = checks.problems(fig)
+        name = Path(path).name
+        title = fig._suptitle.get_text().splitlines()[0] if fig._suptitle is not None else ""
+        found[name] = checks.problems(fig) + ([] if title == style.TITLES.get(name) else [f"title {title!r}"])
         real(fig, path)
     monkeypatch.setattr(style, "save", save)
     namespace = {"__name__": "__main__"}
@@ -93,3 +95,11 @@ def test_the_checks_can_fail():
     fig.set_size_inches(20, 3)
     style.finding_title(fig, "x" * 200)
     assert len(checks.too_large(fig)) == 2
+
+
+def test_the_gallery_line_starts_with_the_figure_title():
+    """The README gallery's line of a figure and the figure's title come from one text (style.TITLES)."""
+    from decodegap.figures import gallery
+
+    for name, text in gallery.read().items():
+        assert text.startswith(f"**{style.TITLES[name]}.** "), name

@@ -158,3 +158,14 @@ def test_seaborn_is_neither_declared_nor_imported():
         "dependencies = [")[1]
     assert "seaborn" not in (REPO / "environment.yml").read_text()
     assert not any("import seaborn" in p.read_text() for p in (REPO / "lib").rglob("*.py"))
+
+
+def test_citation_cff_names_the_package_and_the_paper():
+    """CITATION.cff (issue 30, item 7): the package's name, version and licence as pyproject.toml states them, and
+    the paper it reproduces as the preferred citation (a small line reader: no YAML library needed)."""
+    text = (REPO / "CITATION.cff").read_text()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert text.startswith("cff-version: 1.2.0\n")
+    assert f"\nversion: {project['version']}\n" in text and f"\nlicense: {project['license']}\n" in text
+    assert "decodegap" in text.split("\ntitle:", 1)[1].splitlines()[0]
+    assert "Memory-Bound but Not Bandwidth-Limited" in text.split("preferred-citation:", 1)[1]
