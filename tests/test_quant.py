@@ -444,27 +444,6 @@ def test_paper_table_and_findings_by_hand(data_dir):
 
 
 @pytest.mark.notebooks
-def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(tmp_path):
-    figures = tmp_path / "figures"
-    out = notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb", dict(FIGURES_DIR=str(figures)),
-                        out_dir=tmp_path / "executed")
-    table = pd.read_csv(figures / "04_quant_table.csv")
-    assert sorted(set(table.ctx)) == [2048, 16384] and len(table) == 2 * len(quant.PATHS)
-    assert table[table.ctx == 16384]["l4 ms (published)"].isna().all()  # the paper's context is unstated: first context only
-    table = table[table.ctx == 2048].set_index("quant")
-    assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24
-    assert pd.notna(table.loc["gptq-exllamav2", "l4 floor ms"])
-    for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
-        assert (figures / name).stat().st_size > 0
-    text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
-    no_quant_rows = not (records.load_experiment("decode", paths.DATA)["quant"] != "bf16").any()
-    found = pd.read_csv(figures / "04_findings.csv")
-    assert ("quant_rows" in found and found["quant_rows"].eq(False).any()) == no_quant_rows
-    if no_quant_rows:
-        assert "none yet" in text
-
-
-@pytest.mark.notebooks
 def test_04_replay_with_quant_rows_fills_our_columns(tmp_path, data_dir):
     raw = data_dir / "raw" / "cpu-test"
     records.append_rows(raw / "decode.csv", records.DECODE, _rows("cpu-test", "llama-tiny", 16, "bf16", "eager", [2.0, 2.0]))
