@@ -27,7 +27,7 @@ carries on. Notebook 05 (cost) measures nothing.
                graph, ctx 2048 and 16384, one session), flash-attn built first as above
     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
                quantisation GPU tests, then python -m decodegap quant
-    gemv       notebook 04: python -m decodegap.kernels.int4_gemv_tune, the int4 GEMV by itself against tinygemm
+    gemv       notebook 04: python -m decodegap.kernels.int4_gemv.tune, the int4 GEMV by itself against tinygemm
                and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                python -m decodegap.kernels.fused.tune, its GEMV against cuBLAS per product shape, configs, split-K
@@ -212,7 +212,7 @@ step_quant() {
   done
 }
 step_gemv() {
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv_tune
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv.tune
 }
 step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}

@@ -10,6 +10,7 @@ from decodegap import notebooks, paths, published, records
 from decodegap.analysis import attention_backends as attention_report
 from decodegap.experiments import attention_backends as attention_experiment
 from decodegap.harness import attention, decode, models, sweep
+from decodegap.harness import hf_attention
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
           for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
@@ -181,7 +182,7 @@ def test_decode_step_with_a_forced_backend_equals_default(tmp_path):
     assert decode.verify_arm(model, "eager", 16, attn="sdpa_math") < 1e-2
     t = decode.run_arm(model, "eager", 16, warmup=1, steps=2, attn="sdpa_math")
     assert len(t.step_ms) == 2
-    assert decode.hf_implementation("flex") == "flex_attention" and decode.hf_implementation("sdpa_flash") == "sdpa"
+    assert hf_attention.hf_implementation("flex") == "flex_attention" and hf_attention.hf_implementation("sdpa_flash") == "sdpa"
 
 
 @pytest.mark.notebooks

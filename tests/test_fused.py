@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from decodegap import accounting, arms, compare, paths
-from decodegap.harness import decode, lean, models
+from decodegap.harness import decode, lean, models, profile
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import source as fused_kernels
 from decodegap.kernels import step as kernels
@@ -750,7 +750,7 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
         got = lean.LeanStep(model, 300, 304, feedback=False, custom_kernels=arms.REGISTRY[arm].kernels)
         for _ in range(3):
             assert compare.max_relative_error(got.step().float(), plain.step().float()) < 0.05
-    assert decode.kernels_per_step(model, arm, 300) < decode.kernels_per_step(model, "lean_kernels", 300)
+    assert profile.kernels_per_step(model, arm, 300) < profile.kernels_per_step(model, "lean_kernels", 300)
 
 
 @pytest.mark.gpu
