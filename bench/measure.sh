@@ -49,6 +49,8 @@ Options, as environment variables (all optional):
                        (python -m decodegap kernels, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
     LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
+    AB_ARGS            more options of python -m decodegap ab (e.g. "--headline-only --again": the headline
+                       sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
     SKIP_TESTS=1       the quant step without its GPU tests
   Measuring again
@@ -148,7 +150,7 @@ step_roofline() {
 }
 step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
-  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress
+  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress ${AB_ARGS:-}
 }
 gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_tests_NAME.txt, its tail shown
   local name=$1; shift

@@ -67,7 +67,7 @@ def test_check_names_a_broken_env_json(data_dir, tmp_path, capsys):
         bandwidth_gbps=1.0, status="ok", reason="")])
     (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": {"git_commit": "x", "typed": 1}}))
     assert cli.main(["--data-dir", str(data_dir), "check", "--no-provenance"]) == 1
-    assert f"{folder / 'env.json'}: run 20260101T000000-abcdef holds field(s) ['typed']" in capsys.readouterr().err
+    assert f"{folder / 'env.json'}:1: run 20260101T000000-abcdef holds field(s) ['typed']" in capsys.readouterr().err
     (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": {"git_commit": "x"}}))
     assert cli.main(["--data-dir", str(data_dir), "check", "--no-provenance"]) == 0
 

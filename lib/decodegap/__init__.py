@@ -13,6 +13,7 @@ base: paths, rows and the numbers every stage shares
   outcome                   a measurement's outcome as a row status
   diagnostics               the diagnostics' rows (data/diagnostics/), with their provenance
   inputs                    CLI values and notebook parameters checked by type and value
+  validate                  the data folder checked whole before reproduce writes anything
   hardware                  the GPU registry, detection, env.json capture, the source digest
   published                 the paper's numbers (data/published/paper.csv)
   arms                      the arms registry: decoder x runner x kernels
@@ -78,6 +79,7 @@ claims: the claims table (figures/claims.md)
   claims/table              its entry: collect, build
   claims/evidence           what it reads from each experiment
   claims/rules              every rule as data, fixed before the rows
+  claims/provenance         which runs each rule reads, and whether the rule was fixed after them
   claims/verdicts           the verdicts and their rules
   claims/thesis             rows of the paper's thesis
   claims/method             rows of its method and scope
@@ -88,6 +90,7 @@ claims: the claims table (figures/claims.md)
   claims/cost               rows of result 5
 figures: DataFrames to figures
   figures/style             one style: colours per arm and GPU, titles, axes, a deterministic PNG
+  figures/checks            a drawn figure checked: every point inside its axes, no labels on top of each other
   figures/roofline          01's figures
   figures/cuda_graphs_ab    02's figures
   figures/attention_backends  03's figure

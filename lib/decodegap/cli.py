@@ -27,9 +27,19 @@ def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
 
 def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
     """The key the rows will carry, checked against the device measured (keys.gpu_to_measure)."""
+    from decodegap import validate
     from decodegap.harness import keys
 
+    if gpu is not None:
+        validate.gpu_key(gpu, data, "GPU key (--gpu)")
     return keys.gpu_to_measure(gpu, device, data)
+
+
+def _contexts(text: str, model_keys, data) -> tuple:
+    """--contexts as whole numbers, de-duplicated with a note, each within the models' maximum (validate.contexts_for)."""
+    from decodegap import validate
+
+    return tuple(validate.contexts_for(_csv_list(text, int, "--contexts"), model_keys, data))
 
 
 def _check_models(model_keys, data_dir) -> None:
@@ -48,11 +58,12 @@ def cmd_measure(args) -> int:
     if bad:
         raise InputError(f"--checkpoint takes MODEL=DIR, got {bad[0]!r}")
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
-    models_, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    models_ = _csv_list(args.models)
     arms = keys.arms(_csv_list(args.arms, option="--arms"))
     keys.attn(args.attn)
     keys.quant(args.quant)
     _check_models(models_, args.data_dir)
+    contexts = _contexts(args.contexts, models_, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     plan = sweep.SweepPlan(
         gpu=gpu, models=models_, contexts=contexts, arms=arms,
@@ -72,8 +83,8 @@ def cmd_ab(args) -> int:
     from decodegap.experiments import cuda_graphs_ab
 
     model_keys = _csv_list(args.models)
-    contexts = _csv_list(args.contexts, int, "--contexts")
     _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     cuda_graphs_ab.measure(gpu, model_keys, contexts, args.headline_ctx, args.sessions, args.headline_sessions,
                            args.steps, args.warmup, args.device, args.data_dir, count_kernels=args.count_kernels,
@@ -88,7 +99,7 @@ def cmd_quant(args) -> int:
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     paths_ = _csv_list(args.paths) if args.paths else None
-    resolved = quantisation.measure(gpu, model_keys, _csv_list(args.contexts, int), paths_, _csv_list(args.arms),
+    resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), paths_, _csv_list(args.arms),
                                     args.sessions, args.steps, args.warmup, args.device, args.data_dir,
                                     layers=not args.no_layers, progress=not args.no_progress,
                                     retry_errors=args.retry_errors)
@@ -100,8 +111,9 @@ def cmd_ladder(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
 
-    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     only = keys.levers(_csv_list(args.levers)) if args.levers else None
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
@@ -121,10 +133,11 @@ def cmd_bandwidth(args) -> int:
 def cmd_kernels(args) -> int:
     from decodegap.harness import keys, profile
 
-    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    model_keys = _csv_list(args.models)
     arms = keys.arms(_csv_list(args.arms, option="--arms"))
     keys.quant(args.quant)
     _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     profile.record_kernels(gpu, model_keys, contexts, arms, args.data_dir, args.device, quant=args.quant)
     return 0
@@ -135,8 +148,9 @@ def cmd_attention(args) -> int:
     from decodegap.harness import keys
 
     backends = tuple(keys.attn(b) for b in _csv_list(args.backends, option="--backends")) if args.backends else None
-    model_keys, contexts = _csv_list(args.models), _csv_list(args.contexts, int, "--contexts")
+    model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     attention_backends.record_attention(gpu, model_keys, contexts, backends, args.data_dir, args.device,
                                         retry_unavailable=args.retry_unavailable, again=args.again)
@@ -171,13 +185,13 @@ def cmd_check(args) -> int:
     fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
     corrections, then report per experiment the runs behind its counted rows that ran from a dirty tree or recorded
     no source digest (checked.provenance_report; --no-provenance skips it)."""
-    from decodegap import hardware, inputs, records
+    from decodegap import hardware, inputs, records, validate
 
     raw = inputs.data_folder(args.data_dir) / "raw"
     files = sorted(raw.glob("*/*.csv"))
     if not files:
         raise inputs.InputError(f"no raw CSV under {raw}/<gpu>/; nothing to check (is --data-dir the right folder?)")
-    bad = 0
+    bad, frames = 0, {}
     for path in files:
         schema = records.schema_for(path.stem)
         if args.repair:
@@ -185,16 +199,22 @@ def cmd_check(args) -> int:
             if moved:
                 print(f"{path}: moved {moved} line(s) of a cut block into {path.name}.partial")
         try:
-            frame = records.read_csv(path, schema)
+            frames[path] = frame = validate.check_raw_csv(path)
             print(f"{path}: {len(frame)} rows ok")
-        except records.SchemaError as exc:
+        except inputs.InputError as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
+    for folder in sorted({p.parent for p in files}):
+        if not (folder / "env.json").is_file():
+            bad += 1
+            print(f"ERROR {folder / 'env.json'}: missing; it records the run behind every row of {folder}/*.csv",
+                  file=sys.stderr)
     for path in sorted(raw.glob("*/env.json")):
         try:
-            env = hardware.read_env(path)
-            fixes = hardware.read_corrections(path.with_name("corrections.json"), env)
-        except hardware.EnvError as exc:
+            env = validate.check_env(path)
+            validate.runs_recorded(path, env, {p: f for p, f in frames.items() if p.parent == path.parent})
+            fixes = validate.check_corrections(path, env)
+        except (inputs.InputError, hardware.EnvError) as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
             continue
@@ -212,26 +232,41 @@ def cmd_check(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from decodegap import inputs, notebooks
+    """Check the parameters and every input file (validate.data_whole) before anything runs, then run the notebooks
+    into a temporary folder and move their outputs into place only when all succeeded (notebooks.reproduce)."""
+    import time
+
+    from decodegap import inputs, notebooks, paths, validate
     from decodegap.harness import keys
 
+    started = time.monotonic()
     params = {name: _papermill_value(value) for name, value in args.parameter or ()}
     unknown = sorted(set(params) - set(inputs.PARAMETERS))
     if unknown:
         raise inputs.InputError(f"no notebook takes parameter(s) {unknown}; known: {', '.join(sorted(inputs.PARAMETERS))}")
+    data_arg = args.data_dir or params.get("DATA_DIR")
+    if args.data_dir and params.get("DATA_DIR") and paths.data_dir(params["DATA_DIR"]) != paths.data_dir(args.data_dir):
+        raise inputs.InputError("--data-dir and -p DATA_DIR name two folders; pass one of them")
+    data = inputs.data_folder(data_arg)
+    params["DATA_DIR"] = str(data)  # every key below is checked against this folder's registries
+    named = args.figures_dir or params.pop("FIGURES_DIR", None)
+    figures = validate.figures_for(data, named)
+    measure = bool(args.measure or params.get("MEASURE") is True)
+    gpu = args.gpu if args.gpu is not None else params.get("GPU")
+    if gpu is not None and not measure:
+        what = "--gpu" if args.gpu is not None else "-p GPU"
+        raise inputs.InputError(f"{what} names the GPU to measure; it takes --measure (or -p MEASURE True): "
+                                "replay reads every GPU's rows")
     keys.check_parameters(params)  # the notebooks check again; a bad value stops before the first one runs
-    if args.data_dir:
-        params["DATA_DIR"] = str(inputs.data_folder(args.data_dir))
-    notebooks.notebook_paths(args.only)  # an unknown notebook fails before any runs
-    if args.measure:
-        params.update(MEASURE=True, GPU=_resolve_gpu(args.gpu, args.data_dir))
-    elif args.gpu:
-        raise inputs.InputError("--gpu names the GPU to measure; it takes --measure (replay reads every GPU's rows)")
-    notebooks.run_all(params, only=args.only)
-    if not args.only:  # every table is fresh: the README gallery's findings from them (figures/gallery.csv)
-        from decodegap.figures import gallery
-
-        print(f"wrote {gallery.write(params.get('FIGURES_DIR'))}")
+    stems = [p.stem for p in notebooks.notebook_paths(args.only)]  # an unknown notebook fails before any runs
+    if measure:
+        params.update(MEASURE=True, GPU=_resolve_gpu(gpu, data, params.get("DEVICE", "cuda")))
+    validate.data_whole(data, stems, measure=measure)
+    print(f"inputs checked: {data}", flush=True)
+    gallery = not args.only and data == paths.DATA  # the README's gallery is the repository's data's
+    written = notebooks.reproduce(params, figures, only=args.only, gallery=gallery)
+    print(f"wrote {len(written)} files into {figures}" + (" (gallery.csv among them)" if gallery else ""))
+    print(f"reproduce took {time.monotonic() - started:.0f} s")
     return 0
 
 
@@ -394,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", action="append", help="notebook stem(s) to run, e.g. 01_roofline")
     r.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="a notebook parameter, as papermill's -p (e.g. -p CONTEXTS 2048,16384); checked before any runs")
+    r.add_argument("--figures-dir", default=None,
+                   help="where figures and tables go (default: the repository's figures/ for its data/, else "
+                        "figures/ beside --data-dir); written only when every notebook succeeded")
     r.set_defaults(func=cmd_reproduce)
     for command in sub.choices.values():  # --data-dir also after the command, as `check --data-dir DIR`
         command.add_argument("--data-dir", default=argparse.SUPPRESS, help="data folder (default: the repository's data/)")
@@ -404,6 +442,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print("decodegap: interrupted; nothing was moved into place (figures and executed notebooks as before)",
+              file=sys.stderr)
+        return 130
     except Exception as exc:
         from decodegap.analysis import cost
         from decodegap import hardware, inputs, records
@@ -415,7 +457,8 @@ def main(argv=None) -> int:
             print(f"decodegap: {exc}", file=sys.stderr)
             return 2
         if type(exc).__name__ == "PapermillExecutionError":  # a notebook stopped: its error, not papermill's stack
-            print(f"decodegap: {exc.ename}: {exc.evalue} (in {getattr(exc, 'exec_count', '?')!s} of the notebook "
-                  "above; its executed copy is in notebooks/executed/)", file=sys.stderr)
+            copy = getattr(exc, "failed_copy", None)
+            print(f"decodegap: {exc.ename}: {exc.evalue} (cell {getattr(exc, 'exec_count', '?')!s} of the notebook "
+                  f"above{f'; its executed copy: {copy}' if copy else ''}; no figure was written)", file=sys.stderr)
             return 1
         raise

@@ -57,6 +57,8 @@ def _listed(kind: Callable, what: str, each: Callable | None = None) -> Callable
     def check(name, value):
         if isinstance(value, str) and kind is str:
             value = [v.strip() for v in value.split(",") if v.strip()]
+        elif isinstance(value, str) and "," in value:  # `-p CONTEXTS 2048,16384`, as the CLI passes it
+            value = [_number(v.strip(), kind) for v in value.split(",") if v.strip()]
         elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
             value = [value]
         if not isinstance(value, (list, tuple)) or not value or not all(
@@ -66,6 +68,17 @@ def _listed(kind: Callable, what: str, each: Callable | None = None) -> Callable
             each(value)
         return list(value)
     return check
+
+
+def _number(text: str, kind):
+    """One item of a comma-separated number list as `kind` (int, or a tuple of kinds: the first that reads it),
+    else the text itself, which the list check then refuses by name."""
+    for k in kind if isinstance(kind, tuple) else (kind,):
+        try:
+            return k(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _flag(name, value):

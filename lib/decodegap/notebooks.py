@@ -31,6 +31,11 @@ def _local_kernel_manager():
     return LocalKernelManager
 
 
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+"""The kernel's own log quiet below CRITICAL: its "KeyboardInterrupt caught in kernel" (when papermill stops it, or
+on Ctrl-C) is no error of the notebook's; a cell's error still reaches the output and papermill's exception."""
+
+
 def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = None) -> Path:
     """Execute one notebook with papermill, injecting `parameters`; returns the executed copy's path."""
     import papermill
@@ -39,7 +44,8 @@ def run(notebook: Path, parameters: dict | None = None, out_dir: Path | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / notebook.name
     papermill.execute_notebook(str(notebook), str(out), parameters=parameters or {}, cwd=str(notebook.parent),
-                               kernel_name="python3", progress_bar=False, kernel_manager_class=_local_kernel_manager())
+                               kernel_name="python3", progress_bar=False, kernel_manager_class=_local_kernel_manager(),
+                               extra_arguments=KERNEL_ARGUMENTS)
     return out
 
 
@@ -62,3 +68,55 @@ def run_all(parameters: dict | None = None, only=None, out_dir: Path | None = No
         names = parameter_names(nb)
         done.append(run(nb, {k: v for k, v in (parameters or {}).items() if k in names}, out_dir))
     return done
+
+
+FAILED_SUFFIX = ".failed.ipynb"
+"""A notebook that stopped keeps its executed copy as notebooks/executed/<stem>.failed.ipynb (never beside the
+successful copies under their own name)."""
+
+
+def reproduce(parameters: dict, figures: Path, only=None, gallery: bool = False, executed: Path | None = None) -> list[Path]:
+    """Run the notebooks (run_all) into a temporary folder beside `figures` and, only when every one succeeded (and,
+    with `gallery`, gallery.csv was written from their tables), move their figures and tables into `figures` and
+    their executed copies into `executed` (notebooks/executed/). A notebook that fails, or Ctrl-C, leaves `figures`
+    and the executed copies as they were: the failing notebook's copy goes to <stem>.failed.ipynb, nothing else
+    stays. Returns the paths written into `figures`."""
+    import os
+    import shutil
+    import tempfile
+
+    figures, executed = Path(figures), Path(executed or paths.EXECUTED)
+    figures.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".decodegap-reproduce-", dir=figures.parent))
+    staged_figures, staged_executed = stage / "figures", stage / "executed"
+    try:
+        try:
+            run_all({**parameters, "FIGURES_DIR": str(staged_figures)}, only=only, out_dir=staged_executed)
+        except Exception as exc:
+            if type(exc).__name__ == "PapermillExecutionError":
+                copies = sorted(staged_executed.glob("*.ipynb"), key=lambda p: p.stat().st_mtime)
+                if copies:
+                    executed.mkdir(parents=True, exist_ok=True)
+                    failed = executed / (copies[-1].stem + FAILED_SUFFIX)
+                    shutil.move(str(copies[-1]), failed)
+                    exc.failed_copy = failed
+            raise
+        if gallery:
+            from decodegap.figures import gallery as gallery_
+
+            gallery_.write(staged_figures)
+        figures.mkdir(parents=True, exist_ok=True)
+        written = []
+        for path in sorted(staged_figures.rglob("*")):
+            if path.is_file():
+                target = figures / path.relative_to(staged_figures)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target)
+                written.append(target)
+        executed.mkdir(parents=True, exist_ok=True)
+        for path in sorted(staged_executed.glob("*.ipynb")):
+            (executed / (path.stem + FAILED_SUFFIX)).unlink(missing_ok=True)
+            shutil.move(str(path), executed / path.name)
+        return written
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

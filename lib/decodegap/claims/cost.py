@@ -5,25 +5,28 @@ from __future__ import annotations
 
 from decodegap.analysis import cost
 from decodegap import published
+from decodegap.claims import rules
 from decodegap.claims.evidence import FAST_GPU_GBPS, Evidence
-from decodegap.claims.verdicts import ABOUT_REL_TOL, CONTRADICTED, NOT_TESTABLE, REPRODUCED, about, row
+from decodegap.claims.rules import CLAIM_GPU, METHOD, PAPER
+from decodegap.claims.verdicts import NOT_TESTABLE, Judged, about, row, two_sided
 
 
 def cost_claim(ev: Evidence) -> list[dict]:
     target = ev.pub_value("cost", "cost_ratio", gpu="l4")
     ratios = cost.ratio_table(ev.costs, "l4", "h100-sxm")
     graphed = ratios[ratios["configuration_h100-sxm"] == "bf16 graph"]
+    tol = rules.get("R5").t("rel_tol")
     if graphed.empty:
         verdict, ours, evidence, hardware = NOT_TESTABLE, "-", "No priced L4 and graphed H100 configurations.", "-"
     else:
         best = graphed.sort_values("usd_per_mtok_l4").iloc[0]  # the L4's cheapest ("optimised kernels")
-        verdict = about(best["cost_ratio"], target)
+        verdict = about(best["cost_ratio"], target, tol)
         ours = f"{best['cost_ratio']:.2f}x"
         hardware = (f"l4 {best['configuration_l4']} ({best['source_l4']}) vs h100-sxm bf16 graph ({best['source_h100-sxm']}), "
                     f"{cost.PROVIDER} prices")
         span = ratios["cost_ratio"]
         top = ratios.iloc[0]
-        evidence = (f"Rule: within {ABOUT_REL_TOL:.0%} of {target:g}x. L4 {best['configuration_l4']} {best['step_ms_l4']:.2f} ms "
+        evidence = (f"The cheapest L4 configuration against the graphed H100 at the listed prices, within {tol:.0%} of {target:g}x. L4 {best['configuration_l4']} {best['step_ms_l4']:.2f} ms "
                     f"at ${best['usd_per_hour_l4']:.4f}/h = ${best['usd_per_mtok_l4']:.2f}/Mtok; H100 graph "
                     f"{best['step_ms_h100-sxm']:.2f} ms at ${best['usd_per_hour_h100-sxm']:.4f}/h = ${best['usd_per_mtok_h100-sxm']:.2f}/Mtok "
                     f"(data/specs/prices.csv: {_price_sources(ev)}). Over all {len(ratios)} pairs of L4 and H100 configurations "
@@ -33,7 +36,9 @@ def cost_claim(ev: Evidence) -> list[dict]:
                     f"prices, a graphed H100 step of {target * best['usd_per_mtok_l4'] / best['usd_per_hour_h100-sxm'] * 3.6:.1f} ms "
                     f"(published: {best['step_ms_h100-sxm']:.2f} ms).")
     return [row("R5", "cost", "At Modal's published prices of May 2026, the L4 with optimised kernels serves tokens about 6x "
-                 "cheaper than the H100 with CUDA Graphs.", f"~{target:g}x", ours, hardware, verdict, evidence)]
+                 "cheaper than the H100 with CUDA Graphs.", f"~{target:g}x", ours, hardware,
+                 [Judged(CLAIM_GPU, NOT_TESTABLE), Judged(PAPER, verdict, "the paper's step times at the listed prices")],
+                 evidence, claim_gpu="l4")]
 
 
 def cost_claim_measured(ev: Evidence) -> list[dict]:
@@ -49,9 +54,10 @@ def cost_claim_measured(ev: Evidence) -> list[dict]:
                  f"the {'/'.join(sorted(set(graphed['gpu']))) or 'fast GPU'} with CUDA Graphs "
                  f"({ev.headline_model}, ctx {ev.headline_ctx}).")
     if l4.empty or graphed.empty:
-        return [row("R5m", "cost", statement, "L4 cheaper", "-", "-", NOT_TESTABLE,
+        return [row("R5m", "cost", statement, "L4 cheaper", "-", "-", Judged(METHOD, NOT_TESTABLE),
                      "Needs a priced, measured graphed step of a fast GPU at the headline cell.")]
     a = l4.iloc[0]
+    thr = rules.get("R5m").t("ratio")
     rows = []
     for g in graphed.itertuples():
         ratio = g.usd_per_mtok / a["usd_per_mtok"]
@@ -60,8 +66,9 @@ def cost_claim_measured(ev: Evidence) -> list[dict]:
         seller = g.price_provider
         rows.append(row("R5m", "cost", statement, "L4 cheaper", f"{ratio:.2f}x",
                          f"l4 gptq-exllamav2 (published) vs {g.gpu} bf16 graph (measured), {seller} price for the {g.gpu}",
-                         REPRODUCED if ratio > 1 else CONTRADICTED,
-                         f"Rule: reproduced when the {g.gpu}'s $/Mtok over the L4's is above 1. L4 gptq-exllamav2 "
+                         Judged(METHOD, two_sided(ratio > thr, ratio <= thr)),
+                         f"Met when the {g.gpu}'s $/Mtok over the L4's is above {thr:g} (this package's own statement, "
+                         "a method check). L4 gptq-exllamav2 "
                          f"{a['step_ms']:.2f} ms at ${a['usd_per_hour']:.4f}/h = ${a['usd_per_mtok']:.2f}/Mtok; {g.gpu} "
                          f"graph {g.step_ms:.2f} ms at ${g.usd_per_hour:.4f}/h ({seller}'s price"
                          f"{'' if seller == cost.PROVIDER else ', no ' + cost.PROVIDER + ' price found'}) = "

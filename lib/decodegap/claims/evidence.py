@@ -16,9 +16,12 @@ from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisati
 from decodegap.experiments import cost as cost_experiment
 from decodegap.experiments import roofline as roofline_grid
 
-SLOW_GPU_GBPS = 1000
-"""GPUs below this datasheet bandwidth are the paper's "slow GPUs" (L4, L40S); at or above the H100's, "fast"."""
-FAST_GPU_GBPS = 3350
+from decodegap.claims import rules
+
+SLOW_GPU_GBPS = rules.get("T2").t("slow_gbps")
+"""GPUs below this datasheet bandwidth are the paper's "slow GPUs" (L4, L40S); at or above the H100's, "fast"
+(both from the registry: T2's slow_gbps, T1's fast_gbps)."""
+FAST_GPU_GBPS = rules.get("T1").t("fast_gbps")
 
 
 @dataclass
@@ -36,6 +39,9 @@ class Evidence:
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
     costs: pd.DataFrame  # cost.cost_table of published and measured configurations
     prices: pd.DataFrame  # cost.load_prices()
+    ab_sessions: pd.DataFrame = field(default_factory=pd.DataFrame)  # ab.session_table: per session, one column per arm
+    verify: pd.DataFrame = field(default_factory=pd.DataFrame)  # verify.csv rows of every GPU (the checks)
+    data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
     headline_model: str = "qwen2.5-7b"
     headline_ctx: int = 2048
     attention_model: str = "llama-3.1-8b"
@@ -55,11 +61,11 @@ class Evidence:
     def bandwidth(self, gpu: str) -> float:
         return float(self.specs.loc[self.specs["gpu"] == gpu, "bandwidth_gbps"].iloc[0])
 
-    def floor_ms(self, gpu: str, model: str | None = None, ctx: int | None = None) -> float:
+    def floor_ms(self, gpu: str, model: str | None = None, ctx: int | None = None, convention: str = "W_all") -> float:
         from decodegap.roofline import t_floor_ms
 
         cfg = self.configs[model or self.headline_model]
-        return t_floor_ms(accounting.step_bytes(cfg, ctx or self.headline_ctx, "W_all"), self.bandwidth(gpu))
+        return t_floor_ms(accounting.step_bytes(cfg, ctx or self.headline_ctx, convention), self.bandwidth(gpu))
 
     def cell(self, gpu: str, arm: str = "eager", model: str | None = None, ctx: int | None = None) -> pd.Series | None:
         c = self.cells
@@ -121,7 +127,8 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
     _, quant_cells, _ = quantisation.cells(data, configs)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
-        speed=ab.speedups(ab_rows, arm="graph", seed=seed),
+        speed=ab.speedups(ab_rows, arm="graph", seed=seed), ab_sessions=ab.session_table(ab_rows),
+        verify=records.load_experiment("verify", data), data=str(data),
         decomp=ab.decomposition(ab_cells, records.load_experiment("kernels", data)),
         attention=attention_backends.summary(data),
         quant_cells=quant_cells,

@@ -34,7 +34,7 @@ THIS_COMMIT = "this commit"
 class Rows:
     """Rows a rule reads: a file under data/ (raw files are data/raw/<gpu>/<file>) and a selector in words plus,
     for raw files, a pandas query over its columns and which runs of a cell count (`pick`: "all", "newest run per
-    cell", "one sweep per cell", "headline sweep")."""
+    cell", "one sweep per cell", "grid sweep", "headline sweep")."""
 
     file: str
     selector: str
@@ -54,6 +54,9 @@ class Change:
     rule: str
     verdict: str = ""
     fingerprint: str = ""
+    changed: bool = True
+    """False for an item that only records the rule (moved into the registry, its content unchanged): it does not
+    count as a fixing of the rule."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ class Rule:
 
     @property
     def fixed(self) -> Change:
-        return self.history[-1]
+        """The newest history item that changed the rule's content (a registration alone does not)."""
+        return [c for c in self.history if c.changed][-1]
 
     def fields(self) -> dict:
         """The rule's content (everything but its history), thresholds resolved: what the fingerprint covers."""
@@ -142,7 +146,7 @@ AB = Rows("ab.csv", "the CUDA-graphs A/B rows: bf16, SDPA, every arm, each sweep
 AB_HEAD = Rows("ab.csv", "the headline sweep of the A/B at ctx 2048 (ab.headline: one sweep, never pooled)",
                "status == 'ok' and ctx == 2048 and arm in ['eager', 'graph']", "headline sweep")
 AB_GRID = Rows("ab.csv", "the grid sweep of the A/B, every model and context (ab.decomposition)",
-               "status == 'ok' and arm in ['eager', 'graph']", "one sweep per cell")
+               "status == 'ok' and arm in ['eager', 'graph']", "grid sweep")
 ATT = Rows("attention.csv", "per-call attention timings, host-inclusive and GPU-only rounds, each cell's newest run "
            "(attention_backends.summary)", "status == 'ok'", "newest run per cell")
 QUANT = Rows("decode.csv", "notebook 04's quantised decode cells (quant_report.rows), with their model check",
@@ -160,20 +164,34 @@ def P(selector: str) -> Rows:
 
 
 # the dates of fixings recorded from git (UTC): the common start of the table's rules
-START = Change("2026-11-29T12:16", "4c9f4e6", "the claims table introduced", "as now")
-REGISTERED = "2026-12-02T15:00"
+START = Change("2026-11-29T12:16", "4c9f4e6", "the claims table introduced", "as now (its verdict words: "
+               "reproduced / consistent (arithmetic) / proxy / contradicted / not testable here)",
+               "see git log -p figures/claims.md")
+REGISTERED, REGISTERED_AT = "2026-12-02T14:49", "06f601e"  # the commit that made the rules data
 REG_REASON = ("registered as data (rules registry); the rule's content as coded before, thresholds unchanged")
 
 
-def _reg(reason: str = REG_REASON, fp: str = "") -> Change:
-    """The fixing of this commit: the rule as its fields state it, the fingerprint of those fields."""
-    return Change(REGISTERED, THIS_COMMIT, reason, "as stated in the fields", fingerprint=fp)
+def _reg(reason: str = REG_REASON, fp: str = "", changed: bool | None = None, verdict: str = "") -> Change:
+    """The registry's first item of a rule (06f601e): the rule as its fields state it, the fingerprint of those
+    fields; a change of the rule's content unless the reason is REG_REASON (or `changed` says otherwise)."""
+    return Change(REGISTERED, REGISTERED_AT, reason, "as stated in the fields", verdict, fingerprint=fp,
+                  changed=reason != REG_REASON if changed is None else changed)
 
 
 NOTEST = ("the claim names a GPU with no rows here, or is not a measurable statement; testable by the same rule "
           "once such rows exist")
 ABOUT = (("rel_tol", 0.15),)
 
+
+
+GRID_PICK = ("the rows' selector names the grid sweep, what the code reads (was: one sweep per cell, which also "
+             "takes the headline sweep's cells); the rule is unchanged")
+
+
+def _note(date: str, reason: str, fp: str) -> Change:
+    """A later item that corrects how the registry describes a rule without changing what it decides (its
+    fingerprint changes; it does not count as a fixing)."""
+    return Change(date, THIS_COMMIT, reason, "as stated in the fields", fingerprint=fp, changed=False)
 
 
 def _r3(id_: str, backend: str, fp: str) -> Rule:
@@ -215,7 +233,9 @@ RULES: tuple[Rule, ...] = (
                  "launch the largest term (medians) on every GPU >= 3350 GB/s, measured or published", "contradicted"),
           _reg("made symmetric: noise on both sides, an inconclusive band; the H200 is "
                  "another GPU than the paper's fast GPU (its host is slower: eager 1.38x the H100's), so it labels "
-                 "apart from the paper's H100 numbers", fp="38e2490ff80035eb"))),
+                 "apart from the paper's H100 numbers", fp="38e2490ff80035eb",
+               verdict="contradicted by the paper's own numbers; tested on another GPU (h200): holds"),
+          _note("2026-12-02T15:16", GRID_PICK, fp="9ac0858bcb834a14"))),
     Rule("T2", "On slow GPUs (L4) the binding term is memory bandwidth.",
          "eager R_floor (W_all) of the headline cell per GPU below slow_gbps; published: the L4's R_floor.",
          (CELLS, P("inverted_ladder r_floor l4"), Rows(SPECS, "datasheet bandwidth")),
@@ -235,7 +255,9 @@ RULES: tuple[Rule, ...] = (
          "S_g / S_q - 1 > noise in every model.", "S_q / S_g - 1 > noise in one model.",
          "every model of every fast GPU.", (CLAIM_GPU, PAPER, OTHER_GPU),
          (_reg("new claim (the summaries' 'different levers'), rule fixed before "
-                 "computing it; the H200 rows were seen in the audit", fp="762151221b20481f"),)),
+                 "computing it; the H200 rows were seen in the audit", fp="762151221b20481f",
+               verdict="tested on another GPU (h200): holds"),
+          _note("2026-12-02T15:16", GRID_PICK, fp="f24ee769524b9447"),)),
     Rule("T3b", "Edge GPUs' lever is specialised kernels (not CUDA graphs): the best int4 path's speed-up exceeds "
          "the graph speed-up.",
          "per slow GPU (< slow_gbps): S_q = best int4 speed-up over bf16 (eager), S_g = graph speed-up.",
@@ -250,7 +272,9 @@ RULES: tuple[Rule, ...] = (
          "the range of f over sessions at each context.",
          "max f(long) < min f(short) in every model.", "min f(long) > max f(short) in one model.",
          "every model.", (CLAIM_GPU, OTHER_GPU),
-         (_reg("new claim (the summaries' 'with short contexts')", fp="0a906e2527bead58"),)),
+         (_reg("new claim (the summaries' 'with short contexts')", fp="0a906e2527bead58",
+               verdict="tested on another GPU (h200): holds"),
+          _note("2026-12-02T15:16", GRID_PICK, fp="3d9aeb6722114a27"),)),
     Rule("T5", "Batch-1 decode is memory-dominated (the abstract).",
          "eager R_floor (W_all) of the headline cell per GPU, read as: the memory floor is more than r_floor of the "
          "step (T2's threshold).", (CELLS, P("inverted_ladder r_floor")), (("r_floor", 0.5),),
@@ -339,7 +363,8 @@ RULES: tuple[Rule, ...] = (
          "bandwidth.", (CELLS, P("inverted_ladder r_floor")), (("min_points", 2),), "none.",
          "strictly falling over at least min_points GPUs of the source.", "a rise.",
          "the GPUs of one source (ours on one GPU alone cannot test it).", (CLAIM_GPU, PAPER),
-         (START, Change("2026-12-01T09:07", "1d537ef", "label renamed", "the same", "consistent (arithmetic)"),
+         (START, Change("2026-12-01T09:07", "1d537ef", "label renamed", "the same", "consistent (arithmetic)",
+                        changed=False),
           _reg(fp="73076b4e1dabfbdf"))),
     Rule("N1", "Our note: 0.82 / 0.31 under W = all parameters.", "W_all floor / published eager step.",
          (P("quantisation step_ms eager; r_floor_recomputed_w_all"), Rows(BYTE_MODEL, "W_all")),
@@ -353,7 +378,9 @@ RULES: tuple[Rule, ...] = (
     Rule("R2b", "H100 launch overhead ~20 % of the step.", "(eager - graph) / eager, median over models at ctx "
          "2048; published: 1 - 1/s.", (AB_GRID, P("cuda_graphs launch_overhead_fraction, speedup h100-sxm")),
          ABOUT, "none stated.", "within rel_tol.", "outside rel_tol.", "median over models.", (CLAIM_GPU, PAPER),
-         (START, _reg("registered; the published speed-up now labels it", fp="23391a6f96104a5a"))),
+         (START, _reg("registered; the published speed-up now labels it", fp="23391a6f96104a5a",
+               verdict="supported by the paper's own numbers"),
+          _note("2026-12-02T15:16", GRID_PICK, fp="d5b7ffa648fe0bde"))),
     Rule("R2c", "L4 graph speed-up 1.028x.", "our L4 headline speed-up.", (AB_HEAD, P("cuda_graphs speedup l4")),
          (("abs_tol", 0.02),), "our interval.", "our interval contains it or |ours - 1.028| <= abs_tol.",
          "otherwise.", "the headline cell.", (CLAIM_GPU,), (START, _reg(fp="a6689285c13463ad"))),
@@ -459,7 +486,7 @@ RULES: tuple[Rule, ...] = (
          (Rows(BYTE_MODEL, "W_streamed"), P("expected_weight_traffic_reduction")), ABOUT, "none (arithmetic).",
          "every ratio >= 4 x (1 - rel_tol).", "one below.", "every path and model.", (PAPER,),
          (Change("2026-12-01T09:07", "1d537ef", "introduced", "the same", "contradicted"),
-          _reg("registered; arithmetic on the model shapes the paper names", fp="0acadd91eebc2a76"))),
+          _reg("registered; arithmetic on the model shapes the paper names", changed=False, fp="0acadd91eebc2a76"))),
     Rule("R4k", "A better kernel cuts latency more than a higher-bandwidth GPU.",
          "L4 bf16 / L4 ExLlamaV2 against L4 bf16 / H100 eager and / H100 graph.",
          (P("quantisation step_ms"),), (), "none stated.", "kernel > both upgrades.", "kernel < one.", "-",
@@ -471,7 +498,7 @@ RULES: tuple[Rule, ...] = (
          (CELLS, Rows(PRICES, "spheron h200")), (("ratio", 1.0),), "none.", "ratio > threshold.",
          "ratio <= threshold.", "one pair.", (METHOD,),
          (Change("2026-12-01T08:18", "ef9edcc", "introduced", "the same", "reproduced"),
-          _reg("registered; this package's own statement, a method check", fp="44486f89736bf12b"))),
+          _reg("registered; this package's own statement, a method check", changed=False, fp="44486f89736bf12b"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 

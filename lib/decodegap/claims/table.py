@@ -1,29 +1,131 @@
-"""The claims table: every claim of the paper (data/published/paper.csv) as a row with its published value, our value, the
-hardware behind ours, a verdict and the evidence, generated from the data (never typed by hand).
+"""The claims table: every claim of the paper (data/published/paper.csv), and the few its summaries add, as a row with
+its published value, our value, the hardware behind ours, a label and the evidence, generated from the data (never
+typed by hand).
 
-`collect` reads the tables of notebooks 01-05 through their own modules (claims_evidence), `build` makes the rows,
-one module per section of the paper: claims_thesis (T), claims_method (M, S), claims_roofline (R1, N1), claims_graphs
-(R2), claims_attention (R3), claims_quant (R4), claims_cost (R5). Verdicts are explicit rules (verdicts), applied to
-whatever rows exist: a claim about a GPU we have no rows for is "not testable here" and says so; the same rule tests
-it as soon as that GPU's rows are added under data/raw/. The claim ids of data/published/paper.csv (`claim`) are the
-table's `claim` column.
+`collect` reads the tables of notebooks 01-05 through their own modules (claims.evidence), `build` makes the rows,
+one module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
+attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is data (claims.rules: statistic, rows,
+thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source
+the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
+counts, the findings, the method checks apart, and every rule with its history, flagged where it was fixed after the
+rows it reads (claims.provenance).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
-from decodegap.claims import attention_backends as claims_attention, cost as claims_cost, cuda_graphs_ab as claims_graphs, method as claims_method, quantisation as claims_quant, roofline as claims_roofline, thesis as claims_thesis
+from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
+                              cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
+                              quantisation as claims_quant, roofline as claims_roofline, rules, thesis as claims_thesis)
 from decodegap.claims.evidence import Evidence, collect
-from decodegap.claims.verdicts import COLUMNS, VERDICTS, counts, preamble
+from decodegap.claims.verdicts import (CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD,
+                                       VERDICTS, counts)
 
-__all__ = ["Evidence", "collect", "build", "counts", "preamble", "VERDICTS"]
+__all__ = ["Evidence", "collect", "build", "counts", "preamble", "write", "VERDICTS"]
 
 
 def build(ev: Evidence) -> pd.DataFrame:
-    """One row per claim of the paper: id, claim (paper.csv's claim id, or thesis / scope), statement,
-    published, ours, hardware, verdict, evidence."""
+    """One row per rule of the registry (COLUMNS), in the registry's order: id, section (finding or method check),
+    claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
+    category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
+    commit of its newest fixing) and fixed_after_rows (claims.provenance)."""
     rows = (claims_thesis.thesis(ev) + claims_method.method(ev) + claims_roofline.inverted_ladder(ev)
             + claims_graphs.cuda_graphs(ev) + claims_attention.attention_backends(ev) + claims_quant.quantisation(ev)
             + claims_cost.cost_claim(ev) + claims_cost.cost_claim_measured(ev) + claims_method.scope(ev))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
+    extra = sorted(set(table["id"]) - set(rules.BY_ID))
+    assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
+    runs = provenance.Runs(ev.data)
+    after = {r.id: provenance.fixed_after_rows(r, runs) for r in rules.RULES}
+    table["fixed_after_rows"] = table["id"].map(after).fillna("")
+    order = {r.id: i for i, r in enumerate(rules.RULES)}
+    return table.sort_values("id", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+
+
+VOCABULARY = """\
+**How to read a label.** Every row's rule is data (`decodegap.claims.rules`): the statistic, the rows it reads, the
+thresholds, how noise counts on both sides, the aggregate over cells and the sources it may read. The rule is applied
+to each source in turn; the first that can decide labels the row, the others are shown beside it (`also`).
+
+- **reproduced on the paper's GPU class** / **contradicted on the paper's GPU class**: our rows, on the GPU the claim
+  names (the H100, the L4, ...), hold or fail the rule beyond noise.
+- **tested on another GPU (h200 for an h100-sxm claim): holds** / **... fails**: our rows on a GPU the claim does not
+  name; they test the claim's mechanism, not the paper's number.
+- **supported by the paper's own numbers** / **contradicted by the paper's own numbers**: arithmetic on the published
+  values (and on the shapes of the paper's models) holds or fails the rule; the same strength either way.
+- **inconclusive: within noise**: the source's data lie within the rule's noise band: neither side is met.
+- **not testable here**: no source can decide (no rows of the GPU the claim names, no published number that bears on
+  it, or not a measurable statement); each row says what is missing.
+- **method check: met / not met / ...**: a check of the method or of this package's own statements; listed apart,
+  never counted among the findings.
+
+A rule fixed after rows it reads is flagged ("fixed after its rows"): its threshold could have been chosen knowing
+them. Every rule's earlier versions, with the verdict each gave, are at the end.
+"""
+
+
+def _count_line(n: dict, cats, of: str) -> str:
+    return ", ".join(f"{v}: {n[v]}" for v in cats) + f" (of {of})"
+
+
+def preamble(table: pd.DataFrame) -> str:
+    """The Markdown heading of figures/claims.md: what the table is, the vocabulary, the counts and the rules fixed
+    after their rows."""
+    n = counts(table)
+    findings = int((table["section"] == SECTION_FINDING).sum())
+    methods = int((table["section"] == SECTION_METHOD).sum())
+    flagged = table[table["fixed_after_rows"] != ""]
+    return ("# Every claim of the paper, checked against the data\n\n"
+            "Generated by `notebooks/05_cost.ipynb` from `data/` (`decodegap.claims.table`); never edited by hand.\n\n"
+            + VOCABULARY + "\n"
+            + "**Findings:** " + _count_line(n, CATEGORIES, f"{findings} findings") + ".\n\n"
+            + "**Method checks (not counted among the findings):** "
+            + _count_line(n, METHOD_CATEGORIES, f"{methods} method checks") + ".\n\n"
+            + f"**Rules fixed after the rows they read:** {len(flagged)} of {len(table)}: "
+            + ", ".join(flagged["id"]) + ".\n\n")
+
+
+FINDING_COLUMNS = ["id", "claim", "statement", "published", "ours", "hardware", "verdict", "also", "evidence"]
+
+
+def _md(frame: pd.DataFrame) -> str:
+    return frame.to_markdown(index=False) + "\n"
+
+
+def history_markdown(table: pd.DataFrame) -> str:
+    """Every rule: its text, its newest fixing, the flag, and its earlier versions with the verdict each gave."""
+    out = ["## The rules and their history\n"]
+    flags = dict(zip(table["id"], table["fixed_after_rows"]))
+    verdicts = {i: v + ("" if a in ("", "-") else f"; also: {a}")
+                for i, v, a in zip(table["id"], table["verdict"], table["also"].fillna(""))}
+    for r in rules.RULES:
+        out.append(f"### {r.id}: {r.claim}\n")
+        out.append(r.text() + "\n")
+        out.append(f"Rows: " + "; ".join(f"`{x.file}` ({x.selector})" for x in r.rows) + "." if r.rows else "Rows: none.")
+        out.append("")
+        out.append(f"Fixed {r.fixed.date} ({r.fixed.commit}). Verdict now: {verdicts.get(r.id, '-')}."
+                   + (f" **Fixed after its rows:** {flags[r.id]}." if flags.get(r.id) else ""))
+        out.append("")
+        hist = pd.DataFrame([dict(date=c.date, commit=c.commit, reason=c.reason, rule=c.rule,
+                                  verdict=c.verdict or "(now: above)") for c in r.history])
+        out.append(_md(hist))
+    return "\n".join(out)
+
+
+def write(table: pd.DataFrame, figures) -> tuple[Path, Path]:
+    """figures/claims.csv (every column, every row) and figures/claims.md (preamble, findings, method checks, the
+    rules and their history)."""
+    figures = Path(figures)
+    figures.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = figures / "claims.csv", figures / "claims.md"
+    table.to_csv(csv_path, index=False)
+    find = table[table["section"] == SECTION_FINDING]
+    meth = table[table["section"] == SECTION_METHOD]
+    md_path.write_text(preamble(table) + "## Findings\n\n" + _md(find[FINDING_COLUMNS])
+                       + "\n## Method checks (not counted among the findings)\n\n" + _md(meth[FINDING_COLUMNS])
+                       + "\n" + history_markdown(table))
+    return csv_path, md_path

@@ -27,7 +27,7 @@ def _pct(lo, hi) -> str:
     return f"{lo:.0%}-{hi:.0%}".replace("%-", "-")
 
 
-def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None = None) -> str:
+def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None = None, r3e: str = "") -> str:
     ok = att[(att.status == "ok") & (att.ctx == 2048) & (att.gpu == GPU)] if "status" in att else att.iloc[0:0]
     if ok.empty:
         return "No GPU attention rows yet: the figure is empty and the table shows the published H100 column only."
@@ -35,7 +35,9 @@ def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None 
     fastest = llama.host_us.idxmin()
     text = (f"On the H200 (Llama-3.1-8B shape, ctx 2048) the fastest backend host-inclusive is {fastest} at "
             f"{llama.host_us.min():.1f} us (the paper's H100 SDPA: {sdpa_pub:.2f} us) and FA3 takes {llama.loc['fa3', 'host_us']:.1f} us; "
-            f"host-inclusive time is a median {ok.host_over_gpu.median():.1f}x the GPU-only time: the launch sequence binds.")
+            f"host-inclusive time is {ok.host_over_gpu.min():.1f}-{ok.host_over_gpu.max():.1f}x the GPU-only time over "
+            f"the cells at ctx 2048 (median {ok.host_over_gpu.median():.1f}x)"
+            + (f"; whether the launch sequence binds, every cell and context (claim R3e): {r3e}." if r3e else "."))
     # notebook 03's ranking table (attention_report.ranking_table): the graphed steps where SDPA's default is not fastest
     slower = (ranking[(ranking.gpu == GPU) & (ranking.model == "llama-3.1-8b") & (ranking.arm == "graph")
                       & (ranking.fastest_step != "sdpa") & ranking.sdpa_step_ms.notna()]
@@ -73,40 +75,97 @@ def _h200_cost(lad: pd.DataFrame) -> str:
             f"({best.configuration}).")
 
 
-def findings(figures: Path | None = None) -> dict[str, str]:
-    """The gallery's finding of each figure (file name -> sentence), computed from the tables in `figures`."""
-    f = Path(figures or paths.FIGURES)
-    specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
-    assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
+def _published() -> dict[str, float]:
+    """The published values the gallery states beside ours."""
+    pub = published.load()
+    r_pub = published.select(pub, "inverted_ladder", "r_floor").set_index("gpu")["value"]
+    one = lambda claim, quantity, **w: float(published.select(pub, claim, quantity, **w)["value"].iloc[0])
+    return dict(r_l4=float(r_pub["l4"]), r_h100=float(r_pub["h100-sxm"]),
+                graphs=one("cuda_graphs", "speedup", gpu="h100-sxm"),
+                launch=one("cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm"),
+                sdpa=one("attention_backends", "us_per_layer", gpu="h100-sxm", attn="sdpa"),
+                cost=one("cost", "cost_ratio", gpu="l4"))
+
+
+def _roofline(f: Path, pub: dict) -> dict[str, str]:
+    """Notebook 01's two figures: the headline cell against bandwidth, the eager step over the contexts."""
     cells = pd.read_csv(f / "01_roofline_cells.csv")
     eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
     head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
+    return {
+        "01_r_floor_vs_bandwidth.png": f"R_floor falls as peak bandwidth rises: L4 {pub['r_l4']:.2f} and H100 {pub['r_h100']:.2f} (published), "
+                                       f"H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
+        "01_step_time_vs_context.png": f"The H200 eager step stays between {eager.t_obs_ms.min():.1f} and "
+                                       f"{eager.t_obs_ms.max():.1f} ms from 2k to 16k tokens, {1 / eager.r_floor_W_all.max():.0f}-"
+                                       f"{1 / eager.r_floor_W_all.min():.0f}x its memory floor: it is not paying for bytes.",
+    }
+
+
+def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
+    """Notebook 02's figures: the headline speed-ups, the decomposition, R_floor per arm (every arm at ctx 2048,
+    the cells of one selection)."""
     sp = pd.read_csv(f / "02_speedups.csv")
     sp = sp[(sp.gpu == GPU) & (sp.ctx == 2048) & (sp.arm == "graph")]
     hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
     ab = pd.read_csv(f / "02_ab_cells.csv")
-    ab = ab[ab.gpu == GPU]
-    h = ab[ab.ctx == 2048]
+    h = ab[(ab.gpu == GPU) & (ab.ctx == 2048)]
     d = pd.read_csv(f / "02_decomposition.csv")
     d = d[d.gpu == GPU]
     d2, d16 = d[d.ctx == 2048].launch_overhead_fraction, d[d.ctx == 16384].launch_overhead_fraction
+    return {
+        "02_speedup_ci.png": f"CUDA graphs: {hs.speedup.min():.2f}-{hs.speedup.max():.2f}x faster than eager on the H200 at "
+                             f"ctx 2048 (N = {int(hs.sessions.min())} sessions each, of the headline sweep alone; the grid "
+                             f"sweep's {int(gs.sessions.min())} sessions of those cells, kept apart, give "
+                             f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x), against {pub['graphs']:.3f}x published for the H100.",
+        "02_decomposition.png": f"Launch overhead is {_pct(d2.min(), d2.max())} of the H200 eager step at ctx 2048 and "
+                                f"{_pct(d16.min(), d16.max())} at 16k (the paper: ~{pub['launch'] * 100:.0f} % on the H100).",
+        "02_r_floor_per_arm.png": f"On the H200 at ctx 2048 ({h.model.nunique()} models), R_floor is "
+                                  f"{h.r_floor_eager.min():.2f}-{h.r_floor_eager.max():.2f} eager, "
+                                  f"{h.r_floor_graph.min():.2f}-{h.r_floor_graph.max():.2f} graphed and "
+                                  f"{h.r_floor_compile.min():.2f}-{h.r_floor_compile.max():.2f} with torch.compile.",
+    }
+
+
+def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
+    """Notebooks 03-05's figures: attention, quantisation against the floors, the cost ladder."""
     att = pd.read_csv(f / "03_attention_cells.csv")
     qt = pd.read_csv(f / "04_quant_table.csv")
     q = qt[qt.ctx == qt.ctx.min()].set_index("quant")["l4 R_floor (our floor, published ms)"]
     lad = pd.read_csv(f / "05_cost_ladder.csv").set_index(["gpu", "kernels"])
     floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
     l4, h100 = lad.loc[("l4", "best")], lad.loc[("h100-sxm", "best")]
+    return {
+        "03_attention_us_vs_context.png": _attention(att, pub["sdpa"], pd.read_csv(f / "03_attention_ranking.csv"),
+                                                     _claim_verdict(f, "R3e")),
+        "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
+                                    f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
+                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),
+        "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
+                              f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
+                              f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
+                              + _h200_cost(lad),
+    }
+
+
+def _ladder_cells(f: Path) -> dict:
+    """Notebook 06's ladder at the target cell (Llama-3.1-8B, ctx 2048) and over the grid."""
     lad6 = pd.read_csv(f / "06_ladder.csv")
     cell6 = lad6[(lad6.gpu == GPU) & (lad6.model == "llama-3.1-8b") & (lad6.ctx == 2048) & (lad6.status == "ok")]
     bf16_6, int4_6 = cell6[cell6.quant == "bf16"], cell6[cell6.quant != "bf16"]
     best6, best_int4 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()], int4_6.loc[int4_6.t_obs_ms.idxmin()]
-    lean = cell6.set_index("lever").t_obs_ms
     ok6 = lad6[(lad6.gpu == GPU) & (lad6.status == "ok")]
     best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
-    grid_cells = lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups
-    fastest = ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max()  # each cell's fastest bf16 lever
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
+    return dict(best6=best6, best_int4=best_int4, lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
+                grid_cells=lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups, hf_compiled=hf_compiled,
+                fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
+
+
+def _ladder(f: Path) -> dict[str, str]:
+    """Notebook 06's two figures: the products' fits and the ladder of levers."""
+    c = _ladder_cells(f)
+    best6, best_int4, lean, best_path, fastest = c["best6"], c["best_int4"], c["lean"], c["best_path"], c["fastest"]
     fits = pd.read_csv(f / "06_product_fits.csv")
     fits = fits[(fits.gpu == GPU) & (fits.model == "llama-3.1-8b") & (fits.ctx == 2048)].set_index(["arm", "quant"])
     shares = pd.read_csv(f / "06_projections.csv")
@@ -114,12 +173,6 @@ def findings(figures: Path | None = None) -> dict[str, str]:
                     & (shares.arm == "lean_attn_compile") & (shares.quant == "bf16")].set_index("projection").of_datasheet
     compiled, gemv = fits.loc[("lean_attn_compile", "bf16")], fits.loc[("lean_kernels_graph", "bf16")]
     tinygemm = fits.loc[("lean_attn_compile", "int4-tinygemm")]
-    pub = published.load()
-    r_pub = published.select(pub, "inverted_ladder", "r_floor").set_index("gpu")["value"]
-    graphs_pub = float(published.select(pub, "cuda_graphs", "speedup", gpu="h100-sxm")["value"].iloc[0])
-    launch_pub = float(published.select(pub, "cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm")["value"].iloc[0])
-    sdpa_pub = float(published.select(pub, "attention_backends", "us_per_layer", gpu="h100-sxm", attn="sdpa")["value"].iloc[0])
-    cost_pub = float(published.select(pub, "cost", "cost_ratio", gpu="l4")["value"].iloc[0])
     return {
         "06_products.png": f"On the H200 (Llama-3.1-8B, ctx 2048) each matrix product of the compiled lean step costs "
                            f"{compiled.fixed_us:.1f} us plus its weights at {compiled.stream_gbps:.0f} GB/s "
@@ -133,34 +186,30 @@ def findings(figures: Path | None = None) -> dict[str, str]:
                          f"{best6.t_obs_ms:.2f} ms, R_floor {best6.r_floor_bf16:.3f} against the {TARGETS['bf16']['r_floor']:.2f} target (HF compiled "
                          f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); the best int4 lever "
                          f"({best_int4.lever}) takes {best_int4.t_obs_ms:.1f} ms against the {TARGETS['int4']['step_ms']:.1f} ms target. "
-                         f"The best bf16 lever has rows in {len(best_path)} of the grid's {grid_cells} cells, where it takes "
+                         f"The best bf16 lever has rows in {len(best_path)} of the grid's {c['grid_cells']} cells, where it takes "
                          f"{best_path.t_obs_ms.min():.2f}-{best_path.t_obs_ms.max():.2f} ms from 2k to 16k tokens, HF compiled "
-                         f"{hf_compiled.min():.2f}-{hf_compiled.max():.2f} ms; with each cell's fastest bf16 lever "
-                         f"{int((fastest >= GRID_TARGET['r_floor']).sum())} of the {grid_cells} cells reach R_floor "
+                         f"{c['hf_compiled'].min():.2f}-{c['hf_compiled'].max():.2f} ms; with each cell's fastest bf16 lever "
+                         f"{int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} cells reach R_floor "
                          f"{GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}).",
-        "01_r_floor_vs_bandwidth.png": f"R_floor falls as peak bandwidth rises: L4 {r_pub['l4']:.2f} and H100 {r_pub['h100-sxm']:.2f} (published), "
-                                       f"H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
-        "01_step_time_vs_context.png": f"The H200 eager step stays between {eager.t_obs_ms.min():.1f} and "
-                                       f"{eager.t_obs_ms.max():.1f} ms from 2k to 16k tokens, {1 / eager.r_floor_W_all.max():.0f}-"
-                                       f"{1 / eager.r_floor_W_all.min():.0f}x its memory floor: it is not paying for bytes.",
-        "02_speedup_ci.png": f"CUDA graphs: {hs.speedup.min():.2f}-{hs.speedup.max():.2f}x faster than eager on the H200 at "
-                             f"ctx 2048 (N = {int(hs.sessions.min())} sessions each, of the headline sweep alone; the grid "
-                             f"sweep's {int(gs.sessions.min())} sessions of those cells, kept apart, give "
-                             f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x), against {graphs_pub:.3f}x published for the H100.",
-        "02_decomposition.png": f"Launch overhead is {_pct(d2.min(), d2.max())} of the H200 eager step at ctx 2048 and "
-                                f"{_pct(d16.min(), d16.max())} at 16k (the paper: ~{launch_pub * 100:.0f} % on the H100).",
-        "02_r_floor_per_arm.png": f"On the H200, R_floor is {ab.r_floor_eager.min():.2f}-{ab.r_floor_eager.max():.2f} eager, "
-                                  f"{ab.r_floor_graph.min():.2f}-{ab.r_floor_graph.max():.2f} graphed and "
-                                  f"{h.r_floor_compile.min():.2f}-{h.r_floor_compile.max():.2f} with torch.compile (ctx 2048).",
-        "03_attention_us_vs_context.png": _attention(att, sdpa_pub, pd.read_csv(f / "03_attention_ranking.csv")),
-        "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
-                                    f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
-                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),
-        "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
-                              f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{cost_pub:g}x); "
-                              f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
-                              + _h200_cost(lad),
     }
+
+
+def _claim_verdict(f: Path, id_: str) -> str:
+    """A row's label in figures/claims.csv ('' without one)."""
+    path = f / "claims.csv"
+    if not path.exists():
+        return ""
+    t = pd.read_csv(path).set_index("id")
+    return str(t.loc[id_, "verdict"]) if id_ in t.index else ""
+
+
+def findings(figures: Path | None = None) -> dict[str, str]:
+    """The gallery's finding of each figure (file name -> sentence), computed from the tables in `figures`."""
+    f = Path(figures or paths.FIGURES)
+    specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
+    assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
+    pub = _published()
+    return {**_ladder(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub)}
 
 
 GALLERY_CSV = "gallery.csv"
@@ -190,12 +239,18 @@ COUNTS = re.compile(r"^\(([^;]*); generated by notebook 05,", re.M)
 
 
 def claim_counts(figures: Path | None = None) -> str:
-    """The verdict counts of figures/claims.csv in the README's words, e.g. "8 reproduced, 4 consistent
-    (arithmetic), 0 proxy, 6 contradicted, 22 not testable here"."""
-    from decodegap.claims.verdicts import VERDICTS
+    """The label counts of figures/claims.csv in the README's words: the findings per category
+    (verdicts.CATEGORIES), then the method checks apart, e.g. "0 reproduced on the paper's GPU class, ..., 14 not
+    testable here, of 35 findings, and 12 method checks apart: 8 met, ...". No semicolon (the README's counts line
+    ends at one)."""
+    from decodegap.claims.verdicts import CATEGORIES, METHOD_CATEGORIES
 
-    counts = pd.read_csv(Path(figures or paths.FIGURES) / "claims.csv")["verdict"].value_counts()
-    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+    table = pd.read_csv(Path(figures or paths.FIGURES) / "claims.csv")
+    counts = table["category"].value_counts()
+    find = (table["section"] == "finding").sum()
+    methods = ", ".join(f"{int(counts.get(v, 0))} {v.removeprefix('method check: ')}" for v in METHOD_CATEGORIES)
+    return (", ".join(f"{int(counts.get(v, 0))} {v}" for v in CATEGORIES) + f", of {int(find)} findings, and "
+            f"{len(table) - int(find)} method checks apart: {methods}")
 
 
 def readme_text(readme: str, found: dict[str, str], counts: str | None = None) -> str:

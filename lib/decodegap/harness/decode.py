@@ -100,8 +100,9 @@ def compiled(fn, layers=(), **overrides):
     compile regions (COMPILE_LAYER_REGIONS). It also sets dynamo's process-wide `specialize_float`: with
     dynamic=True dynamo otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales:
     constants) symbolic, then throws that trace away and traces the whole model again with them specialized,
-    which doubles the trace (measured on the CPU with a 32-layer Llama: 36.6 s -> 18.6 s; static shapes 11.7 s
-    per context)."""
+    which doubles the trace (measured on the CPU with a 32-layer Llama: the trace times with and without it, and
+    with static shapes, are the rows of data/diagnostics/compile_trace_cpu.csv at commit 9e23713, made by
+    bench/compile_trace_cpu.py, in git history at d764dd2)."""
     import torch
 
     torch._dynamo.config.specialize_float = True

@@ -128,6 +128,10 @@ PARAMETER_KEYS: dict[str, Callable] = {
 parsed value (inputs.PARAMETERS), raising InputError for a key its registry does not know."""
 MODEL_PARAMETERS = ("MODELS", "TABLE_MODEL", "HEADLINE_MODEL", "ATTENTION_MODEL")
 """Parameters naming model keys, checked against the chosen data folder's models/."""
+GPU_PARAMETERS = ("GPU", "LADDER_GPU", "CHEAP_GPU", "DEAR_GPU")
+"""Parameters naming GPU keys, checked against the chosen data folder's specs/gpus.csv (a suggestion when near one)."""
+CONTEXT_PARAMETERS = ("CONTEXTS", "STEP_CONTEXTS")
+"""Context lists: de-duplicated with a note, bounded by the models' max_position_embeddings (validate.contexts_for)."""
 
 
 def check_parameters(namespace: dict) -> None:
@@ -135,6 +139,8 @@ def check_parameters(namespace: dict) -> None:
     (inputs.parse_parameters, which normalises a list parameter given as one value or a comma-separated string
     into a list, in place), then each key against its registry (PARAMETER_KEYS) and each model key against the
     data folder's models/. Raises InputError naming what is wrong and how to fix it."""
+    from decodegap import validate
+
     inputs.parse_parameters(namespace)
     data = namespace.get("DATA_DIR")
     for name, value in namespace.items():
@@ -142,3 +148,9 @@ def check_parameters(namespace: dict) -> None:
             PARAMETER_KEYS[name](value)
         elif name in MODEL_PARAMETERS:
             models([value] if isinstance(value, str) else value, data)
+        elif name in GPU_PARAMETERS and value is not None:
+            validate.gpu_key(value, data, f"GPU key (parameter {name})")
+    for name in CONTEXT_PARAMETERS:
+        if name in namespace:
+            namespace[name] = validate.contexts_for(namespace[name], namespace.get("MODELS"), data,
+                                                    say=lambda text, name=name: print(f"{name}: {text}"))

@@ -1,0 +1,99 @@
+"""Which runs each rule reads, and whether the rule was fixed after them.
+
+A rule's `rows` (decodegap.claims.rules.Rows) name a raw file, a query over its columns and which runs of a cell
+count (`pick`). Here they are resolved against data/raw/<gpu>/: the run ids of the rows the rule reads, each run's
+start time from its id (run ids begin with their UTC start, YYYYMMDDTHHMMSS; data/raw/<gpu>/env.json holds an
+entry per run), against the date of the rule's newest history item. A rule fixed after a run it reads is flagged
+in figures/claims.md: its thresholds may have been chosen knowing the rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from decodegap import records
+from decodegap.claims import rules
+
+CELL_COLUMNS = ("gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer")
+
+
+def run_time(run_id: str) -> str:
+    """The UTC start of a run (its id's timestamp) as YYYY-MM-DDTHH:MM."""
+    return pd.Timestamp(str(run_id)[:15]).strftime("%Y-%m-%dT%H:%M")
+
+
+def _env_runs(data) -> set[str]:
+    out = set()
+    for env in Path(data, "raw").glob("*/env.json"):
+        out |= set(json.loads(env.read_text()))
+    return out
+
+
+def _pick(frame: pd.DataFrame, how: str, data) -> pd.DataFrame:
+    if frame.empty or how == "all":
+        return frame
+    if how == "newest run per cell":
+        keys = [c for c in CELL_COLUMNS if c in frame]
+        newest = frame.groupby(keys)["run_id"].transform("max")
+        return frame[frame["run_id"] == newest]
+    if how == "one sweep per cell":
+        from decodegap.roofline import one_sweep
+
+        return one_sweep(frame, records.run_plans(data))
+    if how == "grid sweep":
+        return frame[frame["sweep"] == "grid"] if "sweep" in frame else frame.iloc[0:0]
+    if how == "headline sweep":
+        return frame[frame["sweep"] == "headline"] if "sweep" in frame else frame.iloc[0:0]
+    raise ValueError(f"unknown pick {how!r}")
+
+
+class Runs:
+    """The raw rows of a data folder, loaded once, and the runs each rule reads."""
+
+    def __init__(self, data):
+        self.data = data
+        self._tables: dict[str, pd.DataFrame] = {}
+        self.env = _env_runs(data)
+
+    def table(self, file: str) -> pd.DataFrame:
+        if file not in self._tables:
+            name = file.removesuffix(".csv")
+            try:
+                if name == "ab":
+                    from decodegap.analysis.cuda_graphs_ab import ab_rows
+
+                    t = ab_rows(self.data)
+                else:
+                    t = records.load_experiment(name, self.data)
+            except Exception:  # no such experiment here: reads no runs
+                t = pd.DataFrame()
+            self._tables[file] = t
+        return self._tables[file]
+
+    def of(self, rows_: rules.Rows) -> set[str]:
+        """Run ids of the raw rows `rows_` selects (none for published, spec or model files)."""
+        if "/" in rows_.file or not rows_.file.endswith(".csv"):
+            return set()
+        t = self.table(rows_.file)
+        if t.empty:
+            return set()
+        sel = t.query(rows_.query) if rows_.query else t
+        return set(_pick(sel, rows_.pick, self.data)["run_id"])
+
+    def of_rule(self, rule: rules.Rule) -> set[str]:
+        return set().union(*(self.of(r) for r in rule.rows)) if rule.rows else set()
+
+
+def fixed_after_rows(rule: rules.Rule, runs: Runs) -> str:
+    """'' when the rule's newest fixing precedes every run it reads; else a sentence: how many of its runs began
+    before it was fixed, their span, and runs missing from env.json."""
+    ids = runs.of_rule(rule)
+    before = sorted(i for i in ids if run_time(i) < rule.fixed.date)
+    if not before:
+        return ""
+    missing = sorted(i for i in before if i not in runs.env)
+    return (f"fixed {rule.fixed.date} ({rule.fixed.commit}), after {len(before)} of the {len(ids)} runs it reads "
+            f"({run_time(before[0])} to {run_time(before[-1])})"
+            + (f"; {len(missing)} not in env.json" if missing else ""))

@@ -1,0 +1,276 @@
+"""The data folder checked whole before `reproduce` writes anything: every file the notebooks will read, each raw
+CSV against its schema (records.read_csv), none of them empty or header-only, every env.json's structure
+(hardware.read_env) with each run id the rows name, the registry files (specs/, published/, models/), and, in
+replay, that every notebook to run has the rows it reads. Any defect is one inputs.InputError naming the file, the
+line and what to do; `check` runs the same file checks (`file_problems`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Iterable
+
+from decodegap import inputs
+from decodegap.inputs import InputError
+
+REGISTRY_COLUMNS = {
+    "specs/gpus.csv": ("gpu", "name", "architecture", "bandwidth_gbps", "device_names"),
+    "specs/prices.csv": ("gpu", "provider", "usd_per_hour"),
+    "published/paper.csv": ("claim", "quantity", "gpu", "model", "ctx", "value", "unit"),
+}
+"""Registry files every notebook reads (below the data folder) and the columns the code reads of each."""
+
+MODEL_FIELDS = ("key", "name", "source", "config")
+
+READS = {
+    "01_roofline": ("decode", "bandwidth"),
+    "02_cuda_graphs_ab": ("ab",),
+    "03_attention_backends": ("attention",),
+    "04_quantisation_l4": ("decode", "verify"),
+    "05_cost": ("decode",),
+    "06_closing_the_gap": ("decode", "breakdown"),
+}
+"""Raw experiments whose rows each notebook needs in replay (on at least one GPU): without them its tables and
+figures would be empty, silently. Every other raw CSV is optional, but checked whole when present."""
+
+
+def _csv_lines(path: Path, columns: Iterable[str]) -> None:
+    """A registry CSV: the columns the code reads in its header, every line as many fields, at least one row."""
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        raise InputError(f"{path}:1: empty file; it needs a header ({','.join(columns)}) and rows. Restore it "
+                         "from the repository's data/ (git checkout data/)")
+    header = rows[0]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(f"{path}:1: header lacks column(s) {missing}; expected at least {','.join(columns)}")
+    if len(rows) < 2:
+        raise InputError(f"{path}:2: header only, no rows; restore the file from the repository's data/")
+    for lineno, fields in enumerate(rows[1:], start=2):
+        if fields and len(fields) != len(header):
+            raise InputError(f"{path}:{lineno}: {len(fields)} fields where the header has {len(header)}; fix or "
+                             "remove that line")
+
+
+def _json(path: Path):
+    """A JSON file's value; invalid JSON is an InputError naming the line and column."""
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line, or "
+                         "restore the file from git") from None
+
+
+def _line_of(text: str, needle: str) -> int:
+    at = text.find(needle)
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def check_env(path: Path) -> dict:
+    """One env.json (and the corrections.json beside it) as hardware.read_env checks them, each error with its line."""
+    from decodegap import hardware
+
+    value = _json(path)
+    text = path.read_text()
+    if not isinstance(value, dict):
+        raise InputError(f"{path}:1: an object {{run id: entry}} is expected, got a JSON {type(value).__name__}; "
+                         "restore the file from git (a sweep writes it, never by hand)")
+    try:
+        env = hardware.read_env(path)
+    except hardware.EnvError as exc:
+        run = next((r for r in value if f"{r!r}" in str(exc) or f"run {r}" in str(exc)), None)
+        line = _line_of(text, f'"{run}"') if run else 1
+        raise InputError(f"{path}:{line}: {str(exc).removeprefix(f'{path}: ')}") from None
+    return env
+
+
+def check_corrections(env_path: Path, env: dict) -> dict:
+    """The corrections.json beside `env_path` (hardware.read_corrections), each error with its line."""
+    from decodegap import hardware
+
+    fixes = env_path.with_name("corrections.json")
+    if not fixes.exists():
+        return {}
+    value = _json(fixes)
+    try:
+        return hardware.read_corrections(fixes, env)
+    except hardware.EnvError as exc:
+        run = next((r for r in (value if isinstance(value, dict) else ()) if f"run {r}" in str(exc)), None)
+        line = _line_of(fixes.read_text(), f'"{run}"') if run else 1
+        raise InputError(f"{fixes}:{line}: {str(exc).removeprefix(f'{fixes}: ')}") from None
+
+
+def runs_recorded(env_path: Path, env: dict, frames: dict) -> None:
+    """Every run id of the rows (`frames`: {csv path: its rows}) has an entry in env.json; the first that has none is
+    an InputError naming the CSV's line."""
+    for path, frame in sorted(frames.items()):
+        unknown = frame.index[~frame["run_id"].isin(set(env))]
+        if len(unknown):
+            i = int(unknown[0])
+            raise InputError(f"{path}:{i + 2}: run {frame['run_id'].iloc[i]} has no entry in {env_path}; restore "
+                             "env.json from git, or remove that run's rows")
+
+
+def check_raw_csv(path: Path):
+    """One raw CSV: its schema (records.read_csv, whose errors name the line), and at least one row."""
+    from decodegap import records
+
+    try:
+        schema = records.schema_for(path.stem)
+    except records.SchemaError as exc:
+        raise InputError(f"{path}:1: {exc}") from None
+    try:
+        frame = records.read_csv(path, schema)
+    except records.SchemaError as exc:
+        raise InputError(str(exc)) from None
+    if frame.empty:
+        text = path.read_text()
+        if not text.strip():
+            raise InputError(f"{path}:1: empty file (no header, no rows); a measurement writes its header with its "
+                             "first rows. Restore it from git, or delete it if this GPU has no such rows")
+        raise InputError(f"{path}:2: header only, no rows; restore the rows from git, or delete the file if this "
+                         "GPU has no such rows")
+    return frame
+
+
+def file_problems(data: Path) -> list[str]:
+    """Every defect of the data folder's files, one line each (empty: all whole). `check` prints them; `data_whole`
+    raises on the first."""
+    problems = []
+    for step in _file_checks(Path(data)):
+        try:
+            step()
+        except InputError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _file_checks(data: Path):
+    for rel, columns in REGISTRY_COLUMNS.items():
+        path = data / rel
+
+        def registry(path=path, columns=columns):
+            if not path.is_file():
+                raise InputError(f"{path}: missing; every notebook reads it. Restore it from the repository's data/")
+            _csv_lines(path, columns)
+        yield registry
+    for path in sorted((data / "models").glob("*.json")):
+        def model(path=path):
+            value = _json(path)
+            missing = [k for k in MODEL_FIELDS if not isinstance(value, dict) or k not in value]
+            if missing:
+                raise InputError(f"{path}:1: a model entry holds {', '.join(MODEL_FIELDS)}; missing {missing}")
+            if not isinstance(value["config"], dict) or "max_position_embeddings" not in value["config"]:
+                raise InputError(f"{path}:{_line_of(path.read_text(), 'config')}: its config (the model's HF "
+                                 "config.json fields) has no max_position_embeddings")
+        yield model
+    for folder in sorted(p for p in (data / "raw").glob("*") if p.is_dir()):
+        yield from _gpu_checks(folder)
+
+
+def _gpu_checks(folder: Path):
+    csvs = sorted(folder.glob("*.csv"))
+    frames = {}
+
+    def each(path):
+        def step():
+            frames[path] = check_raw_csv(path)
+        return step
+    for path in csvs:
+        yield each(path)
+    env_path = folder / "env.json"
+
+    def env_step():
+        if not csvs:
+            return
+        if not env_path.is_file():
+            raise InputError(f"{env_path}: missing; it records the run behind every row of {folder}/*.csv. Restore "
+                             "it from git (or measure again: a sweep writes it)")
+        env = check_env(env_path)
+        runs_recorded(env_path, env, frames)
+        check_corrections(env_path, env)
+    yield env_step
+
+
+def data_whole(data=None, notebooks: Iterable[str] = (), measure: bool = False) -> Path:
+    """The data folder, every file it holds checked whole (file_problems: the first defect raised), and in replay
+    (not `measure`) each of `notebooks` (stems) finding the rows it reads (READS). Raises InputError; writes nothing."""
+    folder = inputs.data_folder(data)
+    for step in _file_checks(folder):
+        step()
+    if measure:
+        return folder
+    for stem in notebooks:
+        for experiment in READS.get(stem, ()):
+            if not any(p.is_file() for p in folder.glob(f"raw/*/{experiment}.csv")):
+                raise InputError(
+                    f"{folder}/raw/<gpu>/{experiment}.csv: missing on every GPU, and notebook {stem} reads its rows; "
+                    f"restore it (git checkout {folder.name}/raw), measure them, or leave the notebook out "
+                    f"(--only with the others)")
+    return folder
+
+
+def gpu_key(value, data=None, what: str = "GPU key") -> str:
+    """A GPU key of the data folder's registry (specs/gpus.csv), exactly as it spells it; anything else is an
+    InputError that suggests the key meant ("did you mean 'h200'?") and lists the known ones."""
+    import difflib
+
+    from decodegap import hardware
+
+    known = [str(k) for k in hardware.specs_table(data)["gpu"]]
+    if isinstance(value, str) and value in known:
+        return value
+    text = str(value)
+    near = [k for k in known if k == text.strip().lower()] or difflib.get_close_matches(text.strip().lower(), known, 1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise InputError(f"unknown {what} {value!r}: {hint}known: {', '.join(known)} "
+                     f"({paths_of(data)}/specs/gpus.csv; `python -m decodegap gpus` lists them)")
+
+
+def paths_of(data) -> str:
+    from decodegap import paths
+
+    return str(paths.data_dir(data))
+
+
+def contexts_for(contexts: Iterable[int], model_keys: Iterable[str] | None, data=None, say=None) -> list[int]:
+    """Context lengths de-duplicated (in their order; a repeat is dropped with a note through `say`, default: print
+    to stderr) and bounded by the smallest max_position_embeddings of the models (`model_keys`; None: every model of
+    the registry that is not a tiny test config). Raises InputError for a context above it."""
+    import sys
+
+    from decodegap.harness import models as registry
+
+    values = list(inputs.contexts(tuple(contexts)))
+    out = list(dict.fromkeys(values))
+    if len(out) < len(values):
+        twice = sorted({c for c in values if values.count(c) > 1})
+        (say or (lambda text: print(text, file=sys.stderr)))(
+            f"note: context(s) {', '.join(map(str, twice))} given more than once; each is measured and read once")
+    keys = list(model_keys) if model_keys is not None else [
+        k for k in registry.model_keys(data) if not registry.load_spec(k, data).tiny]
+    limits = {key: int(registry.load_spec(key, data).config.get("max_position_embeddings", 0) or 0) for key in keys}
+    for key, limit in sorted(limits.items(), key=lambda kv: kv[1]):
+        over = [c for c in out if limit and c > limit]
+        if over:
+            raise InputError(f"context {over[0]:,} is beyond {key}'s maximum of {limit:,} tokens "
+                             f"(max_position_embeddings in {paths_of(data)}/models/{key}.json); pass at most {limit}")
+    return out
+
+
+def figures_for(data: Path, named=None) -> Path:
+    """Where reproduce writes the figures of data folder `data`: the folder the user named; the repository's figures/
+    for the repository's data/; else `figures/` beside the data folder (`<name>-figures/` where that would be the
+    repository's own figures/), never the repository's committed figures unless named."""
+    from decodegap import paths
+
+    if named:
+        return Path(named).resolve()
+    data = Path(data).resolve()
+    if data == paths.DATA:
+        return paths.FIGURES
+    beside = data.parent / "figures"
+    return data.parent / f"{data.name}-figures" if beside == paths.FIGURES else beside

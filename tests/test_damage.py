@@ -1,0 +1,224 @@
+"""Damaged data never rewrites a figure: `reproduce` over a damaged copy of data/ refuses in one line naming the file
+and line, before any notebook runs, and leaves every figures folder as it was; a notebook that fails, or Ctrl-C,
+leaves nothing partial behind (issue 30, items 1-4)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from decodegap import cli, notebooks, paths, validate
+
+SMALL_LINES = 3000  # breakdown.csv cut to its first lines (still whole rows): the copy stays quick to check
+
+
+def _tree_digest(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory) -> Path:
+    """A whole copy of data/, its largest CSV cut to its first rows (every row still whole and valid)."""
+    out = tmp_path_factory.mktemp("small") / "data"
+    shutil.copytree(paths.DATA, out)
+    big = out / "raw" / "h200" / "breakdown.csv"
+    big.write_text("".join(big.read_text().splitlines(keepends=True)[:SMALL_LINES]))
+    return out
+
+
+@pytest.fixture
+def copy(small_data, tmp_path) -> Path:
+    out = tmp_path / "data"
+    shutil.copytree(small_data, out)
+    return out
+
+
+@pytest.fixture
+def no_notebook(monkeypatch):
+    """Any notebook starting is a failure: the refusal comes before."""
+    def refuse(*a, **k):
+        raise AssertionError("a notebook started although the inputs are damaged")
+    monkeypatch.setattr(notebooks, "run_all", refuse)
+
+
+def _cut_last_line(path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[: len(text) - 7])
+
+
+def _header_only(path: Path) -> None:
+    path.write_text(path.read_text().splitlines(keepends=True)[0])
+
+
+DAMAGE = {
+    "decode.csv deleted": ("raw/h200/decode.csv", lambda p: p.unlink(), r"decode\.csv: missing on every GPU"),
+    "ab.csv deleted": ("raw/h200/ab.csv", lambda p: p.unlink(), r"ab\.csv: missing on every GPU"),
+    "attention.csv deleted": ("raw/h200/attention.csv", lambda p: p.unlink(), r"attention\.csv: missing"),
+    "bandwidth.csv empty": ("raw/h200/bandwidth.csv", lambda p: p.write_text(""), r"bandwidth\.csv:1: empty file"),
+    "bandwidth.csv header only": ("raw/h200/bandwidth.csv", _header_only, r"bandwidth\.csv:2: header only"),
+    "ab.csv header only": ("raw/h200/ab.csv", _header_only, r"ab\.csv:2: header only"),
+    "decode.csv truncated": ("raw/h200/decode.csv", _cut_last_line, r"decode\.csv:\d+: the last line is incomplete"),
+    "env.json {}": ("raw/h200/env.json", lambda p: p.write_text("{}"), r"\.csv:2: run \S+ has no entry in .*env\.json"),
+    "env.json []": ("raw/h200/env.json", lambda p: p.write_text("[]"), r"env\.json:1: an object"),
+    "env.json invalid": ("raw/h200/env.json", lambda p: p.write_text('{\n  "x": \n'), r"env\.json:3: not valid JSON"),
+    "env.json deleted": ("raw/h200/env.json", lambda p: p.unlink(), r"env\.json: missing"),
+    "gpus.csv header only": ("specs/gpus.csv", _header_only, r"gpus\.csv:2: header only"),
+    "a model not JSON": ("models/qwen2.5-7b.json", lambda p: p.write_text("{"), r"qwen2\.5-7b\.json:1: not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_damaged_data_is_refused_before_anything_is_written(case, copy, tmp_path, no_notebook, capsys):
+    rel, damage, message = DAMAGE[case]
+    damage(copy / rel)
+    figures = tmp_path / "mine"
+    figures.mkdir()
+    (figures / "01_step_time_vs_context.png").write_bytes(b"the committed figure")
+    before, repo_before = _tree_digest(figures), _tree_digest(paths.FIGURES)
+    assert cli.main(["reproduce", "--data-dir", str(copy), "--figures-dir", str(figures)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("decodegap: "), err
+    import re
+
+    assert re.search(message, err), err
+    assert str(copy) in err  # the file named by its path
+    assert _tree_digest(figures) == before and _tree_digest(paths.FIGURES) == repo_before
+    assert not (copy.parent / "figures").exists()  # nor the default folder beside the data
+
+
+@pytest.mark.parametrize("case", ["bandwidth.csv header only", "env.json {}", "env.json []", "decode.csv truncated"])
+def test_check_reports_the_same_damage(case, copy, capsys):
+    rel, damage, message = DAMAGE[case]
+    damage(copy / rel)
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
+    import re
+
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_shipped_data_is_whole():
+    assert validate.file_problems(paths.DATA) == []
+
+
+def test_data_dir_figures_go_beside_it(copy):
+    assert validate.figures_for(paths.DATA) == paths.FIGURES
+    assert validate.figures_for(copy) == copy.parent / "figures"
+    assert validate.figures_for(copy, copy / "x") == (copy / "x").resolve()
+    inside = paths.REPO / "mydata"  # a folder in the repository: never its committed figures/
+    assert validate.figures_for(inside) == paths.REPO / "mydata-figures"
+
+
+def _fake_run_all(fail):
+    """A run_all that writes one figure and one executed copy, then fails with `fail`."""
+    def run_all(parameters, only=None, out_dir=None):
+        out = Path(parameters["FIGURES_DIR"])
+        out.mkdir(parents=True)
+        (out / "01_step_time_vs_context.png").write_bytes(b"half done")
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "01_roofline.ipynb").write_text("{}")
+        raise fail
+    return run_all
+
+
+@pytest.mark.parametrize("fail", [KeyboardInterrupt(), RuntimeError("a cell failed")])
+def test_a_stopped_run_moves_nothing_into_place(fail, tmp_path, monkeypatch):
+    figures, executed = tmp_path / "figures", tmp_path / "executed"
+    figures.mkdir()
+    (figures / "01_step_time_vs_context.png").write_bytes(b"committed")
+    monkeypatch.setattr(notebooks, "run_all", _fake_run_all(fail))
+    with pytest.raises(type(fail)):
+        notebooks.reproduce({}, figures, executed=executed)
+    assert (figures / "01_step_time_vs_context.png").read_bytes() == b"committed"
+    assert not executed.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["figures"]  # the temporary folder is gone
+
+
+def test_ctrl_c_is_one_line(copy, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(notebooks, "run_all", _fake_run_all(KeyboardInterrupt()))
+    figures = tmp_path / "mine"
+    assert cli.main(["reproduce", "--data-dir", str(copy), "--figures-dir", str(figures)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interrupted" in err[0] and "Traceback" not in err[0]
+    assert not any(figures.iterdir()) if figures.exists() else True
+
+
+def test_a_whole_run_moves_everything_into_place(tmp_path, monkeypatch):
+    def run_all(parameters, only=None, out_dir=None):
+        out = Path(parameters["FIGURES_DIR"])
+        out.mkdir(parents=True)
+        (out / "a.png").write_bytes(b"new")
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "01_roofline.ipynb").write_text("{}")
+    figures, executed = tmp_path / "figures", tmp_path / "executed"
+    executed.mkdir()
+    (executed / "01_roofline.failed.ipynb").write_text("{}")
+    monkeypatch.setattr(notebooks, "run_all", run_all)
+    assert notebooks.reproduce({}, figures, executed=executed) == [figures / "a.png"]
+    assert (figures / "a.png").read_bytes() == b"new"
+    assert sorted(p.name for p in executed.iterdir()) == ["01_roofline.ipynb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["executed", "figures"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-p", "GPU", "H200"], "-p GPU names the GPU to measure; it takes --measure"),
+    (["--gpu", "h200"], "--gpu names the GPU to measure; it takes --measure"),
+    (["--measure", "--gpu", "H200"], "did you mean 'h200'?"),
+    (["--measure", "--gpu", "h200 "], "did you mean 'h200'?"),
+    (["-p", "LADDER_GPU", "H200"], "did you mean 'h200'?"),
+    (["-p", "CONTEXTS", "100000000"], "beyond mistral-7b-v0.3's maximum of 32,768 tokens"),
+    (["-p", "CONTEXTS", "2048,2k"], "parameter CONTEXTS takes a list of context lengths"),
+])
+def test_parameters_are_refused_before_any_notebook(argv, message, no_notebook, capsys):
+    assert cli.main(["reproduce", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_lists_as_users_type_them_and_repeats_dropped(capsys):
+    from decodegap.harness import keys
+
+    params = {"CONTEXTS": "2048,16384,2048", "PRICE_RATIOS": "3,4.5", "MODELS": "qwen2.5-7b,llama-3.1-8b"}
+    keys.check_parameters(params)
+    assert params["CONTEXTS"] == [2048, 16384] and params["PRICE_RATIOS"] == [3, 4.5]
+    assert "given more than once" in capsys.readouterr().out
+
+
+def test_model_keys_are_checked_against_the_chosen_folder(copy, no_notebook, capsys):
+    (copy / "models" / "qwen2.5-7b.json").rename(copy / "models" / "other.json.bak")
+    assert cli.main(["reproduce", "--data-dir", str(copy), "-p", "MODELS", "qwen2.5-7b"]) == 2
+    assert str(copy / "models") in capsys.readouterr().err
+
+
+def test_measuring_commands_bound_and_deduplicate_contexts(capsys):
+    assert cli.main(["measure", "--gpu", "h200", "--contexts", "100000000"]) == 2
+    assert "maximum" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_real_ctrl_c_during_reproduce(copy, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a notebook runs: exit 130, one line
+    on stderr, no traceback, and no figure or executed copy anywhere."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    figures, executed_before = tmp_path / "mine", _tree_digest(paths.EXECUTED)
+    proc = subprocess.Popen([sys.executable, "-m", "decodegap", "reproduce", "--data-dir", str(copy), "--figures-dir",
+                             str(figures)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp_path.glob(".decodegap-reproduce-*/figures/01_*.png")):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines() == ["decodegap: interrupted; nothing was moved into place (figures and executed "
+                                        "notebooks as before)"], err
+    assert not figures.exists() and not list(tmp_path.glob(".decodegap-reproduce-*"))
+    assert _tree_digest(paths.EXECUTED) == executed_before
