@@ -9,7 +9,7 @@ import torch
 
 from decodegap.harness import models
 from decodegap.quant import paths as quant, formats as quant_formats
-from decodegap.quant import layers as quant_layers
+from decodegap.quant import fuse as quant_fuse, loaders as quant_loaders
 
 pytestmark = pytest.mark.gpu
 LLAMA = models.load_spec("llama-3.1-8b").config
@@ -40,7 +40,7 @@ def test_each_kernel_applies_its_dequantised_weight(key, layer):
 
 def test_marlin_packing_is_autoawqs_own():
     _available("awq-marlin")
-    marlin = quant.layers.awq_module("modules/linear/marlin.py")
+    marlin = quant_loaders.awq_module("modules/linear/marlin.py")
     w = torch.randn(1024, 512, device="cuda") * 0.02
     q, s = quant_formats.rtn_symmetric(w, 128)
     deq = ((q.float() - 8) * quant_formats.grouped(s, 128)).half()
@@ -56,7 +56,7 @@ def test_marlin_packing_is_autoawqs_own():
 def test_fused_projections_equal_their_parts_on_the_gpu(key):
     _available(key)
     parts = [quant.build_linear(key, 4096, n, "cuda", seed=i) for i, n in enumerate((4096, 1024, 1024))]
-    fused = quant_layers.fuse_linears(parts)
+    fused = quant_fuse.fuse_linears(parts)
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         ref = torch.cat([p(x) for p in parts], dim=-1).float()
