@@ -1,5 +1,5 @@
 # decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests;
-# `make test-fast` the fast tier of them (no notebooks, no fresh-process sweeps: under a minute);
+# `make test-fast` the fast tier of them (no notebooks, no fresh-process sweeps);
 # `make lab` opens the notebooks in JupyterLab. All create .venv on first use.
 # `make measure GPU=h200` measures this machine's GPU.
 PYTHON ?= python3
@@ -11,12 +11,15 @@ LAB_STAMP := $(VENV)/.lab-installed
 
 .PHONY: reproduce test test-fast test-gpu measure check lab clean-venv
 
+# The set-up prints how long it took (the README quotes it); `reproduce` and pytest print their own times.
 $(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c constraints.txt torch
-	$(PY) -m pip install -c constraints.txt -e '.[dev]'
-	touch $(STAMP)
+	@start=$$(date +%s) && set -e && \
+	$(PYTHON) -m venv $(VENV) && \
+	$(PY) -m pip install --quiet --upgrade pip && \
+	$(PY) -m pip install --quiet -c constraints.txt torch && \
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]' && \
+	touch $(STAMP) && \
+	echo "set-up of $(VENV) took $$(( $$(date +%s) - start )) s"
 
 $(LAB_STAMP): $(STAMP)
 	$(PY) -m pip install -c constraints.txt -e '.[lab]'

@@ -7,13 +7,13 @@ export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-$TORCH_CUDA_ARCH_L
 export PYTHONPATH=$PWD/lib PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-$(nproc)}
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache  # warm across the session processes of one run
 # kernels built from source here (bench/build_marlin.sh; ExLlamaV2's JIT build): kept in .ext/ so that a later run
-# that carries .ext back reuses them
+# on this machine (or another, given the packed .ext in .extpack/) reuses them
 mkdir -p .ext && export TORCH_EXTENSIONS_DIR=$PWD/.ext/torch_extensions DECODEGAP_EXT_DIR=$PWD/.ext
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
 export CUDA_HOME LIBRARY_PATH=$CUDA_HOME/lib64/stubs:${LIBRARY_PATH:-}  # FlashInfer's JIT links libcuda
-# Wheels come in .whl/ and, where one run's carry limit cannot hold them all, in more folders .whl-*/ (e.g.
-# .whl-fa3/, .whl-flashinfer/). They go to .site/ (ignored by git), which a later run on the same machine keeps: a
-# package installed by an earlier call stays importable when that call's wheels are no longer carried.
+# Wheels come in .whl/ and, if you keep them apart, in more folders .whl-*/ (e.g. .whl-fa3/, .whl-flashinfer/).
+# They go to .site/ (ignored by git), which a later run on the same machine keeps: a package installed by an
+# earlier run stays importable when its wheel is no longer in .whl/.
 SITE=$PWD/.site
 mkdir -p "$SITE"
 for wheel in .whl/*.whl .whl-*/*.whl; do

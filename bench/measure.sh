@@ -13,8 +13,8 @@ carries on. Notebook 05 (cost) measures nothing.
           the library checks it against the device before anything is written.
   OUTDIR  a folder for what a run leaves: OUTDIR/raw-GPU.tgz (data/raw/GPU packed every 20 s and after each step, so a
           run cut short keeps what it measured; tar xzf it in data/raw), OUTDIR/STEP.log per step, the builds' logs,
-          the tuners' and diagnostics' CSVs (copy them to data/diagnostics/ to commit them), and OUTDIR/ext.tgz.part-*
-          (builds made here; cat them into .extpack/ext.tgz to reuse them on another machine).
+          the tuners' and diagnostics' CSVs (copy them to data/diagnostics/ to commit them), and OUTDIR/ext.tgz
+          (builds made here; put it in .extpack/ to reuse them on another machine).
   STEP    any of these, in the order given (default: all of them, in this order):
     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
     tests      the GPU tests, python -m pytest -m gpu
@@ -27,7 +27,7 @@ carries on. Notebook 05 (cost) measures nothing.
                graph, ctx 2048 and 16384, one session), flash-attn built first as above
     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
                quantisation GPU tests, then python -m decodegap quant
-    gemv       notebook 04: python -m decodegap.kernels.int4_gemv_tune, the int4 GEMV by itself against tinygemm
+    gemv       notebook 04: python -m decodegap.kernels.int4_gemv.tune, the int4 GEMV by itself against tinygemm
                and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                python -m decodegap.kernels.fused.tune, its GEMV against cuBLAS per product shape, configs, split-K
@@ -62,8 +62,8 @@ Options, as environment variables (all optional):
   Where and how long
     DATA_DIR           a data folder other than data/ (the registry and model configs are copied into a new one)
     STEP_TIMEOUT       seconds each step may run (default: no limit)
-    RETURN_LIMIT_MIB   OUTDIR/raw-GPU.tgz larger than this many MiB is split into raw-GPU.tgz.part-* (default 16;
-                       cat the parts together)
+    SPLIT_MIB          split OUTDIR's tarballs into NAME.tgz.part-* of at most this many MiB (default: one file
+                       each; cat the parts together)
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
@@ -104,7 +104,7 @@ LADDER_AGAIN_FLAG=()
 UNAVAILABLE_FLAG=()
 [ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
 STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
-LIMIT_BYTES=$(( ${RETURN_LIMIT_MIB:-16} * 1024 * 1024 ))
+SPLIT_BYTES=$(( ${SPLIT_MIB:-0} * 1024 * 1024 ))
 
 bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
   local left=0
@@ -115,13 +115,13 @@ bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limi
 }
 dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
 quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
-save() {  # the raw files to OUTDIR as one tarball (a device run returns at most 8 files, 16 MiB each): raw-GPU.tgz,
-  # split into raw-GPU.tgz.part-* only when over the return limit; written aside, then moved, so a copy is never cut
+save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz (split into raw-GPU.tgz.part-* only when over
+  # SPLIT_MIB); written aside, then moved, so a copy is never cut
   local tmp="$OUTDIR/.raw.$BASHPID.tgz"  # the saver loop and the exit trap each write their own
   ( cd "$DATA/raw" && tar czf "$tmp" "$GPU" 2>/dev/null ) || { rm -f "$tmp"; return 0; }
   rm -f "$OUTDIR/raw-$GPU.tgz" "$OUTDIR"/raw-"$GPU".tgz.part-*
-  if [ "$(stat -c %s "$tmp")" -gt "$LIMIT_BYTES" ]; then
-    split -b "$LIMIT_BYTES" "$tmp" "$OUTDIR/raw-$GPU.tgz.part-" && rm -f "$tmp"
+  if [ "$SPLIT_BYTES" -gt 0 ] && [ "$(stat -c %s "$tmp")" -gt "$SPLIT_BYTES" ]; then
+    split -b "$SPLIT_BYTES" "$tmp" "$OUTDIR/raw-$GPU.tgz.part-" && rm -f "$tmp"
   else
     mv "$tmp" "$OUTDIR/raw-$GPU.tgz"
   fi
@@ -158,23 +158,27 @@ gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_
     > "$OUTDIR"/gpu_tests_"$name".txt 2>&1
   tail -n 12 "$OUTDIR"/gpu_tests_"$name".txt
 }
-unpack_builds() {  # the builds of earlier runs, carried back as .extpack/ext.tgz (or any .extpack*/*.tgz)
+unpack_builds() {  # the builds of earlier runs on other machines, put in .extpack/ (any .extpack*/*.tgz)
   local pack
   for pack in .extpack*/*.tgz; do [ -f "$pack" ] && tar xzf "$pack" -C .ext; done
   true
 }
-return_builds() {  # builds go back in parts (a returned file may have 16 MiB): cat ext.tgz.part-* > .extpack/ext.tgz
-  rm -f "$OUTDIR"/ext.tgz.part-*
-  ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) | split -b 12m - "$OUTDIR"/ext.tgz.part-
-  ls -la "$OUTDIR"/ext.tgz.part-*
+pack_builds() {  # the builds made here, as OUTDIR/ext.tgz (in parts of SPLIT_MIB where set): .extpack/ elsewhere
+  rm -f "$OUTDIR"/ext.tgz "$OUTDIR"/ext.tgz.part-*
+  if [ "$SPLIT_BYTES" -gt 0 ]; then
+    ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) | split -b "$SPLIT_BYTES" - "$OUTDIR"/ext.tgz.part-
+  else
+    ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) > "$OUTDIR"/ext.tgz
+  fi
+  ls -la "$OUTDIR"/ext.tgz*
 }
-build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (built or carried back)
+build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (built here or unpacked)
   unpack_builds
   local BUILT_HERE=""
   [ -f .ext/flash_attn_2_cuda.so ] || BUILT_HERE=1
   bounded bash bench/build_flash_attn.sh .src/flash-attention .ext > "$OUTDIR"/build_attention.log 2>&1
   tail -3 "$OUTDIR"/build_attention.log
-  [ -n "$BUILT_HERE" ] && [ -f .ext/flash_attn_2_cuda.so ] && return_builds
+  [ -n "$BUILT_HERE" ] && [ -f .ext/flash_attn_2_cuda.so ] && pack_builds
   bounded python3 bench/optional_report.py
 }
 step_attention() {
@@ -202,7 +206,7 @@ step_quant() {
     cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
       && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
   fi
-  [ -n "$BUILT_HERE" ] && return_builds
+  [ -n "$BUILT_HERE" ] && pack_builds
   python3 bench/optional_report.py --quant-paths
   if [ -z "${SKIP_TESTS:-}" ]; then
     gpu_tests quant tests/test_quant_gpu.py tests/test_int4_gemv.py
@@ -214,7 +218,7 @@ step_quant() {
   done
 }
 step_gemv() {
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv_tune
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv.tune
 }
 step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}

@@ -25,6 +25,30 @@ def data_dir(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shipped_rows_read_once():
+    """The shipped raw CSVs (data/raw/, which no test writes) parsed and validated once per test session, not once
+    per reader: many tests read the same tables through the experiments and the claims. Each caller gets its own
+    copy; a file that changes (its mtime or size) is read again, and every other file is read as always."""
+    from decodegap import records
+
+    real, memo, shipped = records.read_csv, {}, paths.DATA.resolve()
+
+    def read_csv(path, schema=None):
+        resolved = Path(path).resolve()
+        if shipped not in resolved.parents:
+            return real(path, schema)
+        stat = resolved.stat()
+        key = (resolved, stat.st_mtime_ns, stat.st_size, schema and (schema.experiment, tuple(schema.names)))
+        if key not in memo:
+            memo[key] = real(path, schema)
+        return memo[key].copy()
+
+    records.read_csv = read_csv
+    yield
+    records.read_csv = real
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
@@ -35,6 +59,12 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
+
+# The CPU tests run tiny models whose every op takes microseconds: a second intra-op thread only adds its
+# hand-offs, and on a busy machine its spin-waits cost more CPU than the ops (the fast tier took about twice as
+# long with torch's default of one thread per core). One thread here and in the session processes and notebook
+# kernels the tests start (they inherit the environment); set OMP_NUM_THREADS to choose otherwise.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The tests create runs from this checkout, which may have uncommitted changes while it is worked on: allow them
 # (hardware.git_provenance then records the diff's hash). Set at import so that session processes inherit it;

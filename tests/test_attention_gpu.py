@@ -11,6 +11,7 @@ import torch
 
 from decodegap.harness import attention, decode, hf_attention, models, paged_kv
 from decodegap import compare
+from decodegap.harness import hf_attention
 
 pytestmark = pytest.mark.gpu
 
@@ -64,7 +65,7 @@ def two_layer_spec(request):
 @pytest.mark.parametrize("key", IN_MODEL_KEYS)
 def test_in_model_kernel_step_equals_eager_sdpa(two_layer_spec, key, arm):
     _skip_unless_available(key)
-    model = models.build_model(two_layer_spec, device="cuda", attn=decode.hf_implementation(key))
+    model = models.build_model(two_layer_spec, device="cuda", attn=hf_attention.hf_implementation(key))
     try:
         err = decode.verify_arm(model, arm, 512, calls=8, attn=key)
         assert err < compare.VERIFY_TOL

@@ -8,6 +8,7 @@ import torch
 from decodegap.harness import decode, models
 from decodegap import compare
 from decodegap import prompts
+from decodegap.harness import profile
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 32
@@ -155,7 +156,7 @@ def test_unknown_arm(tiny):
 
 def test_kernel_count_needs_cuda(tiny):
     with pytest.raises(decode.ArmUnavailable, match="CUDA"):
-        decode.kernels_per_step(tiny["llama-tiny"], "eager", 16)
+        profile.kernels_per_step(tiny["llama-tiny"], "eager", 16)
 
 
 def test_max_relative_error():

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decodegap import arms, compare, paths
-from decodegap.harness import decode, lean, models
+from decodegap import accounting, arms, compare, paths
+from decodegap.harness import decode, lean, models, profile
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import source as fused_kernels
 from decodegap.kernels import step as kernels
@@ -164,19 +164,22 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
     assert launched == early
 
 
-def test_the_fused_arms_are_registered_as_graphed_lean_arms():
-    for key, kernels in (("lean_fused_graph", ("fused", "attention")),
-                         ("lean_fused_pdl_graph", ("fused", "attention", "pdl")),
-                         ("lean_fused_pdl_norm_graph", ("fused", "attention", "pdl", "norm_epilogue")),
-                         ("lean_fused_pdl_epilogues_graph",
-                          ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
-                         ("lean_fused_early_graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
-                         ("lean_fused_early_products_graph",
-                          ("fused", "attention", "pdl", "norm_epilogue", "early_products"))):
-        arm = arms.REGISTRY[key]
-        assert (arm.decoder, arm.runner, arm.kernels, arm.cache) == ("lean", "graph", kernels, "static")
-        assert key in arms.GRAPHED_ARMS and arms.projection_layout(key) == "fused"
-        assert lean.kernel_set(arm.kernels) == set(kernels)
+def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
+    """Every arm of the registry whose kernels include "fused": the lean decoder it builds runs the fused step with
+    the options its kernels name (PDL, the norm and the rotary in the epilogues, the early triggers), it is refused
+    on a CPU as a graph (the fused step runs captured) and its products are the lean decoder's four."""
+    model = _tiny("llama-tiny")
+    fused_arms = {key: arm for key, arm in arms.REGISTRY.items() if "fused" in arm.kernels}
+    assert fused_arms  # the registry has fused arms for this test to read
+    for key, arm in fused_arms.items():
+        ops = lean.LeanDecoder(model, 8, arm.kernels).fused
+        chosen = set(arm.kernels)
+        assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products) == (
+            "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
+            "early_products" in chosen), key
+        assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
+        assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
+    assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
 
 
 def test_a_non_bf16_model_is_refused_with_the_reason():
@@ -747,7 +750,7 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
         got = lean.LeanStep(model, 300, 304, feedback=False, custom_kernels=arms.REGISTRY[arm].kernels)
         for _ in range(3):
             assert compare.max_relative_error(got.step().float(), plain.step().float()) < 0.05
-    assert decode.kernels_per_step(model, arm, 300) < decode.kernels_per_step(model, "lean_kernels", 300)
+    assert profile.kernels_per_step(model, arm, 300) < profile.kernels_per_step(model, "lean_kernels", 300)
 
 
 @pytest.mark.gpu

@@ -12,6 +12,7 @@ import torch
 
 from decodegap.harness import attention, decode, hf_attention, models
 from decodegap import compare
+from decodegap.harness import hf_attention
 
 
 def _gqa(q, k, v, scale, causal_offset=None):
@@ -94,14 +95,14 @@ def test_every_in_model_key_is_a_backend_registered_with_transformers_under_a_na
     assert set(hf_attention.IN_MODEL) == {"fa2", "fa3", "flashinfer_paged"} <= set(attention.BACKENDS)
     for key, entry in hf_attention.IN_MODEL.items():
         assert ALL_ATTENTION_FUNCTIONS[entry.hf_name] is entry.forward
-        assert decode.hf_implementation(key) == entry.hf_name and "flash" not in entry.hf_name
-    assert decode.hf_implementation("flex") == "flex_attention" and decode.hf_implementation("sdpa_math") == "sdpa"
+        assert hf_attention.hf_implementation(key) == entry.hf_name and "flash" not in entry.hf_name
+    assert hf_attention.hf_implementation("flex") == "flex_attention" and hf_attention.hf_implementation("sdpa_math") == "sdpa"
 
 
 @pytest.mark.parametrize("model_key", ["llama-tiny", "qwen2-tiny"])
 def test_a_registered_kernel_runs_the_hf_step_on_views_of_the_cache_and_matches_eager_sdpa(stand_in, model_key):
     spec = models.load_spec(model_key)
-    model = models.build_model(spec, device="cpu", attn=decode.hf_implementation("stand_in"))
+    model = models.build_model(spec, device="cpu", attn=hf_attention.hf_implementation("stand_in"))
     assert model.config._attn_implementation == "decodegap_stand_in"
     err = decode.verify_arm(model, "eager", 16, attn="stand_in")
     assert err < compare.VERIFY_TOL
@@ -115,7 +116,7 @@ def test_a_registered_kernel_runs_the_hf_step_on_views_of_the_cache_and_matches_
 
 
 def test_the_check_compares_with_hf_eager_sdpa_even_for_a_model_built_with_another_kernel(stand_in):
-    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=decode.hf_implementation("stand_in"))
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=hf_attention.hf_implementation("stand_in"))
     stand_in.short = 8  # a decode call sees half the cache: the check against SDPA must see it
     assert decode.verify_arm(model, "eager", 16, attn="stand_in", raise_past_tol=False) > compare.VERIFY_TOL
     assert model.config._attn_implementation == "decodegap_stand_in"  # restored after the SDPA reference
@@ -129,7 +130,7 @@ def test_an_in_model_kernel_gets_the_sharpened_check_too(stand_in):
     assert wants_sharp_check(Cell("m", 2048, "hf_default", attn="flashinfer_paged"))
     assert not wants_sharp_check(Cell("m", 2048, "compile", attn="fa3"))
     assert not wants_sharp_check(Cell("m", 2048, "graph", attn="sdpa_math"))
-    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=decode.hf_implementation("stand_in"))
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=hf_attention.hf_implementation("stand_in"))
     assert sharp_check.verify_arm_sharpened(model, "eager", 16, attn="stand_in") < sharp_check.SHARP_TOL
     stand_in.short = 8
     assert not sharp_check.verify_arm_sharpened(model, "eager", 16, attn="stand_in") < sharp_check.SHARP_TOL
@@ -141,9 +142,9 @@ def test_backends_without_a_whole_step_path_or_built_for_another_are_unavailable
                      ("fa2", "needs 'decodegap_fa2_kvcache'")):
         with pytest.raises(decode.ArmUnavailable, match=why):
             decode.run_arm(model, "eager", 16, warmup=1, steps=1, attn=key)
-    fa2 = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=decode.hf_implementation("fa2"))
-    assert decode.attention_unavailable("fa2", "eager", fa2) == "needs a CUDA device"
-    assert "arms eager, hf_default, graph only" in decode.attention_unavailable("fa2", "lean", fa2)
+    fa2 = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=hf_attention.hf_implementation("fa2"))
+    assert hf_attention.attention_unavailable("fa2", "eager", fa2) == "needs a CUDA device"
+    assert "arms eager, hf_default, graph only" in hf_attention.attention_unavailable("fa2", "lean", fa2)
 
 
 # ------------------------------------------------------------------ FlashInfer's plans inside the step
@@ -156,7 +157,7 @@ def fi_stand_in(monkeypatch):
     monkeypatch.setitem(hf_attention.IN_MODEL, "flashinfer_paged",
                         dataclasses.replace(entry, unavailable=lambda d: None))
     model = models.build_model(models.load_spec("qwen2-tiny"), device="cpu",
-                               attn=decode.hf_implementation("flashinfer_paged"))
+                               attn=hf_attention.hf_implementation("flashinfer_paged"))
     hf_attention.prepare(model, wrapper_cls=StandInPagedWrapper)
     return model
 

@@ -12,6 +12,7 @@ from decodegap.quant import paths as quant
 from decodegap.quant import layers as quant_layers
 from decodegap import compare
 from decodegap import prompts
+from decodegap.quant import fuse as quant_fuse
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 CTX = 24
@@ -243,8 +244,8 @@ def test_int4_parts_fused_in_the_wrong_order_fail_the_comparison(monkeypatch):
             return compare.max_relative_error(got, model(ids).logits.float())
 
     assert prefill_error() < 0.05
-    real = quant_layers.fuse_linears
-    monkeypatch.setattr(quant_layers, "fuse_linears", lambda parts: real(list(parts)[::-1]))  # v, k, q and up, gate
+    real = quant_fuse.fuse_linears
+    monkeypatch.setattr(quant_fuse, "fuse_linears", lambda parts: real(list(parts)[::-1]))  # v, k, q and up, gate
     assert prefill_error() > 0.05
 
 
@@ -291,7 +292,7 @@ def test_fused_int4_layout_on_the_real_llama_shapes():
     gen = torch.Generator().manual_seed(0)
     for names in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
         parts = [quant.build_linear("int4-tinygemm", *shapes[n], device="cuda", seed=i) for i, n in enumerate(names)]
-        fused = quant_layers.fuse_linears(parts)
+        fused = quant_fuse.fuse_linears(parts)
         assert fused.packed.shape[0] == sum(shapes[n][1] for n in names) // 8
         x = torch.randn(1, 7, 4096, generator=gen).cuda().bfloat16()
         with torch.no_grad():

@@ -19,6 +19,8 @@ from decodegap.analysis import quant_checks
 from decodegap.quant import bytes as quant_bytes
 from decodegap.quant import layers as quant_layers
 from decodegap import compare
+from decodegap.quant import loaders as quant_loaders
+from decodegap.quant import fuse as quant_fuse
 
 CONFIGS = {key: models.load_spec(key).config for key in ("qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b")}
 CUDA_ONLY = {"bnb-nf4": "bitsandbytes", "awq-marlin": "autoawq", "awq-triton": "autoawq",
@@ -104,9 +106,9 @@ def test_cuda_only_paths_are_unavailable_on_the_cpu_naming_device_and_package(ke
     assert "needs a CUDA device" in reason
     if not hardware._version(CUDA_ONLY[key]):
         assert CUDA_ONLY[key] in reason
-    with pytest.raises(quant_layers.QuantUnavailable, match="needs a CUDA device"):
+    with pytest.raises(quant_loaders.QuantUnavailable, match="needs a CUDA device"):
         quant.build_linear(key, 256, 256, device="cpu")
-    with pytest.raises(quant_layers.QuantUnavailable, match=key):
+    with pytest.raises(quant_loaders.QuantUnavailable, match=key):
         quant.check_linear(key, 256, 256, device="cpu")
 
 
@@ -170,9 +172,9 @@ def test_tinygemm_layout_on_the_cpu():
     mod = quant.build_linear("int4-tinygemm", 512, 256, device="cpu", group_size=128)
     assert mod.scales_and_zeros.shape == (512 // 128, 256, 2) and mod.scales_and_zeros.dtype == torch.bfloat16
     assert mod.packed.numel() * mod.packed.element_size() == 512 * 256 // 2  # two codes per byte
-    with pytest.raises(quant_layers.QuantUnavailable, match="not a multiple of group size 128"):
+    with pytest.raises(quant_loaders.QuantUnavailable, match="not a multiple of group size 128"):
         quant.build_linear("int4-tinygemm", 64, 64, device="cpu")
-    with pytest.raises(quant_layers.QuantUnavailable, match="out_features % 16"):
+    with pytest.raises(quant_loaders.QuantUnavailable, match="out_features % 16"):
         quant.build_linear("int4-tinygemm", 128, 24, device="cpu", group_size=32)
 
 
@@ -210,7 +212,7 @@ def test_fused_layer_is_its_parts_concatenated(key, shapes, bias):
     if key == "int4-tinygemm" and not CPU_INT4:
         pytest.skip("this torch has no CPU int4 ops")
     parts = _parts(shapes, bias=bias, key=key)
-    fused = quant_layers.fuse_linears(parts)
+    fused = quant_fuse.fuse_linears(parts)
     assert type(fused) is type(parts[0]) and (fused.in_features, fused.out_features) == (64, sum(shapes))
     assert (fused.bias is not None) == bias
     x = torch.randn(1, 5, 64).bfloat16()
@@ -227,8 +229,8 @@ def test_parts_fused_in_the_wrong_order_or_plainly_concatenated_are_detected():
     x = torch.randn(1, 1, 64).bfloat16()
     with torch.no_grad():
         ref = torch.cat([q(x), k(x), v(x)], dim=-1)
-        assert torch.equal(quant_layers.fuse_linears([q, k, v])(x), ref)
-        assert compare.max_relative_error(quant_layers.fuse_linears([k, q, v])(x).float(), ref.float()) > 0.5
+        assert torch.equal(quant_fuse.fuse_linears([q, k, v])(x), ref)
+        assert compare.max_relative_error(quant_fuse.fuse_linears([k, q, v])(x).float(), ref.float()) > 0.5
         # the CPU packing interleaves rows within blocks of 32 or 64: a 16-row part then a 48-row one do not
         # concatenate as packed tensors (why fuse_linears packs the codes again on a CPU)
         a, b = _parts((16, 48))
@@ -242,11 +244,11 @@ def test_parts_fused_in_the_wrong_order_or_plainly_concatenated_are_detected():
 def test_fuse_linears_refuses_other_layers_and_mismatched_parts():
     q, k = _parts((64, 32))
     with pytest.raises(ValueError, match="one path"):
-        quant_layers.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
+        quant_fuse.fuse_linears([q, quant.build_linear("bf16", 64, 32, device="cpu")])
     with pytest.raises(ValueError, match="one in_features, group size"):
-        quant_layers.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
+        quant_fuse.fuse_linears([q, quant.build_linear("int4-tinygemm", 64, 32, device="cpu", group_size=64)])
     with pytest.raises(ValueError, match="not nothing"):
-        quant_layers.fuse_linears([])
+        quant_fuse.fuse_linears([])
 
 
 def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
@@ -281,7 +283,7 @@ def test_gptq_and_awq_formats_pack_what_their_kernels_unpack():
 def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_weights():
     spec = models.load_spec("llama-tiny")
     model = models.build_model(spec, device="cpu")
-    with pytest.raises(quant_layers.QuantUnavailable, match="not a multiple of group size 128"):
+    with pytest.raises(quant_loaders.QuantUnavailable, match="not a multiple of group size 128"):
         quant.quantise_model_(model, "int4-tinygemm", group_size=128)  # tiny dims 64/128 < 128
     model = models.build_model(spec, device="cpu")
     before = model.lm_head.weight.clone()
@@ -314,7 +316,7 @@ def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_
 
 def test_quantise_model_with_a_path_that_cannot_run_leaves_the_model_alone():
     model = models.build_model(models.load_spec("qwen2-tiny"), device="cpu")
-    with pytest.raises(quant_layers.QuantUnavailable, match="gptq-exllamav2: needs a CUDA device"):
+    with pytest.raises(quant_loaders.QuantUnavailable, match="gptq-exllamav2: needs a CUDA device"):
         quant.quantise_model_(model, "gptq-exllamav2")
     assert isinstance(model.model.layers[0].self_attn.q_proj, torch.nn.Linear)
     assert quant.quantise_model_(model, "bf16")["layers"] == 0  # the baseline swaps nothing
@@ -448,28 +450,6 @@ def test_paper_table_and_findings_by_hand(data_dir):
     assert not any("quant_rows" in line.values for line in lines)  # there are quantised rows
     none = quant_report.findings(table.reset_index(), published.load(), cells.iloc[:0], model, [ctx], ["eager"])
     assert _said(none, quant_rows=False).values == dict(quant_rows=False)
-
-
-@pytest.mark.notebooks
-def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(tmp_path):
-    figures = tmp_path / "figures"
-    out = notebooks.run(paths.NOTEBOOKS / "04_quantisation_l4.ipynb", dict(FIGURES_DIR=str(figures)),
-                        out_dir=tmp_path / "executed")
-    table = pd.read_csv(figures / "04_quant_table.csv")
-    assert sorted(set(table.ctx)) == [2048, 16384] and len(table) == 2 * len(quant.PATHS)
-    assert table[table.ctx == 16384]["l4 ms (published)"].isna().all()  # the paper's context is unstated: first context only
-    table = table[table.ctx == 2048].set_index("quant")
-    assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24
-    assert pd.notna(table.loc["gptq-exllamav2", "l4 floor ms"])
-    for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
-        assert (figures / name).stat().st_size > 0
-    text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
-    cells = pd.read_csv(figures / "04_quant_cells.csv")  # counted quantised cells (their checks in their own run)
-    no_quant_rows = not ((cells["quant"] != "bf16") & cells["t_obs_ms"].notna()).any()
-    found = pd.read_csv(figures / "04_findings.csv")
-    assert ("quant_rows" in found and found["quant_rows"].eq(False).any()) == no_quant_rows
-    if not (records.load_experiment("decode", paths.DATA)["quant"] != "bf16").any():
-        assert "none yet" in text
 
 
 @pytest.mark.notebooks

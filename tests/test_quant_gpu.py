@@ -10,7 +10,7 @@ import torch
 
 from decodegap.harness import models
 from decodegap.quant import paths as quant, formats as quant_formats
-from decodegap.quant import layers as quant_layers
+from decodegap.quant import fuse as quant_fuse, layers as quant_layers, loaders as quant_loaders
 
 pytestmark = pytest.mark.gpu
 LLAMA = models.load_spec("llama-3.1-8b").config
@@ -41,28 +41,28 @@ def test_marlins_kernel_runs_the_rows_it_is_given_and_no_more():
     layer = quant.build_linear("awq-marlin", 4096, 1024, "cuda", seed=1)
     w = layer.dequantised_weight(torch.float32)
     called = []
-    real = quant.layers.quant_ops.marlin_mul
-    quant.layers.quant_ops.marlin_mul = lambda *a: called.append(a[0].shape[0]) or real(*a)
+    real = quant_layers.quant_ops.marlin_mul
+    quant_layers.quant_ops.marlin_mul = lambda *a: called.append(a[0].shape[0]) or real(*a)
     try:
         for m in (1, 16, 17):
             x = torch.randn(m, 4096, device="cuda").to(torch.bfloat16)
             ref = x.float() @ w.t()
             assert float((layer(x).float() - ref).abs().max() / ref.abs().max()) < quant.QUANT_TOL
     finally:
-        quant.layers.quant_ops.marlin_mul = real
+        quant_layers.quant_ops.marlin_mul = real
     assert called == [1, 16]
 
 
 def test_marlins_permutation_tables_are_autoawqs():
     _available("awq-marlin")
-    marlin = quant.layers.awq_module("modules/linear/marlin.py")
+    marlin = quant_loaders.awq_module("modules/linear/marlin.py")
     ours = quant_formats.marlin_perms_reference()
     assert torch.equal(torch.as_tensor(marlin._perm), ours[0]) and torch.equal(torch.as_tensor(marlin._scale_perm), ours[1])
 
 
 def test_marlin_packing_is_autoawqs_own():
     _available("awq-marlin")
-    marlin = quant.layers.awq_module("modules/linear/marlin.py")
+    marlin = quant_loaders.awq_module("modules/linear/marlin.py")
     w = torch.randn(1024, 512, device="cuda") * 0.02
     q, s = quant_formats.rtn_symmetric(w, 128)
     deq = ((q.float() - 8) * quant_formats.grouped(s, 128)).half()
@@ -78,7 +78,7 @@ def test_marlin_packing_is_autoawqs_own():
 def test_fused_projections_equal_their_parts_on_the_gpu(key):
     _available(key)
     parts = [quant.build_linear(key, 4096, n, "cuda", seed=i) for i, n in enumerate((4096, 1024, 1024))]
-    fused = quant_layers.fuse_linears(parts)
+    fused = quant_fuse.fuse_linears(parts)
     x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         ref = torch.cat([p(x) for p in parts], dim=-1).float()

@@ -57,7 +57,7 @@ def test_environment_yml_and_pyproject_declare_the_same_dependencies():
         declared += project["optional-dependencies"][extra]
     pip = environment_pip_entries((REPO / "environment.yml").read_text())
     assert "-e ." in pip  # the package itself, editable
-    conda_side = sorted(_normalise(e) for e in pip if e != "-e .")
+    conda_side = sorted(_normalise(e) for e in pip if e != "-e ." and not e.startswith("-c "))
     pyproject_side = sorted(_normalise(d) for d in declared)
     assert conda_side == pyproject_side
     assert len(set(n for n, _ in pyproject_side)) == len(pyproject_side)  # nothing declared twice
@@ -134,3 +134,38 @@ def test_packaging_is_quiet_and_transformers_capped():
     assert spec == "<5.18,>=5.17"
     pinned = (REPO / "constraints.txt").read_text()
     assert "transformers==5.17.0" in pinned
+
+
+def test_environment_yml_is_pinned_like_the_venv():
+    """conda users get make's versions: environment.yml's pip list takes constraints.txt (pip reads a constraints
+    line of a requirements list relative to the file), and every pin there satisfies pyproject's range."""
+    pip = environment_pip_entries((REPO / "environment.yml").read_text())
+    assert "-c constraints.txt" in pip
+    assert "-c constraints.txt" in (REPO / "Makefile").read_text()
+    pins = dict(line.split("==") for line in (REPO / "constraints.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
+    assert {"torch", "transformers"} <= set(pins)
+    from packaging.specifiers import SpecifierSet
+
+    declared = dict(_normalise(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+    for name, version in pins.items():
+        assert version in SpecifierSet(declared[name]), f"constraints.txt pins {name} {version} outside {declared[name]}"
+
+
+def test_seaborn_is_neither_declared_nor_imported():
+    """Dropped: figures.style carries the palettes; a declared dependency is one some module imports."""
+    assert "seaborn" not in (REPO / "pyproject.toml").read_text().split("[project.optional-dependencies]")[0].split(
+        "dependencies = [")[1]
+    assert "seaborn" not in (REPO / "environment.yml").read_text()
+    assert not any("import seaborn" in p.read_text() for p in (REPO / "lib").rglob("*.py"))
+
+
+def test_citation_cff_names_the_package_and_the_paper():
+    """CITATION.cff (issue 30, item 7): the package's name, version and licence as pyproject.toml states them, and
+    the paper it reproduces as the preferred citation (a small line reader: no YAML library needed)."""
+    text = (REPO / "CITATION.cff").read_text()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert text.startswith("cff-version: 1.2.0\n")
+    assert f"\nversion: {project['version']}\n" in text and f"\nlicense: {project['license']}\n" in text
+    assert "decodegap" in text.split("\ntitle:", 1)[1].splitlines()[0]
+    assert "Memory-Bound but Not Bandwidth-Limited" in text.split("preferred-citation:", 1)[1]

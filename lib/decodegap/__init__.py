@@ -1,13 +1,108 @@
 """decodegap: rebuild and re-measure 'Memory-Bound but Not Bandwidth-Limited' (batch-1 LLM decode).
 
-Modules, one concern each:
-  paths      repository paths           records    raw CSV schema, validating loader, atomic append
-  hardware   GPU registry, env capture  models     model registry and building
-  accounting weight and KV bytes        roofline   t_floor, R_floor, the cell table
-  decode     the timing harness (arms)  sweep      fresh-process sweeps that resume
-  runs       run ids and env.json       *_bench    each notebook's measurements
-  stats      bootstrap CIs, summaries   plots      figures (DataFrame -> Figure)
-  cli        python -m decodegap ...
+The package by stage, the data flowing one way: each stage imports only from the stages listed before it, but for
+kernels/fused/tune, an entry point that times the fused layer through harness/lean (tests/test_layout.py checks
+that this map names every module of the tree, and nothing else).
+
+base: paths, rows and the numbers every stage shares
+  paths                     repository paths
+  records                   the raw CSV schemas, the validating reader, atomic resumable appends
+  checked                   timed rows joined to the checks of their own run: no unchecked cell counts
+  tables                    tables written as CSV + Markdown, findings as sentences
+  finding                   a finding: a sentence with the values it states
+  outcome                   a measurement's outcome as a row status
+  diagnostics               the diagnostics' rows (data/diagnostics/), with their provenance
+  inputs                    CLI values and notebook parameters checked by type and value
+  validate                  the data folder checked whole before reproduce writes anything
+  hardware                  the GPU registry, detection, env.json capture, the source digest
+  published                 the paper's numbers (data/published/paper.csv)
+  arms                      the arms registry: decoder x runner x kernels
+  levers                    notebook 06's levers, targets and plan
+  timing                    device-event timing, written once
+  prompts                   the check's prompts and teacher token
+  compare                   how every check compares outputs, and its tolerance
+  accounting                bytes per step from a config, t_floor and R_floor
+  roofline                  the cell table: each cell against its memory floor
+  stats                     medians and seeded bootstrap CIs
+kernels: the Triton kernels
+  kernels/step              the lean step's GEMV and split-KV decode attention
+  kernels/int4_gemv/format  the int4-triton format: packing, round to nearest, dequantise
+  kernels/int4_gemv/kernel  the int4 GEMV of one row, autotuned per shape
+  kernels/int4_gemv/ops     the int4 GEMV as the custom operator decodegap::int4_gemv
+  kernels/int4_gemv/layer   Int4GemvLinear: a row through the kernel, a prefill dequantised
+  kernels/int4_gemv/tune    python -m ...: the int4 GEMV against tinygemm and bf16 per product shape
+  kernels/fused/launch      the fused decode step's launchers (FusedOps)
+  kernels/fused/source      their Triton source
+  kernels/fused/reference   their PyTorch references
+  kernels/fused/configs     their launch configs per product shape
+  kernels/fused/tune        python -m ...: each config against cuBLAS, the source of configs' tables
+quant: the quantisation paths
+  quant/paths               the registry of paths, the swap into a model, the layer check
+  quant/formats             each format's round to nearest and packing
+  quant/layers              the layers calling each package's kernel
+  quant/loaders             the packages loaded as their layers call them; QuantUnavailable
+  quant/fuse                several layers of one path fused into one (qkv, gate_up)
+  quant/ops                 the packages' kernels as custom operators for torch.compile
+  quant/bytes               the bytes each path streams
+  quant/power               the model check's tolerance from each format's rounding; faults, format check
+harness: measuring
+  harness/models            model configs and random-weight builds
+  harness/keys              registry keys checked, and the GPU key against the device
+  harness/attention         the attention backends, per layer
+  harness/hf_attention      FA2, FA3 and FlashInfer inside the HF step; which attention runs there
+  harness/paged_kv          FlashInfer's batch decode over HF's cache read as pages
+  harness/lean              the lean decoder
+  harness/checks            the sharpened-attention check a wrong attention cannot pass
+  harness/decode            the decode-timing arms and their checks against eager
+  harness/quant_checks      the quantised model's check against bf16
+  harness/runs              run ids and their env.json entries
+  harness/sweep             sweeps of fresh session processes, resumable
+  harness/profile           the kernel profile of a decode step (notebooks 02, 04, 06)
+analysis: each notebook's tables and findings, from frames
+  analysis/cuda_graphs_ab   02: speed-ups with CIs, the decomposition of a step
+  analysis/attention_backends  03: the per-layer backends and the whole step
+  analysis/quantisation     04: each path against its own floor, the paper's table
+  analysis/quant_checks     04: the layer and model checks
+  analysis/quant_profile    04: where a quantised step's time goes, the grid
+  analysis/cost             05: $/Mtok of every configuration
+  analysis/profiles         04 and 06: a profiled step by kernel category and by product
+  analysis/closing_the_gap  06: the ladder and where the time goes
+  analysis/closing_the_gap_targets  06: the ladder against its targets
+  analysis/check_sensitivity  06: the decode check's faults against correct arms
+experiments: one per notebook (plan, measure, rows, tables, findings)
+  experiments/roofline      01
+  experiments/cuda_graphs_ab  02
+  experiments/attention_backends  03
+  experiments/quantisation  04
+  experiments/cost          05
+  experiments/closing_the_gap  06
+claims: the claims table (figures/claims.md)
+  claims/table              its entry: collect, build
+  claims/evidence           what it reads from each experiment
+  claims/rules              every rule as data, fixed before the rows
+  claims/provenance         which runs each rule reads, and whether the rule was fixed after them
+  claims/verdicts           the verdicts and their rules
+  claims/thesis             rows of the paper's thesis
+  claims/method             rows of its method and scope
+  claims/roofline           rows of result 1
+  claims/cuda_graphs_ab     rows of result 2
+  claims/attention_backends  rows of result 3
+  claims/quantisation       rows of result 4
+  claims/cost               rows of result 5
+figures: DataFrames to figures
+  figures/style             one style: colours per arm and GPU, titles, axes, a deterministic PNG
+  figures/checks            a drawn figure checked: every point inside its axes, no labels on top of each other
+  figures/roofline          01's figures
+  figures/cuda_graphs_ab    02's figures
+  figures/attention_backends  03's figure
+  figures/quantisation      04's figure
+  figures/cost              05's figure
+  figures/closing_the_gap   06's figures
+  figures/gallery           the README gallery's findings (figures/gallery.csv)
+entry points
+  notebooks                 running the notebooks (papermill)
+  cli                       python -m decodegap ...
+  __main__                  the module run by python -m decodegap
 """
 
 __version__ = "0.1.0"

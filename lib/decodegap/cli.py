@@ -31,7 +31,7 @@ def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
     from decodegap.harness import keys
 
     if gpu is not None:
-        validate.gpu_key(gpu, data, "GPU key (--gpu)")
+        validate.gpu_key(gpu, data, "--gpu")
     return keys.gpu_to_measure(gpu, device, data)
 
 

@@ -99,7 +99,7 @@ BREAKDOWN = Schema(
     times=("gpu_us",),
     row_id=("kernel_index",),
 )
-"""One row per GPU kernel of one profiled decode step (decode.kernel_profile), in launch order."""
+"""One row per GPU kernel of one profiled decode step (harness.profile.kernel_profile), in launch order."""
 
 VERIFY = Schema(
     experiment="verify",
@@ -318,7 +318,28 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
     path = Path(path)
     schema = schema or schema_for(path.stem)
     names = schema.names
-    kinds = dict(schema.columns)
+    reader = csv.reader(io.StringIO(_whole_text(path)))
+    try:
+        header = next(reader)
+    except StopIteration:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in names})
+    _check_header(path, header, schema)
+    records = []
+    seen: dict[tuple, int] = {}  # every field of a line -> its first line
+    named: dict[tuple, int] = {}  # its run, cell, row and status -> its first line
+    identity = [names.index(c) for c in dict.fromkeys(("run_id", *schema.key, *schema.row_id, "status")) if c in names]
+    for lineno, fields in enumerate(reader, start=2):
+        _check_line(path, lineno, fields, names, identity, seen, named)
+        records.append(_parsed_row(path, lineno, dict(zip(names, fields)), schema))
+    frame = pd.DataFrame.from_records(records, columns=names)
+    for name, kind in schema.columns:
+        if kind == "float":
+            frame[name] = pd.to_numeric(frame[name], errors="raise").astype(float)
+    return frame
+
+
+def _whole_text(path: Path) -> str:
+    """The file's text, refused when its last line is cut (no final newline)."""
     with open(path, newline="") as fh:
         text = fh.read()
     if text and not text.endswith("\n"):
@@ -327,11 +348,12 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
             f"Run `python -m decodegap check --repair` to move the cut block into {path.name}.partial; "
             "the next sweep measures that cell again."
         )
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = next(reader)
-    except StopIteration:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in names})
+    return text
+
+
+def _check_header(path: Path, header: list[str], schema: Schema) -> None:
+    """The header must be the schema's columns, in order."""
+    names = schema.names
     if header != names:
         extra = [c for c in header if c not in names]
         missing = [c for c in names if c not in header]
@@ -339,67 +361,73 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
             f"{path}:1: header does not match the {schema.experiment} schema "
             f"(missing {missing}, unexpected {extra}); expected columns: {','.join(names)}"
         )
-    records = []
-    seen: dict[tuple, int] = {}
-    identity = [names.index(c) for c in dict.fromkeys(("run_id", *schema.key, *schema.row_id, "status")) if c in names]
-    named: dict[tuple, int] = {}
-    for lineno, fields in enumerate(reader, start=2):
-        first = seen.setdefault(tuple(fields), lineno)
+
+
+def _check_line(path: Path, lineno: int, fields: list[str], names, identity: list[int], seen: dict,
+                named: dict) -> None:
+    """A line repeats no earlier line, whole (`seen`) or by its identity columns (`named`: the same run, cell and
+    row with other values), and has one field per column."""
+    first = seen.setdefault(tuple(fields), lineno)
+    if first != lineno:
+        raise SchemaError(f"{path}:{lineno}: every column repeats line {first} (a duplicated row, which would "
+                          "count twice in every median); remove one of the two lines")
+    if len(fields) == len(names):
+        first = named.setdefault(tuple(fields[i] for i in identity), lineno)
         if first != lineno:
-            raise SchemaError(f"{path}:{lineno}: every column repeats line {first} (a duplicated row, which would "
-                              "count twice in every median); remove one of the two lines")
-        if len(fields) == len(names):
-            first = named.setdefault(tuple(fields[i] for i in identity), lineno)
-            if first != lineno:
-                raise SchemaError(f"{path}:{lineno}: column {names[identity[-2]]!r} repeats the row of line {first}: "
-                                  "the same run, cell and row written twice with other values; keep the right one")
-        if len(fields) != len(names):
-            column = names[len(fields)] if len(fields) < len(names) else f"(extra field {len(fields)})"
+            raise SchemaError(f"{path}:{lineno}: column {names[identity[-2]]!r} repeats the row of line {first}: "
+                              "the same run, cell and row written twice with other values; keep the right one")
+    if len(fields) != len(names):
+        column = names[len(fields)] if len(fields) < len(names) else f"(extra field {len(fields)})"
+        raise SchemaError(
+            f"{path}:{lineno}: {len(fields)} fields where {len(names)} are expected; "
+            f"first missing column: {column!r}. Fix or remove that line."
+        )
+
+
+def _parsed_row(path: Path, lineno: int, row: dict[str, str], schema: Schema) -> dict:
+    """One line's values converted to their column's kind: a known status, an empty value only where the schema
+    allows one, and on a measured (ok, warmup) row finite numbers, times above zero."""
+    status = row.get("status", "ok")
+    if status not in STATUSES:
+        raise SchemaError(
+            f"{path}:{lineno}: column 'status' is {status!r}; expected one of {STATUSES}"
+        )
+    kinds = dict(schema.columns)
+    out = {}
+    for name in schema.names:
+        value = row[name]
+        if value == "":
+            if name in schema.optional_when_not_ok and status not in ("ok", "warmup"):
+                out[name] = None
+                continue
+            if name in schema.nan_when_empty:
+                out[name] = None
+                continue
+            if kinds[name] == "str" and name in ("reason",):
+                out[name] = ""
+                continue
+            raise SchemaError(f"{path}:{lineno}: column {name!r} is empty on a {status!r} row")
+        try:
+            out[name] = _convert(value, kinds[name])
+        except ValueError:
             raise SchemaError(
-                f"{path}:{lineno}: {len(fields)} fields where {len(names)} are expected; "
-                f"first missing column: {column!r}. Fix or remove that line."
-            )
-        row = dict(zip(names, fields))
-        status = row.get("status", "ok")
-        if status not in STATUSES:
-            raise SchemaError(
-                f"{path}:{lineno}: column 'status' is {status!r}; expected one of {STATUSES}"
-            )
-        out = {}
-        for name in names:
-            value = row[name]
-            if value == "":
-                if name in schema.optional_when_not_ok and status not in ("ok", "warmup"):
-                    out[name] = None
-                    continue
-                if name in schema.nan_when_empty:
-                    out[name] = None
-                    continue
-                if kinds[name] == "str" and name in ("reason",):
-                    out[name] = ""
-                    continue
-                raise SchemaError(f"{path}:{lineno}: column {name!r} is empty on a {status!r} row")
-            try:
-                out[name] = _convert(value, kinds[name])
-            except ValueError:
-                raise SchemaError(
-                    f"{path}:{lineno}: column {name!r} holds {value!r}, not a {kinds[name]}"
-                ) from None
-            if kinds[name] == "float" and status in ("ok", "warmup"):
-                number = out[name]
-                if not math.isfinite(number) and name not in schema.nan_when_empty:
-                    raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
-                                      "measured value is a finite number (a failed measurement is a row whose "
-                                      "status says why, e.g. error, with the value left empty)")
-                if name in schema.times and not number > 0:
-                    raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
-                                      "time or rate is above zero (fix or remove that line)")
-        records.append(out)
-    frame = pd.DataFrame.from_records(records, columns=names)
-    for name, kind in schema.columns:
-        if kind == "float":
-            frame[name] = pd.to_numeric(frame[name], errors="raise").astype(float)
-    return frame
+                f"{path}:{lineno}: column {name!r} holds {value!r}, not a {kinds[name]}"
+            ) from None
+        if kinds[name] == "float" and status in ("ok", "warmup"):
+            _check_measured(path, lineno, name, value, out[name], status, schema)
+    return out
+
+
+def _check_measured(path: Path, lineno: int, name: str, value: str, number: float, status: str,
+                    schema: Schema) -> None:
+    """A measured row's number is finite (unless its column may be NaN) and a time or rate is above zero."""
+    if not math.isfinite(number) and name not in schema.nan_when_empty:
+        raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
+                          "measured value is a finite number (a failed measurement is a row whose "
+                          "status says why, e.g. error, with the value left empty)")
+    if name in schema.times and not number > 0:
+        raise SchemaError(f"{path}:{lineno}: column {name!r} holds {value!r} on a {status!r} row; a "
+                          "time or rate is above zero (fix or remove that line)")
 
 
 def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = None) -> pd.DataFrame:

@@ -25,7 +25,24 @@ def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, 
     return csv_path, md_path
 
 
-def say(lines, stem: str, out_dir: Path) -> list[str]:
+SHOWN_ROWS = 20
+"""A table a notebook cell shows has at most this many rows: a longer one shows its first and last rows (its whole is
+the CSV and Markdown beside the figures)."""
+SAID_LINES = 36
+"""The most finding lines one `say_all` prints in a notebook cell (`say`: 6 by default); the rest are in the .md
+file it names."""
+
+
+def short_outputs() -> None:
+    """Notebook outputs short: pandas shows a table of more than SHOWN_ROWS rows by its head and tail."""
+    pd.set_option("display.max_rows", SHOWN_ROWS)
+    pd.set_option("display.min_rows", 10)
+    pd.set_option("display.max_columns", 14)  # a wide table shows its first and last columns, on one line each row
+    pd.set_option("display.max_colwidth", 40)
+    pd.set_option("display.width", 1000)
+
+
+def say(lines, stem: str, out_dir: Path, shown: int = 6) -> list[str]:
     """Generated findings as data: print each as "- line" and write them to <stem>.csv (one `finding` per row, with
     a column per value the findings state: finding.frame, floats to 6 decimals) and <stem>.md (a bullet list) in
     out_dir, so that every number a notebook states can be read, quoted and compared without running it. Returns the
@@ -39,12 +56,16 @@ def say(lines, stem: str, out_dir: Path) -> list[str]:
             table[col] = table[col].round(6)
     table.to_csv(out_dir / f"{stem}.csv", index=False)
     (out_dir / f"{stem}.md").write_text("".join(f"- {line}\n" for line in lines))
-    for line in lines:
+    for line in lines[:shown]:
         print("-", line)
+    if len(lines) > shown:
+        print(f"  ... and {len(lines) - shown} more in {out_dir / (stem + '.md')}")
     return lines
 
 
 def say_all(found, out_dir: Path) -> None:
-    """`say` each list of findings of `found` ({stem: lines}, an experiment's findings) under its stem."""
+    """`say` each list of findings of `found` ({stem: lines}, an experiment's findings) under its stem, printing at
+    most SAID_LINES lines in all (each stem's first ones; every line is written to its files)."""
+    shown = max(2, SAID_LINES // max(1, len(found)) - 1)
     for stem, lines in found.items():
-        say(lines, stem, out_dir)
+        say(lines, stem, out_dir, shown=shown)

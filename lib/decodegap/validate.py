@@ -213,7 +213,7 @@ def data_whole(data=None, notebooks: Iterable[str] = (), measure: bool = False) 
     return folder
 
 
-def gpu_key(value, data=None, what: str = "GPU key") -> str:
+def gpu_key(value, data=None, where: str = "") -> str:
     """A GPU key of the data folder's registry (specs/gpus.csv), exactly as it spells it; anything else is an
     InputError that suggests the key meant ("did you mean 'h200'?") and lists the known ones."""
     import difflib
@@ -226,7 +226,7 @@ def gpu_key(value, data=None, what: str = "GPU key") -> str:
     text = str(value)
     near = [k for k in known if k == text.strip().lower()] or difflib.get_close_matches(text.strip().lower(), known, 1)
     hint = f"did you mean {near[0]!r}? " if near else ""
-    raise InputError(f"unknown {what} {value!r}: {hint}known: {', '.join(known)} "
+    raise InputError(f"unknown GPU key {value!r}{f' ({where})' if where else ''}: {hint}Known: {', '.join(known)} "
                      f"({paths_of(data)}/specs/gpus.csv; `python -m decodegap gpus` lists them)")
 
 

@@ -1,14 +1,15 @@
 """Notebook 06, closing the gap: how close to the memory floor can batch-1 decode get? Its measurements
 (every lever of the ladder in fresh sessions, then the profiled steps, profile.record_kernels), its rows (decode.csv
 with the superseded rows it still reads, plus the A/B sweep's cells decode.csv lacks; breakdown.csv; the
-check-power diagnostic), its tables (the ladder, the kernels by category and by product, the products' cost lines, the check's
-power) and its findings (against the targets, where the time goes, the products and the budget, the reading)."""
+check-sensitivity diagnostic), its tables (the ladder, the kernels by category and by product, the products' cost
+lines, the check's sensitivity) and its findings (against the targets, where the time goes, the products and the budget, the reading)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from decodegap.analysis import check_power, closing_the_gap as ladder, closing_the_gap_targets as ladder_targets
+from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
+from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import cuda_graphs_ab as ab, profiles
 from decodegap import checked, compare, hardware, levers, records, roofline
 from decodegap.arms import ARM_KERNELS
@@ -20,7 +21,7 @@ TARGETS = levers.TARGETS
 PRODUCT_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_compile")  # the profiled steps of the products figure
 LADDER_PROFILED_ARMS = ("eager", "lean", "lean_kernels_graph", "lean_attn_graph") + tuple(
     arm for arm, kernels in ARM_KERNELS.items() if "pdl" in kernels)
-"""The arms `measure` profiles per cell (decode.kernel_profile profiles the eager step a graphed arm captures; the
+"""The arms `measure` profiles per cell (profile.kernel_profile profiles the eager step a graphed arm captures; the
 fused steps with PDL, every such arm of the registry, kernel by kernel). Before the split-KV attention's products
 became tl.dot, the H200 target cell was profiled as `lean_kernels` (the same kernels, eager); those rows stay,
 labelled by their run's commit."""
@@ -80,8 +81,8 @@ def rows(data) -> pd.DataFrame:
 def tables(data, models_=()) -> dict:
     """Notebook 06's tables: `rows`, `cells` (roofline.cell_table of them), `ladder` (ms and R_floor of every
     lever per cell), `breakdown` (the profiled steps' kernels by category against their floors), `projections` (the
-    matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate), `check_power`
-    (the decode check against injected faults), the configs, the registry's `specs` and `measured_gbps` (copy
+    matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate),
+    `check_sensitivity` (the decode check against injected faults), the configs, the registry's `specs` and `measured_gbps` (copy
     bandwidth per GPU)."""
     rows_ = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
@@ -97,7 +98,7 @@ def tables(data, models_=()) -> dict:
             ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
-        check_power=check_power.table(check_power.load(data)),
+        check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -108,7 +109,7 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
-    check's power, and the reading's numbers."""
+    check's sensitivity, and the reading's numbers."""
     return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"])
                                     + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"])
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
@@ -116,5 +117,5 @@ def findings(t: dict) -> dict:
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"])),
-            "06_findings_check_power": check_power.findings(t["check_power"], compare.VERIFY_TOL),
+            "06_findings_check_power": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}

@@ -16,7 +16,7 @@ from decodegap import checked, hardware, levers, paths, published, records
 from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
-from decodegap.quant import layers as quant_layers, paths as quant
+from decodegap.quant import loaders as quant_loaders, paths as quant
 
 NOTEBOOK = "04_quantisation_l4"
 ARMS = quant_report.ARMS
@@ -103,7 +103,7 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
                         continue
                     errors, status, reason = attempt(lambda: quant.check_linear(
                         concrete, k, n, device, tol, seed=LAYERS.index(layer), group_size=G, rows=todo),
-                        (quant_layers.QuantUnavailable,))
+                        (quant_loaders.QuantUnavailable,))
                     out = []
                     for m in todo:
                         err = errors.get(m) if errors else None

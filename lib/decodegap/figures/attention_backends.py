@@ -4,6 +4,7 @@ beside GPU-only (style.apply / style.save conventions)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from decodegap.figures import style
@@ -23,6 +24,22 @@ def backend_color(attn: str) -> str:
     return BACKEND_COLORS[keys.index(attn) % len(BACKEND_COLORS)] if attn in keys else "#444444"
 
 
+def _distinct_series(rows: pd.DataFrame, col: str):
+    """(gpu, backends, rows) per GPU and distinct series of `col` over context: backends whose every point lies within
+    2 % of another's (one kernel under two names, or two that time alike) are one series, named by all of them, so no
+    line hides another."""
+    out = {}
+    for (gpu, attn), group in rows.groupby(["gpu", "attn"], sort=False):
+        group = group.sort_values("ctx")
+        same = next((k for k, (g, _, other) in out.items() if g == gpu and list(other["ctx"]) == list(group["ctx"])
+                     and np.allclose(other[col].to_numpy(float), group[col].to_numpy(float), rtol=0.02)), None)
+        if same is not None:
+            out[same][1].append(attn)
+        else:
+            out[attn + gpu] = (gpu, [attn], group)
+    return list(out.values())
+
+
 def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFrame | None = None):
     """Microseconds per decode-attention call against context per backend: host-inclusive (left) and GPU-only
     (right) on one shared log axis, so the gap between the panels is the launch sequence's cost. `published`: the
@@ -36,10 +53,9 @@ def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFr
     gpus = list(dict.fromkeys(sub["gpu"]))
     dashes = dict(zip(gpus, ["-", "--", ":", "-."]))
     for ax, col, title in ((axes[0], "host_us", "host-inclusive (eager loop)"), (axes[1], "gpu_us", "GPU-only (graph replay)")):
-        for (gpu, attn), group in sub.dropna(subset=[col]).groupby(["gpu", "attn"]):
-            group = group.sort_values("ctx")
-            ax.plot(group["ctx"], group[col], marker="o", markersize=4, color=backend_color(attn),
-                    linestyle=dashes.get(gpu, "-"), label=f"{gpu} {attn}")
+        for gpu, attns, group in _distinct_series(sub.dropna(subset=[col]), col):
+            ax.plot(group["ctx"], group[col], marker="o", markersize=4, color=backend_color(attns[0]),
+                    linestyle=dashes.get(gpu, "-"), label=f"{gpu} {' = '.join(attns)}")
         style.context_axis(ax, sub["ctx"])
         ax.set_yscale("log")
         ax.set_title(title)
@@ -51,12 +67,12 @@ def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFr
             axes[0].scatter([x0], [r.value], marker="*", s=90, color=backend_color(PUBLISHED_TO_OURS.get(r.attn, [r.attn])[0]),
                             edgecolors="black", linewidths=0.6, zorder=5, label=f"{r.gpu} {r.attn}, {PUBLISHED_LABEL} (ctx not stated)")
     axes[0].set_ylabel(f"{style.MICRO} per decode-attention call\n({model} shape, log scale)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    axes[1].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    first = sub[sub["ctx"] == sub["ctx"].min()]
-    ratio = first["host_us"] / first["gpu_us"]
-    finding = (f"At ctx {int(first['ctx'].iloc[0]):,} one call costs a median {ratio.median():.1f}x its GPU time once "
-               "the host is counted: the launch sequence binds" if ratio.notna().any() else "Decode attention per backend")
-    style.finding_title(fig, finding, f"every backend that ran, {model} shape")
+    legend = {}
+    for ax in axes:  # both panels' series (a pair alike in one panel may differ in the other)
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    axes[1].legend(list(legend.values()), list(legend), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    style.title(fig, "03_attention_us_vs_context.png", f"every backend that ran, {model} shape; backends joined by '=' "
+                "time within 2 % of each other")
     fig.tight_layout()
     return fig

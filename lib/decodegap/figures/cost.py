@@ -15,21 +15,6 @@ SOURCE_MARKER = {MEASURED_LABEL: "s"}
 PUBLISHED_MARKER = "*"
 
 
-def _finding(ladder: pd.DataFrame, floors: pd.DataFrame) -> str:
-    best = ladder[ladder["kernels"] == "best"].sort_values("usd_per_mtok")
-    if best.empty:
-        return "The cost ladder"
-    top = best.iloc[0]
-    out = (f"Cheapest per token at batch 1: {price_label(top['gpu'], top.get('price_provider'))} {top['configuration']} "
-           f"${top['usd_per_mtok']:.2f}/Mtok ({top['source']})")
-    if not floors.empty:
-        cheapest_floor = floors.sort_values("usd_per_mtok").iloc[0]["gpu"]
-        fastest = floors.sort_values("bandwidth_gbps").iloc[-1]["gpu"]
-        if cheapest_floor == fastest:
-            out += f"; at the memory floor the fastest GPU ({fastest}) would be the cheapest"
-    return out
-
-
 def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, notes: list[str] = ()):
     """$/Mtok (log) against datasheet bandwidth (log): per source and GPU (colour: GPU; marker: published star or
     measured square) the naive configuration (hollow) and the best (filled), labelled with configuration and
@@ -38,7 +23,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     style.apply()
     if ladder.empty:
         return style.empty("No priced configuration: add prices to data/specs/prices.csv.")
-    fig, ax = plt.subplots(figsize=(7.6, 4.8))
+    fig, ax = plt.subplots(figsize=(9.0, 5.0))
     for (source, gpu), g in ladder.groupby(["source", "gpu"]):
         color, marker = style.gpu_color(gpu), SOURCE_MARKER.get(source, PUBLISHED_MARKER)
         g = g.sort_values("usd_per_mtok", ascending=False)
@@ -46,8 +31,13 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
         for r in g.itertuples():
             ax.scatter([r.bandwidth_gbps], [r.usd_per_mtok], marker=marker, edgecolors=color,
                        **({"color": color} if r.kernels == "best" else {}), **KERNEL_STYLE[r.kernels], zorder=4)
-            ax.annotate(f"{price_label(gpu, getattr(r, 'price_provider', None))} {r.configuration}: ${r.usd_per_mtok:.2f}",
-                        (r.bandwidth_gbps, r.usd_per_mtok), textcoords="offset points", xytext=(7, -3), fontsize=7)
+            priced = price_label(gpu, getattr(r, "price_provider", None))  # the GPU is its tick; its price's provider
+            star = "" if priced == gpu else "*"  # is marked where not the paper's, and named under the axes
+            ax.annotate(f"{r.configuration}{star}: ${r.usd_per_mtok:.2f}", (r.bandwidth_gbps, r.usd_per_mtok),
+                        textcoords="offset points", xytext=(-8, 0), ha="right", va="center", fontsize=7)
+            note = f"* {priced}: no price of the paper's provider was found"
+            if star and note not in notes:
+                notes = [*notes, note]
     for source in ladder["source"].unique():
         marker = SOURCE_MARKER.get(source, PUBLISHED_MARKER)
         for kernels in ("naive", "best"):
@@ -60,7 +50,7 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
         ax.scatter([], [], marker="_", s=220, linewidths=2.0, color="grey", label=floor_label)
         for r in f.itertuples():
             ax.annotate(f"${r.usd_per_mtok:.2f}", (r.bandwidth_gbps, r.usd_per_mtok),
-                        textcoords="offset points", xytext=(-6, -12), fontsize=6.5, color="grey")
+                        textcoords="offset points", xytext=(10, 0), va="center", fontsize=6.5, color="grey")
     bandwidths = dict(zip(ladder["gpu"], ladder["bandwidth_gbps"]))
     if not floors.empty:
         bandwidths.update(dict(zip(floors["gpu"], floors["bandwidth_gbps"])))
@@ -70,9 +60,9 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
     ax.yaxis.set_major_formatter(dollars)
     ax.yaxis.set_minor_formatter(dollars)
     ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set_xlim(min(bandwidths.values()) / 1.4, max(bandwidths.values()) * 3.0)
+    ax.set_xlim(min(bandwidths.values()) / 4.0, max(bandwidths.values()) * 1.6)  # labels sit left of their points
     ax.set_ylabel("$ per million tokens, batch 1 (log scale)")
-    style.finding_title(fig, _finding(ladder, floors), "the cost ladder: $ per million tokens against peak bandwidth")
+    style.title(fig, "05_cost_ladder.png", "each GPU's naive and best configuration, and its cost at the memory floor")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if notes:
         fig.text(0.01, -0.02, "\n".join(notes), fontsize=7, va="top")

@@ -21,7 +21,7 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
     groups = list(dict.fromkeys(zip(speed["gpu"], speed["model"]))) if not speed.empty else []
     arms = [a for a in ("graph", "compile") if a in set(speed.get("arm", []))] or ["graph"]
     width = 0.8 / max(1, len(arms))
-    labels = []
+    labels, top = [], 1.0
     for i, (gpu, model) in enumerate(groups):
         labels.append(f"{model}\n{gpu}")
         for j, arm in enumerate(arms):
@@ -39,10 +39,11 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
                         marker=style.ARM_STYLE.get(arm, {}).get("marker", "o"), markersize=7,
                         label=f"{arm} (measured)" if i == 0 else None)
             sweep = row.get("sweep", "")
-            ax.annotate(f"N={int(row['sessions'])}" + (f" {sweep}" if isinstance(sweep, str) and sweep else "")
-                        + (", " + ("CI" if kind.startswith("95") else "range") if has_interval else ", no interval"),
-                        (x, row["speedup"]),
-                        textcoords="offset points", xytext=(7, -3), ha="left", fontsize=7)
+            top = max(top, high if has_interval else row["speedup"])
+            ax.annotate(f"N={int(row['sessions'])} " + (f"{sweep} " if isinstance(sweep, str) and sweep else "")
+                        + (("CI" if kind.startswith("95") else "range") if has_interval else "no interval"),
+                        (x, high if has_interval else row["speedup"]), rotation=90,
+                        textcoords="offset points", xytext=(0, 5), ha="center", va="bottom", fontsize=6.5)
     for k, (_, row) in enumerate(published.iterrows()):
         x = len(groups) + k
         lo = row["value"] - row["ci_low"] if pd.notna(row["ci_low"]) else 0
@@ -54,16 +55,13 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel("speed-up over eager (x)\nbars: 95 % bootstrap CI (N >= 10),\nelse range of N sessions",
                   fontsize=8)
-    ax.set_ylim(bottom=0)
+    if not published.empty:
+        top = max(top, float(published["ci_high"].fillna(published["value"]).max()))
+    ax.set_ylim(0, top * 1.45)  # room above the highest bar for its label
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    graph = speed[speed["arm"] == "graph"] if not speed.empty else speed
-    parts = []
-    for gpu, g in graph.groupby("gpu"):
-        parts.append(f"CUDA graphs make the {gpu} step {style.value_range(g['speedup'])}x faster")
-    pub = [f"the paper's {r['gpu']} {r['value']:.3g}x" for _, r in published.iterrows()]
     ctx = sorted(set(speed["ctx"])) if "ctx" in speed and not speed.empty else []
-    style.finding_title(fig, "; ".join(parts + pub) or "Speed-up over eager",
-                  "speed-up over eager per model" + (f", ctx {ctx[0]:,}" if len(ctx) == 1 else ""))
+    style.title(fig, "02_speedup_ci.png", "speed-up over eager per model" + (f", ctx {ctx[0]:,}" if len(ctx) == 1 else "")
+                + "; each point: its sessions N, its sweep and its interval")
     fig.tight_layout()
     return fig
 
@@ -99,15 +97,7 @@ def decomposition(decomp: pd.DataFrame):
     ax.set_xlabel("context (tokens)", labelpad=18)
     ax.set_ylabel("ms per decode step")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    parts = []
-    for gpu, g in d.groupby("gpu"):
-        lo_ctx, hi_ctx = g["ctx"].min(), g["ctx"].max()
-        f_lo, f_hi = g[g["ctx"] == lo_ctx]["launch_overhead_fraction"], g[g["ctx"] == hi_ctx]["launch_overhead_fraction"]
-        parts.append(f"launch overhead is {f_lo.min():.0%}-{f_lo.max():.0%} of the {gpu} eager step at ctx "
-                     f"{int(lo_ctx):,} and {f_hi.min():.0%}-{f_hi.max():.0%} at {int(hi_ctx):,}")
-    text = "; ".join(parts)
-    style.finding_title(fig, text[:1].upper() + text[1:] if parts else "Where a batch-1 decode step goes",
-                  "where a batch-1 eager decode step goes, cell by cell")
+    style.title(fig, "02_decomposition.png", "the eager step of each cell: the bar's top is its step time")
     fig.tight_layout()
     return fig
 
@@ -130,9 +120,6 @@ def r_floor_per_arm(cells: pd.DataFrame, convention: str = "W_all"):
         ax.axhline(1.0, color="grey", linewidth=0.8)
     axes[0][0].set_ylabel(f"R_floor ({convention}, datasheet)")
     axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ok = cells.dropna(subset=[col])
-    parts = [f"{arm} {style.value_range(g[col])}" for arm, g in ok.groupby("arm", sort=False)]
-    style.finding_title(fig, "No arm comes near its memory floor: R_floor " + ", ".join(parts) if parts else "R_floor per arm",
-                  "R_floor per arm against context")
+    style.title(fig, "02_r_floor_per_arm.png", "R_floor per arm against context")
     fig.tight_layout()
     return fig

@@ -93,7 +93,7 @@ def _roofline(f: Path, pub: dict) -> dict[str, str]:
     eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
     head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
     return {
-        "01_r_floor_vs_bandwidth.png": f"R_floor falls as peak bandwidth rises: L4 {pub['r_l4']:.2f} and H100 {pub['r_h100']:.2f} (published), "
+        "01_r_floor_vs_bandwidth.png": f"L4 {pub['r_l4']:.2f} and H100 {pub['r_h100']:.2f} (published), "
                                        f"H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
         "01_step_time_vs_context.png": f"The H200 eager step stays between {eager.t_obs_ms.min():.1f} and "
                                        f"{eager.t_obs_ms.max():.1f} ms from 2k to 16k tokens, {1 / eager.r_floor_W_all.max():.0f}-"
@@ -215,15 +215,23 @@ def findings(figures: Path | None = None) -> dict[str, str]:
 GALLERY_CSV = "gallery.csv"
 
 
+def line(name: str, finding: str) -> str:
+    """A figure's gallery line: its title (figures.style.TITLES, the very text the figure's title states) in bold,
+    then the finding's numbers; the two come from one place and cannot disagree."""
+    from decodegap.figures.style import TITLES
+
+    return f"**{TITLES[name]}.** {finding}"
+
+
 def write(figures: Path | None = None) -> Path:
-    """figures/gallery.csv: one row per figure (figure, finding), in file-name order."""
+    """figures/gallery.csv: one row per figure (figure, finding: its gallery `line`), in file-name order."""
     f = Path(figures or paths.FIGURES)
     out = f / GALLERY_CSV
     with open(out, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["figure", "finding"])
         for name, text in sorted(findings(f).items()):
-            w.writerow([name, text])
+            w.writerow([name, line(name, text)])
     return out
 
 

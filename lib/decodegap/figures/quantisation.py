@@ -26,24 +26,6 @@ def _series_color(name: str, published: bool, i: int) -> str:
     return SERIES_COLORS[i % len(SERIES_COLORS)]
 
 
-def _finding(table: pd.DataFrame, series) -> str:
-    """The fastest path against bf16 in each series at the first context (failed checks left out)."""
-    first = table[table["ctx"] == table["ctx"].min()] if "ctx" in table else table
-    parts = []
-    for name, col in series:
-        check = first.get(f"{name} check")
-        ok = first[~check.astype(str).str.contains("failed")] if check is not None else first
-        ok = ok.dropna(subset=[col])
-        base = ok[ok["quant"] == "bf16"]
-        if ok.empty or base.empty:
-            continue
-        best = ok.loc[ok[col].idxmin()]
-        parts.append(f"{name}: no path beats bf16's {best[col]:.2f} ms" if best["quant"] == "bf16" else
-                     f"{name}: {best['quant']} {best[col]:.2f} ms vs bf16 {base[col].iloc[0]:.2f}")
-    return "Fastest path against bf16" + (f" at ctx {int(first['ctx'].iloc[0]):,}" if "ctx" in first and len(first) else "") \
-        + (": " + "; ".join(parts) if parts else "")
-
-
 def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
     out = [(c[: -len(" ms (published)")], c) for c in table.columns if c.endswith(" ms (published)")]
     return out + [(c[: -len(" ms")], c) for c in table.columns if c.endswith(" ms") and not c.endswith("floor ms")]
@@ -60,8 +42,9 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     if table.empty or not series:
         return style.empty("No quantisation rows and no published values.")
     contexts = sorted(set(table["ctx"])) if "ctx" in table else [None]
-    fig, axes = plt.subplots(1, len(contexts), figsize=(max(6.4, 1.2 * len(set(table["quant"]))) * len(contexts) * 0.8, 4.2),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(len(contexts), 1, figsize=(min(9.5, max(6.4, 1.3 * len(set(table["quant"])))),
+                                                         2.9 * len(contexts) + 0.6), squeeze=False, sharex=True)
+    axes = axes.T  # one panel per context, one above the other: the figure stays a page wide
     width = 0.8 / len(series)
     labelled = set()
     for ax, ctx in zip(axes[0], contexts):
@@ -99,14 +82,12 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                             mark = (dict(marker="x", color=FAILED_COLOR) if bad else
                                     dict(marker="o", facecolors="none", edgecolors=NOT_RUN_COLOR))
                             ax.scatter([p], [f], s=28, zorder=4, label=None if lab in labelled else lab, **mark)
-                            labelled.add(lab)
-                            ax.text(p, f, " check failed" if bad else " not run", rotation=90, va="bottom",
-                                    ha="center", fontsize=7, color=FAILED_COLOR if bad else NOT_RUN_COLOR)
-        ax.set_xticks(x, panel["quant"], rotation=20, ha="right")
+                            labelled.add(lab)  # the marker and its legend entry say it: no text over the bars
+        ax.set_xticks(x, panel["quant"], rotation=30, ha="right")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"ctx {ctx}" if ctx is not None else "")
-    axes[0][0].set_ylabel("ms per decode step (median of session medians)")
-    style.finding_title(fig, _finding(table, series), title or "Quantisation paths against their own memory floors")
+        ax.set_title(f"ctx {ctx:,}" if ctx is not None else "", loc="left")
+        ax.set_ylabel("ms per decode step")
+    style.title(fig, "04_quant_ms_vs_floor.png", title or "median of session medians; black ticks: each path's floor")
     fig.tight_layout()
-    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.85))
+    fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
     return fig

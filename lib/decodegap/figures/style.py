@@ -1,6 +1,6 @@
 """The figures' one style, shared by every notebook's figures module (figures.roofline, figures.cuda_graphs_ab,
 figures.attention_backends, figures.quantisation, figures.cost, figures.closing_the_gap): one colour per arm and per
-GPU, a title that states the finding, the shared axes, and `save`, which writes a deterministic PNG (no timestamp or
+GPU, a short title that states the finding (TITLES, its numbers in the findings files), the shared axes, and `save`, which writes a deterministic PNG (no timestamp or
 version metadata). Each figure function there takes DataFrames and returns a matplotlib Figure."""
 
 from __future__ import annotations
@@ -57,6 +57,27 @@ def apply() -> None:
         "axes.spines.top": False, "axes.spines.right": False, "legend.fontsize": 8, "legend.frameon": False,
         "axes.titlesize": 9, "figure.titlesize": 10,
     })
+
+
+TITLES = {
+    "01_r_floor_vs_bandwidth.png": "R_floor falls as peak bandwidth rises",
+    "01_step_time_vs_context.png": "The decode step stays far above its memory floor at every context",
+    "02_speedup_ci.png": "CUDA graphs speed up the batch-1 decode step",
+    "02_decomposition.png": "Where a batch-1 decode step goes: floor, GPU-side excess, launch overhead",
+    "02_r_floor_per_arm.png": "No arm comes near its memory floor",
+    "03_attention_us_vs_context.png": "Decode attention: the launch sequence, not the kernel, binds one call",
+    "04_quant_ms_vs_floor.png": "Quantisation paths against their own memory floors",
+    "05_cost_ladder.png": "The cost ladder: $ per million tokens against peak bandwidth",
+    "06_ladder.png": "The ladder of levers towards the memory floor",
+    "06_products.png": "Each matrix product pays a fixed cost beyond streaming its weights",
+}
+"""Each figure's title: a short finding without numbers (the numbers are in the generated findings files and the
+README gallery's line, which starts with the same title: figures.gallery), the same wherever the figure is drawn."""
+
+
+def title(fig, name: str, subtitle: str = "") -> None:
+    """The figure `name`'s title (TITLES), with what is plotted below it."""
+    finding_title(fig, TITLES[name], subtitle)
 
 
 def finding_title(fig, finding: str, subtitle: str = "") -> None:

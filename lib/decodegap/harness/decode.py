@@ -54,6 +54,7 @@ from typing import Callable
 from decodegap import arms as _arms
 from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean
 from decodegap.compare import logits_error, max_relative_error
+from decodegap.harness.hf_attention import attention_context, attention_unavailable
 from decodegap.prompts import prompt_ids, teacher_token
 from decodegap.timing import event_times_ms
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
@@ -100,7 +101,8 @@ def compiled(fn, layers=(), **overrides):
     dynamic=True dynamo otherwise makes the step's Python floats (RMSNorm eps, rotary and attention scales:
     constants) symbolic, then throws that trace away and traces the whole model again with them specialized,
     which doubles the trace (measured on the CPU with a 32-layer Llama: the trace times with and without it, and
-    with static shapes, are the rows of data/diagnostics/compile_trace_cpu.csv)."""
+    with static shapes, are the rows of data/diagnostics/compile_trace_cpu.csv at commit 9e23713, made by
+    bench/compile_trace_cpu.py, in git history at d764dd2)."""
     import torch
 
     torch._dynamo.config.specialize_float = True
@@ -109,61 +111,6 @@ def compiled(fn, layers=(), **overrides):
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     mark_layer_regions(layers)
     return torch.compile(fn, **{**COMPILE_OPTIONS, **overrides})
-
-
-HF_IMPLEMENTATION = {"flex": "flex_attention"}
-"""attn key -> HF attn_implementation, beside the kernels decodegap registers with HF (hf_attention.IN_MODEL: fa2,
-fa3, flashinfer_paged); every other key (sdpa, sdpa_flash, ...) runs HF's "sdpa" path, with the forced SDPA backend
-(if any) switched on around each step (and around the graph capture)."""
-
-NOT_IN_MODEL = {
-    "flashinfer": "single_decode_with_kv_cache attends one request's contiguous KV per call; inside the HF step "
-                  "FlashInfer runs as flashinfer_paged (its batch decode wrapper over HF's cache)",
-    "fa3_torch": "a per-layer backend only: torch's FA3 switch serves SDPA's FLASH backend, which takes no explicit "
-                 "mask (see sdpa_flash); inside the HF step FlashAttention-3 runs as fa3",
-}
-"""Backend keys with no whole-step path, and why: their decode rows are `unavailable` instead of SDPA's."""
-
-IN_MODEL_ARMS = tuple(k for k, a in _arms.REGISTRY.items() if a.decoder == "hf" and a.runner != "compile")
-"""The arms that run hf_attention's kernels: the HF decoder, eager or graphed (the lean decoder runs its own
-attention; a compiled arm would trace the kernels' Python calls, and FlashInfer's plan before each replay has no place
-in torch.compile's CUDA graphs)."""
-
-
-def hf_implementation(attn: str) -> str:
-    """The `attn_implementation` an HF model is built with for attention backend key `attn`."""
-    from decodegap.harness.hf_attention import IN_MODEL
-
-    return IN_MODEL[attn].hf_name if attn in IN_MODEL else HF_IMPLEMENTATION.get(attn, "sdpa")
-
-
-def attention_unavailable(attn: str, arm: str, model) -> str | None:
-    """None when `arm` of `model` can run attention backend `attn` inside the HF step, else the reason: a key with
-    no whole-step path, a model built for another backend, an arm that does not run the backend, or its package or
-    device missing."""
-    from decodegap.harness.hf_attention import IN_MODEL
-
-    if attn in NOT_IN_MODEL:
-        return NOT_IN_MODEL[attn]
-    built, wanted = model.config._attn_implementation, hf_implementation(attn)
-    if built != wanted:
-        return f"the model was built with attn_implementation {built!r}; attention backend {attn!r} needs {wanted!r}"
-    if attn in IN_MODEL:
-        if arm not in IN_MODEL_ARMS:
-            return f"{attn} runs inside the HF step in the arms {', '.join(IN_MODEL_ARMS)} only, not {arm}"
-        return IN_MODEL[attn].unavailable("cuda" if _is_cuda(model) else "cpu")
-    return None
-
-
-def attention_context(attn: str):
-    """Context manager forcing the SDPA backend of keys like `sdpa_flash`; a no-op for the others."""
-    forced = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
-              "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}.get(attn)
-    if forced is None:
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel(getattr(SDPBackend, forced))
 
 
 class ArmUnavailable(RuntimeError):
@@ -270,7 +217,7 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
     """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
     DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels of ARM_KERNELS, compiled
     for the compiled ones); StaticStep otherwise, its forward compiled for compile. `compile_overrides` go to
-    torch.compile for a compiled arm (kernel_profile: mode=None, the same kernels without the CUDA graph)."""
+    torch.compile for a compiled arm (profile.kernel_profile: mode=None, the same kernels without the CUDA graph)."""
     if arm == "hf_default":
         return DynamicStep(model, ctx, seed, feedback)
     if is_lean(arm):
@@ -487,33 +434,3 @@ def sdpa_reference(model):
         yield model
     finally:
         model.set_attn_implementation(built)
-
-
-def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:
-    """(name, GPU microseconds) of every kernel one decode step launches, in launch order (torch.profiler;
-    one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step
-    (step_state): an eager arm (eager, hf_default, lean, lean_kernels; a graph replays the same kernels as its
-    eager step, without the gaps between them) or a compiled arm, compiled here without its CUDA graph
-    (mode=None: inductor's kernels, which reduce-overhead's graph replays), its compile the warm-up step."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    if not _is_cuda(model):
-        raise ArmUnavailable("profiling GPU kernels needs a CUDA device")
-    with torch.inference_mode():
-        overrides = dict(mode=None) if arm in COMPILED_ARMS else {}
-        state = step_state(model, arm, ctx, ctx + 4, seed, **overrides)
-        state.step()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            state.step()
-            torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and "Memcpy" not in e.name and "Memset" not in e.name]
-    kernels.sort(key=lambda e: e.time_range.start)
-    return [(e.name, float(e.time_range.elapsed_us())) for e in kernels]
-
-
-def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
-    """GPU kernels one decode step launches (see kernel_profile)."""
-    return len(kernel_profile(model, arm, ctx, seed))

@@ -1,6 +1,6 @@
 """The flash-attn family and FlashInfer inside the whole HF decode step: transformers attention functions for the
 backend keys fa2, fa3 and flashinfer_paged, registered with transformers' AttentionInterface, so that
-`models.build_model(spec, attn=decode.hf_implementation(key))` and `python -m decodegap measure --attn KEY` run the
+`models.build_model(spec, attn=hf_implementation(key))` and `python -m decodegap measure --attn KEY` run the
 HF decode step with them, each checked against eager SDPA like every arm (decode.verify_arm).
 
 The call. transformers 5.x's attention layers call
@@ -38,10 +38,12 @@ which decode's graph arms call), what FlashInfer's CUDA-graph users do; its host
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Callable
 
+from decodegap.arms import REGISTRY
 from decodegap.harness import attention
 
 STATE_ATTR = "decodegap_paged_step"  # on each attention module of a model that runs FlashInfer
@@ -227,3 +229,56 @@ def prepare(model, wrapper_cls=None) -> None:
 def replay_hooks(model) -> tuple[Callable, ...]:
     """What decode runs on the host before each replay of a graph of `model`'s step."""
     return tuple(getattr(model, REPLAY_HOOKS_ATTR, ()))
+
+
+# ------------------------------------------------------------------ which attention runs inside the HF step
+
+HF_IMPLEMENTATION = {"flex": "flex_attention"}
+"""attn key -> HF attn_implementation, beside the kernels decodegap registers with HF (hf_attention.IN_MODEL: fa2,
+fa3, flashinfer_paged: IN_MODEL); every other key (sdpa, sdpa_flash, ...) runs HF's "sdpa" path, with the forced SDPA backend
+(if any) switched on around each step (and around the graph capture)."""
+
+NOT_IN_MODEL = {
+    "flashinfer": "single_decode_with_kv_cache attends one request's contiguous KV per call; inside the HF step "
+                  "FlashInfer runs as flashinfer_paged (its batch decode wrapper over HF's cache)",
+    "fa3_torch": "a per-layer backend only: torch's FA3 switch serves SDPA's FLASH backend, which takes no explicit "
+                 "mask (see sdpa_flash); inside the HF step FlashAttention-3 runs as fa3",
+}
+"""Backend keys with no whole-step path, and why: their decode rows are `unavailable` instead of SDPA's."""
+
+IN_MODEL_ARMS = tuple(k for k, a in REGISTRY.items() if a.decoder == "hf" and a.runner != "compile")
+"""The arms that run hf_attention's kernels: the HF decoder, eager or graphed (the lean decoder runs its own
+attention; a compiled arm would trace the kernels' Python calls, and FlashInfer's plan before each replay has no place
+in torch.compile's CUDA graphs)."""
+
+
+def hf_implementation(attn: str) -> str:
+    """The `attn_implementation` an HF model is built with for attention backend key `attn`."""
+    return IN_MODEL[attn].hf_name if attn in IN_MODEL else HF_IMPLEMENTATION.get(attn, "sdpa")
+
+
+def attention_unavailable(attn: str, arm: str, model) -> str | None:
+    """None when `arm` of `model` can run attention backend `attn` inside the HF step, else the reason: a key with
+    no whole-step path, a model built for another backend, an arm that does not run the backend, or its package or
+    device missing."""
+    if attn in NOT_IN_MODEL:
+        return NOT_IN_MODEL[attn]
+    built, wanted = model.config._attn_implementation, hf_implementation(attn)
+    if built != wanted:
+        return f"the model was built with attn_implementation {built!r}; attention backend {attn!r} needs {wanted!r}"
+    if attn in IN_MODEL:
+        if arm not in IN_MODEL_ARMS:
+            return f"{attn} runs inside the HF step in the arms {', '.join(IN_MODEL_ARMS)} only, not {arm}"
+        return IN_MODEL[attn].unavailable("cuda" if next(model.parameters()).device.type == "cuda" else "cpu")
+    return None
+
+
+def attention_context(attn: str):
+    """Context manager forcing the SDPA backend of keys like `sdpa_flash`; a no-op for the others."""
+    forced = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
+              "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}.get(attn)
+    if forced is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, forced))

@@ -149,7 +149,7 @@ def check_parameters(namespace: dict) -> None:
         elif name in MODEL_PARAMETERS:
             models([value] if isinstance(value, str) else value, data)
         elif name in GPU_PARAMETERS and value is not None:
-            validate.gpu_key(value, data, f"GPU key (parameter {name})")
+            validate.gpu_key(value, data, f"parameter {name}")
     for name in CONTEXT_PARAMETERS:
         if name in namespace:
             namespace[name] = validate.contexts_for(namespace[name], namespace.get("MODELS"), data,

@@ -12,7 +12,7 @@ Fused projections: q, k and v are one matmul against their concatenated weights 
 gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
 lean decoder next to its HF model holds the attention and MLP input weights twice. On a quantised model
 (quant.quantise_model_, any path) the same holds for the quantised weights: q/k/v and gate/up become one
-layer of that path each whose packed tensors are the parts' concatenated (quant_layers.fuse_linears), o and down are
+layer of that path each whose packed tensors are the parts' concatenated (quant.fuse.fuse_linears), o and down are
 the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
 GEMV reads bf16 weights; attention still goes through the split-KV kernel). A model mixing layer types is
 refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
@@ -44,7 +44,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 
 from decodegap.kernels.fused import launch as fused
 from decodegap.kernels.step import decode_attention, gemv
-from decodegap.quant import layers as quant_layers
+from decodegap.quant import fuse as quant_fuse, layers as quant_layers
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 PREFILL_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
@@ -270,12 +270,12 @@ def _project(x, weight, bias, kernels: bool):
 def _projection(index: int, parts):
     """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
     down): nn.Linear weights and biases concatenated, or one quantised layer of the model's path
-    (quant_layers.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
+    (quant.fuse.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
     if all(type(p) is nn.Linear for p in parts):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
         return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
     if all(isinstance(p, quant_layers.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
-        return (quant_layers.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
+        return (quant_fuse.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
     raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers "
                           f"(quant.layers.QuantLinear); layer {index} has {', '.join(sorted({type(p).__name__ for p in parts}))}")
 

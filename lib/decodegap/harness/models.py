@@ -91,7 +91,7 @@ def build_model(spec: ModelSpec, device: str = "cuda", dtype: str = "bf16", attn
 
     With `checkpoint_dir` the real weights are loaded from that local directory (no hub access);
     otherwise the model is built directly on the device with random normal weights (`randomise_`).
-    `attn` is HF's attn_implementation (decode.hf_implementation of a backend key): one of decodegap's own
+    `attn` is HF's attn_implementation (hf_attention.hf_implementation of a backend key): one of decodegap's own
     (hf_attention.IN_MODEL) is registered with transformers first, and the model gets its per-model state.
     """
     import torch

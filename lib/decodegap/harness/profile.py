@@ -1,10 +1,12 @@
-"""The kernel profile of a decode step, measured once for every notebook that reads it: how many kernels a step
-launches (data/raw/<gpu>/kernels.csv: notebook 02's decomposition) and each kernel's name and GPU time
-(breakdown.csv: notebook 06's where the time goes and notebook 04's products, read by analysis.profiles)."""
+"""The kernel profile of a decode step (kernel_profile: torch.profiler over one step of an arm), measured once for
+every notebook that reads it (record_kernels): how many kernels a step launches (data/raw/<gpu>/kernels.csv:
+notebook 02's decomposition) and each kernel's name and GPU time (breakdown.csv: notebook 06's where the time goes
+and notebook 04's products, read by analysis.profiles)."""
 
 from __future__ import annotations
 
 from decodegap import inputs, paths, records
+from decodegap.arms import COMPILED_ARMS
 from decodegap.harness import decode, keys, models, runs
 from decodegap.harness.sweep import free_device_memory
 from decodegap.outcome import attempt
@@ -12,7 +14,7 @@ from decodegap.outcome import attempt
 
 def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"), data=None, device: str = "cuda",
                    quant: str = "bf16", again: bool = False) -> str:
-    """Profile one decode step per model, context and arm (decode.kernel_profile): the kernel count goes to
+    """Profile one decode step per model, context and arm (kernel_profile): the kernel count goes to
     data/raw/<gpu>/kernels.csv, every kernel's name and GPU time to breakdown.csv (notebook 06's where the
     time goes). A graph replays exactly the eager step's kernels. `quant` other than bf16 profiles the model with
     its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
@@ -35,17 +37,17 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
             model = models.build_model(models.load_spec(key, data), device=device)
             unavailable = None
             if quant != "bf16":
-                from decodegap.quant import layers as quant_layers, paths as quant_paths
+                from decodegap.quant import loaders as quant_loaders, paths as quant_paths
 
                 try:
                     quant_paths.quantise_model_(model, quant)
-                except quant_layers.QuantUnavailable as exc:
+                except quant_loaders.QuantUnavailable as exc:
                     unavailable = str(exc)
             for ctx, arm in cells:
                 base = dict(run_id=run_id, gpu=gpu, model=key, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
                 cell = _kernels_key(gpu, key, ctx, arm, quant)
                 if unavailable is None:
-                    profile, status, reason = attempt(lambda: decode.kernel_profile(model, arm, ctx),
+                    profile, status, reason = attempt(lambda: kernel_profile(model, arm, ctx),
                                                       (decode.ArmUnavailable,))
                 else:
                     profile, status, reason = None, "unavailable", unavailable
@@ -67,3 +69,33 @@ def _kernels_key(gpu: str, model: str, ctx: int, arm: str, quant: str) -> tuple:
     """A profiled step's key in kernels.csv and breakdown.csv (records.KERNELS.key), default attention."""
     base = dict(gpu=gpu, model=model, ctx=ctx, arm=arm, attn="sdpa", quant=quant)
     return tuple(str(base[c]) for c in records.KERNELS.key)
+
+
+def kernel_profile(model, arm: str, ctx: int, seed: int = 0) -> list[tuple[str, float]]:
+    """(name, GPU microseconds) of every kernel one decode step launches, in launch order (torch.profiler;
+    one profiled eager step after a warm-up step; memcpy and memset left out). `arm` picks the step
+    (decode.step_state): an eager arm (eager, hf_default, lean, lean_kernels; a graph replays the same kernels as its
+    eager step, without the gaps between them) or a compiled arm, compiled here without its CUDA graph
+    (mode=None: inductor's kernels, which reduce-overhead's graph replays), its compile the warm-up step."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if next(model.parameters()).device.type != "cuda":
+        raise decode.ArmUnavailable("profiling GPU kernels needs a CUDA device")
+    with torch.inference_mode():
+        overrides = dict(mode=None) if arm in COMPILED_ARMS else {}
+        state = decode.step_state(model, arm, ctx, ctx + 4, seed, **overrides)
+        state.step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            state.step()
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "Memcpy" not in e.name and "Memset" not in e.name]
+    kernels.sort(key=lambda e: e.time_range.start)
+    return [(e.name, float(e.time_range.elapsed_us())) for e in kernels]
+
+
+def kernels_per_step(model, arm: str, ctx: int, seed: int = 0) -> int:
+    """GPU kernels one decode step launches (see kernel_profile)."""
+    return len(kernel_profile(model, arm, ctx, seed))

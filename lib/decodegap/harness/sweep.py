@@ -18,7 +18,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from decodegap.harness import decode, keys, models, runs
+from decodegap.harness import decode, hf_attention, keys, models, runs
 from decodegap import hardware, inputs, paths, records
 from decodegap.arms import COMPILED_ARMS
 from decodegap.compare import VERIFY_TOL
@@ -323,13 +323,13 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         t0 = time.time()
         try:
             spec = models.load_spec(model_key, data)
-            model = models.build_model(spec, device=plan.device, attn=decode.hf_implementation(plan.attn),
+            model = models.build_model(spec, device=plan.device, attn=hf_attention.hf_implementation(plan.attn),
                                        checkpoint_dir=plan.checkpoints.get(model_key), seed=plan.seed)
             failed = {}
             if plan.quant != "bf16":  # swap the decoder layers' nn.Linear for the path's, from their own weights
                 failed = _quantise_checked(plan, model, cells, run_id, session, data)
         except Exception as exc:
-            from decodegap.quant.layers import QuantUnavailable
+            from decodegap.quant.loaders import QuantUnavailable
 
             status, why = classify(exc, (QuantUnavailable,), oom="model did not fit")
             if status == "error":  # not a cell's outcome: the session ends with its traceback

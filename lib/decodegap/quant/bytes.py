@@ -107,7 +107,7 @@ def projection_bytes(config: Mapping, path_key: str, layout: str = "hf",
                      group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
     """Bytes one call of each matrix product of a decoder layer reads for path `path_key` (byte_terms' terms of
     its linears: packed codes, scales, zeros, bias), in accounting.PROJECTIONS[layout] order (`fused`: the lean
-    decoder's qkv and gate_up, one layer each, as quant.layers.fuse_linears builds them), and the LM head's (bf16 in every
+    decoder's qkv and gate_up, one layer each, as quant.fuse.fuse_linears builds them), and the LM head's (bf16 in every
     path, the vocab x hidden table, tied or not). Every layer's products, the head, the norms and one embedding row
     make up streamed_weight_bytes (for bf16: accounting's W_streamed)."""
     kind = _layout(path_key)

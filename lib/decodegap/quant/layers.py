@@ -1,6 +1,7 @@
 """The quantised replacements of nn.Linear, one class per path, each built from a model's own weight
 (`from_weight`: per-group round-to-nearest in the path's format, quant_formats) and calling its package's kernel
-as that package's own library calls it; plus the loaders of those packages.
+as that package's own library calls it (the packages loaded by quant.loaders; several layers of one path fused
+into one by quant.fuse).
 
 Every layer has `dequantised_weight()`, the weight [N, K] read back from the tensors the kernel reads (the
 reference of the layer check), and the same forward contract: x [..., K] (bf16) -> [..., N] bf16. The kernels
@@ -13,84 +14,20 @@ kernel: a labelled stand-in that lets the CPU tests check formats, packing and t
 
 from __future__ import annotations
 
-import importlib
-import importlib.machinery
-import importlib.util
-import sys
-import types
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from decodegap.quant import formats as fmt
 from decodegap.quant import ops as quant_ops
+from decodegap.quant.loaders import awq_module, exllamav2, EXLLAMAV2_MAX_DQ_SIZE, exllamav2_temp_dq, QuantUnavailable
 
 BNB_BLOCKSIZE = 64
 TINYGEMM_GROUP_SIZES = (32, 64, 128, 256)
 AWQ_TRITON_GROUP_SIZES = (32, 64, 128)  # AutoAWQ's AWQ_TRITON_SUPPORTED_GROUP_SIZES (or G = K)
 AWQ_TRITON_SPLIT_K = 8
-EXLLAMAV2_MAX_DQ_SIZE = 512 * 1024**2
-"""ExLlamaV2's config default `max_dq_size` (elements): its linear layer passes max_dq_rows = max_dq_size // N to
-make_q_matrix, so that a product of more than MAX_Q_GEMM_ROWS (32) rows (a prefill) reconstructs the fp16 weight
-into temp_dq and runs cuBLAS, and only the decode rows use the quantised GEMM. With max_dq_rows = 0 every prefill
-row went through the quantised GEMM instead."""
 FP16_CASTS_PER_PRODUCT = {"gptq-exllamav2": 2, "awq-triton": 2, "awq-marlin": 2}
 
-
-class QuantUnavailable(RuntimeError):
-    """This path cannot run here (no CUDA device, package missing, shape refused); the message is the reason."""
-
-
-# --------------------------------------------------------------------------------------- package loaders
-
-def awq_module(relpath: str):
-    """A module of the AutoAWQ package. `import awq` pulls in `datasets` and more (absent on the GPU machine):
-    where the package import fails, `awq` and its subpackages are registered as bare packages (their __init__
-    not run) and the submodule is imported from them (its own imports: torch, triton, numpy, awq.utils.module).
-    A submodule that still fails to import raises QuantUnavailable with the reason."""
-    name = "awq." + relpath[:-3].replace("/", ".")
-    try:
-        importlib.import_module("awq")
-    except Exception as first:  # noqa: BLE001 - any failure of the package import: bare packages instead
-        spec = importlib.util.find_spec("awq") if "awq" not in sys.modules else None
-        locations = list(spec.submodule_search_locations or []) if spec else []
-        if not locations:
-            raise QuantUnavailable(f"package autoawq not installed or broken (module awq: {first})") from first
-        for pkg in ("awq", "awq.utils", "awq.modules", "awq.modules.linear", "awq.modules.triton"):
-            folder = str(Path(locations[0], *pkg.split(".")[1:]))
-            stub = types.ModuleType(pkg)
-            stub.__path__ = [folder]
-            stub.__spec__ = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
-            stub.__spec__.submodule_search_locations = [folder]
-            sys.modules[pkg] = stub
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001
-        raise QuantUnavailable(f"autoawq's {relpath} does not import here: {type(exc).__name__}: {exc}") from exc
-
-
-def exllamav2():
-    """(exllamav2_ext, none_tensor). The import JIT-builds the extension on a fresh machine (minutes)."""
-    from exllamav2.ext import exllamav2_ext, none_tensor
-
-    return exllamav2_ext, none_tensor
-
-
-_TEMP_DQ: dict = {}
-
-
-def exllamav2_temp_dq(device):
-    """One fp16 reconstruction buffer per device for every ExLlamaV2 layer (as its library shares one scratch
-    buffer): EXLLAMAV2_MAX_DQ_SIZE elements (+64), enough for N x min(max_dq_rows, K) of any layer (1 GiB)."""
-    key = str(device)
-    if key not in _TEMP_DQ:
-        _TEMP_DQ[key] = torch.empty(EXLLAMAV2_MAX_DQ_SIZE + 64, dtype=torch.float16, device=device)
-    return _TEMP_DQ[key]
-
-
-# ---------------------------------------------------------------------------------------- layer modules
 
 def _check_group(K: int, G: int, allowed=None) -> None:
     if K % G:
@@ -448,17 +385,18 @@ class BnbNF4Linear(QuantLinear):
 
 
 class Int4TritonLinear(QuantLinear):
-    """The package's own int4 GEMV (decodegap.kernels.int4_gemv, Triton): W = q * s + m per group, bf16 s and m."""
+    """The package's own int4 GEMV (decodegap.kernels.int4_gemv, Triton), its Int4GemvLinear inside: W = q * s + m
+    per group, bf16 s and m."""
 
     path_key = "int4-triton"
 
     def __init__(self, weight, bias=None, group_size=128, reference=False):
-        from decodegap.kernels import int4_gemv
+        from decodegap.kernels.int4_gemv import layer as int4_layer
 
         N, K = weight.shape
         _check_group(K, group_size)
         super().__init__(K, N, group_size, bias, reference)
-        self.inner = int4_gemv.Int4TritonLinear.from_weight(weight, None, group_size)
+        self.inner = int4_layer.Int4GemvLinear.from_weight(weight, None, group_size)
 
     def forward(self, x):
         if self.reference:
@@ -471,54 +409,3 @@ class Int4TritonLinear(QuantLinear):
 
 LAYER_CLASSES = {cls.path_key: cls for cls in (BF16Linear, TinyGemmLinear, GPTQExllamaV2Linear, AWQTritonLinear,
                                                AWQMarlinLinear, BnbNF4Linear, Int4TritonLinear)}
-
-
-def _device(layer: nn.Module):
-    """The device of a layer's tensors: buffers for most paths, a parameter for bitsandbytes' Params4bit."""
-    return next(iter(layer.state_dict().values())).device
-
-
-def fuse_linears(parts) -> QuantLinear:
-    """One quantised layer for several of one path that read the same input (q/k/v, gate/up): its output is
-    torch.cat of theirs along the last dimension, and so is its `dequantised_weight()`. tinygemm's packed codes
-    and scales_and_zeros are joined as they are (CUDA: the first packed dimension counts tiles of 8 output rows;
-    CPU: rows are interleaved by the CPU's vector width, so the codes are read back and packed again); the other
-    packed paths (GPTQ, AWQ, Marlin) concatenate each packed tensor along its output dimension (dim 1: Marlin's
-    permutation works within chunks of 64 columns); the Triton int4 layer fuses its own tensors; bitsandbytes
-    concatenates its flattened codes and absmax (BnbNF4Linear.fuse). Biases are concatenated (zeros for a part without one, if
-    another has one). ValueError for mixed paths or parts that differ in K, group size or device."""
-    parts = list(parts)
-    kinds = sorted({type(p).__name__ for p in parts})
-    if not parts or len(kinds) > 1 or not isinstance(parts[0], QuantLinear) or isinstance(parts[0], BF16Linear):
-        raise ValueError(f"fuse_linears fuses quantised layers of one path, not {', '.join(kinds) or 'nothing'}")
-    first = parts[0]
-    K, G = first.in_features, first.group_size
-    device = _device(first)
-    if any((p.in_features, p.group_size, _device(p)) != (K, G, device) for p in parts):
-        raise ValueError("fuse_linears needs parts of one in_features, group size and device: "
-                         + ", ".join(f"{p.in_features}/{p.group_size}" for p in parts))
-    bias = None
-    if any(p.bias is not None for p in parts):
-        bias = torch.cat([p.bias if p.bias is not None else torch.zeros(p.out_features, dtype=torch.bfloat16,
-                                                                        device=device) for p in parts])
-    N = sum(p.out_features for p in parts)
-    if type(first) is TinyGemmLinear:
-        if first.cuda:
-            if any(p.packed.shape[1:] != first.packed.shape[1:] for p in parts):
-                raise ValueError(f"fuse_linears: packed tiles differ: {[tuple(p.packed.shape) for p in parts]}")
-            packed = torch.cat([p.packed for p in parts])
-        else:
-            packed = tinygemm_pack(torch.cat([p.codes() for p in parts]), cuda=False)
-        sz = torch.cat([p.scales_and_zeros for p in parts], dim=1).contiguous()
-        return TinyGemmLinear(None, bias, G, packed=packed, scales_and_zeros=sz, shape=(N, K), device=device)
-    if isinstance(first, PackedLinear):
-        tensors = {name: torch.cat([getattr(p, name) for p in parts], dim=1) for name in first.TENSORS}
-        return type(first)(K, N, G, bias, first.reference, **tensors)
-    if type(first) is Int4TritonLinear:
-        fused = type(first).__new__(type(first))
-        QuantLinear.__init__(fused, K, N, G, bias, first.reference)
-        fused.inner = first.inner.fuse([p.inner for p in parts])
-        return fused
-    if type(first) is BnbNF4Linear:
-        return BnbNF4Linear.fuse(parts, bias)
-    raise ValueError(f"fuse_linears cannot fuse {type(first).__name__} layers")

@@ -37,9 +37,10 @@ import torch
 from torch import nn
 
 from decodegap.quant import formats as quant_formats
-from decodegap.quant import layers
+from decodegap.quant import layers, loaders
 from decodegap.quant.bytes import BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
-from decodegap.quant.layers import QuantLinear, QuantUnavailable
+from decodegap.quant.layers import QuantLinear
+from decodegap.quant.loaders import QuantUnavailable
 
 QUANT_TOL = 2e-2
 """Layer check: largest max|y_layer - x W_deq^T| / max|x W_deq^T| accepted (fp32 reference from the weight read
@@ -169,15 +170,15 @@ def _cuda_probe(key: str, device) -> str | None:
             import bitsandbytes  # noqa: F401
         elif key == "awq-marlin":
             importlib.import_module("marlin_cuda")
-            layers.awq_module("modules/linear/marlin.py")
+            loaders.awq_module("modules/linear/marlin.py")
         elif key == "awq-triton":
             importlib.import_module("triton")
-            layers.awq_module("modules/triton/gemm.py")
+            loaders.awq_module("modules/triton/gemm.py")
         elif key == "int4-triton":
-            from decodegap.kernels import int4_gemv  # noqa: F401
+            from decodegap.kernels.int4_gemv import layer as int4_layer  # noqa: F401  (the layer imports here)
             importlib.import_module("triton")
         elif key == "gptq-exllamav2":
-            layers.exllamav2()
+            loaders.exllamav2()
     except QuantUnavailable as exc:
         return str(exc)
     except Exception as exc:  # ImportError, a broken binary extension, a failed JIT build

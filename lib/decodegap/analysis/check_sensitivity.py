@@ -1,7 +1,7 @@
-"""How strong the decode check is (notebook 06): the lean decoder's faults against correct arms, both checked
-against HF eager, from the diagnostics' rows (data/diagnostics/sharp_noise_gpu.csv on a GPU, bench/sharp_noise_gpu.py;
-check_power_cpu.csv on a CPU's narrow model). A check can only vouch for a lever if every fault it is meant to catch
-lands above its tolerance and every correct arm below."""
+"""How sensitive the decode check is (notebook 06's 06_check_power table and findings): the lean decoder's faults
+against correct arms, both checked against HF eager, from the diagnostics' rows (data/diagnostics/sharp_noise_gpu.csv
+on a GPU, bench/sharp_noise_gpu.py; check_power_cpu.csv on a CPU's narrow model). A check can only vouch for a lever
+if every fault it is meant to catch lands above its tolerance and every correct arm below."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
-def findings(power: pd.DataFrame, tol: float) -> list[str]:
+def findings(sensitivity: pd.DataFrame, tol: float) -> list[str]:
     """Per device and factor: whether the check at `tol` passes every correct arm and fails each fault, with the
     margin (the smallest fault error over the largest correct one)."""
     out = []
-    for (device, factor), g in power.groupby(["device", "sharpen"]):
+    for (device, factor), g in sensitivity.groupby(["device", "sharpen"]):
         g = g.set_index("case")
         if AS_BUILT not in g.index:
             continue

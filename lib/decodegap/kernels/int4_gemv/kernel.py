@@ -1,13 +1,4 @@
-"""int4 weight-only GEMV for batch-1 decode (Triton): the package's own quantisation path `int4-triton`.
-
-Format (group size G, a power of two >= 8 dividing K):
-  packed   int32 [N, K/8], row-major: nibble i (bits 4i..4i+3) of word j holds the code q[n, 8j + i] in 0..15
-  scales   bf16 [N, K/G]: s[n, g]
-  offsets  bf16 [N, K/G]: m[n, g]
-  W_deq[n, k] = q[n, k] * s[n, k // G] + m[n, k // G]
-The codes and both bf16 tables are all a product streams: `stream_bytes` (K N / 2 + 4 N K / G bytes).
-
-Kernel:
+"""The int4 GEMV (Triton) on the format of int4_gemv.format:
   int4_gemv  y[N] = W_deq[N, K] x[K] for one row (G >= 32), fp32 accumulation. A program takes BLOCK_N
              rows and 32 x num_warps lanes along K; a loop step gives each lane SUB chunks (4 words, 32
              columns: one 16-byte load a row) of one group for each of its rows, so a warp's load reads
@@ -31,20 +22,15 @@ Kernel:
              programs of 32-128 lanes, and split-K would need a zeroed fp32 output (a memset launch: the
              fixed per-call time split-K is meant to save) or a second reduction launch.
 
-`quantise_rtn` (per-group round to nearest) and `dequantise` are plain PyTorch and run anywhere; the
-kernel needs Triton and a CUDA device, or TRITON_INTERPRET=1 on a CPU (one fixed config there).
-`Int4TritonLinear` is the layer: one row through the kernel, anything else dequantise-and-matmul.
+The kernel needs Triton and a CUDA device, or TRITON_INTERPRET=1 on a CPU (one fixed config there).
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from decodegap.kernels.step import _interpreted, _triton, available
-
-PATH_KEY = "int4-triton"
-DEFAULT_GROUP_SIZE = 128
+from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
+from decodegap.kernels.step import _interpreted, _triton
 
 INT4_CONFIGS = ((4, 1, 4), (8, 1, 4), (8, 2, 4), (4, 1, 2), (8, 1, 2), (4, 2, 2), (8, 2, 2), (16, 1, 2),
                 (4, 2, 1), (8, 2, 1), (4, 4, 1), (8, 4, 1))
@@ -64,67 +50,6 @@ _MAGIC = tuple(((150 - b) << 23) for b in (11, 15, 19))
 
 _COMPILED: dict = {}
 
-
-def stream_bytes(K: int, N: int, group_size: int = DEFAULT_GROUP_SIZE) -> int:
-    """Bytes one product streams: the packed codes (K N / 2) and the bf16 scales and offsets (2 x 2 N K / G)."""
-    return K * N // 2 + 2 * 2 * N * (K // group_size)
-
-
-def _check_format(K: int, group_size: int) -> None:
-    G = group_size
-    if G < 8 or G & (G - 1):
-        raise ValueError(f"int4 group size must be a power of two >= 8 (8 codes a word), got {G}")
-    if K % G:
-        raise ValueError(f"int4 needs K a multiple of the group size: K = {K}, group size {G}")
-
-
-# ------------------------------------------------------------------------------- format, in PyTorch
-
-def pack(q):
-    """Codes q [N, K] (integers 0..15) -> int32 [N, K/8], nibble i of word j = column 8j + i."""
-    N, K = q.shape
-    if K % 8:
-        raise ValueError(f"packing 8 codes a word needs K % 8 == 0, got K = {K}")
-    shifts = 4 * torch.arange(8, dtype=torch.int64, device=q.device)
-    words = (q.to(torch.int64).reshape(N, K // 8, 8) << shifts).sum(-1)  # 0 .. 2^32 - 1
-    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
-
-
-def unpack(packed):
-    """int32 [N, K/8] -> codes int32 [N, K] (0..15); the inverse of `pack`."""
-    N, KW = packed.shape
-    shifts = 4 * torch.arange(8, dtype=torch.int32, device=packed.device)
-    return ((packed[:, :, None] >> shifts) & 0xF).reshape(N, KW * 8)
-
-
-def quantise_rtn(weight, group_size: int = DEFAULT_GROUP_SIZE):
-    """Per-group round to nearest of weight [N, K] (any float dtype) -> (packed int32 [N, K/8], scales bf16
-    [N, K/G], offsets bf16 [N, K/G]). Per (row, group): m = min, s = (max - min) / 15 (1 where max == min,
-    the group then being m exactly), both rounded to bf16 first; then q = clamp(round((W - m) / s), 0, 15)
-    with the rounded s and m, so W_deq = q s + m is within s / 2 of W (a bf16 weight's min is exact in
-    bf16) and its rounding errors have no coherent offset."""
-    N, K = weight.shape
-    _check_format(K, group_size)
-    w = weight.detach().float().reshape(N, K // group_size, group_size)
-    lo, hi = w.amin(-1), w.amax(-1)
-    s = torch.where(hi > lo, (hi - lo) / 15, torch.ones_like(lo)).to(torch.bfloat16)
-    s = torch.where(s.float() > 0, s, torch.ones_like(s))  # a spread below bf16's smallest step
-    m = lo.to(torch.bfloat16)
-    q = torch.clamp(torch.round((w - m.float()[..., None]) / s.float()[..., None]), 0, 15)
-    return pack(q.reshape(N, K).to(torch.int32)), s.contiguous(), m.contiguous()
-
-
-def dequantise(packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE):
-    """W_deq [N, K] fp32 = q * s + m, per group (the reference every kernel result is checked against)."""
-    q = unpack(packed).float()
-    N, K = q.shape
-    _check_format(K, group_size)
-    s = scales.float().repeat_interleave(group_size, dim=1)
-    m = offsets.float().repeat_interleave(group_size, dim=1)
-    return q * s + m
-
-
-# --------------------------------------------------------------------------------------------- kernel
 
 def _kernel():
     """The GEMV: autotuned over INT4_CONFIGS keyed on (N, K); the bare kernel under the interpreter."""
@@ -248,7 +173,7 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
     `out`: a contiguous [N] tensor to write instead (fp32 keeps the accumulator unrounded: the tests)."""
     N, KW = packed.shape
     K, G = KW * 8, group_size
-    _check_format(K, G)
+    check_format(K, G)
     if G < 32:
         raise ValueError(f"int4_gemv needs a group size >= 32 (its 16-byte loads stay in one group), got {G}")
     if x.numel() != K:
@@ -272,21 +197,6 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
     return y.reshape(*x.shape[:-1], N) if x.dim() > 1 else y
 
 
-@torch.library.custom_op("decodegap::int4_gemv", mutates_args=())
-def int4_gemv_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
-                 group_size: int) -> torch.Tensor:
-    """int4_gemv as one opaque operator, for the layer: torch.compile keeps it as a node and runs its Python
-    (the alignment check on x's storage offset, the autotuned launch) at run time, where tracing it breaks the
-    graph (`storage_offset()` returns an int; seen on the H200 with torch 2.11)."""
-    return int4_gemv(x, packed, scales, offsets, group_size)
-
-
-@int4_gemv_op.register_fake
-def _(x, packed, scales, offsets, group_size):
-    N = packed.shape[0]
-    return x.new_empty(*x.shape[:-1], N, dtype=torch.bfloat16) if x.dim() > 1 else x.new_empty(N, dtype=torch.bfloat16)
-
-
 def tuned_config(N: int, K: int) -> str:
     """The autotuner's choice for (N, K) as text ('' before the shape's first call, or under the interpreter)."""
     kernel = _COMPILED.get("int4_gemv")
@@ -297,75 +207,3 @@ def tuned_config(N: int, K: int) -> str:
     return ""
 
 
-# ---------------------------------------------------------------------------------------------- layer
-
-_RUNS_ON: dict = {}
-
-
-def _kernel_runs_on(device_type: str) -> bool:
-    """`available(device) is None`, asked once per device type (a dict read inside a compiled forward)."""
-    if device_type not in _RUNS_ON:
-        _RUNS_ON[device_type] = available(device_type) is None
-    return _RUNS_ON[device_type]
-
-
-class Int4TritonLinear(nn.Module):
-    """int4 weight-only nn.Linear(K, N) in this module's format (`path_key` int4-triton).
-
-    forward(x [..., K]) -> [..., N] bf16 (+ bias): a single row on CUDA (or under TRITON_INTERPRET=1)
-    goes through `int4_gemv`; more rows (a prefill), or a device where the kernel cannot run, is a
-    dequantise-and-matmul, x @ dequantised_weight().T in bf16."""
-
-    path_key = PATH_KEY
-
-    def __init__(self, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, bias=None):
-        super().__init__()
-        N, KW = packed.shape
-        _check_format(KW * 8, group_size)
-        self.in_features, self.out_features, self.group_size = KW * 8, N, group_size
-        self.register_buffer("packed", packed.contiguous())
-        self.register_buffer("scales", scales.to(torch.bfloat16).contiguous())
-        self.register_buffer("offsets", offsets.to(torch.bfloat16).contiguous())
-        self.register_buffer("bias", None if bias is None else bias.detach().to(torch.bfloat16).clone())
-
-    @classmethod
-    def from_weight(cls, weight, bias=None, group_size: int = DEFAULT_GROUP_SIZE):
-        """Quantise weight [N, K] (`quantise_rtn`); bias [N] or None."""
-        return cls(*quantise_rtn(weight, group_size), group_size=group_size, bias=bias)
-
-    @classmethod
-    def fuse(cls, parts):
-        """One layer for several that read the same input (q/k/v, gate/up): output torch.cat of the parts'
-        outputs along N; biases concatenated (zeros for a part without one when another has one).
-        ValueError for parts that differ in K or group size."""
-        parts = list(parts)
-        if not parts or not all(isinstance(p, cls) for p in parts):
-            raise ValueError(f"fuse takes Int4TritonLinear layers, got {[type(p).__name__ for p in parts]}")
-        first = parts[0]
-        if any(p.in_features != first.in_features or p.group_size != first.group_size for p in parts):
-            raise ValueError("fuse needs one K and one group size: got "
-                             f"{[(p.in_features, p.group_size) for p in parts]}")
-        bias = None
-        if any(p.bias is not None for p in parts):
-            bias = torch.cat([p.bias if p.bias is not None else
-                              torch.zeros(p.out_features, dtype=torch.bfloat16, device=p.packed.device)
-                              for p in parts])
-        return cls(torch.cat([p.packed for p in parts]), torch.cat([p.scales for p in parts]),
-                   torch.cat([p.offsets for p in parts]), first.group_size, bias)
-
-    def dequantised_weight(self, dtype=torch.bfloat16):
-        """W_deq [N, K] in `dtype`."""
-        return dequantise(self.packed, self.scales, self.offsets, self.group_size).to(dtype)
-
-    def forward(self, x):
-        K, N = self.in_features, self.out_features
-        if x.numel() == K and _kernel_runs_on(x.device.type):
-            y = torch.ops.decodegap.kernels.int4_gemv(x, self.packed, self.scales, self.offsets,
-                                              self.group_size).reshape(*x.shape[:-1], N)
-        else:
-            y = x.to(torch.bfloat16) @ self.dequantised_weight().T
-        return y + self.bias if self.bias is not None else y
-
-    def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, path={self.path_key}, "
-                f"group_size={self.group_size}, bias={self.bias is not None}")

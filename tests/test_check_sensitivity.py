@@ -1,9 +1,9 @@
-"""check_power: the check's power from diagnostic rows, by hand."""
+"""check_sensitivity: how far the decode check tells faults from correct arms, from diagnostic rows, by hand."""
 
 import pandas as pd
 import pytest
 
-from decodegap.analysis import check_power
+from decodegap.analysis import check_sensitivity
 
 
 def _rows():
@@ -16,13 +16,13 @@ def _rows():
 
 
 def test_the_table_keeps_each_faults_weakest_error_and_the_largest_correct_one():
-    t = check_power.table(_rows()).set_index(["sharpen", "case"])
+    t = check_sensitivity.table(_rows()).set_index(["sharpen", "case"])
     assert t.loc[(1.0, "as built"), "max_rel_err_max"] == 0.05 and t.loc[(1.0, "as built"), "rows"] == 2
     assert t.loc[(1.0, "rotary sign-flipped"), "max_rel_err_min"] == 0.9
 
 
 def test_findings_say_what_is_caught_missed_and_when_the_check_vouches_for_nothing():
-    plain, sharp = check_power.findings(check_power.table(_rows()), tol=0.1)
+    plain, sharp = check_sensitivity.findings(check_sensitivity.table(_rows()), tol=0.1)
     v = plain.values
     assert (v["sharpen"], v["correct_max"], v["checks"], v["models"], v["within_tolerance"]) == (1.0, 0.05, 2, 2, True)
     assert (v["caught"], v["missed"]) == ("rotary sign-flipped", "cache read one slot off")
@@ -32,4 +32,4 @@ def test_findings_say_what_is_caught_missed_and_when_the_check_vouches_for_nothi
 
 
 def test_no_diagnostic_gives_no_rows(tmp_path):
-    assert check_power.load(tmp_path).empty and check_power.table(check_power.load(tmp_path)).empty
+    assert check_sensitivity.load(tmp_path).empty and check_sensitivity.table(check_sensitivity.load(tmp_path)).empty

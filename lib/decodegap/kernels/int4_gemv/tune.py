@@ -2,7 +2,7 @@
 product shape of Llama-3.1-8B and Qwen-2.5-7B (q/k/v and gate/up fused, group size 128), and one Llama
 layer's four products in sequence.
 
-Per (shape, kernel): a random bf16 weight (std 0.02), quantised by int4_gemv.quantise_rtn (tinygemm gets
+Per (shape, kernel): a random bf16 weight (std 0.02), quantised by int4_gemv.format.quantise_rtn (tinygemm gets
 the same codes and scales, its zero z = m + 8 s in bf16); the result checked against the fp32 product
 with the kernel's own dequantised weight (max|y - ref| / max|ref| <= TOL, else status `error` and no
 timing); then
@@ -17,7 +17,7 @@ The layer rows: the four Llama products in sequence, graphed, GRAPH_CALLS layers
 Writes data/diagnostics/int4_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/int4_gemv.csv),
 one row per repetition (gpu, kernel, shape, K, N, group_size, config, mode, rep, us, bytes, max_rel_err, status,
 reason, then the run's provenance), prints the autotuner's choice and timings per shape and a summary (median us
-and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv_tune (bench/measure.sh's
+and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv.tune (bench/measure.sh's
 `gemv` step)
 """
 
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from decodegap import timing
 from decodegap.diagnostics import Rows
-from decodegap.kernels import int4_gemv as ig
+from decodegap.kernels.int4_gemv import format as int4_format, kernel as int4_kernel
 
 DEVICE = "cuda"
 G = 128
@@ -56,8 +56,8 @@ FIELDS = ("gpu", "kernel", "shape", "K", "N", "group_size", "config", "mode", "r
 
 def _compile_one(K, block_n, sub, warps):
     """Compile one (K, config) of the int4 kernel into Triton's on-disk cache (a pool worker)."""
-    fn = ig._kernel().fn
-    fn.warmup(torch.int32, torch.int32, torch.bfloat16, torch.bfloat16, torch.bfloat16, 4096, *ig._MAGIC, K, G=G,
+    fn = int4_kernel._kernel().fn
+    fn.warmup(torch.int32, torch.int32, torch.bfloat16, torch.bfloat16, torch.bfloat16, 4096, *int4_kernel._MAGIC, K, G=G,
               BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, num_warps=warps, num_stages=1, grid=(1,))
 
 
@@ -68,7 +68,7 @@ def precompile(Ks):
     from multiprocessing import get_context
 
     t0 = time.time()
-    jobs = [(K, *c) for K in sorted(set(Ks)) for c in ig.INT4_CONFIGS]
+    jobs = [(K, *c) for K in sorted(set(Ks)) for c in int4_kernel.INT4_CONFIGS]
     try:
         pool = ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1), mp_context=get_context("spawn"))
         futures = [pool.submit(_compile_one, *j) for j in jobs]
@@ -95,14 +95,14 @@ def build(kernel, K, N, gen):
         make = lambda: (lambda w2: (lambda xx: F.linear(xx, w2)))(w.clone())  # noqa: E731
         ref = x.float() @ w.float().T
     else:
-        packed, s, m = ig.quantise_rtn(w, G)
-        nbytes = ig.stream_bytes(K, N, G)
+        packed, s, m = int4_format.quantise_rtn(w, G)
+        nbytes = int4_format.stream_bytes(K, N, G)
         if kernel == "int4-triton":
-            ref = x.float() @ ig.dequantise(packed, s, m, G).T
-            make = lambda: (lambda p, s2, m2: (lambda xx: ig.int4_gemv(xx, p, s2, m2, G)))(  # noqa: E731
+            ref = x.float() @ int4_format.dequantise(packed, s, m, G).T
+            make = lambda: (lambda p, s2, m2: (lambda xx: int4_kernel.int4_gemv(xx, p, s2, m2, G)))(  # noqa: E731
                 packed.clone(), s.clone(), m.clone())
         else:
-            q = ig.unpack(packed)
+            q = int4_format.unpack(packed)
             tg = torch.ops.aten._convert_weight_to_int4pack((q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8), 8)
             z = (m.float() + 8 * s.float()).bfloat16()
             sz = torch.stack([s.t(), z.t()], dim=-1).contiguous()  # [K/G, N, 2]
@@ -149,7 +149,7 @@ def main():
     flush = torch.empty(256 * 2 ** 20, dtype=torch.uint8, device=DEVICE)
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows, built = [], {}
-    ig.prepare()
+    int4_kernel.prepare()
     precompile(K for K, _ in SHAPES.values())
 
     def emit(kernel, shape, K, N, config, mode, times, nbytes, err, status="ok", reason=""):
@@ -166,8 +166,8 @@ def main():
             try:
                 x, copies, err, nbytes = build(kernel, K, N, gen)
                 if kernel == "int4-triton":
-                    config = ig.tuned_config(N, K)
-                    tuner = ig._kernel()
+                    config = int4_kernel.tuned_config(N, K)
+                    tuner = int4_kernel._kernel()
                     print(f"{shape} K={K} N={N}: autotuner chose {config}", flush=True)
                     for c, t in sorted(getattr(tuner, "configs_timings", {}).items(), key=lambda kv: kv[1][0]):
                         print(f"    {c.kwargs} w{c.num_warps} s{c.num_stages}: {t[0] * 1e3:.2f} us", flush=True)
@@ -217,6 +217,6 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv_tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
+        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv.tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
                  "elsewhere)")
     main()
