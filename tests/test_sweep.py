@@ -329,9 +329,10 @@ def test_cli_gpus_lists_the_registry(data_dir, tmp_path):
 
 
 def _decode_only(swept, data_dir):
-    """The sweep's decode.csv alone (see the xfail below for verify.csv)."""
+    """The sweep's decode.csv alone (see the xfail below for verify.csv), with the env.json that records its run."""
     raw(data_dir).mkdir(parents=True)
     shutil.copy(raw(swept[0]) / "decode.csv", raw(data_dir) / "decode.csv")
+    shutil.copy(raw(swept[0]) / "env.json", raw(data_dir) / "env.json")
     return raw(data_dir) / "decode.csv"
 
 

@@ -49,6 +49,19 @@ def _pick(frame: pd.DataFrame, how: str, data) -> pd.DataFrame:
     raise ValueError(f"unknown pick {how!r}")
 
 
+def _raw_state(data) -> tuple:
+    """What the runs a rule reads depend on: every raw file's path, size and modification time."""
+    raw = Path(data, "raw")
+    return (str(raw.resolve()),) + tuple(sorted((str(p.relative_to(raw)), p.stat().st_size, p.stat().st_mtime_ns)
+                                               for p in raw.glob("*/*") if p.is_file()))
+
+
+_RESOLVED: dict[tuple, set[str]] = {}
+"""Run ids per (raw folder state, Rows): resolving a selector re-reads and re-picks whole tables, and the claims
+table resolves each rule twice (its flag and its re-measurement) every time it is built; a changed file is a new
+state, so a cached answer never outlives the rows it was computed from."""
+
+
 class Runs:
     """The raw rows of a data folder, loaded once, and the runs each rule reads."""
 
@@ -56,6 +69,7 @@ class Runs:
         self.data = data
         self._tables: dict[str, pd.DataFrame] = {}
         self.env = _env_runs(data)
+        self._state = _raw_state(data)
 
     def table(self, file: str) -> pd.DataFrame:
         if file not in self._tables:
@@ -76,11 +90,12 @@ class Runs:
         """Run ids of the raw rows `rows_` selects (none for published, spec or model files)."""
         if "/" in rows_.file or not rows_.file.endswith(".csv"):
             return set()
-        t = self.table(rows_.file)
-        if t.empty:
-            return set()
-        sel = t.query(rows_.query) if rows_.query else t
-        return set(_pick(sel, rows_.pick, self.data)["run_id"])
+        key = (self._state, rows_)
+        if key not in _RESOLVED:
+            t = self.table(rows_.file)
+            sel = t.query(rows_.query) if rows_.query and not t.empty else t
+            _RESOLVED[key] = set() if t.empty else set(_pick(sel, rows_.pick, self.data)["run_id"])
+        return set(_RESOLVED[key])
 
     def of_rule(self, rule: rules.Rule) -> set[str]:
         return set().union(*(self.of(r) for r in rule.rows)) if rule.rows else set()
