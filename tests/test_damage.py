@@ -211,12 +211,17 @@ def test_real_ctrl_c_during_reproduce(copy, tmp_path):
     figures, executed_before = tmp_path / "mine", _tree_digest(paths.EXECUTED)
     proc = subprocess.Popen([sys.executable, "-m", "decodegap", "reproduce", "--data-dir", str(copy), "--figures-dir",
                              str(figures)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:  # notebook 01 done and staged, notebook 02 running: stop it there
         if line.startswith("running 02_"):
             break
-    time.sleep(2)
-    os.killpg(proc.pid, signal.SIGINT)
+    # A SIGINT that lands while the notebook's kernel is being started can be swallowed there (seen on a loaded
+    # machine): press Ctrl-C again, as a user would, until the process stops.
+    for _ in range(20):
+        time.sleep(2)
+        if proc.poll() is not None:
+            break
+        os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert err.strip().splitlines() == ["decodegap: interrupted; nothing was moved into place (figures and executed "
