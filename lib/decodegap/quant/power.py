@@ -303,7 +303,8 @@ POWER_FIELDS = ("level", "model", "layers", "shape", "rows", "ctx", "path", "bui
 (one product x W^T, error against x W^T of the bf16 weight) or `model` (the forced-layer model check); case
 `null #i`, `correct` or a fault key; k = error / null (the largest null draw), tol = MODEL_K_PASS x null, verdict
 pass / inconclusive / fail by MODEL_K_PASS and MODEL_K_FAIL; format_ratio / format_frac the elementwise check's
-worst ratio and share of weights past FORMAT_TOL (the worst layer of the model)."""
+worst ratio and share of weights past FORMAT_TOL (the worst layer of the model). The null rows' build is the
+string `null` (read them with pandas' keep_default_na=False, or by their case)."""
 
 
 def verdict(k: float) -> str:
@@ -345,12 +346,12 @@ def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int =
                 nulls.append(max_relative_error(x.float() @ wn.float().t(), ref))
                 out.append(dict(base, build="null", case=f"null #{d + 1}", max_rel_err=nulls[-1],
                                 seconds=time.time() - t0))
-                if on_row:
-                    on_row(out[-1])
             null = max(nulls)
-            for r in out[-draws:]:
+            for r in out[-draws:]:  # written once the null (the largest draw) is known
                 r.update(null=null, k=r["max_rel_err"] / null, tol=quant.MODEL_K_PASS * null, verdict="-",
                          format_ratio=None, format_frac=None)
+                if on_row:
+                    on_row(r)
             kernel = key in KERNEL_ONLY or not reference
             if kernel and quant.unavailable_reason(key, device):
                 continue  # its null alone
