@@ -292,10 +292,11 @@ class AWQMarlinLinear(PackedLinear):
 
     Products of more than KERNEL_MAX_ROWS rows (a prefill) dequantise the layer's own tensors
     (quant_formats.marlin_dequantise, fp16) and multiply (cuBLAS), as ExLlamaV2 does above 32 rows and AutoAWQ's
-    Triton path above 1024: marlin_cuda.mul's multi-row configuration (thread_k 64, thread_n 256, 4 m-blocks)
-    gave errors of 2.3-6.8 % against the layer's own W_deq on the H200 that differed between bit-identical calls
-    (verify.csv layer rows of 2026-12-01; data/diagnostics/marlin_prefill_gpu.csv), while its 16-row
-    configuration, which every decode step uses, stays at 0.3 %."""
+    Triton path above 1024. marlin_cuda.mul (IST-DASLab 2f6d7c1) is nondeterministic on the H200 from 64 rows up:
+    ten bit-identical calls give up to ten different outputs, 0.0004-0.077 off the layer's own W_deq, with any
+    max_par (1, 8, 16) and 66 or 1 multiprocessors, its locks always released; up to 17 rows, and at one row on
+    the multi-row tile shape (thread_k 64, thread_n 256), it is repeatable within 0.002
+    (data/diagnostics/marlin_prefill_gpu.csv). The decode step's one row stays on the kernel."""
 
     path_key = "awq-marlin"
     TENSORS = ("qweight", "scales")
