@@ -93,7 +93,8 @@ def test_every_claim_and_every_rule_is_a_row(table):
 
 
 def test_claims_about_the_h100_or_l4_tested_on_the_h200_say_so(table):
-    quantised = ("T3a", "R4n", "R4l") if _counted_quant_cells() else ()  # else not tested on the H200 (below)
+    quantised = (("T3a", "R4l") if _counted_quant_cells() else ()) + (("R4n",) if _counted_quant_cells(["bnb-nf4"])
+                                                                      else ())  # else not tested on the H200
     for id_ in ("R3e", "T3a", "T4", "R4n"):
         if id_ in quantised or id_ not in ("T3a", "R4n"):
             assert "tested on another GPU (h200 for an" in table.loc[id_, "verdict"], id_
@@ -122,7 +123,8 @@ def test_shipped_verdicts(table):
         assert table.loc[id_, "category"] == PAPER_FAILS, id_
     assert table.loc["R5", "ours"] == "3.35x" and "8.84" in table.loc["R5", "evidence"]
     for id_ in ("T3a", "T4", "R4n"):
-        assert table.loc[id_, "category"] == (OTHER_HOLDS if measured or id_ == "T4" else verdicts.NOT_TESTABLE), id_
+        counted = {"T3a": measured, "T4": True, "R4n": _counted_quant_cells(["bnb-nf4"])}[id_]
+        assert table.loc[id_, "category"] == (OTHER_HOLDS if counted else verdicts.NOT_TESTABLE), id_
     assert table.loc["T3b", "category"] == PAPER_HOLDS and table.loc["T2", "category"] == PAPER_HOLDS
     n_head = int(table.loc["M6", "ours"].split("N = ")[1].split()[0])
     assert table.loc["M6", "category"] == (verdicts.MET if n_head >= 10 else verdicts.NOT_MET)
@@ -166,11 +168,11 @@ def test_t4_both_directions(evidence):
     assert _row(evidence, "T4")["category"] == OTHER_HOLDS
 
 
-def _counted_quant_cells() -> bool:
-    """Whether figures/04_quant_cells.csv has a counted H200 time of the paper's int4 kernels at ctx 2048 (a
-    quantised cell counts only with its model and layer checks in its own run)."""
+def _counted_quant_cells(quant_keys=("awq-marlin", "gptq-exllamav2")) -> bool:
+    """Whether figures/04_quant_cells.csv has a counted H200 time of these paths (default the paper's int4
+    kernels) at ctx 2048 (a quantised cell counts only with its model and layer checks in its own run)."""
     cells = pd.read_csv(paths.FIGURES / "04_quant_cells.csv")
-    return bool((cells["quant"].isin(["awq-marlin", "gptq-exllamav2"]) & (cells["ctx"] == 2048)
+    return bool((cells["quant"].isin(list(quant_keys)) & (cells["ctx"] == 2048)
                  & cells["t_obs_ms"].notna() & (cells["checked"] == True)).any())  # noqa: E712
 
 
