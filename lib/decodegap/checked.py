@@ -48,7 +48,8 @@ def needs_arm_check(arm, attn) -> bool:
     return not (arm == REFERENCE_ARM and attn == REFERENCE_ATTN)
 
 
-def _passing(verify: pd.DataFrame) -> pd.Series:
+def passing(verify: pd.DataFrame) -> pd.Series:
+    """Per check row: it passed (status ok, and a finite error within its own tol; a NaN error is no pass)."""
     err = pd.to_numeric(verify["max_rel_err"], errors="coerce")
     tol = pd.to_numeric(verify["tol"], errors="coerce")
     return (verify["status"] == "ok") & err.notna() & (err <= tol)
@@ -63,7 +64,7 @@ def _verdicts(verify: pd.DataFrame, check: str, keys: list[str]) -> pd.DataFrame
     if v.empty:
         return pd.DataFrame(columns=cols + [f"{check}_passed", f"{check}_note"])
     v["ctx"] = v["ctx"].astype(int)
-    v["_pass"] = _passing(v)
+    v["_pass"] = passing(v)
     err = pd.to_numeric(v["max_rel_err"], errors="coerce")
     v["_note"] = [f"{check} ok {e:.4f}" if p else
                   (f"{check} failed: NaN" if pd.isna(e) else f"{check} failed: {e:.3g} > {t:g}")

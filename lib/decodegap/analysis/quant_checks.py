@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from decodegap.checked import passing
 from decodegap.quant import paths as quant
 from decodegap.finding import Finding, span as _values
 from decodegap.stats import span as _span
@@ -20,11 +21,6 @@ cell's prefill rows (check `layer`, rows 1 and ctx), written by the session that
 MODEL_KEY = ["run_id", "gpu", "model", "quant"]
 
 
-def _passing(v: pd.DataFrame) -> pd.Series:
-    err = pd.to_numeric(v["max_rel_err"], errors="coerce")
-    return (v["status"] == "ok") & err.notna() & (err <= pd.to_numeric(v["tol"], errors="coerce"))
-
-
 def layer_checks_in_run(verify_rows: pd.DataFrame | None) -> dict[tuple, dict]:
     """Per (run_id, gpu, model, quant) of the layer checks in verify.csv: {"format": all format rows pass (None
     without any), rows M: all layer rows at M pass}."""
@@ -34,7 +30,7 @@ def layer_checks_in_run(verify_rows: pd.DataFrame | None) -> dict[tuple, dict]:
     v = verify_rows[verify_rows["check"].isin(["layer", "format"])]
     if v.empty:
         return out
-    v = v.assign(_pass=_passing(v))
+    v = v.assign(_pass=passing(v))
     for key, g in v.groupby(MODEL_KEY):
         entry = {}
         fmt = g[g["check"] == "format"]
