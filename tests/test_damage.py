@@ -112,15 +112,16 @@ def test_data_dir_figures_go_beside_it(copy):
     assert validate.figures_for(inside) == paths.REPO / "mydata-figures"
 
 
-def _fake_run_all(fail):
-    """A run_all that writes one figure and one executed copy, then fails with `fail`."""
+def _fake_run_all(fail=None, figure="01_step_time_vs_context.png", content=b"half done"):
+    """A run_all that writes one figure and one executed copy, then fails with `fail` (None: succeeds)."""
     def run_all(parameters, only=None, out_dir=None):
         out = Path(parameters["FIGURES_DIR"])
         out.mkdir(parents=True)
-        (out / "01_step_time_vs_context.png").write_bytes(b"half done")
+        (out / figure).write_bytes(content)
         Path(out_dir).mkdir(parents=True)
         (Path(out_dir) / "01_roofline.ipynb").write_text("{}")
-        raise fail
+        if fail is not None:
+            raise fail
     return run_all
 
 
@@ -147,16 +148,10 @@ def test_ctrl_c_is_one_line(copy, tmp_path, monkeypatch, capsys):
 
 
 def test_a_whole_run_moves_everything_into_place(tmp_path, monkeypatch):
-    def run_all(parameters, only=None, out_dir=None):
-        out = Path(parameters["FIGURES_DIR"])
-        out.mkdir(parents=True)
-        (out / "a.png").write_bytes(b"new")
-        Path(out_dir).mkdir(parents=True)
-        (Path(out_dir) / "01_roofline.ipynb").write_text("{}")
     figures, executed = tmp_path / "figures", tmp_path / "executed"
     executed.mkdir()
     (executed / "01_roofline.failed.ipynb").write_text("{}")
-    monkeypatch.setattr(notebooks, "run_all", run_all)
+    monkeypatch.setattr(notebooks, "run_all", _fake_run_all(figure="a.png", content=b"new"))
     assert notebooks.reproduce({}, figures, executed=executed) == [figures / "a.png"]
     assert (figures / "a.png").read_bytes() == b"new"
     assert sorted(p.name for p in executed.iterdir()) == ["01_roofline.ipynb"]
