@@ -178,9 +178,9 @@ def test_done_keys(tmp_path):
     records.append_rows(path, DECODE, [status_row(1, "graph")])
     records.append_rows(path, DECODE, rows(1, "eager", 2, ctx=32))
     assert records.done_keys(path, DECODE) == {
-        ("0", "g", "llama-tiny", "16", "1", "eager", "sdpa", "bf16"),
-        ("1", "g", "llama-tiny", "16", "1", "graph", "sdpa", "bf16"),
-        ("1", "g", "llama-tiny", "32", "1", "eager", "sdpa", "bf16"),
+        ("0", "g", "llama-tiny", "16", "eager", "sdpa", "bf16", "1"),
+        ("1", "g", "llama-tiny", "16", "graph", "sdpa", "bf16", "1"),
+        ("1", "g", "llama-tiny", "32", "eager", "sdpa", "bf16", "1"),
     }
 
 
@@ -188,7 +188,7 @@ def test_done_keys_repairs_a_cut_tail(tmp_path):
     path = tmp_path / "decode.csv"
     _write_three_cells_then_cut(path, keep_chars=47)
     keys = records.done_keys(path, DECODE)
-    assert ("0", "g", "llama-tiny", "16", "1", "hf_default", "sdpa", "bf16") not in keys
+    assert ("0", "g", "llama-tiny", "16", "hf_default", "sdpa", "bf16", "1") not in keys
     assert len(keys) == 2
 
 
@@ -242,7 +242,7 @@ def test_done_keys_can_retry_cells_that_were_only_unavailable(tmp_path):
     rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="eager", max_cache_len=20, step=0, step_ms=1.0,
                                             status="ok")])
     assert len(rec.done_keys(path, rec.DECODE)) == 2
-    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "1", "eager", "sdpa", "bf16")}
+    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
 
 
 def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
@@ -253,7 +253,7 @@ def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
                 status="ok", reason="", session=0)
     rec.append_rows(path, rec.DECODE, [dict(base, run_id="old", arm="eager"), dict(base, run_id="new", arm="graph")])
     assert len(rec.done_keys(path, rec.DECODE, run_id="new")) == 2
-    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "1", "graph", "sdpa", "bf16")}
+    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "graph", "sdpa", "bf16", "1")}
     assert rec.done_keys(path, rec.DECODE, run_id="other", again=True) == set()
 
 

@@ -71,17 +71,18 @@ DECODE = Schema(
     experiment="decode",
     columns=(
         ("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
-        ("batch", "int"), ("max_cache_len", "int"), ("arm", "str"), ("attn", "str"), ("quant", "str"),
-        ("step", "int"), ("step_ms", "float"), ("status", "str"), ("reason", "str"),
+        ("max_cache_len", "int"), ("arm", "str"), ("attn", "str"), ("quant", "str"), ("step", "int"),
+        ("step_ms", "float"), ("status", "str"), ("reason", "str"), ("batch", "int"),
     ),
-    key=("session", "gpu", "model", "ctx", "batch", "arm", "attn", "quant"),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("max_cache_len", "step", "step_ms"),
     times=("step_ms",),
     row_id=("step",),
     filled=FILLED_BATCH,
 )
 """One row per decode step of a cell: `step_ms` is one step of all `batch` sequences together (each of context
-`ctx`, `max_cache_len` the static cache each holds)."""
+`ctx`, `max_cache_len` the static cache each holds). `batch` is the last column: a batch-1 row is the row as it was
+before the column, then `,1`."""
 
 BANDWIDTH = Schema(
     experiment="bandwidth",
@@ -98,10 +99,10 @@ BANDWIDTH = Schema(
 KERNELS = Schema(
     experiment="kernels",
     columns=(
-        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("batch", "int"), ("arm", "str"),
-        ("attn", "str"), ("quant", "str"), ("kernels", "int"), ("status", "str"), ("reason", "str"),
+        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
+        ("quant", "str"), ("kernels", "int"), ("status", "str"), ("reason", "str"), ("batch", "int"),
     ),
-    key=("gpu", "model", "ctx", "batch", "arm", "attn", "quant"),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("kernels",),
     filled=FILLED_BATCH,
 )
@@ -109,11 +110,11 @@ KERNELS = Schema(
 BREAKDOWN = Schema(
     experiment="breakdown",
     columns=(
-        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("batch", "int"), ("arm", "str"),
-        ("attn", "str"), ("quant", "str"), ("kernel_index", "int"), ("kernel", "str"), ("gpu_us", "float"),
-        ("status", "str"), ("reason", "str"),
+        ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
+        ("quant", "str"), ("kernel_index", "int"), ("kernel", "str"), ("gpu_us", "float"), ("status", "str"),
+        ("reason", "str"), ("batch", "int"),
     ),
-    key=("gpu", "model", "ctx", "batch", "arm", "attn", "quant"),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("kernel_index", "kernel", "gpu_us"),
     times=("gpu_us",),
     row_id=("kernel_index",),
@@ -124,10 +125,10 @@ BREAKDOWN = Schema(
 VERIFY = Schema(
     experiment="verify",
     columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
-             ("batch", "int"), ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"),
-             ("tol", "float"), ("status", "str"), ("reason", "str"), ("check", "str"), ("layer", "str"),
-             ("rows", "int")),
-    key=("session", "gpu", "model", "ctx", "batch", "arm", "attn", "quant", "check", "layer", "rows"),
+             ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
+             ("status", "str"), ("reason", "str"), ("check", "str"), ("layer", "str"), ("rows", "int"),
+             ("batch", "int")),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer", "rows", "batch"),
     optional_when_not_ok=("max_rel_err", "rows"),
     nan_when_empty=("max_rel_err", "rows"),
     filled=FILLED_BATCH,
@@ -332,19 +333,23 @@ def repair_tail(path: Path, schema: Schema) -> int:
     names = schema.names
     if schema.filled and lines and next(csv.reader([lines[0]]), []) == schema.legacy_names:
         names = schema.legacy_names  # a file written before the filled columns: its own columns
+    filled = {name for name, _ in schema.filled}
     key_idx = [names.index(c) for c in ("run_id", *schema.key) if c in names]
+    core_idx = [names.index(c) for c in ("run_id", *schema.key) if c in names and c not in filled]
     cut_fields = next(csv.reader([cut]), [])
 
-    def key_of(line: str):
+    def key_of(line: str, idx):
         fields = next(csv.reader([line]), [])
-        return tuple(fields[i] if i < len(fields) else None for i in key_idx)
+        return tuple(fields[i] if i < len(fields) else None for i in idx)
 
     moved = [cut]
-    # Lines of the cut block: same key as the cut line where its key is whole (a comma follows the last
-    # key column), else the same key as the last full line.
-    key_whole = len(cut_fields) > max(key_idx) + 1
-    ref = key_of(cut) if key_whole else (key_of(lines[-1]) if len(lines) > 1 else None)
-    while len(lines) > 1 and ref is not None and key_of(lines[-1]) == ref:
+    # Lines of the cut block: same key as the cut line where its key is whole (a comma follows the last key
+    # column; a filled column, last in the row, left aside: its block's other lines share it), else the same key
+    # as the last full line.
+    key_whole = len(cut_fields) > max(core_idx) + 1
+    idx = core_idx if key_whole else key_idx
+    ref = key_of(cut, idx) if key_whole else (key_of(lines[-1], idx) if len(lines) > 1 else None)
+    while len(lines) > 1 and ref is not None and key_of(lines[-1], idx) == ref:
         moved.insert(0, lines.pop())
     with open(str(path) + ".partial", "a") as fh:
         fh.write("\n".join(moved) + "\n")

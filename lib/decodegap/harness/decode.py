@@ -429,16 +429,19 @@ def verify_arm_sequences(model, arm: str, ctx: int, calls: int = 6, seed: int = 
 
 def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
                attn: str = "sdpa", cache_len: int | None = None, raise_past_tol: bool = True,
-               batch: int = 1) -> float:
+               batch: int = 1, sequences: list | None = None) -> float:
     """Check `arm` against eager SDPA before timing it: both decode the same prompt, teacher-forced, for the
     same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
     The reference is HF's eager step with SDPA's default whatever `attn` is: a model built for another
     attention implementation (flex, hf_attention's kernels) is switched to "sdpa" for it (sdpa_reference).
     With `batch` > 1 both sides decode the same `batch` prompts together and each sequence is compared with its
-    own reference (verify_arm_sequences). Returns the largest relative error over the sequences; raises
-    AssertionError past `tol` (NaN fails too: a kernel that overflows fp16 gives NaN logits) unless
-    `raise_past_tol` is False."""
-    worst_err = worst(verify_arm_sequences(model, arm, ctx, calls, seed, attn, cache_len, batch))
+    own reference (verify_arm_sequences; `sequences`, a list, receives each sequence's error). Returns the largest
+    relative error over the sequences; raises AssertionError past `tol` (NaN fails too: a kernel that overflows
+    fp16 gives NaN logits) unless `raise_past_tol` is False."""
+    errors = verify_arm_sequences(model, arm, ctx, calls, seed, attn, cache_len, batch)
+    if sequences is not None:
+        sequences.extend(errors)
+    worst_err = worst(errors)
     if raise_past_tol and not worst_err <= tol:
         raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst_err:.3g} (> {tol})")
     return worst_err

@@ -2,7 +2,7 @@
 the paper's N fresh sessions: it builds each model once, measures its cells and appends each cell's rows
 as one atomic block. The parent process only plans, shows progress and records the environment.
 
-Resume: a cell (session, gpu, model, ctx, arm, attn, quant) with any row in the CSV is done; a killed
+Resume: a cell (session, gpu, model, ctx, arm, attn, quant, batch) with any row in the CSV is done; a killed
 sweep started again measures only what is missing. A session process that dies inside a cell (device
 assert, segfault) leaves an `error` row for that cell with the exit code, and the sweep goes on.
 """
@@ -177,13 +177,13 @@ def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: floa
 
 
 def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
-    """Check the cell's arm against eager (decode.verify_arm_sequences: each of its batch's sequences against the same
-    sequence of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
+    """Check the cell's arm against eager (decode.verify_arm: each of its batch's sequences against the same sequence
+    of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
     (its reason names the sequence where the batch holds more than one); a failed check then raises
     AssertionError (the cell is not timed)."""
-    errors = decode.verify_arm_sequences(model, cell.arm, cell.ctx, seed=plan.seed, attn=cell.attn,
-                                         cache_len=cache_len, batch=cell.batch)
-    err = decode.worst(errors)
+    errors: list[float] = []
+    err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
+                            cache_len=cache_len, raise_past_tol=False, batch=cell.batch, sequences=errors)
     row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", sequences_reason(errors))
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
     if row["status"] != "ok":
