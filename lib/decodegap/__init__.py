@@ -76,6 +76,7 @@ experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/quantisation  04
   experiments/cost          05
   experiments/closing_the_gap  06
+  experiments/where_the_thesis_ends  07: the batch and model-size sweeps (measuring side)
 claims: the claims table (figures/claims.md)
   claims/table              its entry: collect, build
   claims/evidence           what it reads from each experiment
