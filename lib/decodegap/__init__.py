@@ -90,6 +90,7 @@ claims: the claims table (figures/claims.md)
   claims/attention_backends  rows of result 3
   claims/quantisation       rows of result 4
   claims/cost               rows of result 5
+  claims/where_the_thesis_ends  rows of the scope: batch, model size, the two-term step model
 figures: DataFrames to figures
   figures/style             one style: colours per arm and GPU, titles, axes, a deterministic PNG
   figures/checks            a drawn figure checked: every point inside its axes, no labels on top of each other

@@ -24,6 +24,7 @@ COMMAND = {
     "03_attention_backends": "attention",
     "04_quantisation_l4": "quant",
     "06_closing_the_gap": "ladder",
+    "07_where_the_thesis_ends": "scope",
 }
 """The CLI subcommand that measures a notebook's rows (`python -m decodegap <command> --help`)."""
 NO_GPU = "make reproduce"
@@ -35,7 +36,8 @@ def notebook_of(rule: rules.Rule) -> str:
         if rows.file in NOTEBOOK_OF_FILE:
             return NOTEBOOK_OF_FILE[rows.file]
         if rows.file == "decode.csv":
-            return "04_quantisation_l4" if "notebook 04" in rows.selector else "01_roofline"
+            return ("04_quantisation_l4" if "notebook 04" in rows.selector else
+                    "07_where_the_thesis_ends" if "notebook 07" in rows.selector else "01_roofline")
     return "05_cost"
 
 
