@@ -29,8 +29,17 @@ from decodegap import accounting, stats
 NOT_MEASURED = "not measured"
 CELL = ["gpu", "model", "ctx", "batch", "arm", "attn", "quant"]
 FIT_KEY = ["gpu", "arm", "attn"]
-QWEN_FAMILY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b")
-"""The model-size axis (issue 29): the Qwen2.5 family, the cells the claims' rules read (claims.rules W1, W2a)."""
+SCOPE_SESSION = 100
+"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION): its rows
+are those of sessions >= SCOPE_SESSION, apart from the other notebooks' sweeps of the same cells (claims.rules
+SCOPE_CELLS reads the same)."""
+B_LARGE = 8
+"""W1: the largest batch measured for both arms must be at least this for a cell to test the launch share."""
+REL_TOL, EXPLAINED, MIN_POINTS = 0.10, 0.9, 6
+"""W2a: a cell is explained within REL_TOL of the model beyond its noise; a fit holds with at least EXPLAINED of its
+cells explained, fails with more than 1 - EXPLAINED unexplained; a fit needs MIN_POINTS cells."""
+A_MAX = 1.0
+"""W2b: the largest efficiency on the floor that explains a published point (a step faster than its floor is none)."""
 WITHIN = 0.10
 """A step "within 10 % of its bandwidth floor": t <= (1 + WITHIN) x bandwidth floor."""
 FIXED_HALF = 0.5
@@ -412,28 +421,26 @@ def transferred(points: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------- replay
 def rows(data) -> pd.DataFrame:
     """The decode rows notebook 07 reads: bf16, every arm and model, batch read as 1 where absent, each timed row
-    joined to the checks of its own run (an unchecked cell is a status row, never a timing: checked.labelled), each
-    cell from its newest run."""
+    joined to the checks of its own run (an unchecked cell is a status row, never a timing: checked.labelled)."""
     from decodegap import checked
 
     loaded = with_batch(checked.labelled(checked.load("decode", Path(data))))
-    bf16 = loaded[loaded["quant"] == "bf16"] if not loaded.empty else loaded
-    return newest_run_per_cell(bf16)
+    return loaded[loaded["quant"] == "bf16"] if not loaded.empty else loaded
 
 
-def scope_cells(cells: pd.DataFrame) -> pd.DataFrame:
-    """The cells of the claims' rules (W1, W2a, W2b): the Qwen2.5 family (QWEN_FAMILY)."""
-    return cells[cells["model"].isin(QWEN_FAMILY)] if not cells.empty else cells
+def scope_rows(rows_: pd.DataFrame) -> pd.DataFrame:
+    """The rows of notebook 07's own sweeps (sessions >= SCOPE_SESSION), those the claims' rules read (W1, W2a,
+    W2b); each cell from its newest run among them."""
+    return newest_run_per_cell(rows_[rows_["session"] >= SCOPE_SESSION]) if not rows_.empty else rows_
 
 
 def replay(gpu: str | None = None, data=None) -> dict:
-    """Notebook 07's tables from a data folder (every GPU, or `gpu` alone): `cells` (every model), `scope` (the
-    Qwen2.5 family), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
+    """Notebook 07's tables from a data folder (every GPU, or `gpu` alone): `cells` (every model and arm, each cell
+    from its newest run), `scope` (the cells of notebook 07's own sweeps: scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
     GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `launch` (shares) and
     `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The
-    thresholds are the claims rules' (W1, W2a, W2b)."""
+    thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
     from decodegap import hardware, paths, published
-    from decodegap.claims import rules
     from decodegap.harness import models
 
     data = paths.data_dir(data)
@@ -444,20 +451,19 @@ def replay(gpu: str | None = None, data=None) -> dict:
     pub = published.load(data)
     keys = set(rows_["model"]) | set(pub["model"].dropna())
     configs = models.configs(keys, data)
-    cells = cell_table(rows_, specs, configs)
-    scope = scope_cells(cells)
-    w1, w2a, w2b = rules.get("W1"), rules.get("W2a"), rules.get("W2b")
-    fits = fit(scope, int(w2a.t("min_points")))
-    resid = residuals(scope, fits, w2a.t("rel_tol"))
+    cells = cell_table(newest_run_per_cell(rows_), specs, configs)
+    scope = cell_table(scope_rows(rows_), specs, configs)
+    fits = fit(scope, MIN_POINTS)
+    resid = residuals(scope, fits, REL_TOL)
     points = published_points(pub, configs)
     lams = lambdas(fits, int(points["n_layers"].iloc[0])) if not points.empty else lambdas(fits, 0)
-    solved = published_fit(points, lams, w2b.t("a_max"))
+    solved = published_fit(points, lams, A_MAX)
     shares = launch_shares(scope)
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
     return dict(rows=rows_, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
-                fit_verdicts=fit_verdicts(resid, fits, w2a.t("explained"), w2a.t("min_points")),
+                fit_verdicts=fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS),
                 within_floor=batch_within_floor(cells), crossover=crossover_table(configs, specs, contexts),
                 fixed_by_size=fixed_share_by_size(resid), launch=shares,
-                launch_shrinks=launch_shrinks(shares, w1.t("b_large")), published=points, lambdas=lams,
+                launch_shrinks=launch_shrinks(shares, B_LARGE), published=points, lambdas=lams,
                 published_fit=solved, published_outcome=published_outcome(solved),
                 transferred=transferred(points, fits))
