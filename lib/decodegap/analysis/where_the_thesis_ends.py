@@ -55,6 +55,7 @@ def with_batch(rows: pd.DataFrame) -> pd.DataFrame:
 
 def newest_run_per_cell(rows: pd.DataFrame) -> pd.DataFrame:
     """Per cell (CELL), the rows of its newest run only (run ids begin with their UTC start): never two runs pooled."""
+    rows = with_batch(rows)
     if rows.empty:
         return rows
     newest = rows.groupby(CELL, dropna=False)["run_id"].transform("max")
@@ -288,7 +289,7 @@ def launch_shares(cells: pd.DataFrame) -> pd.DataFrame:
     key = ["gpu", "model", "ctx", "batch"]
     e = cells[(cells["arm"] == "eager") & (cells["attn"] == "sdpa")].set_index(key)
     g = cells[(cells["arm"] == "graph") & (cells["attn"] == "sdpa")].set_index(key)
-    both = e.join(g, how="inner", lsuffix="_e", rsuffix="_g")
+    both = e.merge(g, left_index=True, right_index=True, suffixes=("_e", "_g"))
     out = pd.DataFrame(dict(eager_ms=both["t_obs_ms_e"], graph_ms=both["t_obs_ms_g"]))
     out["launch_ms"] = out["eager_ms"] - out["graph_ms"]
     out["f"] = out["launch_ms"] / out["eager_ms"]
