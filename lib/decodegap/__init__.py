@@ -77,6 +77,7 @@ experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/quantisation  04
   experiments/cost          05
   experiments/closing_the_gap  06
+  experiments/where_the_thesis_ends  07
 claims: the claims table (figures/claims.md)
   claims/table              its entry: collect, build
   claims/evidence           what it reads from each experiment
@@ -101,6 +102,7 @@ figures: DataFrames to figures
   figures/quantisation      04's figure
   figures/cost              05's figure
   figures/closing_the_gap   06's figures
+  figures/where_the_thesis_ends  07's figures
   figures/gallery           the README gallery's findings (figures/gallery.csv)
 entry points
   notebooks                 running the notebooks (papermill)

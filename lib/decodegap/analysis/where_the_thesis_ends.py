@@ -468,3 +468,75 @@ def replay(gpu: str | None = None, data=None) -> dict:
                 launch_shrinks=launch_shrinks(shares, B_LARGE), published=points, lambdas=lams,
                 published_fit=solved, published_outcome=published_outcome(solved),
                 transferred=transferred(points, fits))
+
+
+# ------------------------------------------------------------------------------------------------ findings
+def _span(values, fmt=".2f") -> str:
+    return stats.span(values, fmt)
+
+
+def findings(t: Mapping) -> list[str]:
+    """Notebook 07's sentences, generated from `replay`'s tables (never typed): what its own sweeps measured or that
+    they are not measured yet, the batch-1 cells of the other notebooks it draws, the compute crossover on every GPU
+    of the registry, the paper's points under our byte accounting, and each table's reading where it has rows."""
+    out = []
+    cells, scope = t["cells"], t["scope"]
+    if scope.empty:
+        out.append(f"Not measured yet: no row of notebook 07's own sweeps (sessions from {SCOPE_SESSION}); the batch "
+                   "and size tables say so, and the figure draws the cells the other notebooks measured.")
+    else:
+        for gpu, g in scope.groupby("gpu"):
+            out.append(f"{gpu}: {len(g)} cells of notebook 07's sweeps, models {', '.join(sorted(set(g['model'])))}, "
+                       f"batches {', '.join(str(b) for b in sorted(set(g['batch'])))}, contexts "
+                       f"{', '.join(str(c) for c in sorted(set(g['ctx'])))}.")
+    one = cells[(cells["batch"] == 1) & (cells["attn"] == "sdpa")] if not cells.empty else cells
+    for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
+        out.append(f"{gpu} {arm}, batch 1: R_floor {_span(g['r_floor'])} over {len(g)} cells "
+                   f"({', '.join(sorted(set(g['model'])))}; bandwidth floor {_span(g['t_floor_bw_ms'])} ms).")
+    cross = t["crossover"]
+    if not cross.empty:
+        never = cross[np.isinf(cross["crossover_batch"])]
+        if not never.empty:
+            ctx_min = int(never["ctx"].min())
+            star = never.drop_duplicates(["gpu", "model"])
+            out.append(f"At every context measured from {ctx_min} tokens the compute floor never passes the bandwidth "
+                       f"floor, at any batch, for {never['model'].nunique()} models on {never['gpu'].nunique()} GPUs of "
+                       "the registry: one sequence's KV bytes take longer to read than its weight products take at "
+                       f"the dense bf16 peak. It can pass only below {_span(star['longest_crossing_ctx'], '.0f')} "
+                       "tokens of context (attention's own FLOPs left out).")
+        finite = cross[np.isfinite(cross["crossover_batch"])]
+        for r in finite.itertuples():
+            out.append(f"{r.gpu} {r.model} ctx {r.ctx}: the compute floor passes the bandwidth floor above batch "
+                       f"{r.crossover_batch:.0f}.")
+    for p in t["published"].itertuples():
+        out.append(f"{p.gpu} ({PUBLISHED}): eager {p.eager_ms:.2f} ms, graph {p.graph_ms:.2f} ms ({p.graph_source}); "
+                   f"its bandwidth floor under our accounting (W_all + K, {p.model} ctx {p.ctx}, {p.bandwidth_gbps:.0f} "
+                   f"GB/s) is {p.t_floor_bw_ms:.2f} ms, R_floor {p.t_floor_bw_ms / p.eager_ms:.2f} against the "
+                   f"published {p.r_floor_published:.2f}.")
+    for v in t["fit_verdicts"][t["fit_verdicts"]["testable"].astype(bool)].itertuples() if not t["fit_verdicts"].empty else []:
+        f = t["fits"].set_index(FIT_KEY).loc[(v.gpu, v.arm, v.attn)]
+        out.append(f"{v.gpu} {v.arm} ({v.attn}): t = t_floor / {f['a']:.2f} + {f['c0_ms']:.2f} ms + n_layers x "
+                   f"{f['c1_ms'] * 1e3:.0f} us; {v.explained} of {v.cells} cells within {REL_TOL:.0%} beyond noise, "
+                   f"{v.unexplained} outside (rms residual {f['rms_rel_residual']:.1%}): {v.outcome}.")
+    for name, table, col in (("batch within 10 % of the bandwidth floor", t["within_floor"], "batch_within"),
+                             ("size below which the fixed cost is more than half the step", t["fixed_by_size"],
+                              "below_size")):
+        if (table[col] == NOT_MEASURED).all():
+            out.append(f"The {name}: not measured yet.")
+        else:
+            for r in table.itertuples():
+                where = f"{r.gpu} {r.arm} ({r.attn}) ctx {r.ctx}" + (f" {r.model}" if "model" in table else "")
+                out.append(f"The {name}, {where}: {getattr(r, col)}.")
+    for r in t["launch_shrinks"].itertuples():
+        out.append(f"{r.gpu} {r.model} ctx {r.ctx}: launch share {r.f_1:.2f} at batch 1, {r.f_max:.2f} at batch "
+                   f"{r.b_max} (launch tax {r.launch_1_ms:.2f} -> {r.launch_max_ms:.2f} ms): {r.outcome}.")
+    for o in t["published_outcome"].itertuples():
+        out.append(f"{o.gpu} ({PUBLISHED}) under the model: a {o.a_lo:.2f}-{o.a_hi:.2f}, fixed cost "
+                   f"{o.fixed_lo_ms:.2f}-{o.fixed_hi_ms:.2f} ms: {o.outcome}.")
+    for r in t["transferred"].itertuples():
+        out.append(f"{r.gpu} {r.arm} ({PUBLISHED}) {r.published_ms:.2f} ms against {r.predicted_ms:.2f} ms predicted by "
+                   f"the {r.fit_from} fit moved to its bandwidth: residual {r.residual:+.0%}.")
+    return out
+
+
+PUBLISHED = "published"

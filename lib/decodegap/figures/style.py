@@ -1,5 +1,6 @@
 """The figures' one style, shared by every notebook's figures module (figures.roofline, figures.cuda_graphs_ab,
-figures.attention_backends, figures.quantisation, figures.cost, figures.closing_the_gap): one colour per arm and per
+figures.attention_backends, figures.quantisation, figures.cost, figures.closing_the_gap,
+figures.where_the_thesis_ends): one colour per arm and per
 GPU, a short title that states the finding (TITLES, its numbers in the findings files), the shared axes, and `save`, which writes a deterministic PNG (no timestamp or
 version metadata). Each figure function there takes DataFrames and returns a matplotlib Figure."""
 
@@ -70,6 +71,8 @@ TITLES = {
     "05_cost_ladder.png": "The cost ladder: $ per million tokens against peak bandwidth",
     "06_ladder.png": "The ladder of levers towards the memory floor",
     "06_products.png": "Each matrix product pays a fixed cost beyond streaming its weights",
+    "07_r_floor_vs_t_floor.png": "R_floor against the bandwidth floor, over sizes, batches and GPUs",
+    "07_step_model_residuals.png": "The two-term step model: floor at an efficiency plus a fixed cost",
 }
 """Each figure's title: a short finding without numbers (the numbers are in the generated findings files and the
 README gallery's line, which starts with the same title: figures.gallery), the same wherever the figure is drawn."""
