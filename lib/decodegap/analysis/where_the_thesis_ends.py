@@ -463,7 +463,7 @@ def replay(gpu: str | None = None, data=None) -> dict:
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
     return dict(rows=rows_, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
                 fit_verdicts=fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS),
-                within_floor=batch_within_floor(cells), crossover=crossover_table(configs, specs, contexts),
+                within_floor=batch_within_floor(scope), crossover=crossover_table(configs, specs, contexts),
                 fixed_by_size=fixed_share_by_size(resid), launch=shares,
                 launch_shrinks=launch_shrinks(shares, B_LARGE), published=points, lambdas=lams,
                 published_fit=solved, published_outcome=published_outcome(solved),

@@ -77,6 +77,11 @@ def published_model(points: pd.DataFrame, solved: pd.DataFrame, outcome: pd.Data
             "explained when 0 < a <= a_max and F >= 0 over the speed-up CI (the L4: none stated).")
 
 
+def _hardware(judged: list[Judged]) -> str:
+    """The GPUs of ours a row's judgements read ('-' without any)."""
+    return ", ".join(j.gpus for j in judged if j.gpus and j.outcome != NOT_TESTABLE) or "-"
+
+
 def where_the_thesis_ends(ev: Evidence) -> list[dict]:
     """The rows of W1, W2a and W2b from notebook 07's tables (ev.scope: analysis.where_the_thesis_ends.replay)."""
     from decodegap.claims import rules
@@ -88,10 +93,9 @@ def where_the_thesis_ends(ev: Evidence) -> list[dict]:
     j2, ours2, ev2 = step_model(t.get("fits", empty), t.get("fit_verdicts", empty), rel_tol, paper_gpus)
     j3, pub3, ours3, ev3 = published_model(t.get("published", empty), t.get("published_fit", empty),
                                            t.get("published_outcome", empty))
-    hw = lambda js: ", ".join(j.gpus for j in js if j.gpus and j.source != PAPER) or "-"
     return [row("W1", "scope", "Not claimed for large batches: the launch tax shrinks with batch (the paper's scope).",
-                "qualitative (scope statement)", ours1, hw(j1), j1, ev1, claim_gpu="paper-GPU"),
+                "qualitative (scope statement)", ours1, _hardware(j1), j1, ev1, claim_gpu="paper-GPU"),
             row("W2a", "scope", "The step is t_floor / a + c0 + n_layers x c1 (the thesis as a two-term model), on our "
-                "grid of sizes, batches and contexts.", "-", ours2, hw(j2), j2, ev2, claim_gpu="paper-GPU"),
+                "grid of sizes, batches and contexts.", "-", ours2, _hardware(j2), j2, ev2, claim_gpu="paper-GPU"),
             row("W2b", "scope", "The same model explains the paper's H100 and L4 eager and graph steps from two "
                 "numbers per GPU.", pub3, ours3, "-", j3, ev3)]
