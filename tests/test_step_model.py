@@ -297,3 +297,32 @@ def test_the_rules_read_this_modules_thresholds_and_sessions():
     assert rules.get("W2a").t("rel_tol") == w.REL_TOL and rules.get("W2a").t("min_points") == w.MIN_POINTS
     assert rules.get("W2b").t("a_max") == w.A_MAX
     assert rules.SCOPE_SESSION == w.SCOPE_SESSION and f"session >= {w.SCOPE_SESSION}" in rules.SCOPE_CELLS.query
+
+
+def test_remeasuring_notebook_07_names_each_axis_its_runs_measured():
+    from decodegap.claims import remeasure
+
+    assert remeasure.notebook_of(rules.get("W1")) == "07_where_the_thesis_ends"
+    plans = [dict(models=["llama-3.1-8b"], contexts=[2048], batches=[1, 2, 64]),
+             dict(models=["qwen2.5-0.5b", "qwen2.5-32b"], contexts=[2048, 8192], batches=[1])]
+    assert remeasure.command("07_where_the_thesis_ends", plans) == (
+        "python -m decodegap scope --axis batch --gpu <gpu> --models llama-3.1-8b --contexts 2048 --batches 1,2,64; "
+        "python -m decodegap scope --axis size --gpu <gpu> --models qwen2.5-0.5b,qwen2.5-32b --contexts 2048,8192")
+
+
+def test_the_figures_draw_batches_fits_and_the_papers_points_without_hiding_any():
+    from decodegap.figures import checks, where_the_thesis_ends as plots
+
+    cells = _cells(TF, LAYERS, EXACT).assign(batch=[1, 2, 4, 8, 16, 32, 64, 1, 1, 1], r_floor=TF / EXACT)
+    cells.loc[7:, "arm"] = "lean_graph"
+    pts, _, _ = _w2b(0.5)
+    fig = plots.r_floor_vs_t_floor(cells, pts)
+    assert checks.problems(fig) == []
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "batch 64" in labels and any(plots.OTHER in label for label in labels)
+    fits = w.fit(cells, w.MIN_POINTS)
+    resid = w.residuals(cells, fits, w.REL_TOL)
+    moved = w.transferred(pts, fits.assign(arm="eager"))
+    assert len(moved) == 2 and np.isfinite(moved["residual"]).all()  # both paper GPUs' eager step, predicted
+    fig = plots.residuals(resid, moved, w.REL_TOL)
+    assert checks.problems(fig) == [] and fig.axes  # a drawn axes, not the not-measured note

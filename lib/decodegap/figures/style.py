@@ -31,7 +31,8 @@ ARM_STYLE = {
 GPU_COLOR = {"l4": "#b35806", "l40s": "#e08214", "a100-80gb": "#8073ac", "h100-sxm": "#542788", "h200": "#1b7837",
              "b200": "#5aae61"}
 """One colour per GPU, the same in every figure that tells GPUs apart by colour."""
-MODEL_MARKER = {"qwen2.5-7b": "o", "mistral-7b-v0.3": "s", "llama-3.1-8b": "D"}
+MODEL_MARKER = {"qwen2.5-7b": "o", "mistral-7b-v0.3": "s", "llama-3.1-8b": "D", "qwen2.5-0.5b": "v",
+                "qwen2.5-1.5b": "^", "qwen2.5-3b": "<", "qwen2.5-14b": ">", "qwen2.5-32b": "P"}
 """One marker per model where colour already says the arm."""
 FLOOR_COLOR = "black"
 TARGET_COLOR = "#b2182b"

@@ -28,6 +28,16 @@ def _series(cells: pd.DataFrame):
         yield OTHER, "#bbbbbb", rest
 
 
+def _ms_axis(ax, lo: float, hi: float) -> None:
+    """A log axis of milliseconds from lo to hi with plain ticks at 1, 2, 5 x 10^k (no minor labels to collide)."""
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ticks = [m * 10.0 ** k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+
+
 def _size(batch) -> np.ndarray:
     return 14 * (1 + np.log2(np.asarray(batch, dtype=float)))
 
@@ -40,29 +50,33 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     for label, colour, rows in _series(cells):
         for model, g in rows.groupby("model"):
             ax.scatter(g["t_floor_bw_ms"], g["r_floor"], s=_size(g["batch"]), color=colour,
-                       marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3,
-                       label=f"{label}, {model}")
+                       marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3)
+        ax.scatter([], [], s=30, color=colour, marker="o", label=label)  # the legend: colour is the arm
+    for model in sorted(set(cells["model"])) if not cells.empty else []:
+        ax.scatter([], [], s=30, color="white", edgecolors="grey", marker=style.model_marker(model), label=model)
+    rightmost = max(points["t_floor_bw_ms"], default=np.nan)
     for p in points.itertuples():
         ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
                    edgecolors="black", zorder=5)
+        left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing to its right
         ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}", (p.t_floor_bw_ms, p.r_floor_published),
-                    textcoords="offset points", xytext=(8, -4), ha="left", va="top", fontsize=7.5)
+                    textcoords="offset points", xytext=(-8, -4) if left else (8, -4), ha="right" if left else "left",
+                    va="top", fontsize=7.5)
     if not points.empty:
         ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
                    label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
     for b in sorted(set(cells["batch"])) if not cells.empty else []:
         ax.scatter([], [], s=_size([b]), color="white", edgecolors="grey", label=f"batch {b}")
     xs = pd.concat([cells["t_floor_bw_ms"], points.get("t_floor_bw_ms", pd.Series(dtype=float))]).dropna()
-    ax.set_xscale("log")
     if not xs.empty:
-        ax.set_xlim(xs.min() / 1.6, xs.max() * 2.6)  # room right of the slowest point for its label
+        _ms_axis(ax, xs.min() / 1.6, xs.max() * 1.6)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_ylim(0, 1.1)
     ax.set_xlabel("bandwidth floor t_floor = (W_all + B x K(ctx)) / datasheet bandwidth (ms, log scale)")
     ax.set_ylabel("R_floor = t_floor / t_obs")
     style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm) and the paper's GPUs")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm, model", title_fontsize=8,
-              fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
+              title_fontsize=8, fontsize=7)
     return fig
 
 
@@ -78,12 +92,20 @@ def residuals(resid: pd.DataFrame, transferred: pd.DataFrame, rel_tol: float):
     for label, colour, rows in _series(fitted):
         ax.errorbar(rows["t_floor_ms"], rows["residual"], yerr=rows["noise"] * (1 + rows["residual"]), fmt="o",
                     markersize=4, capsize=2, color=colour, label=label)
-    for (gpu, arm), g in transferred.groupby(["gpu", "arm"]):
+    bad = transferred[~(transferred["predicted_ms"] > 0)]
+    if not bad.empty:  # a fit that predicts no positive step for a paper GPU: said, not drawn off a log axis
+        ax.plot([], [], " ", label=f"{len(bad)} published point(s) predicted at <= 0 ms: not drawn")
+    for (gpu, arm), g in transferred[transferred["predicted_ms"] > 0].groupby(["gpu", "arm"]):
         ax.scatter(g["predicted_ms"], g["residual"], marker="*", s=140, color=style.gpu_color(gpu),
-                   edgecolors="black", zorder=5, label=f"{gpu} {arm} ({PUBLISHED_LABEL}) against our fit")
-    ax.axhspan(-rel_tol, rel_tol, color="grey", alpha=0.15, label=f"within {rel_tol:.0%}")
+                   edgecolors="black", zorder=5, label=f"{gpu} {arm}, {PUBLISHED_LABEL}, against our fit")
+    for y, label in ((rel_tol, f"+-{rel_tol:.0%}: explained within"), (-rel_tol, None)):
+        ax.axhline(y, color="grey", linewidth=0.8, linestyle=":", label=label)
     ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
+    xs = pd.concat([fitted["t_floor_ms"] if not fitted.empty else pd.Series(dtype=float),
+                    transferred["predicted_ms"]]).dropna()
+    xs = xs[xs > 0]
+    if not xs.empty:
+        _ms_axis(ax, xs.min() / 1.6, xs.max() * 1.6)
     ax.set_xlabel("t_floor (ms, log scale): ours, the roofline's floor; the paper's points at their predicted step")
     ax.set_ylabel("t_obs / t_model - 1")
     style.title(fig, "07_step_model_residuals.png", "t = t_floor / a + c0 + n_layers x c1, per GPU and arm")
