@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting, stats
+from decodegap import accounting, published, stats
 
 NOT_MEASURED = "not measured"
 CELL = ["gpu", "model", "ctx", "batch", "arm", "attn", "quant"]
@@ -147,11 +147,6 @@ def fit(cells: pd.DataFrame, min_points: int = 1) -> pd.DataFrame:
         out.append(dict(zip(FIT_KEY, key), points=len(g), layer_counts=g["n_layers"].nunique(),
                         **(few if len(g) < min_points else fit_one(g["t_floor_ms"], g["n_layers"], g["t_obs_ms"]))))
     return pd.DataFrame(out, columns=FIT_COLUMNS)
-
-
-def fixed_ms(fits: pd.DataFrame, n_layers) -> pd.Series:
-    """F = c0 + n_layers x c1 of each fit row (n_layers a scalar or aligned with `fits`)."""
-    return fits["c0_ms"] + np.asarray(n_layers) * fits["c1_ms"]
 
 
 def residuals(cells: pd.DataFrame, fits: pd.DataFrame, rel_tol: float) -> pd.DataFrame:
@@ -324,14 +319,12 @@ def published_points(pub: pd.DataFrame, configs: Mapping[str, Mapping]) -> pd.Da
     graph_hi_ms (eager / the speed-up CI where stated), speedup, the published r_floor, our t_floor_bw_ms (W_all +
     K(ctx) at the published bandwidth), n_layers. All from data/published/paper.csv, labelled published."""
     def one(claim, quantity, **where):
-        hit = pub[(pub["claim"] == claim) & (pub["quantity"] == quantity)]
-        for k, v in where.items():
-            hit = hit[hit[k] == v]
+        hit = published.select(pub, claim, quantity, **where)
         return hit.iloc[0] if not hit.empty else None
 
     out = []
-    for rf in pub[(pub["claim"] == "inverted_ladder") & (pub["quantity"] == "r_floor")].itertuples():
-        steps = pub[(pub["claim"] == "quantisation") & (pub["quantity"] == "step_ms") & (pub["gpu"] == rf.gpu)]
+    for rf in published.select(pub, "inverted_ladder", "r_floor").itertuples():
+        steps = published.select(pub, "quantisation", "step_ms", gpu=rf.gpu)
         eager = steps[(steps["arm"] == "eager") & (steps["quant"] == "bf16")]
         if eager.empty:
             continue
@@ -441,7 +434,7 @@ def replay(gpu: str | None = None, data=None) -> dict:
     GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `launch` (shares) and
     `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The
     thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
-    from decodegap import hardware, paths, published
+    from decodegap import hardware, paths
     from decodegap.harness import models
 
     data = paths.data_dir(data)
@@ -471,10 +464,6 @@ def replay(gpu: str | None = None, data=None) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ findings
-def _span(values, fmt=".2f") -> str:
-    return stats.span(values, fmt)
-
-
 def findings(t: Mapping) -> list[str]:
     """Notebook 07's sentences, generated from `replay`'s tables (never typed): what its own sweeps measured or that
     they are not measured yet, the batch-1 cells of the other notebooks it draws, the compute crossover on every GPU
@@ -491,8 +480,8 @@ def findings(t: Mapping) -> list[str]:
                        f"{', '.join(str(c) for c in sorted(set(g['ctx'])))}.")
     one = cells[(cells["batch"] == 1) & (cells["attn"] == "sdpa")] if not cells.empty else cells
     for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
-        out.append(f"{gpu} {arm}, batch 1: R_floor {_span(g['r_floor'])} over {len(g)} cells "
-                   f"({', '.join(sorted(set(g['model'])))}; bandwidth floor {_span(g['t_floor_bw_ms'])} ms).")
+        out.append(f"{gpu} {arm}, batch 1: R_floor {stats.span(g['r_floor'])} over {len(g)} cells "
+                   f"({', '.join(sorted(set(g['model'])))}; bandwidth floor {stats.span(g['t_floor_bw_ms'])} ms).")
     cross = t["crossover"]
     if not cross.empty:
         never = cross[np.isinf(cross["crossover_batch"])]
@@ -502,7 +491,7 @@ def findings(t: Mapping) -> list[str]:
             out.append(f"At every context measured from {ctx_min} tokens the compute floor never passes the bandwidth "
                        f"floor, at any batch, for {never['model'].nunique()} models on {never['gpu'].nunique()} GPUs of "
                        "the registry: one sequence's KV bytes take longer to read than its weight products take at "
-                       f"the dense bf16 peak. It can pass only below {_span(star['longest_crossing_ctx'], '.0f')} "
+                       f"the dense bf16 peak. It can pass only below {stats.span(star['longest_crossing_ctx'], '.0f')} "
                        "tokens of context (attention's own FLOPs left out).")
         finite = cross[np.isfinite(cross["crossover_batch"])]
         for r in finite.itertuples():
