@@ -1,7 +1,7 @@
 """Notebook 07, where the thesis ends: the paper claims a per-step fixed cost for batch-1 decode of 7-8B models; this
 experiment moves the two things that set the ratio of that cost to the bytes a step reads, the work per weight byte
 (the batch axis: several sequences decoded together) and the bytes per step (the model-size axis: the Qwen2.5 family
-from 0.5B to 32B, random bf16 weights built on the device). Its measuring side: the sweeps of both axes (`plan`),
+from 0.5B to 32B, random bf16 weights built on the device). Its replay side: `rows`, `tables` and `findings` (analysis.where_the_thesis_ends). Its measuring side: the sweeps of both axes (`plan`),
 their kernel counts per step (`kernel_plan`) and `measure`, all through the one sweep harness into
 data/raw/<gpu>/decode.csv, verify.csv, kernels.csv and breakdown.csv, every row with its `batch`.
 
@@ -33,6 +33,7 @@ of the batch axis's time at B = 64)."""
 from __future__ import annotations
 
 from decodegap import arms as arm_registry
+from decodegap.analysis import where_the_thesis_ends as scope
 from decodegap.harness import keys, profile
 from decodegap.harness.sweep import SweepPlan, check_batches, run_sweep
 from decodegap.inputs import InputError
@@ -122,3 +123,18 @@ def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessi
     if count_kernels:
         profile.record_kernels(gpu, data=data, device=device, **kernel_plan(axis, models, contexts, batches))
     return run_ids
+
+
+def rows(data):
+    """The decode rows notebook 07 reads (scope.rows): bf16, every arm, model and batch, checked."""
+    return scope.rows(data)
+
+
+def tables(data, gpu: str | None = None) -> dict:
+    """Notebook 07's tables (scope.replay): every GPU's rows, or `gpu`'s alone."""
+    return scope.replay(gpu, data)
+
+
+def findings(t: dict) -> dict:
+    """{"07_findings": scope.findings(t)}."""
+    return {"07_findings": scope.findings(t)}
