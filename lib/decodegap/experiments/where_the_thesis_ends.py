@@ -25,10 +25,10 @@ Sessions are numbered from FIRST_SESSION, apart from the grid sweeps' sessions o
 of llama-3.1-8b and qwen2.5-7b are notebook 01, 02 and 06's too): each axis's cells are its own, measured in the same
 sessions under the same conditions, never topped up from another sweep's rows.
 
-How long the cells take, from the H200's env.json session timings of similar runs (the `timing` of each session):
-a batch-1 eager + graph cell of a 7-8B model at ctx 2048 with its check, a few seconds; a compile cell, about a
-minute; the batch axis adds a prefill of B x 2048 tokens to every timed or checked pass of a cell (the largest part
-of the batch axis's time at B = 64)."""
+The plans were budgeted from the H200's env.json session timings of similar runs (each session's `timing`: start-up,
+imports, model builds, cells): the compiled cells cost the most, a compile each; past batch 1 the prefill of B
+sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once.
+A run cut by its time limit carries on from its rows."""
 
 from __future__ import annotations
 
