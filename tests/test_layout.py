@@ -1,9 +1,13 @@
 """The package's map (decodegap.__init__'s docstring) and its tree agree: every module is named once, under its
-stage, and the map names no module the tree lacks."""
+stage, and the map names no module the tree lacks; and the imports keep to the map's order: a module imports only
+from its own stage and the stages listed before it, and no modules import each other in a circle."""
 
 from __future__ import annotations
 
+import ast
 import re
+
+import pytest
 
 import decodegap
 from decodegap import paths
@@ -41,3 +45,93 @@ def test_a_module_sits_under_its_own_package_in_the_map():
         name = line.split()[0]
         top = name.split("/")[0] if "/" in name else None
         assert top == (stage if stage in {p.name for p in PACKAGE.iterdir() if p.is_dir()} else None), (stage, name)
+
+
+def _stages() -> dict[str, str]:
+    """module (as the map names it) -> the heading of the stage it is listed under."""
+    out, stage = {}, None
+    for line in decodegap.__doc__.split("\n\n", 2)[2].splitlines():
+        if not line.startswith(" "):
+            stage = re.match(r"^(\w[\w ]*?)(:|$)", line).group(1)
+        else:
+            out[line.split()[0]] = stage
+    return out
+
+
+def _module_of(dotted: str, tree: set[str]) -> str | None:
+    """The module of the tree that `decodegap.a.b.c` names (a name inside a module resolves to that module; a
+    package to None: its modules are what it holds)."""
+    parts = dotted.split(".")[1:]
+    while parts and "/".join(parts) not in tree:
+        parts = parts[:-1]
+    return "/".join(parts) or None
+
+
+def _imports() -> dict[str, set[str]]:
+    """module -> the package's modules it imports, anywhere in its body (an import inside a function included)."""
+    tree = _tree()
+    out = {}
+    for name in sorted(tree):
+        found = set()
+        for node in ast.walk(ast.parse((PACKAGE / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{name}: a relative import; import decodegap.... by its whole name"
+                if (node.module or "").split(".")[0] == "decodegap":
+                    found |= {_module_of(f"{node.module}.{a.name}", tree) for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {_module_of(a.name, tree) for a in node.names if a.name.split(".")[0] == "decodegap"}
+        out[name] = found - {None, name}
+    return out
+
+
+def _order_graph(imports: dict[str, set[str]]) -> list[str]:
+    """The modules in an order where each comes after what it imports; AssertionError naming a circle."""
+    done, on_path, order = set(), [], []
+
+    def visit(m):
+        if m in done:
+            return
+        assert m not in on_path, "a circle of imports: " + " -> ".join(on_path[on_path.index(m):] + [m])
+        on_path.append(m)
+        for t in sorted(imports[m]):
+            visit(t)
+        on_path.pop()
+        done.add(m)
+        order.append(m)
+
+    for m in sorted(imports):
+        visit(m)
+    return order
+
+
+def _upward(imports: dict[str, set[str]], stages: dict[str, str]) -> list[str]:
+    """Each import of a module from a stage listed after its own, as `module (stage) imports target (stage)`."""
+    rank = {stage: i for i, stage in enumerate(dict.fromkeys(stages.values()))}
+    return sorted(f"{m} ({stages[m]}) imports {t} ({stages[t]})" for m, targets in imports.items() for t in targets
+                  if rank[stages[t]] > rank[stages[m]])
+
+
+def test_no_module_imports_from_a_stage_listed_after_its_own():
+    upward = _upward(_imports(), _stages())
+    assert not upward, "imports against the map's order (move the code, or the entry point, to the later stage): " \
+        + "; ".join(upward)
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    imports = _imports()
+    assert sorted(_order_graph(imports)) == sorted(imports)
+
+
+def test_the_order_checks_see_a_circle_and_an_upward_import():
+    """The checks above on made-up graphs (each can fail), and the imports they read on the tree."""
+    with pytest.raises(AssertionError, match="a circle of imports: a -> b -> a"):
+        _order_graph({"a": {"b"}, "b": {"a"}})
+    assert _order_graph({"a": {"b"}, "b": set()}) == ["b", "a"]
+    stages = {"paths": "base", "kernels/step": "kernels", "harness/lean": "harness"}
+    assert _upward({"kernels/step": {"harness/lean", "paths"}, "harness/lean": {"kernels/step"}, "paths": set()},
+                   stages) == ["kernels/step (kernels) imports harness/lean (harness)"]
+    tree = _tree()
+    assert _module_of("decodegap.quant.paths.QUANT_TOL", tree) == "quant/paths"
+    assert _module_of("decodegap.kernels.int4_gemv", tree) is None
+    assert "harness/quant_checks" in _imports()["harness/sweep"]  # an import inside a function counts
+

@@ -8,7 +8,7 @@ attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is da
 thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source
 the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
 counts, the findings, the method checks apart, and every rule with its history, flagged where it was fixed after the
-rows it reads (claims.provenance).
+rows it reads (claims.provenance); `claim_counts` reads the counts back from claims.csv in the README's words.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from decodegap import paths
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
                               quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis)
@@ -138,3 +139,16 @@ def write(table: pd.DataFrame, figures) -> tuple[Path, Path]:
                        + "\n## Method checks (not counted among the findings)\n\n" + _md(meth[FINDING_COLUMNS])
                        + "\n" + history_markdown(table))
     return csv_path, md_path
+
+
+def claim_counts(figures: Path | None = None) -> str:
+    """The label counts of figures/claims.csv in the README's words (figures.gallery.readme_text puts them there): the
+    findings per category (CATEGORIES), then the method checks apart, e.g. "0 reproduced on the paper's GPU class,
+    ..., 14 not testable here, of 35 findings, and 12 method checks apart: 8 met, ...". No semicolon (the README's
+    counts line ends at one)."""
+    table = pd.read_csv(Path(figures or paths.FIGURES) / "claims.csv")
+    n = table["category"].value_counts()
+    find = (table["section"] == SECTION_FINDING).sum()
+    methods = ", ".join(f"{int(n.get(v, 0))} {v.removeprefix('method check: ')}" for v in METHOD_CATEGORIES)
+    return (", ".join(f"{int(n.get(v, 0))} {v}" for v in CATEGORIES) + f", of {int(find)} findings, and "
+            f"{len(table) - int(find)} method checks apart: {methods}")

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from decodegap.quant import formats as quant_formats
-from decodegap.quant import layers, loaders
+from decodegap.quant import layers, loaders, power
 from decodegap.quant.bytes import BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
 from decodegap.quant.layers import QuantLinear
 from decodegap.quant.loaders import QuantUnavailable
@@ -266,31 +266,9 @@ def passes(err: float, tol: float) -> bool:
 def rounding_bound(model, path_key: str, group_size: int | None = None) -> float:
     """The largest per-product rounding noise eps of path `path_key`'s own format over the model's bf16 decoder
     linears (quant.power.predicted_eps: sqrt(mean D^2 / 12) / rms(W), D the format's step)."""
-    from decodegap.quant import power
-
     G = group_size or default_group_size(model.config.to_dict())
     return max(power.predicted_eps(path_key, mod.weight, power.group_size_of(path_key, G))
                for layer in model.model.layers for mod in layer.modules() if isinstance(mod, nn.Linear))
-
-
-def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
-                    draws: int | None = None) -> tuple[float, float, list[float]]:
-    """(tolerance, null, the null's draws) of the model check of path `path_key` on the bf16 `model`, at `ctx`
-    against `reference` (harness.quant_checks.record_layers of this model, ctx and seed): each draw is the forced
-    layer error of the model with every decoder linear's weight plus U(-D/2, D/2) of the format's own step
-    (quant.power.noisy_linears), the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance
-    MODEL_K_PASS x null. The model is left as it was."""
-    from decodegap.harness.quant_checks import forced_layer_error
-    from decodegap.quant import power
-
-    key = _reference_key(resolve(path_key, next(model.parameters()).device))
-    G = group_size or default_group_size(model.config.to_dict())
-    values = []
-    for d in range(draws or power.NULL_DRAWS):
-        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1):
-            values.append(forced_layer_error(model, ctx, reference, seed=seed))
-    null = max(values) if all(v == v for v in values) else float("nan")
-    return MODEL_K_PASS * null, null, values
 
 
 def default_group_size(config: Mapping) -> int:
@@ -372,7 +350,6 @@ def _check_layer(out: dict, name: str, index: int, key: str, weight, layer, G: i
                  seed: int) -> None:
     """quantise_model_'s checks of one layer (its docstring), kept as the worst so far of `name` in `out`."""
     from decodegap.compare import max_relative_error
-    from decodegap.quant import power
 
     deq = layer.dequantised_weight(torch.float32)
     fc = power.format_check(key, weight, deq, power.group_size_of(key, G))
