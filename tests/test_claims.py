@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap.claims import provenance, rules, table as claims, verdicts
+from decodegap.claims import evidence as claims_evidence, provenance, rules, table as claims, verdicts
 from decodegap.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 from decodegap.analysis import cost
 from decodegap import hardware, paths, published
@@ -68,7 +68,7 @@ def evidence():
     prices = cost.load_prices()
     pub = published.load()
     costs = cost.cost_table(cost.published_configurations(pub), prices, hardware.specs_table())
-    return claims.collect(paths.DATA, costs, prices)
+    return claims_evidence.collect(paths.DATA, costs, prices)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_every_claim_and_every_rule_is_a_row(table):
     ids = set(published.load()["claim"])
     assert ids <= set(table["claim"]), ids - set(table["claim"])
     assert table.index.is_unique and set(table.index) == set(rules.BY_ID)
-    assert set(table["category"]) <= set(claims.VERDICTS)
+    assert set(table["category"]) <= set(verdicts.VERDICTS)
     assert (table["evidence"].str.len() > 20).all()
     assert (table["rule"] == [rules.get(i).text() for i in table.index]).all()
     methods = table[table["section"] == "method check"]
@@ -249,7 +249,7 @@ def test_the_ab_design_counts_one_sweep_of_sessions(evidence, table):
 
 def test_preamble_defines_the_vocabulary_and_counts(table):
     text = claims.preamble(table.reset_index())
-    n = claims.counts(table)
+    n = verdicts.counts(table)
     for word in ("reproduced on the paper's GPU class", "tested on another GPU", "supported by the paper's own numbers",
                  "contradicted by the paper's own numbers", "inconclusive: within noise", "not testable here",
                  "method check"):

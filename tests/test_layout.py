@@ -135,3 +135,39 @@ def test_the_order_checks_see_a_circle_and_an_upward_import():
     assert _module_of("decodegap.kernels.int4_gemv", tree) is None
     assert "harness/quant_checks" in _imports()["harness/sweep"]  # an import inside a function counts
 
+
+def _unused_imports(source: str) -> list[str]:
+    """`line name` of each name a module imports from decodegap and never uses: a front handing the name on (its
+    callers should import it where it is defined) or a dead import. An import for its side effect says so:
+    `# noqa: F401  (why)` on its line."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and re.search(r"#\s*noqa: F401\s+\(", lines[node.lineno - 1]):
+            continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "decodegap":
+            out += [f"{node.lineno} {a.asname or a.name}" for a in node.names if (a.asname or a.name) not in used]
+        elif isinstance(node, ast.Import):
+            out += [f"{node.lineno} {a.asname}" for a in node.names
+                    if a.name.split(".")[0] == "decodegap" and a.asname and a.asname not in used]
+    return out
+
+
+def test_no_module_imports_a_name_of_the_package_it_does_not_use():
+    """No fronts: a name is imported where it is used, from the module that defines it (no `__all__` lists, no
+    names imported only to be handed on)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        unused = _unused_imports(text) + (["__all__"] if re.search(r"^__all__\s*=", text, re.M) else [])
+        if unused:
+            found[str(path.relative_to(PACKAGE))] = unused
+    assert not found, f"imported and not used (import them where they are used): {found}"
+
+
+def test_an_import_only_handed_on_is_found():
+    source = ("from decodegap.claims.verdicts import counts, VERDICTS\nfrom decodegap import paths as p\n"
+              "from decodegap.kernels import ops  # noqa: F401  (registers the op)\nprint(counts)\n")
+    assert _unused_imports(source) == ["1 VERDICTS", "2 p"]

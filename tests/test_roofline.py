@@ -240,7 +240,7 @@ def test_one_sweep_reads_a_cell_measured_again_from_its_latest_again_sweep():
 
 
 def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read():
-    from decodegap.claims import table as claims
+    from decodegap.claims import evidence as claims_evidence
     from decodegap.analysis import cost
     from decodegap import hardware, paths, published
     from decodegap.experiments import roofline as roofline_grid
@@ -251,5 +251,5 @@ def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read(
     assert cells["t_obs_ms"].round(3).tolist() == shipped["t_obs_ms"].round(3).tolist()
     prices = cost.load_prices()
     costs = cost.cost_table(cost.published_configurations(published.load()), prices, hardware.specs_table())
-    evidence = claims.collect(paths.DATA, costs, prices)
+    evidence = claims_evidence.collect(paths.DATA, costs, prices)
     assert evidence.cells["t_obs_ms"].round(6).tolist() == cells["t_obs_ms"].round(6).tolist()

@@ -2,8 +2,8 @@
 its published value, our value, the hardware behind ours, a label and the evidence, generated from the data (never
 typed by hand).
 
-`collect` reads the tables of notebooks 01-05 through their own modules (claims.evidence), `build` makes the rows,
-one module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
+claims.evidence.collect reads the tables of notebooks 01-05 through their own modules, `build` makes the rows, one
+module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
 attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is data (claims.rules: statistic, rows,
 thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source
 the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
@@ -21,11 +21,8 @@ from decodegap import paths
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
                               quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis)
-from decodegap.claims.evidence import Evidence, collect
-from decodegap.claims.verdicts import (CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD,
-                                       VERDICTS, counts)
-
-__all__ = ["Evidence", "collect", "build", "counts", "preamble", "write", "VERDICTS"]
+from decodegap.claims.evidence import Evidence
+from decodegap.claims.verdicts import CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD, counts
 
 
 def build(ev: Evidence) -> pd.DataFrame:

@@ -27,6 +27,7 @@ import torch
 from decodegap.compare import max_relative_error
 from decodegap.harness import decode
 from decodegap.quant import paths as quant, power
+from decodegap.quant.loaders import QuantUnavailable
 
 
 def _hidden(out):
@@ -206,7 +207,7 @@ def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int =
                     with power.planted(fault, key):
                         layer = quant.build_linear(key, K, N, device, weight=w, group_size=group_size,
                                                    reference=not kernel)
-                except quant.QuantUnavailable:
+                except QuantUnavailable:
                     continue
                 with torch.no_grad():
                     y = layer(x).float()
@@ -276,7 +277,7 @@ def power_rows(model, ctx: int, reference: list, paths, builds=("reference", "ke
                 try:
                     with swapped(model, key, reference=build == "reference", fault=fault) as info:
                         err = forced_layer_error(model, ctx, reference, seed=seed)
-                except quant.QuantUnavailable:
+                except QuantUnavailable:
                     break
                 worst = max(info["checks"].values(), key=lambda e: e["format"][0])["format"]
                 out.append(dict(base, build=build, case=fault.key if fault else "correct", max_rel_err=err, null=null,

@@ -20,7 +20,7 @@ Paths (`PATHS`; the key is what the data's `quant` column holds):
   int4-triton     the package's own Triton int4 GEMV (decodegap.kernels.int4_gemv).
 The LM head stays bf16 in EVERY path (as HF's GPTQ, AWQ and bitsandbytes loaders leave it), as do the
 embedding table and the norms; only the seven nn.Linear of each decoder layer are replaced. The formats and
-their round-to-nearest are in quant_formats, the layers in quant_layers, the bytes they stream in quant_bytes.
+their round-to-nearest are in quant.formats, the layers in quant.layers, the bytes they stream in quant.bytes.
 
 Every quantised path but int4-tinygemm on a CPU needs a CUDA device and its package; a missing package,
 a missing device or a refused shape raises `QuantUnavailable` with the reason (never a silent fallback).
@@ -36,9 +36,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from decodegap.quant import formats as quant_formats
 from decodegap.quant import layers, loaders, power
-from decodegap.quant.bytes import BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
+from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
 from decodegap.quant.layers import QuantLinear
 from decodegap.quant.loaders import QuantUnavailable
 
@@ -58,7 +57,7 @@ large as the format's own rounding noise: sqrt 2); between MODEL_K_PASS and this
 The sweep times a cell only within MODEL_K_PASS x the null."""
 MODEL_TOL_FACTOR = 6.0
 """Superseded (the rows before the null, kept with the tolerance they were judged by): tolerance = MODEL_TOL_FACTOR
-x quant_formats.rounding_error_bound, the asymmetric format's per-product noise, for every path; raised from 4 to 6
+x quant.formats.rounding_error_bound, the asymmetric format's per-product noise, for every path; raised from 4 to 6
 after the first H200 rows failed at 4 (claims rules QT's history)."""
 
 
