@@ -171,3 +171,39 @@ def test_an_import_only_handed_on_is_found():
     source = ("from decodegap.claims.verdicts import counts, VERDICTS\nfrom decodegap import paths as p\n"
               "from decodegap.kernels import ops  # noqa: F401  (registers the op)\nprint(counts)\n")
     assert _unused_imports(source) == ["1 VERDICTS", "2 p"]
+
+LONGEST_LINES = 100
+"""The most lines a function may span (its signature, docstring and body), kernels and the argument parser aside."""
+LONG_ON_PURPOSE = {
+    "cli.py:build_parser": "the argument parser: one add_argument after another, every command's options in one place",
+    "kernels/fused/source.py:build": "the fused GEMV's Triton source: one kernel body, its prologues and epilogues",
+    "kernels/fused/source.py:fused_gemv_kernel": "that kernel body itself (inside build)",
+    "kernels/int4_gemv/kernel.py:_kernel": "the int4 GEMV's Triton kernel and its autotuned configs",
+}
+"""Functions allowed over LONGEST_LINES, by file (under lib/decodegap/) and name, with why."""
+
+
+def _function_lengths(root, files) -> dict[str, int]:
+    """'file:function' -> the lines it spans, for every function (nested ones too) of `files` under `root`."""
+    out = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[f"{path.relative_to(root)}:{node.name}"] = node.end_lineno - node.lineno + 1
+    return out
+
+
+def test_no_function_is_longer_than_a_hundred_lines_but_kernels_and_the_parser():
+    """A long function does several things: split it where a new one passes LONGEST_LINES (bench/'s scripts too)."""
+    lengths = {**_function_lengths(PACKAGE, sorted(PACKAGE.rglob("*.py"))),
+               **_function_lengths(paths.REPO, sorted((paths.REPO / "bench").glob("*.py")))}
+    long = {name: n for name, n in lengths.items() if n > LONGEST_LINES}
+    new = {name: n for name, n in sorted(long.items()) if name not in LONG_ON_PURPOSE}
+    assert not new, f"split these functions (their lines): {new}"
+    assert set(LONG_ON_PURPOSE) <= set(long), f"no longer long: drop {sorted(set(LONG_ON_PURPOSE) - set(long))}"
+
+
+def test_a_function_spans_its_signature_docstring_and_body(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(LONGEST_LINES - 2))
+    (tmp_path / "m.py").write_text(f'def f():\n    """doc"""\n{body}\n\ndef g():\n    def inner():\n        pass\n')
+    assert _function_lengths(tmp_path, [tmp_path / "m.py"]) == {"m.py:f": LONGEST_LINES, "m.py:g": 3, "m.py:inner": 2}
