@@ -25,16 +25,19 @@ from decodegap.claims.evidence import Evidence
 from decodegap.claims.verdicts import CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD, counts
 
 
+SECTIONS = (claims_thesis.thesis, claims_method.method, claims_roofline.inverted_ladder, claims_graphs.cuda_graphs,
+            claims_attention.attention_backends, claims_quant.quantisation, claims_cost.cost_claim,
+            claims_cost.cost_claim_measured, claims_method.scope)
+"""The rows' makers, in the table's order: each makes the rows (COLUMNS) of its rules from the evidence."""
+
+
 def build(ev: Evidence) -> pd.DataFrame:
     """One row per rule of the registry (COLUMNS), in the registry's order: id, section (finding or method check),
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
     commit of its newest fixing), fixed_after_rows (claims.provenance), and how to re-measure it (claims.remeasure):
     notebook, remeasure (the command), gpu_time (what its runs took here)."""
-    rows = (claims_thesis.thesis(ev) + claims_method.method(ev) + claims_roofline.inverted_ladder(ev)
-            + claims_graphs.cuda_graphs(ev) + claims_attention.attention_backends(ev) + claims_quant.quantisation(ev)
-            + claims_cost.cost_claim(ev) + claims_cost.cost_claim_measured(ev) + claims_method.scope(ev))
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame([row for section in SECTIONS for row in section(ev)], columns=COLUMNS)
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))
     assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
