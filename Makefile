@@ -1,11 +1,13 @@
 # decodegap: `make reproduce` rebuilds figures/ from data/ (no GPU needed); `make test` runs the CPU tests;
-# `make test-fast` the fast tier of them (no notebooks, no fresh-process sweeps);
+# `make test-fast` the fast tier of them (no notebooks, no fresh-process sweeps), both on every core (pytest-xdist;
+# JOBS=0 runs them in one process);
 # `make lab` opens the notebooks in JupyterLab. All create .venv on first use.
 # `make measure GPU=h200` measures this machine's GPU.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 GPU ?=
+JOBS ?= auto
 STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.lab-installed
 
@@ -29,10 +31,10 @@ reproduce: $(STAMP)
 	$(PY) -m decodegap reproduce
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not gpu"
+	$(PY) -m pytest -m "not gpu" -n $(JOBS) --dist loadgroup
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not gpu and not notebooks and not slow"
+	$(PY) -m pytest -m "not gpu and not notebooks and not slow" -n $(JOBS) --dist loadgroup
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -m gpu

@@ -27,10 +27,10 @@ carries on. Notebook 05 (cost) measures nothing.
                graph, ctx 2048 and 16384, one session), flash-attn built first as above
     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
                quantisation GPU tests, then python -m decodegap quant
-    gemv       notebook 04: python -m decodegap.kernels.int4_gemv.tune, the int4 GEMV by itself against tinygemm
+    gemv       notebook 04: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm
                and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
-               python -m decodegap.kernels.fused.tune, its GEMV against cuBLAS per product shape, configs, split-K
+               bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
     check_sensitivity  notebook 06: bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening
                factors 1, 2, 4 and 16, correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv,
@@ -227,11 +227,11 @@ step_quant() {
   done
 }
 step_gemv() {
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.int4_gemv.tune
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 -m decodegap.kernels.fused.tune
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_check_sensitivity() {  # the three runs behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the
   # plain and the sharpened check), then 2 over the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4

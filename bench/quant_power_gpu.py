@@ -18,7 +18,6 @@ import torch
 from decodegap.diagnostics import Rows
 
 from decodegap.harness import models, quant_checks
-from decodegap.quant import power
 
 MODEL, CTX = "llama-3.1-8b", 2048
 PATHS = ("awq-marlin", "int4-tinygemm", "awq-triton", "int4-triton", "bnb-nf4", "gptq-exllamav2")
@@ -31,7 +30,7 @@ def main() -> None:
     ap.add_argument("--builds", default="kernel,reference")
     args = ap.parse_args()
     t0 = time.time()
-    out = Rows("quant_power_gpu", power.POWER_FIELDS)
+    out = Rows("quant_power_gpu", quant_checks.POWER_FIELDS)
     add = lambda r: out.add(**{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()})  # noqa: E731
     model = models.build_model(models.load_spec(MODEL), device="cuda")
     reference = quant_checks.record_layers(model, CTX)

@@ -49,9 +49,34 @@ def _shipped_rows_read_once():
     records.read_csv = real
 
 
+@pytest.fixture(scope="session")
+def shipped_evidence():
+    """What the claims read (claims.evidence.collect) from the shipped data/ at the published prices: collected once
+    per test session for every test that reads it (none changes it in place: they replace fields on a copy)."""
+    from decodegap import hardware, published
+    from decodegap.analysis import cost
+    from decodegap.claims import evidence
+
+    prices = cost.load_prices()
+    costs = cost.cost_table(cost.published_configurations(published.load()), prices, hardware.specs_table())
+    return evidence.collect(paths.DATA, costs, prices)
+
+
+SHARED_FIXTURES = ("replayed", "swept", "small_data", "shipped_evidence")
+"""Fixtures that take long to build (every notebook replayed, a sweep of session processes, a data folder, what the
+claims read): where the tests run on several workers (pytest-xdist's --dist loadgroup, as `make test` runs them),
+the tests using one of them run on one worker, which builds it once."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            shared = [name for name in SHARED_FIXTURES if name in item.fixturenames]
+            if shared:
+                item.add_marker(pytest.mark.xdist_group(shared[0]))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on the GPU machine)")

@@ -64,11 +64,8 @@ def test_a_row_from_a_source_its_rule_does_not_name_is_refused():
 
 
 @pytest.fixture(scope="module")
-def evidence():
-    prices = cost.load_prices()
-    pub = published.load()
-    costs = cost.cost_table(cost.published_configurations(pub), prices, hardware.specs_table())
-    return claims.collect(paths.DATA, costs, prices)
+def evidence(shipped_evidence):
+    return shipped_evidence
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +73,32 @@ def table(evidence):
     return claims.build(evidence).set_index("id")
 
 
+SECTION_OF = {}
+"""rule id -> the section of claims.table.SECTIONS that makes its row (learnt from the shipped evidence once)."""
+
+
 def _row(evidence, id_, **replace) -> pd.Series:
-    return claims.build(dataclasses.replace(evidence, **replace)).set_index("id").loc[id_]
+    """Rule `id_`'s row from `evidence` with `replace`d fields, made by its own section alone: the rule sees the
+    changed evidence as it would in the table (the whole table, every section and what build adds to them, as
+    fixed_after_rows, is the `table` fixture's)."""
+    if not SECTION_OF:
+        SECTION_OF.update({row["id"]: section for section in claims.SECTIONS for row in section(evidence)})
+    rows = SECTION_OF[id_](dataclasses.replace(evidence, **replace))
+    return pd.DataFrame(rows, columns=verdicts.COLUMNS).set_index("id").loc[id_]
+
+
+def test_a_rows_own_section_makes_it_as_the_table_does(evidence, table):
+    made = [c for c in verdicts.COLUMNS[1:] if c != "fixed_after_rows"]  # build sets that one
+    for id_ in ("QT", "R3e", "T1", "R5", "S1"):
+        assert _row(evidence, id_)[made].equals(table.loc[id_, made]), id_
+    assert sorted(SECTION_OF) == sorted(table.index)  # every row has one section
 
 
 def test_every_claim_and_every_rule_is_a_row(table):
     ids = set(published.load()["claim"])
     assert ids <= set(table["claim"]), ids - set(table["claim"])
     assert table.index.is_unique and set(table.index) == set(rules.BY_ID)
-    assert set(table["category"]) <= set(claims.VERDICTS)
+    assert set(table["category"]) <= set(verdicts.VERDICTS)
     assert (table["evidence"].str.len() > 20).all()
     assert (table["rule"] == [rules.get(i).text() for i in table.index]).all()
     methods = table[table["section"] == "method check"]
@@ -249,7 +263,7 @@ def test_the_ab_design_counts_one_sweep_of_sessions(evidence, table):
 
 def test_preamble_defines_the_vocabulary_and_counts(table):
     text = claims.preamble(table.reset_index())
-    n = claims.counts(table)
+    n = verdicts.counts(table)
     for word in ("reproduced on the paper's GPU class", "tested on another GPU", "supported by the paper's own numbers",
                  "contradicted by the paper's own numbers", "inconclusive: within noise", "not testable here",
                  "method check"):

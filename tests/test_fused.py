@@ -503,7 +503,7 @@ FUSED_ARMS = tuple(a for a in arms.REGISTRY if a.startswith("lean_fused"))
 
 
 def _products(key, step_only=False):
-    """(name, K, weight rows N, flavour) of a model's fused products (decodegap.kernels.fused.tune's names): flavour norm /
+    """(name, K, weight rows N, flavour) of a model's fused products (bench/fused_gemv.py's names): flavour norm /
     norm_bias / residual / gate_up / silu_residual / residual_norm / plain. `step_only`: the five the fused step
     launches by default (gate_up_norm and down_silu, not the SiLU-epilogue gate_up, the plain down, and the
     norm-epilogue arm's o_norm and gate_up_plain)."""

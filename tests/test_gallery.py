@@ -8,6 +8,7 @@ import re
 import pandas as pd
 import pytest
 
+from decodegap.claims import table as claims
 from decodegap.figures import gallery
 from decodegap import paths
 
@@ -75,7 +76,7 @@ def test_the_readme_counts_line_is_rewritten_from_the_claims_table(tmp_path):
     pd.DataFrame({"section": ["finding", "finding", "finding", "method check"],
                   "category": ["supported by the paper's own numbers"] * 2 + ["not testable here", "method check: met"]}
                  ).to_csv(tmp_path / "claims.csv", index=False)
-    counts = gallery.claim_counts(tmp_path)
+    counts = claims.claim_counts(tmp_path)
     assert counts.startswith("0 reproduced on the paper's GPU class, 0 contradicted on the paper's GPU class, ")
     assert "2 supported by the paper's own numbers, 0 contradicted by the paper's own numbers" in counts
     assert counts.endswith(", 1 not testable here, of 3 findings, and 1 method checks apart: 1 met, 0 not met, "

@@ -307,7 +307,7 @@ def test_quantise_model_swaps_every_decoder_linear_of_a_tiny_model_from_its_own_
             for name, mod in list(layer.named_modules()):
                 if isinstance(mod, quant_layers.QuantLinear):
                     parent = layer.get_submodule(name.rsplit(".", 1)[0])
-                    setattr(parent, name.rsplit(".", 1)[1], quant.layers.BF16Linear(mod.dequantised_weight()))
+                    setattr(parent, name.rsplit(".", 1)[1], quant_layers.BF16Linear(mod.dequantised_weight()))
         ref = model(ids).logits.float()
     assert compare.max_relative_error(got, ref) < 0.05
     timing = decode.run_arm(model, "eager", 8, warmup=1, steps=2)

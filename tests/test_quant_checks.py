@@ -35,7 +35,7 @@ def test_the_tolerance_is_the_null_of_the_formats_own_rounding(bf16):
     weight plus U(+-D/2) of the format's own step, through the same forced-layer metric; nothing quantised enters."""
     model, ref = bf16
     before = [p.detach().clone() for p in model.parameters()]
-    tol, null, draws = quant.model_tolerance(model, "gptq-exllamav2", CTX, ref)
+    tol, null, draws = quant_check.model_tolerance(model, "gptq-exllamav2", CTX, ref)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the noise is taken out again
     assert len(draws) == power.NULL_DRAWS and null == max(draws) and tol == pytest.approx(quant.MODEL_K_PASS * null)
     with power.noisy_linears(model, "gptq-exllamav2", quant.default_group_size(model.config.to_dict()), seed=1):
@@ -56,7 +56,7 @@ def test_a_correct_path_passes_both_checks(bf16, key):
     if key == "int4-tinygemm" and not CPU_INT4:
         pytest.skip("this torch has no CPU int4 ops")
     model, ref = bf16
-    tol, null, _ = quant.model_tolerance(model, key, CTX, ref)
+    tol, null, _ = quant_check.model_tolerance(model, key, CTX, ref)
     with quant_check.swapped(model, key, reference=key != "int4-tinygemm") as info:
         err = quant_check.forced_layer_error(model, CTX, ref)
     assert 0.5 * null < err <= tol  # the rounding noise shows, inside its null's band
@@ -75,7 +75,7 @@ check there; at the 7-8B shapes the model check fails every fault (data/diagnost
 def llama_tiny():
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
     ref = quant_check.record_layers(model, CTX)
-    return model, ref, {key: quant.model_tolerance(model, key, CTX, ref)
+    return model, ref, {key: quant_check.model_tolerance(model, key, CTX, ref)
                         for key in ("gptq-exllamav2", "awq-triton", "int4-tinygemm")}
 
 
@@ -90,7 +90,7 @@ def test_each_planted_fault_fails(llama_tiny, fault, key):
     worst = max(e["format"][0] for e in info["checks"].values())
     assert worst >= 3 and not power.format_passes(worst)  # a whole step off, at least, somewhere
     if fault in MODEL_CHECK_CATCHES or key == "int4-tinygemm":
-        assert not quant.passes(err, tol) and power.verdict(err / null) == "fail"
+        assert not quant.passes(err, tol) and quant_check.verdict(err / null) == "fail"
     assert quant_formats.gptq_pack is power.PLANTED_FROM["gptq_pack"]  # the fault is gone once the layers are built
     assert all(type(m) is torch.nn.Linear for layer in model.model.layers for m in layer.modules()
                if hasattr(m, "weight") and m.weight is not None and m.weight.dim() == 2)  # the bf16 model back
@@ -99,7 +99,7 @@ def test_each_planted_fault_fails(llama_tiny, fault, key):
 def test_marlins_faults_fail_a_small_products_checks():
     """Marlin (in_features % 128, out_features % 256: no tiny config has its shapes) on one 512 x 256 product: the
     correct layer passes, each of its faults fails the product check and the format check."""
-    rows = power.product_rows([("small", 512, 256)], ["awq-marlin"], rows=16)
+    rows = quant_check.product_rows([("small", 512, 256)], ["awq-marlin"], rows=16)
     got = {r["case"]: r for r in rows if r["build"] != "null"}
     assert got["correct"]["verdict"] == "pass" and power.format_passes(got["correct"]["format_ratio"])
     assert set(got) == {"correct"} | {f.key for f in power.faults_for("awq-marlin")}
@@ -112,7 +112,7 @@ def test_marlins_faults_fail_a_small_products_checks():
 def test_every_fault_fails_the_format_check_of_one_real_shape_product():
     """At a 7-8B shape (one k_proj 4096 x 1024 of Llama-3.1-8B) every fault, Marlin's included, fails the product's
     check against the bf16 weight by itself (k >= MODEL_K_FAIL) and the format check; the correct layers pass."""
-    rows = power.product_rows([("k_proj", 4096, 1024)], ["gptq-exllamav2", "awq-triton", "awq-marlin"], rows=16)
+    rows = quant_check.product_rows([("k_proj", 4096, 1024)], ["gptq-exllamav2", "awq-triton", "awq-marlin"], rows=16)
     got = {(r["path"], r["case"]): r for r in rows}
     for key in ("gptq-exllamav2", "awq-triton", "awq-marlin"):
         assert got[(key, "correct")]["verdict"] == "pass" and power.format_passes(got[(key, "correct")]["format_ratio"])

@@ -239,17 +239,12 @@ def test_one_sweep_reads_a_cell_measured_again_from_its_latest_again_sweep():
     assert sorted(zip(kept.ctx, kept.run_id)) == [(2048, "20261201T03-c"), (4096, "20261201T01-a")]
 
 
-def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read():
-    from decodegap.claims import table as claims
-    from decodegap.analysis import cost
-    from decodegap import hardware, paths, published
+def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read(shipped_evidence):
+    from decodegap import paths
     from decodegap.experiments import roofline as roofline_grid
 
     rows, cells, configs = roofline_grid.cells(paths.DATA, models=["llama-3.1-8b"])
     shipped = pd.read_csv(paths.FIGURES / "01_roofline_cells.csv")
     assert len(cells) == len(shipped) and set(configs) >= set(rows["model"]) | {"llama-3.1-8b"}
     assert cells["t_obs_ms"].round(3).tolist() == shipped["t_obs_ms"].round(3).tolist()
-    prices = cost.load_prices()
-    costs = cost.cost_table(cost.published_configurations(published.load()), prices, hardware.specs_table())
-    evidence = claims.collect(paths.DATA, costs, prices)
-    assert evidence.cells["t_obs_ms"].round(6).tolist() == cells["t_obs_ms"].round(6).tolist()
+    assert shipped_evidence.cells["t_obs_ms"].round(6).tolist() == cells["t_obs_ms"].round(6).tolist()

@@ -147,7 +147,8 @@ def test_environment_yml_is_pinned_like_the_venv():
     assert {"torch", "transformers"} <= set(pins)
     from packaging.specifiers import SpecifierSet
 
-    declared = dict(_normalise(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = dict(_normalise(d) for d in [*project["dependencies"], *project["optional-dependencies"]["dev"]])
     for name, version in pins.items():
         assert version in SpecifierSet(declared[name]), f"constraints.txt pins {name} {version} outside {declared[name]}"
 

@@ -1,8 +1,9 @@
 """decodegap: rebuild and re-measure 'Memory-Bound but Not Bandwidth-Limited' (batch-1 LLM decode).
 
-The package by stage, the data flowing one way: each stage imports only from the stages listed before it, but for
-kernels/fused/tune, an entry point that times the fused layer through harness/lean (tests/test_layout.py checks
-that this map names every module of the tree, and nothing else).
+The package by stage, the data flowing one way: each stage imports only from the stages listed before it, and no
+modules import each other in a circle (tests/test_layout.py checks both, and that this map names every module of the
+tree, and nothing else). The kernel tuners are scripts of bench/ (int4_gemv.py, fused_gemv.py), as the other
+measurements that write data/diagnostics/ are.
 
 base: paths, rows and the numbers every stage shares
   paths                     repository paths
@@ -30,12 +31,10 @@ kernels: the Triton kernels
   kernels/int4_gemv/kernel  the int4 GEMV of one row, autotuned per shape
   kernels/int4_gemv/ops     the int4 GEMV as the custom operator decodegap::int4_gemv
   kernels/int4_gemv/layer   Int4GemvLinear: a row through the kernel, a prefill dequantised
-  kernels/int4_gemv/tune    python -m ...: the int4 GEMV against tinygemm and bf16 per product shape
   kernels/fused/launch      the fused decode step's launchers (FusedOps)
   kernels/fused/source      their Triton source
   kernels/fused/reference   their PyTorch references
-  kernels/fused/configs     their launch configs per product shape
-  kernels/fused/tune        python -m ...: each config against cuBLAS, the source of configs' tables
+  kernels/fused/configs     their launch configs per product shape (the fastest of bench/fused_gemv.py's rows)
 quant: the quantisation paths
   quant/paths               the registry of paths, the swap into a model, the layer check
   quant/formats             each format's round to nearest and packing
@@ -44,17 +43,17 @@ quant: the quantisation paths
   quant/fuse                several layers of one path fused into one (qkv, gate_up)
   quant/ops                 the packages' kernels as custom operators for torch.compile
   quant/bytes               the bytes each path streams
-  quant/power               the model check's tolerance from each format's rounding; faults, format check
+  quant/power               each format's rounding step, the format check, the null's noise, the planted faults
 harness: measuring
   harness/models            model configs and random-weight builds
-  harness/keys              registry keys checked, and the GPU key against the device
+  harness/keys              registry keys checked, contexts against the models, the GPU key against the device
   harness/attention         the attention backends, per layer
   harness/hf_attention      FA2, FA3 and FlashInfer inside the HF step; which attention runs there
   harness/paged_kv          FlashInfer's batch decode over HF's cache read as pages
   harness/lean              the lean decoder
   harness/checks            the sharpened-attention check a wrong attention cannot pass
   harness/decode            the decode-timing arms and their checks against eager
-  harness/quant_checks      the quantised model's check against bf16
+  harness/quant_checks      the quantised model's check against bf16, its tolerance, the checks' power
   harness/runs              run ids and their env.json entries
   harness/sweep             sweeps of fresh session processes, resumable
   harness/profile           the kernel profile of a decode step (notebooks 02, 04, 06)
@@ -79,7 +78,7 @@ experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/closing_the_gap  06
   experiments/where_the_thesis_ends  07: the batch and model-size sweeps and their replay
 claims: the claims table (figures/claims.md)
-  claims/table              its entry: collect, build
+  claims/table              its entry: build, write, the counts the README quotes
   claims/evidence           what it reads from each experiment
   claims/rules              every rule as data, fixed before the rows
   claims/provenance         which runs each rule reads, and whether the rule was fixed after them

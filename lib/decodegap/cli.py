@@ -37,10 +37,10 @@ def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
 
 
 def _contexts(text: str, model_keys, data) -> tuple:
-    """--contexts as whole numbers, de-duplicated with a note, each within the models' maximum (validate.contexts_for)."""
-    from decodegap import validate
+    """--contexts as whole numbers, de-duplicated with a note, each within the models' maximum (keys.contexts_for)."""
+    from decodegap.harness import keys
 
-    return tuple(validate.contexts_for(_csv_list(text, int, "--contexts"), model_keys, data))
+    return tuple(keys.contexts_for(_csv_list(text, int, "--contexts"), model_keys, data))
 
 
 def _check_models(model_keys, data_dir) -> None:
@@ -257,6 +257,7 @@ def cmd_reproduce(args) -> int:
     import time
 
     from decodegap import inputs, notebooks, paths, validate
+    from decodegap.figures import gallery
     from decodegap.harness import keys
 
     started = time.monotonic()
@@ -283,22 +284,23 @@ def cmd_reproduce(args) -> int:
         params.update(MEASURE=True, GPU=_resolve_gpu(gpu, data, params.get("DEVICE", "cuda")))
     validate.data_whole(data, stems, measure=measure)
     print(f"inputs checked: {data}", flush=True)
-    gallery = not args.only and data == paths.DATA  # the README's gallery is the repository's data's
-    written = notebooks.reproduce(params, figures, only=args.only, gallery=gallery)
-    print(f"wrote {len(written)} files into {figures}" + (" (gallery.csv among them)" if gallery else ""))
+    with_gallery = not args.only and data == paths.DATA  # the README's gallery is the repository's data's
+    written = notebooks.reproduce(params, figures, only=args.only, then=gallery.write if with_gallery else None)
+    print(f"wrote {len(written)} files into {figures}" + (" (gallery.csv among them)" if with_gallery else ""))
     print(f"reproduce took {time.monotonic() - started:.0f} s")
     return 0
 
 
 def cmd_gallery(args) -> int:
     """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it."""
-    from decodegap.figures import gallery
     from decodegap import paths
+    from decodegap.claims import table as claims
+    from decodegap.figures import gallery
 
     print(f"wrote {gallery.write()}")
     if args.readme:
         readme = paths.REPO / "README.md"
-        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), gallery.claim_counts()))
+        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), claims.claim_counts()))
         print(f"updated the gallery of {readme}")
     return 0
 

@@ -1,7 +1,7 @@
-"""Where the diagnostics (bench/'s scripts and the kernel tuners, decodegap.kernels.fused.tune and
-decodegap.kernels.int4_gemv.tune) keep their results: data/diagnostics/NAME.csv, one row per measurement, each
-with its provenance (the time, the command line, the commit and, for a tree with uncommitted changes, the diff's
-hash: hardware.git_provenance, which refuses such a tree unless DECODEGAP_ALLOW_DIRTY=1; the device and host CPU).
+"""Where the diagnostics (bench/'s scripts, the kernel tuners among them) keep their results: data/diagnostics/NAME.csv,
+one row per measurement, each with its provenance (the time, the command line, the commit and, for a tree with
+uncommitted changes, the diff's hash: hardware.git_provenance, which refuses such a tree unless
+DECODEGAP_ALLOW_DIRTY=1; the device and host CPU).
 Rows are appended as they are measured, so a run cut short keeps what it measured and later runs add theirs.
 DECODEGAP_DIAG_DIR names another folder (e.g. bench/measure.sh's OUTDIR)."""
 

@@ -4,6 +4,7 @@ figures and tables to figures/."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from decodegap import paths
 
@@ -75,12 +76,13 @@ FAILED_SUFFIX = ".failed.ipynb"
 successful copies under their own name)."""
 
 
-def reproduce(parameters: dict, figures: Path, only=None, gallery: bool = False, executed: Path | None = None) -> list[Path]:
-    """Run the notebooks (run_all) into a temporary folder beside `figures` and, only when every one succeeded (and,
-    with `gallery`, gallery.csv was written from their tables), move their figures and tables into `figures` and
-    their executed copies into `executed` (notebooks/executed/). A notebook that fails, or Ctrl-C, leaves `figures`
-    and the executed copies as they were: the failing notebook's copy goes to <stem>.failed.ipynb, nothing else
-    stays. Returns the paths written into `figures`."""
+def reproduce(parameters: dict, figures: Path, only=None, then: Callable[[Path], object] | None = None,
+              executed: Path | None = None) -> list[Path]:
+    """Run the notebooks (run_all) into a temporary folder beside `figures` and, only when every one succeeded (and
+    `then`, where given, succeeded on that folder of their figures and tables: the README gallery's write), move their
+    figures and tables into `figures` and their executed copies into `executed` (notebooks/executed/). A notebook
+    that fails, or Ctrl-C, leaves `figures` and the executed copies as they were: the failing notebook's copy goes to
+    <stem>.failed.ipynb, nothing else stays. Returns the paths written into `figures`."""
     import os
     import shutil
     import tempfile
@@ -101,10 +103,8 @@ def reproduce(parameters: dict, figures: Path, only=None, gallery: bool = False,
                     shutil.move(str(copies[-1]), failed)
                     exc.failed_copy = failed
             raise
-        if gallery:
-            from decodegap.figures import gallery as gallery_
-
-            gallery_.write(staged_figures)
+        if then is not None:
+            then(staged_figures)
         figures.mkdir(parents=True, exist_ok=True)
         written = []
         for path in sorted(staged_figures.rglob("*")):

@@ -1,5 +1,5 @@
 """Device-event timing, written once: every GPU time in the package (a decode step, a copy, an attention call
-replayed from a graph, an int4 product in decodegap.kernels.int4_gemv.tune) is taken by these two functions.
+replayed from a graph, an int4 product in bench/int4_gemv.py) is taken by these two functions.
 
   event_times_ms   each call between two CUDA events, queued back to back with no host sync between calls (a
                    host-bound call shows its host time), one sync at the end; perf_counter around each call on a CPU

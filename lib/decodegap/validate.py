@@ -237,31 +237,6 @@ def paths_of(data) -> str:
     return str(paths.data_dir(data))
 
 
-def contexts_for(contexts: Iterable[int], model_keys: Iterable[str] | None, data=None, say=None) -> list[int]:
-    """Context lengths de-duplicated (in their order; a repeat is dropped with a note through `say`, default: print
-    to stderr) and bounded by the smallest max_position_embeddings of the models (`model_keys`; None: every model of
-    the registry that is not a tiny test config). Raises InputError for a context above it."""
-    import sys
-
-    from decodegap.harness import models as registry
-
-    values = list(inputs.contexts(tuple(contexts)))
-    out = list(dict.fromkeys(values))
-    if len(out) < len(values):
-        twice = sorted({c for c in values if values.count(c) > 1})
-        (say or (lambda text: print(text, file=sys.stderr)))(
-            f"note: context(s) {', '.join(map(str, twice))} given more than once; each is measured and read once")
-    keys = list(model_keys) if model_keys is not None else [
-        k for k in registry.model_keys(data) if not registry.load_spec(k, data).tiny]
-    limits = {key: int(registry.load_spec(key, data).config.get("max_position_embeddings", 0) or 0) for key in keys}
-    for key, limit in sorted(limits.items(), key=lambda kv: kv[1]):
-        over = [c for c in out if limit and c > limit]
-        if over:
-            raise InputError(f"context {over[0]:,} is beyond {key}'s maximum of {limit:,} tokens "
-                             f"(max_position_embeddings in {paths_of(data)}/models/{key}.json); pass at most {limit}")
-    return out
-
-
 def figures_for(data: Path, named=None) -> Path:
     """Where reproduce writes the figures of data folder `data`: the folder the user named; the repository's figures/
     for the repository's data/; else `figures/` beside the data folder (`<name>-figures/` where that would be the

@@ -8,7 +8,7 @@ import pandas as pd
 from decodegap.claims import rules
 from decodegap.claims.evidence import Evidence
 from decodegap.claims.rules import CLAIM_GPU, PAPER
-from decodegap.claims.verdicts import NOT_TESTABLE, Judged, about, intervals_overlap, row, speedup_matches, two_sided
+from decodegap.claims.verdicts import NOT_TESTABLE, Judged, about, intervals_overlap, row, speedup_matches
 
 H100, L4 = "h100-sxm", "l4"
 

@@ -2,13 +2,13 @@
 its published value, our value, the hardware behind ours, a label and the evidence, generated from the data (never
 typed by hand).
 
-`collect` reads the tables of notebooks 01-05 through their own modules (claims.evidence), `build` makes the rows,
-one module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
+claims.evidence.collect reads the tables of notebooks 01-05 through their own modules, `build` makes the rows, one
+module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
 attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is data (claims.rules: statistic, rows,
 thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source
 the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
 counts, the findings, the method checks apart, and every rule with its history, flagged where it was fixed after the
-rows it reads (claims.provenance).
+rows it reads (claims.provenance); `claim_counts` reads the counts back from claims.csv in the README's words.
 """
 
 from __future__ import annotations
@@ -17,15 +17,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from decodegap import paths
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
                               quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis,
                               where_the_thesis_ends as claims_scope)
-from decodegap.claims.evidence import Evidence, collect
-from decodegap.claims.verdicts import (CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD,
-                                       VERDICTS, counts)
+from decodegap.claims.evidence import Evidence
+from decodegap.claims.verdicts import CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD, counts
 
-__all__ = ["Evidence", "collect", "build", "counts", "preamble", "write", "VERDICTS"]
+
+SECTIONS = (claims_thesis.thesis, claims_method.method, claims_roofline.inverted_ladder, claims_graphs.cuda_graphs,
+            claims_attention.attention_backends, claims_quant.quantisation, claims_cost.cost_claim,
+            claims_cost.cost_claim_measured, claims_scope.where_the_thesis_ends, claims_method.scope)
+"""The rows' makers, in the table's order: each makes the rows (COLUMNS) of its rules from the evidence."""
 
 
 def build(ev: Evidence) -> pd.DataFrame:
@@ -34,11 +38,7 @@ def build(ev: Evidence) -> pd.DataFrame:
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
     commit of its newest fixing), fixed_after_rows (claims.provenance), and how to re-measure it (claims.remeasure):
     notebook, remeasure (the command), gpu_time (what its runs took here)."""
-    rows = (claims_thesis.thesis(ev) + claims_method.method(ev) + claims_roofline.inverted_ladder(ev)
-            + claims_graphs.cuda_graphs(ev) + claims_attention.attention_backends(ev) + claims_quant.quantisation(ev)
-            + claims_cost.cost_claim(ev) + claims_cost.cost_claim_measured(ev) + claims_scope.where_the_thesis_ends(ev)
-            + claims_method.scope(ev))
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame([row for section in SECTIONS for row in section(ev)], columns=COLUMNS)
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))
     assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
@@ -140,3 +140,16 @@ def write(table: pd.DataFrame, figures) -> tuple[Path, Path]:
                        + "\n## Method checks (not counted among the findings)\n\n" + _md(meth[FINDING_COLUMNS])
                        + "\n" + history_markdown(table))
     return csv_path, md_path
+
+
+def claim_counts(figures: Path | None = None) -> str:
+    """The label counts of figures/claims.csv in the README's words (figures.gallery.readme_text puts them there): the
+    findings per category (CATEGORIES), then the method checks apart, e.g. "0 reproduced on the paper's GPU class,
+    ..., 14 not testable here, of 35 findings, and 12 method checks apart: 8 met, ...". No semicolon (the README's
+    counts line ends at one)."""
+    table = pd.read_csv(Path(figures or paths.FIGURES) / "claims.csv")
+    n = table["category"].value_counts()
+    find = (table["section"] == SECTION_FINDING).sum()
+    methods = ", ".join(f"{int(n.get(v, 0))} {v.removeprefix('method check: ')}" for v in METHOD_CATEGORIES)
+    return (", ".join(f"{int(n.get(v, 0))} {v}" for v in CATEGORIES) + f", of {int(find)} findings, and "
+            f"{len(table) - int(find)} method checks apart: {methods}")

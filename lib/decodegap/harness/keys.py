@@ -1,5 +1,6 @@
 """Registry keys checked before anything is measured or written: arms, levers, attention backends, quantisation
-paths, model keys against the data folder's models/, and the GPU key against the device that will be measured. A
+paths, model keys against the data folder's models/, context lengths against those models' maximum
+(`contexts_for`), and the GPU key against the device that will be measured. A
 bad key leaves no row, no env.json entry and no file behind; it raises inputs.InputError, whose message is one
 line saying what is wrong and how to put it right. The registries checked against load lazily: checking a key
 imports no torch unless the key is the GPU to measure on a CUDA device.
@@ -115,6 +116,32 @@ def gpu_to_measure(gpu: str | None, device: str, data=None) -> str:
     return detected
 
 
+def contexts_for(contexts: Iterable[int], model_keys: Iterable[str] | None, data=None, say=None) -> list[int]:
+    """Context lengths de-duplicated (in their order; a repeat is dropped with a note through `say`, default: print
+    to stderr) and bounded by the smallest max_position_embeddings of the models (`model_keys`; None: every model of
+    the registry that is not a tiny test config). Raises InputError for a context above it."""
+    import sys
+
+    from decodegap import paths
+    from decodegap.harness import models as registry
+
+    values = list(inputs.contexts(tuple(contexts)))
+    out = list(dict.fromkeys(values))
+    if len(out) < len(values):
+        twice = sorted({c for c in values if values.count(c) > 1})
+        (say or (lambda text: print(text, file=sys.stderr)))(
+            f"note: context(s) {', '.join(map(str, twice))} given more than once; each is measured and read once")
+    keys = list(model_keys) if model_keys is not None else [
+        k for k in registry.model_keys(data) if not registry.load_spec(k, data).tiny]
+    limits = {key: int(registry.load_spec(key, data).config.get("max_position_embeddings", 0) or 0) for key in keys}
+    for key, limit in sorted(limits.items(), key=lambda kv: kv[1]):
+        over = [c for c in out if limit and c > limit]
+        if over:
+            raise InputError(f"context {over[0]:,} is beyond {key}'s maximum of {limit:,} tokens (max_position_embeddings "
+                             f"in {paths.data_dir(data)}/models/{key}.json); pass at most {limit}")
+    return out
+
+
 def _each(check: Callable) -> Callable:
     return lambda values: [check(v) for v in values]
 
@@ -131,7 +158,7 @@ MODEL_PARAMETERS = ("MODELS", "TABLE_MODEL", "HEADLINE_MODEL", "ATTENTION_MODEL"
 GPU_PARAMETERS = ("GPU", "LADDER_GPU", "CHEAP_GPU", "DEAR_GPU")
 """Parameters naming GPU keys, checked against the chosen data folder's specs/gpus.csv (a suggestion when near one)."""
 CONTEXT_PARAMETERS = ("CONTEXTS", "STEP_CONTEXTS")
-"""Context lists: de-duplicated with a note, bounded by the models' max_position_embeddings (validate.contexts_for)."""
+"""Context lists: de-duplicated with a note, bounded by the models' max_position_embeddings (contexts_for)."""
 
 
 def check_parameters(namespace: dict) -> None:
@@ -152,5 +179,5 @@ def check_parameters(namespace: dict) -> None:
             validate.gpu_key(value, data, f"parameter {name}")
     for name in CONTEXT_PARAMETERS:
         if name in namespace:
-            namespace[name] = validate.contexts_for(namespace[name], namespace.get("MODELS"), data,
-                                                    say=lambda text, name=name: print(f"{name}: {text}"))
+            namespace[name] = contexts_for(namespace[name], namespace.get("MODELS"), data,
+                                           say=lambda text, name=name: print(f"{name}: {text}"))

@@ -9,16 +9,25 @@ one as much as a wrong one. So every decoder layer of the quantised model is fed
 layer (its hidden states, at the prefill and at every teacher-forced decode step; its KV cache is then written
 from those inputs), and its output is compared with the bf16 layer's: the error of a layer is
 max|out_q - out_bf16| / max|out_bf16 - in_bf16| (relative to what the layer adds to the residual stream). The
-check's error is the worst layer's; its tolerance comes from 4-bit rounding (quant.model_tolerance).
+check's error is the worst layer's; its tolerance comes from 4-bit rounding (`model_tolerance`: MODEL_K_PASS x the
+null, quant.power's derivation).
+
+Below the check: the rows a sweep's run writes of its checks (`layer_rows`, `null_row`), and the checks' power, what
+they can detect, measured on single products (`product_rows`, bench/quant_power_cpu.py) and on a model
+(`power_rows`, bench/quant_power_gpu.py).
 """
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
 import torch
 
+from decodegap.compare import max_relative_error
 from decodegap.harness import decode
+from decodegap.quant import paths as quant, power
+from decodegap.quant.loaders import QuantUnavailable
 
 
 def _hidden(out):
@@ -89,6 +98,23 @@ def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int 
     return worst[0]
 
 
+def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
+                    draws: int | None = None) -> tuple[float, float, list[float]]:
+    """(tolerance, null, the null's draws) of the model check of path `path_key` on the bf16 `model`, at `ctx`
+    against `reference` (record_layers of this model, ctx and seed): each draw is the forced layer error of the
+    model with every decoder linear's weight plus U(-D/2, D/2) of the format's own step (quant.power.noisy_linears),
+    the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance quant.MODEL_K_PASS x null. The
+    model is left as it was."""
+    key = quant._reference_key(quant.resolve(path_key, next(model.parameters()).device))
+    G = group_size or quant.default_group_size(model.config.to_dict())
+    values = []
+    for d in range(draws or power.NULL_DRAWS):
+        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1):
+            values.append(forced_layer_error(model, ctx, reference, seed=seed))
+    null = max(values) if all(v == v for v in values) else float("nan")
+    return quant.MODEL_K_PASS * null, null, values
+
+
 # ------------------------------------------------------------------------------ checks written with a run's rows
 
 def layer_rows(info: dict, base: dict) -> list[dict]:
@@ -96,8 +122,6 @@ def layer_rows(info: dict, base: dict) -> list[dict]:
     (the worst decoder layer's max |W_deq - W| / half-step, tol quant.power.FORMAT_TOL; ctx 0, rows empty) and one
     `layer` row per row count M (the worst layer's error against x @ W_deq^T, tol quant.QUANT_TOL; ctx = rows =
     M). `base`: run_id, session, gpu, model, quant. Status ok or error by the tolerance, NaN failing."""
-    from decodegap.quant import paths as quant, power
-
     out = []
     common = dict(base, arm="-", attn="-")
     for name, entry in info.get("checks", {}).items():
@@ -116,23 +140,96 @@ def layer_rows(info: dict, base: dict) -> list[dict]:
 
 def null_row(base: dict, ctx: int, tol: float, null: float, draws: list[float], path_key: str) -> dict:
     """The verify.csv row (check vs_bf16_null) of a model check's null: its largest draw, the tolerance it sets."""
-    from decodegap.quant import power
-
     return dict(base, ctx=ctx, arm="eager", attn="sdpa", rows=None, check="vs_bf16_null", layer="model",
                 max_rel_err=null, tol=tol, status="ok" if null == null else "error",
                 reason=f"{len(draws)} draws " + ", ".join(f"{d:.4f}" for d in draws)
                        + f" of U(+-D/2), D the {power.FORMAT_OF.get(path_key, path_key)} step (quant.power)")
 
 
-# ---------------------------------------------------------------------------------------- power on a model
+# ------------------------------------------------------------------------------------------ the checks' power
+
+POWER_FIELDS = ("level", "model", "layers", "shape", "rows", "ctx", "path", "build", "case", "max_rel_err", "null",
+                "k", "tol", "verdict", "eps_fmt", "format_ratio", "format_frac", "seconds")
+"""The columns of the power rows (data/diagnostics/quant_power_*.csv, before their provenance): level `product`
+(one product x W^T, error against x W^T of the bf16 weight) or `model` (the forced-layer model check); case
+`null #i`, `correct` or a fault key; k = error / null (the largest null draw), tol = MODEL_K_PASS x null, verdict
+pass / inconclusive / fail by MODEL_K_PASS and MODEL_K_FAIL (`verdict`); format_ratio / format_frac the elementwise
+check's worst ratio and share of weights past quant.power.FORMAT_TOL (the worst layer of the model). The null rows'
+build is the string `null` (read them with pandas' keep_default_na=False, or by their case)."""
+
+
+def verdict(k: float) -> str:
+    """pass (k <= quant.MODEL_K_PASS), fail (k >= quant.MODEL_K_FAIL, or NaN), else inconclusive."""
+    if not k == k or k >= quant.MODEL_K_FAIL:
+        return "fail"
+    return "pass" if k <= quant.MODEL_K_PASS else "inconclusive"
+
+
+def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int = 128, seed: int = 0,
+                 draws: int = power.NULL_DRAWS, reference: bool = True, on_row=None) -> list[dict]:
+    """Power on single products: for each (name, K, N) of `shapes` a stand-in bf16 weight N(0, quant.WEIGHT_STD) and x
+    [rows, K] N(0, 1) (seeded), and for each path of `paths`: the null (x (W + U)^T, `draws` draws), the correct
+    layer and each planted fault (quant.power.faults_for), each product's error against x W^T in fp32 (max|y - ref| /
+    max|ref|), its k against the null and the elementwise format check. `reference`: the reference product of
+    the CUDA-only formats (int4-tinygemm runs its kernel on any device). Rows as POWER_FIELDS; `on_row(row)` is
+    called as each is made."""
+    out = []
+    for name, K, N in shapes:
+        gen = torch.Generator().manual_seed(seed + K + N)
+        w = (torch.randn(N, K, generator=gen) * quant.WEIGHT_STD).to(torch.bfloat16).to(device)
+        x = torch.randn(rows, K, generator=gen).to(torch.bfloat16).to(device)
+        ref = x.float() @ w.float().t()
+        for key in paths:
+            G = power.group_size_of(key, group_size)
+            base = dict(level="product", model="-", layers=0, shape=f"{name} {K}x{N}", rows=rows, ctx=0, path=key,
+                        eps_fmt=power.predicted_eps(key, w, G))
+            nulls = []
+            for d in range(draws):
+                t0 = time.time()
+                gn = torch.Generator(device=w.device).manual_seed(seed * 100003 + 7919 * d + 1)
+                st = power.step(key, w, G)
+                wn = (w.float() + (torch.rand(st.shape, generator=gn, device=w.device) - 0.5) * st).to(torch.bfloat16)
+                nulls.append(max_relative_error(x.float() @ wn.float().t(), ref))
+                out.append(dict(base, build="null", case=f"null #{d + 1}", max_rel_err=nulls[-1],
+                                seconds=time.time() - t0))
+            null = max(nulls)
+            for r in out[-draws:]:  # written once the null (the largest draw) is known
+                r.update(null=null, k=r["max_rel_err"] / null, tol=quant.MODEL_K_PASS * null, verdict="-",
+                         format_ratio=None, format_frac=None)
+                if on_row:
+                    on_row(r)
+            kernel = key in power.KERNEL_ONLY or not reference
+            if kernel and quant.unavailable_reason(key, device):
+                continue  # its null alone
+            for fault in [None] + power.faults_for(key):
+                t0 = time.time()
+                try:
+                    with power.planted(fault, key):
+                        layer = quant.build_linear(key, K, N, device, weight=w, group_size=group_size,
+                                                   reference=not kernel)
+                except QuantUnavailable:
+                    continue
+                with torch.no_grad():
+                    y = layer(x).float()
+                    chk = power.format_check(key, w, layer.dequantised_weight(torch.float32), G)
+                err = max_relative_error(y, ref)
+                row = dict(base, build="kernel" if kernel else "reference", case=fault.key if fault else "correct",
+                           max_rel_err=err, null=null, k=err / null, tol=quant.MODEL_K_PASS * null,
+                           verdict=verdict(err / null), format_ratio=chk["ratio_max"], format_frac=chk["frac_past"],
+                           seconds=time.time() - t0)
+                out.append(row)
+                if on_row:
+                    on_row(row)
+                del layer, y
+    return out
+
+
 
 @contextmanager
 def swapped(model, path_key: str, reference: bool = False, fault=None, checks: tuple[int, ...] | None = ()):
     """Inside: `model` with path `path_key`'s layers in place of its decoder linears (quant.quantise_model_, its
     format checks with `checks`), built with `fault` planted (quant.power.planted; the fault is removed once the
     layers are built); yields quantise_model_'s info. The bf16 linears are put back on exit."""
-    from decodegap.quant import paths as quant, power
-
     saved = []
     for layer in model.model.layers:
         for name, mod in layer.named_modules():
@@ -153,21 +250,17 @@ def swapped(model, path_key: str, reference: bool = False, fault=None, checks: t
 def power_rows(model, ctx: int, reference: list, paths, builds=("reference", "kernel"), faults: bool = True,
                seed: int = 0, model_key: str = "-", on_row=None) -> list[dict]:
     """The model check's power on `model` (bf16) at `ctx`, `reference` its record_layers: per path of `paths` its
-    null (quant.model_tolerance's draws), then for each build (`reference`: x @ W_deq^T; `kernel`: the path's own
+    null (model_tolerance's draws), then for each build (`reference`: x @ W_deq^T; `kernel`: the path's own
     kernel, where it runs here) the correct layers and each planted fault (quant.power.faults_for), each through
-    forced_layer_error with the worst format check of its layers. Rows as quant.power.POWER_FIELDS (level
+    forced_layer_error with the worst format check of its layers. Rows as POWER_FIELDS (level
     `model`); `on_row(row)` as each is made. A build that cannot run here is left out."""
-    import time
-
-    from decodegap.quant import paths as quant, power
-
     out = []
     layers = len(model.model.layers)
     for key in paths:
         base = dict(level="model", model=model_key, layers=layers, shape="-", rows=ctx, ctx=ctx, path=key,
                     eps_fmt=quant.rounding_bound(model, key))
         t0 = time.time()
-        tol, null, draws = quant.model_tolerance(model, key, ctx, reference, seed=seed)
+        tol, null, draws = model_tolerance(model, key, ctx, reference, seed=seed)
         for i, d in enumerate(draws):
             out.append(dict(base, build="null", case=f"null #{i + 1}", max_rel_err=d, null=null, k=d / null, tol=tol,
                             verdict="-", format_ratio=None, format_frac=None, seconds=(time.time() - t0) / len(draws)))
@@ -184,11 +277,11 @@ def power_rows(model, ctx: int, reference: list, paths, builds=("reference", "ke
                 try:
                     with swapped(model, key, reference=build == "reference", fault=fault) as info:
                         err = forced_layer_error(model, ctx, reference, seed=seed)
-                except quant.QuantUnavailable:
+                except QuantUnavailable:
                     break
                 worst = max(info["checks"].values(), key=lambda e: e["format"][0])["format"]
                 out.append(dict(base, build=build, case=fault.key if fault else "correct", max_rel_err=err, null=null,
-                                k=err / null, tol=tol, verdict=power.verdict(err / null), format_ratio=worst[0],
+                                k=err / null, tol=tol, verdict=verdict(err / null), format_ratio=worst[0],
                                 format_frac=worst[1], seconds=time.time() - t0))
                 if on_row:
                     on_row(out[-1])

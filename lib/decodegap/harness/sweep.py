@@ -289,7 +289,7 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). Where this run
     has no passing model check yet of a context of `cells` (passed_in_run; with plan.check_every_session, always;
     with plan.verify), every decoder layer's input and output of the bf16 model is recorded first at those
-    contexts (quant_check.record_layers) and the null of the model check is measured on it (quant.model_tolerance:
+    contexts (quant_check.record_layers) and the null of the model check is measured on it (quant_check.model_tolerance:
     the bf16 model with its format's rounding noise; a vs_bf16_null row); every layer is checked as it is quantised
     (its weights against half its format's step, its output at one row and at each context's prefill rows against
     its dequantised weight: format and layer rows of this run), and the quantised model's layers, fed the recorded
@@ -316,13 +316,13 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         layer_bad = {0 if r.check == "format" else int(r.rows) for r in mine[mine.check.isin(["layer", "format"])].itertuples()}
         return {**out, **{ctx: LAYER_CHECK_FAILED for ctx in ctxs if layer_bad & {0, 1, ctx}}}
     ctxs = todo
-    from decodegap.harness.quant_checks import forced_layer_error, layer_rows, null_row, record_layers
+    from decodegap.harness.quant_checks import forced_layer_error, layer_rows, model_tolerance, null_row, record_layers
 
     refs = {ctx: record_layers(model, ctx, seed=plan.seed) for ctx in ctxs}
     base = dict(run_id=run_id, session=session, gpu=plan.gpu, model=cells[0].model, quant=resolved)
     tols, rows = {}, []
     for ctx in ctxs:
-        tol, null, draws = quant.model_tolerance(model, plan.quant, ctx, refs[ctx], seed=plan.seed)
+        tol, null, draws = model_tolerance(model, plan.quant, ctx, refs[ctx], seed=plan.seed)
         tols[ctx] = tol
         rows.append(null_row(base, ctx, tol, null, draws, resolved))
     info = quant.quantise_model_(model, plan.quant, checks=(1, *ctxs), seed=plan.seed)

@@ -20,7 +20,7 @@ Paths (`PATHS`; the key is what the data's `quant` column holds):
   int4-triton     the package's own Triton int4 GEMV (decodegap.kernels.int4_gemv).
 The LM head stays bf16 in EVERY path (as HF's GPTQ, AWQ and bitsandbytes loaders leave it), as do the
 embedding table and the norms; only the seven nn.Linear of each decoder layer are replaced. The formats and
-their round-to-nearest are in quant_formats, the layers in quant_layers, the bytes they stream in quant_bytes.
+their round-to-nearest are in quant.formats, the layers in quant.layers, the bytes they stream in quant.bytes.
 
 Every quantised path but int4-tinygemm on a CPU needs a CUDA device and its package; a missing package,
 a missing device or a refused shape raises `QuantUnavailable` with the reason (never a silent fallback).
@@ -36,9 +36,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from decodegap.quant import formats as quant_formats
-from decodegap.quant import layers, loaders
-from decodegap.quant.bytes import BNB_BLOCKSIZE, DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
+from decodegap.quant import layers, loaders, power
+from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
 from decodegap.quant.layers import QuantLinear
 from decodegap.quant.loaders import QuantUnavailable
 
@@ -58,7 +57,7 @@ large as the format's own rounding noise: sqrt 2); between MODEL_K_PASS and this
 The sweep times a cell only within MODEL_K_PASS x the null."""
 MODEL_TOL_FACTOR = 6.0
 """Superseded (the rows before the null, kept with the tolerance they were judged by): tolerance = MODEL_TOL_FACTOR
-x quant_formats.rounding_error_bound, the asymmetric format's per-product noise, for every path; raised from 4 to 6
+x quant.formats.rounding_error_bound, the asymmetric format's per-product noise, for every path; raised from 4 to 6
 after the first H200 rows failed at 4 (claims rules QT's history)."""
 
 
@@ -266,31 +265,9 @@ def passes(err: float, tol: float) -> bool:
 def rounding_bound(model, path_key: str, group_size: int | None = None) -> float:
     """The largest per-product rounding noise eps of path `path_key`'s own format over the model's bf16 decoder
     linears (quant.power.predicted_eps: sqrt(mean D^2 / 12) / rms(W), D the format's step)."""
-    from decodegap.quant import power
-
     G = group_size or default_group_size(model.config.to_dict())
     return max(power.predicted_eps(path_key, mod.weight, power.group_size_of(path_key, G))
                for layer in model.model.layers for mod in layer.modules() if isinstance(mod, nn.Linear))
-
-
-def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
-                    draws: int | None = None) -> tuple[float, float, list[float]]:
-    """(tolerance, null, the null's draws) of the model check of path `path_key` on the bf16 `model`, at `ctx`
-    against `reference` (harness.quant_checks.record_layers of this model, ctx and seed): each draw is the forced
-    layer error of the model with every decoder linear's weight plus U(-D/2, D/2) of the format's own step
-    (quant.power.noisy_linears), the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance
-    MODEL_K_PASS x null. The model is left as it was."""
-    from decodegap.harness.quant_checks import forced_layer_error
-    from decodegap.quant import power
-
-    key = _reference_key(resolve(path_key, next(model.parameters()).device))
-    G = group_size or default_group_size(model.config.to_dict())
-    values = []
-    for d in range(draws or power.NULL_DRAWS):
-        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1):
-            values.append(forced_layer_error(model, ctx, reference, seed=seed))
-    null = max(values) if all(v == v for v in values) else float("nan")
-    return MODEL_K_PASS * null, null, values
 
 
 def default_group_size(config: Mapping) -> int:
@@ -372,7 +349,6 @@ def _check_layer(out: dict, name: str, index: int, key: str, weight, layer, G: i
                  seed: int) -> None:
     """quantise_model_'s checks of one layer (its docstring), kept as the worst so far of `name` in `out`."""
     from decodegap.compare import max_relative_error
-    from decodegap.quant import power
 
     deq = layer.dequantised_weight(torch.float32)
     fc = power.format_check(key, weight, deq, power.group_size_of(key, G))

@@ -42,15 +42,14 @@ The derivation (quant.paths.MODEL_K_PASS, MODEL_K_FAIL; the rules registry's QT 
    written without its transpose, and Marlin's scale permutation skipped. bnb-nf4 and int4-triton quantise with
    their own code (bitsandbytes, decodegap.kernels.int4_gemv), so no fault is planted there.
 
-`product_rows` measures it all on single products of given shapes (bench/quant_power_cpu.py: the four Llama-3.1-8B
-shapes on a CPU); harness.quant_checks.power_rows on a model (two decoder layers on a CPU, the whole model on a GPU:
-bench/quant_power_gpu.py).
+harness.quant_checks measures it all: model_tolerance the null of each model check, product_rows the power on single
+products of given shapes (bench/quant_power_cpu.py: the four Llama-3.1-8B shapes on a CPU), power_rows on a model
+(two decoder layers on a CPU, the whole model on a GPU: bench/quant_power_gpu.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -293,86 +292,3 @@ def planted(fault: Fault | str | None, path_key: str):
     finally:
         for name in replacements:
             setattr(fmt, name, orig[name])
-
-
-# ------------------------------------------------------------------------------------------ product rows
-
-POWER_FIELDS = ("level", "model", "layers", "shape", "rows", "ctx", "path", "build", "case", "max_rel_err", "null",
-                "k", "tol", "verdict", "eps_fmt", "format_ratio", "format_frac", "seconds")
-"""The columns of the power rows (data/diagnostics/quant_power_*.csv, before their provenance): level `product`
-(one product x W^T, error against x W^T of the bf16 weight) or `model` (the forced-layer model check); case
-`null #i`, `correct` or a fault key; k = error / null (the largest null draw), tol = MODEL_K_PASS x null, verdict
-pass / inconclusive / fail by MODEL_K_PASS and MODEL_K_FAIL; format_ratio / format_frac the elementwise check's
-worst ratio and share of weights past FORMAT_TOL (the worst layer of the model). The null rows' build is the
-string `null` (read them with pandas' keep_default_na=False, or by their case)."""
-
-
-def verdict(k: float) -> str:
-    """pass (k <= MODEL_K_PASS), fail (k >= MODEL_K_FAIL, or NaN), else inconclusive."""
-    from decodegap.quant.paths import MODEL_K_FAIL, MODEL_K_PASS
-
-    if not k == k or k >= MODEL_K_FAIL:
-        return "fail"
-    return "pass" if k <= MODEL_K_PASS else "inconclusive"
-
-
-def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int = 128, seed: int = 0,
-                 draws: int = NULL_DRAWS, reference: bool = True, on_row=None) -> list[dict]:
-    """Power on single products: for each (name, K, N) of `shapes` a stand-in bf16 weight N(0, WEIGHT_STD) and x
-    [rows, K] N(0, 1) (seeded), and for each path of `paths`: the null (x (W + U)^T, `draws` draws), the correct
-    layer and each planted fault (`faults_for`), each product's error against x W^T in fp32 (max|y - ref| /
-    max|ref|), its k against the null and the elementwise format check. `reference`: the reference product of
-    the CUDA-only formats (int4-tinygemm runs its kernel on any device). Rows as POWER_FIELDS; `on_row(row)` is
-    called as each is made."""
-    from decodegap.compare import max_relative_error
-    from decodegap.quant import paths as quant
-
-    out = []
-    for name, K, N in shapes:
-        gen = torch.Generator().manual_seed(seed + K + N)
-        w = (torch.randn(N, K, generator=gen) * quant.WEIGHT_STD).to(torch.bfloat16).to(device)
-        x = torch.randn(rows, K, generator=gen).to(torch.bfloat16).to(device)
-        ref = x.float() @ w.float().t()
-        for key in paths:
-            G = group_size_of(key, group_size)
-            base = dict(level="product", model="-", layers=0, shape=f"{name} {K}x{N}", rows=rows, ctx=0, path=key,
-                        eps_fmt=predicted_eps(key, w, G))
-            nulls = []
-            for d in range(draws):
-                t0 = time.time()
-                gn = torch.Generator(device=w.device).manual_seed(seed * 100003 + 7919 * d + 1)
-                st = step(key, w, G)
-                wn = (w.float() + (torch.rand(st.shape, generator=gn, device=w.device) - 0.5) * st).to(torch.bfloat16)
-                nulls.append(max_relative_error(x.float() @ wn.float().t(), ref))
-                out.append(dict(base, build="null", case=f"null #{d + 1}", max_rel_err=nulls[-1],
-                                seconds=time.time() - t0))
-            null = max(nulls)
-            for r in out[-draws:]:  # written once the null (the largest draw) is known
-                r.update(null=null, k=r["max_rel_err"] / null, tol=quant.MODEL_K_PASS * null, verdict="-",
-                         format_ratio=None, format_frac=None)
-                if on_row:
-                    on_row(r)
-            kernel = key in KERNEL_ONLY or not reference
-            if kernel and quant.unavailable_reason(key, device):
-                continue  # its null alone
-            for fault in [None] + faults_for(key):
-                t0 = time.time()
-                try:
-                    with planted(fault, key):
-                        layer = quant.build_linear(key, K, N, device, weight=w, group_size=group_size,
-                                                   reference=not kernel)
-                except quant.QuantUnavailable:
-                    continue
-                with torch.no_grad():
-                    y = layer(x).float()
-                    chk = format_check(key, w, layer.dequantised_weight(torch.float32), G)
-                err = max_relative_error(y, ref)
-                row = dict(base, build="kernel" if kernel else "reference", case=fault.key if fault else "correct",
-                           max_rel_err=err, null=null, k=err / null, tol=quant.MODEL_K_PASS * null,
-                           verdict=verdict(err / null), format_ratio=chk["ratio_max"], format_frac=chk["frac_past"],
-                           seconds=time.time() - t0)
-                out.append(row)
-                if on_row:
-                    on_row(row)
-                del layer, y
-    return out

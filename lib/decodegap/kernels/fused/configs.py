@@ -1,7 +1,7 @@
 """Launch configs of the fused step's GEMV (decodegap.kernels.fused.launch.fused_gemv): a GemvConfig per weight shape (N rows of
 the weight, K) of the products of the models in data/models/, and a rule for other shapes.
 
-The table is not reasoned: each entry is the config decodegap.kernels.fused.tune timed fastest for that shape and that
+The table is not reasoned: each entry is the config bench/fused_gemv.py timed fastest for that shape and that
 product's prologue and epilogue on the H200 (graph mode, with PDL), in data/diagnostics/fused_gemv.csv;
 tests/test_fused.py checks the table against those rows, shape by shape, wherever the file has them. A product
 flavour not yet timed takes the config that won on the products of the same weight, and the test names it."""
@@ -56,7 +56,7 @@ more per element of x (down with the SiLU prologue) or the product is small (o).
 PLAIN_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
 """GemvConfig per weight shape (N, K) of a product with neither prologue nor epilogue, where it differs from
 GEMV_CONFIGS's for the same shape: the gate_up of the fused step with the norm in o's epilogue
-(lean_fused_pdl_norm_graph; decodegap.kernels.fused.tune's gate_up_plain). Empty: in gate_up_plain's rows the config of
+(lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). Empty: in gate_up_plain's rows the config of
 the same weight with the norm prologue (GEMV_CONFIGS's) is the fastest, or within the test's 2 % of it."""
 
 ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {
@@ -64,7 +64,7 @@ ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {
     (4608, 3584): GemvConfig(4, 1024, stages=3),  # Qwen2.5-7B's
 }
 """GemvConfig per weight shape (N, K) of the qkv product with the rotary and the cache write as its epilogue
-(fused_gemv's rotary: lean_fused_pdl_epilogues_graph; decodegap.kernels.fused.tune's qkv_rotary), whose programs read two
+(fused_gemv's rotary: lean_fused_pdl_epilogues_graph; bench/fused_gemv.py's qkv_rotary), whose programs read two
 row sets as gate_up's do: the fastest of qkv_rotary's candidates, as for GEMV_CONFIGS. The first rows of the lever
 ran GEMV_CONFIGS's entry for the same weight (16 rows of 512 columns), slower in qkv_rotary's rows; tiles of 16 and
 32 rows on 4 warps, which hold two row sets a program, were slower still."""
@@ -99,7 +99,7 @@ def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> Ge
 
 def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False,
                       rotary: bool = False) -> tuple[GemvConfig, ...]:
-    """The configs decodegap.kernels.fused.tune times for weight shape (N, K): the table's (or the rule's; `plain`,
+    """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's; `plain`,
     `rotary`: gemv_config's for a product with no prologue or epilogue, or with the rotary one) first, then 4 and
     8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
     through shared memory (16 and 32 rows of 512 columns, 16 of 1024, each on 4 and 8 warps; 16 of 512 and 8 of 1024
@@ -120,7 +120,7 @@ def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False
 
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     """(name, K, N weight rows, flavour) of each fused product of a model (its HF config dict), as
-    decodegap.kernels.fused.tune times them and names their rows. Flavour: norm (the norm prologue), norm_bias (and Qwen2's
+    bench/fused_gemv.py times them and names their rows. Flavour: norm (the norm prologue), norm_bias (and Qwen2's
     bias), residual, gate_up (the SiLU epilogue), silu_residual (the SiLU prologue and the residual),
     residual_norm (the residual and the output's norm, out_norm), plain, norm_rotary and norm_bias_rotary (the
     qkv product with the rotary and the cache write as its epilogue). STEP_PRODUCTS are the default fused step's;

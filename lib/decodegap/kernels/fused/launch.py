@@ -42,7 +42,7 @@ them, checks their arguments first, and holds FusedOps, the step's operations as
 The step's attention is decodegap.kernels.step.decode_attention (split-KV), unchanged.
 
 Configs: decodegap.kernels.fused.configs holds a GemvConfig per weight shape (N, K) of the three models' products, each
-the fastest of its candidates (`candidate_configs`) in decodegap.kernels.fused.tune's rows on the H200, which time them
+the fastest of its candidates (`candidate_configs`) in bench/fused_gemv.py's rows on the H200, which time them
 beside cuBLAS, alone and as a layer's chain in a CUDA graph, with and without PDL (data/diagnostics/fused_gemv.csv);
 `gemv_config` falls back to a rule for other shapes.
 
@@ -254,7 +254,7 @@ class FusedOps:
     """The fused step's operations, as LeanLayer.fused_step calls them: the Triton kernels (launched with PDL
     when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
     host). `silu_in_down` chooses where the MLP's SiLU(gate) * up is made: in the down product's prologue (True,
-    the gate_up product then plain with the norm prologue: decodegap.kernels.fused.tune's down_silu and gate_up_norm), or
+    the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
     in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
     in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
     prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's

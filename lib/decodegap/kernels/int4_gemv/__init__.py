@@ -4,5 +4,5 @@
   kernel  the Triton GEMV of one row, autotuned per shape (its design in the module's docstring)
   ops     the kernel as the custom operator decodegap::int4_gemv, opaque to torch.compile
   layer   Int4GemvLinear: a row through the kernel, a prefill dequantised and multiplied
-  tune    `python -m decodegap.kernels.int4_gemv.tune`: the kernel against tinygemm and bf16 per product shape
+Its tuner, the kernel against tinygemm and bf16 per product shape, is bench/int4_gemv.py.
 """

@@ -17,8 +17,7 @@ The layer rows: the four Llama products in sequence, graphed, GRAPH_CALLS layers
 Writes data/diagnostics/int4_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/int4_gemv.csv),
 one row per repetition (gpu, kernel, shape, K, N, group_size, config, mode, rep, us, bytes, max_rel_err, status,
 reason, then the run's provenance), prints the autotuner's choice and timings per shape and a summary (median us
-and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv.tune (bench/measure.sh's
-`gemv` step)
+and GB/s). Usage (repository root, GPU): PYTHONPATH=lib python3 bench/int4_gemv.py (bench/measure.sh's `gemv` step)
 """
 
 import math
@@ -217,6 +216,5 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.int4_gemv.tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
-                 "elsewhere)")
+        sys.exit("usage: PYTHONPATH=lib python3 bench/int4_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
     main()

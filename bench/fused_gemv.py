@@ -34,7 +34,7 @@ one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep,
 status, reason, then the run's provenance: bytes are the weights streamed, for a layer its four products and the
 KV it reads), and prints a summary: per shape the median us and GB/s of cuBLAS and of the table's config and the
 fastest candidate, per model the layer chains; the fastest candidate of each shape is what configs.py's tables hold.
-Usage (repository root, GPU): PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (bench/measure.sh's `fused` step)
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py (bench/measure.sh's `fused` step)
 """
 
 import math
@@ -312,6 +312,5 @@ def summary(rows, gpu):
 
 if __name__ == "__main__":
     if len(sys.argv) != 1:
-        sys.exit("usage: PYTHONPATH=lib python3 -m decodegap.kernels.fused.tune (DECODEGAP_DIAG_DIR=OUTDIR to write "
-                 "elsewhere)")
+        sys.exit("usage: PYTHONPATH=lib python3 bench/fused_gemv.py (DECODEGAP_DIAG_DIR=OUTDIR to write elsewhere)")
     main()
