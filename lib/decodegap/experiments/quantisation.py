@@ -144,10 +144,9 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
 
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
-    a passing check of its own run (vs_eager, and for a quantised cell the vs_bf16 model check and its layer checks:
-    quant_report.rows) as status rows `unchecked` (checked.labelled)."""
-    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data),
-                             records.load_experiment("verify", data))
+    a passing check of its own run (vs_eager, and for a quantised cell the current rule's checks of its run:
+    checked.quantised_checks) as status rows `unchecked` (checked.labelled)."""
+    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
