@@ -17,6 +17,7 @@ import pandas as pd
 
 from decodegap import accounting, roofline
 from decodegap.analysis.quant_checks import checks
+from decodegap.checked import UNCHECKED
 from decodegap.finding import Finding, span as _values
 from decodegap.quant import bytes as quant_bytes, paths as quant
 from decodegap.stats import span as _span
@@ -222,8 +223,9 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
     published L4 ms/step, its speed-up over bf16, the path's L4 floor and the published R_floor against it
     (the paper states neither model nor context: the published values sit on the rows of the first
     context only); then per measured GPU its floor, and per arm ms/step, sessions, speed-up over bf16 on the
-    same arm, R_floor and the cell's correctness check (`checks`: a timing whose check failed is shown with
-    its label); a status column where a cell did not run or has no rows."""
+    same arm, R_floor, the cell's correctness check (`checks`: a timing whose check failed is shown with
+    its label) and whether it is drawn unchecked (`<gpu> <arm> unchecked`: timed only without the current rule's
+    checks of its own run, no time kept); a status column where a cell did not run or has no rows."""
     contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
     pub = _published(published)
     sel = cells_[(cells_["model"] == model) & cells_["ctx"].isin(contexts) & (cells_["attn"] == "sdpa")
@@ -263,6 +265,7 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
                         row[f"{gpu} {arm} realised"] = (float(cell["realised_fraction"].iloc[0])
                                                         if not cell.empty and key != "bf16" else np.nan)
                         row[f"{gpu} {arm} check"] = cell["check"].iloc[0] if not cell.empty and "check" in cell else ""
+                        row[f"{gpu} {arm} unchecked"] = bool(not cell.empty and cell["status"].iloc[0] == UNCHECKED)
                     if not cell.empty and cell["status"].iloc[0] != "ok":
                         status.append((arm, f"{cell['status'].iloc[0]}: {cell['reason'].iloc[0]}"))
                     elif cell.empty:

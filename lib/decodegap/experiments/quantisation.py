@@ -27,7 +27,7 @@ DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2"
 GRID_ARM = "lean_attn_graph"  # the arm of the grid table: every path over every measured model and context
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "bytes_quant", "t_floor_quant_ms",
                 "r_floor_quant", "speedup_over_bf16", "realised_fraction", "saved_over_floor_drop", "check", "status",
-                "checked", "reason"]
+                "checked", "quant_check", "model_k", "measured", "reason"]
 """The columns of figures/04_quant_cells."""
 
 
@@ -165,7 +165,8 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
            table_model: str = "qwen2.5-7b", grid_arm: str = GRID_ARM, group_size: int | None = None) -> dict:
     """Notebook 04's tables: `bytes` (the byte model of `models` and `table_model` at the first context), `verify`,
     `layers` and `model_checks` (the correctness rows), `rows`, `cells` (every path against its own floor, of
-    `table_model`), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
+    `table_model`), `check_coverage` (per path, the timed cells checked in their own run and those drawn unchecked:
+    quant_checks.coverage), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
     (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
     specs = hardware.specs_table(data)
@@ -185,6 +186,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
         paper_table=quant_report.paper_table(cells_, pub, specs, configs, table_model, contexts, arms, group_size),
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
                                                                           "notes"]],
+        check_coverage=quant_checks.coverage(cells_),
         grid=quant_profile.grid(cells_, grid_arm).reset_index(),
         coverage=quant_profile.coverage(cells_, arms, list(models), measured),
         products=by_product, product_fits=quant_profile.product_fits(by_product, specs),
@@ -195,12 +197,14 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
 
 
 def findings(t: dict) -> dict:
-    """{"04_findings": per GPU, context and arm whether each path realises its saving, the checks, the grid, the
+    """{"04_findings": per GPU, context and arm whether each path realises its saving, how many timed cells of each
+    path are checked in their own run and how many are drawn unchecked, the checks, the grid, the
     profile, and the fastest int4 step against the int4 target with what stands in its way}."""
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
-        + quant_checks.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
+        + quant_checks.coverage_findings(t["cells"]) + quant_checks.check_findings(t["verify"])
+        + quant_profile.grid_findings(t["cells"], t["grid_arm"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
         + [line for line in [obstacles] if line])}
