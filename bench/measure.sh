@@ -36,6 +36,13 @@ carries on. Notebook 05 (cost) measures nothing.
                factors 1, 2, 4 and 16, correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv,
                committed as data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps)
+    batch      notebook 07: python -m decodegap scope --axis batch (llama-3.1-8b at ctx 2048, batch 1 to 64: eager,
+               graph and the lean levers at every batch, compile and lean_compile at batches 1, 8 and 64, each
+               cell checked against eager per sequence; then one profiled eager and lean step per batch), planned
+               to fit one 10-minute run
+    size       notebook 07: python -m decodegap scope --axis size (the Qwen2.5 family, 0.5B to 32B, random bf16
+               weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at ctx 2048; then
+               the profiled steps), planned to fit one 10-minute run
 
 Options, as environment variables (all optional):
   What is measured
@@ -49,6 +56,8 @@ Options, as environment variables (all optional):
                        (python -m decodegap kernels, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
     LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
+    SCOPE_ARGS         more options of python -m decodegap scope for the batch and size steps (e.g. "--no-kernels",
+                       "--batches 1,8,64", "--models qwen2.5-0.5b,qwen2.5-7b")
     AB_ARGS            more options of python -m decodegap ab (e.g. "--headline-only --again": the headline
                        sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
@@ -80,7 +89,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused check_sensitivity ladder"
+ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused check_sensitivity ladder batch size"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -234,6 +243,12 @@ step_check_sensitivity() {  # the three runs behind data/diagnostics/sharp_noise
 }
 step_ladder() {
   dg ladder --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
+}
+step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments.where_the_thesis_ends)
+  dg scope --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+}
+step_size() {  # notebook 07's model-size axis, then its profiled steps
+  dg scope --axis size --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!

@@ -13,7 +13,11 @@
 #     as far as QUANT_END (seconds since the start, default 560) allows
 # The raw rows go to data/raw/GPU (packed as OUTDIR/raw-GPU.tgz every 30 s and at the end), the diagnostics'
 # rows to OUTDIR/*.csv (commit them under data/diagnostics/), the logs to OUTDIR/build.log and
-# OUTDIR/gpu_tests_quant.txt. Environment: MODELS (default the three 7-8B models), QUANT_END.
+# OUTDIR/gpu_tests_quant.txt. Environment: MODELS (default the three 7-8B models), QUANT_END, QUANT_PATHS (the
+# paths step 4 measures again, space-separated; default "awq-marlin gptq-exllamav2"), QUANT_CONTEXTS (default 2048),
+# QUANT_DIAG=0 (skip steps 2 and 3 and the GPU tests: the builds, then step 4 only), QUANT_PHASES (step 4's order,
+# "ARMS:PATHS[:MODELS] ...": see the comment above step 4; a compiled-only phase of a path that needs no build runs
+# beside the builds).
 set -u
 GPU=${1:?usage: bench/quant_checks_gpu.sh GPU OUTDIR}
 OUTDIR=${2:?usage: bench/quant_checks_gpu.sh GPU OUTDIR}
@@ -21,7 +25,11 @@ mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd)
 source bench/gpu_env.sh
 END=${QUANT_END:-560}
 MODELS=${MODELS:-llama-3.1-8b,qwen2.5-7b,mistral-7b-v0.3}
+PATHS=${QUANT_PATHS:-awq-marlin gptq-exllamav2}
+QCTX=${QUANT_CONTEXTS:-2048}
+DIAG=${QUANT_DIAG:-1}
 SECONDS=0
+built=0
 save() {
   local tmp="$OUTDIR/.raw.$BASHPID.tgz"
   ( cd data/raw && tar czf "$tmp" "$GPU" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz"
@@ -36,27 +44,44 @@ echo "== builds (${SECONDS} s)"
   cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
     && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
 ) > "$OUTDIR/build_exllamav2.log" 2>&1 & BUILD=$!
-bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR/build.log" 2>&1; tail -2 "$OUTDIR/build.log"
+if [ "$DIAG" = 1 ]; then
+  bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR/build.log" 2>&1; tail -2 "$OUTDIR/build.log"
+else  # Marlin's build beside ExLlamaV2's, both waited for by wait_builds
+  bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR/build.log" 2>&1 & MARLIN=$!
+fi
 
+if [ "$DIAG" = 1 ]; then
 echo "== marlin_prefill_gpu (${SECONDS} s)"
 DECODEGAP_DIAG_DIR=$OUTDIR timeout 120 python3 bench/marlin_prefill_gpu.py 2>&1 | grep -v "^marlin_prefill_gpu.csv" | tail -5
 echo "== quant_power_gpu (${SECONDS} s)"
 DECODEGAP_DIAG_DIR=$OUTDIR timeout 240 python3 bench/quant_power_gpu.py \
   awq-marlin,int4-tinygemm,awq-triton,int4-triton,bnb-nf4 --budget 150 2>&1 | tail -3
-wait $BUILD; cat "$OUTDIR/build_exllamav2.log" >> "$OUTDIR/build.log"; tail -2 "$OUTDIR/build.log"
+wait $BUILD; cat "$OUTDIR/build_exllamav2.log" >> "$OUTDIR/build.log"; tail -2 "$OUTDIR/build.log"; built=1
 echo "== gptq-exllamav2 power and the quantisation GPU tests (${SECONDS} s)"
 timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider --tb=short -W ignore::DeprecationWarning \
   tests/test_quant_gpu.py > "$OUTDIR/gpu_tests_quant.txt" 2>&1 & TESTS=$!
 DECODEGAP_DIAG_DIR=$OUTDIR timeout 150 python3 bench/quant_power_gpu.py gptq-exllamav2 2>&1 | tail -3
 wait $TESTS; tail -3 "$OUTDIR/gpu_tests_quant.txt"
+fi
 save
 
-for arms in eager,graph,lean_attn_graph lean_attn_compile; do
-  for path in awq-marlin gptq-exllamav2; do
+# Step 4's phases, ARMS:PATHS[:MODELS] each (commas inside, spaces between). A phase whose arms are all compiled
+# (torch.compile's reduce-overhead: a replayed CUDA graph, timed with the host idle) may run beside the builds;
+# any other phase, and any phase of a path that needs a build, waits for them first.
+PHASES=${QUANT_PHASES:-"eager,graph,lean_attn_graph:${PATHS// /,} lean_attn_compile:${PATHS// /,}"}
+wait_builds() {
+  [ "$built" = 1 ] && return
+  wait $BUILD ${MARLIN:-}; cat "$OUTDIR/build_exllamav2.log" >> "$OUTDIR/build.log"; tail -2 "$OUTDIR/build.log"; built=1
+}
+for phase in $PHASES; do
+  IFS=: read -r arms paths models <<< "$phase"
+  for path in ${paths//,/ }; do
+    case ",$arms," in *,eager,*|*,graph,*|*_graph,*|*,lean,*) wait_builds;; esac
+    case "$path" in awq-marlin|gptq-exllamav2) wait_builds;; esac
     echo "== $path $arms (${SECONDS} s, $(left) s left)"
     [ "$(left)" -gt 30 ] || { echo "out of time: $path $arms not measured"; continue; }
-    timeout "$(left)" python3 -m decodegap measure --gpu "$GPU" --models "$MODELS" --contexts 2048 --quant "$path" \
-      --arms "$arms" --sessions 1 --again --no-progress 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -4
+    timeout "$(left)" python3 -m decodegap measure --gpu "$GPU" --models "${models:-$MODELS}" --contexts "$QCTX" \
+      --quant "$path" --arms "$arms" --sessions 1 --again --no-progress 2>&1 | grep -v "TensorFloat32\|warnings.warn" | tail -4
     save
   done
 done

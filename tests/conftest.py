@@ -10,7 +10,7 @@ import pytest
 
 from decodegap import paths
 
-CPU_SPEC_ROW = "cpu-test,CPU (tests only),cpu,,0,DRAM,10,,test fixture: not a datasheet value,\n"
+CPU_SPEC_ROW = "cpu-test,CPU (tests only),cpu,,0,DRAM,10,,test fixture: not a datasheet value,,,\n"
 
 
 @pytest.fixture

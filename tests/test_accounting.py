@@ -158,3 +158,43 @@ def test_param_count_equals_the_built_model_for_config_variants(change):
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
         assert _numel(model) == 90_432
 
+
+
+# --- floors per batch ------------------------------------------------------------------------------------
+# llama-tiny: hidden 64, 2 layers, 4 heads of head_dim 16, 2 KV heads, vocab 256, head untied.
+# W_all = 2 bytes * 106,816 parameters = 213,632; K(ctx) = 2 (K, V) * 2 layers * 2 KV heads * 16 * ctx * 2 bytes
+# = 256 bytes per token of context.
+
+def test_batch_bytes_are_weights_once_plus_one_kv_cache_per_sequence():
+    cfg = config("llama-tiny")
+    assert accounting.kv_bytes(cfg, 100) == 2 * 2 * 2 * 16 * 100 * 2 == 25_600
+    assert accounting.batch_step_bytes(cfg, 100, 1) == 213_632 + 25_600 == 239_232
+    assert accounting.batch_step_bytes(cfg, 100, 4) == 213_632 + 4 * 25_600 == 316_032
+    assert accounting.batch_step_bytes(cfg, 100, 1) == accounting.step_bytes(cfg, 100)
+    with pytest.raises(ValueError, match="batch must be"):
+        accounting.batch_step_bytes(cfg, 100, 0)
+
+
+def test_compute_floor_counts_the_weight_products_by_hand():
+    cfg = config("llama-tiny")
+    # per layer q, o 64*64 + k, v 2*64*32 = 12,288; mlp 3*64*128 = 24,576; the head 256*64; no embedding, no norms
+    assert accounting.matmul_params(cfg) == 2 * 12_288 + 2 * 24_576 + 16_384 == 90_112
+    assert accounting.step_flops(cfg, 4) == 2 * 90_112 * 4 == 720_896
+    assert accounting.compute_floor_ms(cfg, 4, tflops=1.0) == pytest.approx(720_896 / 1e12 * 1e3)
+    tied = dict(cfg, tie_word_embeddings=True)  # the tied table still multiplies as the head
+    assert accounting.matmul_params(tied) == 90_112
+
+
+def test_qwen_compute_floor_at_batch_64_on_the_h200_is_below_its_bandwidth_floor():
+    cfg = config("qwen2.5-7b")
+    # matmul parameters: 7,615,616,512 - embedding 544,997,376 - norms 28 * 2 * 3584 + 3584 (204,288 in all)
+    assert accounting.matmul_params(cfg) == 7_615_616_512 - 544_997_376 - 204_288 == 7_070_414_848
+    compute = accounting.compute_floor_ms(cfg, 64, tflops=989.5)
+    assert compute == pytest.approx(2 * 7_070_414_848 * 64 / 989.5e12 * 1e3)  # 0.915 ms
+    bandwidth = accounting.t_floor_ms(accounting.batch_step_bytes(cfg, 2048, 64), 4800)
+    assert compute < bandwidth
+
+
+def test_tokens_per_second_per_stream_and_aggregate():
+    assert accounting.tokens_per_s_per_stream(20.0) == 50.0
+    assert accounting.tokens_per_s_aggregate(20.0, 8) == 400.0

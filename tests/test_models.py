@@ -10,6 +10,7 @@ import torch
 from decodegap.harness import models
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
+QWEN_FAMILY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-14b", "qwen2.5-32b")  # tests/test_where_the_thesis_ends.py
 
 # data/README.md, "key numbers": hidden, intermediate, layers, heads, KV heads, vocab (all untied)
 PUBLISHED = {
@@ -20,7 +21,7 @@ PUBLISHED = {
 
 
 def test_registry_keys():
-    assert models.model_keys() == sorted(list(PUBLISHED) + list(TINY))
+    assert models.model_keys() == sorted(list(PUBLISHED) + list(TINY) + list(QWEN_FAMILY))
 
 
 def test_unknown_model_lists_known_keys_and_how_to_add_one():

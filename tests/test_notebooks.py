@@ -176,6 +176,30 @@ def test_05_replay_prices_every_configuration_and_writes_the_claims(replayed):
     assert (figures / "05_cost_ladder.png").stat().st_size > 0
 
 
+def test_07_replay_draws_what_exists_and_says_what_is_not_measured(replayed):
+    """Without rows of notebook 07's own sweeps its batch and size tables say "not measured" (never a number), while
+    the cell table holds the other notebooks' batch-1 cells and the published points are the paper's."""
+    from decodegap.analysis import where_the_thesis_ends as scope
+
+    data, figures = replayed
+    own = scope.scope_rows(scope.rows(data))
+    cells = pd.read_csv(figures / "07_cells.csv")
+    assert {"llama-3.1-8b", "mistral-7b-v0.3", "qwen2.5-7b"} <= set(cells.model) and (cells.batch >= 1).all()
+    points = pd.read_csv(figures / "07_published_points.csv").set_index("gpu")
+    pub = pd.read_csv(paths.DATA / "published" / "paper.csv")
+    eager = pub[(pub.quantity == "step_ms") & (pub.arm == "eager") & (pub.quant == "bf16")].set_index("gpu").value
+    assert (points.eager_ms == eager.loc[points.index]).all() and set(points.index) == {"h100-sxm", "l4"}
+    found = (figures / "07_findings.md").read_text()
+    claims_table = pd.read_csv(figures / "claims.csv").set_index("id")
+    if own.empty:
+        for stem in ("07_batch_within_floor", "07_fixed_share_by_size"):
+            assert (pd.read_csv(figures / f"{stem}.csv") == scope.NOT_MEASURED).all().all(), stem
+        assert pd.read_csv(figures / "07_launch_share.csv").empty and "Not measured yet" in found
+        assert (claims_table.loc[["W1", "W2a", "W2b"], "category"] == "not testable here").all()
+    else:
+        assert not pd.read_csv(figures / "07_step_model_fits.csv").empty
+
+
 def test_every_committed_figure_is_regenerated(replayed):
     """No orphan in figures/: every committed table and figure is written by a notebook."""
     _, figures = replayed

@@ -11,6 +11,7 @@ from decodegap import records
 from decodegap.records import DECODE, SchemaError
 
 HEADER = ",".join(DECODE.names) + "\n"
+LEGACY = ",".join(DECODE.legacy_names) + "\n"  # a file written before the batch column (its rows read as batch 1)
 
 
 def rows(session=0, arm="eager", n=3, run_id="r1", ctx=16, warmup=0):
@@ -76,14 +77,14 @@ def test_schema_error_names_file_line_and_column(tmp_path):
 
 def test_bad_status_and_missing_field_and_empty_required_value(tmp_path):
     path = tmp_path / "decode.csv"
-    path.write_text(HEADER + "r1,0,g,m,16,19,eager,sdpa,bf16,0,1.0,great,\n")
+    path.write_text(LEGACY + "r1,0,g,m,16,19,eager,sdpa,bf16,0,1.0,great,\n")
     with pytest.raises(SchemaError, match=r":2: column 'status' is 'great'"):
         records.read_csv(path)
-    path.write_text(HEADER + "r1,0,g,m,16,19,eager,sdpa,bf16,0,1.0,ok,\n" + "r1,0,g,m,16,19,eager,sdpa\n")
+    path.write_text(LEGACY + "r1,0,g,m,16,19,eager,sdpa,bf16,0,1.0,ok,\n" + "r1,0,g,m,16,19,eager,sdpa\n")
     with pytest.raises(SchemaError, match=r":3: 8 fields where 13 are expected; first missing column: 'quant'"):
         records.read_csv(path)
     # step_ms may be empty on a status row, not on an ok row
-    path.write_text(HEADER + "r1,0,g,m,16,,graph,sdpa,bf16,,,unavailable,no cuda\n" + "r1,0,g,m,16,19,eager,sdpa,bf16,0,,ok,\n")
+    path.write_text(LEGACY + "r1,0,g,m,16,,graph,sdpa,bf16,,,unavailable,no cuda\n" + "r1,0,g,m,16,19,eager,sdpa,bf16,0,,ok,\n")
     with pytest.raises(SchemaError, match=r":3: column 'step_ms' is empty on a 'ok' row"):
         records.read_csv(path)
 
@@ -177,9 +178,9 @@ def test_done_keys(tmp_path):
     records.append_rows(path, DECODE, [status_row(1, "graph")])
     records.append_rows(path, DECODE, rows(1, "eager", 2, ctx=32))
     assert records.done_keys(path, DECODE) == {
-        ("0", "g", "llama-tiny", "16", "eager", "sdpa", "bf16"),
-        ("1", "g", "llama-tiny", "16", "graph", "sdpa", "bf16"),
-        ("1", "g", "llama-tiny", "32", "eager", "sdpa", "bf16"),
+        ("0", "g", "llama-tiny", "16", "eager", "sdpa", "bf16", "1"),
+        ("1", "g", "llama-tiny", "16", "graph", "sdpa", "bf16", "1"),
+        ("1", "g", "llama-tiny", "32", "eager", "sdpa", "bf16", "1"),
     }
 
 
@@ -187,7 +188,7 @@ def test_done_keys_repairs_a_cut_tail(tmp_path):
     path = tmp_path / "decode.csv"
     _write_three_cells_then_cut(path, keep_chars=47)
     keys = records.done_keys(path, DECODE)
-    assert ("0", "g", "llama-tiny", "16", "hf_default", "sdpa", "bf16") not in keys
+    assert ("0", "g", "llama-tiny", "16", "hf_default", "sdpa", "bf16", "1") not in keys
     assert len(keys) == 2
 
 
@@ -241,7 +242,7 @@ def test_done_keys_can_retry_cells_that_were_only_unavailable(tmp_path):
     rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="eager", max_cache_len=20, step=0, step_ms=1.0,
                                             status="ok")])
     assert len(rec.done_keys(path, rec.DECODE)) == 2
-    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16")}
+    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
 
 
 def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
@@ -252,7 +253,7 @@ def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
                 status="ok", reason="", session=0)
     rec.append_rows(path, rec.DECODE, [dict(base, run_id="old", arm="eager"), dict(base, run_id="new", arm="graph")])
     assert len(rec.done_keys(path, rec.DECODE, run_id="new")) == 2
-    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "graph", "sdpa", "bf16")}
+    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "graph", "sdpa", "bf16", "1")}
     assert rec.done_keys(path, rec.DECODE, run_id="other", again=True) == set()
 
 
@@ -274,7 +275,7 @@ def test_latest_profiles_reads_each_step_from_its_latest_timed_profile():
 def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):
     """verify.csv rows written before decode.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
     path = tmp_path / "verify.csv"
-    header = ",".join(records.VERIFY.names) + "\n"
+    header = ",".join(records.VERIFY.legacy_names) + "\n"  # rows written before the batch column
     path.write_text(header + "r,0,h200,m,2048,graph,sdpa,gptq-exllamav2,,0.1,ok,,vs_eager,model,\n"
                     + "r,0,h200,m,2048,graph,sdpa,bf16,0.02,0.1,ok,,vs_eager,model,\n")
     rows = records.read_csv(path, records.VERIFY)
@@ -301,7 +302,7 @@ def test_a_status_row_may_leave_its_time_empty_and_a_verify_nan_stays_allowed(tm
     records.append_rows(path, DECODE, [status_row()])
     assert records.read_csv(path)["step_ms"].isna().all()
     verify = tmp_path / "verify.csv"
-    verify.write_text(",".join(records.VERIFY.names) + "\nr,0,g,m,16,graph,sdpa,bf16,nan,0.1,ok,,vs_eager,model,\n")
+    verify.write_text(",".join(records.VERIFY.legacy_names) + "\nr,0,g,m,16,graph,sdpa,bf16,nan,0.1,ok,,vs_eager,model,\n")
     assert math.isnan(records.read_csv(verify)["max_rel_err"].iloc[0])
 
 

@@ -134,7 +134,7 @@ def test_env_json_records_the_run(swept):
 
 def test_sweep_plan_json_round_trip():
     assert sweep.SweepPlan.from_json(PLAN.to_json()) == PLAN
-    assert PLAN.key(1, sweep.Cell("llama-tiny", 32, "eager")) == ("1", "cpu-test", "llama-tiny", "32", "eager", "sdpa", "bf16")
+    assert PLAN.key(1, sweep.Cell("llama-tiny", 32, "eager")) == ("1", "cpu-test", "llama-tiny", "32", "eager", "sdpa", "bf16", "1")
 
 
 # --- resume -----------------------------------------------------------------------------------------

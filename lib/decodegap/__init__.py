@@ -69,6 +69,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/closing_the_gap  06: the ladder and where the time goes
   analysis/closing_the_gap_targets  06: the ladder against its targets
   analysis/check_sensitivity  06: the decode check's faults against correct arms
+  analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points
 experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/roofline      01
   experiments/cuda_graphs_ab  02
@@ -76,6 +77,7 @@ experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/quantisation  04
   experiments/cost          05
   experiments/closing_the_gap  06
+  experiments/where_the_thesis_ends  07: the batch and model-size sweeps and their replay
 claims: the claims table (figures/claims.md)
   claims/table              its entry: collect, build
   claims/evidence           what it reads from each experiment
@@ -90,6 +92,7 @@ claims: the claims table (figures/claims.md)
   claims/attention_backends  rows of result 3
   claims/quantisation       rows of result 4
   claims/cost               rows of result 5
+  claims/where_the_thesis_ends  rows of the scope: batch, model size, the two-term step model
 figures: DataFrames to figures
   figures/style             one style: colours per arm and GPU, titles, axes, a deterministic PNG
   figures/checks            a drawn figure checked: every point inside its axes, no labels on top of each other
@@ -99,6 +102,7 @@ figures: DataFrames to figures
   figures/quantisation      04's figure
   figures/cost              05's figure
   figures/closing_the_gap   06's figures
+  figures/where_the_thesis_ends  07's figures
   figures/gallery           the README gallery's findings (figures/gallery.csv)
 entry points
   notebooks                 running the notebooks (papermill)

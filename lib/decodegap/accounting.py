@@ -7,6 +7,10 @@ Conventions (state them wherever a floor appears):
               as the head, plus the one looked-up row.
   K(ctx)      KV-cache bytes read at context ctx: 2 * layers * kv_heads * head_dim * ctx * bytes.
 Activations and the KV write of the new token are left out of both (they are < 0.01 % of the total).
+
+At batch B (B sequences decoded together, one step for all of them) the weights are read once and each sequence's
+KV cache once: bytes = W + B * K(ctx) (`batch_step_bytes`). The compute floor is the time of the step's matrix
+products at the datasheet's dense bf16 peak: 2 * matmul parameters * B FLOPs (`compute_floor_ms`).
 """
 
 from __future__ import annotations
@@ -106,3 +110,43 @@ def t_floor_ms(step_bytes: float, bandwidth_gbps: float) -> float:
 def r_floor(t_floor: float, t_obs: float) -> float:
     """R_floor = t_floor / t_obs: 1.0 is perfect use of the bandwidth."""
     return t_floor / t_obs
+
+
+def batch_step_bytes(config: Mapping, ctx: int, batch: int, convention: str = "W_all", dtype: str = "bf16") -> int:
+    """W + batch * K(ctx): the bytes one decode step of `batch` sequences at context `ctx` each must move (the
+    weights once, every sequence's KV cache once)."""
+    if int(batch) < 1:
+        raise ValueError(f"batch must be a whole number of sequences >= 1, got {batch!r}")
+    return weight_bytes(config, convention, dtype) + int(batch) * kv_bytes(config, ctx, dtype)
+
+
+def matmul_params(config: Mapping) -> int:
+    """Parameters that multiply a token's activations in one decode step: every attention and MLP weight (their
+    biases counted as weights, < 0.01 % of them) and the LM head (vocab x hidden; the tied embedding table when
+    the head is tied). The input-embedding lookup and the norms do no matrix product and are left out."""
+    c = param_count(config)
+    return c.attention + c.mlp + config["vocab_size"] * config["hidden_size"]
+
+
+def step_flops(config: Mapping, batch: int) -> int:
+    """2 * matmul_params * batch: the multiply-adds of the step's weight products for `batch` sequences. Left out:
+    attention's own products (scores and values, 4 * layers * heads * head_dim * ctx per sequence), softmax, norms
+    and activations."""
+    return 2 * matmul_params(config) * int(batch)
+
+
+def compute_floor_ms(config: Mapping, batch: int, tflops: float) -> float:
+    """The step's compute floor in ms: step_flops at `tflops` (the datasheet's dense bf16 TFLOP/s, 1e12 FLOP/s).
+    It assumes the matrix units run at their peak at these thin shapes (B rows), which they do not at small B:
+    a floor, not an estimate."""
+    return step_flops(config, batch) / (float(tflops) * 1e12) * 1e3
+
+
+def tokens_per_s_per_stream(step_ms: float) -> float:
+    """Tokens per second one sequence receives: one token per step."""
+    return 1e3 / step_ms
+
+
+def tokens_per_s_aggregate(step_ms: float, batch: int) -> float:
+    """Tokens per second over all `batch` sequences of the step: batch tokens per step."""
+    return int(batch) * 1e3 / step_ms

@@ -71,3 +71,23 @@ def projection_layout(arm: str) -> str:
 def is_lean(arm: str) -> bool:
     """Whether the arm runs the lean decoder (projection_layout "fused")."""
     return projection_layout(arm) == "fused"
+
+
+def batch_fallback(arm: str) -> str | None:
+    """The arm a batch of several sequences measures in place of `arm` when its custom kernels take one row (every
+    decodegap.kernels.step kernel and the fused step: one-row GEMVs, a one-query split-KV attention): the same
+    decoder and runner with cuBLAS products and SDPA's attention. None for an arm without custom kernels (it takes
+    any batch itself)."""
+    known = REGISTRY[arm]
+    if not known.kernels:
+        return None
+    return next(a.key for a in REGISTRY.values()
+                if a.decoder == known.decoder and a.runner == known.runner and not a.kernels and a.cache == known.cache)
+
+
+def one_row_reason(arm: str, batch: int) -> str:
+    """The `unavailable` reason of `arm` at `batch` sequences: its kernels take one row, and which arm is measured
+    instead (batch_fallback)."""
+    return (f"{arm}'s kernels ({', '.join(REGISTRY[arm].kernels)}) take one row; at batch {batch} its step is "
+            f"measured as {batch_fallback(arm)} (the same {REGISTRY[arm].runner} runner with cuBLAS products and "
+            "SDPA attention)")

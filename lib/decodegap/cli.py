@@ -20,7 +20,8 @@ def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
         try:
             out.append(kind(x.strip()))
         except ValueError:
-            what = "whole numbers of tokens, e.g. 2048,16384" if kind is int else f"{kind.__name__} values"
+            what = ("whole numbers of sequences, e.g. 1,8,64" if option == "--batches" else
+                    "whole numbers of tokens, e.g. 2048,16384" if kind is int else f"{kind.__name__} values")
             raise InputError(f"{option} takes comma-separated {what}; {x.strip()!r} is not one") from None
     return tuple(out)
 
@@ -118,6 +119,26 @@ def cmd_ladder(args) -> int:
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
                             args.data_dir, retry_errors=args.retry_errors, only=only, again=args.again)
+    return 0
+
+
+def cmd_scope(args) -> int:
+    """Notebook 07's sweep of one axis (experiments.where_the_thesis_ends.measure): every option checked first."""
+    from decodegap.experiments import where_the_thesis_ends as scope
+    from decodegap.harness import sweep
+
+    scope.check_axis(args.axis)
+    model_keys = _csv_list(args.models) if args.models else None
+    if model_keys:
+        _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys or scope.plan("-", args.axis)[0].models, args.data_dir) \
+        if args.contexts else None
+    batches = sweep.check_batches(_csv_list(args.batches, int, "--batches")) if args.batches else None
+    gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+    run_ids = scope.measure(gpu, args.axis, model_keys, contexts, batches, args.sessions, args.steps, args.warmup,
+                            args.device, args.data_dir, count_kernels=not args.no_kernels,
+                            retry_errors=args.retry_errors, progress=not args.no_progress)
+    print(f"runs {', '.join(run_ids)}: rows in {paths.raw_dir(gpu, args.data_dir) / 'decode.csv'}")
     return 0
 
 
@@ -377,6 +398,24 @@ def build_parser() -> argparse.ArgumentParser:
                      "those levers' cells), after a change to their kernels; the old rows stay as history and the "
                      "tables read the new ones")
     lad.set_defaults(func=cmd_ladder)
+
+    sc = sub.add_parser("scope", help="notebook 07: the batch axis or the model-size axis in fresh sessions, then "
+                        "the profiled steps (experiments.where_the_thesis_ends; resumes)")
+    sc.add_argument("--axis", required=True, help="batch (llama-3.1-8b, ctx 2048, batch 1 to 64) or size (the "
+                    "Qwen2.5 family at batch 1)")
+    sc.add_argument("--gpu", help="registry key (data/specs/gpus.csv); detected when omitted")
+    sc.add_argument("--device", default="cuda")
+    sc.add_argument("--models", default=None, help="comma-separated model keys (default: the axis's own)")
+    sc.add_argument("--contexts", default=None, help="comma-separated contexts in tokens (default: the axis's own)")
+    sc.add_argument("--batches", default=None, help="comma-separated batch sizes (--axis batch; default 1,2,4,...,64)")
+    sc.add_argument("--sessions", type=int, default=1, help="fresh processes; each measures every cell")
+    sc.add_argument("--steps", type=int, default=30)
+    sc.add_argument("--warmup", type=int, default=5)
+    sc.add_argument("--no-kernels", action="store_true", help="skip the profiled steps (kernels.csv, breakdown.csv)")
+    sc.add_argument("--retry-errors", action="store_true",
+                    help="measure again cells recorded only as `error` (after the cause is fixed)")
+    sc.add_argument("--no-progress", action="store_true")
+    sc.set_defaults(func=cmd_scope)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
     b.add_argument("--gpu")

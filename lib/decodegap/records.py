@@ -46,10 +46,25 @@ class Schema:
     row_id: tuple[str, ...] = ()
     """Columns that, with run_id, the key and status, name one row: a second row of the same name is the same
     measurement written twice (the reader refuses it, whatever its values)."""
+    filled: tuple[tuple[str, object], ...] = ()
+    """(column, value) of the columns added after files were written without them: such a file (its header the
+    schema's columns less these, `legacy_names`) reads every row with the value, and a row that leaves the column
+    out is written with it (FILLED_BATCH)."""
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.columns]
+
+    @property
+    def legacy_names(self) -> list[str]:
+        """The columns of a file written before the `filled` columns existed."""
+        added = {name for name, _ in self.filled}
+        return [name for name in self.names if name not in added]
+
+
+FILLED_BATCH = (("batch", 1),)
+"""`batch` (the number of sequences one timed step decodes together) came after the first rows: every row written
+before it decoded one sequence, so such a file reads as batch 1 and code that writes no batch writes 1."""
 
 
 DECODE = Schema(
@@ -57,13 +72,17 @@ DECODE = Schema(
     columns=(
         ("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
         ("max_cache_len", "int"), ("arm", "str"), ("attn", "str"), ("quant", "str"), ("step", "int"),
-        ("step_ms", "float"), ("status", "str"), ("reason", "str"),
+        ("step_ms", "float"), ("status", "str"), ("reason", "str"), ("batch", "int"),
     ),
-    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant"),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("max_cache_len", "step", "step_ms"),
     times=("step_ms",),
     row_id=("step",),
+    filled=FILLED_BATCH,
 )
+"""One row per decode step of a cell: `step_ms` is one step of all `batch` sequences together (each of context
+`ctx`, `max_cache_len` the static cache each holds). `batch` is the last column: a batch-1 row is the row as it was
+before the column, then `,1`."""
 
 BANDWIDTH = Schema(
     experiment="bandwidth",
@@ -81,10 +100,11 @@ KERNELS = Schema(
     experiment="kernels",
     columns=(
         ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
-        ("quant", "str"), ("kernels", "int"), ("status", "str"), ("reason", "str"),
+        ("quant", "str"), ("kernels", "int"), ("status", "str"), ("reason", "str"), ("batch", "int"),
     ),
-    key=("gpu", "model", "ctx", "arm", "attn", "quant"),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("kernels",),
+    filled=FILLED_BATCH,
 )
 
 BREAKDOWN = Schema(
@@ -92,12 +112,13 @@ BREAKDOWN = Schema(
     columns=(
         ("run_id", "str"), ("gpu", "str"), ("model", "str"), ("ctx", "int"), ("arm", "str"), ("attn", "str"),
         ("quant", "str"), ("kernel_index", "int"), ("kernel", "str"), ("gpu_us", "float"), ("status", "str"),
-        ("reason", "str"),
+        ("reason", "str"), ("batch", "int"),
     ),
-    key=("gpu", "model", "ctx", "arm", "attn", "quant"),
+    key=("gpu", "model", "ctx", "arm", "attn", "quant", "batch"),
     optional_when_not_ok=("kernel_index", "kernel", "gpu_us"),
     times=("gpu_us",),
     row_id=("kernel_index",),
+    filled=FILLED_BATCH,
 )
 """One row per GPU kernel of one profiled decode step (harness.profile.kernel_profile), in launch order."""
 
@@ -105,15 +126,19 @@ VERIFY = Schema(
     experiment="verify",
     columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
              ("arm", "str"), ("attn", "str"), ("quant", "str"), ("max_rel_err", "float"), ("tol", "float"),
-             ("status", "str"), ("reason", "str"), ("check", "str"), ("layer", "str"), ("rows", "int")),
-    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer", "rows"),
+             ("status", "str"), ("reason", "str"), ("check", "str"), ("layer", "str"), ("rows", "int"),
+             ("batch", "int")),
+    key=("session", "gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer", "rows", "batch"),
     optional_when_not_ok=("max_rel_err", "rows"),
     nan_when_empty=("max_rel_err", "rows"),
+    filled=FILLED_BATCH,
 )
 """One correctness check per row; `status` ok (passed) or error (failed: the error is in max_rel_err, NaN or
 infinite included), unavailable where the path cannot run. `check` says what was compared (CHECKS). A layer
 check has `layer` (q_proj ... down_proj), `rows` (M, the input's row count: 1 for a decode step, the context
-for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model` and rows empty.
+for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model` and rows empty. `batch`: the
+sequences the checked step decoded together (a model check compares each sequence with its own eager logits and
+keeps the worst; its reason names which where batch > 1).
 An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
 logits (quant_report.checks labels them failed)."""
 
@@ -229,18 +254,64 @@ def _format(value, kind: str, column: str) -> str:
     return str(value)
 
 
-def to_csv_text(schema: Schema, rows: Iterable[Mapping], header: bool) -> str:
-    """Rows (mappings with every schema column) as CSV text, checked against the schema first."""
+def to_csv_text(schema: Schema, rows: Iterable[Mapping], header: bool, legacy: bool = False) -> str:
+    """Rows (mappings with every schema column; a `filled` column left out takes its value) as CSV text, checked
+    against the schema first. `legacy`: in the layout of a file written before the `filled` columns (without them;
+    only rows holding their fill values fit it)."""
+    fills = dict(schema.filled)
+    names = schema.legacy_names if legacy else schema.names
+    kinds = dict(schema.columns)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     if header:
-        writer.writerow(schema.names)
+        writer.writerow(names)
     for i, row in enumerate(rows):
-        missing = [c for c in schema.names if c not in row]
+        missing = [c for c in schema.names if c not in row and c not in fills]
         if missing:
             raise SchemaError(f"{schema.experiment} row {i} lacks columns {missing}")
-        writer.writerow([_format(row[c], kind, c) for c, kind in schema.columns])
+        row = {**fills, **row}
+        if legacy and any(row[c] != v for c, v in fills.items()):
+            raise SchemaError(f"{schema.experiment} row {i} has {({c: row[c] for c in fills})}: it does not fit a "
+                              f"file without the columns {sorted(fills)}")
+        writer.writerow([_format(row[c], kinds[c], c) for c in names])
     return buf.getvalue()
+
+
+def file_layout(path: Path, schema: Schema) -> str | None:
+    """How an existing file is laid out: "current" (the schema's columns), "legacy" (written before its `filled`
+    columns, `Schema.legacy_names`), None for a missing or empty file or one whose header is neither (the reader
+    names what is wrong)."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with open(path, newline="") as fh:
+        header = next(csv.reader([fh.readline()]), [])
+    if header == schema.names:
+        return "current"
+    if schema.filled and header == schema.legacy_names:
+        return "legacy"
+    return None
+
+
+def add_filled_columns(path: Path, schema: Schema) -> None:
+    """Rewrite a legacy file (file_layout) with the schema's `filled` columns, every row taking their fill values;
+    the rows are otherwise kept as they are (each field's text unchanged), and the file is replaced at once
+    (written aside, then renamed)."""
+    path = Path(path)
+    fills = dict(schema.filled)
+    with open(path, newline="") as fh:
+        lines = list(csv.reader(fh))
+    header, rows = lines[0], lines[1:]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(schema.names)
+    for fields in rows:
+        by_name = dict(zip(header, fields))
+        writer.writerow([by_name[c] if c in by_name else _format(fills[c], dict(schema.columns)[c], c)
+                         for c in schema.names])
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(out.getvalue())
+    os.replace(tmp, path)
 
 
 def repair_tail(path: Path, schema: Schema) -> int:
@@ -260,19 +331,25 @@ def repair_tail(path: Path, schema: Schema) -> int:
     lines = text.split("\n")
     cut = lines.pop()  # the incomplete line
     names = schema.names
+    if schema.filled and lines and next(csv.reader([lines[0]]), []) == schema.legacy_names:
+        names = schema.legacy_names  # a file written before the filled columns: its own columns
+    filled = {name for name, _ in schema.filled}
     key_idx = [names.index(c) for c in ("run_id", *schema.key) if c in names]
+    core_idx = [names.index(c) for c in ("run_id", *schema.key) if c in names and c not in filled]
     cut_fields = next(csv.reader([cut]), [])
 
-    def key_of(line: str):
+    def key_of(line: str, idx):
         fields = next(csv.reader([line]), [])
-        return tuple(fields[i] if i < len(fields) else None for i in key_idx)
+        return tuple(fields[i] if i < len(fields) else None for i in idx)
 
     moved = [cut]
-    # Lines of the cut block: same key as the cut line where its key is whole (a comma follows the last
-    # key column), else the same key as the last full line.
-    key_whole = len(cut_fields) > max(key_idx) + 1
-    ref = key_of(cut) if key_whole else (key_of(lines[-1]) if len(lines) > 1 else None)
-    while len(lines) > 1 and ref is not None and key_of(lines[-1]) == ref:
+    # Lines of the cut block: same key as the cut line where its key is whole (a comma follows the last key
+    # column; a filled column, last in the row, left aside: its block's other lines share it), else the same key
+    # as the last full line.
+    key_whole = len(cut_fields) > max(core_idx) + 1
+    idx = core_idx if key_whole else key_idx
+    ref = key_of(cut, idx) if key_whole else (key_of(lines[-1], idx) if len(lines) > 1 else None)
+    while len(lines) > 1 and ref is not None and key_of(lines[-1], idx) == ref:
         moved.insert(0, lines.pop())
     with open(str(path) + ".partial", "a") as fh:
         fh.write("\n".join(moved) + "\n")
@@ -285,16 +362,22 @@ def repair_tail(path: Path, schema: Schema) -> int:
 
 def append_rows(path: Path, schema: Schema, rows: Sequence[Mapping]) -> None:
     """Append one block of rows atomically: a single write under an exclusive lock, then fsync.
-    A cut block left by an earlier killed writer is moved aside first (`repair_tail`)."""
+    A cut block left by an earlier killed writer is moved aside first (`repair_tail`). A file written before the
+    schema's `filled` columns keeps its layout while the rows hold their fill values (a batch-1 row is appended as
+    such a file's rows are); the first row that does not is preceded by `add_filled_columns`."""
     if not rows:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     repair_tail(path, schema)
+    legacy = file_layout(path, schema) == "legacy"
+    if legacy and not all(all(row.get(c, v) == v for c, v in schema.filled) for row in rows):
+        add_filled_columns(path, schema)  # the first row that needs a filled column gives the file its columns
+        legacy = False
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        data = to_csv_text(schema, rows, header=os.fstat(fd).st_size == 0).encode()
+        data = to_csv_text(schema, rows, header=os.fstat(fd).st_size == 0, legacy=legacy).encode()
         written = os.write(fd, data)
         if written != len(data):
             raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
@@ -314,7 +397,8 @@ def _convert(value: str, kind: str):
 
 def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
     """Read and validate one raw CSV. Any defect raises SchemaError naming file, line and column,
-    with how to fix it; nothing is silently dropped."""
+    with how to fix it; nothing is silently dropped. A file written before the schema's `filled` columns reads
+    with their values (FILLED_BATCH: batch 1)."""
     path = Path(path)
     schema = schema or schema_for(path.stem)
     names = schema.names
@@ -324,6 +408,9 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
     except StopIteration:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in names})
     _check_header(path, header, schema)
+    legacy = header != names
+    if legacy:
+        names = schema.legacy_names
     records = []
     seen: dict[tuple, int] = {}  # every field of a line -> its first line
     named: dict[tuple, int] = {}  # its run, cell, row and status -> its first line
@@ -332,6 +419,8 @@ def read_csv(path: Path, schema: Schema | None = None) -> pd.DataFrame:
         _check_line(path, lineno, fields, names, identity, seen, named)
         records.append(_parsed_row(path, lineno, dict(zip(names, fields)), schema))
     frame = pd.DataFrame.from_records(records, columns=names)
+    if legacy:  # a file written before the filled columns: each row takes their values, in the schema's order
+        frame = frame.assign(**dict(schema.filled))[schema.names]
     for name, kind in schema.columns:
         if kind == "float":
             frame[name] = pd.to_numeric(frame[name], errors="raise").astype(float)
@@ -352,9 +441,10 @@ def _whole_text(path: Path) -> str:
 
 
 def _check_header(path: Path, header: list[str], schema: Schema) -> None:
-    """The header must be the schema's columns, in order."""
+    """The header must be the schema's columns, in order (or, for a file written before its `filled` columns, the
+    columns less those)."""
     names = schema.names
-    if header != names:
+    if header != names and not (schema.filled and header == schema.legacy_names):
         extra = [c for c in header if c not in names]
         missing = [c for c in names if c not in header]
         raise SchemaError(
@@ -394,7 +484,7 @@ def _parsed_row(path: Path, lineno: int, row: dict[str, str], schema: Schema) ->
         )
     kinds = dict(schema.columns)
     out = {}
-    for name in schema.names:
+    for name in row:  # the file's columns (a legacy file lacks the filled ones: read_csv adds them)
         value = row[name]
         if value == "":
             if name in schema.optional_when_not_ok and status not in ("ok", "warmup"):

@@ -31,6 +31,7 @@ READS = {
     "04_quantisation_l4": ("decode", "verify"),
     "05_cost": ("decode",),
     "06_closing_the_gap": ("decode", "breakdown"),
+    "07_where_the_thesis_ends": ("decode",),
 }
 """Raw experiments whose rows each notebook needs in replay (on at least one GPU): without them its tables and
 figures would be empty, silently. Every other raw CSV is optional, but checked whole when present."""

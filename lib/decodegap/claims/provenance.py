@@ -17,7 +17,7 @@ import pandas as pd
 from decodegap import records
 from decodegap.claims import rules
 
-CELL_COLUMNS = ("gpu", "model", "ctx", "arm", "attn", "quant", "check", "layer")
+CELL_COLUMNS = ("gpu", "model", "ctx", "batch", "arm", "attn", "quant", "check", "layer")
 
 
 def run_time(run_id: str) -> str:

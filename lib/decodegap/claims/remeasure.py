@@ -24,6 +24,7 @@ COMMAND = {
     "03_attention_backends": "attention",
     "04_quantisation_l4": "quant",
     "06_closing_the_gap": "ladder",
+    "07_where_the_thesis_ends": "scope",
 }
 """The CLI subcommand that measures a notebook's rows (`python -m decodegap <command> --help`)."""
 NO_GPU = "make reproduce"
@@ -35,7 +36,8 @@ def notebook_of(rule: rules.Rule) -> str:
         if rows.file in NOTEBOOK_OF_FILE:
             return NOTEBOOK_OF_FILE[rows.file]
         if rows.file == "decode.csv":
-            return "04_quantisation_l4" if "notebook 04" in rows.selector else "01_roofline"
+            return ("04_quantisation_l4" if "notebook 04" in rows.selector else
+                    "07_where_the_thesis_ends" if "notebook 07" in rows.selector else "01_roofline")
     return "05_cost"
 
 
@@ -67,6 +69,8 @@ def command(notebook: str, plans: list[dict]) -> str:
     of the runs read; `<gpu>` is the reviewer's GPU key (`python -m decodegap gpus`)."""
     if notebook not in COMMAND:
         return NO_GPU
+    if notebook == "07_where_the_thesis_ends":
+        return _scope_commands(plans)
     parts = [f"python -m decodegap {COMMAND[notebook].split()[0]} --gpu <gpu>"]
     models = [m for p in plans for m in (p.get("models") or [])]
     contexts = sorted({int(c) for p in plans for c in (p.get("contexts") or [])})
@@ -87,6 +91,23 @@ def command(notebook: str, plans: list[dict]) -> str:
             parts.append(f"--paths {_listed(paths_)}")
     parts += COMMAND[notebook].split()[1:]
     return " ".join(parts)
+
+
+def _scope_commands(plans: list[dict]) -> str:
+    """Notebook 07's commands, one per axis its plans measured (`scope --axis batch` where a plan decodes more
+    than one sequence, else `--axis size`), each with the plans' models, contexts and batches."""
+    by_axis: dict[str, list[dict]] = {}
+    for p in plans:
+        by_axis.setdefault("batch" if max(p.get("batches") or [1]) > 1 else "size", []).append(p)
+    out = []
+    for axis, group in sorted(by_axis.items()):
+        models = sorted({m for p in group for m in (p.get("models") or [])})
+        contexts = sorted({int(c) for p in group for c in (p.get("contexts") or [])})
+        batches = sorted({int(b) for p in group for b in (p.get("batches") or [])})
+        out.append(f"python -m decodegap scope --axis {axis} --gpu <gpu>" + (f" --models {_listed(models)}" if models else "")
+                   + (f" --contexts {_listed(contexts)}" if contexts else "")
+                   + (f" --batches {_listed(batches)}" if axis == "batch" and batches else ""))
+    return "; ".join(out) or "python -m decodegap scope --axis batch --gpu <gpu>; python -m decodegap scope --axis size --gpu <gpu>"
 
 
 def gpu_time(seconds: list[float | None]) -> str:

@@ -170,6 +170,25 @@ NEW_TOL_REASON = ("the rule was about the old tolerance: it judged the latest mo
                   "joined, the one definition every reader uses (checked.quantised_checks)")
 
 
+SCOPE_SESSION = 100
+"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION), apart from
+every other sweep's sessions of the same cells: the rows of its batch and size axes, and no others."""
+SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered from "
+                   f"{SCOPE_SESSION}), bf16, every model, batch and arm, each cell (with its batch) from its newest "
+                   "run, checked against eager in its own run (checked.join_checks)",
+                   f"quant == 'bf16' and status == 'ok' and session >= {SCOPE_SESSION}", "newest run per cell")
+SCOPE_VERIFY = Rows("verify.csv", "each of those cells' logits checks against eager in its own run (check vs_eager)",
+                    f"check == 'vs_eager' and session >= {SCOPE_SESSION}", "all")
+SCOPE_ROWS = ("the rows: notebook 07's own sweeps (sessions from 100) of every model, where the first version read "
+              "the Qwen2.5 family's newest runs (the batch axis is measured on llama-3.1-8b, and the grid sweeps' "
+              "batch-1 rows of qwen2.5-7b are no rows of this experiment); changed before any batch or size row "
+              "exists, the statistic and thresholds unchanged")
+SCOPE_FIRST = "the Qwen2.5 family's cells, each from its newest run"
+SCOPE_FIXED = ("introduced, fixed before any batch > 1 or model-size row exists (the batch-1 rows of the paper's "
+               "three 7-8B models existed and had been read by notebooks 01, 02 and 06; no row of batch > 1 and no "
+               "Qwen2.5 size but 7B had been measured)")
+
+
 def P(selector: str) -> Rows:
     return Rows(PUB, selector)
 
@@ -539,6 +558,61 @@ RULES: tuple[Rule, ...] = (
          "ratio <= threshold.", "one pair.", (METHOD,),
          (Change("2026-12-01T08:18", "ef9edcc", "introduced", "the same", "reproduced"),
           _reg("registered; this package's own statement, a method check", changed=False, fp="44486f89736bf12b"))),
+    Rule("W1", "Scope: the launch tax shrinks with batch (why the paper does not claim its thesis for large "
+         "batches).",
+         "per GPU, model and ctx: the launch share f(B) = (eager - graph) / eager of the step of all B sequences, at "
+         "B = 1 and at the largest batch B_max measured for both arms (B_max >= b_large). f's range over sessions: "
+         "f_lo = 1 - max(graph) / min(eager), f_hi = 1 - min(graph) / max(eager) (the per-session medians of each "
+         "arm's step). 'Shrinks' means the share falls, beyond noise, from B = 1 to B_max; the absolute launch tax "
+         "(eager - graph, ms) is reported beside it, not judged.",
+         (SCOPE_CELLS, SCOPE_VERIFY, Rows(SPECS, "datasheet bandwidth")),
+         (("b_large", Ref("decodegap.analysis.where_the_thesis_ends", "B_LARGE")), ("arms", ("eager", "graph"))),
+         "each arm's session range at each batch (f_lo to f_hi), on both sides.",
+         "f_hi(B_max) < f_lo(1) in every (model, ctx) cell (the share falls beyond noise).",
+         "f_lo(B_max) > f_hi(1) in one (model, ctx) cell (the share rises beyond noise).",
+         "every (model, ctx) cell with both arms checked at B = 1 and at B_max >= b_large, per GPU; fewer: not "
+         "testable.", (CLAIM_GPU, OTHER_GPU),
+         (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="b8d504660832b5ae"),
+          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="d261240c1aa2acf7"))),
+    Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
+         "two-term model), on our grid.",
+         "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
+         "(model size, batch, ctx) of t = t_floor / a + c0 + n_layers x c1, t the median step of all B sequences, "
+         "t_floor = max(bandwidth floor (W_all + B x K(ctx)) / datasheet bandwidth, compute floor 2 x matmul "
+         "parameters x B / datasheet dense bf16 TFLOP/s) (decodegap.accounting); c1 = 0 when the cells have one "
+         "layer count. A cell is explained when |r| = |t / t_model - 1| <= rel_tol beyond its noise, unexplained "
+         "when |r| > rel_tol beyond its noise (in-sample residuals; the fit has three coefficients).",
+         (SCOPE_CELLS, SCOPE_VERIFY, Rows(SPECS, "datasheet bandwidth, bf16_tflops_dense"),
+          Rows("data/models (configs)", "params, n_layers, K(ctx) through decodegap.accounting")),
+         (("rel_tol", Ref("decodegap.analysis.where_the_thesis_ends", "REL_TOL")), ("explained", Ref("decodegap.analysis.where_the_thesis_ends", "EXPLAINED")),
+          ("min_points", Ref("decodegap.analysis.where_the_thesis_ends", "MIN_POINTS"))),
+         "n = the cell's session range (max / min - 1 of the per-session medians): explained if |r| + n <= rel_tol, "
+         "unexplained if |r| - n > rel_tol.",
+         "in every (GPU, arm) fit at least `explained` of the cells are explained beyond noise.",
+         "in one (GPU, arm) fit more than 1 - `explained` of the cells are unexplained beyond noise.",
+         "every (GPU, arm) fit with at least min_points cells and at least two distinct t_floor; fewer: not "
+         "testable.", (CLAIM_GPU, OTHER_GPU),
+         (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="a99c16def8f96fbe"),
+          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="5cff5f276496b6d7"))),
+    Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
+         "numbers per GPU.",
+         "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
+         "speed-up) and bandwidth: the two numbers a (efficiency on the floor) and F (eager fixed cost) solved from "
+         "E = t_floor / a + F and G = t_floor / a + (1 - lambda) F, t_floor the bandwidth floor of the published "
+         "cell (model, ctx of its R_floor row; W_all + K(ctx)) at the GPU's published bandwidth, lambda = 1 - "
+         "F_graph / F_eager with F_arm = c0 + n_layers x c1 of our W2a fits (each with at least W2a's min_points "
+         "cells) at the published model's n_layers. The GPU's points are explained when 0 < a <= a_max and F >= 0.",
+         (P("quantisation step_ms h100-sxm eager/graph, l4 bf16; cuda_graphs speedup (CI); inverted_ladder "
+            "bandwidth_gbps, r_floor"), SCOPE_CELLS, Rows("data/models (configs)", "W_all, K(ctx), n_layers")),
+         (("a_max", Ref("decodegap.analysis.where_the_thesis_ends", "A_MAX")),),
+         "the band spans the published speed-up CI where stated (G = E / s over [ci_low, ci_high]; none for the "
+         "L4) and the lambda of each of our GPUs with both fits; lambda's own fit error is not propagated.",
+         "on every paper GPU with both points, 0 < a <= a_max and F >= 0 over the whole noise band.",
+         "on one paper GPU, a > a_max, a <= 0 or F < 0 over the whole noise band.",
+         "every paper GPU with an eager and a graph point; no lambda (no eager and graph fits of ours): not "
+         "testable.", (PAPER,),
+         (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="66a17abcde1b3967"),
+          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="04db7d4457a4c0bd"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 

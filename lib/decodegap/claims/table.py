@@ -19,7 +19,8 @@ import pandas as pd
 
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
-                              quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis)
+                              quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis,
+                              where_the_thesis_ends as claims_scope)
 from decodegap.claims.evidence import Evidence, collect
 from decodegap.claims.verdicts import (CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD,
                                        VERDICTS, counts)
@@ -35,7 +36,8 @@ def build(ev: Evidence) -> pd.DataFrame:
     notebook, remeasure (the command), gpu_time (what its runs took here)."""
     rows = (claims_thesis.thesis(ev) + claims_method.method(ev) + claims_roofline.inverted_ladder(ev)
             + claims_graphs.cuda_graphs(ev) + claims_attention.attention_backends(ev) + claims_quant.quantisation(ev)
-            + claims_cost.cost_claim(ev) + claims_cost.cost_claim_measured(ev) + claims_method.scope(ev))
+            + claims_cost.cost_claim(ev) + claims_cost.cost_claim_measured(ev) + claims_scope.where_the_thesis_ends(ev)
+            + claims_method.scope(ev))
     table = pd.DataFrame(rows, columns=COLUMNS)
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))

@@ -95,8 +95,8 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
                 concrete = quant.resolve(requested, device)
                 for layer in [n for n in (layers or LAYERS) if n != "lm_head"]:
                     k, n = shapes[layer]
-                    base = dict(run_id=run_id, session=0, gpu=gpu, model=key, arm="-", attn="-", quant=concrete,
-                                tol=tol, check="layer", layer=layer)
+                    base = dict(run_id=run_id, session=0, gpu=gpu, model=key, batch=1, arm="-", attn="-",
+                                quant=concrete, tol=tol, check="layer", layer=layer)
                     todo = [m for m in rows if tuple(str(dict(base, ctx=m, rows=m)[c]) for c in records.VERIFY.key)
                             not in done]
                     if not todo:

@@ -16,6 +16,7 @@ import pandas as pd
 from decodegap import paths, published
 from decodegap.stats import span as _span
 from decodegap.levers import GRID_TARGET, TARGETS
+from decodegap.analysis.where_the_thesis_ends import REL_TOL
 
 QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
                "gptq-exllamav2": "GPTQ + ExLlamaV2", "awq-marlin": "AutoAWQ + Marlin", "awq-triton": "AWQ's Triton GEMM"}
@@ -207,6 +208,35 @@ def _ladder(f: Path) -> dict[str, str]:
     }
 
 
+def _scope(f: Path) -> dict[str, str]:
+    """Notebook 07's two figures: the cells against their floors and the two-term model's fits."""
+    cells, cross = pd.read_csv(f / "07_cells.csv"), pd.read_csv(f / "07_compute_crossover.csv")
+    fits, verdicts = pd.read_csv(f / "07_step_model_fits.csv"), pd.read_csv(f / "07_step_model_verdicts.csv")
+    h = cells[(cells.gpu == GPU) & (cells.attn == "sdpa") & (cells.arm == "eager")]
+    big = h[h.batch == h.batch.max()] if not h.empty else h
+    never = cross[cross.crossover_batch == float("inf")]
+    floor = (f"On the H200 the eager step's R_floor is {_span(h[h.batch == 1].r_floor)} at batch 1"
+             + (f" and {_span(big.r_floor)} at batch {int(big.batch.max())}" if not h.empty and h.batch.max() > 1
+                else " (no batch > 1 row yet)") + "; ") if not h.empty else "No H200 eager rows; "
+    if not never.empty:
+        floor += (f"from {int(never.ctx.min())} tokens of context the compute floor never passes the bandwidth floor at "
+                  f"any batch ({never.model.nunique()} models, {never.gpu.nunique()} GPUs of the registry): it can only "
+                  f"below {_span(never.drop_duplicates(['gpu', 'model']).longest_crossing_ctx, '.0f')} tokens.")
+    testable = verdicts[verdicts.testable.astype(bool)] if not verdicts.empty else verdicts
+    if testable.empty:
+        model = ("Not measured yet: no arm of notebook 07's own sweeps has enough cells to fit (claims W2a: "
+                 f"{_claim_verdict(f, 'W2a') or 'no claims table'}; W2b: {_claim_verdict(f, 'W2b') or '-'}).")
+    else:
+        parts = []
+        for v in testable[testable.gpu == GPU].itertuples():
+            fit = fits[(fits.gpu == v.gpu) & (fits.arm == v.arm) & (fits.attn == v.attn)].iloc[0]
+            parts.append(f"{v.arm}{'' if v.attn == 'sdpa' else f' ({v.attn})'} a {fit.a:.2f}, c0 {fit.c0_ms:.2f} ms, "
+                         f"{fit.c1_ms * 1e3:.0f} us per layer, {v.explained} of {v.cells} cells within {REL_TOL:.0%}")
+        model = (f"On the H200: " + "; ".join(parts) + f" (claims W2a: {_claim_verdict(f, 'W2a')}; W2b: "
+                 f"{_claim_verdict(f, 'W2b')}).")
+    return {"07_r_floor_vs_t_floor.png": floor, "07_step_model_residuals.png": model}
+
+
 def _claim_verdict(f: Path, id_: str) -> str:
     """A row's label in figures/claims.csv ('' without one)."""
     path = f / "claims.csv"
@@ -222,7 +252,7 @@ def findings(figures: Path | None = None) -> dict[str, str]:
     specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
     assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
     pub = _published()
-    return {**_ladder(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub)}
+    return {**_ladder(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub), **_scope(f)}
 
 
 GALLERY_CSV = "gallery.csv"

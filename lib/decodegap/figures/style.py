@@ -1,5 +1,6 @@
 """The figures' one style, shared by every notebook's figures module (figures.roofline, figures.cuda_graphs_ab,
-figures.attention_backends, figures.quantisation, figures.cost, figures.closing_the_gap): one colour per arm and per
+figures.attention_backends, figures.quantisation, figures.cost, figures.closing_the_gap,
+figures.where_the_thesis_ends): one colour per arm and per
 GPU, a short title that states the finding (TITLES, its numbers in the findings files), the shared axes, and `save`, which writes a deterministic PNG (no timestamp or
 version metadata). Each figure function there takes DataFrames and returns a matplotlib Figure."""
 
@@ -30,7 +31,8 @@ ARM_STYLE = {
 GPU_COLOR = {"l4": "#b35806", "l40s": "#e08214", "a100-80gb": "#8073ac", "h100-sxm": "#542788", "h200": "#1b7837",
              "b200": "#5aae61"}
 """One colour per GPU, the same in every figure that tells GPUs apart by colour."""
-MODEL_MARKER = {"qwen2.5-7b": "o", "mistral-7b-v0.3": "s", "llama-3.1-8b": "D"}
+MODEL_MARKER = {"qwen2.5-7b": "o", "mistral-7b-v0.3": "s", "llama-3.1-8b": "D", "qwen2.5-0.5b": "v",
+                "qwen2.5-1.5b": "^", "qwen2.5-3b": "<", "qwen2.5-14b": ">", "qwen2.5-32b": "P"}
 """One marker per model where colour already says the arm."""
 FLOOR_COLOR = "black"
 TARGET_COLOR = "#b2182b"
@@ -70,6 +72,8 @@ TITLES = {
     "05_cost_ladder.png": "The cost ladder: $ per million tokens against peak bandwidth",
     "06_ladder.png": "The ladder of levers towards the memory floor",
     "06_products.png": "Each matrix product pays a fixed cost beyond streaming its weights",
+    "07_r_floor_vs_t_floor.png": "R_floor against the bandwidth floor, over sizes, batches and GPUs",
+    "07_step_model_residuals.png": "The two-term step model: floor at an efficiency plus a fixed cost",
 }
 """Each figure's title: a short finding without numbers (the numbers are in the generated findings files and the
 README gallery's line, which starts with the same title: figures.gallery), the same wherever the figure is drawn."""

@@ -35,6 +35,12 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               starts, the sixth with only the products another product follows doing so. bf16 models only: a quantised or non-bf16 model,
               or a GPU without PDL for the PDL arms, is `unavailable` with the reason.
 
+Batch: a cell decodes `batch` sequences together (B different prompts of ctx tokens each, prompts.batch_prompt_ids;
+every sequence at the same position), and a timed step is one step of all of them. The HF arms and the lean decoder
+without custom kernels take any batch; the custom kernels (decodegap.kernels.step's GEMV and split-KV attention, the
+fused step) take one row, so their arms at batch > 1 are `unavailable`, the reason naming the arm of the same runner
+without them (arms.batch_fallback), which a batch sweep measures instead.
+
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
 StaticCache (transformers 5.x) advances its write slot by one on *every* forward call whatever the
@@ -55,7 +61,7 @@ from decodegap import arms as _arms
 from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean
 from decodegap.compare import logits_error, max_relative_error
 from decodegap.harness.hf_attention import attention_context, attention_unavailable
-from decodegap.prompts import prompt_ids, teacher_token
+from decodegap.prompts import batch_prompt_ids, prompt_ids, teacher_token
 from decodegap.timing import event_times_ms
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
@@ -119,11 +125,13 @@ class ArmUnavailable(RuntimeError):
 
 @dataclass
 class ArmTiming:
-    """What one arm of one cell produced. Times in milliseconds, one entry per call."""
+    """What one arm of one cell produced. Times in milliseconds, one entry per call (a step of all `batch`
+    sequences)."""
 
     arm: str
     ctx: int
     max_cache_len: int
+    batch: int = 1
     warmup_ms: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
     logits: list = field(default_factory=list)  # per call, only when keep_logits=True
@@ -169,19 +177,21 @@ def wall_calls(fn: Callable[[], object], n: int, cuda: bool, keep: list | None =
 
 
 class StaticStep:
-    """Prefilled static-cache decode state; `step()` decodes one token and returns its logits [1,1,V]."""
+    """Prefilled static-cache decode state of `batch` sequences; `step()` decodes one token of each and returns
+    their logits [batch, 1, V]."""
 
-    def __init__(self, model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True):
+    def __init__(self, model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
+                 batch: int = 1):
         import torch
         from transformers import StaticCache
 
         device = next(model.parameters()).device
         self.model, self.forward, self.feedback = model, forward or model.forward, feedback
-        self.cache = StaticCache(config=model.config, max_cache_len=cache_len)
-        ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
+        self.cache = StaticCache(config=model.config, max_cache_len=cache_len)  # its batch: the prefill's
+        ids = batch_prompt_ids(model.config.vocab_size, ctx, device, seed, batch)
         out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        self.tok = out.logits[:, -1:].argmax(-1)  # [1, 1], static: updated in place
-        self.pos = torch.full((1, 1), ctx, dtype=torch.long, device=device)
+        self.tok = out.logits[:, -1:].argmax(-1)  # [batch, 1], static: updated in place
+        self.pos = torch.full((batch, 1), ctx, dtype=torch.long, device=device)
 
     def step(self):
         logits = self.forward(input_ids=self.tok, past_key_values=self.cache, position_ids=self.pos,
@@ -195,13 +205,13 @@ class StaticStep:
 class DynamicStep:
     """HF's default: a DynamicCache that grows by concatenation, positions derived by the model."""
 
-    def __init__(self, model, ctx: int, seed: int = 0, feedback: bool = True):
+    def __init__(self, model, ctx: int, seed: int = 0, feedback: bool = True, batch: int = 1):
         from transformers import DynamicCache
 
         device = next(model.parameters()).device
         self.model, self.feedback = model, feedback
         self.cache = DynamicCache(config=model.config)
-        ids = prompt_ids(model.config.vocab_size, ctx, device, seed)
+        ids = batch_prompt_ids(model.config.vocab_size, ctx, device, seed, batch)
         out = model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
         self.tok = out.logits[:, -1:].argmax(-1)
 
@@ -212,25 +222,26 @@ class DynamicStep:
         return logits
 
 
-def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True,
+def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedback: bool = True, batch: int = 1,
                **compile_overrides):
     """The prefilled decode state whose `step()` an arm runs (a graphed arm captures this step later):
     DynamicStep for hf_default; LeanStep for the lean arms (with the Triton kernels of ARM_KERNELS, compiled
     for the compiled ones); StaticStep otherwise, its forward compiled for compile. `compile_overrides` go to
-    torch.compile for a compiled arm (profile.kernel_profile: mode=None, the same kernels without the CUDA graph)."""
+    torch.compile for a compiled arm (profile.kernel_profile: mode=None, the same kernels without the CUDA graph).
+    `batch`: the sequences decoded together (the module docstring)."""
     if arm == "hf_default":
-        return DynamicStep(model, ctx, seed, feedback)
+        return DynamicStep(model, ctx, seed, feedback, batch)
     if is_lean(arm):
         from decodegap.harness.lean import LeanStep
 
         kernels = ARM_KERNELS.get(arm, ())
-        shared = arm in COMPILE_ONCE_ARMS and not compile_overrides
+        shared = arm in COMPILE_ONCE_ARMS and not compile_overrides and batch == 1
         entry = _COMPILED_ONCE.get((arm, cache_len)) if shared else None
         if entry is not None and entry[0]() is model:  # this model's compiled decoder: prefill it again
             state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=kernels, lean=entry[1])
             state.forward = entry[2]
             return state
-        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=kernels)
+        state = LeanStep(model, ctx, cache_len, seed, feedback=feedback, custom_kernels=kernels, batch=batch)
         if arm in COMPILED_ARMS:  # the Triton attention's grid and split come from the cache length in Python:
             from decodegap.kernels.step import prepare
 
@@ -241,7 +252,7 @@ def step_state(model, arm: str, ctx: int, cache_len: int, seed: int = 0, feedbac
                 _COMPILED_ONCE[(arm, cache_len)] = (weakref.ref(model), state.lean, state.forward)
         return state
     forward = compiled(model.forward, layers=model.model.layers, **compile_overrides) if arm in COMPILED_ARMS else None
-    return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback)
+    return StaticStep(model, ctx, cache_len, seed, forward=forward, feedback=feedback, batch=batch)
 
 
 COMPILE_ONCE_ARMS = tuple(k for k, a in _arms.REGISTRY.items()
@@ -270,10 +281,13 @@ def release_compiled() -> None:
     _COMPILED_ONCE.clear()
 
 
-def arm_available(arm: str, model) -> str | None:
-    """None when `arm` can run on the model's device, else the reason it cannot."""
+def arm_available(arm: str, model, batch: int = 1) -> str | None:
+    """None when `arm` can run on the model's device at `batch` sequences, else the reason it cannot (an arm whose
+    custom kernels take one row, at batch > 1: the reason names the arm measured instead, arms.batch_fallback)."""
     if arm not in ARMS:
         return f"unknown arm {arm!r}; known arms: {ARMS}"
+    if batch > 1 and ARM_KERNELS.get(arm):
+        return _arms.one_row_reason(arm, batch)
     if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
         return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else
                 "compile uses mode='reduce-overhead' (CUDA graphs); on a CPU it would time something else")
@@ -293,15 +307,16 @@ def arm_available(arm: str, model) -> str | None:
 
 def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: int = 0,
             keep_logits: bool = False, feedback: bool = True, attn: str = "sdpa",
-            cache_len: int | None = None) -> ArmTiming:
+            cache_len: int | None = None, batch: int = 1) -> ArmTiming:
     """Prefill ctx tokens, then warm up and time `steps` decode steps of `arm`. See the module docstring.
     `feedback=False` feeds the same token (teacher_token) every step instead of the argmax (teacher forcing,
     for comparing arms: with random weights the argmax is near a tie and one flip makes two runs diverge).
     `cache_len` overrides the static cache's length (at least ctx + the arm's forward calls): verification
-    uses the timing run's length so that a compiled arm is not compiled again for another shape."""
+    uses the timing run's length so that a compiled arm is not compiled again for another shape. `batch`: the
+    sequences decoded together (the module docstring); every timed call is one step of all of them."""
     import torch
 
-    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
+    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
     if reason:
         raise ArmUnavailable(reason)
     cuda = _is_cuda(model)
@@ -311,12 +326,12 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     if cache_len is not None and cache_len < needed:
         raise ValueError(f"cache_len {cache_len} < {needed}: the {arm} arm makes {needed - ctx} forward calls after ctx {ctx}")
     cache_len = cache_len or needed
-    result = ArmTiming(arm=arm, ctx=ctx, max_cache_len=cache_len)
+    result = ArmTiming(arm=arm, ctx=ctx, max_cache_len=cache_len, batch=batch)
     keep = result.logits if keep_logits else None
     with torch.inference_mode(), attention_context(attn):
         if arm == "hf_default":
             result.max_cache_len = ctx + warmup + steps  # what the dynamic cache grows to
-        state = step_state(model, arm, ctx, cache_len, seed, feedback)
+        state = step_state(model, arm, ctx, cache_len, seed, feedback, batch)
         if not feedback:  # teacher forcing: one token for every arm, whatever its prefill's argmax
             state.tok.fill_(teacher_token(model.config.vocab_size, seed))
         fn = state.step
@@ -358,11 +373,20 @@ def _capture(step: Callable, keep: list | None, before_replay: tuple[Callable, .
     return replay
 
 
+def _batch_attention(attn: str, batch: int) -> str | None:
+    """Why `attn` cannot decode `batch` sequences here: the batch axis runs SDPA's default only (the attention
+    backends of notebook 03 and the kernels in the HF model are measured at batch 1)."""
+    if batch > 1 and attn != "sdpa":
+        return f"attention backend {attn!r} is measured at batch 1 only; a batch of {batch} runs with sdpa"
+    return None
+
+
 def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, attn: str = "sdpa",
-                          cache_len: int | None = None) -> list:
-    """The logits of `calls` forward calls of `arm` (prefill included) on the check's prompt, every step fed
-    teacher_token: what verify_arm compares. Returns a list of [1, 1, V] tensors."""
-    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
+                          cache_len: int | None = None, batch: int = 1) -> list:
+    """The logits of `calls` forward calls of `arm` (prefill included) on the check's prompts (`batch` of them,
+    prompts.batch_prompt_ids), every step fed teacher_token: what verify_arm compares. Returns a list of
+    [batch, 1, V] tensors."""
+    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
     if reason:
         raise ArmUnavailable(reason)
     warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
@@ -371,31 +395,56 @@ def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int =
         raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
     cache_len = max(cache_len or 0, ctx + calls)  # a longer cache than the check needs is fine
     return run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False,
-                   attn=attn, cache_len=cache_len).logits
+                   attn=attn, cache_len=cache_len, batch=batch).logits
 
 
-def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
-               attn: str = "sdpa", cache_len: int | None = None, raise_past_tol: bool = True) -> float:
-    """Check `arm` against eager SDPA before timing it: both decode the same prompt, teacher-forced, for the
-    same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
-    The reference is HF's eager step with SDPA's default whatever `attn` is: a model built for another
-    attention implementation (flex, hf_attention's kernels) is switched to "sdpa" for it (sdpa_reference).
-    Returns the largest relative error; raises AssertionError past `tol` (NaN fails too: a kernel that
-    overflows fp16 gives NaN logits) unless `raise_past_tol` is False."""
-    reason = arm_available(arm, model) or attention_unavailable(attn, arm, model)
+def sequence_errors(got: list, ref: list) -> list[float]:
+    """compare.logits_error of each sequence of a batch: row b of every call of `got` against row b of `ref`
+    (lists of [batch, 1, V] tensors). For one sequence, [logits_error(got, ref)]."""
+    return [logits_error([g[b] for g in got], [r[b] for r in ref]) for b in range(ref[0].shape[0])]
+
+
+def worst(errors: list[float]) -> float:
+    """The largest of per-sequence errors, NaN if any is NaN (a NaN logit fails the check whatever the others)."""
+    return float("nan") if any(e != e for e in errors) else max(errors)
+
+
+def verify_arm_sequences(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, attn: str = "sdpa",
+                         cache_len: int | None = None, batch: int = 1) -> list[float]:
+    """Each sequence's largest relative logits error of `arm` against eager SDPA (see verify_arm), both sides
+    decoding the same `batch` prompts together, teacher-forced, for the same number of calls: one error per
+    sequence (sequence_errors), never raising past a tolerance."""
+    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
     if reason:  # before the eager reference is run for nothing
         raise ArmUnavailable(reason)
     warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
     total = forward_calls(arm, warm, calls - forward_calls(arm, warm, 0))
     cache_len = max(cache_len or 0, ctx + total)
-    got = teacher_forced_logits(model, arm, ctx, calls, seed, attn, cache_len)
+    got = teacher_forced_logits(model, arm, ctx, calls, seed, attn, cache_len, batch)
     with sdpa_reference(model):
         ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False,
-                      cache_len=cache_len).logits
-    worst = logits_error(got, ref)
-    if raise_past_tol and not worst <= tol:
-        raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst:.3g} (> {tol})")
-    return worst
+                      cache_len=cache_len, batch=batch).logits
+    return sequence_errors(got, ref)
+
+
+def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
+               attn: str = "sdpa", cache_len: int | None = None, raise_past_tol: bool = True,
+               batch: int = 1, sequences: list | None = None) -> float:
+    """Check `arm` against eager SDPA before timing it: both decode the same prompt, teacher-forced, for the
+    same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
+    The reference is HF's eager step with SDPA's default whatever `attn` is: a model built for another
+    attention implementation (flex, hf_attention's kernels) is switched to "sdpa" for it (sdpa_reference).
+    With `batch` > 1 both sides decode the same `batch` prompts together and each sequence is compared with its
+    own reference (verify_arm_sequences; `sequences`, a list, receives each sequence's error). Returns the largest
+    relative error over the sequences; raises AssertionError past `tol` (NaN fails too: a kernel that overflows
+    fp16 gives NaN logits) unless `raise_past_tol` is False."""
+    errors = verify_arm_sequences(model, arm, ctx, calls, seed, attn, cache_len, batch)
+    if sequences is not None:
+        sequences.extend(errors)
+    worst_err = worst(errors)
+    if raise_past_tol and not worst_err <= tol:
+        raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst_err:.3g} (> {tol})")
+    return worst_err
 
 
 def static_vs_full_forward(model, ctx: int, steps: int = 3, shift: int = 0, feedback: bool = True,

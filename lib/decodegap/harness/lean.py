@@ -18,9 +18,10 @@ GEMV reads bf16 weights; attention still goes through the split-KV kernel). A mo
 refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
 Triton GEMV).
 
-One code path serves prefill and decode: `forward(ids [1, T], start_pos [1])` writes the T new keys and
-values at positions start_pos..start_pos+T-1 of the cache (one K and one V buffer per layer,
-`k_cache_<i>` / `v_cache_<i>`) and attends over the whole preallocated cache
+One code path serves prefill and decode: `forward(ids [B, T], start_pos [1])` writes the T new keys and
+values of each of the B sequences (a batch decoded together, every sequence at the same positions; B is the
+decoder's `batch`, 1 unless asked) at positions start_pos..start_pos+T-1 of the cache (one K and one V buffer per
+layer, `k_cache_<i>` / `v_cache_<i>`, [B, kv_heads, max_len, D]) and attends over the whole preallocated cache
 with the mask `key position <= query position`; shapes never depend on the position, so a decode step
 can be captured in a CUDA graph and replayed with `start_pos` advanced in place. Under that mask it calls
 SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
@@ -110,9 +111,13 @@ def _rotate_half(x):
 class LeanDecoder(nn.Module):
     """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
 
-    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False):
+    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False, batch: int = 1):
         super().__init__()
         self.custom_kernels = kernel_set(custom_kernels)  # decode steps (T == 1) through decodegap.kernels.step (Triton)
+        if batch > 1 and self.custom_kernels:  # the GEMV, the split-KV attention and the fused step take one row
+            raise LeanUnsupported(f"the custom kernels {sorted(self.custom_kernels)} take one sequence; a batch of "
+                                  f"{batch} runs the lean decoder without them")
+        self.batch = int(batch)
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
@@ -141,7 +146,7 @@ class LeanDecoder(nn.Module):
         # one K and one V tensor per layer, as HF's StaticCache keeps them: an in-place write into a slice of one
         # big cache tensor made inductor copy every layer's whole slice and write it back each step (CPU output
         # code), a cost that grows with the cache; a write into a whole buffer it does in place
-        shape = (1, self.n_kv_heads, self.max_cache_len, self.head_dim)
+        shape = (self.batch, self.n_kv_heads, self.max_cache_len, self.head_dim)
         for i in range(self.n_layers):
             self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
             self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
@@ -154,8 +159,8 @@ class LeanDecoder(nn.Module):
                       if "fused" in chosen else None)
 
     def forward(self, ids, start_pos):
-        """ids [1, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor);
-        returns logits [1, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
+        """ids [B, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor; B the
+        decoder's batch); returns logits [B, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
         runs its bf16 projections ("gemv") and/or its attention ("attention") through decodegap.kernels.step
         instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel); with "fused", through
         decodegap.kernels.fused.launch's kernels (fused_step; bf16 models only)."""
@@ -165,7 +170,7 @@ class LeanDecoder(nn.Module):
         kernels = T == 1 and "gemv" in self.custom_kernels
         split_kv = T == 1 and "attention" in self.custom_kernels
         pos = start_pos + torch.arange(T, device=ids.device)  # [T]
-        x = F.embedding(ids, self.embed)  # [1, T, hidden]
+        x = F.embedding(ids, self.embed)  # [B, T, hidden]
         cos, sin = self.cos[pos][None, None], self.sin[pos][None, None]  # [1, 1, T, D]
         mask = None if split_kv else (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, T, max_len]
         for i, layer in enumerate(self.layers):
@@ -213,17 +218,17 @@ class LeanLayer(nn.Module):
             self.register_buffer(f"b_{name}", None if bias is None else bias.detach(), persistent=False)
 
     def forward(self, x, cos, sin, mask, start_pos, pos, k_cache, v_cache):
-        """x [1, T, hidden] -> x after this layer; writes the T new keys and values at `pos` of k_cache and
-        v_cache [1, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention)."""
-        T = x.shape[1]
+        """x [B, T, hidden] -> x after this layer; writes the T new keys and values at `pos` of k_cache and
+        v_cache [B, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention, B 1)."""
+        B, T = x.shape[0], x.shape[1]
         kernels = T == 1 and "gemv" in self.custom_kernels
         H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
         h = _rms_norm(x, self.ln_attn, self.eps)
         qkv = _project(h, self.w_qkv, self.b_qkv, kernels)
         q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
-        q = q.view(1, T, H, D).transpose(1, 2)
-        k = k.view(1, T, Hkv, D).transpose(1, 2)
-        v = v.view(1, T, Hkv, D).transpose(1, 2)
+        q = q.view(B, T, H, D).transpose(1, 2)
+        k = k.view(B, T, Hkv, D).transpose(1, 2)
+        v = v.view(B, T, Hkv, D).transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
         k_cache.index_copy_(2, pos, k)
@@ -233,7 +238,7 @@ class LeanLayer(nn.Module):
         else:  # as HF does under a mask: K/V expanded to every query head
             keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
             o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
-        x = x + _project(o.reshape(1, T, H * D), self.w_o, self.b_o, kernels)
+        x = x + _project(o.reshape(B, T, H * D), self.w_o, self.b_o, kernels)
         h = _rms_norm(x, self.ln_mlp, self.eps)
         gate, up = _project(h, self.w_gate_up, None, kernels).chunk(2, dim=-1)
         return x + _project(F.silu(gate) * up, self.w_down, None, kernels)
@@ -250,7 +255,7 @@ class LeanLayer(nn.Module):
 
 
 def _attention(q, keys, values, mask, scale: float, prefill: bool):
-    """SDPA under the mask, [1, T, H, D]; a prefill without cuDNN's attention (PREFILL_SDPA_BACKENDS)."""
+    """SDPA under the mask, [B, T, H, D]; a prefill without cuDNN's attention (PREFILL_SDPA_BACKENDS)."""
     with sdpa_kernel(list(PREFILL_SDPA_BACKENDS)) if prefill else contextlib.nullcontext():
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale).transpose(1, 2)
 
@@ -281,27 +286,29 @@ def _projection(index: int, parts):
 
 
 class LeanStep:
-    """Prefilled lean-decoder state with the interface of decode.StaticStep: `step()` decodes one token and
-    returns its logits [1, 1, V]; `pos` advances in place (inside a captured graph too)."""
+    """Prefilled lean-decoder state with the interface of decode.StaticStep: `step()` decodes one token of each of
+    its `batch` sequences and returns their logits [batch, 1, V]; `pos` advances in place (inside a captured graph
+    too)."""
 
     def __init__(self, hf_model, ctx: int, cache_len: int, seed: int = 0, forward=None, feedback: bool = True,
-                 custom_kernels=False, lean: LeanDecoder | None = None):
+                 custom_kernels=False, lean: LeanDecoder | None = None, batch: int = 1):
         """`lean`: a LeanDecoder of `hf_model` to prefill again instead of building one (decode.step_state's
         one compiled decoder per model and cache length); its cache must hold `cache_len` positions and its
         custom kernels be `custom_kernels`. The prefill overwrites positions 0..ctx-1; what an earlier, longer
         context left past them is never read (the mask, or the split-KV attention's live length)."""
-        from decodegap.prompts import prompt_ids
+        from decodegap.prompts import batch_prompt_ids
 
         device = next(hf_model.parameters()).device
-        if lean is not None and (lean.max_cache_len < cache_len or lean.custom_kernels != kernel_set(custom_kernels)):
+        if lean is not None and (lean.max_cache_len < cache_len or lean.custom_kernels != kernel_set(custom_kernels)
+                                 or lean.batch != batch):
             raise ValueError(f"a lean decoder of cache length {lean.max_cache_len} and kernels "
                              f"{sorted(lean.custom_kernels)} cannot serve cache length {cache_len} with kernels "
                              f"{sorted(kernel_set(custom_kernels))}")
-        self.lean = lean if lean is not None else LeanDecoder(hf_model, cache_len, custom_kernels)
+        self.lean = lean if lean is not None else LeanDecoder(hf_model, cache_len, custom_kernels, batch)
         self.forward, self.feedback = forward or self.lean, feedback
-        ids = prompt_ids(hf_model.config.vocab_size, ctx, device, seed)
+        ids = batch_prompt_ids(hf_model.config.vocab_size, ctx, device, seed, batch)
         logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))
-        self.tok = logits[:, -1:].argmax(-1)  # [1, 1], static: updated in place
+        self.tok = logits[:, -1:].argmax(-1)  # [batch, 1], static: updated in place
         self.pos = torch.full((1,), ctx, dtype=torch.long, device=device)
 
     def step(self):

@@ -2,7 +2,7 @@
 the paper's N fresh sessions: it builds each model once, measures its cells and appends each cell's rows
 as one atomic block. The parent process only plans, shows progress and records the environment.
 
-Resume: a cell (session, gpu, model, ctx, arm, attn, quant) with any row in the CSV is done; a killed
+Resume: a cell (session, gpu, model, ctx, arm, attn, quant, batch) with any row in the CSV is done; a killed
 sweep started again measures only what is missing. A session process that dies inside a cell (device
 assert, segfault) leaves an `error` row for that cell with the exit code, and the sweep goes on.
 """
@@ -34,6 +34,22 @@ class Cell:
     arm: str
     attn: str = "sdpa"
     quant: str = "bf16"
+    batch: int = 1  # sequences decoded together, each of context ctx (decode.run_arm)
+
+
+def check_batches(values) -> tuple[int, ...]:
+    """Batch sizes of a plan: whole numbers of sequences, at least 1, each once. Raises inputs.InputError naming the
+    bad value, before anything is measured or written."""
+    out = tuple(values)
+    if not out:
+        raise inputs.InputError("no batch size given; pass one or more whole numbers of sequences, e.g. 1,8,64")
+    for b in out:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise inputs.InputError(f"batch {b!r} is not a whole number of sequences >= 1 (--batches takes e.g. "
+                                    "1,2,4,8)")
+    if len(set(out)) != len(out):
+        raise inputs.InputError(f"batch sizes {list(out)} repeat a value; give each once")
+    return out
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class SweepPlan:
     first_session: int = 0  # the number of this plan's first session (see above)
     again: bool = False  # measure every cell again in this run; the older rows stay (roofline.one_sweep reads the latest)
     check_every_session: bool = False  # check every non-eager arm in every session, not only once per run (below)
+    batches: tuple[int, ...] = (1,)  # sequences decoded together per cell (check_batches); bf16, SDPA only above 1
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -77,6 +94,12 @@ class SweepPlan:
             inputs.positive(name, getattr(self, name))
         inputs.positive("warmup", self.warmup, 0)
         inputs.positive("first_session", self.first_session, 0)
+        check_batches(self.batches)
+        if max(self.batches) > 1 and (self.quant != "bf16" or self.attn != "sdpa"):
+            raise inputs.InputError(f"batch > 1 is measured in bf16 with SDPA's default attention only (the "
+                                    f"quantisation paths' kernels and the other attention backends are measured at "
+                                    f"batch 1); got quant {self.quant!r}, attn {self.attn!r}, batches "
+                                    f"{list(self.batches)}")
 
     @property
     def session_ids(self) -> range:
@@ -84,11 +107,15 @@ class SweepPlan:
         return range(self.first_session, self.first_session + self.sessions)
 
     def cells(self, session: int) -> list[Cell]:
+        """Every cell of `session`: per model, context and batch the arms, in this session's order."""
         arms = self.arms if session % 2 == 0 else tuple(reversed(self.arms))
-        return [Cell(m, c, a, self.attn, self.quant) for m in self.models for c in self.contexts for a in arms]
+        return [Cell(m, c, a, self.attn, self.quant, b) for m in self.models for c in self.contexts
+                for b in self.batches for a in arms]
 
     def key(self, session: int, cell: Cell) -> tuple:
-        return tuple(str(v) for v in (session, self.gpu, cell.model, cell.ctx, cell.arm, cell.attn, cell.quant))
+        """The cell's key in its CSV (records.done_keys: the schema's key columns, as text)."""
+        values = dict(asdict(cell), session=session, gpu=self.gpu)
+        return tuple(str(values[c]) for c in records.schema_for(self.experiment).key)
 
     def csv_path(self, data) -> Path:
         return paths.raw_dir(self.gpu, data) / f"{self.experiment}.csv"
@@ -105,19 +132,20 @@ class SweepPlan:
     @classmethod
     def from_json(cls, text: str) -> "SweepPlan":
         raw = json.loads(text)
-        for k in ("models", "contexts", "arms"):
-            raw[k] = tuple(raw[k])
+        for k in ("models", "contexts", "arms", "batches"):
+            if k in raw:
+                raw[k] = tuple(raw[k])
         return cls(**raw)
 
 
 def status_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, status: str, reason: str) -> list[dict]:
-    return [dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, max_cache_len=None,
-                 arm=cell.arm, attn=cell.attn, quant=cell.quant, step=None, step_ms=None, status=status,
-                 reason=reason.replace("\n", " ")[:300])]
+    return [dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, batch=cell.batch,
+                 max_cache_len=None, arm=cell.arm, attn=cell.attn, quant=cell.quant, step=None, step_ms=None,
+                 status=status, reason=reason.replace("\n", " ")[:300])]
 
 
 def _timing_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, t: decode.ArmTiming) -> list[dict]:
-    base = dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx,
+    base = dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, batch=cell.batch,
                 max_cache_len=t.max_cache_len, arm=cell.arm, attn=cell.attn, quant=cell.quant, reason="")
     rows = [dict(base, step=i, step_ms=ms, status="warmup") for i, ms in enumerate(t.warmup_ms)]
     rows += [dict(base, step=i, step_ms=ms, status="ok") for i, ms in enumerate(t.step_ms)]
@@ -143,17 +171,20 @@ def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: floa
     """A verify.csv row of a model check (records.CHECKS): `ok` when the error passes `tol`, else `error`."""
     from decodegap.quant.paths import passes
 
-    return dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, arm=cell.arm,
-                attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=tol,
+    return dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, batch=cell.batch,
+                arm=cell.arm, attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=tol,
                 status="ok" if passes(err, tol) else "error", reason=reason, check=check, layer="model", rows=None)
 
 
 def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
-    """Check the cell's arm against eager (decode.verify_arm) and append the verdict to verify.csv, passed or
-    failed; a failed check then raises AssertionError (the cell is not timed)."""
+    """Check the cell's arm against eager (decode.verify_arm: each of its batch's sequences against the same sequence
+    of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
+    (its reason names the sequence where the batch holds more than one); a failed check then raises
+    AssertionError (the cell is not timed)."""
+    errors: list[float] = []
     err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
-                            cache_len=cache_len, raise_past_tol=False)
-    row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager")
+                            cache_len=cache_len, raise_past_tol=False, batch=cell.batch, sequences=errors)
+    row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", sequences_reason(errors))
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
@@ -163,9 +194,19 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
         from decodegap.harness.checks import SHARP_TOL, factor_for, verify_arm_sharpened
 
         sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
-                                     cache_len=cache_len, factor=factor_for(config))
+                                     cache_len=cache_len, factor=factor_for(config), batch=cell.batch)
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
                             [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
+
+
+def sequences_reason(errors: list[float]) -> str:
+    """The reason of a check of several sequences: how many, and which was the worst (as verify.csv's max_rel_err
+    holds its error); empty for one sequence (a batch-1 check's row is as it always was)."""
+    if len(errors) <= 1:
+        return ""
+    bad = [i for i, e in enumerate(errors) if e != e]
+    at = bad[0] if bad else max(range(len(errors)), key=errors.__getitem__)
+    return f"each of {len(errors)} sequences against eager's; the worst is sequence {at}"
 
 
 def wants_sharp_check(cell: Cell, config=None) -> bool:
@@ -194,7 +235,8 @@ def passed_in_run(plan: SweepPlan, run_id: str, cell: Cell, data, check: str = "
         return False
     v = records.read_csv(path, records.VERIFY)
     v = v[(v["run_id"] == run_id) & (v["check"] == check) & (v["status"] == "ok") & (v["gpu"] == plan.gpu)
-          & (v["model"] == cell.model) & (v["ctx"].astype(int) == int(cell.ctx)) & (v["quant"] == cell.quant)]
+          & (v["model"] == cell.model) & (v["ctx"].astype(int) == int(cell.ctx)) & (v["quant"] == cell.quant)
+          & (v["batch"].astype(int) == int(cell.batch))]
     if check == "vs_eager":
         v = v[(v["arm"] == cell.arm) & (v["attn"] == cell.attn)]
     return not v.empty
@@ -224,7 +266,7 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
             _check(plan, model, cell, run_id, session, data,
                    cache_len or decode.max_cache_len(cell.arm, cell.ctx, plan.warmup, plan.steps))
         timing = decode.run_arm(model, cell.arm, cell.ctx, plan.warmup, plan.steps, seed=plan.seed, attn=cell.attn,
-                                cache_len=cache_len)
+                                cache_len=cache_len, batch=cell.batch)
         if check_after:
             _check(plan, model, cell, run_id, session, data, timing.max_cache_len)
         return _timing_rows(plan, run_id, session, cell, timing)
@@ -342,14 +384,15 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             continue
         timing["build_s"][model_key] = time.time() - t0
         t0 = time.time()
-        shared = decode.shared_cache_lens([(c.arm, c.ctx) for c in cells if c.ctx not in failed], plan.warmup,
-                                          plan.steps)
+        shared = decode.shared_cache_lens([(c.arm, c.ctx) for c in cells if c.ctx not in failed and c.batch == 1],
+                                          plan.warmup, plan.steps)
         for cell in cells:
             _say("start", session, cell)
             if cell.ctx in failed:
                 rows = status_rows(plan, run_id, session, cell, "error", failed[cell.ctx])
             else:
-                rows = measure_cell(plan, model, cell, run_id, session, data, shared.get(cell.arm))
+                rows = measure_cell(plan, model, cell, run_id, session, data,
+                                    shared.get(cell.arm) if cell.batch == 1 else None)
             records.append_rows(path, schema, rows)
             _say("done", session, cell)
         timing["cells_s"][model_key] = time.time() - t0

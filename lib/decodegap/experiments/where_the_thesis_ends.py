@@ -1,0 +1,140 @@
+"""Notebook 07, where the thesis ends: the paper claims a per-step fixed cost for batch-1 decode of 7-8B models; this
+experiment moves the two things that set the ratio of that cost to the bytes a step reads, the work per weight byte
+(the batch axis: several sequences decoded together) and the bytes per step (the model-size axis: the Qwen2.5 family
+from 0.5B to 32B, random bf16 weights built on the device). Its replay side: `rows`, `tables` and `findings` (analysis.where_the_thesis_ends). Its measuring side: the sweeps of both axes (`plan`),
+their kernel counts per step (`kernel_plan`) and `measure`, all through the one sweep harness into
+data/raw/<gpu>/decode.csv, verify.csv, kernels.csv and breakdown.csv, every row with its `batch`.
+
+Each axis is planned to fit one 10-minute GPU run on an H200 and resumes like every sweep (a killed run carries on
+where it stopped: `python -m decodegap scope --axis AXIS` again):
+
+  batch  llama-3.1-8b at ctx 2048, B in BATCHES, one session: eager, graph and the lean levers (LEAN_LEVERS) at every
+         B; compile and lean_compile at COMPILE_BATCHES only, in a sweep of their own after the first (a compile
+         each, the costliest cells). Then one profiled step per B of eager and lean (the steps graph and lean_graph
+         replay).
+  size   every SIZE_MODELS config at SIZE_CONTEXTS, batch 1, one session: eager, graph and the lean levers; compile
+         at SIZE_COMPILE_CONTEXTS only, in a sweep after the first. Then one profiled step of eager and lean per model
+         and context.
+
+The lean levers: LEAN_BEST, the fastest lever of notebook 06's ladder at its target cell (a test reads
+figures/06_ladder.csv), runs the fused Triton step, whose kernels take one row; at batch > 1 its cells are
+`unavailable`, the reason naming LEAN_FALLBACK (arms.batch_fallback: the same graphed lean step with cuBLAS products
+and SDPA attention), which every cell of both axes measures beside it.
+
+Sessions are numbered from FIRST_SESSION, apart from the grid sweeps' sessions of the same cells (the batch-1 cells
+of llama-3.1-8b and qwen2.5-7b are notebook 01, 02 and 06's too): each axis's cells are its own, measured in the same
+sessions under the same conditions, never topped up from another sweep's rows.
+
+How long the cells take, from the H200's env.json session timings of similar runs (the `timing` of each session):
+a batch-1 eager + graph cell of a 7-8B model at ctx 2048 with its check, a few seconds; a compile cell, about a
+minute; the batch axis adds a prefill of B x 2048 tokens to every timed or checked pass of a cell (the largest part
+of the batch axis's time at B = 64)."""
+
+from __future__ import annotations
+
+from decodegap import arms as arm_registry
+from decodegap.analysis import where_the_thesis_ends as scope
+from decodegap.harness import keys, profile
+from decodegap.harness.sweep import SweepPlan, check_batches, run_sweep
+from decodegap.inputs import InputError
+
+NOTEBOOK = "07_where_the_thesis_ends"
+AXES = ("batch", "size")
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+"""The batch axis: sequences decoded together per step."""
+BATCH_MODEL = "llama-3.1-8b"
+BATCH_CONTEXTS = (2048,)
+COMPILE_BATCHES = (1, 8, 64)
+"""The batches of the compiled arms (a compile per batch; dynamic shapes make the batch symbolic only past 1)."""
+
+SIZE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b")
+"""The model-size axis: the Qwen2.5 family (data/models/), the paper's headline model among them."""
+SIZE_CONTEXTS = (2048, 8192)
+SIZE_COMPILE_CONTEXTS = (2048,)
+
+LEAN_BEST = "lean_fused_early_products_graph"
+"""The fastest bf16 lever of notebook 06's ladder at its target cell (levers.TARGETS: llama-3.1-8b, ctx 2048,
+H200), by figures/06_ladder.csv (tests/test_where_the_thesis_ends.py checks it against that table)."""
+LEAN_FALLBACK = arm_registry.batch_fallback(LEAN_BEST)
+"""What LEAN_BEST's step is measured as at batch > 1 (its reason says so): the graphed lean step on cuBLAS and SDPA."""
+LEAN_LEVERS = (LEAN_BEST, LEAN_FALLBACK)
+TIMED_ARMS = ("eager", "graph") + LEAN_LEVERS
+"""The arms of every cell of both axes."""
+COMPILED_ARMS = {"batch": ("compile", "lean_compile"), "size": ("compile",)}
+"""The compiled arms of each axis, in their own sweep after the others."""
+PROFILED_ARMS = ("eager", "lean")
+"""The steps profiled per cell (profile.record_kernels: a graph replays the eager step's kernels, lean_graph the lean
+step's), their kernel counts in kernels.csv for the step model's n_kernels."""
+FIRST_SESSION = 100
+"""The number of each axis's first session (see the module docstring): above every session of the grid sweeps."""
+
+
+def plan(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = 1, steps: int = 30,
+         warmup: int = 5, device: str = "cuda", retry_errors: bool = False) -> list[SweepPlan]:
+    """The sweeps of one axis (module docstring), in the order `measure` runs them: the timed arms at every batch
+    and context, then the compiled arms at their batches or contexts. `models`, `contexts`, `batches` replace the
+    axis's own (a smaller run; the tests' tiny models on a CPU)."""
+    axis = check_axis(axis)
+    if axis == "batch":
+        models = tuple(models or (BATCH_MODEL,))
+        contexts = tuple(contexts or BATCH_CONTEXTS)
+        batches = check_batches(batches or BATCHES)
+        compiled = dict(batches=tuple(b for b in batches if b in COMPILE_BATCHES) or batches[:1], contexts=contexts)
+    else:
+        if batches is not None and tuple(batches) != (1,):
+            raise InputError(f"the size axis is measured at batch 1; --batches {list(batches)} belongs to --axis batch")
+        models = tuple(models or SIZE_MODELS)
+        contexts = tuple(contexts or SIZE_CONTEXTS)
+        batches = (1,)
+        compiled = dict(batches=batches, contexts=tuple(c for c in contexts if c in SIZE_COMPILE_CONTEXTS)
+                        or contexts[:1])
+    common = dict(gpu=gpu, models=models, sessions=sessions, steps=steps, warmup=warmup, device=device,
+                  first_session=FIRST_SESSION, retry_errors=retry_errors)
+    return [SweepPlan(contexts=contexts, arms=TIMED_ARMS, batches=batches, **common),
+            SweepPlan(contexts=compiled["contexts"], arms=COMPILED_ARMS[axis], batches=compiled["batches"], **common)]
+
+
+def kernel_plan(axis: str, models=None, contexts=None, batches=None) -> dict:
+    """The arguments of the axis's profile.record_kernels call (models, contexts, arms, batches): PROFILED_ARMS at
+    every model, context and batch of the axis's first sweep."""
+    first = plan("-", axis, models, contexts, batches)[0]
+    return dict(model_keys=first.models, contexts=first.contexts, arms=PROFILED_ARMS, batches=first.batches)
+
+
+def check_axis(axis: str) -> str:
+    """One of AXES, else an InputError saying which."""
+    if axis not in AXES:
+        raise InputError(f"unknown axis {axis!r}; `scope --axis` takes one of {', '.join(AXES)}")
+    return axis
+
+
+def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = 1, steps: int = 30,
+            warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = True,
+            retry_errors: bool = False, progress: bool = True) -> list[str]:
+    """Notebook 07's measurements of one axis, resumable: the sweeps of `plan` (sweep.run_sweep, each cell checked
+    against eager in the run, every sequence of a batch), then with `count_kernels` the profiled steps of
+    `kernel_plan` (profile.record_kernels). Every key and value is checked before anything is written. Returns the
+    sweeps' run ids."""
+    sweeps = plan(gpu, axis, models, contexts, batches, sessions, steps, warmup, device, retry_errors)
+    keys.gpu_to_measure(gpu, device, data)
+    keys.models(sweeps[0].models, data)
+    run_ids = [run_sweep(sweep_plan, data, progress=progress) for sweep_plan in sweeps]
+    if count_kernels:
+        profile.record_kernels(gpu, data=data, device=device, **kernel_plan(axis, models, contexts, batches))
+    return run_ids
+
+
+def rows(data):
+    """The decode rows notebook 07 reads (scope.rows): bf16, every arm, model and batch, checked."""
+    return scope.rows(data)
+
+
+def tables(data, gpu: str | None = None) -> dict:
+    """Notebook 07's tables (scope.replay): every GPU's rows, or `gpu`'s alone."""
+    return scope.replay(gpu, data)
+
+
+def findings(t: dict) -> dict:
+    """{"07_findings": scope.findings(t)}."""
+    return {"07_findings": scope.findings(t)}

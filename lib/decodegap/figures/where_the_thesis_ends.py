@@ -1,0 +1,123 @@
+"""Figures of notebook 07: R_floor against the bandwidth floor t_floor for every size, batch and arm, with the paper's
+published GPUs on the same axes, and the residuals of the two-term step model (style.apply / style.save
+conventions)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from decodegap.figures import style
+from decodegap.published import PUBLISHED_LABEL
+
+HF_ARMS = ("eager", "graph", "compile")
+"""The arms drawn in their own colour; every other arm (the lean levers) is drawn as one grey series."""
+OTHER = "other arms (lean levers)"
+
+
+def _series(cells: pd.DataFrame):
+    """(label, colour, rows) per drawn series: the HF arms with SDPA, then every other cell together."""
+    sdpa = cells[cells["attn"] == "sdpa"]
+    for arm in HF_ARMS:
+        rows = sdpa[sdpa["arm"] == arm]
+        if not rows.empty:
+            yield arm, style.arm_color(arm), rows
+    rest = cells[~((cells["attn"] == "sdpa") & cells["arm"].isin(HF_ARMS))]
+    if not rest.empty:
+        yield OTHER, "#bbbbbb", rest
+
+
+def _ms_axis(ax, lo: float, hi: float) -> None:
+    """A log axis of milliseconds from lo to hi with plain ticks at 1, 2, 5 x 10^k (no minor labels to collide)."""
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ticks = [m * 10.0 ** k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+
+
+def _size(batch) -> np.ndarray:
+    return 14 * (1 + np.log2(np.asarray(batch, dtype=float)))
+
+
+def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
+    """R_floor (bandwidth floor / step) against the bandwidth floor (ms, log): each cell of ours (colour: arm, marker:
+    model, size: batch) and the paper's published points (stars, their t_floor from their published bandwidth)."""
+    style.apply()
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    for label, colour, rows in _series(cells):
+        for model, g in rows.groupby("model"):
+            ax.scatter(g["t_floor_bw_ms"], g["r_floor"], s=_size(g["batch"]), color=colour,
+                       marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3)
+        ax.scatter([], [], s=30, color=colour, marker="o", label=label)  # the legend: colour is the arm
+    for model in sorted(set(cells["model"])) if not cells.empty else []:
+        ax.scatter([], [], s=30, color="white", edgecolors="grey", marker=style.model_marker(model), label=model)
+    rightmost = max(points["t_floor_bw_ms"], default=np.nan)
+    for p in points.itertuples():
+        ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
+                   edgecolors="black", zorder=5)
+        left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing to its right
+        ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}", (p.t_floor_bw_ms, p.r_floor_published),
+                    textcoords="offset points", xytext=(-8, -4) if left else (8, -4), ha="right" if left else "left",
+                    va="top", fontsize=7.5)
+    if not points.empty:
+        ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
+                   label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
+    for b in sorted(set(cells["batch"])) if not cells.empty else []:
+        ax.scatter([], [], s=_size([b]), color="white", edgecolors="grey", label=f"batch {b}")
+    xs = pd.concat([cells["t_floor_bw_ms"], points.get("t_floor_bw_ms", pd.Series(dtype=float))]).dropna()
+    if not xs.empty:
+        _ms_axis(ax, xs.min() / 1.6, xs.max() * 1.6)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("bandwidth floor t_floor = (W_all + B x K(ctx)) / datasheet bandwidth (ms, log scale)")
+    ax.set_ylabel("R_floor = t_floor / t_obs")
+    style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm) and the paper's GPUs")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
+              title_fontsize=8, fontsize=7)
+    return fig
+
+
+def residuals(resid: pd.DataFrame, transferred: pd.DataFrame, rel_tol: float):
+    """The two-term model's residual t_obs / t_model - 1 of each fitted cell against its floor (colour: arm; bars:
+    the cell's session range), the band +-rel_tol, and the paper's points predicted by our fits (stars), or a figure
+    that says there is no fit yet."""
+    fitted = resid.dropna(subset=["residual"]) if not resid.empty else resid
+    if fitted.empty and transferred.empty:
+        return _no_fit()
+    style.apply()
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    for label, colour, rows in _series(fitted):
+        ax.errorbar(rows["t_floor_ms"], rows["residual"], yerr=rows["noise"] * (1 + rows["residual"]), fmt="o",
+                    markersize=4, capsize=2, color=colour, label=label)
+    bad = transferred[~(transferred["predicted_ms"] > 0)]
+    if not bad.empty:  # a fit that predicts no positive step for a paper GPU: said, not drawn off a log axis
+        ax.plot([], [], " ", label=f"{len(bad)} published point(s) predicted at <= 0 ms: not drawn")
+    for (gpu, arm), g in transferred[transferred["predicted_ms"] > 0].groupby(["gpu", "arm"]):
+        ax.scatter(g["predicted_ms"], g["residual"], marker="*", s=140, color=style.gpu_color(gpu),
+                   edgecolors="black", zorder=5, label=f"{gpu} {arm}, {PUBLISHED_LABEL}, against our fit")
+    for y, label in ((rel_tol, f"+-{rel_tol:.0%}: explained within"), (-rel_tol, None)):
+        ax.axhline(y, color="grey", linewidth=0.8, linestyle=":", label=label)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    xs = pd.concat([fitted["t_floor_ms"] if not fitted.empty else pd.Series(dtype=float),
+                    transferred["predicted_ms"]]).dropna()
+    xs = xs[xs > 0]
+    if not xs.empty:
+        _ms_axis(ax, xs.min() / 1.6, xs.max() * 1.6)
+    ax.set_xlabel("t_floor (ms, log scale): ours, the roofline's floor; the paper's points at their predicted step")
+    ax.set_ylabel("t_obs / t_model - 1")
+    style.title(fig, "07_step_model_residuals.png", "t = t_floor / a + c0 + n_layers x c1, per GPU and arm")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    return fig
+
+
+def _no_fit():
+    style.apply()
+    fig, ax = plt.subplots(figsize=(7.2, 1.6))
+    ax.axis("off")
+    ax.text(0.5, 0.5, "not measured yet: no arm has enough cells of notebook 07's own sweeps to fit",
+            ha="center", va="center")
+    style.title(fig, "07_step_model_residuals.png")
+    return fig
