@@ -62,15 +62,14 @@ def test_a_check_of_another_run_does_not_count():
 def test_a_quantised_cell_needs_the_model_check_of_its_own_run():
     rows = frame(timed("Q", "eager", 30.0, quant="int4"), timed("Q", "graph", 6.0, quant="int4"),
                  timed("R", "graph", 6.1, quant="int4"))
-    verify = pd.DataFrame([check("Q", "graph", 0.0, quant="int4"), check("R", "graph", 0.0, quant="int4"),
-                           check("Q", "eager", 0.4, quant="int4", kind="vs_bf16", tol=0.6)])
+    verify = pd.DataFrame([check("Q", "graph", 0.0, quant="int4"), check("R", "graph", 0.0, quant="int4")]
+                          + in_run("Q", quant="int4") + in_run("R", quant="int4", skip=("model",)))
     marked = checked.join_checks(rows, verify)
     assert verdicts(marked) == {("Q", "eager", "int4"): True, ("Q", "graph", "int4"): True,
                                 ("R", "graph", "int4"): False}  # R's arm passed, but R has no model check
-    assert "no vs_bf16 model check in its run" in marked[marked["run_id"] == "R"]["check_note"].iloc[0]
-    verify.loc[2, "max_rel_err"] = 0.7  # past its tolerance: the model check fails, every arm of Q with it
-    verify.loc[2, "status"] = "error"
-    assert not checked.join_checks(rows, verify)["checked"].any()
+    assert "no vs_bf16 model check" in marked[marked["run_id"] == "R"]["check_note"].iloc[0]
+    failing = pd.DataFrame([check("Q", "graph", 0.0, quant="int4")] + in_run("Q", quant="int4", err=0.8))
+    assert not checked.join_checks(rows, failing)["checked"].any()  # k 1.6: the model check fails, every arm of Q
 
 
 def test_status_rows_are_no_numbers_and_stay():
@@ -126,3 +125,87 @@ def test_the_shipped_readers_count_no_unchecked_cell():
                                                                        errors="ignore")
         again = checked.join_checks(timed_rows, verify)
         assert again["checked"].all(), (reader.__module__, checked.unchecked(again).head())
+
+
+# ------------------------------------------------------------------- what counts as a checked quantised cell
+def in_run(run, quant="awq-marlin", ctx=2048, model="m", null=0.5, err=0.55, layer_err=0.004, prefill_err=0.006,
+           format_ratio=1.01, skip=()):
+    """The verify rows a quantised sweep's session writes in its own run since in-run layer checks: per linear one
+    format row and layer rows at 1 and `ctx` rows, the null (tol 1.3 x null) and the model check; `skip` leaves
+    kinds out ("format", "layer_1", "layer_ctx", "null", "model")."""
+    from decodegap.quant.paths import MODEL_K_PASS, QUANT_TOL
+    from decodegap.quant.power import FORMAT_TOL
+
+    base = dict(run_id=run, session=0, gpu="h200", model=model, quant=quant, reason="")
+    out = []
+    for name in ("q_proj", "down_proj"):
+        lay = dict(base, arm="-", attn="-", layer=name)
+        if "format" not in skip:
+            out.append(dict(lay, ctx=0, rows=np.nan, check="format", max_rel_err=format_ratio, tol=FORMAT_TOL,
+                            status="ok" if format_ratio <= FORMAT_TOL else "error"))
+        for m, e, kind in ((1, layer_err, "layer_1"), (ctx, prefill_err, "layer_ctx")):
+            if kind not in skip:
+                out.append(dict(lay, ctx=m, rows=m, check="layer", max_rel_err=e, tol=QUANT_TOL,
+                                status="ok" if e <= QUANT_TOL else "error"))
+    model_row = dict(base, ctx=ctx, arm="eager", attn="sdpa", layer="model", rows=np.nan, tol=MODEL_K_PASS * null)
+    if "null" not in skip:
+        out.append(dict(model_row, check="vs_bf16_null", max_rel_err=null, status="ok"))
+    if "model" not in skip:
+        out.append(dict(model_row, check="vs_bf16", max_rel_err=err, status="ok" if err <= MODEL_K_PASS * null
+                        else "error"))
+    return out
+
+
+def test_a_quantised_cell_counts_only_with_the_current_rules_checks_of_its_own_run():
+    """checked.quantised_checks, the one definition: run A has every check and they pass (k = 0.55 / 0.5 = 1.1);
+    B's prefill layer check fails (0.05 > 0.02); C has no null row; D has no layer check at the cell's prefill rows;
+    E's model check lies between k_pass and k_fail; F is of an earlier rule (a model check only, within 6 x a
+    bound): measured before in-run layer checks. Only A counts, its k hand-computed."""
+    from decodegap.quant.paths import QUANT_TOL
+
+    runs = ("20261202T170333-aaaaaa", "B", "C", "D", "E", "20261201T104308-ffffff")
+    A, B, C, D, E, F = runs
+    verify = pd.DataFrame(in_run(A) + in_run(B, prefill_err=0.05) + in_run(C, skip=("null",))
+                          + in_run(D, skip=("layer_ctx",)) + in_run(E, err=0.68)  # k 1.36: in the band
+                          + [check(F, "eager", 0.4350, quant="awq-marlin", kind="vs_bf16", tol=0.604)])
+    keys = pd.DataFrame([dict(run_id=r, gpu="h200", model="m", ctx=2048, quant="awq-marlin") for r in runs])
+    out = checked.quantised_checks(keys, verify).set_index("run_id")
+    assert out["outcome"].to_dict() == {A: checked.CHECKED_QUANT, B: checked.FAILED_QUANT, C: checked.INCOMPLETE_QUANT,
+                                        D: checked.INCOMPLETE_QUANT, E: checked.INCONCLUSIVE_QUANT,
+                                        F: checked.EARLIER_RULE}
+    assert out.loc[A, "k"] == pytest.approx(0.55 / 0.5) and out.loc[E, "k"] == pytest.approx(0.68 / 0.5)
+    assert f"layer check at 2048 rows failed: 0.05 > {QUANT_TOL:g}" in out.loc[B, "note"]
+    assert "no vs_bf16_null row" in out.loc[C, "note"] and "no layer check at 2048 rows" in out.loc[D, "note"]
+    assert out.loc[F, "note"].startswith("unchecked under the current rule: measured 2026-12-01 10:43 UTC, before "
+                                         "in-run layer checks")
+    # a check of another run never counts: A's rows do not check a cell of run G, nor A's cell at another context
+    other = checked.quantised_checks(pd.DataFrame([dict(run_id="G", gpu="h200", model="m", ctx=2048, quant="awq-marlin"),
+                                                   dict(run_id=A, gpu="h200", model="m", ctx=4096, quant="awq-marlin")]),
+                                     verify)
+    assert list(other["outcome"]) == [checked.EARLIER_RULE, checked.INCOMPLETE_QUANT]
+
+
+def test_join_checks_counts_a_quantised_cell_by_that_definition_and_labels_the_rest():
+    """The rows of every reader: a passing cell counts; one with a failing prefill layer row, one without a null
+    row, and one of an earlier rule become `unchecked` status rows, the last labelled with the date it was
+    measured; a bf16 cell needs none of these checks."""
+    A, B, C, F = "20261202T170333-aaaaaa", "20261202T170432-bbbbbb", "20261202T170524-cccccc", "20261201T104308-ffffff"
+    rows = frame(*(timed(r, "graph", 5.0, quant="awq-marlin") for r in (A, B, C, F)), timed("X", "graph", 8.0))
+    verify = pd.DataFrame(in_run(A) + in_run(B, prefill_err=0.05) + in_run(C, skip=("null",))
+                          + [check(F, "eager", 0.4350, quant="awq-marlin", kind="vs_bf16", tol=0.604)]
+                          + [check(r, "graph", 0.03, quant=q) for r, q in ((A, "awq-marlin"), (B, "awq-marlin"),
+                                                                           (C, "awq-marlin"), (F, "awq-marlin"),
+                                                                           ("X", "bf16"))])
+    marked = checked.join_checks(rows, verify)
+    assert verdicts(marked) == {(A, "graph", "awq-marlin"): True, (B, "graph", "awq-marlin"): False,
+                                (C, "graph", "awq-marlin"): False, (F, "graph", "awq-marlin"): False,
+                                ("X", "graph", "bf16"): True}
+    first = marked.drop_duplicates("run_id").set_index("run_id")
+    assert first.loc[A, "model_k"] == pytest.approx(1.1) and first.loc[A, "quant_check"] == checked.CHECKED_QUANT
+    assert first.loc["X", "quant_check"] == "" and np.isnan(first.loc["X", "model_k"])
+    out = checked.labelled(marked)
+    status = out[out["status"] == checked.UNCHECKED].set_index("run_id")["reason"]
+    assert set(status.index) == {B, C, F} and set(out.loc[out["status"] == "ok", "run_id"]) == {A, "X"}
+    assert status[F].startswith("unchecked under the current rule: measured 2026-12-01 10:43 UTC, before in-run "
+                                "layer checks") and "median step 5.000 ms" in status[F]
+    assert status[B].startswith("timed without a passing check of its own run") and "2048 rows failed" in status[B]

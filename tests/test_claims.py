@@ -208,26 +208,83 @@ def test_r4l_both_directions(evidence):
     assert "(h200 for an l4 claim): fails" in _row(evidence, "R4l")["also"]
 
 
+def _quant_cell(model, arm, quant, t, share=np.nan, status="ok", outcome=None, k=np.nan, sessions=1, spread=0.0):
+    """A hand-made cell of notebook 04's table (quant_report.cells' columns that the claims read)."""
+    from decodegap import checked
+
+    nbytes = 16e9 if quant == "bf16" else 5e9
+    timed = status == "ok"
+    return dict(gpu="h200", model=model, ctx=2048, arm=arm, attn="sdpa", quant=quant, status=status,
+                reason="" if timed else "unchecked under the current rule: measured 2026-12-01 10:43 UTC, before "
+                "in-run layer checks; timed, not counted", sessions=sessions,
+                t_obs_ms=t if timed else np.nan, t_obs_min_ms=t if timed else np.nan,
+                t_obs_max_ms=t * (1 + spread) if timed else np.nan, bytes_quant=nbytes,
+                t_floor_quant_ms=nbytes / 4.8e9, realised_fraction=share if timed else np.nan,
+                check="reference" if quant == "bf16" else "ok 0.05",
+                quant_check="" if quant == "bf16" else outcome or checked.CHECKED_QUANT,
+                model_k=np.nan if quant == "bf16" else k, measured="2026-12-02 17:03 UTC" if timed else
+                "2026-12-01 10:43 UTC")
+
+
 def test_the_quantised_model_check_has_an_inconclusive_band(evidence):
-    """QT judges k = error / the null of the check's own run (vs_bf16_null): k <= 1.3 holds, k >= sqrt 2 fails,
-    in between inconclusive; a check whose run measured no null (its tolerance came from a bound) is not judged."""
-    v = evidence.verify
-    latest = v[(v["check"] == "vs_bf16") & (v["layer"].fillna("model") == "model")].drop_duplicates(
-        ["gpu", "model", "ctx", "quant"], keep="last")
-    old = v[v["check"] != "vs_bf16_null"]
-    if not v[v["check"] == "vs_bf16_null"].empty:
-        assert _row(evidence, "QT")["category"] in (verdicts.MET, verdicts.NOT_MET, "method check: " + INCONCLUSIVE,
-                                                    "method check: not testable here")
-    assert _row(evidence, "QT", verify=old)["category"] == "method check: not testable here"
+    """QT judges each timed cell by the checks of its own run (checked.quantised_checks, carried by the cells): k
+    <= 1.3 holds, k >= sqrt 2 fails, in between inconclusive; a cell whose own run failed a layer check fails; a
+    cell of an earlier rule is drawn unchecked and not judged."""
+    from decodegap import checked
 
-    def with_nulls(k):
-        nulls = latest.assign(check="vs_bf16_null", max_rel_err=latest["max_rel_err"] / k)
-        return pd.concat([old, nulls], ignore_index=True)
+    def cells(k, drawn=checked.EARLIER_RULE):
+        return pd.DataFrame([_quant_cell("m", "graph", "bf16", 8.0, sessions=3),
+                             _quant_cell("m", "graph", "awq-marlin", 7.0, 0.1, k=k),
+                             _quant_cell("m", "eager", "awq-marlin", 30.0, status=checked.UNCHECKED, outcome=drawn)])
 
-    assert _row(evidence, "QT", verify=with_nulls(1.0))["category"] == verdicts.MET
-    band = _row(evidence, "QT", verify=with_nulls(1.35))
-    assert band["category"] == "method check: " + INCONCLUSIVE and "awq-marlin: 0 of" in band["ours"]
-    assert _row(evidence, "QT", verify=with_nulls(1.5))["category"] == verdicts.NOT_MET
+    met = _row(evidence, "QT", quant_cells=cells(1.1))
+    assert met["category"] == verdicts.MET
+    assert "awq-marlin: 1 of 2 timed cells checked in their own run (k 1.10, ctx 2048), 1 drawn unchecked (1 " \
+           "measured 2026-12-01 10:43 UTC, before in-run layer checks)" in met["ours"]
+    assert "Closest to failing among the counted cells: awq-marlin m ctx 2048 (1 counted arms), k 1.10" in \
+        met["evidence"]
+    assert _row(evidence, "QT", quant_cells=cells(1.35))["category"] == "method check: " + INCONCLUSIVE
+    assert _row(evidence, "QT", quant_cells=cells(1.5))["category"] == verdicts.NOT_MET
+    assert _row(evidence, "QT", quant_cells=cells(1.1, checked.FAILED_QUANT))["category"] == verdicts.NOT_MET
+    earlier = cells(1.1).iloc[[0, 2]]
+    assert _row(evidence, "QT", quant_cells=earlier)["category"] == "method check: not testable here"
+
+
+def test_r4l_judges_the_compiled_lean_arm_once_both_kernels_have_checked_cells(evidence):
+    """R4l over its four arms on hand-made cells: eager, graph and lean_attn_graph spread 30 points +- about 3.5
+    (inconclusive); the compiled lean arm 80 points. While gptq-exllamav2's compiled cells are drawn unchecked
+    (measured under an earlier rule) that arm is not judged and says so: the GPU is inconclusive. Once they are
+    checked in their own run the arm is judged like the others: it holds, and so does the GPU."""
+    from decodegap import checked
+    from decodegap.claims import quantisation as claims_quant
+
+    def cells(compiled_status):
+        out = []
+        for model in ("m1", "m2"):
+            for arm in ("eager", "graph", "lean_attn_graph", "lean_attn_compile"):
+                hi = 0.9 if arm == "lean_attn_compile" else 0.5
+                out += [_quant_cell(model, arm, "bf16", 10.0, sessions=3, spread=0.01),
+                        _quant_cell(model, arm, "awq-marlin", 6.0, 0.2 if hi == 0.5 else 0.1, k=1.0),
+                        _quant_cell(model, arm, "gptq-exllamav2", 6.0, hi, k=1.0,
+                                    status=compiled_status if arm == "lean_attn_compile" else "ok",
+                                    outcome=checked.EARLIER_RULE if compiled_status != "ok" and
+                                    arm == "lean_attn_compile" else None)]
+        return pd.DataFrame(out)
+
+    before = claims_quant._kernel_decides_measured(dataclasses.replace(evidence, quant_cells=cells(checked.UNCHECKED)))
+    outcome, parts = before["h200"]
+    assert outcome == INCONCLUSIVE
+    compiled = [p for p in parts if p.startswith("lean_attn_compile")]
+    assert compiled == ["lean_attn_compile: not judged (no counted cell of gptq-exllamav2 at ctx 2048) (left out, "
+                        "unchecked: gptq-exllamav2 2 (m1, m2, measured 2026-12-01 10:43 UTC before in-run layer "
+                        "checks))"]
+    assert any(p.startswith("graph: gptq-exllamav2 50% - awq-marlin 20% = 30.0 +- 3.5 points") and
+               p.endswith(INCONCLUSIVE) for p in parts)
+    after = claims_quant._kernel_decides_measured(dataclasses.replace(evidence, quant_cells=cells("ok")))
+    outcome, parts = after["h200"]
+    assert outcome == HOLDS
+    assert [p for p in parts if p.startswith("lean_attn_compile")] == [
+        "lean_attn_compile: gptq-exllamav2 90% - awq-marlin 10% = 80.0 +- 3.5 points (m1, m2): holds"]
 
 
 def test_h100_rows_make_the_h100_claims_testable(evidence):
@@ -333,12 +390,3 @@ def test_t5_both_directions(evidence):
     assert "(h200 for a paper-GPU claim): holds" in _row(evidence, "T5", cells=cells)["also"]
 
 
-def test_the_model_checks_bound_uses_the_factor_of_the_rows_time():
-    """QT recovers each verify row's rounding bound as tol / the factor in force when its run began; the
-    newest factor there must be quant/paths.py's, or rows measured after a change would be misread."""
-    from decodegap.claims import quantisation as claims_quant
-    from decodegap.quant import paths as quant_paths
-
-    assert claims_quant.FACTOR_HISTORY[-1][1] == quant_paths.MODEL_TOL_FACTOR
-    assert claims_quant._factor_at("20261201T084300-8c1cc0") == 4.0  # the rows that failed at 4x
-    assert claims_quant._factor_at("20261201T084700-000000") == 6.0

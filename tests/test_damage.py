@@ -223,3 +223,28 @@ def test_real_ctrl_c_during_reproduce(copy, tmp_path):
                                         "notebooks as before)"], err
     assert not figures.exists() and not list(tmp_path.glob(".decodegap-reproduce-*"))
     assert _tree_digest(paths.EXECUTED) == executed_before
+
+
+def test_check_env_reads_env_json_once_and_still_names_the_line(tmp_path, monkeypatch):
+    """validate.check_env reads the file once (it parsed it, read it again for the line numbers and had
+    hardware.read_env read it a third time); a defect still names its line."""
+    import json
+    from pathlib import Path
+
+    from decodegap import validate
+
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"20261202T170333-a665bb": {"git_commit": "53a9f22"}}, indent=1))
+    reads = []
+    original = Path.read_text
+
+    def counted(self, *args, **kwargs):
+        reads.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    assert validate.check_env(env) == {"20261202T170333-a665bb": {"git_commit": "53a9f22"}}
+    assert reads.count(env) == 1
+    env.write_text('{\n "20261202T170333-a665bb": {"git_commit": "53a9f22"},\n "bad-id": {"git_commit": "x"}\n}')
+    with pytest.raises(validate.InputError, match=r"env\.json:3: .*'bad-id' is no run id"):
+        validate.check_env(env)

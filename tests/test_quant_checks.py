@@ -157,39 +157,3 @@ def test_a_nan_in_any_layer_is_the_model_checks_answer(bf16):
         broken.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
     err = quant_check.forced_layer_error(broken, CTX, ref)
     assert err != err and not quant.passes(err, 1e9)
-
-
-def _layer(run, quant_key, rows_, err=0.003, check="layer", status=None, layer="q_proj", tol=None):
-    tol = tol if tol is not None else (power.FORMAT_TOL if check == "format" else quant.QUANT_TOL)
-    return dict(run_id=run, session=0, gpu="h200", model="m", ctx=rows_ or 0, arm="-", attn="-", quant=quant_key,
-                max_rel_err=err, tol=tol, status=status or ("ok" if err <= tol else "error"), reason="",
-                check=check, layer=layer, rows=rows_)
-
-
-def test_a_quantised_cell_counts_only_with_layer_checks_of_its_own_run():
-    """The reader (analysis.quantisation.rows with verify rows) turns a quantised cell's timings into one
-    `unchecked` status row unless its run passed the format check and the layer checks at one row and at the
-    cell's prefill rows; bf16 cells need none, and a pass in another run does not count."""
-    import pandas as pd
-
-    from decodegap import checked
-    from decodegap.analysis import quant_checks as reader, quantisation as quant_report
-
-    def timed(run, q, ms):
-        return [dict(run_id=run, session=0, gpu="h200", model="m", ctx=2048, max_cache_len=2078, arm="eager",
-                     attn="sdpa", quant=q, step=i, step_ms=ms, status="ok", reason="") for i in range(3)]
-
-    rows = pd.DataFrame(timed("A", "awq-marlin", 5.0) + timed("B", "awq-marlin", 5.1) + timed("C", "gptq-exllamav2", 4.0)
-                        + timed("D", "gptq-exllamav2", 4.1) + timed("E", "bf16", 9.0))
-    verify = pd.DataFrame([_layer("A", "awq-marlin", 1), _layer("A", "awq-marlin", 2048),
-                           _layer("A", "awq-marlin", None, 1.01, "format"),
-                           _layer("B", "awq-marlin", 1), _layer("B", "awq-marlin", 2048, 0.05),  # prefill failed
-                           _layer("B", "awq-marlin", None, 1.01, "format"),
-                           _layer("C", "gptq-exllamav2", 1), _layer("C", "gptq-exllamav2", 2048)])  # no format rows
-    ok = reader.layer_checked(rows, verify)
-    assert ok.groupby(rows["run_id"]).all().to_dict() == {"A": True, "B": False, "C": False, "D": False, "E": True}
-    out = quant_report.rows(rows, ["eager"], verify_rows=verify)
-    status = out.drop_duplicates("run_id").set_index("run_id")["status"].to_dict()
-    assert status == {"A": "ok", "B": checked.UNCHECKED, "C": checked.UNCHECKED, "D": checked.UNCHECKED, "E": "ok"}
-    d = out[out["run_id"] == "D"].iloc[0]
-    assert reader.NO_LAYER_CHECKS in d["reason"] and len(out[out["run_id"] == "D"]) == 1  # one status row

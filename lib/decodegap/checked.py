@@ -5,15 +5,20 @@ A timed row (status `ok` or `warmup`) of a cell (gpu, model, ctx, arm, attn, qua
 holds, for that cell:
 - a passing `vs_eager` check (the arm's logits against eager HF's: harness.sweep._check), unless the cell is the
   reference itself, arm `eager` with SDPA's default attention (REFERENCE_ARM, REFERENCE_ATTN);
-- and, for a quantised cell (quant other than bf16), a passing `vs_bf16` model check of its run at the same
-  (gpu, model, ctx, quant) (the quantised model against the bf16 model it came from: harness.sweep._quantise_checked,
-  recorded with arm eager).
+- and, for a quantised cell (quant other than bf16), the checks of the current rule in its own run
+  (`quantised_checks`, the one definition every reader uses): its format check of every layer and its layer checks
+  at one row and at the cell's prefill rows (rows = ctx) all passing, and its whole-model check (`vs_bf16`, the
+  quantised model against the bf16 model it came from) passing with k = error / null within MODEL_K_PASS, the null
+  a `vs_bf16_null` row of the same run (quant.power). A cell checked only under an earlier rule (no in-run layer
+  checks, no null: a fixed multiple of a rounding bound) is unchecked under the current rule, labelled so with the
+  date it was measured, never counted.
 A check passes when its status is `ok` and its error is a number within its tolerance (a NaN error, recorded `ok`
 before decode.verify_arm failed NaN logits, is no pass). A check of another run never counts: the key holds the
 run id. Rows that timed nothing (status `error`, `unavailable`, ...) are no number and are left as they are
 (`checked` True, note `not timed`).
 
-`join_checks` marks every row (`checked`, `check_note`), drops the unchecked timed rows, or raises naming them;
+`join_checks` marks every row (`checked`, `check_note`; for a quantised row `quant_check`, its outcome, and `model_k`, its
+k), drops the unchecked timed rows, or raises naming them;
 `labelled` turns each unchecked (run, session, cell) into one status row UNCHECKED whose reason says what was
 timed and why it is not counted, so that the tables draw the cell as unchecked and no statistic reads its
 timings (roofline.one_sweep then prefers a checked sweep of the cell, which times it, over an unchecked one,
@@ -37,6 +42,119 @@ UNCHECKED = "unchecked"
 """The status `labelled` gives an unchecked cell's rows: not a timing (records.STATUSES' failures are read the
 same way by every table), with the reason."""
 TIMED = ("ok", "warmup")
+
+
+QUANT_KEY = ["run_id", "gpu", "model", "ctx", "quant"]
+CHECKED_QUANT, FAILED_QUANT, INCONCLUSIVE_QUANT, INCOMPLETE_QUANT, EARLIER_RULE = (
+    "checked", "failed", "inconclusive", "incomplete", "earlier rule")
+QUANT_OUTCOMES = (CHECKED_QUANT, FAILED_QUANT, INCONCLUSIVE_QUANT, INCOMPLETE_QUANT, EARLIER_RULE)
+"""The outcomes of `quantised_checks`: every check of the current rule present in the run and passing; one of them
+failing (a NaN included); the model check between MODEL_K_PASS and MODEL_K_FAIL x the null; the run has in-run
+checks but lacks one of them; the run has none (measured before in-run layer checks: an earlier rule)."""
+UNDER_EARLIER_RULE = "unchecked under the current rule"
+"""How a quantised cell measured before in-run layer checks is labelled (its note begins with it)."""
+IN_RUN_CHECKS = ("format", "layer", "vs_bf16_null")
+"""Checks a quantised sweep's session writes only since in-run layer checks (harness.sweep._quantise_checked): a run
+with none of them was checked under an earlier rule."""
+
+
+def measured_at(run_id: str) -> str:
+    """A run's UTC start from its id (YYYYMMDDTHHMMSS-xxxxxx) as 'YYYY-MM-DD HH:MM UTC'; an id of another form as
+    'in run <id>'."""
+    try:
+        return pd.Timestamp(str(run_id)[:15]).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return f"in run {run_id}"
+
+
+def _worst_failure(rows: pd.DataFrame, what: str) -> str:
+    bad = rows[~passing(rows)]
+    err = pd.to_numeric(bad["max_rel_err"], errors="coerce")
+    if err.isna().any():
+        r = bad[err.isna()].iloc[0]
+        return f"{what} failed: NaN ({r['layer']})"
+    r = bad.loc[err.idxmax()]
+    return f"{what} failed: {float(r['max_rel_err']):.3g} > {float(r['tol']):g} ({r['layer']})"
+
+
+def _quantised_one(run_id, ctx: int, g: pd.DataFrame, k_pass: float, k_fail: float) -> dict:
+    """quantised_checks for one (run, gpu, model, ctx, quant) from `g`, the verify rows of its run, model and path."""
+    rows = pd.to_numeric(g["rows"], errors="coerce")
+    ctxs = pd.to_numeric(g["ctx"], errors="coerce")
+    fmt = g[g["check"] == "format"]
+    one, prefill = g[(g["check"] == "layer") & (rows == 1)], g[(g["check"] == "layer") & (rows == ctx)]
+    null_rows = g[(g["check"] == "vs_bf16_null") & (ctxs == ctx)]
+    model = g[(g["check"] == "vs_bf16") & (ctxs == ctx) & (g["layer"].fillna("model").astype(str) == "model")]
+    null_values = pd.to_numeric(null_rows["max_rel_err"], errors="coerce")
+    null = float(null_values.max()) if len(null_values) and null_values.notna().all() else np.nan
+    errs = pd.to_numeric(model["max_rel_err"], errors="coerce")
+    err = float(errs.max()) if len(errs) and errs.notna().all() else np.nan
+    k = err / null if null > 0 else np.nan
+    out = dict(format_ok=bool(len(fmt)) and bool(passing(fmt).all()),
+               layer_one_row_ok=bool(len(one)) and bool(passing(one).all()),
+               layer_prefill_ok=bool(len(prefill)) and bool(passing(prefill).all()), null=null, model_err=err, k=k)
+    if not g["check"].isin(IN_RUN_CHECKS).any():
+        earlier = (f" (its vs_bf16 {err:.4f} was judged by the tolerance of its day, "
+                   f"{float(pd.to_numeric(model['tol'], errors='coerce').max()):.3g})" if len(model) and err == err
+                   else "" if len(model) else " (no vs_bf16 model check in its run)")
+        return dict(out, outcome=EARLIER_RULE, note=f"{UNDER_EARLIER_RULE}: measured {measured_at(run_id)}, before "
+                                                     f"in-run layer checks{earlier}")
+    failed, missing = [], []
+    for frame, what in ((fmt, "format check"), (one, "layer check at 1 row"), (prefill, f"layer check at {ctx} rows")):
+        if frame.empty:
+            missing.append(what)
+        elif not passing(frame).all():
+            failed.append(_worst_failure(frame, what))
+    if null_rows.empty:
+        missing.append("vs_bf16_null row (the null)")
+    elif not null > 0:
+        failed.append("the null is not a positive number")
+    if model.empty:
+        missing.append("vs_bf16 model check")
+    elif not err == err:
+        failed.append("model check failed: NaN")
+    elif null > 0 and k >= k_fail:  # judged by k alone: its row's status is the same tolerance, k_pass x the null
+        failed.append(f"model check failed: {err:.4g} = k {k:.2f} x the null (k_fail {k_fail:g})")
+    if failed:
+        return dict(out, outcome=FAILED_QUANT, note="failed a check of its own run: " + "; ".join(failed))
+    if k == k and k > k_pass:
+        return dict(out, outcome=INCONCLUSIVE_QUANT,
+                    note=f"model check inconclusive in its own run: k {k:.2f} between {k_pass:g} and {k_fail:g}")
+    if missing:
+        return dict(out, outcome=INCOMPLETE_QUANT, note="incomplete checks in its own run: no " + ", no ".join(missing))
+    return dict(out, outcome=CHECKED_QUANT,
+                note=f"checked in its own run: format and layer checks at 1 and {ctx} rows ok, model check {err:.4f} "
+                     f"= k {k:.2f} x the null {null:.4f}")
+
+
+def quantised_checks(keys: pd.DataFrame, verify: pd.DataFrame | None) -> pd.DataFrame:
+    """What counts as a checked quantised cell, the one definition every reader uses (join_checks applies it): per
+    (run_id, gpu, model, ctx, quant) of `keys`, its own run's checks of the current rule from `verify` (verify.csv
+    rows): the format check of every layer (`format`), the layer checks at one row and at the cell's prefill rows
+    (`layer`, rows 1 and ctx), the null (`vs_bf16_null` at ctx) and the model check (`vs_bf16` at ctx), k = its
+    error / the null (quant.power), judged by k alone against quant.paths.MODEL_K_PASS and MODEL_K_FAIL (the row's
+    own status applied tol = MODEL_K_PASS x the null of its day). Columns QUANT_KEY,
+    format_ok, layer_one_row_ok, layer_prefill_ok, null, model_err, k, `outcome` (QUANT_OUTCOMES: only
+    CHECKED_QUANT counts) and `note` (what decided it; an earlier rule's cell: UNDER_EARLIER_RULE with the date
+    its run began). A check of another run never counts."""
+    from decodegap.quant.paths import MODEL_K_FAIL, MODEL_K_PASS
+
+    cols = QUANT_KEY + ["format_ok", "layer_one_row_ok", "layer_prefill_ok", "null", "model_err", "k", "outcome",
+                        "note"]
+    if keys.empty:
+        return pd.DataFrame(columns=cols)
+    want = keys[QUANT_KEY].astype({"ctx": int}).drop_duplicates()
+    empty = pd.DataFrame(columns=["run_id", "gpu", "model", "ctx", "quant", "check", "layer", "rows", "max_rel_err",
+                                  "tol", "status"])
+    v = verify if verify is not None and not verify.empty and "check" in verify else empty
+    v = v[v["run_id"].isin(set(want["run_id"])) & v["check"].isin(IN_RUN_CHECKS + ("vs_bf16",))]
+    groups = {k: g for k, g in v.groupby(["run_id", "gpu", "model", "quant"])} if not v.empty else {}
+    out = []
+    for r in want.itertuples(index=False):
+        g = groups.get((r.run_id, r.gpu, r.model, r.quant), empty)
+        out.append(dict(r._asdict(), **_quantised_one(r.run_id, int(r.ctx), g, float(MODEL_K_PASS),
+                                                      float(MODEL_K_FAIL))))
+    return pd.DataFrame(out, columns=cols)
 
 
 class UncheckedError(ValueError):
@@ -82,32 +200,34 @@ def join_checks(timed: pd.DataFrame, verify: pd.DataFrame | None, mode: str = "m
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}; one of {MODES}")
     if timed.empty:
-        return timed.assign(checked=pd.Series(dtype=bool), check_note=pd.Series(dtype=object))
+        return timed.assign(checked=pd.Series(dtype=bool), check_note=pd.Series(dtype=object),
+                            quant_check=pd.Series(dtype=object), model_k=pd.Series(dtype=float))
     out = timed.copy()
     index = out.index
     keys = out[["run_id"] + CELL].copy()
     keys["ctx"] = keys["ctx"].astype(int)
     arm = keys.merge(_verdicts(verify, "vs_eager", CELL), on=["run_id"] + CELL, how="left")
-    model = keys.merge(_verdicts(verify, "vs_bf16", MODEL_CELL), on=["run_id"] + MODEL_CELL, how="left")
     needs_arm = np.array([needs_arm_check(a, t) for a, t in zip(keys["arm"], keys["attn"])], dtype=bool)
     needs_model = (keys["quant"] != REFERENCE_QUANT).to_numpy()
+    model = keys[QUANT_KEY].merge(quantised_checks(keys[needs_model], verify), on=QUANT_KEY, how="left")
     arm_ok = arm["vs_eager_passed"].fillna(False).astype(bool).to_numpy()
-    model_ok = model["vs_bf16_passed"].fillna(False).astype(bool).to_numpy()
+    model_ok = (model["outcome"] == CHECKED_QUANT).to_numpy()
     timed_row = out["status"].isin(TIMED).to_numpy()
     checked = ~timed_row | ((~needs_arm | arm_ok) & (~needs_model | model_ok))
     notes = []
-    for t, na, nm, an, mn in zip(timed_row, needs_arm, needs_model, arm["vs_eager_note"], model["vs_bf16_note"]):
+    for t, na, nm, an, mn in zip(timed_row, needs_arm, needs_model, arm["vs_eager_note"], model["note"]):
         if not t:
             notes.append("not timed")
             continue
-        parts = []
+        parts = [mn] if nm else []  # a quantised cell's own checks first: an earlier rule's label leads its note
         if na:
             parts.append(an if isinstance(an, str) else "no vs_eager check in its run")
-        if nm:
-            parts.append(mn if isinstance(mn, str) else "no vs_bf16 model check in its run")
         notes.append("; ".join(parts) or "reference")
     out["checked"] = pd.Series(checked, index=index)
     out["check_note"] = pd.Series(notes, index=index, dtype=object)
+    out["quant_check"] = pd.Series(np.where(needs_model, model["outcome"].fillna("").to_numpy(), ""), index=index,
+                                   dtype=object)
+    out["model_k"] = pd.Series(np.where(needs_model, pd.to_numeric(model["k"], errors="coerce"), np.nan), index=index)
     if mode == "drop":
         return out[out["checked"]]
     if mode == "raise" and not out["checked"].all():
@@ -133,9 +253,12 @@ def unchecked(marked: pd.DataFrame) -> pd.DataFrame:
 
 
 def reason(run_id: str, ms: float, sessions: int, note: str) -> str:
-    """The reason of an UNCHECKED status row."""
-    return (f"timed without a passing check of its own run, not counted: run {run_id}, {sessions} session(s), "
-            f"median step {ms:.3f} ms ({note})")
+    """The reason of an UNCHECKED status row: a quantised cell of an earlier rule leads with its label
+    (UNDER_EARLIER_RULE: measured <date>, before in-run layer checks)."""
+    timed = f"run {run_id}, {sessions} session(s), median step {ms:.3f} ms"
+    if str(note).startswith(UNDER_EARLIER_RULE):
+        return f"{note}; timed, not counted: {timed}"
+    return f"timed without a passing check of its own run, not counted: {timed} ({note})"
 
 
 def labelled(marked: pd.DataFrame) -> pd.DataFrame:

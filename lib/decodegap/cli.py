@@ -300,7 +300,8 @@ def cmd_gallery(args) -> int:
     print(f"wrote {gallery.write()}")
     if args.readme:
         readme = paths.REPO / "README.md"
-        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), claims.claim_counts()))
+        readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), claims.claim_counts(),
+                                              gallery.quant_counts()))
         print(f"updated the gallery of {readme}")
     return 0
 

@@ -203,6 +203,11 @@ def read_env(path: Path) -> dict:
         env = json.loads(path.read_text())
     except ValueError as exc:
         raise EnvError(f"{path}: not JSON ({exc})") from None
+    return env_entries(path, env)
+
+
+def env_entries(path: Path, env) -> dict:
+    """read_env's structure checks on `env`, the parsed JSON of `path` (for a caller that has read it already)."""
     if not isinstance(env, dict):
         raise EnvError(f"{path}: an object of run ids is expected, got {type(env).__name__}")
     for run_id, entry in env.items():

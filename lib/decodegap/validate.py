@@ -56,10 +56,11 @@ def _csv_lines(path: Path, columns: Iterable[str]) -> None:
                              "remove that line")
 
 
-def _json(path: Path):
-    """A JSON file's value; invalid JSON is an InputError naming the line and column."""
+def _json(path: Path, text: str | None = None):
+    """A JSON file's value (`text`: its contents where read already); invalid JSON is an InputError naming the line
+    and column."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text() if text is None else text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix that line, or "
                          "restore the file from git") from None
@@ -74,13 +75,13 @@ def check_env(path: Path) -> dict:
     """One env.json (and the corrections.json beside it) as hardware.read_env checks them, each error with its line."""
     from decodegap import hardware
 
-    value = _json(path)
-    text = path.read_text()
+    text = path.read_text()  # read once: parsed here, its structure checked by hardware.env_entries
+    value = _json(path, text)
     if not isinstance(value, dict):
         raise InputError(f"{path}:1: an object {{run id: entry}} is expected, got a JSON {type(value).__name__}; "
                          "restore the file from git (a sweep writes it, never by hand)")
     try:
-        env = hardware.read_env(path)
+        env = hardware.env_entries(path, value)
     except hardware.EnvError as exc:
         run = next((r for r in value if f"{r!r}" in str(exc) or f"run {r}" in str(exc)), None)
         line = _line_of(text, f'"{run}"') if run else 1

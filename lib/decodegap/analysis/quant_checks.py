@@ -1,6 +1,7 @@
 """Notebook 04's correctness verdicts, from verify.csv: each cell's check label (the arm against eager, the
 quantised model against bf16), the layer checks per path and row count, the model checks in the order run, and
-the sentences on them. quant_report joins the labels to the timed cells."""
+the sentences on them. quant_report joins the labels to the timed cells. Which quantised cell counts as checked is
+decodegap.checked.quantised_checks' (one definition for every reader); `coverage` counts the cells by it."""
 
 from __future__ import annotations
 
@@ -12,70 +13,6 @@ from decodegap.quant import paths as quant
 from decodegap.finding import Finding, span as _values
 from decodegap.stats import span as _span
 from decodegap.outcome import CHECK_FAILED
-
-
-NO_LAYER_CHECKS = "no passing layer checks of its own run"
-"""A quantised cell's note (checked.labelled: not counted) where its run holds no passing layer checks of its model
-and path: the elementwise format check of every layer (check `format`) and the layer check at one row and at the
-cell's prefill rows (check `layer`, rows 1 and ctx), written by the session that timed it (harness.sweep)."""
-MODEL_KEY = ["run_id", "gpu", "model", "quant"]
-
-
-def layer_checks_in_run(verify_rows: pd.DataFrame | None) -> dict[tuple, dict]:
-    """Per (run_id, gpu, model, quant) of the layer checks in verify.csv: {"format": all format rows pass (None
-    without any), rows M: all layer rows at M pass}."""
-    out: dict[tuple, dict] = {}
-    if verify_rows is None or verify_rows.empty or "check" not in verify_rows:
-        return out
-    v = verify_rows[verify_rows["check"].isin(["layer", "format"])]
-    if v.empty:
-        return out
-    v = v.assign(_pass=passing(v))
-    for key, g in v.groupby(MODEL_KEY):
-        entry = {}
-        fmt = g[g["check"] == "format"]
-        entry["format"] = bool(fmt["_pass"].all()) if len(fmt) else None
-        lay = g[g["check"] == "layer"]
-        for m, gm in lay.groupby(pd.to_numeric(lay["rows"], errors="coerce")):
-            entry[int(m)] = bool(gm["_pass"].all())
-        out[key] = entry
-    return out
-
-
-def layer_checked(rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.Series:
-    """For each row of `rows` (decode schema): True for bf16, else whether its run passed every format check and
-    the layer checks at one row and at the row's context (rows = ctx) of its model and path (NO_LAYER_CHECKS)."""
-    table = layer_checks_in_run(verify_rows)
-
-    def ok(run, gpu, model, q, ctx) -> bool:
-        if q == "bf16":
-            return True
-        e = table.get((run, gpu, model, q))
-        return bool(e) and e.get("format") is True and e.get(1) is True and e.get(int(ctx)) is True
-
-    return pd.Series([ok(*k) for k in zip(rows["run_id"], rows["gpu"], rows["model"], rows["quant"], rows["ctx"])],
-                     index=rows.index, dtype=bool)
-
-
-def require_layer_checks(rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
-    """`rows` (decode schema, checked.join_checks' columns where present) with every timed quantised row whose run
-    has no passing layer checks (`layer_checked`) turned unchecked, its note saying so, and each unchecked (run,
-    session, cell) made one status row `unchecked` (checked.labelled): never counted as checked."""
-    from decodegap import checked
-
-    if rows.empty:
-        return rows
-    out = rows.copy()
-    if "checked" not in out:
-        out["checked"], out["check_note"] = True, ""
-    timed = out["status"].isin(checked.TIMED)
-    lacking = timed & ~layer_checked(out, verify_rows)
-    if lacking.any():
-        out.loc[lacking, "check_note"] = [f"{n}; {NO_LAYER_CHECKS}" if isinstance(n, str) and n else NO_LAYER_CHECKS
-                                         for n in out.loc[lacking, "check_note"]]
-        out.loc[lacking, "checked"] = False
-    done = out["status"] == checked.UNCHECKED  # labelled already (checked.labelled): kept as they are
-    return pd.concat([out[done], checked.labelled(out[~done])], ignore_index=True)
 
 
 def _check_label(err: float, tol: float) -> tuple[str, bool]:
@@ -227,4 +164,60 @@ def check_findings(verify_rows: pd.DataFrame) -> list[Finding]:
                 values.update(_values("logits_err_end_to_end", ends))
             if parts:
                 out.append(Finding(f"{gpu} {key}: " + "; ".join(parts) + ".", gpu=gpu, quant=key, **values))
+    return out
+
+
+def coverage(cells_: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and quantised path of notebook 04's timed cells (quant_report.cells, status `ok` or `unchecked`),
+    by the one definition of a checked quantised cell (decodegap.checked.quantised_checks, carried as
+    `quant_check`, `model_k`, `measured`): `timed`, `checked` (counted: status ok), `unchecked` (drawn, never
+    counted) and of those `earlier_rule` (measured before in-run layer checks, between `earlier_from` and
+    `earlier_to`) and `failing` (a check of the current rule failed, inconclusive or missing); the k span of the
+    checked cells (`k_min`, `k_max`) and their contexts."""
+    from decodegap import checked
+
+    cols = ["gpu", "quant", "timed", "checked", "unchecked", "earlier_rule", "failing", "earlier_from", "earlier_to",
+            "k_min", "k_max", "checked_contexts"]
+    if cells_.empty or "quant_check" not in cells_:
+        return pd.DataFrame(columns=cols)
+    timed = cells_[(cells_["quant"] != "bf16") & cells_["status"].isin(["ok", checked.UNCHECKED])]
+    out = []
+    for (gpu, key), g in timed.groupby(["gpu", "quant"]):
+        ok, drawn = g[g["status"] == "ok"], g[g["status"] == checked.UNCHECKED]
+        earlier = drawn[drawn["quant_check"] == checked.EARLIER_RULE]
+        out.append(dict(gpu=gpu, quant=key, timed=len(g), checked=len(ok), unchecked=len(drawn),
+                        earlier_rule=len(earlier), failing=len(drawn) - len(earlier),
+                        earlier_from=min(earlier["measured"]) if len(earlier) else "",
+                        earlier_to=max(earlier["measured"]) if len(earlier) else "",
+                        k_min=float(ok["model_k"].min()) if len(ok) else np.nan,
+                        k_max=float(ok["model_k"].max()) if len(ok) else np.nan,
+                        checked_contexts=", ".join(str(int(c)) for c in sorted(set(ok["ctx"])))))
+    order = {k: i for i, k in enumerate(quant.PATHS)}
+    table = pd.DataFrame(out, columns=cols)
+    return table.sort_values(["gpu", "quant"], key=lambda c: c.map(order) if c.name == "quant" else c)\
+                .reset_index(drop=True)
+
+
+def coverage_text(r) -> str:
+    """One row of `coverage` in words: '<path>: <n> of <m> timed cells checked in their own run (k a-b, ctx ...),
+    <u> drawn unchecked (<e> measured <from> to <to>, before in-run layer checks; <f> failing a check)'."""
+    text = f"{r.quant}: {r.checked} of {r.timed} timed cells checked in their own run"
+    if r.checked:
+        k = f"{r.k_min:.2f}" if f"{r.k_min:.2f}" == f"{r.k_max:.2f}" else f"{r.k_min:.2f}-{r.k_max:.2f}"
+        text += f" (k {k}, ctx {r.checked_contexts})"
+    drawn = []
+    if r.earlier_rule:
+        span = r.earlier_from if r.earlier_from == r.earlier_to else f"{r.earlier_from} to {r.earlier_to}"
+        drawn.append(f"{r.earlier_rule} measured {span}, before in-run layer checks")
+    if r.failing:
+        drawn.append(f"{r.failing} failing or lacking a check of the current rule")
+    return text + (f", {r.unchecked} drawn unchecked ({'; '.join(drawn)})" if r.unchecked else "")
+
+
+def coverage_findings(cells_: pd.DataFrame) -> list[Finding]:
+    """`coverage` as one sentence per GPU and path (a Finding with the row's values)."""
+    out = []
+    for r in coverage(cells_).itertuples(index=False):
+        values = {k: (v if not isinstance(v, float) or v == v else None) for k, v in r._asdict().items()}
+        out.append(Finding(f"{r.gpu}: {coverage_text(r)}.", **values))
     return out

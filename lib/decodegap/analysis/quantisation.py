@@ -17,6 +17,7 @@ import pandas as pd
 
 from decodegap import accounting, roofline
 from decodegap.analysis.quant_checks import checks
+from decodegap.checked import UNCHECKED
 from decodegap.finding import Finding, span as _values
 from decodegap.quant import bytes as quant_bytes, paths as quant
 from decodegap.stats import span as _span
@@ -38,19 +39,14 @@ def passing(cells_: pd.DataFrame) -> pd.DataFrame:
     return cells_[~cells_["check_failed"].astype(bool)] if "check_failed" in cells_ else cells_
 
 
-def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None,
-         verify_rows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path; given
-    `verify_rows`, a quantised cell's timings without passing layer checks of their own run (the format check of
-    every layer, the layer check at one row and at the prefill's rows: quant_checks.require_layer_checks) become a
-    status row `unchecked`; given the runs' `plans` (records.run_plans), each cell's rows of one sweep
-    (roofline.one_sweep: the bf16 baseline at ctx 2048 is then the grid's sessions, not the grid's pooled with
-    notebook 02's headline top-up; a checked sweep of a cell ranks above an unchecked one)."""
-    from decodegap.analysis.quant_checks import require_layer_checks
-
+def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> pd.DataFrame:
+    """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path (rows joined
+    with the checks of their own run and labelled first: checked.labelled(checked.join_checks(...)), so that a
+    quantised cell without the current rule's checks of its own run, checked.quantised_checks, is a status row
+    `unchecked`); given the runs' `plans` (records.run_plans), each cell's rows of one sweep (roofline.one_sweep: the
+    bf16 baseline at ctx 2048 is then the grid's sessions, not the grid's pooled with notebook 02's headline top-up;
+    a checked sweep of a cell ranks above an unchecked one)."""
     out = decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]
-    if verify_rows is not None:
-        out = require_layer_checks(out, verify_rows)
     return roofline.one_sweep(out, plans) if plans is not None else out
 
 
@@ -78,6 +74,27 @@ def _not_timed(decode_rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> p
     return pd.DataFrame(out, columns=roofline.CELL)
 
 
+def own_checks(decode_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per timed cell (CELL) of `decode_rows` (checked.join_checks' columns, labelled), what its own run's checks
+    gave by the one definition (checked.quantised_checks): `quant_check` (its outcome; '' for bf16), `model_k`
+    (k = error / null of the model check; the largest over the cell's runs) and `measured` (the UTC start of its
+    earliest run), of the counted rows where the cell has any, else of its `unchecked` status rows."""
+    from decodegap import checked
+
+    cols = roofline.CELL + ["quant_check", "model_k", "measured"]
+    timed = decode_rows[decode_rows["status"].isin(["ok", checked.UNCHECKED])] if "quant_check" in decode_rows \
+        else decode_rows.iloc[0:0]
+    if timed.empty:
+        return pd.DataFrame(columns=cols)
+    counted = timed["status"] == "ok"
+    has_counted = counted.groupby([timed[c] for c in roofline.CELL]).transform("any")
+    mine = timed[counted | ~has_counted]  # a cell's counted rows, or its status rows where none is counted
+    out = mine.groupby(roofline.CELL, dropna=False).agg(quant_check=("quant_check", "first"),
+                                                        model_k=("model_k", "max"), run_id=("run_id", "min"))
+    out["measured"] = [checked.measured_at(r) for r in out.pop("run_id")]
+    return out.reset_index()[cols]
+
+
 def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
           bandwidth_rows: pd.DataFrame | None = None, group_size: int | None = None,
           verify_rows: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -88,10 +105,11 @@ def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
     (`realised`: the share of the weight-traffic saving realised as time saved) and
     `saved_over_floor_drop` ((t_bf16 - t_path) / (t_floor_bf16 - t_floor_path): ms saved per ms the path's
     own floor is below bf16's). A cell with a verify row but no decode rows is a row with status
-    `not timed`. A quant key outside the byte model gets NaN."""
+    `not timed`. A quant key outside the byte model gets NaN. With checked.join_checks' columns in `decode_rows`,
+    each cell's own checks by the one definition (`own_checks`: quant_check, model_k, measured)."""
     cols = roofline.CELL + ["t_obs_ms", "sessions", "status", "reason", "bytes_quant", "t_floor_quant_ms",
                             "r_floor_quant", "check", "check_failed", "speedup_over_bf16", "realised_fraction",
-                            "saved_over_floor_drop"]
+                            "saved_over_floor_drop", "quant_check", "model_k", "measured"]
     if decode_rows.empty:
         return pd.DataFrame(columns=cols)
     table = roofline.cell_table(decode_rows, specs, configs, bandwidth_rows)
@@ -108,6 +126,7 @@ def cells(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
     table["t_floor_quant_measured_ms"] = accounting.t_floor_ms(table["bytes_quant"], table["measured_gbps"])
     table["r_floor_quant_measured"] = table["t_floor_quant_measured_ms"] / table["t_obs_ms"]
     table = pd.concat([table, checks(table, verify_rows)], axis=1)
+    table = table.merge(own_checks(decode_rows), on=roofline.CELL, how="left")
     same = ["gpu", "model", "ctx", "arm", "attn"]
     base = (table[table["quant"] == "bf16"].drop_duplicates(same)
             .set_index(same)[["t_obs_ms", "bytes_quant", "t_floor_quant_ms"]].add_suffix("_bf16"))
@@ -204,8 +223,9 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
     published L4 ms/step, its speed-up over bf16, the path's L4 floor and the published R_floor against it
     (the paper states neither model nor context: the published values sit on the rows of the first
     context only); then per measured GPU its floor, and per arm ms/step, sessions, speed-up over bf16 on the
-    same arm, R_floor and the cell's correctness check (`checks`: a timing whose check failed is shown with
-    its label); a status column where a cell did not run or has no rows."""
+    same arm, R_floor, the cell's correctness check (`checks`: a timing whose check failed is shown with
+    its label) and whether it is drawn unchecked (`<gpu> <arm> unchecked`: timed only without the current rule's
+    checks of its own run, no time kept); a status column where a cell did not run or has no rows."""
     contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
     pub = _published(published)
     sel = cells_[(cells_["model"] == model) & cells_["ctx"].isin(contexts) & (cells_["attn"] == "sdpa")
@@ -245,6 +265,7 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
                         row[f"{gpu} {arm} realised"] = (float(cell["realised_fraction"].iloc[0])
                                                         if not cell.empty and key != "bf16" else np.nan)
                         row[f"{gpu} {arm} check"] = cell["check"].iloc[0] if not cell.empty and "check" in cell else ""
+                        row[f"{gpu} {arm} unchecked"] = bool(not cell.empty and cell["status"].iloc[0] == UNCHECKED)
                     if not cell.empty and cell["status"].iloc[0] != "ok":
                         status.append((arm, f"{cell['status'].iloc[0]}: {cell['reason'].iloc[0]}"))
                     elif cell.empty:

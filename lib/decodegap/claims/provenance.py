@@ -9,6 +9,7 @@ in figures/claims.md: its thresholds may have been chosen knowing the rows."""
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import pandas as pd
@@ -56,10 +57,22 @@ def _raw_state(data) -> tuple:
                                                for p in raw.glob("*/*") if p.is_file()))
 
 
-_RESOLVED: dict[tuple, set[str]] = {}
-"""Run ids per (raw folder state, Rows): resolving a selector re-reads and re-picks whole tables, and the claims
-table resolves each rule twice (its flag and its re-measurement) every time it is built; a changed file is a new
-state, so a cached answer never outlives the rows it was computed from."""
+RESOLVED_STATES = 4
+"""How many raw folder states `_RESOLVED` keeps (the newest used); an older one is dropped whole."""
+_RESOLVED: OrderedDict[tuple, dict[rules.Rows, set[str]]] = OrderedDict()
+"""Run ids per raw folder state, then per Rows: resolving a selector re-reads and re-picks whole tables, and the
+claims table resolves each rule twice (its flag and its re-measurement) every time it is built; a changed file is a
+new state, so a cached answer never outlives the rows it was computed from, and at most RESOLVED_STATES states are
+kept, so the cache cannot grow without limit however often the rows change."""
+
+
+def _resolved(state: tuple) -> dict:
+    """The cache of one raw folder state, made the newest; the oldest states beyond RESOLVED_STATES dropped."""
+    cache = _RESOLVED.setdefault(state, {})
+    _RESOLVED.move_to_end(state)
+    while len(_RESOLVED) > RESOLVED_STATES:
+        _RESOLVED.popitem(last=False)
+    return cache
 
 
 class Runs:
@@ -90,12 +103,12 @@ class Runs:
         """Run ids of the raw rows `rows_` selects (none for published, spec or model files)."""
         if "/" in rows_.file or not rows_.file.endswith(".csv"):
             return set()
-        key = (self._state, rows_)
-        if key not in _RESOLVED:
+        cache = _resolved(self._state)
+        if rows_ not in cache:
             t = self.table(rows_.file)
             sel = t.query(rows_.query) if rows_.query and not t.empty else t
-            _RESOLVED[key] = set() if t.empty else set(_pick(sel, rows_.pick, self.data)["run_id"])
-        return set(_RESOLVED[key])
+            cache[rows_] = set() if t.empty else set(_pick(sel, rows_.pick, self.data)["run_id"])
+        return set(cache[rows_])
 
     def of_rule(self, rule: rules.Rule) -> set[str]:
         return set().union(*(self.of(r) for r in rule.rows)) if rule.rows else set()

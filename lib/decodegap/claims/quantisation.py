@@ -1,15 +1,16 @@
 """Results 4, quantisation (R4a-R4n) and the quantised model check (QT): the L4 step times, the realised saving,
 what decides it, and whether the timed cells are correct (notebook 04). Every threshold is its rule's
-(decodegap.claims.rules); QT's k_pass / k_fail are quant/paths.py's."""
+(decodegap.claims.rules); QT's k_pass / k_fail are quant/paths.py's. A quantised cell counts only when checked in
+its own run (decodegap.checked.quantised_checks, carried by notebook 04's cells); every rule here reads that."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting
+from decodegap import accounting, checked
 from decodegap.quant import bytes as quant_bytes
-from decodegap.analysis import quantisation as quant_report
+from decodegap.analysis import quant_checks, quantisation as quant_report
 from decodegap.claims import rules
 from decodegap.claims.evidence import Evidence
 from decodegap.claims.rules import CLAIM_GPU, METHOD, OTHER_GPU, PAPER
@@ -18,82 +19,72 @@ from decodegap.claims.verdicts import (HOLDS, INCONCLUSIVE, NOT_TESTABLE, FAILS,
 
 INT4 = quant_report.INT4
 L4, H100 = "l4", "h100-sxm"
-MODEL_KEYS = ["gpu", "model", "ctx", "quant"]
-FACTOR_HISTORY = (("2026-12-01T08:11", 3.0), ("2026-12-01T08:34", 4.0), ("2026-12-01T08:46", 6.0))
-"""MODEL_TOL_FACTOR (quant/paths.py) from each commit on (d232c46, 261b4da, b6a8077; rules QT's history): a
-verify row's tolerance is factor x rounding bound at the factor of its run's time, so the bound is tol / factor."""
+TIMED = ("ok", checked.UNCHECKED)
+"""The statuses of a timed cell: counted (`ok`: checked in its own run) or drawn unchecked."""
 
 
 # ------------------------------------------------------------------------------------------ the model check
-def _factor_at(run_id: str) -> float:
-    t = pd.Timestamp(str(run_id)[:15]).strftime("%Y-%m-%dT%H:%M")
-    f = FACTOR_HISTORY[0][1]
-    for since, value in FACTOR_HISTORY:
-        if t >= since:
-            f = value
-    return f
-
-
-def model_checks(ev: Evidence) -> pd.DataFrame:
-    """The latest whole-model check of each (gpu, model, ctx, quant) (verify.csv vs_bf16), with k = error /
-    its run's null (vs_bf16_null) where the run measured one, else error / rounding bound, and QT's outcome `qt` (holds: k <= k_pass; fails: k >= k_fail, or k > k_pass when they are
-    equal, or a NaN error; else inconclusive)."""
-    v = ev.verify
-    if v.empty or "check" not in v:
-        return pd.DataFrame(columns=MODEL_KEYS + ["run_id", "max_rel_err", "tol", "bound", "k", "qt"])
-    m = v[(v["check"] == "vs_bf16") & (v.get("layer", "model").fillna("model") == "model")].copy()
-    m = m.drop_duplicates(MODEL_KEYS, keep="last")  # in run order: the last counts
-    rule = rules.get("QT")
-    k_pass, k_fail = float(rule.t("k_pass")), float(rule.t("k_fail"))
-    m["bound"] = m["tol"] / m["run_id"].map(_factor_at)
-    nulls = v[v["check"] == "vs_bf16_null"].drop_duplicates(["run_id"] + MODEL_KEYS, keep="last")
-    null = (m.merge(nulls[["run_id"] + MODEL_KEYS + ["max_rel_err"]].rename(columns={"max_rel_err": "_null"}),
-                    on=["run_id"] + MODEL_KEYS, how="left")["_null"].to_numpy(dtype=float)
-            if not nulls.empty else np.full(len(m), np.nan))
-    has_null = np.isfinite(null)  # a run that measured its null (quant.power): k = error / null (rules QT)
-    m["bound"] = np.where(has_null, null, m["bound"])
-    m["k"] = m["max_rel_err"] / m["bound"]
-    fails = m["k"].isna() | ((m["k"] >= k_fail) if k_fail > k_pass else (m["k"] > k_pass))
-    m["qt"] = np.where(~has_null, NOT_TESTABLE,  # judged by a bound, not a null: QT's k does not apply
-                       np.where(fails, FAILS, np.where(m["k"] <= k_pass, HOLDS, INCONCLUSIVE)))
-    return m[MODEL_KEYS + ["run_id", "max_rel_err", "tol", "bound", "k", "qt"]].reset_index(drop=True)
+def _qt_outcome(quant: str, status: str, outcome, k: float, k_pass: float, k_fail: float) -> str:
+    if quant == "bf16":
+        return HOLDS  # the reference
+    if outcome == checked.CHECKED_QUANT and status == "ok":
+        return two_sided(k <= k_pass, k >= k_fail) if k == k else FAILS
+    return {checked.FAILED_QUANT: FAILS, checked.INCONCLUSIVE_QUANT: INCONCLUSIVE}.get(outcome, NOT_TESTABLE)
 
 
 def checked_cells(ev: Evidence) -> pd.DataFrame:
-    """Notebook 04's cells with QT's outcome of their model check (`qt`; bf16 cells: "holds", they are the
-    reference; a quantised cell without a model check: "not testable here")."""
+    """Notebook 04's cells with QT's outcome of each (`qt`), by the one definition of a checked quantised cell
+    (checked.quantised_checks, which the cells carry as `quant_check` and `model_k`: their own run's): bf16 cells
+    hold (the reference); a counted cell holds at k <= k_pass (fails at k >= k_fail); a cell drawn unchecked fails
+    where a check of its own run failed under the current rule, is inconclusive in QT's band, and is not testable
+    where its run predates in-run layer checks (an earlier rule) or lacks a check."""
     qc = ev.quant_cells
     if qc.empty:
         return qc.assign(qt=pd.Series(dtype=str))
-    mc = model_checks(ev)[MODEL_KEYS + ["qt", "k"]]
-    out = qc.merge(mc, on=MODEL_KEYS, how="left")
-    out["qt"] = np.where(out["quant"] == "bf16", HOLDS, out["qt"].fillna(NOT_TESTABLE))
-    return out
+    rule = rules.get("QT")
+    k_pass, k_fail = float(rule.t("k_pass")), float(rule.t("k_fail"))
+    outcome = qc["quant_check"] if "quant_check" in qc else pd.Series("", index=qc.index)
+    k = qc["model_k"] if "model_k" in qc else pd.Series(np.nan, index=qc.index)
+    return qc.assign(qt=[_qt_outcome(q, s, o, float(x), k_pass, k_fail)
+                         for q, s, o, x in zip(qc["quant"], qc["status"], outcome, k)])
+
+
+def timed_quant_cells(ev: Evidence) -> pd.DataFrame:
+    """The timed quantised cells of notebook 04 (status ok: counted; `unchecked`: drawn), with QT's outcome."""
+    qc = checked_cells(ev)
+    return qc[(qc["quant"] != "bf16") & qc["status"].isin(TIMED)] if not qc.empty else qc
 
 
 def _qt(ev: Evidence) -> dict:
     rule = rules.get("QT")
     k_pass, k_fail = float(rule.t("k_pass")), float(rule.t("k_fail"))
-    mc = model_checks(ev)
-    per = mc.groupby("quant").agg(n=("k", "size"), k_min=("k", "min"), k_max=("k", "max"),
-                                  held=("qt", lambda s: int((s == HOLDS).sum())),
-                                  failed=("qt", lambda s: int((s == FAILS).sum()))) if not mc.empty else pd.DataFrame()
-    parts = [f"{q}: {int(r.held)} of {int(r.n)} pass, {int(r.failed)} fail, k {r.k_min:.2f}-{r.k_max:.2f}"
-             for q, r in per.iterrows()]
-    closest = mc.loc[mc["k"].idxmax()] if not mc.empty else None
-    gap = ("no inconclusive band (k_pass = k_fail: one threshold, as before)" if k_pass == k_fail
+    timed = timed_quant_cells(ev)
+    cov = quant_checks.coverage(timed)
+    parts = [quant_checks.coverage_text(r) for r in cov.itertuples()]
+    counted = timed[timed["status"] == "ok"]
+    closest = counted.loc[counted["model_k"].idxmax()] if not counted.empty and counted["model_k"].notna().any() \
+        else None
+    gap = ("no inconclusive band (k_pass = k_fail: one threshold)" if k_pass == k_fail
            else f"inconclusive between {k_pass:g} and {k_fail:g}")
-    return row("QT", "method", "Every timed quantisation cell passes its whole-model check against the bf16 model it "
-               "was quantised from.", f"k_pass {k_pass:g}, k_fail {k_fail:g} (quant/paths.py)", "; ".join(parts) or "-",
-               ", ".join(sorted(set(mc["gpu"]))) if not mc.empty else "-",
-               Judged(METHOD, all_of(mc["qt"]) if not mc.empty else NOT_TESTABLE),
-               f"k = error / rounding bound of each cell's latest model check (verify.csv vs_bf16; bound = the row's "
-               f"tol / the factor of its run's time: {', '.join(f'{f:g} from {d}' for d, f in FACTOR_HISTORY)}); {gap}. "
-               + ("; ".join(parts) + ". " if parts else "No model checks. ")
-               + (f"Closest to failing: {closest['quant']} {closest['model']} ctx {int(closest['ctx'])}, k {closest['k']:.2f}. "
-                  if closest is not None else "")
-               + "The bounds' power against faults at the 7-8B shapes is not shown here (planted faults on the tiny "
-               "configs only).")
+    same = (counted[(counted["model"] == closest["model"]) & (counted["ctx"] == closest["ctx"])
+                    & (counted["quant"] == closest["quant"])] if closest is not None else counted)
+    return row("QT", "method", "Every timed quantisation cell that is counted passes the checks of its own run: its "
+               "layers, and the whole model against the bf16 model it was quantised from.",
+               f"k_pass {k_pass:g}, k_fail {k_fail:g} (quant/paths.py)", "; ".join(parts) or "-",
+               ", ".join(sorted(set(timed["gpu"]))) if not timed.empty else "-",
+               Judged(METHOD, all_of(timed["qt"]) if not timed.empty else NOT_TESTABLE),
+               "A timed quantised cell counts only when its own run has passing format and layer checks at one row "
+               "and at the cell's prefill rows (ctx) and a passing whole-model check under the null-based tolerance "
+               "(checked.quantised_checks, the definition every reader uses): k = error / the null of that run "
+               f"(vs_bf16 over vs_bf16_null, quant.power), holding at k <= {k_pass:g}, failing at k >= {k_fail:g}, "
+               f"{gap}. A cell checked only under an earlier rule (a fixed multiple of a rounding bound), or not at "
+               "all, is drawn and labelled unchecked, never counted, and not judged here. "
+               + ("; ".join(parts) + ". " if parts else "No timed quantised cells. ")
+               + (f"Closest to failing among the counted cells: {closest['quant']} {closest['model']} ctx "
+                  f"{int(closest['ctx'])} ({len(same)} counted arms), k {closest['model_k']:.2f} against "
+                  f"{k_pass:g}. " if closest is not None else "No counted quantised cell. ")
+               + "The checks' power against planted faults at the 7-8B shapes: data/diagnostics/quant_power_cpu.csv "
+               "and quant_power_gpu.csv (notebook 04).")
 
 
 # ------------------------------------------------------------------------------------ the L4 step times
@@ -188,14 +179,17 @@ def _bf16_range(bf: pd.DataFrame, arm: str, model: str) -> float:
 
 
 def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str, str] | None:
-    """R4l on one GPU and arm: S = max - min of the paths' median shares, N their noise (rule R4l)."""
+    """R4l on one GPU and arm: S = max - min of the paths' median shares, N their noise (rule R4l); None where
+    fewer than two paths share a model (not testable, with the reason, where their bytes differ by more than
+    bytes_tol)."""
     share, nbytes, common = quant_report.shares_on_common_models(g)
     g = g[g["model"].isin(common)]
-    if len(share) < 2:
+    if len(share) < 2 or not common:
         return None
     nb = g.pivot_table(index="model", columns="quant", values="bytes_quant")
     if (nb.max(axis=1) / nb.min(axis=1)).max() > 1 + rule.t("bytes_tol"):
-        return None
+        return NOT_TESTABLE, (f"{arm}: not judged: the paths' streamed bytes differ by more than "
+                              f"{rule.t('bytes_tol'):.0%}")
     hi, lo = share.idxmax(), share.idxmin()
 
     def noise(q):
@@ -214,29 +208,51 @@ def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str,
                  f"({', '.join(common)}): {out}")
 
 
+def _unchecked_text(g: pd.DataFrame) -> str:
+    """The drawn (unchecked) cells of `g` in words, per path: how many, and when those of an earlier rule were
+    measured."""
+    out = []
+    for q, c in g.groupby("quant"):
+        earlier = c[c["quant_check"] == checked.EARLIER_RULE] if "quant_check" in c else c.iloc[0:0]
+        when = (f", measured {min(earlier['measured'])}" + (f" to {max(earlier['measured'])}"
+                                                           if min(earlier["measured"]) != max(earlier["measured"]) else "")
+                + " before in-run layer checks") if len(earlier) else ""
+        out.append(f"{q} {len(c)} ({', '.join(sorted(set(c['model'])))}{when})")
+    return "; ".join(out)
+
+
 def _kernel_decides_measured(ev: Evidence) -> dict[str, tuple[str, list[str]]]:
-    """R4l per measured GPU: the outcome over its arms (some holds and none fails) and each arm's numbers."""
+    """R4l per measured GPU: the outcome over its arms (some holds and none fails) and each arm's numbers. Each arm
+    is judged on the counted cells of the rule's paths (checked in their own run: checked.quantised_checks) over
+    the models they share; cells drawn unchecked are named, never counted. An arm without counted cells of two of
+    the paths on a common model is not judged (not testable), and says so."""
     rule = rules.get("R4l")
     qc = checked_cells(ev)
     if qc.empty:
         return {}
-    at = qc[(qc["ctx"] == ev.headline_ctx) & qc["t_obs_ms"].notna() & qc["arm"].isin(rule.t("arms"))]
-    bf = at[at["quant"] == "bf16"]
+    at = qc[(qc["ctx"] == ev.headline_ctx) & qc["arm"].isin(rule.t("arms"))]
+    bf = at[(at["quant"] == "bf16") & at["t_obs_ms"].notna()]
     paths = at[at["quant"].isin(rule.t("paths"))]
+    counted = paths[(paths["status"] == "ok") & paths["t_obs_ms"].notna() & (paths["qt"] == HOLDS)]
+    drawn = paths[paths["status"].isin(TIMED) & ~paths.index.isin(counted.index)]
     out = {}
-    for gpu in sorted(set(paths["gpu"])):
+    for gpu in sorted(set(paths.loc[paths["status"].isin(TIMED), "gpu"])):
         outs, parts = [], []
         for arm in rule.t("arms"):
-            g = paths[(paths["gpu"] == gpu) & (paths["arm"] == arm)]
-            unchecked = g[g["qt"] != HOLDS]
-            if not unchecked.empty:
-                outs.append(INCONCLUSIVE if (unchecked["qt"] != FAILS).all() else NOT_TESTABLE)
-                parts.append(f"{arm}: {len(unchecked)} cells without a passing model check ({', '.join(sorted(set(unchecked['quant'])))})")
-                g = g[g["qt"] == HOLDS]
+            g = counted[(counted["gpu"] == gpu) & (counted["arm"] == arm)]
+            d = drawn[(drawn["gpu"] == gpu) & (drawn["arm"] == arm)]
+            left_out = f" (left out, unchecked: {_unchecked_text(d)})" if not d.empty else ""
             res = _arm_spread(g, bf[bf["gpu"] == gpu], arm, rule)
-            if res is not None:
-                outs.append(res[0])
-                parts.append(res[1])
+            if res is None:
+                lacking = [q for q in rule.t("paths") if q not in set(g["quant"])]
+                outs.append(NOT_TESTABLE)
+                parts.append(f"{arm}: not judged (" + (f"no counted cell of {', '.join(lacking)} at ctx "
+                                                       f"{ev.headline_ctx}" if lacking else
+                                                       "no model with counted cells of both paths")
+                             + f"){left_out}")
+                continue
+            outs.append(res[0])
+            parts.append(res[1] + left_out)
         out[gpu] = (some_and_none(outs), parts)
     return out
 
@@ -267,7 +283,8 @@ def _kernel_decides(ev: Evidence) -> dict:
                 Judged(PAPER, pub_out, pub_text),
                 Judged(OTHER_GPU, all_of(v for v, _ in other.values()), ", ".join(other))],
                f"Paths: {', '.join(rule.t('paths'))} (the paper's int4 kernels, fixed in the registry); arms "
-               f"{', '.join(rule.t('arms'))}; ctx {ev.headline_ctx}; cells whose model check passes (QT). "
+               f"{', '.join(rule.t('arms'))}; ctx {ev.headline_ctx}; the counted cells (checked in their own run: QT's "
+               "definition, checked.quantised_checks), each arm over the models both paths have counted cells of. "
                + (". ".join(parts) + ". " if parts else "No GPU has both paths yet. ")
                + "Other int4 paths (AWQ's Triton GEMM, int4 tinygemm, the Triton GEMV) are notebook 04's, not the "
                "paper's, and do not enter S: adding a slow path to a max - min can only make it pass.",
@@ -330,6 +347,8 @@ def _nf4_excess(ev: Evidence, qc: pd.DataFrame, gpu: str, arms) -> tuple[list[st
 def _nf4_overhead(ev: Evidence) -> dict:
     rule = rules.get("R4n")
     qc = checked_cells(ev)
+    drawn = qc[(qc["quant"] == "bnb-nf4") & (qc["status"] == checked.UNCHECKED) & (qc["ctx"] == ev.headline_ctx)
+               & qc["arm"].isin(rule.t("arms"))] if not qc.empty else qc
     per, parts = {}, []
     for gpu in sorted(set(qc["gpu"])) if not qc.empty else []:
         outs, p = _nf4_excess(ev, qc, gpu, rule.t("arms"))
@@ -348,7 +367,10 @@ def _nf4_overhead(ev: Evidence) -> dict:
                f"On the paper's numbers the gain is {pub_share:.0%} of the saving (below {rule.t('share'):.0%}: small), "
                "but they cannot show its cause. The cause is read as GPU-side excess over the path's own floor "
                f"larger than bf16's on the arms {', '.join(rule.t('arms'))} (a kernel profile would show the "
-               "dequantisation kernels directly; none of nf4 is in the rows). " + ("; ".join(parts) + "." if parts else ""),
+               "dequantisation kernels directly; none of nf4 is in the rows). " + ("; ".join(parts) + "." if parts else "")
+               + (f" Left out, unchecked under the current rule (never counted): bnb-nf4 "
+                  f"{_unchecked_text(drawn).removeprefix('bnb-nf4 ')} on {', '.join(sorted(set(drawn['arm'])))} at "
+                  f"ctx {ev.headline_ctx}." if not drawn.empty else ""),
                claim_gpu=L4)
 
 

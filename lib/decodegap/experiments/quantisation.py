@@ -27,7 +27,7 @@ DEFAULT_PATHS = ("bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2"
 GRID_ARM = "lean_attn_graph"  # the arm of the grid table: every path over every measured model and context
 CELL_COLUMNS = ["gpu", "model", "ctx", "arm", "quant", "sessions", "t_obs_ms", "bytes_quant", "t_floor_quant_ms",
                 "r_floor_quant", "speedup_over_bf16", "realised_fraction", "saved_over_floor_drop", "check", "status",
-                "checked", "reason"]
+                "checked", "quant_check", "model_k", "measured", "reason"]
 """The columns of figures/04_quant_cells."""
 
 
@@ -144,10 +144,9 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
 
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
-    a passing check of its own run (vs_eager, and for a quantised cell the vs_bf16 model check and its layer checks:
-    quant_report.rows) as status rows `unchecked` (checked.labelled)."""
-    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data),
-                             records.load_experiment("verify", data))
+    a passing check of its own run (vs_eager, and for a quantised cell the current rule's checks of its run:
+    checked.quantised_checks) as status rows `unchecked` (checked.labelled)."""
+    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
@@ -166,7 +165,8 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
            table_model: str = "qwen2.5-7b", grid_arm: str = GRID_ARM, group_size: int | None = None) -> dict:
     """Notebook 04's tables: `bytes` (the byte model of `models` and `table_model` at the first context), `verify`,
     `layers` and `model_checks` (the correctness rows), `rows`, `cells` (every path against its own floor, of
-    `table_model`), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
+    `table_model`), `check_coverage` (per path, the timed cells checked in their own run and those drawn unchecked:
+    quant_checks.coverage), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
     (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
     specs = hardware.specs_table(data)
@@ -186,6 +186,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
         paper_table=quant_report.paper_table(cells_, pub, specs, configs, table_model, contexts, arms, group_size),
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
                                                                           "notes"]],
+        check_coverage=quant_checks.coverage(cells_),
         grid=quant_profile.grid(cells_, grid_arm).reset_index(),
         coverage=quant_profile.coverage(cells_, arms, list(models), measured),
         products=by_product, product_fits=quant_profile.product_fits(by_product, specs),
@@ -196,12 +197,14 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
 
 
 def findings(t: dict) -> dict:
-    """{"04_findings": per GPU, context and arm whether each path realises its saving, the checks, the grid, the
+    """{"04_findings": per GPU, context and arm whether each path realises its saving, how many timed cells of each
+    path are checked in their own run and how many are drawn unchecked, the checks, the grid, the
     profile, and the fastest int4 step against the int4 target with what stands in its way}."""
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
-        + quant_checks.check_findings(t["verify"]) + quant_profile.grid_findings(t["cells"], t["grid_arm"])
+        + quant_checks.coverage_findings(t["cells"]) + quant_checks.check_findings(t["verify"])
+        + quant_profile.grid_findings(t["cells"], t["grid_arm"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
         + [line for line in [obstacles] if line])}

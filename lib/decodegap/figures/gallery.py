@@ -53,18 +53,25 @@ def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None 
 
 
 def _quant(qc: pd.DataFrame) -> str:
-    """Notebook 04 on the H200 at ctx 2048, over the cells whose checks passed: HF graph and the lean step."""
-    g = qc[(qc.gpu == GPU) & (qc.ctx == 2048) & qc.t_obs_ms.notna() & ~qc.check.astype(str).str.contains("failed")]
+    """Notebook 04 on the H200 at ctx 2048, over the counted cells (`checked`: a quantised one checked in its own run,
+    decodegap.checked.quantised_checks): HF graph and the lean step; with how many timed quantised cells are drawn
+    unchecked."""
+    here = qc[(qc.gpu == GPU) & (qc.ctx == 2048)]
+    g = here[here.t_obs_ms.notna() & (here.checked == True) & ~here.check.astype(str).str.contains("failed")]  # noqa: E712
+    quant = here[(here.quant != "bf16") & here.status.isin(["ok", "unchecked"])]
+    drawn = int((quant.status == "unchecked").sum())
     if g.empty or not (g.quant != "bf16").any():
-        return "No H200 rows of the quantised paths."
+        return f"No counted H200 cell of the quantised paths at ctx 2048 ({drawn} drawn unchecked)."
     parts = []
     for arm, name in (("graph", "HF graph"), ("lean_attn_graph", "lean step + Triton attention, graphed")):
         a = g[g.arm == arm]
         order = a[a.quant != "bf16"].groupby("quant").speedup_over_bf16.median().sort_values(ascending=False).index
         parts.append(f"{name} (bf16 {_span(a[a.quant == 'bf16'].t_obs_ms)} ms): " + ", ".join(
             f"{QUANT_NAMES.get(k, k)} {_span(a[a.quant == k].speedup_over_bf16)}x" for k in order))
-    return ("On the H200 (ctx 2048, speed-up over bf16 on the same arm, every path quantised from the model's own "
-            "weights and checked against it) " + "; ".join(parts) + ".")
+    counted = int((quant.status == "ok").sum())
+    return (f"On the H200 (ctx 2048, speed-up over bf16 on the same arm, every path quantised from the model's own "
+            f"weights; the {counted} quantised cells checked in their own run, {drawn} more drawn unchecked and counted "
+            "nowhere) " + "; ".join(parts) + ".")
 
 
 def _h200_cost(lad: pd.DataFrame) -> str:
@@ -153,12 +160,15 @@ def _ladder_cells(f: Path) -> dict:
     lad6 = pd.read_csv(f / "06_ladder.csv")
     cell6 = lad6[(lad6.gpu == GPU) & (lad6.model == "llama-3.1-8b") & (lad6.ctx == 2048) & (lad6.status == "ok")]
     bf16_6, int4_6 = cell6[cell6.quant == "bf16"], cell6[cell6.quant != "bf16"]
-    best6, best_int4 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()], int4_6.loc[int4_6.t_obs_ms.idxmin()]
+    best6 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()]
+    best_int4 = int4_6.loc[int4_6.t_obs_ms.idxmin()] if int4_6.t_obs_ms.notna().any() else None
+    target = lad6[(lad6.gpu == GPU) & (lad6.model == "llama-3.1-8b") & (lad6.ctx == 2048) & (lad6.quant != "bf16")]
     ok6 = lad6[(lad6.gpu == GPU) & (lad6.status == "ok")]
     best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
-    return dict(best6=best6, best_int4=best_int4, lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
+    return dict(best6=best6, best_int4=best_int4, int4_unchecked=int((target.status == "unchecked").sum()),
+                lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
                 grid_cells=lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups, hf_compiled=hf_compiled,
                 fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
 
@@ -185,9 +195,12 @@ def _ladder(f: Path) -> dict[str, str]:
                            f"{tinygemm.stream_gbps:.0f} GB/s ({tinygemm.stream_gbps / DATASHEET_GBPS:.0%}).",
         "06_ladder.png": f"On the H200 (Llama-3.1-8B, ctx 2048) the best bf16 lever is {best6.lever} at "
                          f"{best6.t_obs_ms:.2f} ms, R_floor {best6.r_floor_bf16:.3f} against the {TARGETS['bf16']['r_floor']:.2f} target (HF compiled "
-                         f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); the best int4 lever "
-                         f"({best_int4.lever}) takes {best_int4.t_obs_ms:.1f} ms against the {TARGETS['int4']['step_ms']:.1f} ms target. "
-                         f"The best bf16 lever has rows in {len(best_path)} of the grid's {c['grid_cells']} cells, where it takes "
+                         f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); "
+                         + (f"the best int4 lever ({best_int4.lever}) takes {best_int4.t_obs_ms:.1f} ms against the "
+                            f"{TARGETS['int4']['step_ms']:.1f} ms target. " if best_int4 is not None else
+                            f"no int4 lever there is counted against the {TARGETS['int4']['step_ms']:.1f} ms target "
+                            f"({c['int4_unchecked']} int4 cells there drawn unchecked under the current rule). ")
+                         + f"The best bf16 lever has rows in {len(best_path)} of the grid's {c['grid_cells']} cells, where it takes "
                          f"{best_path.t_obs_ms.min():.2f}-{best_path.t_obs_ms.max():.2f} ms from 2k to 16k tokens, HF compiled "
                          f"{c['hf_compiled'].min():.2f}-{c['hf_compiled'].max():.2f} ms; with each cell's fastest bf16 lever "
                          f"{int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} cells reach R_floor "
@@ -276,10 +289,35 @@ COUNTS = re.compile(r"^\(([^;]*); generated by notebook 05,", re.M)
 """The README's claims counts, `(8 reproduced, ...; generated by notebook 05, ...`: the part before the semicolon."""
 
 
-def readme_text(readme: str, found: dict[str, str], counts: str | None = None) -> str:
-    """`readme` with each gallery line's finding replaced by `found`'s, and the claims counts by `counts`
-    (claims.table.claim_counts). A figure without a gallery line is an error naming it (add its row to the README's gallery
-    table first)."""
+QUANT_COUNTS = re.compile(r"^\(([^;]*); generated by notebook 04,", re.M)
+"""The README's count of checked quantised cells, `(20 of 185 timed ...; generated by notebook 04, ...`."""
+
+
+def quant_counts(figures: Path | None = None) -> str:
+    """From figures/04_quant_cells.csv, per GPU: how many timed quantised cells count (checked in their own run,
+    decodegap.checked.quantised_checks) and at which contexts, and how many are drawn unchecked, those of an earlier
+    rule with the span of their runs' start (the README's words, no semicolon)."""
+    qc = pd.read_csv(Path(figures or paths.FIGURES) / "04_quant_cells.csv")
+    timed = qc[(qc.quant != "bf16") & qc.status.isin(["ok", "unchecked"])]
+    parts = []
+    for gpu, g in timed.groupby("gpu"):
+        ok, drawn = g[g.status == "ok"], g[g.status == "unchecked"]
+        earlier = drawn[drawn.quant_check == "earlier rule"]
+        text = (f"on the {gpu.upper()}, {len(ok)} of {len(g)} timed quantised cells are checked in their own run"
+                + (f" (ctx {', '.join(str(int(c)) for c in sorted(set(ok.ctx)))})" if len(ok) else ""))
+        if len(earlier):
+            text += (f", {len(earlier)} were timed between {earlier.measured.min()} and {earlier.measured.max()}, "
+                     "before in-run layer checks")
+        if len(drawn) > len(earlier):
+            text += f", {len(drawn) - len(earlier)} fail or lack a check of the current rule"
+        parts.append(text)
+    return ", ".join(parts) or "no timed quantised cells"
+
+
+def readme_text(readme: str, found: dict[str, str], counts: str | None = None, quant: str | None = None) -> str:
+    """`readme` with each gallery line's finding replaced by `found`'s, the claims counts by `counts`
+    (claims.table.claim_counts) and the checked quantised cells by `quant` (quant_counts). A figure without a gallery line is
+    an error naming it (add its row to the README's gallery table first)."""
     missing = []
     for name, text in found.items():
         pattern = re.compile(LINE.format(name=re.escape(name)), re.M)
@@ -295,4 +333,9 @@ def readme_text(readme: str, found: dict[str, str], counts: str | None = None) -
         if not m:
             raise ValueError("the README has no claims counts line `(... ; generated by notebook 05,`")
         readme = readme[:m.start(1)] + counts + readme[m.end(1):]
+    if quant is not None:
+        m = QUANT_COUNTS.search(readme)
+        if not m:
+            raise ValueError("the README has no quantised cells' count `(... ; generated by notebook 04,`")
+        readme = readme[:m.start(1)] + quant + readme[m.end(1):]
     return readme

@@ -14,6 +14,8 @@ from decodegap.published import PUBLISHED_LABEL
 SERIES_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
 FAILED_COLOR = "#b2182b"  # a cell whose correctness check failed
 NOT_RUN_COLOR = "#777777"  # a cell that never ran here (unavailable, or not measured)
+UNCHECKED_COLOR = "#e08214"  # a cell timed only without the current rule's checks of its own run (not counted)
+UNCHECKED_LABEL = "drawn unchecked: timed without the current rule's checks of its run (no time counted)"
 
 
 def _series_color(name: str, published: bool, i: int) -> str:
@@ -35,8 +37,10 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
     path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
     first context only; each measured GPU and arm), each series' floor for that path as a black tick over
-    its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a path with no
-    time in a series has no bar (a measured series writes 'no time' where the path has a floor)."""
+    its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
+    unchecked (timed only without the current rule's checks of its own run: the table's `<gpu> <arm> unchecked`)
+    has a hollow square at its floor, labelled so; a path with no other time in a series has a hollow circle at
+    its floor (never ran here)."""
     style.apply()
     series = _series(table)
     if table.empty or not series:
@@ -58,6 +62,8 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                 continue
             check = panel.get(f"{name} check")
             failed = check.astype(str).str.contains("failed") if check is not None else pd.Series(False, index=panel.index)
+            drawn = panel.get(f"{name} unchecked")
+            drawn = drawn.fillna(False).astype(bool) if drawn is not None else pd.Series(False, index=panel.index)
             color = _series_color(name, published, i)
             label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
             ok = panel[col].where(~failed)
@@ -76,10 +82,12 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                           label=None if lab in labelled else lab)
                 labelled.add(lab)
                 if not published:
-                    for p, t, f, bad in zip(pos, panel[col], floor, failed):
+                    for p, t, f, bad, unchecked in zip(pos, panel[col], floor, failed, drawn):
                         if pd.isna(t) and pd.notna(f):
-                            lab = "check failed (no time kept)" if bad else "never ran here (see the table's status)"
+                            lab = ("check failed (no time kept)" if bad else UNCHECKED_LABEL if unchecked
+                                   else "never ran here (see the table's status)")
                             mark = (dict(marker="x", color=FAILED_COLOR) if bad else
+                                    dict(marker="s", facecolors="none", edgecolors=UNCHECKED_COLOR) if unchecked else
                                     dict(marker="o", facecolors="none", edgecolors=NOT_RUN_COLOR))
                             ax.scatter([p], [f], s=28, zorder=4, label=None if lab in labelled else lab, **mark)
                             labelled.add(lab)  # the marker and its legend entry say it: no text over the bars
