@@ -36,6 +36,12 @@ import pandas as pd
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 MODEL_CELL = ["gpu", "model", "ctx", "quant"]
+
+
+def cell_of(*frames) -> list[str]:
+    """CELL, with `batch` where every frame has it (decode and verify rows read since the batch axis: a check of
+    batch 1 never stands for the batch-64 rows of its run)."""
+    return CELL + ["batch"] if all(f is not None and "batch" in f.columns for f in frames) else CELL
 REFERENCE_ARM, REFERENCE_ATTN, REFERENCE_QUANT = "eager", "sdpa", "bf16"
 MODES = ("mark", "drop", "raise")
 UNCHECKED = "unchecked"
@@ -204,9 +210,10 @@ def join_checks(timed: pd.DataFrame, verify: pd.DataFrame | None, mode: str = "m
                             quant_check=pd.Series(dtype=object), model_k=pd.Series(dtype=float))
     out = timed.copy()
     index = out.index
-    keys = out[["run_id"] + CELL].copy()
+    cell = cell_of(out, verify) if verify is not None and not verify.empty else CELL
+    keys = out[["run_id"] + cell].copy()
     keys["ctx"] = keys["ctx"].astype(int)
-    arm = keys.merge(_verdicts(verify, "vs_eager", CELL), on=["run_id"] + CELL, how="left")
+    arm = keys.merge(_verdicts(verify, "vs_eager", cell), on=["run_id"] + cell, how="left")
     needs_arm = np.array([needs_arm_check(a, t) for a, t in zip(keys["arm"], keys["attn"])], dtype=bool)
     needs_model = (keys["quant"] != REFERENCE_QUANT).to_numpy()
     model = keys[QUANT_KEY].merge(quantised_checks(keys[needs_model], verify), on=QUANT_KEY, how="left")
@@ -296,14 +303,32 @@ def verify_rows(data, superseded: bool = True) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True) if kept else frames[0]
 
 
-def load(experiment: str, data, mode: str = "mark", superseded: bool = False) -> pd.DataFrame:
+SCOPE_FIRST_SESSION = 100
+"""Notebook 07's sweeps (the batch and model-size axes) number their sessions from here, apart from the grid's."""
+
+
+def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1) and sessions below
+    SCOPE_FIRST_SESSION, so that notebook 07's sweeps of the same cells never stand in for the grid's."""
+    if rows.empty:
+        return rows
+    keep = pd.Series(True, index=rows.index)
+    if "batch" in rows:
+        keep &= pd.to_numeric(rows["batch"], errors="coerce").fillna(1).astype(int) == 1
+    if "session" in rows:
+        keep &= pd.to_numeric(rows["session"], errors="coerce").fillna(0) < SCOPE_FIRST_SESSION
+    return rows[keep]
+
+
+def load(experiment: str, data, mode: str = "mark", superseded: bool = False, grid: bool = True) -> pd.DataFrame:
     """An experiment's rows (records.load_experiment, or records.with_superseded with `superseded`) joined with the
-    checks of their own runs (join_checks in `mode`, both verify files)."""
+    checks of their own runs (join_checks in `mode`, both verify files); with `grid` (notebooks 01-06) only the
+    grid's rows (grid_rows), else every row (notebook 07)."""
     from decodegap import records
 
     rows = (records.with_superseded(experiment, Path(data)) if superseded
             else records.load_experiment(experiment, Path(data)))
-    return join_checks(rows, verify_rows(data), mode)
+    return join_checks(grid_rows(rows) if grid else rows, verify_rows(data), mode)
 
 
 def own_checks(rows: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:
@@ -313,10 +338,11 @@ def own_checks(rows: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:
     if verify is None or verify.empty or rows.empty:
         return verify
     v = verify[verify["layer"].astype(str) == "model"] if "layer" in verify else verify
-    mine = rows[["run_id"] + CELL].drop_duplicates().astype({"ctx": int})
+    cell = cell_of(rows, v)
+    mine = rows[["run_id"] + cell].drop_duplicates().astype({"ctx": int})
     vv = v.astype({"ctx": int})
     model = vv["check"].astype(str).str.startswith("vs_bf16") if "check" in vv else pd.Series(False, index=vv.index)
-    by_cell = vv[~model].merge(mine, on=["run_id"] + CELL, how="inner")
+    by_cell = vv[~model].merge(mine, on=["run_id"] + cell, how="inner")
     by_model = vv[model].merge(mine[["run_id"] + MODEL_CELL].drop_duplicates(), on=["run_id"] + MODEL_CELL,
                                how="inner")
     return pd.concat([by_cell, by_model], ignore_index=True)

@@ -418,7 +418,7 @@ def rows(data) -> pd.DataFrame:
     joined to the checks of its own run (an unchecked cell is a status row, never a timing: checked.labelled)."""
     from decodegap import checked
 
-    loaded = with_batch(checked.labelled(checked.load("decode", Path(data))))
+    loaded = with_batch(checked.labelled(checked.load("decode", Path(data), grid=False)))
     return loaded[loaded["quant"] == "bf16"] if not loaded.empty else loaded
 
 

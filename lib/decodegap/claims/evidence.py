@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report, where_the_thesis_ends
-from decodegap import accounting, hardware, published, records
+from decodegap import accounting, checked, hardware, published, records
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation
 from decodegap.experiments import cost as cost_experiment
@@ -129,8 +129,8 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
         speed=ab.speedups(ab_rows, arm="graph", seed=seed), ab_sessions=ab.session_table(ab_rows),
-        verify=records.load_experiment("verify", data), data=str(data),
-        decomp=ab.decomposition(ab_cells, records.load_experiment("kernels", data)),
+        verify=checked.grid_rows(records.load_experiment("verify", data)), data=str(data),
+        decomp=ab.decomposition(ab_cells, checked.grid_rows(records.load_experiment("kernels", data))),
         attention=attention_backends.summary(data),
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),

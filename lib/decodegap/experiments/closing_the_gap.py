@@ -90,7 +90,7 @@ def tables(data, models_=()) -> dict:
     configs = models.configs(set(rows_["model"]) | set(models_), data)
     cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
-    breakdown_rows = records.latest_profiles(records.with_superseded("breakdown", data))
+    breakdown_rows = records.latest_profiles(checked.grid_rows(records.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,

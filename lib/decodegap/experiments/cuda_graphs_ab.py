@@ -13,7 +13,7 @@ from typing import Mapping
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab
-from decodegap import hardware, paths, published, records, roofline
+from decodegap import checked, hardware, paths, published, records, roofline
 from decodegap.harness import keys, models as model_specs, profile, runs
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
@@ -104,7 +104,7 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
 sweep, ab.ab_rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
     rows_, grid, cells_, configs = cells(data)
-    kernels = records.load_experiment("kernels", data)
+    kernels = checked.grid_rows(records.load_experiment("kernels", data))
     verify = records.load_experiment("verify", data)
     speed = pd.concat([ab.speedups(rows_, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
     older = ab.ab_rows(data, history=True)

@@ -174,7 +174,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     verify = records.load_experiment("verify", data)
     rows_, cells_, configs = cells(data, models=[table_model], arms=arms, group_size=group_size)
     pub = published.load(data)
-    breakdown = records.latest_profiles(records.load_experiment("breakdown", data))
+    breakdown = records.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data)))
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cells_["ctx"])) if not cells_.empty else list(contexts)
