@@ -307,12 +307,17 @@ SCOPE_FIRST_SESSION = 100
 """Notebook 07's sweeps (the batch and model-size axes) number their sessions from here, apart from the grid's."""
 
 
+SIZE_AXIS_ONLY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-14b", "qwen2.5-32b")
+"""The models of notebook 07's size axis that the grid of notebooks 01-06 does not measure (their profiled steps
+carry no session to tell them apart)."""
+
+
 def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1) and sessions below
     SCOPE_FIRST_SESSION, so that notebook 07's sweeps of the same cells never stand in for the grid's."""
     if rows.empty:
         return rows
-    keep = pd.Series(True, index=rows.index)
+    keep = ~rows["model"].isin(SIZE_AXIS_ONLY) if "model" in rows else pd.Series(True, index=rows.index)
     if "batch" in rows:
         keep &= pd.to_numeric(rows["batch"], errors="coerce").fillna(1).astype(int) == 1
     if "session" in rows:
