@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from decodegap.checked import passing
 from decodegap.quant import paths as quant
 from decodegap.finding import Finding, span as _values
 from decodegap.stats import span as _span
