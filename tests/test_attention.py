@@ -279,7 +279,7 @@ def test_readme_statements_on_the_h200_whole_step_hold():
     data = paths.data_dir(None)
     configs = {k: models.load_spec(k).config for k in SHAPES}
     summ = attention_report.summary(records.load_experiment("attention", data))
-    steps = attention_report.step_table(records.load_experiment("decode", data), hardware.specs_table(data), configs,
+    steps = attention_report.step_table(attention_experiment.step_rows(data), hardware.specs_table(data), configs,
                                         ["sdpa", "flex"], [2048, 16384])
     g = steps[(steps.arm == "graph") & (steps.gpu == "h200")].set_index(["model", "attn", "ctx"])["t_obs_ms"]
     for model, shape in SHAPES.items():

@@ -208,8 +208,15 @@ def test_a_cut_first_line_of_a_block_moves_only_that_block(tmp_path, layout):
 
 
 def test_the_shipped_rows_read_as_batch_one():
+    """Every check row of a run whose plan has no batch above 1 reads batch 1 (rows written before the column
+    existed among them); a batch run's rows carry exactly its plan's batches."""
     rows = records.load_experiment("verify", paths.DATA)
-    assert not rows.empty and set(rows["batch"]) == {1}
+    plans = {run: plan for (_, run), plan in records.run_plans(paths.DATA).items()}
+    batched = {run for run, plan in plans.items() if max((plan or {}).get("batches", [1])) > 1}
+    old = rows[~rows["run_id"].isin(batched)]
+    assert not old.empty and set(old["batch"]) == {1}
+    for run, got in rows[rows["run_id"].isin(batched)].groupby("run_id"):
+        assert set(got["batch"]) == set(plans[run]["batches"])
 
 
 # --- bad batch values: refused before anything is written ---------------------------------------------------------

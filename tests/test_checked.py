@@ -133,7 +133,8 @@ def in_run(run, quant="awq-marlin", ctx=2048, model="m", null=0.5, err=0.55, lay
     """The verify rows a quantised sweep's session writes in its own run since in-run layer checks: per linear one
     format row and layer rows at 1 and `ctx` rows, the null (tol 1.3 x null) and the model check; `skip` leaves
     kinds out ("format", "layer_1", "layer_ctx", "null", "model")."""
-    from decodegap.quant.paths import MODEL_K_PASS, QUANT_TOL
+    from decodegap.compare import MODEL_K_PASS
+    from decodegap.quant.paths import QUANT_TOL
     from decodegap.quant.power import FORMAT_TOL
 
     base = dict(run_id=run, session=0, gpu="h200", model=model, quant=quant, reason="")

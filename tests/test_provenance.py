@@ -108,7 +108,7 @@ def test_the_readme_facts_about_runs_hold_against_env_json():
     assert headline["git_commit"].startswith("5c4d471") and headline["git_commit_source"] == "given"
     assert len(headline["source_sha256"]) == 64
     block = README.read_text().split(checked.README_BEGIN)[1].split(checked.README_END)[0].strip()
-    assert block == checked.provenance_table(paths.DATA), "data/README.md's runs-by-file table is stale: regenerate"
+    assert block == checked.provenance_table(paths.DATA), "data/README.md's runs-by-file table is stale: python -m decodegap gallery --readme"
 
 
 def test_the_resolved_runs_cache_is_bounded_and_follows_the_rows(tmp_path):

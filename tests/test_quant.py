@@ -19,6 +19,7 @@ from decodegap.analysis import quant_checks
 from decodegap.quant import bytes as quant_bytes
 from decodegap.quant import layers as quant_layers
 from decodegap import compare
+
 from decodegap.quant import loaders as quant_loaders
 from decodegap.quant import fuse as quant_fuse
 
@@ -368,7 +369,7 @@ def test_measure_quant_records_what_cannot_run_instead_of_faking_it(data_dir):
         assert 0 < vs.iloc[0].max_rel_err < vs.iloc[0].tol
         run = vs.iloc[0].run_id  # the null and every layer's checks, in the run that timed the cell
         null = checks[(checks.check == "vs_bf16_null") & (checks.run_id == run)]
-        assert len(null) == 1 and vs.iloc[0].tol == pytest.approx(quant.MODEL_K_PASS * null.iloc[0].max_rel_err)
+        assert len(null) == 1 and vs.iloc[0].tol == pytest.approx(compare.MODEL_K_PASS * null.iloc[0].max_rel_err)
         mine = checks[(checks.run_id == run) & checks.check.isin(["layer", "format"])]
         assert set(mine.layer) == set(quant.LAYERS[:-1]) and (mine.status == "ok").all()
         assert set(mine[mine.check == "layer"].rows) == {1, 16} and set(mine[mine.check == "format"].ctx) == {0}

@@ -37,7 +37,7 @@ def test_the_tolerance_is_the_null_of_the_formats_own_rounding(bf16):
     before = [p.detach().clone() for p in model.parameters()]
     tol, null, draws = quant_check.model_tolerance(model, "gptq-exllamav2", CTX, ref)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the noise is taken out again
-    assert len(draws) == power.NULL_DRAWS and null == max(draws) and tol == pytest.approx(quant.MODEL_K_PASS * null)
+    assert len(draws) == power.NULL_DRAWS and null == max(draws) and tol == pytest.approx(compare.MODEL_K_PASS * null)
     with power.noisy_linears(model, "gptq-exllamav2", quant.default_group_size(model.config.to_dict()), seed=1):
         assert quant_check.forced_layer_error(model, CTX, ref) == pytest.approx(draws[0])
     w = model.model.layers[0].mlp.down_proj.weight.detach()  # [64, 128], group 64: two groups per row
@@ -48,7 +48,7 @@ def test_the_tolerance_is_the_null_of_the_formats_own_rounding(bf16):
     assert power.predicted_eps("gptq-exllamav2", w, 64) == pytest.approx(by_hand, rel=1e-5)
     sym = power.predicted_eps("awq-marlin", w, 64)
     assert 1.05 < sym / by_hand < 1.35  # Marlin's symmetric step is wider than the asymmetric one
-    assert 1.0 < quant.MODEL_K_PASS < quant.MODEL_K_FAIL
+    assert 1.0 < compare.MODEL_K_PASS < compare.MODEL_K_FAIL
 
 
 @pytest.mark.parametrize("key", ["int4-tinygemm", "gptq-exllamav2", "awq-triton", "int4-triton"])

@@ -47,10 +47,9 @@ def test_thresholds_are_read_by_name():
         R.get("R4l").t("no such threshold")
 
 
-def test_quantisation_bounds_come_from_quant_paths():
-    from decodegap.quant import paths
+def test_quantisation_bounds_come_from_the_power_derivation():
+    from decodegap import compare
 
     qt = R.get("QT")
-    assert qt.t("k_pass") == getattr(paths, "MODEL_K_PASS", paths.MODEL_TOL_FACTOR)
-    assert qt.t("k_fail") == getattr(paths, "MODEL_K_FAIL", paths.MODEL_TOL_FACTOR)
+    assert (qt.t("k_pass"), qt.t("k_fail")) == (compare.MODEL_K_PASS, compare.MODEL_K_FAIL) == (1.3, 2 ** 0.5)
     assert qt.t("k_pass") <= qt.t("k_fail")

@@ -105,9 +105,19 @@ def test_the_lean_lever_is_the_ladders_fastest_at_its_target_cell():
     assert target.sort_values("t_obs_ms").arm.iloc[0] == scope.LEAN_BEST
 
 
+def _scope_runs(data):
+    """The runs whose plan numbers its sessions from the axes' first session (notebook 07's sweeps)."""
+    return {run for (_, run), plan in records.run_plans(data).items()
+            if (plan or {}).get("first_session", 0) == scope.FIRST_SESSION}
+
+
 def test_the_axes_sessions_are_apart_from_every_shipped_session():
+    """The grid's sweeps number their sessions below FIRST_SESSION, the axes' sweeps from it, in every shipped row."""
     decode = records.load_experiment("decode", paths.DATA)
-    assert scope.FIRST_SESSION > decode["session"].max()
+    ours = decode["run_id"].isin(_scope_runs(paths.DATA))
+    assert ours.any() and (~ours).any()
+    assert (decode.loc[ours, "session"] >= scope.FIRST_SESSION).all()
+    assert scope.FIRST_SESSION > decode.loc[~ours, "session"].max()
 
 
 def test_kernel_plan_profiles_the_steps_graph_and_lean_graph_replay():

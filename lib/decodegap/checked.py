@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from decodegap.compare import MODEL_K_FAIL, MODEL_K_PASS
+
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 MODEL_CELL = ["gpu", "model", "ctx", "quant"]
 
@@ -138,13 +140,11 @@ def quantised_checks(keys: pd.DataFrame, verify: pd.DataFrame | None) -> pd.Data
     (run_id, gpu, model, ctx, quant) of `keys`, its own run's checks of the current rule from `verify` (verify.csv
     rows): the format check of every layer (`format`), the layer checks at one row and at the cell's prefill rows
     (`layer`, rows 1 and ctx), the null (`vs_bf16_null` at ctx) and the model check (`vs_bf16` at ctx), k = its
-    error / the null (quant.power), judged by k alone against quant.paths.MODEL_K_PASS and MODEL_K_FAIL (the row's
+    error / the null (quant.power), judged by k alone against MODEL_K_PASS and MODEL_K_FAIL (the row's
     own status applied tol = MODEL_K_PASS x the null of its day). Columns QUANT_KEY,
     format_ok, layer_one_row_ok, layer_prefill_ok, null, model_err, k, `outcome` (QUANT_OUTCOMES: only
     CHECKED_QUANT counts) and `note` (what decided it; an earlier rule's cell: UNDER_EARLIER_RULE with the date
     its run began). A check of another run never counts."""
-    from decodegap.quant.paths import MODEL_K_FAIL, MODEL_K_PASS
-
     cols = QUANT_KEY + ["format_ok", "layer_one_row_ok", "layer_prefill_ok", "null", "model_err", "k", "outcome",
                         "note"]
     if keys.empty:
@@ -449,6 +449,16 @@ def provenance_table(data) -> str:
                      f"{len(dirty)} ({sum(p['diff_digest'] for p in dirty)}) | "
                      f"{sum(p['source_digest'] for p in prov)} | {', '.join(corrected) or '-'} |")
     return "\n".join(lines)
+
+
+def with_provenance_table(readme_text: str, data) -> str:
+    """`readme_text` (data/README.md) with the block between README_BEGIN and README_END replaced by
+    provenance_table(data); a text without both markers is refused (nothing would be regenerated)."""
+    if README_BEGIN not in readme_text or README_END not in readme_text:
+        raise ValueError(f"data/README.md lacks the markers {README_BEGIN!r} and {README_END!r}: put them around the "
+                         "runs-by-file table")
+    head, rest = readme_text.split(README_BEGIN, 1)
+    return head + README_BEGIN + "\n" + provenance_table(data) + "\n" + README_END + rest.split(README_END, 1)[1]
 
 
 def column(status: pd.Series) -> pd.Series:

@@ -292,8 +292,9 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_gallery(args) -> int:
-    """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it."""
-    from decodegap import paths
+    """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it and
+    data/README.md's runs-by-file table from env.json."""
+    from decodegap import checked, paths
     from decodegap.claims import table as claims
     from decodegap.figures import gallery
 
@@ -303,6 +304,9 @@ def cmd_gallery(args) -> int:
         readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), claims.claim_counts(),
                                               gallery.quant_counts()))
         print(f"updated the gallery of {readme}")
+        data_readme = paths.DATA / "README.md"
+        data_readme.write_text(checked.with_provenance_table(data_readme.read_text(), paths.DATA))
+        print(f"updated the runs-by-file table of {data_readme}")
     return 0
 
 

@@ -15,6 +15,17 @@ logits are flatter and an attention error may hide under the tolerance (on a CPU
 rotary is sign-flipped passes, bf16 and int4: bench/check_power_cpu.py, rows in data/diagnostics/): the check catches wrong caches, wrong
 projections, broken arms and unrelated tokens, not a wrong attention."""
 
+MODEL_K_PASS = 1.3
+"""Model check of a quantised path (harness.quant_checks: every decoder layer of the quantised model fed the bf16
+model's input, its output against the bf16 layer's, relative to what the layer adds to the residual stream):
+tolerance = MODEL_K_PASS x the null, the same metric of the bf16 model whose decoder weights carry uniform noise of
+the format's own rounding step. quant.power's docstring derives it (1 + 3 sigma, sigma = 0.10 the spread of one null
+draw). Fixed before any whole-model or GPU row it judges; the rules registry's QT entry reads it."""
+MODEL_K_FAIL = 2 ** 0.5
+"""A model check whose error reaches MODEL_K_FAIL x the null fails outright (a fault adding an independent error as
+large as the format's own rounding noise: sqrt 2); between MODEL_K_PASS and this it is inconclusive (quant.power).
+The sweep times a cell only within MODEL_K_PASS x the null."""
+
 
 def max_relative_error(a, b) -> float:
     """max |a - b| / max |b| over all elements (b the reference)."""

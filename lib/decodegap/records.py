@@ -149,7 +149,7 @@ CHECKS = {
                       "flat for vs_eager (sharp_check.factor_for; recorded, not gating). Rows of the paper's models "
                       "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
-               "(quant_check; tolerance quant.MODEL_K_PASS x the run's vs_bf16_null, quant_check.model_tolerance; a run "
+               "(quant_check; tolerance compare.MODEL_K_PASS x the run's vs_bf16_null, quant_check.model_tolerance; a run "
                "without a vs_bf16_null row: 6 x the asymmetric rounding bound)",
     "vs_bf16_null": "the null of a vs_bf16 check, in its run: the largest forced-layer error of the bf16 model whose "
                     "decoder weights carry U(-D/2, D/2) of the path's own rounding step D (quant.power); tol = the "

@@ -1,6 +1,6 @@
 """Results 4, quantisation (R4a-R4n) and the quantised model check (QT): the L4 step times, the realised saving,
 what decides it, and whether the timed cells are correct (notebook 04). Every threshold is its rule's
-(decodegap.claims.rules); QT's k_pass / k_fail are quant/paths.py's. A quantised cell counts only when checked in
+(decodegap.claims.rules); QT's k_pass / k_fail are compare.py's (derived in quant/power.py). A quantised cell counts only when checked in
 its own run (decodegap.checked.quantised_checks, carried by notebook 04's cells); every rule here reads that."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _qt(ev: Evidence) -> dict:
                     & (counted["quant"] == closest["quant"])] if closest is not None else counted)
     return row("QT", "method", "Every timed quantisation cell that is counted passes the checks of its own run: its "
                "layers, and the whole model against the bf16 model it was quantised from.",
-               f"k_pass {k_pass:g}, k_fail {k_fail:g} (quant/paths.py)", "; ".join(parts) or "-",
+               f"k_pass {k_pass:g}, k_fail {k_fail:g} (compare.py)", "; ".join(parts) or "-",
                ", ".join(sorted(set(timed["gpu"]))) if not timed.empty else "-",
                Judged(METHOD, all_of(timed["qt"]) if not timed.empty else NOT_TESTABLE),
                "A timed quantised cell counts only when its own run has passing format and layer checks at one row "

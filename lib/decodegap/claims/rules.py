@@ -370,8 +370,8 @@ RULES: tuple[Rule, ...] = (
          "without in-run checks (an earlier rule: a fixed multiple of a rounding bound) is not judged (not testable "
          "here).",
          (QUANT, VERIFY_IN_RUN),
-         (("k_pass", Ref("decodegap.quant.paths", "MODEL_K_PASS", fallback="MODEL_TOL_FACTOR")),
-          ("k_fail", Ref("decodegap.quant.paths", "MODEL_K_FAIL", fallback="MODEL_TOL_FACTOR"))),
+         (("k_pass", Ref("decodegap.compare", "MODEL_K_PASS")),
+          ("k_fail", Ref("decodegap.compare", "MODEL_K_FAIL"))),
          "the null's own spread: k_pass = 1 + 3 sigma, sigma = 0.10 the relative spread of one null draw (two draws "
          "on two Llama-3.1-8B layers at ctx 64, the only nulls measured before this rule); k_fail = sqrt 2, a fault "
          "adding an independent error as large as the format's own rounding noise; both derived in quant/power.py "

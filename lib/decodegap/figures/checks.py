@@ -162,6 +162,22 @@ def labels_over_points(fig) -> list[str]:
     return out
 
 
+def place_clear_of_markers(text, places) -> bool:
+    """Put the annotation `text` at the first of `places` ((offset in points, ha, va) each) where it covers no
+    data marker of its axes (labels_over_points' test); at the last one if none is clear. True if one was."""
+    ax = text.axes
+    for offset, ha, va in places:
+        text.xyann = offset
+        text.set_ha(ha)
+        text.set_va(va)
+        ax.figure.canvas.draw()
+        box = text.get_window_extent(ax.figure.canvas.get_renderer())
+        if not any(((points[:, 0] > box.x0 + 1) & (points[:, 0] < box.x1 - 1)
+                    & (points[:, 1] > box.y0 + 1) & (points[:, 1] < box.y1 - 1)).any() for _, points in _markers(ax)):
+            return True
+    return False
+
+
 def coincident_series(fig) -> list[str]:
     """Two lines of one axes with the same points (one hides the other) under different labels."""
     from matplotlib.lines import Line2D

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from decodegap.figures import style
+from decodegap.figures import checks, style
 from decodegap.published import PUBLISHED_LABEL
 
 HF_ARMS = ("eager", "graph", "compile")
@@ -42,6 +42,13 @@ def _size(batch) -> np.ndarray:
     return 14 * (1 + np.log2(np.asarray(batch, dtype=float)))
 
 
+LABEL_PLACES = (((8, 4), "left", "bottom"), ((8, -4), "left", "top"), ((-8, 4), "right", "bottom"),
+                ((-8, -4), "right", "top"), ((8, 14), "left", "bottom"), ((8, -14), "left", "top"),
+                ((-8, 14), "right", "bottom"), ((-8, -14), "right", "top"))
+"""Where a published point's label may sit, in order: (offset in points, ha, va)."""
+LABEL_PLACES_LEFT = tuple(p for p in LABEL_PLACES if p[1] == "right") + tuple(p for p in LABEL_PLACES if p[1] == "left")
+"""The same for a point with nothing to its right (its label to the left first)."""
+
 def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     """R_floor (bandwidth floor / step) against the bandwidth floor (ms, log): each cell of ours (colour: arm, marker:
     model, size: batch) and the paper's published points (stars, their t_floor from their published bandwidth)."""
@@ -55,13 +62,14 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     for model in sorted(set(cells["model"])) if not cells.empty else []:
         ax.scatter([], [], s=30, color="white", edgecolors="grey", marker=style.model_marker(model), label=model)
     rightmost = max(points["t_floor_bw_ms"], default=np.nan)
+    labels = []
     for p in points.itertuples():
         ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
                    edgecolors="black", zorder=5)
         left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing to its right
-        ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}", (p.t_floor_bw_ms, p.r_floor_published),
-                    textcoords="offset points", xytext=(-8, -4) if left else (8, -4), ha="right" if left else "left",
-                    va="top", fontsize=7.5)
+        labels.append((ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}",
+                                   (p.t_floor_bw_ms, p.r_floor_published), xytext=(0, 0), textcoords="offset points",
+                                   fontsize=7.5), left))
     if not points.empty:
         ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
                    label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
@@ -75,6 +83,8 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     ax.set_xlabel("bandwidth floor t_floor = (W_all + B x K(ctx)) / datasheet bandwidth (ms, log scale)")
     ax.set_ylabel("R_floor = t_floor / t_obs")
     style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm) and the paper's GPUs")
+    for text, left in labels:  # placed once the axes are final: the first side that covers no measured point
+        checks.place_clear_of_markers(text, LABEL_PLACES_LEFT if left else LABEL_PLACES)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
               title_fontsize=8, fontsize=7)
     return fig

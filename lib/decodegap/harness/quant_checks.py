@@ -24,6 +24,7 @@ from contextlib import contextmanager
 
 import torch
 
+from decodegap import compare
 from decodegap.compare import max_relative_error
 from decodegap.harness import decode
 from decodegap.quant import paths as quant, power
@@ -103,7 +104,7 @@ def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size:
     """(tolerance, null, the null's draws) of the model check of path `path_key` on the bf16 `model`, at `ctx`
     against `reference` (record_layers of this model, ctx and seed): each draw is the forced layer error of the
     model with every decoder linear's weight plus U(-D/2, D/2) of the format's own step (quant.power.noisy_linears),
-    the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance quant.MODEL_K_PASS x null. The
+    the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance compare.MODEL_K_PASS x null. The
     model is left as it was."""
     key = quant._reference_key(quant.resolve(path_key, next(model.parameters()).device))
     G = group_size or quant.default_group_size(model.config.to_dict())
@@ -112,7 +113,7 @@ def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size:
         with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1):
             values.append(forced_layer_error(model, ctx, reference, seed=seed))
     null = max(values) if all(v == v for v in values) else float("nan")
-    return quant.MODEL_K_PASS * null, null, values
+    return compare.MODEL_K_PASS * null, null, values
 
 
 # ------------------------------------------------------------------------------ checks written with a run's rows
@@ -159,10 +160,10 @@ build is the string `null` (read them with pandas' keep_default_na=False, or by 
 
 
 def verdict(k: float) -> str:
-    """pass (k <= quant.MODEL_K_PASS), fail (k >= quant.MODEL_K_FAIL, or NaN), else inconclusive."""
-    if not k == k or k >= quant.MODEL_K_FAIL:
+    """pass (k <= compare.MODEL_K_PASS), fail (k >= compare.MODEL_K_FAIL, or NaN), else inconclusive."""
+    if not k == k or k >= compare.MODEL_K_FAIL:
         return "fail"
-    return "pass" if k <= quant.MODEL_K_PASS else "inconclusive"
+    return "pass" if k <= compare.MODEL_K_PASS else "inconclusive"
 
 
 def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int = 128, seed: int = 0,
@@ -194,7 +195,7 @@ def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int =
                                 seconds=time.time() - t0))
             null = max(nulls)
             for r in out[-draws:]:  # written once the null (the largest draw) is known
-                r.update(null=null, k=r["max_rel_err"] / null, tol=quant.MODEL_K_PASS * null, verdict="-",
+                r.update(null=null, k=r["max_rel_err"] / null, tol=compare.MODEL_K_PASS * null, verdict="-",
                          format_ratio=None, format_frac=None)
                 if on_row:
                     on_row(r)
@@ -214,7 +215,7 @@ def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int =
                     chk = power.format_check(key, w, layer.dequantised_weight(torch.float32), G)
                 err = max_relative_error(y, ref)
                 row = dict(base, build="kernel" if kernel else "reference", case=fault.key if fault else "correct",
-                           max_rel_err=err, null=null, k=err / null, tol=quant.MODEL_K_PASS * null,
+                           max_rel_err=err, null=null, k=err / null, tol=compare.MODEL_K_PASS * null,
                            verdict=verdict(err / null), format_ratio=chk["ratio_max"], format_frac=chk["frac_past"],
                            seconds=time.time() - t0)
                 out.append(row)

@@ -45,16 +45,6 @@ QUANT_TOL = 2e-2
 """Layer check: largest max|y_layer - x W_deq^T| / max|x W_deq^T| accepted (fp32 reference from the weight read
 back from the layer's own tensors), at the decode's one row and at the prefill's row count."""
 WEIGHT_STD = 0.02  # std of the stand-in bf16 weight of a layer check (the models' initializer_range)
-MODEL_K_PASS = 1.3
-"""Model check (harness.quant_checks: every decoder layer of the quantised model fed the bf16 model's input, its
-output against the bf16 layer's, relative to what the layer adds to the residual stream): tolerance =
-MODEL_K_PASS x the null, the same metric of the bf16 model whose decoder weights carry uniform noise of the
-format's own rounding step (quant.power, whose docstring derives it: 1 + 3 sigma, sigma = 0.10 the spread of one
-null draw). Fixed before any whole-model or GPU row it judges; the rules registry's QT entry reads it."""
-MODEL_K_FAIL = 2 ** 0.5
-"""A model check whose error reaches MODEL_K_FAIL x the null fails outright (a fault adding an independent error as
-large as the format's own rounding noise: sqrt 2); between MODEL_K_PASS and this it is inconclusive (quant.power).
-The sweep times a cell only within MODEL_K_PASS x the null."""
 MODEL_TOL_FACTOR = 6.0
 """Superseded (the rows before the null, kept with the tolerance they were judged by): tolerance = MODEL_TOL_FACTOR
 x quant.formats.rounding_error_bound, the asymmetric format's per-product noise, for every path; raised from 4 to 6

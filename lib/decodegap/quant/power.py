@@ -1,7 +1,7 @@
 """What the quantisation checks can detect, and the model check's tolerance derived from each format's rounding
 alone, fixed before any quantised model's error is read.
 
-The derivation (quant.paths.MODEL_K_PASS, MODEL_K_FAIL; the rules registry's QT entry reads both):
+The derivation (compare.MODEL_K_PASS, MODEL_K_FAIL; the rules registry's QT entry reads both):
 
 1. Rounding noise of one weight. Round-to-nearest onto a grid of cell width D (the format's step) leaves
    e = W_deq - W uniform on +-D/2 (variance D^2/12), independent of the activations. Each format's step, from the
