@@ -94,11 +94,15 @@ def test_a_wrong_sequence_fails_the_cell(tiny_model, data_dir, monkeypatch):
 
 
 def test_one_row_kernels_are_unavailable_above_batch_one_naming_the_arm_measured_instead(tiny_model):
-    assert arms.batch_fallback("lean_fused_early_products_graph") == "lean_graph"
-    assert arms.batch_fallback("lean_attn_compile") == "lean_compile" and arms.batch_fallback("lean_kernels") == "lean"
-    assert arms.batch_fallback("graph") is None
-    reason = decode.arm_available("lean_attn_graph", tiny_model, batch=8)
-    assert reason.startswith("lean_attn_graph's kernels (attention) take one row; at batch 8") and "lean_graph" in reason
+    # the fused step and the GEMVs take one row; the split-KV attention takes a batch (B x kv_heads heads)
+    assert arms.batch_fallback("lean_fused_early_products_graph") == "lean_attn_graph"
+    assert arms.batch_fallback("lean_kernels_graph") == "lean_attn_graph"
+    assert arms.batch_fallback("lean_kernels") == "lean"  # no eager arm keeps the attention alone
+    assert arms.batch_fallback("graph") is None and arms.batch_fallback("lean_attn_compile") is None
+    assert arms.takes_batch("lean_attn_graph") and not arms.takes_batch("lean_fused_graph")
+    reason = decode.arm_available("lean_fused_pdl_graph", tiny_model, batch=8)
+    assert reason.startswith("lean_fused_pdl_graph's kernels (fused, pdl) take one row; at batch 8")
+    assert "measured as lean_attn_graph" in reason and "attention kernel" in reason
     with pytest.raises(decode.ArmUnavailable, match="measured as lean"):
         decode.run_arm(tiny_model, "lean_kernels", 16, batch=2)
     with pytest.raises(decode.ArmUnavailable, match="batch 1 only"):

@@ -90,6 +90,13 @@ with torch.inference_mode():
     for _ in range(3):
         a, b, c = plain.step().float(), fast.step().float(), attn.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
+    # a batch of 3 sequences: the split-KV attention reads them as 3 x kv_heads heads, against SDPA under the mask
+    plain3 = lean.LeanStep(model, 12, 16, feedback=False, batch=3)
+    attn3 = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",), batch=3)
+    for _ in range(3):
+        a, c = plain3.step().float(), attn3.step().float()  # [3, 1, V]
+        assert a.shape == c.shape and a.shape[0] == 3 and (a - c).abs().max() < 0.05 * a.abs().max()
+        assert (a[0] - a[2]).abs().max() > 0.05 * a.abs().max()  # the sequences differ: a mix-up would show
 from decodegap.quant import layers as quant_layers, paths as quant
 if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm projections, split-KV attention
     quant.quantise_model_(model, "int4-tinygemm")

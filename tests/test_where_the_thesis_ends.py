@@ -76,7 +76,7 @@ def test_every_config_is_sourced_in_data_readme():
 def test_batch_plan():
     timed, compiled = scope.plan("h200", "batch")
     assert timed.models == ("llama-3.1-8b",) and timed.contexts == (2048,) and timed.batches == (1, 2, 4, 8, 16, 32, 64)
-    assert timed.arms == ("eager", "graph", scope.LEAN_BEST, "lean_graph") and timed.sessions == 1
+    assert timed.arms == ("eager", "graph", scope.LEAN_BEST, "lean_attn_graph", "lean_graph") and timed.sessions == 1
     assert compiled.arms == ("compile", "lean_compile") and compiled.batches == (1, 8, 64)
     assert {timed.first_session, compiled.first_session} == {scope.FIRST_SESSION}
 
@@ -92,7 +92,7 @@ def test_size_plan():
 
 
 def test_the_fallback_of_the_one_row_lever_is_measured_wherever_the_lever_is():
-    assert scope.LEAN_FALLBACK == arms.batch_fallback(scope.LEAN_BEST) == "lean_graph"
+    assert scope.LEAN_FALLBACK == arms.batch_fallback(scope.LEAN_BEST) == "lean_attn_graph"
     for axis in scope.AXES:
         for p in scope.plan("h200", axis):
             assert scope.LEAN_BEST not in p.arms or scope.LEAN_FALLBACK in p.arms
@@ -168,7 +168,7 @@ def test_scope_batch_on_a_cpu(data_dir, tmp_path):
     assert set(cells) == ({(b, a) for b in (1, 2) for a in scope.TIMED_ARMS}
                           | {(1, "compile"), (1, "lean_compile")})  # the compiled arms at COMPILE_BATCHES only
     lever = rows[(rows.arm == scope.LEAN_BEST) & (rows.batch == 2)]
-    assert lever.reason.str.contains("measured as lean_graph").all()
+    assert lever.reason.str.contains(f"measured as {scope.LEAN_FALLBACK} ").all()
     kernels = records.read_csv(raw / "kernels.csv")
     assert sorted(zip(kernels.batch, kernels.arm)) == [(1, "eager"), (1, "lean"), (2, "eager"), (2, "lean")]
     assert set(kernels.status) == {"unavailable"}

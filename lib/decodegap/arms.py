@@ -73,21 +73,37 @@ def is_lean(arm: str) -> bool:
     return projection_layout(arm) == "fused"
 
 
+BATCH_KERNELS = ("attention",)
+"""The custom kernels that take a batch: the split-KV attention reads B sequences decoded at the same positions as
+B x kv_heads heads of one cache (decodegap.kernels.step.decode_attention on the flattened [B * Hkv, L, D] cache).
+The GEMVs and the fused step take one row."""
+
+
+def takes_batch(arm: str) -> bool:
+    """Whether `arm` decodes several sequences together with its own kernels: it has none, or only BATCH_KERNELS."""
+    return all(k in BATCH_KERNELS for k in REGISTRY[arm].kernels)
+
+
 def batch_fallback(arm: str) -> str | None:
-    """The arm a batch of several sequences measures in place of `arm` when its custom kernels take one row (every
-    decodegap.kernels.step kernel and the fused step: one-row GEMVs, a one-query split-KV attention): the same
-    decoder and runner with cuBLAS products and SDPA's attention. None for an arm without custom kernels (it takes
-    any batch itself)."""
+    """The arm a batch of several sequences measures in place of `arm` when some of its custom kernels take one row
+    (the GEMVs and the fused step): the same decoder, runner and cache keeping those of its kernels that take a
+    batch (BATCH_KERNELS), with cuBLAS products; where no arm keeps exactly those, the one without custom kernels.
+    None for an arm that takes any batch itself (takes_batch)."""
     known = REGISTRY[arm]
-    if not known.kernels:
+    if takes_batch(arm):
         return None
-    return next(a.key for a in REGISTRY.values()
-                if a.decoder == known.decoder and a.runner == known.runner and not a.kernels and a.cache == known.cache)
+    same = [a for a in REGISTRY.values()
+            if a.decoder == known.decoder and a.runner == known.runner and a.cache == known.cache]
+    keep = tuple(k for k in known.kernels if k in BATCH_KERNELS)
+    return next(a.key for kernels in (keep, ()) for a in same if a.kernels == kernels)
 
 
 def one_row_reason(arm: str, batch: int) -> str:
-    """The `unavailable` reason of `arm` at `batch` sequences: its kernels take one row, and which arm is measured
-    instead (batch_fallback)."""
-    return (f"{arm}'s kernels ({', '.join(REGISTRY[arm].kernels)}) take one row; at batch {batch} its step is "
-            f"measured as {batch_fallback(arm)} (the same {REGISTRY[arm].runner} runner with cuBLAS products and "
-            "SDPA attention)")
+    """The `unavailable` reason of `arm` at `batch` sequences: some of its kernels take one row, and which arm is
+    measured instead (batch_fallback)."""
+    one_row = [k for k in REGISTRY[arm].kernels if k not in BATCH_KERNELS]
+    fallback = batch_fallback(arm)
+    kept = REGISTRY[fallback].kernels
+    return (f"{arm}'s kernels ({', '.join(one_row)}) take one row; at batch {batch} its step is measured as "
+            f"{fallback} (the same {REGISTRY[arm].runner} runner with cuBLAS products and "
+            + (f"the {', '.join(kept)} kernel" if kept else "SDPA attention") + ")")

@@ -17,9 +17,11 @@ where it stopped: `python -m decodegap scope --axis AXIS` again):
          and context.
 
 The lean levers: LEAN_BEST, the fastest lever of notebook 06's ladder at its target cell (a test reads
-figures/06_ladder.csv), runs the fused Triton step, whose kernels take one row; at batch > 1 its cells are
+figures/06_ladder.csv), runs the fused Triton step, whose products take one row; at batch > 1 its cells are
 `unavailable`, the reason naming LEAN_FALLBACK (arms.batch_fallback: the same graphed lean step with cuBLAS products
-and SDPA attention), which every cell of both axes measures beside it.
+and the split-KV attention kernel, which reads the B sequences as B x kv_heads heads), which every cell of both axes
+measures beside it, with lean_graph (the graphed lean step on SDPA under a mask, which, as HF's step, expands K and V
+to every query head: the copy that grows with B x ctx).
 
 Sessions are numbered from FIRST_SESSION, apart from the grid sweeps' sessions of the same cells (the batch-1 cells
 of llama-3.1-8b and qwen2.5-7b are notebook 01, 02 and 06's too): each axis's cells are its own, measured in the same
@@ -57,8 +59,9 @@ LEAN_BEST = "lean_fused_early_products_graph"
 """The fastest bf16 lever of notebook 06's ladder at its target cell (levers.TARGETS: llama-3.1-8b, ctx 2048,
 H200), by figures/06_ladder.csv (tests/test_where_the_thesis_ends.py checks it against that table)."""
 LEAN_FALLBACK = arm_registry.batch_fallback(LEAN_BEST)
-"""What LEAN_BEST's step is measured as at batch > 1 (its reason says so): the graphed lean step on cuBLAS and SDPA."""
-LEAN_LEVERS = (LEAN_BEST, LEAN_FALLBACK)
+"""What LEAN_BEST's step is measured as at batch > 1 (its reason says so): the graphed lean step on cuBLAS products
+and the split-KV attention kernel (lean_attn_graph)."""
+LEAN_LEVERS = (LEAN_BEST, LEAN_FALLBACK, "lean_graph")
 TIMED_ARMS = ("eager", "graph") + LEAN_LEVERS
 """The arms of every cell of both axes."""
 COMPILED_ARMS = {"batch": ("compile", "lean_compile"), "size": ("compile",)}

@@ -37,9 +37,10 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
 
 Batch: a cell decodes `batch` sequences together (B different prompts of ctx tokens each, prompts.batch_prompt_ids;
 every sequence at the same position), and a timed step is one step of all of them. The HF arms and the lean decoder
-without custom kernels take any batch; the custom kernels (decodegap.kernels.step's GEMV and split-KV attention, the
-fused step) take one row, so their arms at batch > 1 are `unavailable`, the reason naming the arm of the same runner
-without them (arms.batch_fallback), which a batch sweep measures instead.
+without custom kernels take any batch, and so does the split-KV attention kernel (the B sequences read as B x
+kv_heads heads, arms.BATCH_KERNELS); the GEMVs and the fused step take one row, so their arms at batch > 1 are
+`unavailable`, the reason naming the arm of the same runner that keeps only the kernels taking a batch
+(arms.batch_fallback), which a batch sweep measures instead.
 
 Protocol: prefill ctx random tokens with logits_to_keep=1; `warmup` untimed-for-summary steps (kept as
 `warmup` rows, wall-clock); `steps` steps each timed with CUDA events (perf_counter on a CPU).
@@ -286,7 +287,7 @@ def arm_available(arm: str, model, batch: int = 1) -> str | None:
     custom kernels take one row, at batch > 1: the reason names the arm measured instead, arms.batch_fallback)."""
     if arm not in ARMS:
         return f"unknown arm {arm!r}; known arms: {ARMS}"
-    if batch > 1 and ARM_KERNELS.get(arm):
+    if batch > 1 and not _arms.takes_batch(arm):
         return _arms.one_row_reason(arm, batch)
     if (arm in GRAPHED_ARMS or arm in COMPILED_ARMS) and not _is_cuda(model):
         return ("CUDA graphs need a CUDA device" if arm in GRAPHED_ARMS else

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.integrations.sdpa_attention import repeat_kv
 
+from decodegap.arms import BATCH_KERNELS
 from decodegap.kernels.fused import launch as fused
 from decodegap.kernels.step import decode_attention, gemv
 from decodegap.quant import fuse as quant_fuse, layers as quant_layers
@@ -114,9 +115,10 @@ class LeanDecoder(nn.Module):
     def __init__(self, hf_model, max_cache_len: int, custom_kernels=False, batch: int = 1):
         super().__init__()
         self.custom_kernels = kernel_set(custom_kernels)  # decode steps (T == 1) through decodegap.kernels.step (Triton)
-        if batch > 1 and self.custom_kernels:  # the GEMV, the split-KV attention and the fused step take one row
-            raise LeanUnsupported(f"the custom kernels {sorted(self.custom_kernels)} take one sequence; a batch of "
-                                  f"{batch} runs the lean decoder without them")
+        one_row = sorted(set(self.custom_kernels) - set(BATCH_KERNELS))
+        if batch > 1 and one_row:  # the GEMV and the fused step take one row; the split-KV attention any batch
+            raise LeanUnsupported(f"the custom kernels {one_row} take one sequence; a batch of {batch} runs the "
+                                  f"lean decoder without them (arms.batch_fallback)")
         self.batch = int(batch)
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
@@ -219,7 +221,7 @@ class LeanLayer(nn.Module):
 
     def forward(self, x, cos, sin, mask, start_pos, pos, k_cache, v_cache):
         """x [B, T, hidden] -> x after this layer; writes the T new keys and values at `pos` of k_cache and
-        v_cache [B, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention, B 1)."""
+        v_cache [B, kv_heads, max_len, D] (see LeanDecoder.forward; mask None: the split-KV Triton attention, T 1)."""
         B, T = x.shape[0], x.shape[1]
         kernels = T == 1 and "gemv" in self.custom_kernels
         H, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
@@ -233,8 +235,11 @@ class LeanLayer(nn.Module):
         k = k * cos + _rotate_half(k) * sin
         k_cache.index_copy_(2, pos, k)
         v_cache.index_copy_(2, pos, v)
-        if mask is None:  # split-KV over the first start_pos + 1 positions, read on the device
-            o = decode_attention(q[0, :, 0], k_cache[0], v_cache[0], start_pos + 1, self.scale)
+        if mask is None:  # split-KV over the first start_pos + 1 positions, read on the device; the B sequences
+            # (one position) as B x Hkv heads of one cache: query head b * H + h reads kv head b * Hkv + h // (H / Hkv)
+            L = k_cache.shape[2]
+            o = decode_attention(q[:, :, 0].reshape(B * H, D), k_cache.view(B * Hkv, L, D),
+                                 v_cache.view(B * Hkv, L, D), start_pos + 1, self.scale)  # [B * H, D]
         else:  # as HF does under a mask: K/V expanded to every query head
             keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
             o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)
