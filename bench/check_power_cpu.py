@@ -11,7 +11,7 @@ off at decode, a block of 32 cached positions masked out at decode, and the cach
 key dropped, a zero key read), at factor 1 (the plain check) and at sharp_check.SHARPEN.
 Writes data/diagnostics/check_power_cpu.csv (decodegap.diagnostics): one row per (path, case, ctx, sharpen), the
 max. relative error against HF eager and the tolerance.
-Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py
+Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py (bench/measure.sh's check_sensitivity step)
 """
 
 from decodegap.diagnostics import Rows

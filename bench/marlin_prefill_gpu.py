@@ -1,6 +1,7 @@
 """Is AutoAWQ + Marlin's prefill error a nondeterministic kernel defect? data/diagnostics/marlin_prefill_gpu.csv.
 
-    PYTHONPATH=lib:.ext python3 bench/marlin_prefill_gpu.py      (after bench/build_marlin.sh; about a minute)
+    PYTHONPATH=lib:.ext python3 bench/marlin_prefill_gpu.py      (after bench/build_marlin.sh; about a minute;
+                                                                  bench/measure.sh's marlin_prefill step)
 
 Per Llama-3.1-8B shape (q_proj 4096x4096, k_proj 4096x1024, gate_proj 4096x14336, down_proj 14336x4096) the
 awq-marlin layer of the layer check (quant.build_linear, seeded as check_linear seeds it) and x [M, K] N(0, 1) in

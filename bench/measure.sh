@@ -27,22 +27,32 @@ carries on. Notebook 05 (cost) measures nothing.
                graph, ctx 2048 and 16384, one session), flash-attn built first as above
     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
                quantisation GPU tests, then python -m decodegap quant
+    quant_power  notebook 04: Marlin and ExLlamaV2 built as above, then bench/quant_power_gpu.py, the quantisation
+               checks' power on the whole Llama-3.1-8B at ctx 2048 (every path's null, its kernel and its reference
+               build, correct and with each planted fault), then bench/quant_power_cpu.py, the same on one product
+               per shape and two full decoder layers on the CPU, about 25 minutes on 2 cores
+               (OUTDIR/quant_power_gpu.csv and quant_power_cpu.csv, committed as data/diagnostics/quant_power_*.csv)
+    marlin_prefill  notebook 04: Marlin built as above, then bench/marlin_prefill_gpu.py: repeated identical calls
+               of Marlin's kernel on the four Llama-3.1-8B shapes, 1 to 16384 rows, and the layer's prefill route
+               (OUTDIR/marlin_prefill_gpu.csv, committed as data/diagnostics/marlin_prefill_gpu.csv)
     gemv       notebook 04: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm
                and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
-    check_sensitivity  notebook 06: bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening
-               factors 1, 2, 4 and 16, correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv,
-               committed as data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
+    check_sensitivity  notebook 06: bench/check_power_cpu.py, the decode check against a sign-flipped rotary and
+               the sharpened check's faults on a narrow model on the CPU (under a minute; OUTDIR/check_power_cpu.csv,
+               committed as data/diagnostics/check_power_cpu.csv), then bench/sharp_noise_gpu.py, the decode check
+               on the real shapes at sharpening factors 1, 2, 4 and 16, correct arms against the faults it must
+               catch (OUTDIR/sharp_noise_gpu.csv, committed as data/diagnostics/sharp_noise_gpu.csv: the
+               06_check_power table)
     ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps)
     batch      notebook 07: python -m decodegap scope --axis batch (llama-3.1-8b at ctx 2048, batch 1 to 64: eager,
                graph and the lean levers at every batch, compile and lean_compile at batches 1, 8 and 64, each
-               cell checked against eager per sequence; then one profiled eager and lean step per batch), planned
-               to fit one 10-minute run
+               cell checked against eager per sequence; then one profiled eager and lean step per batch)
     size       notebook 07: python -m decodegap scope --axis size (the Qwen2.5 family, 0.5B to 32B, random bf16
                weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at ctx 2048; then
-               the profiled steps), planned to fit one 10-minute run
+               the profiled steps)
 
 Options, as environment variables (all optional):
   What is measured
@@ -68,11 +78,15 @@ Options, as environment variables (all optional):
                        flash-attn is built)
     ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds
     LADDER_AGAIN=1     the ladder step measures and profiles its cells again (the old rows kept as history)
+    QUANT_AGAIN        quantisation paths: the quant step, in place of its sweep, measures these paths' cells
+                       again (python -m decodegap measure --again --quant PATH --sessions 1 over MODELS and
+                       CONTEXTS), each session writing its null, format, layer and model checks before it times;
+                       e.g. QUANT_AGAIN=awq-marlin,gptq-exllamav2 CONTEXTS=2048 for the cells rule R4l reads
+    QUANT_AGAIN_ARMS   the arms of QUANT_AGAIN, in groups separated by spaces, every path measured in one group
+                       before the next (default "eager,graph,lean_attn_graph lean_attn_compile")
   Where and how long
     DATA_DIR           a data folder other than data/ (the registry and model configs are copied into a new one)
     STEP_TIMEOUT       seconds each step may run (default: no limit)
-    SPLIT_MIB          split OUTDIR's tarballs into NAME.tgz.part-* of at most this many MiB (default: one file
-                       each; cat the parts together)
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
@@ -89,7 +103,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant gemv fused check_sensitivity ladder batch size"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder batch size"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -113,7 +127,6 @@ LADDER_AGAIN_FLAG=()
 UNAVAILABLE_FLAG=()
 [ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
 STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
-SPLIT_BYTES=$(( ${SPLIT_MIB:-0} * 1024 * 1024 ))
 
 bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
   local left=0
@@ -124,16 +137,9 @@ bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limi
 }
 dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
 quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
-save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz (split into raw-GPU.tgz.part-* only when over
-  # SPLIT_MIB); written aside, then moved, so a copy is never cut
+save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz; written aside, then moved, so a copy is never cut
   local tmp="$OUTDIR/.raw.$BASHPID.tgz"  # the saver loop and the exit trap each write their own
-  ( cd "$DATA/raw" && tar czf "$tmp" "$GPU" 2>/dev/null ) || { rm -f "$tmp"; return 0; }
-  rm -f "$OUTDIR/raw-$GPU.tgz" "$OUTDIR"/raw-"$GPU".tgz.part-*
-  if [ "$SPLIT_BYTES" -gt 0 ] && [ "$(stat -c %s "$tmp")" -gt "$SPLIT_BYTES" ]; then
-    split -b "$SPLIT_BYTES" "$tmp" "$OUTDIR/raw-$GPU.tgz.part-" && rm -f "$tmp"
-  else
-    mv "$tmp" "$OUTDIR/raw-$GPU.tgz"
-  fi
+  ( cd "$DATA/raw" && tar czf "$tmp" "$GPU" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
   true
 }
 run_step() {  # name, then the command; bounded by STEP_TIMEOUT, logged to OUTDIR/NAME.log
@@ -172,14 +178,9 @@ unpack_builds() {  # the builds of earlier runs on other machines, put in .extpa
   for pack in .extpack*/*.tgz; do [ -f "$pack" ] && tar xzf "$pack" -C .ext; done
   true
 }
-pack_builds() {  # the builds made here, as OUTDIR/ext.tgz (in parts of SPLIT_MIB where set): .extpack/ elsewhere
-  rm -f "$OUTDIR"/ext.tgz "$OUTDIR"/ext.tgz.part-*
-  if [ "$SPLIT_BYTES" -gt 0 ]; then
-    ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) | split -b "$SPLIT_BYTES" - "$OUTDIR"/ext.tgz.part-
-  else
-    ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) > "$OUTDIR"/ext.tgz
-  fi
-  ls -la "$OUTDIR"/ext.tgz*
+pack_builds() {  # the builds made here, as OUTDIR/ext.tgz: put it in .extpack/ on another machine to reuse them
+  ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) > "$OUTDIR"/ext.tgz
+  ls -la "$OUTDIR"/ext.tgz
 }
 build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (built here or unpacked)
   unpack_builds
@@ -204,7 +205,8 @@ step_attention_step() {
     save
   done
 }
-step_quant() {
+build_quant() {  # Marlin's extension (bench/build_marlin.sh) and ExLlamaV2's, unless .ext holds them (built here
+  # or unpacked); then which quantisation paths this machine has
   local BUILT_HERE=""
   unpack_builds
   ls .ext/marlin_cuda*.so .ext/exllamav2_ext*.so >/dev/null 2>&1 || BUILT_HERE=1
@@ -217,14 +219,40 @@ step_quant() {
   fi
   [ -n "$BUILT_HERE" ] && pack_builds
   python3 bench/optional_report.py --quant-paths
+}
+quant_again() {  # QUANT_AGAIN's paths measured again, one group of QUANT_AGAIN_ARMS after another
+  local arms path
+  for arms in ${QUANT_AGAIN_ARMS:-eager,graph,lean_attn_graph lean_attn_compile}; do
+    for path in ${QUANT_AGAIN//,/ }; do
+      echo "-- $path: $arms again"
+      dg measure --gpu "$GPU" "${GRID[@]}" --quant "$path" --arms "$arms" --sessions 1 --again --no-progress
+      save
+    done
+  done
+}
+step_quant() {
+  build_quant
   if [ -z "${SKIP_TESTS:-}" ]; then
     gpu_tests quant tests/test_quant_gpu.py tests/test_int4_gemv.py
   fi
   save
-  dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
+  if [ -n "${QUANT_AGAIN:-}" ]; then
+    quant_again
+  else
+    dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
+  fi
   for path in ${PROFILE//,/ }; do  # a profiled lean step per path: its products' kernels, fixed us and GB/s
     dg kernels --gpu "$GPU" "${GRID[@]}" --quant "$path" --arms lean_attn_graph
   done
+}
+step_quant_power() {  # the quantisation checks' power: the whole model on the GPU, then the CPU's products and layers
+  build_quant
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/quant_power_gpu.py
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/quant_power_cpu.py
+}
+step_marlin_prefill() {  # Marlin's multi-row products: a kernel defect or not, and the layer's prefill route
+  build_quant
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/marlin_prefill_gpu.py
 }
 step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
@@ -233,8 +261,10 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-step_check_sensitivity() {  # the three runs behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the
-  # plain and the sharpened check), then 2 over the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
+step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_power_cpu.csv), then the three runs
+  # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over
+  # the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/check_power_cpu.py
   local sharp=(bounded python3 bench/sharp_noise_gpu.py ${MODELS:+--models "$MODELS"})
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}"
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}" --factors 2

@@ -1,7 +1,7 @@
 """The quantisation checks' power at the Llama-3.1-8B shapes on a CPU (quant.power; its docstring derives the
 tolerance): data/diagnostics/quant_power_cpu.csv, one row per null draw, correct layer and planted fault.
 
-    python3 bench/quant_power_cpu.py [products] [model]      (both by default; from the repository root)
+    python3 bench/quant_power_cpu.py [products] [model]      (both by default; bench/measure.sh's quant_power step)
 
 products  one product x W^T per Llama-3.1-8B shape (q/o_proj 4096x4096, k/v_proj 4096x1024, gate/up_proj
           4096x14336, down_proj 14336x4096), 128 rows: every path's null, correct layer and planted faults, each

@@ -27,6 +27,39 @@ def test_measure_sh_refuses_an_unknown_step_before_it_sets_anything_up(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_measure_sh_refuses_the_steps_of_the_second_entry_point_it_replaced(tmp_path):
+    for step in ("quant_checks", "quant_checks_gpu", "quant-power"):
+        out = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "quant_power", step],
+                             cwd=paths.REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and f"unknown step {step} " in out.stdout, step
+        assert "quant_power marlin_prefill" in out.stdout  # the refusal lists the steps there are
+    assert not (tmp_path / "out").exists()
+
+
+def _measure_sh_code() -> str:
+    """measure.sh without its usage text: the commands it runs."""
+    script = (BENCH / "measure.sh").read_text()
+    return script[script.index("\nEOF\n", script.index("usage()")):]
+
+
+def test_every_script_that_writes_committed_rows_is_run_by_a_measure_sh_step():
+    code = _measure_sh_code()
+    writers = [p for p in sorted(BENCH.glob("*.py")) if re.search(r"\bRows\(", p.read_text())]
+    assert {p.name for p in writers} >= {"check_power_cpu.py", "quant_power_cpu.py", "quant_power_gpu.py",
+                                         "marlin_prefill_gpu.py", "sharp_noise_gpu.py", "int4_gemv.py",
+                                         "fused_gemv.py"}
+    for script in writers:
+        assert re.search(rf"python3 bench/{re.escape(script.name)}\b", code), f"no measure.sh step runs {script.name}"
+
+
+def test_measure_sh_is_the_one_entry_point_the_other_shell_scripts_serve_it():
+    code = _measure_sh_code()
+    others = sorted(p.name for p in BENCH.glob("*.sh") if p.name != "measure.sh")
+    assert others == ["build_flash_attn.sh", "build_marlin.sh", "gpu_env.sh"]
+    for name in others:
+        assert re.search(rf"(bash|source) bench/{re.escape(name)}\b", code), f"measure.sh does not use {name}"
+
+
 def test_measure_sh_needs_a_gpu_key_and_an_outdir():
     out = subprocess.run(["bash", "bench/measure.sh"], cwd=paths.REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "usage: bench/measure.sh GPU OUTDIR" in out.stderr
@@ -36,8 +69,11 @@ def test_measure_sh_help_shows_every_step_and_its_options_by_group():
     out = subprocess.run(["bash", "bench/measure.sh", "--help"], cwd=paths.REPO, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("usage: bench/measure.sh GPU OUTDIR [STEP ...]")
+    assert {"quant_power", "marlin_prefill", "check_sensitivity"} <= set(_steps_of_measure_sh())
     for step in _steps_of_measure_sh():
         assert re.search(rf"^    {step}\s", out.stdout, re.M), step
+    for script in ("check_power_cpu.py", "quant_power_gpu.py", "quant_power_cpu.py", "marlin_prefill_gpu.py"):
+        assert f"bench/{script}" in out.stdout, script  # each step says which scripts it runs
     groups = [line.strip() for line in out.stdout.splitlines() if re.fullmatch(r"  [A-Z][a-z ]+", line)]
     assert groups == ["What is measured", "Measuring again", "Where and how long"]
     script = (BENCH / "measure.sh").read_text()
@@ -48,12 +84,13 @@ def test_measure_sh_help_shows_every_step_and_its_options_by_group():
 def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
-    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "gemv", "fused",
-                     "check_sensitivity", "ladder", "batch", "size"]
+    assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "quant_power",
+                     "marlin_prefill", "gemv", "fused", "check_sensitivity", "ladder", "batch", "size"]
     rows = re.findall(r"^\| `([a-z_]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
-                          "attention_step": "03", "quant": "04", "gemv": "04", "fused": "06",
+                          "attention_step": "03", "quant": "04", "quant_power": "04", "marlin_prefill": "04",
+                          "gemv": "04", "fused": "06",
                           "check_sensitivity": "06", "ladder": "06", "batch": "07", "size": "07"}
     for path in sorted(BENCH.iterdir()):
         if path.name != "README.md" and path.suffix in (".sh", ".py"):

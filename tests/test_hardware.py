@@ -177,7 +177,7 @@ def test_a_dirty_checkout_with_the_allowance_records_the_diff_hash(checkout, mon
 
 
 def test_a_copied_tree_is_held_to_the_digest_given_with_its_commit(checkout, monkeypatch, tmp_path):
-    """The device machine's copy has no .git (or an old one) and names the commit in DECODEGAP_GIT_COMMIT; the
+    """A tree copied to the GPU machine has no .git (or an old one) and names the commit in DECODEGAP_GIT_COMMIT; the
     digest of that commit's source comes with it (DECODEGAP_SOURCE_SHA256) and the copy must match it."""
     commit = "98e6285" + "0" * 33
     src = tmp_path / "src"

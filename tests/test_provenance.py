@@ -128,3 +128,36 @@ def test_the_resolved_runs_cache_is_bounded_and_follows_the_rows(tmp_path):
         seen.append(len(provenance.Runs(tmp_path).of(rows)))
         assert len(provenance._RESOLVED) <= provenance.RESOLVED_STATES
     assert seen == list(range(1, provenance.RESOLVED_STATES + 4))  # each state its own answer, never a stale one
+
+
+def test_merge_runs_appends_only_the_runs_this_checkout_lacks_and_refuses_a_differing_entry(tmp_path):
+    """runs.merge_runs: rows measured on another of the user's machines (its data/raw/<gpu>, unpacked) merged into
+    this checkout's, each run's rows and env.json entry as written there."""
+    import pandas as pd
+
+    from decodegap import records
+
+    env = json.loads(ENV.read_text())
+    bw = records.read_csv(ENV.parent / "bandwidth.csv")
+    (ours_id,) = set(bw["run_id"])
+    theirs_id = "20300101T000000-abcdef"
+    ours, theirs = tmp_path / "ours" / "h200", tmp_path / "theirs" / "h200"
+    ours.mkdir(parents=True), theirs.mkdir(parents=True)
+    shutil.copy(ENV.parent / "bandwidth.csv", ours / "bandwidth.csv")
+    (ours / "env.json").write_text(json.dumps({ours_id: env[ours_id]}))
+    both = pd.concat([bw, bw.assign(run_id=theirs_id)])
+    both.to_csv(theirs / "bandwidth.csv", index=False)
+    (theirs / "env.json").write_text(json.dumps({ours_id: env[ours_id], theirs_id: env[ours_id]}))
+
+    assert runs.merge_runs(theirs, ours) == {"bandwidth.csv": len(bw), "env.json": 1}
+    merged = records.read_csv(ours / "bandwidth.csv")
+    assert list(merged["run_id"]) == [ours_id] * len(bw) + [theirs_id] * len(bw)
+    assert json.loads((ours / "env.json").read_text()) == {ours_id: env[ours_id], theirs_id: env[ours_id]}
+    assert runs.merge_runs(theirs, ours) == {}  # merged once: nothing more to add
+
+    before = (ours / "bandwidth.csv").read_text()
+    (theirs / "env.json").write_text(json.dumps({ours_id: dict(env[ours_id], host_cores=1), "20300101T000001-abcdef":
+                                                 env[ours_id]}))
+    with pytest.raises(ValueError, match=f"differ.*{ours_id}.*nothing merged"):
+        runs.merge_runs(theirs, ours)
+    assert (ours / "bandwidth.csv").read_text() == before

@@ -311,15 +311,15 @@ def git_provenance(repo: Path | None = None, source: Path | None = None) -> dict
     DECODEGAP_ALLOW_DIRTY=1; then its commit is recorded with '+dirty' and `git_diff_sha256` (sha256 of `git diff
     HEAD --binary`, so the exact tree can be told apart from others of the same commit).
 
-    A copied tree (DECODEGAP_GIT_COMMIT set: a device machine's copy, whose .git, if any, is not the source's) must
-    come with DECODEGAP_SOURCE_SHA256, the digest of that commit's package source (`python -m decodegap digest` on
-    the clean checkout), and the copy's own digest (source_digest of `source`, default this package) must equal it:
-    a copy that is not the named commit is refused, as is a given commit without a digest to hold it to. With
-    DECODEGAP_ALLOW_DIRTY=1 such a run goes on and records `git_commit` '<commit>+dirty', `source_sha256_given`
-    (the digest it was held to, or 'not given') and `git_diff_sha256` (DECODEGAP_GIT_DIFF_SHA256, the host's diff
-    hash, where given; else a note that the diff is not known, the run's own `source_sha256` naming its tree).
-    Without either a git checkout or a given commit, the commit is 'unknown (...)' and `source_sha256` alone
-    (environment) names the code."""
+    A copied tree (DECODEGAP_GIT_COMMIT set: a tree copied to the GPU machine, not cloned there, whose .git, if any,
+    is not the source's) must come with DECODEGAP_SOURCE_SHA256, the digest of that commit's package source
+    (`python -m decodegap digest` on the clean checkout), and the copy's own digest (source_digest of `source`,
+    default this package) must equal it: a copy that is not the named commit is refused, as is a given commit
+    without a digest to hold it to. With DECODEGAP_ALLOW_DIRTY=1 such a run goes on and records `git_commit`
+    '<commit>+dirty', `source_sha256_given` (the digest it was held to, or 'not given') and `git_diff_sha256`
+    (DECODEGAP_GIT_DIFF_SHA256, the host's diff hash, where given; else a note that the diff is not known, the run's
+    own `source_sha256` naming its tree). Without either a git checkout or a given commit, the commit is 'unknown
+    (...)' and `source_sha256` alone (environment) names the code."""
     given = os.environ.get(GIVEN_COMMIT_ENV)
     allowed = os.environ.get(ALLOW_DIRTY_ENV) == "1"
     if given:

@@ -197,7 +197,7 @@ rows of a decode step, kept apart from decode.csv so that its sessions are those
 
 AB_WHOLE_MODEL = replace(DECODE, experiment="ab_whole_model")
 """An earlier A/B sweep whose compile arm compiled the whole model as one region (before
-decode.COMPILE_LAYER_REGIONS): on the H200 several device runs, each cut by its time limit and resumed
+decode.COMPILE_LAYER_REGIONS): on the H200 several runs, each resuming the sweep where the one before it stopped
 (data/README.md). Kept for the comparison of the two compile settings (ab.compile_settings_compared)."""
 
 LEAN_COMPILED_SLICED_CACHE = replace(DECODE, experiment="lean_compiled_sliced_cache")

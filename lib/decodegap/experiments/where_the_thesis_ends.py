@@ -5,8 +5,8 @@ from 0.5B to 32B, random bf16 weights built on the device). Its replay side: `ro
 their kernel counts per step (`kernel_plan`) and `measure`, all through the one sweep harness into
 data/raw/<gpu>/decode.csv, verify.csv, kernels.csv and breakdown.csv, every row with its `batch`.
 
-Each axis is planned to fit one 10-minute GPU run on an H200 and resumes like every sweep (a killed run carries on
-where it stopped: `python -m decodegap scope --axis AXIS` again):
+Each axis resumes like every sweep (a killed run carries on where it stopped: `python -m decodegap scope --axis
+AXIS` again):
 
   batch  llama-3.1-8b at ctx 2048, B in BATCHES, one session: eager, graph and the lean levers (LEAN_LEVERS) at every
          B; compile and lean_compile at COMPILE_BATCHES only, in a sweep of their own after the first (a compile
@@ -27,10 +27,9 @@ Sessions are numbered from FIRST_SESSION, apart from the grid sweeps' sessions o
 of llama-3.1-8b and qwen2.5-7b are notebook 01, 02 and 06's too): each axis's cells are its own, measured in the same
 sessions under the same conditions, never topped up from another sweep's rows.
 
-The plans were budgeted from the H200's env.json session timings of similar runs (each session's `timing`: start-up,
+The plans were sized from the H200's env.json session timings of similar runs (each session's `timing`: start-up,
 imports, model builds, cells): the compiled cells cost the most, a compile each; past batch 1 the prefill of B
-sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once.
-A run cut by its time limit carries on from its rows."""
+sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once."""
 
 from __future__ import annotations
 

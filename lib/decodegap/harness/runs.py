@@ -89,12 +89,13 @@ def update_env(gpu: str, data, run_id: str, **fields) -> None:
     os.replace(tmp, path)
 
 
-def merge_returned(src, dst) -> dict:
-    """Bring the rows and env.json entries of the runs a device machine returned (`src`: its data/raw/<gpu> folder,
-    unpacked) into `dst` (this checkout's data/raw/<gpu>), as the runs wrote them: per CSV the rows of the runs
-    `dst` lacks, appended in their order (records.append_rows: validated against the schema), and their env.json
-    entries, unchanged. An entry or row of a run `dst` holds already is left as it is; an entry that differs from
-    `dst`'s is refused (ValueError) before anything is written. Returns {file: rows or entries added}."""
+def merge_runs(src, dst) -> dict:
+    """Bring the rows and env.json entries of runs measured on another of your machines (`src`: that machine's
+    data/raw/<gpu> folder, e.g. bench/measure.sh's OUTDIR/raw-GPU.tgz unpacked) into `dst` (this checkout's
+    data/raw/<gpu>), as the runs wrote them: per CSV the rows of the runs `dst` lacks, appended in their order
+    (records.append_rows: validated against the schema), and their env.json entries, unchanged. An entry or row of
+    a run `dst` holds already is left as it is; an entry that differs from `dst`'s is refused (ValueError) before
+    anything is written. Returns {file: rows or entries added}."""
     from pathlib import Path
 
     from decodegap import records
@@ -108,7 +109,7 @@ def merge_returned(src, dst) -> dict:
     new_runs = [r for r in theirs if r not in ours]
     bad = sorted(set(k for r in new_runs for k in theirs[r]) - ENV_FIELDS)
     if bad:
-        raise ValueError(f"the returned entries hold fields no code writes ({bad}); nothing merged")
+        raise ValueError(f"the entries of {src} hold fields no code writes ({bad}); nothing merged")
     added, blocks = {}, []
     for path in sorted(src.glob("*.csv")):
         schema = records.schema_for(path.stem)
