@@ -11,6 +11,7 @@ from decodegap.harness import models
 
 TINY = ("llama-tiny", "qwen2-tiny", "mistral-tiny")
 QWEN_FAMILY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-14b", "qwen2.5-32b")  # tests/test_where_the_thesis_ends.py
+MEGAKERNEL_CELL = ("llama-3.2-1b",)  # notebook 06's cell of the public megakernel study
 
 # data/README.md, "key numbers": hidden, intermediate, layers, heads, KV heads, vocab (all untied)
 PUBLISHED = {
@@ -21,7 +22,21 @@ PUBLISHED = {
 
 
 def test_registry_keys():
-    assert models.model_keys() == sorted(list(PUBLISHED) + list(TINY) + list(QWEN_FAMILY))
+    assert models.model_keys() == sorted(list(PUBLISHED) + list(TINY) + list(QWEN_FAMILY) + list(MEGAKERNEL_CELL))
+
+
+def test_llama_3_2_1b_has_its_published_size_and_ties_its_embeddings():
+    """Llama-3.2-1B: 1,235,814,400 parameters counted by hand from its config (the tied embedding once): embedding
+    128256 x 2048; per layer q 2048x2048, k and v 2048x512 (8 kv heads x head_dim 64), o 2048x2048, gate, up and
+    down 2048x8192 each, two norms of 2048; 16 layers; the final norm 2048; no separate LM head."""
+    spec = models.load_spec("llama-3.2-1b")
+    h, i, kv = 2048, 8192, 8 * 64
+    by_hand = 128256 * h + 16 * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h) + h
+    with torch.device("meta"):
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_config(models.hf_config(spec))
+    assert spec.config["tie_word_embeddings"] is True and model.config.tie_word_embeddings
+    assert sum(p.numel() for p in model.parameters()) == by_hand == 1_235_814_400
 
 
 def test_unknown_model_lists_known_keys_and_how_to_add_one():
