@@ -273,7 +273,7 @@ def test_latest_profiles_reads_each_step_from_its_latest_timed_profile():
 
 
 def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):
-    """verify.csv rows written before decode.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
+    """verify.csv rows written before checks.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
     path = tmp_path / "verify.csv"
     header = ",".join(records.VERIFY.legacy_names) + "\n"  # rows written before the batch column
     path.write_text(header + "r,0,h200,m,2048,graph,sdpa,gptq-exllamav2,,0.1,ok,,vs_eager,model,\n"

@@ -13,7 +13,7 @@ holds, for that cell:
   checks, no null: a fixed multiple of a rounding bound) is unchecked under the current rule, labelled so with the
   date it was measured, never counted.
 A check passes when its status is `ok` and its error is a number within its tolerance (a NaN error, recorded `ok`
-before decode.verify_arm failed NaN logits, is no pass). A check of another run never counts: the key holds the
+before checks.verify_arm failed NaN logits, is no pass). A check of another run never counts: the key holds the
 run id. Rows that timed nothing (status `error`, `unavailable`, ...) are no number and are left as they are
 (`checked` True, note `not timed`).
 

@@ -139,7 +139,7 @@ check has `layer` (q_proj ... down_proj), `rows` (M, the input's row count: 1 fo
 for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model` and rows empty. `batch`: the
 sequences the checked step decoded together (a model check compares each sequence with its own eager logits and
 keeps the worst; its reason names which where batch > 1).
-An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
+An empty `max_rel_err` on an `ok` row is a NaN error: rows written before checks.verify_arm failed NaN
 logits (quant_report.checks labels them failed)."""
 
 CHECKS = {

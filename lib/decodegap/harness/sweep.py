@@ -177,12 +177,14 @@ def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: floa
 
 
 def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
-    """Check the cell's arm against eager (decode.verify_arm: each of its batch's sequences against the same sequence
+    """Check the cell's arm against eager (checks.verify_arm: each of its batch's sequences against the same sequence
     of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
     (its reason names the sequence where the batch holds more than one); a failed check then raises
     AssertionError (the cell is not timed)."""
+    from decodegap.harness import checks
+
     errors: list[float] = []
-    err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
+    err = checks.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
                             cache_len=cache_len, raise_past_tol=False, batch=cell.batch, sequences=errors)
     row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", sequences_reason(errors))
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
@@ -191,12 +193,11 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
                              f"(> {VERIFY_TOL}; verify.csv)")
     config = model.config.to_dict()
     if wants_sharp_check(cell, config):
-        from decodegap.harness.checks import SHARP_TOL, factor_for, verify_arm_sharpened
-
-        sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
-                                     cache_len=cache_len, factor=factor_for(config), batch=cell.batch)
+        sharp = checks.verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=checks.SHARP_TOL,
+                                            attn=cell.attn, cache_len=cache_len, factor=checks.factor_for(config),
+                                            batch=cell.batch)
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
-                            [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
+                            [verify_row(plan, run_id, session, cell, sharp, checks.SHARP_TOL, "vs_eager_sharp")])
 
 
 def sequences_reason(errors: list[float]) -> str:
