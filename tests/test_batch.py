@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from decodegap import arms, inputs, paths, prompts, records
+from decodegap import arms, inputs, paths, prompts, records, selection
 from decodegap.compare import max_relative_error
 from decodegap.harness import checks, decode, models, sweep
 
@@ -178,7 +178,7 @@ def test_old_rows_read_as_batch_one_and_keep_their_bytes(tmp_path):
     old = ",".join(records.DECODE.legacy_names) + "\n" + "r0,0,g,m,16,20,eager,sdpa,bf16,0,1.25,ok,\n"
     path.write_text(old)
     assert records.read_csv(path)["batch"].tolist() == [1]
-    assert records.done_keys(path, records.DECODE) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
+    assert selection.done_keys(path, records.DECODE) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
     records.append_rows(path, records.DECODE, [_row(step=1)])  # batch 1: the file keeps its layout
     assert path.read_text() == old + "r,0,g,m,16,20,eager,sdpa,bf16,1,1.5,ok,\n"
     records.append_rows(path, records.DECODE, [_row(batch=8)])  # the first batch > 1 row brings the column
@@ -211,7 +211,7 @@ def test_the_shipped_rows_read_as_batch_one():
     """Every check row of a run whose plan has no batch above 1 reads batch 1 (rows written before the column
     existed among them); a batch run's rows carry exactly its plan's batches."""
     rows = records.load_experiment("verify", paths.DATA)
-    plans = {run: plan for (_, run), plan in records.run_plans(paths.DATA).items()}
+    plans = {run: plan for (_, run), plan in selection.run_plans(paths.DATA).items()}
     batched = {run for run, plan in plans.items() if max((plan or {}).get("batches", [1])) > 1}
     old = rows[~rows["run_id"].isin(batched)]
     assert not old.empty and set(old["batch"]) == {1}

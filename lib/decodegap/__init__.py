@@ -8,6 +8,7 @@ measurements that write data/diagnostics/ are.
 base: paths, rows and the numbers every stage shares
   paths                     repository paths
   records                   the raw CSV schemas, the validating reader, atomic resumable appends
+  selection                 which rows count: cells done, each step's latest profile, superseded rows, runs' plans
   checked                   timed rows joined to the checks of their own run: no unchecked cell counts
   tables                    tables written as CSV + Markdown, findings as sentences
   finding                   a finding: a sentence with the values it states

@@ -326,12 +326,12 @@ def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(experiment: str, data, mode: str = "mark", superseded: bool = False, grid: bool = True) -> pd.DataFrame:
-    """An experiment's rows (records.load_experiment, or records.with_superseded with `superseded`) joined with the
+    """An experiment's rows (records.load_experiment, or selection.with_superseded with `superseded`) joined with the
     checks of their own runs (join_checks in `mode`, both verify files); with `grid` (notebooks 01-06) only the
     grid's rows (grid_rows), else every row (notebook 07)."""
-    from decodegap import records
+    from decodegap import records, selection
 
-    rows = (records.with_superseded(experiment, Path(data)) if superseded
+    rows = (selection.with_superseded(experiment, Path(data)) if superseded
             else records.load_experiment(experiment, Path(data)))
     return join_checks(grid_rows(rows) if grid else rows, verify_rows(data), mode)
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from decodegap.harness import decode, hf_attention, keys, models, runs
-from decodegap import hardware, inputs, paths, records
+from decodegap import hardware, inputs, paths, records, selection
 from decodegap.arms import COMPILED_ARMS
 from decodegap.compare import VERIFY_TOL
 from decodegap.outcome import classify, failure
@@ -113,7 +113,7 @@ class SweepPlan:
                 for b in self.batches for a in arms]
 
     def key(self, session: int, cell: Cell) -> tuple:
-        """The cell's key in its CSV (records.done_keys: the schema's key columns, as text)."""
+        """The cell's key in its CSV (selection.done_keys: the schema's key columns, as text)."""
         values = dict(asdict(cell), session=session, gpu=self.gpu)
         return tuple(str(values[c]) for c in records.schema_for(self.experiment).key)
 
@@ -123,7 +123,7 @@ class SweepPlan:
     def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
         """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
         retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
+        done = selection.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
 
     def to_json(self) -> str:
