@@ -1,4 +1,4 @@
-"""How much of a wrong attention the decode check (decode.verify_arm, tolerance 0.1) sees with the random weights
+"""How much of a wrong attention the decode check (checks.verify_arm, tolerance 0.1) sees with the random weights
 of the real shapes (std 0.02): the lean decoder against HF eager on a CPU, the Llama-3.1-8B architecture at a narrow
 width (4 layers, hidden 256, 4 heads of 64, 1 KV head), bf16 and int4 tinygemm, as built and with the lean side's
 rotary sign-flipped. A flipped rotary that stays under the tolerance means the check catches broken caches, wrong
@@ -16,10 +16,10 @@ Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py (bench/m
 
 from decodegap.diagnostics import Rows
 
-from decodegap.harness import decode, checks as sharp_check
+from decodegap.harness import checks as sharp_check
 from decodegap.quant import paths as quant
 
-TOLERANCE = 0.1  # decode.verify_arm's default
+TOLERANCE = 0.1  # checks.verify_arm's default
 rows = Rows("check_power_cpu", ("path", "case", "ctx", "sharpen", "max_rel_err", "tolerance"))
 for path in ("bf16", "int4-tinygemm"):
     model = sharp_check.calibration_model()
@@ -27,9 +27,9 @@ for path in ("bf16", "int4-tinygemm"):
         quant.quantise_model_(model, path)
     for ctx in (64, 256):
         rows.add(path=path, case="as built", ctx=ctx, sharpen=1.0,
-                 max_rel_err=decode.verify_arm(model, "lean", ctx, tol=1e9), tolerance=TOLERANCE)
+                 max_rel_err=sharp_check.verify_arm(model, "lean", ctx, tol=1e9), tolerance=TOLERANCE)
     with sharp_check.fault("rotary sign-flipped"):  # the lean side's rotary sign-flipped
-        flipped = decode.verify_arm(model, "lean", 256, tol=1e9)
+        flipped = sharp_check.verify_arm(model, "lean", 256, tol=1e9)
     rows.add(path=path, case="rotary sign-flipped", ctx=256, sharpen=1.0, max_rel_err=flipped, tolerance=TOLERANCE)
 
 

@@ -9,7 +9,7 @@ import pytest
 from decodegap import notebooks, paths, published, records
 from decodegap.analysis import attention_backends as attention_report
 from decodegap.experiments import attention_backends as attention_experiment
-from decodegap.harness import attention, decode, models, sweep
+from decodegap.harness import attention, checks, decode, models, sweep
 from decodegap.harness import hf_attention
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
@@ -179,7 +179,7 @@ def test_paper_table_puts_the_published_h100_column_beside_ours():
 
 def test_decode_step_with_a_forced_backend_equals_default(tmp_path):
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu")
-    assert decode.verify_arm(model, "eager", 16, attn="sdpa_math") < 1e-2
+    assert checks.verify_arm(model, "eager", 16, attn="sdpa_math") < 1e-2
     t = decode.run_arm(model, "eager", 16, warmup=1, steps=2, attn="sdpa_math")
     assert len(t.step_ms) == 2
     assert hf_attention.hf_implementation("flex") == "flex_attention" and hf_attention.hf_implementation("sdpa_flash") == "sdpa"

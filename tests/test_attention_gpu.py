@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from decodegap.harness import attention, decode, hf_attention, models, paged_kv
+from decodegap.harness import attention, checks, decode, hf_attention, models, paged_kv
 from decodegap import compare
 from decodegap.harness import hf_attention
 
@@ -67,7 +67,7 @@ def test_in_model_kernel_step_equals_eager_sdpa(two_layer_spec, key, arm):
     _skip_unless_available(key)
     model = models.build_model(two_layer_spec, device="cuda", attn=hf_attention.hf_implementation(key))
     try:
-        err = decode.verify_arm(model, arm, 512, calls=8, attn=key)
+        err = checks.verify_arm(model, arm, 512, calls=8, attn=key)
         assert err < compare.VERIFY_TOL
         timing = decode.run_arm(model, arm, 512, warmup=2, steps=4, attn=key)
         assert len(timing.step_ms) == 4 and all(t > 0 for t in timing.step_ms)

@@ -13,9 +13,9 @@ from collections import Counter
 import pytest
 import torch
 
-from decodegap import arms, inputs, paths, prompts, records
+from decodegap import arms, inputs, paths, prompts, records, selection
 from decodegap.compare import max_relative_error
-from decodegap.harness import decode, models, sweep
+from decodegap.harness import checks, decode, models, sweep
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "hf_default", "lean",
                        "lean_kernels"), batches=(1, 2, 4), sessions=1, steps=3, warmup=1, device="cpu")
@@ -58,7 +58,7 @@ def test_every_arm_that_takes_rows_decodes_b_sequences(tiny_model, arm):
     t = decode.run_arm(tiny_model, arm, 16, warmup=1, steps=2, keep_logits=True, batch=4)
     assert t.batch == 4 and len(t.step_ms) == 2 and t.max_cache_len == 16 + 1 + 2
     assert {tuple(x.shape) for x in t.logits} == {(4, 1, tiny_model.config.vocab_size)}
-    errors = decode.verify_arm_sequences(tiny_model, arm, 16, batch=4)
+    errors = checks.verify_arm_sequences(tiny_model, arm, 16, batch=4)
     assert len(errors) == 4 and max(errors) < 1e-3
 
 
@@ -67,16 +67,16 @@ def test_each_sequence_is_compared_with_its_own_reference():
     ref = [torch.tensor([[[1.0, -2.0, 4.0]], [[0.5, 0.5, -1.0]], [[2.0, 0.0, 1.0]]]) for _ in range(3)]
     got = [r.clone() for r in ref]
     got[1][2, 0, 0] += 0.5  # sequence 2, second call: |0.5| / max|ref[2]| = 0.5 / 2
-    errors = decode.sequence_errors(got, ref)
+    errors = checks.sequence_errors(got, ref)
     assert errors == [0.0, 0.0, 0.25]
-    assert decode.worst(errors) == 0.25 and decode.worst([0.0, float("nan")]) != decode.worst([0.0, float("nan")])
+    assert checks.worst(errors) == 0.25 and checks.worst([0.0, float("nan")]) != checks.worst([0.0, float("nan")])
     assert sweep.sequences_reason(errors) == "each of 3 sequences against eager's; the worst is sequence 2"
     assert sweep.sequences_reason([0.01]) == ""  # a batch-1 check's row as it always was
 
 
 def test_a_wrong_sequence_fails_the_cell(tiny_model, data_dir, monkeypatch):
     """The check compares every sequence: an arm right on sequence 0 and wrong on sequence 3 fails, with an error row."""
-    real = decode.teacher_forced_logits
+    real = checks.teacher_forced_logits
 
     def third_wrong(*a, **k):
         out = [x.clone() for x in real(*a, **k)]
@@ -84,7 +84,7 @@ def test_a_wrong_sequence_fails_the_cell(tiny_model, data_dir, monkeypatch):
             x[3] += 5.0 * x[3].abs().max()
         return out
 
-    monkeypatch.setattr(decode, "teacher_forced_logits", third_wrong)
+    monkeypatch.setattr(checks, "teacher_forced_logits", third_wrong)
     cell = sweep.Cell("llama-tiny", 16, "lean", batch=4)
     rows = sweep.measure_cell(PLAN, tiny_model, cell, "rid", 0, data_dir)
     assert [r["status"] for r in rows] == ["error"] and rows[0]["batch"] == 4
@@ -182,7 +182,7 @@ def test_old_rows_read_as_batch_one_and_keep_their_bytes(tmp_path):
     old = ",".join(records.DECODE.legacy_names) + "\n" + "r0,0,g,m,16,20,eager,sdpa,bf16,0,1.25,ok,\n"
     path.write_text(old)
     assert records.read_csv(path)["batch"].tolist() == [1]
-    assert records.done_keys(path, records.DECODE) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
+    assert selection.done_keys(path, records.DECODE) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
     records.append_rows(path, records.DECODE, [_row(step=1)])  # batch 1: the file keeps its layout
     assert path.read_text() == old + "r,0,g,m,16,20,eager,sdpa,bf16,1,1.5,ok,\n"
     records.append_rows(path, records.DECODE, [_row(batch=8)])  # the first batch > 1 row brings the column
@@ -215,7 +215,7 @@ def test_the_shipped_rows_read_as_batch_one():
     """Every check row of a run whose plan has no batch above 1 reads batch 1 (rows written before the column
     existed among them); a batch run's rows carry exactly its plan's batches."""
     rows = records.load_experiment("verify", paths.DATA)
-    plans = {run: plan for (_, run), plan in records.run_plans(paths.DATA).items()}
+    plans = {run: plan for (_, run), plan in selection.run_plans(paths.DATA).items()}
     batched = {run for run, plan in plans.items() if max((plan or {}).get("batches", [1])) > 1}
     old = rows[~rows["run_id"].isin(batched)]
     assert not old.empty and set(old["batch"]) == {1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap.harness import decode, models
+from decodegap.harness import checks, decode, models
 from decodegap import compare
 from decodegap import prompts
 from decodegap.harness import profile
@@ -30,8 +30,8 @@ def sharp():
 
 
 def static_vs_full(model, ctx=CTX, steps=3, shift=0, feedback=True):
-    """decode.static_vs_full_forward at the tiny models' context: one error per step decoded."""
-    errs = decode.static_vs_full_forward(model, ctx, steps, shift=shift, feedback=feedback)
+    """checks.static_vs_full_forward at the tiny models' context: one error per step decoded."""
+    errs = checks.static_vs_full_forward(model, ctx, steps, shift=shift, feedback=feedback)
     assert len(errs) == steps
     return errs
 
@@ -67,7 +67,7 @@ def test_prompt_ids_are_seeded_and_in_the_vocabulary():
 
 @pytest.mark.parametrize("key", TINY)
 def test_verify_hf_default_passes(tiny, key):
-    err = decode.verify_arm(tiny[key], "hf_default", CTX)
+    err = checks.verify_arm(tiny[key], "hf_default", CTX)
     assert 0 <= err < 1e-3
 
 
@@ -78,10 +78,10 @@ def test_verify_arm_fails_on_a_broken_arm(sharp, monkeypatch):
         pos = torch.full((1, 1), self.cache.get_seq_length() + 3, dtype=torch.long)
         return self.model(input_ids=self.tok, past_key_values=self.cache, position_ids=pos, use_cache=True).logits
 
-    assert decode.verify_arm(sharp, "hf_default", CTX) < 1e-3
+    assert checks.verify_arm(sharp, "hf_default", CTX) < 1e-3
     monkeypatch.setattr(decode.DynamicStep, "step", broken_step)
     with pytest.raises(AssertionError, match="hf_default"):
-        decode.verify_arm(sharp, "hf_default", CTX)
+        checks.verify_arm(sharp, "hf_default", CTX)
 
 
 def test_the_check_feeds_both_sides_one_token_whatever_their_prefill_argmax(sharp, monkeypatch):
@@ -95,7 +95,7 @@ def test_the_check_feeds_both_sides_one_token_whatever_their_prefill_argmax(shar
         self.tok = (self.tok + 1) % self.model.config.vocab_size
 
     monkeypatch.setattr(decode.DynamicStep, "__init__", flipped)
-    assert decode.verify_arm(sharp, "hf_default", CTX) < 1e-3
+    assert checks.verify_arm(sharp, "hf_default", CTX) < 1e-3
     token = prompts.teacher_token(sharp.config.vocab_size)
     assert token == prompts.teacher_token(sharp.config.vocab_size) and 0 <= token < sharp.config.vocab_size
     with torch.inference_mode():  # fed their own (different) tokens, the two sides are far apart
@@ -105,7 +105,7 @@ def test_the_check_feeds_both_sides_one_token_whatever_their_prefill_argmax(shar
 
 def test_verify_arm_needs_enough_calls(tiny):
     with pytest.raises(ValueError):
-        decode.verify_arm(tiny["llama-tiny"], "hf_default", CTX, calls=1)
+        checks.verify_arm(tiny["llama-tiny"], "hf_default", CTX, calls=1)
 
 
 def test_forward_calls_and_cache_length():
@@ -172,7 +172,7 @@ def test_cache_len_override_is_used_and_checked():
     assert t.max_cache_len == 40
     with pytest.raises(ValueError, match="cache_len 18 < 19"):
         decode.run_arm(model, "eager", 16, warmup=1, steps=2, cache_len=18)
-    assert decode.verify_arm(model, "hf_default", 16, cache_len=16 + 35) < 0.1
+    assert checks.verify_arm(model, "hf_default", 16, cache_len=16 + 35) < 0.1
 
 
 @pytest.mark.slow

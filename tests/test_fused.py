@@ -275,7 +275,7 @@ def test_fused_gemv_names_what_it_cannot_take():
 
 INTERPRETED_CHECKS = """
 import torch
-from decodegap.harness import decode, lean, models
+from decodegap.harness import checks, decode, lean, models
 from decodegap import compare
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 
@@ -735,7 +735,7 @@ def _two_layers(key):
 @pytest.mark.parametrize("key", REAL)
 @pytest.mark.parametrize("arm", FUSED_ARMS)
 def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
-    """The graphed fused steps against HF eager (decode.verify_arm, the project's tolerance) on 2 layers of the
+    """The graphed fused steps against HF eager (checks.verify_arm, the project's tolerance) on 2 layers of the
     real widths, and the fused step's logits against the lean eager step's; fewer kernels a step than the lean
     step with the unfused Triton kernels."""
     model = _two_layers(key)
@@ -744,7 +744,7 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
         assert reason and "sm_90" in reason
         return
     assert reason is None
-    assert decode.verify_arm(model, arm, ctx=300, tol=0.1) < 0.1
+    assert checks.verify_arm(model, arm, ctx=300, tol=0.1) < 0.1
     with torch.inference_mode():
         plain = lean.LeanStep(model, 300, 304, feedback=False)
         got = lean.LeanStep(model, 300, 304, feedback=False, custom_kernels=arms.REGISTRY[arm].kernels)

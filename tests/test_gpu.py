@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from decodegap import accounting
-from decodegap.harness import decode, models
+from decodegap.harness import checks, decode, models
 from decodegap.harness import profile
 
 pytestmark = pytest.mark.gpu
@@ -31,7 +31,7 @@ def test_built_model_has_the_hand_counted_parameters_and_random_weights(llama):
 
 def test_static_decode_equals_full_forward_on_gpu(llama):
     _, model = llama
-    assert max(decode.static_vs_full_forward(model, 64)) < 0.1
+    assert max(checks.static_vs_full_forward(model, 64)) < 0.1
 
 
 @pytest.mark.parametrize("arm", ["graph", "hf_default", "compile", "lean", "lean_graph", "lean_compile", "lean_kernels_graph",
@@ -40,7 +40,7 @@ def test_static_decode_equals_full_forward_on_gpu(llama):
                                  "lean_fused_early_graph", "lean_fused_early_products_graph"])
 def test_arm_logits_equal_eager(llama, arm):
     _, model = llama
-    assert decode.verify_arm(model, arm, ctx=256) < 0.1
+    assert checks.verify_arm(model, arm, ctx=256) < 0.1
 
 
 def test_graph_replays_advance_the_cache_slot(llama):

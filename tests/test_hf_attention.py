@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 import torch
 
-from decodegap.harness import attention, decode, hf_attention, models
+from decodegap.harness import attention, checks, decode, hf_attention, models
 from decodegap import compare
 from decodegap.harness import hf_attention
 
@@ -104,7 +104,7 @@ def test_a_registered_kernel_runs_the_hf_step_on_views_of_the_cache_and_matches_
     spec = models.load_spec(model_key)
     model = models.build_model(spec, device="cpu", attn=hf_attention.hf_implementation("stand_in"))
     assert model.config._attn_implementation == "decodegap_stand_in"
-    err = decode.verify_arm(model, "eager", 16, attn="stand_in")
+    err = checks.verify_arm(model, "eager", 16, attn="stand_in")
     assert err < compare.VERIFY_TOL
     layers = spec.config["num_hidden_layers"]
     assert len(stand_in.calls) == 7 * layers  # prefill and 6 decode calls per layer; the reference ran SDPA
@@ -118,7 +118,7 @@ def test_a_registered_kernel_runs_the_hf_step_on_views_of_the_cache_and_matches_
 def test_the_check_compares_with_hf_eager_sdpa_even_for_a_model_built_with_another_kernel(stand_in):
     model = models.build_model(models.load_spec("llama-tiny"), device="cpu", attn=hf_attention.hf_implementation("stand_in"))
     stand_in.short = 8  # a decode call sees half the cache: the check against SDPA must see it
-    assert decode.verify_arm(model, "eager", 16, attn="stand_in", raise_past_tol=False) > compare.VERIFY_TOL
+    assert checks.verify_arm(model, "eager", 16, attn="stand_in", raise_past_tol=False) > compare.VERIFY_TOL
     assert model.config._attn_implementation == "decodegap_stand_in"  # restored after the SDPA reference
 
 
@@ -164,7 +164,7 @@ def fi_stand_in(monkeypatch):
 
 def test_flashinfer_step_plans_once_per_step_from_the_host_length_and_matches_eager_sdpa(fi_stand_in):
     model = fi_stand_in
-    err = decode.verify_arm(model, "eager", 16, attn="flashinfer_paged")
+    err = checks.verify_arm(model, "eager", 16, attn="flashinfer_paged")
     assert err < compare.VERIFY_TOL
     wrapper = StandInPagedWrapper.instances[-1]
     assert wrapper.plans == [17, 18, 19, 20, 21, 22]  # one plan per decode step (not per layer), from 16 + 1
@@ -183,7 +183,7 @@ def test_flashinfer_step_plans_once_per_step_from_the_host_length_and_matches_ea
 
 
 def test_flashinfer_step_on_hf_default_cache_grows_its_page_table(fi_stand_in):
-    err = decode.verify_arm(fi_stand_in, "hf_default", 16, attn="flashinfer_paged")
+    err = checks.verify_arm(fi_stand_in, "hf_default", 16, attn="flashinfer_paged")
     assert err < compare.VERIFY_TOL
     first, last = StandInPagedWrapper.instances[0], StandInPagedWrapper.instances[-1]
     assert len(first.indices) == 16 and len(last.indices) == 32  # the cache outgrew the prefill's table: doubled

@@ -356,7 +356,7 @@ def test_reading_findings_by_hand():
 
 
 def test_a_cell_timed_only_with_superseded_weights_says_so():
-    """records.with_superseded's rows of the old weight synthesis: the ladder keeps their time and names them in the
+    """selection.with_superseded's rows of the old weight synthesis: the ladder keeps their time and names them in the
     reason; a cell with rows of the model's own weights does not."""
     rows = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, arm=a, quant=q, status=s, weights=w)
                          for a, q, s, w in [("lean_attn_compile", "int4-tinygemm", "ok", "synthesised (superseded)"),

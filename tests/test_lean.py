@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap.harness import decode, lean, models
+from decodegap.harness import checks, decode, lean, models
 from decodegap.quant import paths as quant
 from decodegap.quant import layers as quant_layers
 from decodegap import compare
@@ -91,7 +91,7 @@ def test_the_lean_arms_run_in_the_decode_harness_and_pass_its_check():
     model = _build("mistral-tiny", dtype="bf16", std=0.02)
     timing = decode.run_arm(model, "lean", CTX, warmup=2, steps=3)
     assert len(timing.warmup_ms) == 2 and len(timing.step_ms) == 3 and timing.max_cache_len == CTX + 5
-    assert decode.verify_arm(model, "lean", CTX) < 0.1  # against HF eager, teacher-forced
+    assert checks.verify_arm(model, "lean", CTX) < 0.1  # against HF eager, teacher-forced
     for arm in ("lean_graph", "lean_compile"):
         with pytest.raises(decode.ArmUnavailable, match="CUDA"):
             decode.run_arm(model, arm, CTX)
@@ -269,7 +269,7 @@ def test_the_int4_lean_decoder_traces_as_one_graph_and_runs_in_the_harness():
         ref = decoder(ids, pos)
         got = torch.compile(decoder, backend="aot_eager", fullgraph=True)(ids, pos)
     assert torch.equal(got, ref)
-    assert decode.verify_arm(model, "lean", CTX) < 0.1
+    assert checks.verify_arm(model, "lean", CTX) < 0.1
 
 
 # --------------------------------------------------------------------------------- the GPU, Llama-3.1-8B
@@ -305,8 +305,8 @@ def test_fused_int4_layout_on_the_real_llama_shapes():
 @pytest.mark.gpu
 @pytest.mark.parametrize("arm", ["lean", "lean_graph", "lean_compile", "lean_kernels_graph"])
 def test_int4_lean_arms_equal_hf_int4_on_llama(llama_int4, arm):
-    """Teacher-forced against HF eager on the same int4 model (decode.verify_arm), at a short context."""
-    assert decode.verify_arm(llama_int4, arm, ctx=64) < 0.1
+    """Teacher-forced against HF eager on the same int4 model (checks.verify_arm), at a short context."""
+    assert checks.verify_arm(llama_int4, arm, ctx=64) < 0.1
 
 
 
@@ -321,7 +321,7 @@ def test_compiled_lean_arms_with_layer_regions_on_real_widths(arm, quantised):
                                                 dict(spec.config, num_hidden_layers=4)), device="cuda")
     if quantised:
         quant.quantise_model_(model, "int4-tinygemm")
-    assert decode.verify_arm(model, arm, ctx=300) < 0.1
+    assert checks.verify_arm(model, arm, ctx=300) < 0.1
     torch._dynamo.reset()
 
 
@@ -386,7 +386,7 @@ def test_lean_attn_compile_compiles_once_for_two_contexts_and_stays_correct():
     graphs = counters["stats"]["unique_graphs"]
     assert graphs >= 1
     for ctx in (700, 300):
-        assert decode.verify_arm(model, "lean_attn_compile", ctx, cache_len=cache_len) < 0.1
+        assert checks.verify_arm(model, "lean_attn_compile", ctx, cache_len=cache_len) < 0.1
         decode.run_arm(model, "lean_attn_compile", ctx, cache_len=cache_len)
     assert counters["stats"]["unique_graphs"] == graphs  # the second context and both checks compiled nothing
     decode.release_compiled()

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from decodegap import records
+from decodegap import records, selection
 from decodegap.records import DECODE, SchemaError
 
 HEADER = ",".join(DECODE.names) + "\n"
@@ -173,11 +173,11 @@ def test_append_after_a_cut_tail_repairs_first(tmp_path):
 
 def test_done_keys(tmp_path):
     path = tmp_path / "decode.csv"
-    assert records.done_keys(path, DECODE) == set()
+    assert selection.done_keys(path, DECODE) == set()
     records.append_rows(path, DECODE, rows(0, "eager", 3))
     records.append_rows(path, DECODE, [status_row(1, "graph")])
     records.append_rows(path, DECODE, rows(1, "eager", 2, ctx=32))
-    assert records.done_keys(path, DECODE) == {
+    assert selection.done_keys(path, DECODE) == {
         ("0", "g", "llama-tiny", "16", "eager", "sdpa", "bf16", "1"),
         ("1", "g", "llama-tiny", "16", "graph", "sdpa", "bf16", "1"),
         ("1", "g", "llama-tiny", "32", "eager", "sdpa", "bf16", "1"),
@@ -187,7 +187,7 @@ def test_done_keys(tmp_path):
 def test_done_keys_repairs_a_cut_tail(tmp_path):
     path = tmp_path / "decode.csv"
     _write_three_cells_then_cut(path, keep_chars=47)
-    keys = records.done_keys(path, DECODE)
+    keys = selection.done_keys(path, DECODE)
     assert ("0", "g", "llama-tiny", "16", "hf_default", "sdpa", "bf16", "1") not in keys
     assert len(keys) == 2
 
@@ -241,8 +241,9 @@ def test_done_keys_can_retry_cells_that_were_only_unavailable(tmp_path):
     rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="graph", status="unavailable", reason="no CUDA")])
     rec.append_rows(path, rec.DECODE, [dict(base, session=0, arm="eager", max_cache_len=20, step=0, step_ms=1.0,
                                             status="ok")])
-    assert len(rec.done_keys(path, rec.DECODE)) == 2
-    assert rec.done_keys(path, rec.DECODE, retry=("unavailable",)) == {("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
+    assert len(selection.done_keys(path, rec.DECODE)) == 2
+    assert selection.done_keys(path, rec.DECODE, retry=("unavailable",)) == {
+        ("0", "g", "m", "16", "eager", "sdpa", "bf16", "1")}
 
 
 def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
@@ -252,9 +253,10 @@ def test_done_keys_again_counts_only_the_run_going_on(tmp_path):
     base = dict(gpu="g", model="m", ctx=16, max_cache_len=20, attn="sdpa", quant="bf16", step=0, step_ms=1.0,
                 status="ok", reason="", session=0)
     rec.append_rows(path, rec.DECODE, [dict(base, run_id="old", arm="eager"), dict(base, run_id="new", arm="graph")])
-    assert len(rec.done_keys(path, rec.DECODE, run_id="new")) == 2
-    assert rec.done_keys(path, rec.DECODE, run_id="new", again=True) == {("0", "g", "m", "16", "graph", "sdpa", "bf16", "1")}
-    assert rec.done_keys(path, rec.DECODE, run_id="other", again=True) == set()
+    assert len(selection.done_keys(path, rec.DECODE, run_id="new")) == 2
+    assert selection.done_keys(path, rec.DECODE, run_id="new", again=True) == {
+        ("0", "g", "m", "16", "graph", "sdpa", "bf16", "1")}
+    assert selection.done_keys(path, rec.DECODE, run_id="other", again=True) == set()
 
 
 def test_latest_profiles_reads_each_step_from_its_latest_timed_profile():
@@ -266,14 +268,14 @@ def test_latest_profiles_reads_each_step_from_its_latest_timed_profile():
     rows = pd.DataFrame([row("20261201T10", "A", us=5.0), row("20261201T10", "A", us=5.0), row("20261201T12", "A"),
                          row("20261201T10", "B"), row("20261201T12", "B", "error", None),
                          row("20261201T10", "C", "error", None), row("20261201T11", "C", "unavailable", None)])
-    kept = records.latest_profiles(rows)
+    kept = selection.latest_profiles(rows)
     assert kept.groupby("arm").run_id.unique().map(list).to_dict() == {
         "A": ["20261201T12"], "B": ["20261201T10"], "C": ["20261201T11"]}
     assert kept[kept.arm == "A"].gpu_us.sum() == 1.0
 
 
 def test_verify_error_may_be_empty_and_reads_as_nan(tmp_path):
-    """verify.csv rows written before decode.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
+    """verify.csv rows written before checks.verify_arm failed NaN logits have an empty max_rel_err on `ok`."""
     path = tmp_path / "verify.csv"
     header = ",".join(records.VERIFY.legacy_names) + "\n"  # rows written before the batch column
     path.write_text(header + "r,0,h200,m,2048,graph,sdpa,gptq-exllamav2,,0.1,ok,,vs_eager,model,\n"
@@ -339,14 +341,14 @@ def test_one_step_written_twice_with_other_values_is_refused(tmp_path):
 
 
 def test_superseded_rows_fill_only_the_cells_measured_again_nowhere(tmp_path):
-    """records.with_superseded: a cell of the new file hides the same cell's superseded rows; other superseded
+    """selection.with_superseded: a cell of the new file hides the same cell's superseded rows; other superseded
     cells come in, labelled."""
     raw = tmp_path / "raw" / "g"
     new = [dict(r, quant="int4-tinygemm") for r in rows(0, "graph", 2)]
     old = [dict(r, quant="int4-tinygemm", run_id="old") for r in rows(0, "graph", 3) + rows(0, "lean_graph", 2)]
     records.append_rows(raw / "decode.csv", DECODE, new)
     records.append_rows(raw / f"decode{records.SYNTHESISED}.csv", records.schema_for("decode" + records.SYNTHESISED), old)
-    got = records.with_superseded("decode", tmp_path)
+    got = selection.with_superseded("decode", tmp_path)
     assert len(got) == 2 + 2  # the graph cell from the new file only, the lean_graph cell from the old one
     assert set(got[got.arm == "graph"].weights) == {"rtn from bf16"}
     assert set(got[got.arm == "lean_graph"].weights) == {"synthesised (superseded)"}
@@ -355,11 +357,9 @@ def test_superseded_rows_fill_only_the_cells_measured_again_nowhere(tmp_path):
 def test_run_plans_reads_each_runs_plan_from_every_gpus_env_json(tmp_path):
     import json
 
-    from decodegap import records
-
     for gpu, env in (("h200", {"r1": {"plan": {"contexts": [2048]}}, "r2": {"experiment": "bandwidth"}}),
                      ("l4", {"r3": {"plan": "not a plan"}})):
         (tmp_path / "raw" / gpu).mkdir(parents=True)
         (tmp_path / "raw" / gpu / "env.json").write_text(json.dumps(env))
-    assert records.run_plans(tmp_path) == {("h200", "r1"): {"contexts": [2048]}, ("h200", "r2"): None,
-                                           ("l4", "r3"): None}
+    assert selection.run_plans(tmp_path) == {("h200", "r1"): {"contexts": [2048]}, ("h200", "r2"): None,
+                                             ("l4", "r3"): None}

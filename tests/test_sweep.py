@@ -20,7 +20,7 @@ import torch
 
 from conftest import CPU_SPEC_ROW
 from decodegap.experiments import cuda_graphs_ab
-from decodegap.harness import decode, models, profile, sweep
+from decodegap.harness import checks, decode, models, profile, sweep
 from decodegap import inputs, paths, records
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
@@ -267,7 +267,7 @@ def test_other_exceptions_become_error_rows(tiny_model, data_dir, monkeypatch):
 
 
 def test_failed_correctness_check_is_an_error_row_not_a_timing(tiny_model, data_dir, monkeypatch):
-    monkeypatch.setattr(decode, "verify_arm", _raise(AssertionError("logits differ by 0.9")))
+    monkeypatch.setattr(checks, "verify_arm", _raise(AssertionError("logits differ by 0.9")))
     timed = []
     monkeypatch.setattr(decode, "run_arm", lambda *a, **k: timed.append(a))
     rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)

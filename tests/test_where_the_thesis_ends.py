@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from decodegap import arms, inputs, paths, records
+from decodegap import arms, inputs, paths, records, selection
 from decodegap.experiments import where_the_thesis_ends as scope
 from decodegap.harness import models
 
@@ -107,7 +107,7 @@ def test_the_lean_lever_is_the_ladders_fastest_at_its_target_cell():
 
 def _scope_runs(data):
     """The runs whose plan numbers its sessions from the axes' first session (notebook 07's sweeps)."""
-    return {run for (_, run), plan in records.run_plans(data).items()
+    return {run for (_, run), plan in selection.run_plans(data).items()
             if (plan or {}).get("first_session", 0) == scope.FIRST_SESSION}
 
 

@@ -8,6 +8,7 @@ measurements that write data/diagnostics/ are.
 base: paths, rows and the numbers every stage shares
   paths                     repository paths
   records                   the raw CSV schemas, the validating reader, atomic resumable appends
+  selection                 which rows count: cells done, each step's latest profile, superseded rows, runs' plans
   checked                   timed rows joined to the checks of their own run: no unchecked cell counts
   tables                    tables written as CSV + Markdown, findings as sentences
   finding                   a finding: a sentence with the values it states
@@ -51,8 +52,8 @@ harness: measuring
   harness/hf_attention      FA2, FA3 and FlashInfer inside the HF step; which attention runs there
   harness/paged_kv          FlashInfer's batch decode over HF's cache read as pages
   harness/lean              the lean decoder
-  harness/checks            the sharpened-attention check a wrong attention cannot pass
-  harness/decode            the decode-timing arms and their checks against eager
+  harness/decode            the decode-timing arms
+  harness/checks            each arm against eager, teacher-forced; the sharpened check a wrong attention cannot pass
   harness/quant_checks      the quantised model's check against bf16, its tolerance, the checks' power
   harness/runs              run ids and their env.json entries
   harness/sweep             sweeps of fresh session processes, resumable

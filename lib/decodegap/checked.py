@@ -13,7 +13,7 @@ holds, for that cell:
   checks, no null: a fixed multiple of a rounding bound) is unchecked under the current rule, labelled so with the
   date it was measured, never counted.
 A check passes when its status is `ok` and its error is a number within its tolerance (a NaN error, recorded `ok`
-before decode.verify_arm failed NaN logits, is no pass). A check of another run never counts: the key holds the
+before checks.verify_arm failed NaN logits, is no pass). A check of another run never counts: the key holds the
 run id. Rows that timed nothing (status `error`, `unavailable`, ...) are no number and are left as they are
 (`checked` True, note `not timed`).
 
@@ -326,12 +326,12 @@ def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def load(experiment: str, data, mode: str = "mark", superseded: bool = False, grid: bool = True) -> pd.DataFrame:
-    """An experiment's rows (records.load_experiment, or records.with_superseded with `superseded`) joined with the
+    """An experiment's rows (records.load_experiment, or selection.with_superseded with `superseded`) joined with the
     checks of their own runs (join_checks in `mode`, both verify files); with `grid` (notebooks 01-06) only the
     grid's rows (grid_rows), else every row (notebook 07)."""
-    from decodegap import records
+    from decodegap import records, selection
 
-    rows = (records.with_superseded(experiment, Path(data)) if superseded
+    rows = (selection.with_superseded(experiment, Path(data)) if superseded
             else records.load_experiment(experiment, Path(data)))
     return join_checks(grid_rows(rows) if grid else rows, verify_rows(data), mode)
 

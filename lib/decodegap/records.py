@@ -139,7 +139,7 @@ check has `layer` (q_proj ... down_proj), `rows` (M, the input's row count: 1 fo
 for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model` and rows empty. `batch`: the
 sequences the checked step decoded together (a model check compares each sequence with its own eager logits and
 keeps the worst; its reason names which where batch > 1).
-An empty `max_rel_err` on an `ok` row is a NaN error: rows written before decode.verify_arm failed NaN
+An empty `max_rel_err` on an `ok` row is a NaN error: rows written before checks.verify_arm failed NaN
 logits (quant_report.checks labels them failed)."""
 
 CHECKS = {
@@ -213,7 +213,7 @@ weights (decode, verify, kernels, breakdown, quant_layers): those runs drew code
 (codes uniform on 0..15 and zeros drawn apart: every weight had a mean of -0.5 x its scale, which added up over
 K; ExLlamaV2's fp16 products overflowed to NaN), and their checks compared a path only with itself. Their step
 times are kernel timings of the same shapes (a kernel's time does not depend on the values), kept for the cells
-not measured again (`with_superseded`); their correctness says nothing about the paths."""
+not measured again (`selection.with_superseded`); their correctness says nothing about the paths."""
 
 _SUPERSEDED = {name + SYNTHESISED: replace(schema, experiment=name + SYNTHESISED)
                for name, schema in (("decode", DECODE), ("kernels", KERNELS), ("breakdown", BREAKDOWN),
@@ -531,65 +531,3 @@ def load_experiment(experiment: str, data: Path, gpus: Iterable[str] | None = No
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in schema.names})
     return pd.concat(frames, ignore_index=True)
-
-
-WEIGHTS_RTN, WEIGHTS_SUPERSEDED = "rtn from bf16", "synthesised (superseded)"
-"""with_superseded's `weights` labels: the model's own bf16 weights quantised, or the superseded synthesis."""
-
-
-def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "arm", "attn", "quant")) -> pd.DataFrame:
-    """The rows of `experiment` and, for the cells (`cell` columns) it does not hold, the rows of its superseded
-    file (SYNTHESISED), with a column `weights`: WEIGHTS_RTN or WEIGHTS_SUPERSEDED."""
-    rows = load_experiment(experiment, data).assign(weights=WEIGHTS_RTN)
-    old = load_experiment(experiment + SYNTHESISED, data)
-    if old.empty:
-        return rows
-    have = set(rows[list(cell)].astype(str).itertuples(index=False, name=None))
-    keep = [tuple(k) not in have for k in old[list(cell)].astype(str).itertuples(index=False, name=None)]
-    return pd.concat([rows, old[keep].assign(weights=WEIGHTS_SUPERSEDED)], ignore_index=True)
-
-
-def done_keys(path: Path, schema: Schema, retry: tuple[str, ...] = (), run_id: str | None = None,
-              again: bool = False) -> set[tuple]:
-    """Key tuples (schema.key) of the cells already in a file: a cell counts once any row of it is there
-    (blocks are written whole; a cut block is moved aside by repair_tail first). A cell whose every row has
-    a status in `retry` (e.g. `unavailable`, after installing the missing package) is not done; measuring
-    it again appends new rows beside the old ones, which stay as history. Rows of `run_id` (the run now
-    going on) always count, whatever their status, so a retried cell is measured once per run. `again`: only
-    the rows of `run_id` count (every cell is measured again by this run; the older rows stay as history)."""
-    path = Path(path)
-    if not path.exists():
-        return set()
-    repair_tail(path, schema)
-    frame = read_csv(path, schema)
-    if frame.empty:
-        return set()
-    if again:
-        frame = frame[frame["run_id"] == run_id]
-    elif retry:
-        frame = frame[~frame["status"].isin(retry) | (frame["run_id"] == run_id)]
-    return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))
-
-
-def latest_profiles(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the latest run (run ids begin with their start time) that profiled each step (gpu, model,
-    ctx, arm, quant) with `ok` rows, else that step's latest rows: a step profiled again (ladder --again) is read
-    from its new profile, never summed with the old one, which stays in the file as history."""
-    if rows.empty:
-        return rows
-    step = [rows[c] for c in ("gpu", "model", "ctx", "arm", "quant")]
-    ok_run = rows["run_id"].where(rows["status"] == "ok")
-    latest = ok_run.groupby(step).transform("max").fillna(rows["run_id"].groupby(step).transform("max"))
-    return rows[rows["run_id"] == latest]
-
-
-def run_plans(data: Path) -> dict:
-    """{(gpu, run id): the run's sweep plan (a dict) or None} from every data/raw/<gpu>/env.json of `data`."""
-    import json
-
-    out = {}
-    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
-        for run_id, entry in json.loads(env_path.read_text()).items():
-            plan = entry.get("plan") if isinstance(entry, dict) else None
-            out[(env_path.parent.name, run_id)] = plan if isinstance(plan, dict) else None
-    return out

@@ -19,7 +19,7 @@ CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 
 def default_rows(decode_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
     """Notebook 01's decode rows: default attention (SDPA), bf16, the HF model's arms (HF_ARMS), each cell's
-    sessions from one sweep (`one_sweep`, where the runs' `plans` are given: records.run_plans). The other
+    sessions from one sweep (`one_sweep`, where the runs' `plans` are given: selection.run_plans). The other
     backends and quantisation paths are notebooks 03 and 04's, the lean decoder's levers notebook 06's."""
     rows = decode_rows[(decode_rows["attn"] == "sdpa") & (decode_rows["quant"] == "bf16")
                        & decode_rows["arm"].isin(HF_ARMS)]

@@ -16,7 +16,7 @@ from decodegap import roofline
 from decodegap.analysis.profiles import SMALL_CATEGORIES, fitted_products, product_cost_fit, step_label
 from decodegap.finding import Finding
 from decodegap.levers import LEVERS, TARGET_CELL_ONLY, TARGETS
-from decodegap.records import WEIGHTS_SUPERSEDED
+from decodegap.selection import WEIGHTS_SUPERSEDED
 
 class StepTerms(NamedTuple):
     """One profiled step's category rows (category_table) as dicts by category: GPU microseconds, the floor's
@@ -46,7 +46,7 @@ def _at(frame: pd.DataFrame, target: Mapping) -> pd.DataFrame:
 def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
     """The decode rows the ladder reads: decode.csv's, plus notebook 02's A/B sweep (ab.csv) for every
     (cell, arm) that decode.csv lacks (the compile arm beyond ctx 2048). The two files' sessions are never
-    pooled: a lever's rows come from one file; given the runs' `plans` (records.run_plans), nor are two sweeps'
+    pooled: a lever's rows come from one file; given the runs' `plans` (selection.run_plans), nor are two sweeps'
     within decode.csv (roofline.one_sweep, as notebooks 01 and 04 read them)."""
     if plans is not None:
         decode_rows = roofline.one_sweep(decode_rows, plans)
@@ -59,12 +59,12 @@ def ladder_rows(decode_rows: pd.DataFrame, ab_rows: pd.DataFrame, plans=None) ->
 
 SUPERSEDED_REASON = "weights the run drew itself (superseded; decode_synthesised_weights.csv)"
 """The reason a ladder row gives when its quantised cell's only timed rows are those of the superseded weight
-synthesis (records.with_superseded): the kernels' times stand, the weights were not the model's."""
+synthesis (selection.with_superseded): the kernels' times stand, the weights were not the model's."""
 
 
 def superseded_cells(decode_rows: pd.DataFrame) -> set:
     """(gpu, model, ctx, arm, quant) of the timed cells whose rows come from the superseded weight synthesis
-    (records.with_superseded's `weights` column; rows without one, such as the A/B sweep's, are not)."""
+    (selection.with_superseded's `weights` column; rows without one, such as the A/B sweep's, are not)."""
     if "weights" not in decode_rows:
         return set()
     old = decode_rows[(decode_rows["weights"] == WEIGHTS_SUPERSEDED) & (decode_rows["status"] == "ok")]

@@ -27,7 +27,7 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
     `cells_` in its order.
 
     An arm other than eager is checked against the same model's eager arm before it is timed
-    (decode.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
+    (checks.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
     "ok <err>" from its verify.csv row, or "failed: <err> > <tol>" past the tolerance, or "failed: NaN logits"
     where the error is NaN (rows recorded before verify_arm failed NaN say `ok` with a NaN error: the label
     goes by the number, not the status). An `error` decode row whose reason says its check failed

@@ -43,7 +43,7 @@ def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> p
     """Notebook 04's decode rows: default attention (SDPA), the arms `arms`, every quantisation path (rows joined
     with the checks of their own run and labelled first: checked.labelled(checked.join_checks(...)), so that a
     quantised cell without the current rule's checks of its own run, checked.quantised_checks, is a status row
-    `unchecked`); given the runs' `plans` (records.run_plans), each cell's rows of one sweep (roofline.one_sweep: the
+    `unchecked`); given the runs' `plans` (selection.run_plans), each cell's rows of one sweep (roofline.one_sweep: the
     bf16 baseline at ctx 2048 is then the grid's sessions, not the grid's pooled with notebook 02's headline top-up;
     a checked sweep of a cell ranks above an unchecked one)."""
     out = decode_rows[decode_rows["arm"].isin(list(arms)) & (decode_rows["attn"] == "sdpa")]

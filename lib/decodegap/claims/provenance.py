@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap import records
+from decodegap import records, selection
 from decodegap.claims import rules
 
 CELL_COLUMNS = ("gpu", "model", "ctx", "batch", "arm", "attn", "quant", "check", "layer")
@@ -42,7 +42,7 @@ def _pick(frame: pd.DataFrame, how: str, data) -> pd.DataFrame:
     if how == "one sweep per cell":
         from decodegap.roofline import one_sweep
 
-        return one_sweep(frame, records.run_plans(data))
+        return one_sweep(frame, selection.run_plans(data))
     if how == "grid sweep":
         return frame[frame["sweep"] == "grid"] if "sweep" in frame else frame.iloc[0:0]
     if how == "headline sweep":

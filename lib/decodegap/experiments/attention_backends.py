@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import attention_backends as attention_report
-from decodegap import checked, hardware, inputs, paths, published, records, roofline
+from decodegap import checked, hardware, inputs, paths, published, records, roofline, selection
 from decodegap.harness import keys, models, runs
 from decodegap.harness.sweep import SweepPlan, free_device_memory, run_sweep
 from decodegap.outcome import attempt
@@ -66,7 +66,7 @@ def record_attention(gpu: str, models_, contexts, backends=None, data=None, devi
                        attention_order=f"interleaved, {reps} seeded rounds (seed {seed})") as run_id:
         path = paths.raw_dir(gpu, data) / "attention.csv"
         retry = records.STATUSES if again else ("unavailable",) if retry_unavailable else ()
-        done = records.done_keys(path, records.ATTENTION, retry, run_id)
+        done = selection.done_keys(path, records.ATTENTION, retry, run_id)
         cuda = device.startswith("cuda")
         cells, blocks = [], {}
         for key in models_:  # every cell checked first; the ones that run are timed in rounds below
@@ -120,7 +120,7 @@ def summary(data) -> pd.DataFrame:
 def step_rows(data) -> pd.DataFrame:
     """The decode rows of the whole-step measurement: each cell from one sweep, as every notebook reads decode.csv,
     unchecked cells as status rows (checked.labelled)."""
-    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), records.run_plans(data))
+    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), selection.run_plans(data))
 
 
 def tables(data, models_=(), step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, table_ctx: int = 2048,

@@ -11,7 +11,7 @@ import pandas as pd
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import cuda_graphs_ab as ab, profiles
-from decodegap import checked, compare, hardware, levers, records, roofline
+from decodegap import checked, compare, hardware, levers, records, roofline, selection
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
 from decodegap.harness.sweep import SweepPlan, run_sweep
@@ -51,7 +51,7 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
     measures again the lean cells recorded only as `error` (their rows stay; a cell's ok rows win in the tables).
     `only`: these levers (arms of levers.LEVERS) and no others, swept and profiled (ladder --levers); `again`:
     every cell measured and profiled again, the old rows kept as history (ladder --again: after a change to a
-    lever's kernels; roofline.one_sweep and records.latest_profiles read the new rows)."""
+    lever's kernels; roofline.one_sweep and selection.latest_profiles read the new rows)."""
     keys.gpu_to_measure(gpu, device, data)
     keys.models(models_, data)
     plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=contexts_, arms=arms, quant=quant, sessions=sessions,
@@ -75,7 +75,7 @@ def rows(data) -> pd.DataFrame:
     plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
     run is a status row `unchecked` (checked.labelled: the ladder shows it as such, no target reads it)."""
     return ladder.ladder_rows(checked.labelled(checked.load("decode", data, superseded=True)), ab.ab_rows(data),
-                              records.run_plans(data))
+                              selection.run_plans(data))
 
 
 def tables(data, models_=()) -> dict:
@@ -90,7 +90,7 @@ def tables(data, models_=()) -> dict:
     configs = models.configs(set(rows_["model"]) | set(models_), data)
     cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
-    breakdown_rows = records.latest_profiles(checked.grid_rows(records.with_superseded("breakdown", data)))
+    breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,

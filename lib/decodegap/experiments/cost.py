@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from decodegap.analysis import cost
-from decodegap import checked, hardware, published, records, roofline
+from decodegap import checked, hardware, published, records, roofline, selection
 from decodegap.harness import models
 
 NOTEBOOK = "05_cost"
@@ -21,7 +21,7 @@ PRICE_RATIOS = (3, 4, 5, 6, 8, 10)  # DEAR/CHEAP $/hour ratios of the price-sens
 def rows(data) -> pd.DataFrame:
     """Every decode row, each cell from one sweep (as notebooks 01, 04 and 06 read decode.csv), unchecked cells as
     status rows (checked.labelled: never priced)."""
-    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), records.run_plans(data))
+    return roofline.one_sweep(checked.labelled(checked.load("decode", data)), selection.run_plans(data))
 
 
 def configurations(data, prices: pd.DataFrame, provider: str = cost.PROVIDER, models_=()) -> tuple:

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import checked, hardware, levers, paths, published, records
+from decodegap import checked, hardware, levers, paths, published, records, selection
 from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
@@ -86,7 +86,7 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
     keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     with runs.recorded(gpu, data, "quant_layers", ["verify"], quant_weights=quant.WEIGHTS) as run_id:
         path = paths.raw_dir(gpu, data) / "verify.csv"
-        done = records.done_keys(path, records.VERIFY)
+        done = selection.done_keys(path, records.VERIFY)
         for key in models:
             config = model_specs.load_spec(key, data).config
             shapes = quant.layer_shapes(config)
@@ -146,7 +146,7 @@ def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
     a passing check of its own run (vs_eager, and for a quantised cell the current rule's checks of its run:
     checked.quantised_checks) as status rows `unchecked` (checked.labelled)."""
-    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, records.run_plans(data))
+    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, selection.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
@@ -174,7 +174,7 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     verify = records.load_experiment("verify", data)
     rows_, cells_, configs = cells(data, models=[table_model], arms=arms, group_size=group_size)
     pub = published.load(data)
-    breakdown = records.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data)))
+    breakdown = selection.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data)))
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cells_["ctx"])) if not cells_.empty else list(contexts)

@@ -8,7 +8,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from decodegap import checked, hardware, paths, published, records, roofline
+from decodegap import checked, hardware, paths, published, records, roofline, selection
 from decodegap.harness import models as model_specs, runs
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
@@ -54,7 +54,7 @@ def rows(data) -> pd.DataFrame:
     """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep; a
     cell timed without a passing check of its own run is a status row `unchecked` (checked.labelled), never a
     timing, so that a checked sweep of the cell wins and an unchecked one is drawn as such."""
-    return roofline.default_rows(checked.labelled(checked.load("decode", data)), records.run_plans(data))
+    return roofline.default_rows(checked.labelled(checked.load("decode", data)), selection.run_plans(data))
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:

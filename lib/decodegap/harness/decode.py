@@ -52,7 +52,6 @@ cache's slot inside the step itself (also inside the graph).
 
 from __future__ import annotations
 
-import contextlib
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -60,9 +59,8 @@ from typing import Callable
 
 from decodegap import arms as _arms
 from decodegap.arms import ARM_KERNELS, ARMS, COMPILED_ARMS, GRAPHED_ARMS, is_lean
-from decodegap.compare import logits_error, max_relative_error
 from decodegap.harness.hf_attention import attention_context, attention_unavailable
-from decodegap.prompts import batch_prompt_ids, prompt_ids, teacher_token
+from decodegap.prompts import batch_prompt_ids, teacher_token
 from decodegap.timing import event_times_ms
 GRAPH_SIDE_STREAM_WARMUP = 3  # eager calls on a side stream before capture (PyTorch's advice)
 COMPILE_MIN_WARMUP = 3  # reduce-overhead needs a few calls to compile, warm up and record its graph
@@ -317,7 +315,7 @@ def run_arm(model, arm: str, ctx: int, warmup: int = 5, steps: int = 30, seed: i
     sequences decoded together (the module docstring); every timed call is one step of all of them."""
     import torch
 
-    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
+    reason = unavailable_reason(arm, model, batch, attn)
     if reason:
         raise ArmUnavailable(reason)
     cuda = _is_cuda(model)
@@ -382,105 +380,7 @@ def _batch_attention(attn: str, batch: int) -> str | None:
     return None
 
 
-def teacher_forced_logits(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, attn: str = "sdpa",
-                          cache_len: int | None = None, batch: int = 1) -> list:
-    """The logits of `calls` forward calls of `arm` (prefill included) on the check's prompts (`batch` of them,
-    prompts.batch_prompt_ids), every step fed teacher_token: what verify_arm compares. Returns a list of
-    [batch, 1, V] tensors."""
-    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
-    if reason:
-        raise ArmUnavailable(reason)
-    warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
-    n_steps = calls - forward_calls(arm, warm, 0)
-    if n_steps < 1:
-        raise ValueError(f"verify_arm needs more than {calls} calls for arm {arm!r}")
-    cache_len = max(cache_len or 0, ctx + calls)  # a longer cache than the check needs is fine
-    return run_arm(model, arm, ctx, warmup=warm, steps=n_steps, seed=seed, keep_logits=True, feedback=False,
-                   attn=attn, cache_len=cache_len, batch=batch).logits
-
-
-def sequence_errors(got: list, ref: list) -> list[float]:
-    """compare.logits_error of each sequence of a batch: row b of every call of `got` against row b of `ref`
-    (lists of [batch, 1, V] tensors). For one sequence, [logits_error(got, ref)]."""
-    return [logits_error([g[b] for g in got], [r[b] for r in ref]) for b in range(ref[0].shape[0])]
-
-
-def worst(errors: list[float]) -> float:
-    """The largest of per-sequence errors, NaN if any is NaN (a NaN logit fails the check whatever the others)."""
-    return float("nan") if any(e != e for e in errors) else max(errors)
-
-
-def verify_arm_sequences(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, attn: str = "sdpa",
-                         cache_len: int | None = None, batch: int = 1) -> list[float]:
-    """Each sequence's largest relative logits error of `arm` against eager SDPA (see verify_arm), both sides
-    decoding the same `batch` prompts together, teacher-forced, for the same number of calls: one error per
-    sequence (sequence_errors), never raising past a tolerance."""
-    reason = arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)
-    if reason:  # before the eager reference is run for nothing
-        raise ArmUnavailable(reason)
-    warm = COMPILE_MIN_WARMUP if arm in COMPILED_ARMS else 1
-    total = forward_calls(arm, warm, calls - forward_calls(arm, warm, 0))
-    cache_len = max(cache_len or 0, ctx + total)
-    got = teacher_forced_logits(model, arm, ctx, calls, seed, attn, cache_len, batch)
-    with sdpa_reference(model):
-        ref = run_arm(model, "eager", ctx, warmup=0, steps=total, seed=seed, keep_logits=True, feedback=False,
-                      cache_len=cache_len, batch=batch).logits
-    return sequence_errors(got, ref)
-
-
-def verify_arm(model, arm: str, ctx: int, calls: int = 6, seed: int = 0, tol: float = 0.1,
-               attn: str = "sdpa", cache_len: int | None = None, raise_past_tol: bool = True,
-               batch: int = 1, sequences: list | None = None) -> float:
-    """Check `arm` against eager SDPA before timing it: both decode the same prompt, teacher-forced, for the
-    same number of calls; every call's logits must agree within `tol` (relative to the eager logits' max).
-    The reference is HF's eager step with SDPA's default whatever `attn` is: a model built for another
-    attention implementation (flex, hf_attention's kernels) is switched to "sdpa" for it (sdpa_reference).
-    With `batch` > 1 both sides decode the same `batch` prompts together and each sequence is compared with its
-    own reference (verify_arm_sequences; `sequences`, a list, receives each sequence's error). Returns the largest
-    relative error over the sequences; raises AssertionError past `tol` (NaN fails too: a kernel that overflows
-    fp16 gives NaN logits) unless `raise_past_tol` is False."""
-    errors = verify_arm_sequences(model, arm, ctx, calls, seed, attn, cache_len, batch)
-    if sequences is not None:
-        sequences.extend(errors)
-    worst_err = worst(errors)
-    if raise_past_tol and not worst_err <= tol:
-        raise AssertionError(f"arm {arm!r} at ctx {ctx}: logits differ from eager by {worst_err:.3g} (> {tol})")
-    return worst_err
-
-
-def static_vs_full_forward(model, ctx: int, steps: int = 3, shift: int = 0, feedback: bool = True,
-                           seed: int = 0) -> list[float]:
-    """The static-cache step against the model itself: decode `steps` tokens with StaticStep after a `ctx`-token
-    prompt, then run one full forward pass over the prompt and the same tokens, and return each step's logits'
-    max. relative error against that pass's logits at its position. `shift` pushes the step's position that many
-    tokens ahead of its cache slot (a wrong position, which RoPE must give away); `feedback` False feeds the
-    prompt's argmax every step (teacher-forced). On a CPU both sides compute the same numbers; on a GPU they
-    differ by bf16 rounding (compare.VERIFY_TOL)."""
-    import torch
-
-    device = next(model.parameters()).device
-    with torch.inference_mode():
-        state = StaticStep(model, ctx, ctx + steps, seed=seed, feedback=feedback)
-        state.pos.add_(shift)
-        tokens, outs = [state.tok.clone()], []
-        for _ in range(steps):
-            outs.append(state.step().float().clone())
-            tokens.append(state.tok.clone())
-        ids = torch.cat([prompt_ids(model.config.vocab_size, ctx, device, seed)] + tokens[:steps], dim=1)
-        full = model(ids).logits.float()
-    return [max_relative_error(out[0, -1], full[0, ctx + i]) for i, out in enumerate(outs)]
-
-
-@contextlib.contextmanager
-def sdpa_reference(model):
-    """`model` with HF's "sdpa" attention inside the block, its own implementation restored after (HF 5.x's
-    set_attn_implementation switches every layer: each reads config._attn_implementation per call)."""
-    built = model.config._attn_implementation
-    if built == "sdpa":
-        yield model
-        return
-    model.set_attn_implementation("sdpa")
-    try:
-        yield model
-    finally:
-        model.set_attn_implementation(built)
+def unavailable_reason(arm: str, model, batch: int = 1, attn: str = "sdpa") -> str | None:
+    """Why `arm` with the attention `attn` cannot run on the model at `batch` sequences (arm_available, the batch's
+    attention, hf_attention.attention_unavailable), else None."""
+    return arm_available(arm, model, batch) or _batch_attention(attn, batch) or attention_unavailable(attn, arm, model)

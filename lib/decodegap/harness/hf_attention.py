@@ -1,7 +1,7 @@
 """The flash-attn family and FlashInfer inside the whole HF decode step: transformers attention functions for the
 backend keys fa2, fa3 and flashinfer_paged, registered with transformers' AttentionInterface, so that
 `models.build_model(spec, attn=hf_implementation(key))` and `python -m decodegap measure --attn KEY` run the
-HF decode step with them, each checked against eager SDPA like every arm (decode.verify_arm).
+HF decode step with them, each checked against eager SDPA like every arm (checks.verify_arm).
 
 The call. transformers 5.x's attention layers call
     fn(module, query, key, value, attention_mask, dropout=..., scaling=..., [sliding_window=...], **kwargs)

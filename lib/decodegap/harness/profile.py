@@ -5,7 +5,7 @@ and notebook 04's products, read by analysis.profiles)."""
 
 from __future__ import annotations
 
-from decodegap import inputs, paths, records
+from decodegap import inputs, paths, records, selection
 from decodegap.arms import COMPILED_ARMS
 from decodegap.harness import decode, keys, models, runs
 from decodegap.harness.sweep import free_device_memory
@@ -20,7 +20,7 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     its decoder layers swapped for that path's (quant.quantise_model_, as run_sweep does); a path that cannot
     run here leaves `unavailable` rows with the reason. Resumes per file, and builds no model whose steps are all
     profiled already; `again`: profiles every step again (the tables read each step's latest profile,
-    records.latest_profiles). `batches`: the numbers of sequences each profiled step decodes together (a row per
+    selection.latest_profiles). `batches`: the numbers of sequences each profiled step decodes together (a row per
     batch; an arm whose kernels take one row is `unavailable` above 1, as in the sweeps)."""
     from decodegap.harness.sweep import check_batches
 
@@ -31,8 +31,8 @@ def record_kernels(gpu: str, model_keys, contexts, arms=("eager", "hf_default"),
     keys.models(model_keys, data)
     with runs.recorded(gpu, data, "kernels", ["kernels", "breakdown"], device=device) as run_id:
         folder = paths.raw_dir(gpu, data)
-        done = records.done_keys(folder / "kernels.csv", records.KERNELS, run_id=run_id, again=again)
-        done_breakdown = records.done_keys(folder / "breakdown.csv", records.BREAKDOWN, run_id=run_id, again=again)
+        done = selection.done_keys(folder / "kernels.csv", records.KERNELS, run_id=run_id, again=again)
+        done_breakdown = selection.done_keys(folder / "breakdown.csv", records.BREAKDOWN, run_id=run_id, again=again)
         for key in model_keys:
             cells = [(ctx, batch, arm) for ctx in contexts for batch in batches for arm in arms
                      if not {_kernels_key(gpu, key, ctx, arm, quant, batch)} <= done & done_breakdown]

@@ -26,7 +26,7 @@ import torch
 
 from decodegap import compare
 from decodegap.compare import max_relative_error
-from decodegap.harness import decode
+from decodegap.harness import checks
 from decodegap.quant import paths as quant, power
 from decodegap.quant.loaders import QuantUnavailable
 
@@ -57,7 +57,7 @@ def _input(args, kwargs):
 
 
 def record_layers(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
-    """Per decoder layer, per forward call of decode.teacher_forced_logits (prefill, then the teacher-forced
+    """Per decoder layer, per forward call of checks.teacher_forced_logits (prefill, then the teacher-forced
     steps): (input, output) hidden states of the bf16 model. Holds 2 x layers x ctx x hidden values."""
     io = [[] for _ in model.model.layers]
 
@@ -65,7 +65,7 @@ def record_layers(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
         io[i].append((_input(args, kwargs).detach().clone(), _hidden(out).detach().clone()))
 
     with _hooks(model, post=post):
-        decode.teacher_forced_logits(model, "eager", ctx, seed=seed)
+        checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
     return io
 
 
@@ -92,7 +92,7 @@ def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int 
             worst[0] = err if err != err else max(worst[0], err)
 
     with torch.inference_mode(), _hooks(model, pre=pre, post=post):
-        decode.teacher_forced_logits(model, "eager", ctx, seed=seed)
+        checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
     if any(c != len(r) for c, r in zip(calls, reference)):
         raise RuntimeError(f"the quantised model made {calls} layer calls, the bf16 model {[len(r) for r in reference]} "
                            "(a reference of another ctx or number of steps)")

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from decodegap.harness import decode, hf_attention, keys, models, runs
-from decodegap import hardware, inputs, paths, records
+from decodegap import hardware, inputs, paths, records, selection
 from decodegap.arms import COMPILED_ARMS
 from decodegap.compare import VERIFY_TOL
 from decodegap.outcome import classify, failure
@@ -113,7 +113,7 @@ class SweepPlan:
                 for b in self.batches for a in arms]
 
     def key(self, session: int, cell: Cell) -> tuple:
-        """The cell's key in its CSV (records.done_keys: the schema's key columns, as text)."""
+        """The cell's key in its CSV (selection.done_keys: the schema's key columns, as text)."""
         values = dict(asdict(cell), session=session, gpu=self.gpu)
         return tuple(str(values[c]) for c in records.schema_for(self.experiment).key)
 
@@ -123,7 +123,7 @@ class SweepPlan:
     def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
         """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
         retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        done = records.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
+        done = selection.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
 
     def to_json(self) -> str:
@@ -177,12 +177,14 @@ def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: floa
 
 
 def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
-    """Check the cell's arm against eager (decode.verify_arm: each of its batch's sequences against the same sequence
+    """Check the cell's arm against eager (checks.verify_arm: each of its batch's sequences against the same sequence
     of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
     (its reason names the sequence where the batch holds more than one); a failed check then raises
     AssertionError (the cell is not timed)."""
+    from decodegap.harness import checks
+
     errors: list[float] = []
-    err = decode.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
+    err = checks.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
                             cache_len=cache_len, raise_past_tol=False, batch=cell.batch, sequences=errors)
     row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", sequences_reason(errors))
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
@@ -191,12 +193,11 @@ def _check(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, 
                              f"(> {VERIFY_TOL}; verify.csv)")
     config = model.config.to_dict()
     if wants_sharp_check(cell, config):
-        from decodegap.harness.checks import SHARP_TOL, factor_for, verify_arm_sharpened
-
-        sharp = verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=SHARP_TOL, attn=cell.attn,
-                                     cache_len=cache_len, factor=factor_for(config), batch=cell.batch)
+        sharp = checks.verify_arm_sharpened(model, cell.arm, cell.ctx, seed=plan.seed, tol=checks.SHARP_TOL,
+                                            attn=cell.attn, cache_len=cache_len, factor=checks.factor_for(config),
+                                            batch=cell.batch)
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
-                            [verify_row(plan, run_id, session, cell, sharp, SHARP_TOL, "vs_eager_sharp")])
+                            [verify_row(plan, run_id, session, cell, sharp, checks.SHARP_TOL, "vs_eager_sharp")])
 
 
 def sequences_reason(errors: list[float]) -> str:

@@ -1,0 +1,71 @@
+"""Which rows count: the rules that select among the raw rows records.py reads. A cell already measured (done_keys,
+for resuming a sweep), each profiled step's latest profile (latest_profiles), the rows of an experiment with the
+superseded rows of the cells not measured again (with_superseded), and each run's sweep plan (run_plans)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from decodegap import records
+
+WEIGHTS_RTN, WEIGHTS_SUPERSEDED = "rtn from bf16", "synthesised (superseded)"
+"""with_superseded's `weights` labels: the model's own bf16 weights quantised, or the superseded synthesis."""
+
+
+def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "arm", "attn", "quant")) -> pd.DataFrame:
+    """The rows of `experiment` and, for the cells (`cell` columns) it does not hold, the rows of its superseded
+    file (records.SYNTHESISED), with a column `weights`: WEIGHTS_RTN or WEIGHTS_SUPERSEDED."""
+    rows = records.load_experiment(experiment, data).assign(weights=WEIGHTS_RTN)
+    old = records.load_experiment(experiment + records.SYNTHESISED, data)
+    if old.empty:
+        return rows
+    have = set(rows[list(cell)].astype(str).itertuples(index=False, name=None))
+    keep = [tuple(k) not in have for k in old[list(cell)].astype(str).itertuples(index=False, name=None)]
+    return pd.concat([rows, old[keep].assign(weights=WEIGHTS_SUPERSEDED)], ignore_index=True)
+
+
+def done_keys(path: Path, schema: records.Schema, retry: tuple[str, ...] = (), run_id: str | None = None,
+              again: bool = False) -> set[tuple]:
+    """Key tuples (schema.key) of the cells already in a file: a cell counts once any row of it is there
+    (blocks are written whole; a cut block is moved aside by repair_tail first). A cell whose every row has
+    a status in `retry` (e.g. `unavailable`, after installing the missing package) is not done; measuring
+    it again appends new rows beside the old ones, which stay as history. Rows of `run_id` (the run now
+    going on) always count, whatever their status, so a retried cell is measured once per run. `again`: only
+    the rows of `run_id` count (every cell is measured again by this run; the older rows stay as history)."""
+    path = Path(path)
+    if not path.exists():
+        return set()
+    records.repair_tail(path, schema)
+    frame = records.read_csv(path, schema)
+    if frame.empty:
+        return set()
+    if again:
+        frame = frame[frame["run_id"] == run_id]
+    elif retry:
+        frame = frame[~frame["status"].isin(retry) | (frame["run_id"] == run_id)]
+    return set(frame[list(schema.key)].astype(str).itertuples(index=False, name=None))
+
+
+def latest_profiles(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the latest run (run ids begin with their start time) that profiled each step (gpu, model,
+    ctx, arm, quant) with `ok` rows, else that step's latest rows: a step profiled again (ladder --again) is read
+    from its new profile, never summed with the old one, which stays in the file as history."""
+    if rows.empty:
+        return rows
+    step = [rows[c] for c in ("gpu", "model", "ctx", "arm", "quant")]
+    ok_run = rows["run_id"].where(rows["status"] == "ok")
+    latest = ok_run.groupby(step).transform("max").fillna(rows["run_id"].groupby(step).transform("max"))
+    return rows[rows["run_id"] == latest]
+
+
+def run_plans(data: Path) -> dict:
+    """{(gpu, run id): the run's sweep plan (a dict) or None} from every data/raw/<gpu>/env.json of `data`."""
+    out = {}
+    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+        for run_id, entry in json.loads(env_path.read_text()).items():
+            plan = entry.get("plan") if isinstance(entry, dict) else None
+            out[(env_path.parent.name, run_id)] = plan if isinstance(plan, dict) else None
+    return out
