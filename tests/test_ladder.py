@@ -64,17 +64,44 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     assert table.loc[(4096, "int4 tinygemm, lean graph + Triton attention"), "status"] == "not measured"
 
 
+def _confirmed(table: pd.DataFrame, sessions: int = 3) -> pd.DataFrame:
+    """The confirmation table of `table`'s chosen levers, each confirmed at its selection median in `sessions`
+    sessions of a confirmation sweep, the runner-up 1 % slower in each."""
+    from decodegap.analysis import closing_the_gap_confirmation as confirm
+    from decodegap.levers import CONFIRM_FIRST_SESSION
+
+    choice = confirm.choices(table)
+    rows = []
+    for c in choice.to_dict("records"):
+        arms = [(c["arm"], c["quant"], 1.0)] + ([(c["runner_up_arm"], c["runner_up_quant"], 1.01)]
+                                               if pd.notna(c["runner_up_arm"]) else [])
+        rows += [dict(gpu=c["gpu"], model=c["model"], ctx=c["ctx"], run_id="conf", session=CONFIRM_FIRST_SESSION + s,
+                      arm=arm, quant=quant, step_ms=c["selected_ms"] * f, status="ok", batch=1)
+                 for s in range(sessions) for arm, quant, f in arms]
+    return confirm.confirmation_table(choice, pd.DataFrame(rows))
+
+
 def test_targets_met_and_not_met():
     floor = 3.4  # -> the bf16 target is 3.4 / 0.8 = 4.25 ms
-    missed = ladder_targets.target_findings(ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor)))
+    t = ladder.ladder_table(_cells({("compile", "bf16"): 6.0, ("graph", "int4-tinygemm"): 6.8}, floor))
+    missed = ladder_targets.target_findings(t, _confirmed(t))
     bf16, int4 = (line.values for line in missed)
     assert (bf16["lever"], bf16["t_obs_ms"], bf16["met"]) == ("HF compiled", 6.0, False)
     assert bf16["goal_ms"] == pytest.approx(4.25) and bf16["r_floor"] == pytest.approx(3.4 / 6.0)
     assert bf16["over_goal"] == pytest.approx(6.0 / 4.25)
     assert (int4["t_obs_ms"], int4["goal_ms"], int4["met"]) == (6.8, 2.0, False) and int4["over_goal"] == pytest.approx(3.4)
     assert f"{bf16['over_goal']:.2f}x the target time" in missed[0]  # the sentence renders its values
-    met = ladder_targets.target_findings(ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0, ("graph", "int4-tinygemm"): 1.9}, floor)))
+    t = ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0, ("compile", "bf16"): 4.1,
+                                    ("graph", "int4-tinygemm"): 1.9}, floor))
+    met = ladder_targets.target_findings(t, _confirmed(t))
     assert [line.values["met"] for line in met] == [True, True] and met[0].values["r_floor"] == pytest.approx(0.85)
+    assert met[0].values["margin_median"] == pytest.approx(0.01) and "margin +1.0 %" in met[0]
+    # the same selection without its confirmation sweep: not confirmed, not counted, whatever its median
+    unconfirmed = ladder_targets.target_findings(t)
+    assert [line.values["met"] for line in unconfirmed] == [False, False]
+    assert all(line.values["status"] == "not confirmed" and "not counted" in line for line in unconfirmed)
+    partly = ladder_targets.target_findings(t, _confirmed(t, sessions=2))
+    assert partly[0].values["status"] == "partly confirmed" and not partly[0].values["met"]
     [none] = ladder_targets.target_findings(ladder.ladder_table(_cells({}, floor)))[:1]
     assert none.values == {"kind": "bf16", "measured": False}
 
@@ -89,15 +116,20 @@ def test_the_grid_target_counts_cells_by_their_fastest_lever_and_names_the_weake
                                  category=c, kernels=k, gpu_us=us, floor_us=f)
                             for c, k, us, f in (("matmul", 129, 1600.0, 1000.0), ("attention", 64, 500.0, 100.0),
                                                 ("elementwise", 10, 300.0, 0.0))])
-    [line] = ladder_targets.grid_target_findings(ladder.ladder_table(cells), profile)
+    table = ladder.ladder_table(cells)
+    [line] = ladder_targets.grid_target_findings(table, profile, confirmation=_confirmed(table))
     v = line.values
-    assert (v["cells"], v["cells_met"], v["met"]) == (2, 1, False)
+    assert (v["cells"], v["cells_confirmed"], v["cells_met"], v["met"]) == (2, 2, 1, False)
     assert (v["weakest_ctx"], v["weakest_ms"], v["weakest_goal_ms"]) == (4096, 5.0, pytest.approx(4.0))
     assert v["r_floor_min"] == pytest.approx(0.6) and v["r_floor_max"] == pytest.approx(0.8)
     assert v["products_excess_ms"] == pytest.approx(0.6) and v["largest_term"].startswith("the matrix products")
-    assert "1 of 2 cells meet it" in line and "(1.25x)" in line
-    [met] = ladder_targets.grid_target_findings(ladder.ladder_table(cells[cells.ctx == 2048]))
+    assert "2 of 2 cells' chosen levers confirmed by a fresh sweep, 1 of them meeting it" in line and "(1.25x)" in line
+    one = ladder.ladder_table(cells[cells.ctx == 2048])
+    [met] = ladder_targets.grid_target_findings(one, confirmation=_confirmed(one))
     assert met.values["met"] and met.endswith("met.")
+    [selected] = ladder_targets.grid_target_findings(one)  # the selection alone reaches it, and is not counted
+    assert not selected.values["met"] and selected.values["cells_selected_met"] == 1
+    assert "0 of 1 cells' chosen levers confirmed" in selected and "best of many: not counted" in selected
     [none] = ladder_targets.grid_target_findings(ladder.ladder_table(_cells({}, 3.0)))
     assert none.values == {"measured": False}
 

@@ -68,6 +68,12 @@ against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
 GRID_TARGET = dict(gpu="h200", r_floor=0.75)
 """Notebook 06's target over the grid: every bf16 cell of `gpu` (model x context) at an R_floor of at least
 `r_floor` with its fastest lever, against the datasheet bandwidth and W_all + K(ctx), as TARGETS' bf16 target."""
+CONFIRM_FIRST_SESSION = 200
+"""The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): above the grid's
+sessions and notebook 07's (100 on), so that no selection reader counts a confirmation row and the confirmation reader
+counts nothing else."""
+CONFIRM_SESSIONS = 3
+"""Fresh sessions of a confirmation sweep: a chosen lever counts towards a target only when confirmed in this many."""
 
 
 def ladder_plan(model_keys, contexts, gpu: str, only=None) -> list[tuple[str, tuple, tuple, tuple]]:

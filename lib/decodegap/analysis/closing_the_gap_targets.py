@@ -11,38 +11,53 @@ import pandas as pd
 from decodegap.finding import Finding
 from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
-from decodegap.levers import GRID_TARGET, TARGETS
+from decodegap.analysis import closing_the_gap_confirmation as confirm
+from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
 
 
-def target_findings(ladder: pd.DataFrame) -> list[str]:
-    """Where the best measured lever stands against each target (TARGETS), or that it is not measured."""
+def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.Series | None:
+    """The confirmation_table row of the target's cell and kind, or None where no lever is timed there."""
+    sel = _at(confirmation, target)
+    sel = sel[sel["kind"] == kind]
+    return None if sel.empty else sel.iloc[0]
+
+
+def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None) -> list[str]:
+    """Where the chosen lever stands against each target (TARGETS), read from its confirmation sweep
+    (`confirmation`: closing_the_gap_confirmation.confirmation_table of the ladder's choices): a lever chosen as the
+    fastest of the selection sweeps counts only once confirmed; before that the finding says `not confirmed` with its
+    selection median, which no target reads."""
+    if confirmation is None:
+        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
     out = []
     for kind, target in TARGETS.items():
-        sel = _at(ladder, target)
-        sel = sel[sel["status"] == "ok"]
-        sel = sel[(sel["quant"] == "bf16") if kind == "bf16" else (sel["quant"] != "bf16")]
+        row = _confirmed_at(confirmation, target, kind)
         where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
-        if sel.empty:
+        if row is None:
             out.append(Finding(f"{kind} target ({where}): no lever measured yet.", kind=kind, measured=False))
             continue
-        best = sel.loc[sel["t_obs_ms"].idxmin()]
-        if kind == "bf16":
-            goal_ms = best["t_floor_bf16_ms"] / target["r_floor"]
-            met = best["r_floor_bf16"] >= target["r_floor"]
+        goal_ms = row["t_floor_bf16_ms"] / target["r_floor"] if kind == "bf16" else target["step_ms"]
+        head = (f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}" if kind == "bf16"
+                else f"int4 target <= {target['step_ms']:.1f} ms/step at {where}")
+        if row["status"] != confirm.CONFIRMED:
             out.append(Finding(
-                f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}: best lever "
-                f"{best['lever']} {best['t_obs_ms']:.2f} ms, R_floor {best['r_floor_bf16']:.3f}: "
-                + ("met." if met else f"not met ({best['t_obs_ms'] / goal_ms:.2f}x the target time)."),
-                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], r_floor=best["r_floor_bf16"],
-                goal_ms=goal_ms, met=bool(met), over_goal=best["t_obs_ms"] / goal_ms))
-        else:
-            met = best["t_obs_ms"] <= target["step_ms"]
-            out.append(Finding(
-                f"int4 target <= {target['step_ms']:.1f} ms/step at {where}: best lever {best['lever']} "
-                f"{best['t_obs_ms']:.2f} ms: " + ("met." if met else
-                                                 f"not met ({best['t_obs_ms'] / target['step_ms']:.2f}x the target)."),
-                kind=kind, measured=True, lever=best["lever"], t_obs_ms=best["t_obs_ms"], goal_ms=target["step_ms"],
-                met=bool(met), over_goal=best["t_obs_ms"] / target["step_ms"]))
+                f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
+                f"(runner-up {row['runner_up']} {row['runner_up_selected_ms']:.2f} ms); {row['status']} by a fresh "
+                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions), so not counted.",
+                kind=kind, measured=True, confirmed=False, lever=row["lever"], selected_ms=row["selected_ms"],
+                goal_ms=goal_ms, met=False, status=row["status"]))
+            continue
+        t = row["confirmed_ms"]
+        met = bool(row["r_floor_bf16"] >= target["r_floor"]) if kind == "bf16" else bool(t <= target["step_ms"])
+        over = t / goal_ms
+        measured = (f"{row['lever']} {t:.2f} ms" + (f", R_floor {row['r_floor_bf16']:.3f}" if kind == "bf16" else "")
+                    + f", confirmed by a fresh sweep ({confirm.margin_text(row)}; selection median "
+                      f"{row['selected_ms']:.2f} ms)")
+        out.append(Finding(
+            f"{head}: chosen lever {measured}: " + ("met." if met else f"not met ({over:.2f}x the target time)."),
+            kind=kind, measured=True, confirmed=True, lever=row["lever"], t_obs_ms=t, r_floor=row["r_floor_bf16"],
+            goal_ms=goal_ms, met=met, over_goal=over, status="met" if met else "not met",
+            margin_median=row["margin_median"], margin_min=row["margin_min"], margin_max=row["margin_max"]))
     return out
 
 
@@ -85,31 +100,45 @@ def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str)
 
 
 def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None = None,
-                         target: Mapping = GRID_TARGET) -> list[str]:
-    """Every bf16 cell of the target's GPU against R_floor >= target['r_floor'] with its fastest lever: how many
-    cells meet it, the range of their R_floor, and the weakest cell with its lever, its time against the goal
-    (its floor / r_floor) and, where that step was profiled, the budget term that holds it back most."""
+                         target: Mapping = GRID_TARGET, confirmation: pd.DataFrame | None = None) -> list[str]:
+    """Every bf16 cell of the target's GPU against R_floor >= target['r_floor'] with its chosen lever, counted only
+    where the confirmation sweep confirmed it (`confirmation`, as target_findings): how many cells are confirmed, how
+    many of those meet it, the range of their R_floor, and the weakest confirmed cell with its lever, its time
+    against the goal (its floor / r_floor) and, where that step was profiled, the budget term that holds it back
+    most. What the selection sweeps alone reach is said beside it, never counted."""
     gpu, r = target["gpu"], target["r_floor"]
-    ok = ladder[(ladder["gpu"] == gpu) & (ladder["status"] == "ok") & (ladder["quant"] == "bf16")]
-    if ok.empty:
+    if confirmation is None:
+        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    cells = confirmation[(confirmation["gpu"] == gpu) & (confirmation["kind"] == "bf16")]
+    if cells.empty:
         return [Finding(f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: no lever measured yet.",
                         measured=False)]
-    best = ok.loc[ok.groupby(["model", "ctx"])["t_obs_ms"].idxmin()]
-    n_met = int((best["r_floor_bf16"] >= r).sum())
-    weakest = best.loc[best["r_floor_bf16"].idxmin()]
-    goal_ms = weakest["t_floor_bf16_ms"] / r
-    met = n_met == len(best)
-    values = dict(measured=True, cells=len(best), cells_met=n_met, met=bool(met),
-                  r_floor_min=float(best["r_floor_bf16"].min()), r_floor_max=float(best["r_floor_bf16"].max()),
-                  weakest_model=weakest["model"], weakest_ctx=int(weakest["ctx"]), weakest_lever=weakest["lever"],
-                  weakest_ms=float(weakest["t_obs_ms"]), weakest_goal_ms=float(goal_ms))
-    text = (f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: {n_met} of {len(best)} cells meet it "
-            f"with their fastest lever (R_floor {values['r_floor_min']:.3f}-{values['r_floor_max']:.3f}): "
-            + ("met." if met else
-               f"not met. The weakest, {weakest['model']} ctx {int(weakest['ctx'])}, takes {weakest['t_obs_ms']:.2f} ms "
-               f"with {weakest['lever']} against its goal {goal_ms:.2f} ms ({weakest['t_obs_ms'] / goal_ms:.2f}x)."))
-    if not met and by_category is not None:
-        budget, more = _budget(by_category, gpu, weakest["model"], int(weakest["ctx"]), weakest["arm"])
-        text += budget
-        values.update(more)
+    selected_r = cells["t_floor_bf16_ms"] / cells["selected_ms"]
+    done = cells[cells["status"] == confirm.CONFIRMED]
+    n_met = int((done["r_floor_bf16"] >= r).sum())
+    met = len(done) == len(cells) and n_met == len(cells)
+    values = dict(measured=True, cells=len(cells), cells_confirmed=len(done), cells_met=n_met, met=bool(met),
+                  cells_selected_met=int((selected_r >= r).sum()))
+    text = (f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: {len(done)} of {len(cells)} cells' "
+            f"chosen levers confirmed by a fresh sweep")
+    if not done.empty:
+        weakest = done.loc[done["r_floor_bf16"].idxmin()]
+        goal_ms = weakest["t_floor_bf16_ms"] / r
+        values.update(r_floor_min=float(done["r_floor_bf16"].min()), r_floor_max=float(done["r_floor_bf16"].max()),
+                      weakest_model=weakest["model"], weakest_ctx=int(weakest["ctx"]), weakest_lever=weakest["lever"],
+                      weakest_ms=float(weakest["confirmed_ms"]), weakest_goal_ms=float(goal_ms))
+        text += (f", {n_met} of them meeting it (confirmed R_floor {values['r_floor_min']:.3f}-"
+                 f"{values['r_floor_max']:.3f})")
+    text += (f"; on the selection sweeps alone {values['cells_selected_met']} of {len(cells)} reach it "
+             f"(R_floor {selected_r.min():.3f}-{selected_r.max():.3f}, best of many: not counted): "
+             + ("met." if met else f"not met ({len(cells) - len(done)} cells await their confirmation)."
+                if len(done) < len(cells) else "not met."))
+    if not done.empty and n_met < len(done):
+        text += (f" The weakest confirmed cell, {values['weakest_model']} ctx {values['weakest_ctx']}, takes "
+                 f"{values['weakest_ms']:.2f} ms with {values['weakest_lever']} against its goal {goal_ms:.2f} ms "
+                 f"({values['weakest_ms'] / goal_ms:.2f}x).")
+        if by_category is not None:
+            budget, more = _budget(by_category, gpu, values["weakest_model"], values["weakest_ctx"], weakest["arm"])
+            text += budget
+            values.update(more)
     return [Finding(text, **values)]

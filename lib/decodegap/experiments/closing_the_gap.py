@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
+from decodegap.analysis import closing_the_gap_confirmation as confirmation
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import cuda_graphs_ab as ab, profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -70,6 +71,36 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
                                    device=device, quant=quant, again=again)
 
 
+def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
+                       device: str = "cuda") -> list[SweepPlan]:
+    """The confirmation sweeps of `gpu`'s cells (analysis.closing_the_gap_confirmation): per model, quantisation
+    and (chosen lever, runner-up) pair of the current ladder, one sweep of `sessions` fresh sessions over the
+    contexts where that pair was chosen, numbered from levers.CONFIRM_FIRST_SESSION, the two arms alternating in
+    order between sessions and checked in every session. A pair of two quantisations goes into two sweeps (one
+    path per sweep), not alternated."""
+    choice = confirmation.choices(tables(data)["ladder"])
+    choice = choice[choice["gpu"] == gpu]
+    groups: dict = {}
+    for c in choice.to_dict("records"):
+        pairs = [(c["quant"], c["arm"])] + ([(c["runner_up_quant"], c["runner_up_arm"])]
+                                            if pd.notna(c["runner_up_arm"]) else [])
+        for quant in dict.fromkeys(q for q, _ in pairs):
+            arms = tuple(a for q, a in pairs if q == quant)
+            groups.setdefault((c["model"], quant, arms), []).append(int(c["ctx"]))
+    return [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(contexts)), arms=arms, quant=quant,
+                      sessions=sessions, steps=steps, warmup=warmup, device=device,
+                      first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True)
+            for (model, quant, arms), contexts in sorted(groups.items())]
+
+
+def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
+            device: str = "cuda", data=None) -> list[str]:
+    """Measure the confirmation sweeps of confirmation_plans, resumable; returns their run ids. Run it after the
+    selection sweeps (measure): what it confirms is the ladder as it stands."""
+    keys.gpu_to_measure(gpu, device, data)
+    return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device)]
+
+
 def rows(data) -> pd.DataFrame:
     """The ladder's decode rows (ladder.ladder_rows): decode.csv with its superseded rows, each cell from one sweep,
     plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
@@ -81,7 +112,8 @@ def rows(data) -> pd.DataFrame:
 def tables(data, models_=()) -> dict:
     """Notebook 06's tables: `rows`, `cells` (roofline.cell_table of them), `ladder` (ms and R_floor of every
     lever per cell), `breakdown` (the profiled steps' kernels by category against their floors), `projections` (the
-    matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate),
+    matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate), `confirmation`
+    (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
     `check_sensitivity` (the decode check against injected faults), the configs, the registry's `specs` and `measured_gbps` (copy
     bandwidth per GPU)."""
     rows_ = rows(data)
@@ -92,10 +124,12 @@ def tables(data, models_=()) -> dict:
               pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
     breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
+    ladder_table = ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))
     return dict(
         rows=rows_, cells=cells_, configs=configs, specs=specs,
-        ladder=(lambda t: t.assign(checked=checked.column(t["status"])))(
-            ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))),
+        ladder=ladder_table.assign(checked=checked.column(ladder_table["status"])),
+        confirmation=confirmation.confirmation_table(confirmation.choices(ladder_table), confirmation.confirmation_rows(
+            checked.labelled(checked.load("decode", data, grid=False)), selection.run_plans(data))),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
@@ -110,8 +144,9 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
     check's sensitivity, and the reading's numbers."""
-    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"])
-                                    + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"])
+    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"])
+                                    + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"],
+                                                                          confirmation=t["confirmation"])
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),

@@ -1,0 +1,97 @@
+"""Notebook 06's winners confirmed by a fresh sweep: the choice, the confirmation rows and the paired margin, on
+hand-made rows whose answers are checked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodegap.analysis import closing_the_gap_confirmation as confirm
+from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS
+
+CELL = dict(gpu="h200", model="m", ctx=2048)
+
+
+def _ladder(times: dict, floor: float = 3.4) -> pd.DataFrame:
+    """Ladder rows (ladder_table's columns) of one cell: {(lever, arm, quant): ms or None (not measured)}."""
+    rows = []
+    for order, ((lever, arm, quant), ms) in enumerate(times.items()):
+        rows.append(dict(CELL, order=order, lever=lever, arm=arm, quant=quant, t_obs_ms=ms, sessions=3,
+                         t_floor_bf16_ms=floor, r_floor_bf16=floor / ms if ms else np.nan,
+                         status="ok" if ms else "not measured", reason=""))
+    return pd.DataFrame(rows)
+
+
+LADDER = _ladder({("HF graph", "graph", "bf16"): 8.9, ("fused", "lean_fused_graph", "bf16"): 4.30,
+                  ("early", "lean_fused_early_graph", "bf16"): 4.25, ("norm", "lean_fused_norm_graph", "bf16"): None,
+                  ("int4 lean", "lean_attn_graph", "int4-tinygemm"): 2.6})
+
+
+def _decode(run: str, session: int, arm: str, ms: list, quant: str = "bf16") -> list:
+    return [dict(CELL, run_id=run, session=session, arm=arm, quant=quant, attn="sdpa", step=i, step_ms=t, status="ok",
+                 batch=1) for i, t in enumerate(ms)]
+
+
+def test_the_choice_is_the_smallest_selection_median_per_kind_and_the_runner_up_the_next():
+    c = confirm.choices(LADDER).set_index("kind")
+    assert (c.loc["bf16", "arm"], c.loc["bf16", "selected_ms"]) == ("lean_fused_early_graph", 4.25)
+    assert (c.loc["bf16", "runner_up_arm"], c.loc["bf16", "runner_up_selected_ms"]) == ("lean_fused_graph", 4.30)
+    assert c.loc["int4", "arm"] == "lean_attn_graph" and pd.isna(c.loc["int4", "runner_up"])  # one int4 lever only
+    assert confirm.choices(_ladder({("x", "graph", "bf16"): None})).empty
+
+
+def test_only_the_confirmation_sweeps_rows_are_read():
+    rows = pd.DataFrame(_decode("sel", 0, "lean_fused_early_graph", [4.0, 4.0])
+                        + _decode("conf", CONFIRM_FIRST_SESSION, "lean_fused_early_graph", [4.3, 4.3])
+                        + _decode("scope", 100, "lean_fused_early_graph", [9.0]))
+    plans = {("h200", "sel"): {"first_session": 0}, ("h200", "conf"): {"first_session": CONFIRM_FIRST_SESSION},
+             ("h200", "scope"): {"first_session": 100}}
+    assert set(confirm.confirmation_rows(rows, plans)["run_id"]) == {"conf"}
+    unchecked = rows.assign(status=np.where(rows["run_id"] == "conf", "unchecked", "ok"))
+    assert confirm.confirmation_rows(unchecked, plans).empty  # a row without a passing check of its run never counts
+
+
+def test_the_confirmed_time_and_the_paired_margin_by_hand():
+    s0 = CONFIRM_FIRST_SESSION
+    winner = {s0: [4.2, 4.2, 9.9], s0 + 1: [4.1, 4.1, 4.1], s0 + 2: [4.3, 4.3, 0.1]}  # session medians 4.2, 4.1, 4.3
+    runner = {s0: [4.3], s0 + 1: [4.2], s0 + 2: [4.2]}
+    rows = pd.DataFrame([r for s, ms in winner.items() for r in _decode("conf", s, "lean_fused_early_graph", ms)]
+                        + [r for s, ms in runner.items() for r in _decode("conf", s, "lean_fused_graph", ms)])
+    t = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind")
+    bf16 = t.loc["bf16"]
+    assert bf16["status"] == confirm.CONFIRMED and bf16["sessions"] == CONFIRM_SESSIONS == 3
+    assert bf16["confirmed_ms"] == pytest.approx(4.2) and bf16["r_floor_bf16"] == pytest.approx(3.4 / 4.2)
+    margins = [4.3 / 4.2 - 1, 4.2 / 4.1 - 1, 4.2 / 4.3 - 1]  # paired by session: the runner-up over the winner
+    assert bf16["margin_median"] == pytest.approx(sorted(margins)[1])
+    assert (bf16["margin_min"], bf16["margin_max"]) == (pytest.approx(min(margins)), pytest.approx(max(margins)))
+    assert bf16["runner_up_ms"] == pytest.approx(4.2)
+    assert "margin +2.4 % (-2.3 to +2.4 % over 3 paired sessions)" in confirm.margin_text(bf16)
+    assert t.loc["int4", "status"] == confirm.NOT_CONFIRMED and np.isnan(t.loc["int4", "confirmed_ms"])
+
+
+def test_fewer_sessions_than_asked_are_partly_confirmed():
+    rows = pd.DataFrame(_decode("conf", CONFIRM_FIRST_SESSION, "lean_fused_early_graph", [4.2]))
+    t = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind")
+    assert t.loc["bf16", "status"] == confirm.PARTLY and t.loc["bf16", "paired_sessions"] == 0
+    assert "no runner-up timed" in confirm.margin_text(t.loc["bf16"])
+
+
+@pytest.mark.slow
+def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
+    """On the shipped H200 ladder: one sweep per model, path and (chosen lever, runner-up) pair, its sessions numbered
+    from CONFIRM_FIRST_SESSION (apart from every selection reader), every arm checked in every session."""
+    from decodegap import paths
+    from decodegap.experiments import closing_the_gap as experiment
+
+    plans = experiment.confirmation_plans("h200", paths.DATA)
+    choice = confirm.choices(experiment.tables(paths.DATA)["ladder"])
+    choice = choice[choice.gpu == "h200"]
+    planned = {(m, c, a) for p in plans for m in p.models for c in p.contexts for a in p.arms}
+    for c in choice.to_dict("records"):
+        assert (c["model"], c["ctx"], c["arm"]) in planned
+        if pd.notna(c["runner_up_arm"]):
+            assert (c["model"], c["ctx"], c["runner_up_arm"]) in planned
+    assert all(p.first_session == CONFIRM_FIRST_SESSION and p.sessions == CONFIRM_SESSIONS and p.check_every_session
+               and len(p.models) == 1 for p in plans)
+    assert len(planned) == sum(len(p.contexts) * len(p.arms) for p in plans)  # no cell planned twice
