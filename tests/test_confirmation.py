@@ -87,11 +87,11 @@ def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
     plans = experiment.confirmation_plans("h200", paths.DATA)
     choice = confirm.choices(experiment.tables(paths.DATA)["ladder"])
     choice = choice[choice.gpu == "h200"]
-    planned = {(m, c, a) for p in plans for m in p.models for c in p.contexts for a in p.arms}
+    planned = {(m, c, p.quant, a) for p in plans for m in p.models for c in p.contexts for a in p.arms}
     for c in choice.to_dict("records"):
-        assert (c["model"], c["ctx"], c["arm"]) in planned
+        assert (c["model"], c["ctx"], c["quant"], c["arm"]) in planned
         if pd.notna(c["runner_up_arm"]):
-            assert (c["model"], c["ctx"], c["runner_up_arm"]) in planned
+            assert (c["model"], c["ctx"], c["runner_up_quant"], c["runner_up_arm"]) in planned
     assert all(p.first_session == CONFIRM_FIRST_SESSION and p.sessions == CONFIRM_SESSIONS and p.check_every_session
                and len(p.models) == 1 for p in plans)
     assert len(planned) == sum(len(p.contexts) * len(p.arms) for p in plans)  # no cell planned twice
