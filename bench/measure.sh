@@ -40,12 +40,12 @@ carries on. Notebook 05 (cost) measures nothing.
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
-    check_sensitivity  notebook 06: bench/check_power_cpu.py, the decode check against a sign-flipped rotary and
-               the sharpened check's faults on a narrow model on the CPU (under a minute; OUTDIR/check_power_cpu.csv,
-               committed as data/diagnostics/check_power_cpu.csv), then bench/sharp_noise_gpu.py, the decode check
-               on the real shapes at sharpening factors 1, 2, 4 and 16, correct arms against the faults it must
-               catch (OUTDIR/sharp_noise_gpu.csv, committed as data/diagnostics/sharp_noise_gpu.csv: the
-               06_check_power table)
+    check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
+               and the sharpened check's faults on a narrow model on the CPU (under a minute;
+               OUTDIR/check_sensitivity_cpu.csv, committed as data/diagnostics/check_sensitivity_cpu.csv), then
+               bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening factors 1, 2, 4 and 16,
+               correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv, committed as
+               data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
     ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
     batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
                batch 1 to 64: eager, graph and the lean levers at every batch, compile and lean_compile at batches
@@ -262,10 +262,10 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_power_cpu.csv), then the three runs
+step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over
   # the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/check_power_cpu.py
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/check_sensitivity_cpu.py
   local sharp=(bounded python3 bench/sharp_noise_gpu.py ${MODELS:+--models "$MODELS"})
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}"
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}" --factors 2
