@@ -64,15 +64,15 @@ def cmd_measure(args) -> int:
     if bad:
         raise InputError(f"--checkpoint takes MODEL=DIR, got {bad[0]!r}")
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
-    models_ = _csv_list(args.models)
+    model_keys = _csv_list(args.models)
     arms = keys.arms(_csv_list(args.arms, option="--arms"))
     keys.attn(args.attn)
     keys.quant(args.quant)
-    _check_models(models_, args.data_dir)
-    contexts = _contexts(args.contexts, models_, args.data_dir)
+    _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     plan = sweep.SweepPlan(
-        gpu=gpu, models=models_, contexts=contexts, arms=arms,
+        gpu=gpu, models=model_keys, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
@@ -104,8 +104,8 @@ def cmd_quantisation(args) -> int:
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
-    paths_ = _csv_list(args.paths) if args.paths else None
-    resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), paths_, _csv_list(args.arms),
+    quant_paths = _csv_list(args.paths) if args.paths else None
+    resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), quant_paths, _csv_list(args.arms),
                                     args.sessions, args.steps, args.warmup, args.device, args.data_dir,
                                     layers=not args.no_layers, progress=not args.no_progress,
                                     retry_errors=args.retry_errors)

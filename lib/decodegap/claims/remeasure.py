@@ -86,9 +86,9 @@ def command(notebook: str, plans: list[dict]) -> str:
         if sessions:
             parts.append(f"--sessions {sessions}")
     if notebook == "04_quantisation_l4":
-        paths_ = sorted({q for p in plans for q in ([p["quant"]] if isinstance(p.get("quant"), str) else [])} - {"bf16"})
-        if paths_:
-            parts.append(f"--paths {_listed(paths_)}")
+        quant_paths = sorted({q for p in plans for q in ([p["quant"]] if isinstance(p.get("quant"), str) else [])} - {"bf16"})
+        if quant_paths:
+            parts.append(f"--paths {_listed(quant_paths)}")
     parts += COMMAND[notebook].split()[1:]
     return " ".join(parts)
 
