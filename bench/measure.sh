@@ -19,14 +19,14 @@ carries on. Notebook 05 (cost) measures nothing.
     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
     tests      the GPU tests, python -m pytest -m gpu
     roofline   notebook 01: eager, hf_default and graph, 3 fresh sessions a cell, and the copy-bandwidth probe
-    ab         notebook 02: python -m decodegap ab (eager, graph, compile; headline cells to 10 sessions) with the
-               kernels per step, from a cold inductor cache
+    ab         notebook 02: python -m decodegap cuda-graphs-ab (eager, graph, compile; headline cells to 10
+               sessions) with the kernels per step, from a cold inductor cache
     attention  notebook 03: flash-attn's trimmed extension built (bench/build_flash_attn.sh, from
                .src/flash-attention), then the per-layer microbenchmark of every backend
     attention_step  notebook 03: the whole step with each backend of STEP_BACKENDS inside the HF model (eager and
                graph, ctx 2048 and 16384, one session), flash-attn built first as above
     quant      notebook 04: Marlin and ExLlamaV2 built (bench/build_marlin.sh, ExLlamaV2's JIT build), the
-               quantisation GPU tests, then python -m decodegap quant
+               quantisation GPU tests, then python -m decodegap quantisation
     quant_power  notebook 04: Marlin and ExLlamaV2 built as above, then bench/quant_power_gpu.py, the quantisation
                checks' power on the whole Llama-3.1-8B at ctx 2048 (every path's null, its kernel and its reference
                build, correct and with each planted fault), then bench/quant_power_cpu.py, the same on one product
@@ -40,19 +40,20 @@ carries on. Notebook 05 (cost) measures nothing.
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
-    check_sensitivity  notebook 06: bench/check_power_cpu.py, the decode check against a sign-flipped rotary and
-               the sharpened check's faults on a narrow model on the CPU (under a minute; OUTDIR/check_power_cpu.csv,
-               committed as data/diagnostics/check_power_cpu.csv), then bench/sharp_noise_gpu.py, the decode check
-               on the real shapes at sharpening factors 1, 2, 4 and 16, correct arms against the faults it must
-               catch (OUTDIR/sharp_noise_gpu.csv, committed as data/diagnostics/sharp_noise_gpu.csv: the
-               06_check_power table)
-    ladder     notebook 06: python -m decodegap ladder (every lean lever, then the profiled steps)
-    batch      notebook 07: python -m decodegap scope --axis batch (llama-3.1-8b at ctx 2048, batch 1 to 64: eager,
-               graph and the lean levers at every batch, compile and lean_compile at batches 1, 8 and 64, each
-               cell checked against eager per sequence; then one profiled eager and lean step per batch)
-    size       notebook 07: python -m decodegap scope --axis size (the Qwen2.5 family, 0.5B to 32B, random bf16
-               weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at ctx 2048; then
-               the profiled steps)
+    check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
+               and the sharpened check's faults on a narrow model on the CPU (under a minute;
+               OUTDIR/check_sensitivity_cpu.csv, committed as data/diagnostics/check_sensitivity_cpu.csv), then
+               bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening factors 1, 2, 4 and 16,
+               correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv, committed as
+               data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
+    ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
+    batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
+               batch 1 to 64: eager, graph and the lean levers at every batch, compile and lean_compile at batches
+               1, 8 and 64, each cell checked against eager per sequence; then one profiled eager and lean step per
+               batch)
+    size       notebook 07: python -m decodegap where-the-thesis-ends --axis size (the Qwen2.5 family, 0.5B to
+               32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at
+               ctx 2048; then the profiled steps)
 
 Options, as environment variables (all optional):
   What is measured
@@ -61,15 +62,15 @@ Options, as environment variables (all optional):
     CONTEXTS           comma-separated context lengths in tokens (default: the CLI's 2048, 4096, 8192 and 16384)
     STEP_BACKENDS      attention keys of the attention_step step (default: the forced SDPA backends, flex, fa2, fa3
                        and flashinfer_paged)
-    QUANT_ARGS         more options of python -m decodegap quant, e.g. "--paths int4-tinygemm --contexts 2048"
+    QUANT_ARGS         more options of python -m decodegap quantisation, e.g. "--paths int4-tinygemm --contexts 2048"
     PROFILE            quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each per cell
-                       (python -m decodegap kernels, into kernels.csv and breakdown.csv)
+                       (python -m decodegap kernel-counts, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
     LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
-    SCOPE_ARGS         more options of python -m decodegap scope for the batch and size steps (e.g. "--no-kernels",
-                       "--batches 1,8,64", "--models qwen2.5-0.5b,qwen2.5-7b")
-    AB_ARGS            more options of python -m decodegap ab (e.g. "--headline-only --again": the headline
-                       sweep again in a run of its own, every session checked)
+    SCOPE_ARGS         more options of python -m decodegap where-the-thesis-ends for the batch and size steps
+                       (e.g. "--no-kernels", "--batches 1,8,64", "--models qwen2.5-0.5b,qwen2.5-7b")
+    AB_ARGS            more options of python -m decodegap cuda-graphs-ab (e.g. "--headline-only --again": the
+                       headline sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
     SKIP_TESTS=1       the quant step without its GPU tests
   Measuring again
@@ -165,7 +166,7 @@ step_roofline() {
 }
 step_ab() {
   rm -rf "$TORCHINDUCTOR_CACHE_DIR"  # cold: the compile arm's first session compiles from nothing
-  dg ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress ${AB_ARGS:-}
+  dg cuda-graphs-ab --gpu "$GPU" "${GRID[@]}" --count-kernels --no-progress ${AB_ARGS:-}
 }
 gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_tests_NAME.txt, its tail shown
   local name=$1; shift
@@ -194,7 +195,7 @@ build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (bu
 step_attention() {
   build_attention
   local AGAIN=(); [ "${ATTENTION_AGAIN:-0}" = 1 ] && AGAIN=(--again)
-  dg attention --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" "${AGAIN[@]}"
+  dg attention-backends --gpu "$GPU" "${GRID[@]}" "${UNAVAILABLE_FLAG[@]}" "${AGAIN[@]}"
 }
 step_attention_step() {
   build_attention
@@ -239,10 +240,10 @@ step_quant() {
   if [ -n "${QUANT_AGAIN:-}" ]; then
     quant_again
   else
-    dg quant --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
+    dg quantisation --gpu "$GPU" "${GRID[@]}" --no-progress "${RETRY_FLAG[@]}" ${QUANT_ARGS:-}
   fi
   for path in ${PROFILE//,/ }; do  # a profiled lean step per path: its products' kernels, fixed us and GB/s
-    dg kernels --gpu "$GPU" "${GRID[@]}" --quant "$path" --arms lean_attn_graph
+    dg kernel-counts --gpu "$GPU" "${GRID[@]}" --quant "$path" --arms lean_attn_graph
   done
 }
 step_quant_power() {  # the quantisation checks' power: the whole model on the GPU, then the CPU's products and layers
@@ -261,10 +262,10 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_power_cpu.csv), then the three runs
+step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over
   # the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/check_power_cpu.py
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/check_sensitivity_cpu.py
   local sharp=(bounded python3 bench/sharp_noise_gpu.py ${MODELS:+--models "$MODELS"})
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}"
   DECODEGAP_DIAG_DIR="$OUTDIR" "${sharp[@]}" --factors 2
@@ -272,13 +273,13 @@ step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_pow
     --arms graph,lean,lean_attn_graph --factors 2,4
 }
 step_ladder() {
-  dg ladder --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
+  dg closing-the-gap --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments.where_the_thesis_ends)
-  dg scope --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+  dg where-the-thesis-ends --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
 step_size() {  # notebook 07's model-size axis, then its profiled steps
-  dg scope --axis size --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+  dg where-the-thesis-ends --axis size --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!

@@ -3,7 +3,7 @@ lands from HF eager when every attention score is sharpened, on the real shapes 
 is calibrated on land (the lean decoder's rotary flipped or one position off, a cache block dropped, the cache
 read one slot off). A tolerance that gates the timing must sit above the first and below the second.
 For each model and context: every uncompiled lean arm and HF's graph arm, the plain check (factor 1) and the
-sharpened one (sharp_check.SHARPEN); then, on the lean arm at the first context, each fault, sharpened and plain.
+sharpened one (checks.SHARPEN); then, on the lean arm at the first context, each fault, sharpened and plain.
 Writes data/diagnostics/sharp_noise_gpu.csv (decodegap.diagnostics): one row per (model, ctx, arm, case, sharpen),
 the max. relative logits error against HF eager, or the error raised.
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/sharp_noise_gpu.py [--contexts 2048,16384] [--models M,...] [--arms A,...] [--factors 1,16]
@@ -14,13 +14,13 @@ import argparse
 import torch
 from decodegap.diagnostics import Rows
 
-from decodegap.harness import models, checks as sharp_check
+from decodegap.harness import models, checks
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--contexts", default="2048,16384")
 parser.add_argument("--models", default="llama-3.1-8b,qwen2.5-7b,mistral-7b-v0.3")
 parser.add_argument("--arms", default="graph,lean,lean_graph,lean_kernels,lean_kernels_graph,lean_attn_graph")
-parser.add_argument("--factors", default=f"1,{sharp_check.SHARPEN:g}", help="sharpening factors (1: the plain check)")
+parser.add_argument("--factors", default=f"1,{checks.SHARPEN:g}", help="sharpening factors (1: the plain check)")
 args = parser.parse_args()
 CONTEXTS = [int(c) for c in args.contexts.split(",")]
 ARMS = args.arms.split(",")
@@ -30,8 +30,8 @@ rows = Rows("sharp_noise_gpu", ("model", "ctx", "arm", "case", "sharpen", "max_r
 
 def check(model, key, ctx, arm, case, factor):
     try:
-        with sharp_check.fault(case):
-            err = sharp_check.verify_arm_sharpened(model, arm, ctx, factor=factor, tol=1e9)
+        with checks.fault(case):
+            err = checks.verify_arm_sharpened(model, arm, ctx, factor=factor, tol=1e9)
         rows.add(model=key, ctx=ctx, arm=arm, case=case, sharpen=factor, max_rel_err=err, status="ok", reason="")
     except Exception as exc:  # noqa: BLE001 (a diagnostic: record and go on)
         rows.add(model=key, ctx=ctx, arm=arm, case=case, sharpen=factor, max_rel_err="", status="error",
@@ -44,7 +44,7 @@ for key in args.models.split(","):
         for arm in ARMS:
             for factor in FACTORS:
                 check(model, key, ctx, arm, "as built", factor)
-    for case in sharp_check.FAULTS[1:]:
+    for case in checks.FAULTS[1:]:
         for factor in FACTORS:
             check(model, key, CONTEXTS[0], "lean", case, factor)
     del model

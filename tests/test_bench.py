@@ -45,7 +45,7 @@ def _measure_sh_code() -> str:
 def test_every_script_that_writes_committed_rows_is_run_by_a_measure_sh_step():
     code = _measure_sh_code()
     writers = [p for p in sorted(BENCH.glob("*.py")) if re.search(r"\bRows\(", p.read_text())]
-    assert {p.name for p in writers} >= {"check_power_cpu.py", "quant_power_cpu.py", "quant_power_gpu.py",
+    assert {p.name for p in writers} >= {"check_sensitivity_cpu.py", "quant_power_cpu.py", "quant_power_gpu.py",
                                          "marlin_prefill_gpu.py", "sharp_noise_gpu.py", "int4_gemv.py",
                                          "fused_gemv.py"}
     for script in writers:
@@ -72,7 +72,7 @@ def test_measure_sh_help_shows_every_step_and_its_options_by_group():
     assert {"quant_power", "marlin_prefill", "check_sensitivity"} <= set(_steps_of_measure_sh())
     for step in _steps_of_measure_sh():
         assert re.search(rf"^    {step}\s", out.stdout, re.M), step
-    for script in ("check_power_cpu.py", "quant_power_gpu.py", "quant_power_cpu.py", "marlin_prefill_gpu.py"):
+    for script in ("check_sensitivity_cpu.py", "quant_power_gpu.py", "quant_power_cpu.py", "marlin_prefill_gpu.py"):
         assert f"bench/{script}" in out.stdout, script  # each step says which scripts it runs
     groups = [line.strip() for line in out.stdout.splitlines() if re.fullmatch(r"  [A-Z][a-z ]+", line)]
     assert groups == ["What is measured", "Measuring again", "Where and how long"]

@@ -155,7 +155,8 @@ def test_check_on_a_missing_or_empty_data_folder_is_an_error(tmp_path):
 def test_help_lists_every_command_and_nothing_internal(tmp_path):
     out = cli("--help", cwd=tmp_path)
     assert out.returncode == 0
-    for command in ("measure", "ab", "bandwidth", "kernels", "attention", "gpus", "check", "reproduce"):
+    for command in ("measure", "cuda-graphs-ab", "attention-backends", "quantisation", "closing-the-gap",
+                    "where-the-thesis-ends", "bandwidth", "kernel-counts", "gpus", "check", "reproduce"):
         assert re.search(rf"^\s+{command}\s", out.stdout, re.M), command
     assert "_session" not in out.stdout and "SUPPRESS" not in out.stdout
 

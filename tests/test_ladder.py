@@ -327,21 +327,21 @@ def test_the_products_figure_draws_each_step_with_its_line_and_the_datasheet_lin
     assert not empty.axes[0].lines
 
 
-def test_cli_ladder_passes_its_options_to_the_experiments_measure(monkeypatch, data_dir):
-    """`python -m decodegap ladder` parses the grid and its options and hands them to the experiment's measure."""
+def test_cli_closing_the_gap_passes_its_options_to_the_experiments_measure(monkeypatch, data_dir):
+    """`python -m decodegap closing-the-gap` parses the grid and its options and hands them to the experiment's measure."""
     from decodegap import cli
     from decodegap.experiments import closing_the_gap
 
     seen = []
     monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: seen.append((a, kw)))
-    rc = cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+    rc = cli.main(["--data-dir", str(data_dir), "closing-the-gap", "--gpu", "cpu-test", "--device", "cpu",
                    "--models", "llama-tiny", "--contexts", "64, 128", "--sessions", "2", "--steps", "7",
                    "--warmup", "1", "--retry-errors", "--levers", "lean_fused_graph,lean_attn_compile"])
     assert rc == 0
     assert seen == [(("cpu-test", ("llama-tiny",), (64, 128), 2, 7, 1, "cpu", str(data_dir)),
                      {"retry_errors": True, "only": ("lean_fused_graph", "lean_attn_compile"), "again": False})]
     seen.clear()
-    assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+    assert cli.main(["--data-dir", str(data_dir), "closing-the-gap", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny"]) == 0
     (args, kw), = seen
     seen.clear()
@@ -351,12 +351,12 @@ def test_cli_ladder_passes_its_options_to_the_experiments_measure(monkeypatch, d
     assert args[2:6] == ((2048, 4096, 8192, 16384), 3, 30, 5) and kw == {"retry_errors": False, "only": None, "again": False}
 
 
-def test_cli_ladder_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
+def test_cli_closing_the_gap_refuses_a_bad_context_before_measuring(monkeypatch, data_dir, capsys):
     from decodegap import cli
     from decodegap.experiments import closing_the_gap
 
     monkeypatch.setattr(closing_the_gap, "measure", lambda *a, **kw: pytest.fail("measured despite a bad option"))
-    assert cli.main(["--data-dir", str(data_dir), "ladder", "--gpu", "cpu-test", "--device", "cpu",
+    assert cli.main(["--data-dir", str(data_dir), "closing-the-gap", "--gpu", "cpu-test", "--device", "cpu",
                      "--models", "llama-tiny", "--contexts", "2k"]) == 2
     assert "--contexts takes comma-separated whole numbers" in capsys.readouterr().err
 

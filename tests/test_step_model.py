@@ -306,8 +306,9 @@ def test_remeasuring_notebook_07_names_each_axis_its_runs_measured():
     plans = [dict(models=["llama-3.1-8b"], contexts=[2048], batches=[1, 2, 64]),
              dict(models=["qwen2.5-0.5b", "qwen2.5-32b"], contexts=[2048, 8192], batches=[1])]
     assert remeasure.command("07_where_the_thesis_ends", plans) == (
-        "python -m decodegap scope --axis batch --gpu <gpu> --models llama-3.1-8b --contexts 2048 --batches 1,2,64; "
-        "python -m decodegap scope --axis size --gpu <gpu> --models qwen2.5-0.5b,qwen2.5-32b --contexts 2048,8192")
+        "python -m decodegap where-the-thesis-ends --axis batch --gpu <gpu> --models llama-3.1-8b --contexts 2048 "
+        "--batches 1,2,64; python -m decodegap where-the-thesis-ends --axis size --gpu <gpu> "
+        "--models qwen2.5-0.5b,qwen2.5-32b --contexts 2048,8192")
 
 
 def test_the_figures_draw_batches_fits_and_the_papers_points_without_hiding_any():

@@ -1,5 +1,10 @@
 """Rebuild the figures from the shipped rows, measure a GPU into data/raw/<gpu>/, check the raw CSVs.
-See `python -m decodegap <command> --help` for each command's options."""
+See `python -m decodegap <command> --help` for each command's options.
+
+A command that measures one experiment is named after it, as its notebook and modules are (cuda-graphs-ab,
+attention-backends, quantisation, closing-the-gap, where-the-thesis-ends; kernel-counts profiles a decode step's
+kernels), in hyphens as the options are; its earlier short name (ab, attention, quant, ladder, scope, kernels) stays
+an alias, so the command lines that earlier runs recorded (env.json `command_line`) still parse."""
 
 from __future__ import annotations
 
@@ -59,15 +64,15 @@ def cmd_measure(args) -> int:
     if bad:
         raise InputError(f"--checkpoint takes MODEL=DIR, got {bad[0]!r}")
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
-    models_ = _csv_list(args.models)
+    model_keys = _csv_list(args.models)
     arms = keys.arms(_csv_list(args.arms, option="--arms"))
     keys.attn(args.attn)
     keys.quant(args.quant)
-    _check_models(models_, args.data_dir)
-    contexts = _contexts(args.contexts, models_, args.data_dir)
+    _check_models(model_keys, args.data_dir)
+    contexts = _contexts(args.contexts, model_keys, args.data_dir)
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     plan = sweep.SweepPlan(
-        gpu=gpu, models=models_, contexts=contexts, arms=arms,
+        gpu=gpu, models=model_keys, contexts=contexts, arms=arms,
         sessions=args.sessions, steps=args.steps, warmup=args.warmup, attn=args.attn, quant=args.quant,
         experiment=args.experiment,
         device=args.device, verify=not args.no_verify, checkpoints=checkpoints,
@@ -80,7 +85,7 @@ def cmd_measure(args) -> int:
     return 0
 
 
-def cmd_ab(args) -> int:
+def cmd_cuda_graphs_ab(args) -> int:
     from decodegap.experiments import cuda_graphs_ab
 
     model_keys = _csv_list(args.models)
@@ -93,14 +98,14 @@ def cmd_ab(args) -> int:
     return 0
 
 
-def cmd_quant(args) -> int:
+def cmd_quantisation(args) -> int:
     from decodegap.experiments import quantisation
 
     gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
-    paths_ = _csv_list(args.paths) if args.paths else None
-    resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), paths_, _csv_list(args.arms),
+    quant_paths = _csv_list(args.paths) if args.paths else None
+    resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), quant_paths, _csv_list(args.arms),
                                     args.sessions, args.steps, args.warmup, args.device, args.data_dir,
                                     layers=not args.no_layers, progress=not args.no_progress,
                                     retry_errors=args.retry_errors)
@@ -108,7 +113,7 @@ def cmd_quant(args) -> int:
     return 0
 
 
-def cmd_ladder(args) -> int:
+def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
 
@@ -122,22 +127,22 @@ def cmd_ladder(args) -> int:
     return 0
 
 
-def cmd_scope(args) -> int:
+def cmd_where_the_thesis_ends(args) -> int:
     """Notebook 07's sweep of one axis (experiments.where_the_thesis_ends.measure): every option checked first."""
-    from decodegap.experiments import where_the_thesis_ends as scope
+    from decodegap.experiments import where_the_thesis_ends
     from decodegap.harness import sweep
 
-    scope.check_axis(args.axis)
+    where_the_thesis_ends.check_axis(args.axis)
     model_keys = _csv_list(args.models) if args.models else None
     if model_keys:
         _check_models(model_keys, args.data_dir)
-    contexts = _contexts(args.contexts, model_keys or scope.plan("-", args.axis)[0].models, args.data_dir) \
-        if args.contexts else None
+    contexts = _contexts(args.contexts, model_keys or where_the_thesis_ends.plan("-", args.axis)[0].models,
+                         args.data_dir) if args.contexts else None
     batches = sweep.check_batches(_csv_list(args.batches, int, "--batches")) if args.batches else None
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-    run_ids = scope.measure(gpu, args.axis, model_keys, contexts, batches, args.sessions, args.steps, args.warmup,
-                            args.device, args.data_dir, count_kernels=not args.no_kernels,
-                            retry_errors=args.retry_errors, progress=not args.no_progress)
+    run_ids = where_the_thesis_ends.measure(gpu, args.axis, model_keys, contexts, batches, args.sessions, args.steps,
+                                            args.warmup, args.device, args.data_dir, count_kernels=not args.no_kernels,
+                                            retry_errors=args.retry_errors, progress=not args.no_progress)
     print(f"runs {', '.join(run_ids)}: rows in {paths.raw_dir(gpu, args.data_dir) / 'decode.csv'}")
     return 0
 
@@ -151,7 +156,7 @@ def cmd_bandwidth(args) -> int:
     return 0
 
 
-def cmd_kernels(args) -> int:
+def cmd_kernel_counts(args) -> int:
     from decodegap.harness import keys, profile
 
     model_keys = _csv_list(args.models)
@@ -164,7 +169,7 @@ def cmd_kernels(args) -> int:
     return 0
 
 
-def cmd_attention(args) -> int:
+def cmd_attention_backends(args) -> int:
     from decodegap.experiments import attention_backends
     from decodegap.harness import keys
 
@@ -359,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)
 
-    ab = sub.add_parser("ab", help="notebook 02's whole A/B sweep (eager, graph, compile) in one run, into ab.csv")
+    ab = sub.add_parser("cuda-graphs-ab", aliases=["ab"],
+                        help="notebook 02's whole A/B sweep (eager, graph, compile) in one run, into ab.csv")
     _add_grid_args(ab)
     ab.add_argument("--headline-ctx", type=int, default=2048, help="context of the headline cells")
     ab.add_argument("--sessions", type=int, default=3, help="fresh sessions of every cell of the grid")
@@ -373,10 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="measure again in a run of its own; notebook 02 reads each cell's newest run of a sweep, the "
                          "older runs stay as history (reported, not counted)")
     ab.add_argument("--no-progress", action="store_true")
-    ab.set_defaults(func=cmd_ab)
+    ab.set_defaults(func=cmd_cuda_graphs_ab)
 
-    q = sub.add_parser("quant", help="notebook 04: every quantisation path's layer checks, then its decode steps "
-                       "(checked against the bf16 model first) in fresh sessions")
+    q = sub.add_parser("quantisation", aliases=["quant"],
+                       help="notebook 04: every quantisation path's layer checks, then its decode steps (checked "
+                            "against the bf16 model first) in fresh sessions")
     _add_grid_args(q)
     q.add_argument("--paths", default=None,
                    help="comma-separated quant.PATHS keys (default: experiments.quantisation.DEFAULT_PATHS)")
@@ -388,10 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-progress", action="store_true")
     q.add_argument("--retry-errors", action="store_true",
                    help="measure again cells recorded only as `error` (after the cause is fixed)")
-    q.set_defaults(func=cmd_quant)
+    q.set_defaults(func=cmd_quantisation)
 
-    lad = sub.add_parser("ladder", help="notebook 06's ladder: every lean lever over the grid, checked against HF "
-                         "eager first, then the profiled steps (experiments.closing_the_gap.measure; resumes)")
+    lad = sub.add_parser("closing-the-gap", aliases=["ladder"],
+                         help="notebook 06's ladder: every lean lever over the grid, checked against HF eager first, "
+                              "then the profiled steps (experiments.closing_the_gap.measure; resumes)")
     _add_grid_args(lad)
     lad.add_argument("--sessions", type=int, default=3, help="fresh processes; each measures every cell (notebook 06: 3)")
     lad.add_argument("--steps", type=int, default=30)
@@ -403,10 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--again", action="store_true", help="measure and profile every cell again (with --levers: "
                      "those levers' cells), after a change to their kernels; the old rows stay as history and the "
                      "tables read the new ones")
-    lad.set_defaults(func=cmd_ladder)
+    lad.set_defaults(func=cmd_closing_the_gap)
 
-    sc = sub.add_parser("scope", help="notebook 07: the batch axis or the model-size axis in fresh sessions, then "
-                        "the profiled steps (experiments.where_the_thesis_ends; resumes)")
+    sc = sub.add_parser("where-the-thesis-ends", aliases=["scope"],
+                        help="notebook 07: the batch axis or the model-size axis in fresh sessions, then the profiled "
+                             "steps (experiments.where_the_thesis_ends; resumes)")
     sc.add_argument("--axis", required=True, help="batch (llama-3.1-8b, ctx 2048, batch 1 to 64) or size (the "
                     "Qwen2.5 family at batch 1)")
     sc.add_argument("--gpu", help="registry key (data/specs/gpus.csv); detected when omitted")
@@ -421,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--retry-errors", action="store_true",
                     help="measure again cells recorded only as `error` (after the cause is fixed)")
     sc.add_argument("--no-progress", action="store_true")
-    sc.set_defaults(func=cmd_scope)
+    sc.set_defaults(func=cmd_where_the_thesis_ends)
 
     b = sub.add_parser("bandwidth", help="measure the attainable (copy) bandwidth of this GPU")
     b.add_argument("--gpu")
@@ -430,13 +439,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--reps", type=int, default=20)
     b.set_defaults(func=cmd_bandwidth)
 
-    k = sub.add_parser("kernels", help="count the kernels one decode step launches (torch.profiler)")
+    k = sub.add_parser("kernel-counts", aliases=["kernels"],
+                       help="count the kernels one decode step launches (torch.profiler), into kernels.csv")
     _add_grid_args(k)
     k.add_argument("--arms", default="eager,hf_default")
     k.add_argument("--quant", default="bf16", help="quantisation path of the profiled model (decodegap.quant.paths.PATHS)")
-    k.set_defaults(func=cmd_kernels)
+    k.set_defaults(func=cmd_kernel_counts)
 
-    a = sub.add_parser("attention", help="per-layer decode attention of every backend (correct first, then timed)")
+    a = sub.add_parser("attention-backends", aliases=["attention"],
+                       help="notebook 03: per-layer decode attention of every backend (correct first, then timed)")
     _add_grid_args(a)
     a.add_argument("--backends", default=None, help="comma-separated keys (default: every registered backend)")
     a.add_argument("--retry-unavailable", action="store_true",
@@ -444,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--again", action="store_true",
                    help="measure every cell again, all interleaved in this run's rounds (old rows stay as history; "
                         "notebook 03 reads each cell's newest run)")
-    a.set_defaults(func=cmd_attention)
+    a.set_defaults(func=cmd_attention_backends)
 
     s = sub.add_parser("_session")  # internal: one fresh session process of a sweep (sweep._spawn_session)
     s.add_argument("--plan", required=True)
@@ -478,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where figures and tables go (default: the repository's figures/ for its data/, else "
                         "figures/ beside --data-dir); written only when every notebook succeeded")
     r.set_defaults(func=cmd_reproduce)
-    for command in sub.choices.values():  # --data-dir also after the command, as `check --data-dir DIR`
+    for command in dict.fromkeys(sub.choices.values()):  # --data-dir also after the command, as `check --data-dir DIR`
+        # (an alias names the same parser again: each parser once)
         command.add_argument("--data-dir", default=argparse.SUPPRESS, help="data folder (default: the repository's data/)")
     return parser
 

@@ -12,7 +12,7 @@ rows is verify.csv's `vs_eager` rows, per arm (notebook 02's `verify` table), no
 fail is shown on the tiny models (tests/test_decode.py): with
 std-0.2 weights a RoPE position off by one gives 0.6-1.5. On the real shapes with std-0.02 weights the
 logits are flatter and an attention error may hide under the tolerance (on a CPU, a narrow Llama whose lean
-rotary is sign-flipped passes, bf16 and int4: bench/check_power_cpu.py, rows in data/diagnostics/): the check catches wrong caches, wrong
+rotary is sign-flipped passes, bf16 and int4: bench/check_sensitivity_cpu.py, rows in data/diagnostics/): the check catches wrong caches, wrong
 projections, broken arms and unrelated tokens, not a wrong attention."""
 
 MODEL_K_PASS = 1.3

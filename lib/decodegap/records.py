@@ -140,17 +140,17 @@ for a prefill) and ctx = rows, arm and attn `-`; a model check has layer `model`
 sequences the checked step decoded together (a model check compares each sequence with its own eager logits and
 keeps the worst; its reason names which where batch > 1).
 An empty `max_rel_err` on an `ok` row is a NaN error: rows written before checks.verify_arm failed NaN
-logits (quant_report.checks labels them failed)."""
+logits (analysis.quant_checks.checks labels them failed)."""
 
 CHECKS = {
     "vs_eager": "the arm's teacher-forced logits against the same model's eager HF step (compare.VERIFY_TOL)",
-    "vs_eager_sharp": "vs_eager on the same weights with every attention score sharpened (sharp_check: q and k "
-                      "scaled so that each head attends to a few positions), for models whose own scores are too "
-                      "flat for vs_eager (sharp_check.factor_for; recorded, not gating). Rows of the paper's models "
+    "vs_eager_sharp": "vs_eager on the same weights with every attention score sharpened (harness.checks: q and "
+                      "k scaled so that each head attends to a few positions), for models whose own scores are too "
+                      "flat for vs_eager (checks.factor_for; recorded, not gating). Rows of the paper's models "
                       "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
-               "(quant_check; tolerance compare.MODEL_K_PASS x the run's vs_bf16_null, quant_check.model_tolerance; a run "
-               "without a vs_bf16_null row: 6 x the asymmetric rounding bound)",
+               "(harness.quant_checks; tolerance compare.MODEL_K_PASS x the run's vs_bf16_null, "
+               "quant_checks.model_tolerance; a run without a vs_bf16_null row: 6 x the asymmetric rounding bound)",
     "vs_bf16_null": "the null of a vs_bf16 check, in its run: the largest forced-layer error of the bf16 model whose "
                     "decoder weights carry U(-D/2, D/2) of the path's own rounding step D (quant.power); tol = the "
                     "tolerance it sets",

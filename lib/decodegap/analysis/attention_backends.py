@@ -27,8 +27,8 @@ KEYS = ["gpu", "model", "ctx", "attn"]
 
 def newest_runs(rows: pd.DataFrame) -> pd.DataFrame:
     """Each cell's rows of one run: the newest run in which it ran (an `ok` row), else its newest status rows.
-    Runs are never pooled: a cell measured again (`python -m decodegap attention --again`, or after it was
-    unavailable) is read from its latest run, timed there interleaved with the other cells of that run; the
+    Runs are never pooled: a cell measured again (`python -m decodegap attention-backends --again`, or after it
+    was unavailable) is read from its latest run, timed there interleaved with the other cells of that run; the
     older rows stay in the file as history. A run's age is where its first row stands in the file (rows are only
     ever appended), not its id: two runs may start within one second."""
     if rows.empty:

@@ -77,9 +77,9 @@ def tokens_per_s(step_ms):
     return 1000.0 / step_ms
 
 
-def usd_per_mtok(usd_per_hour_, step_ms):
+def usd_per_mtok(hourly_usd, step_ms):
     """US dollars per million generated tokens at batch 1: usd_per_hour / 3600 / tokens_per_s * 1e6."""
-    return usd_per_hour_ / 3600.0 / tokens_per_s(step_ms) * 1e6
+    return hourly_usd / 3600.0 / tokens_per_s(step_ms) * 1e6
 
 
 def configuration(arm, quant, attn=None) -> str:
@@ -222,11 +222,11 @@ def price_sensitivity(ratios: pd.DataFrame, cheap_gpu: str, dear_gpu: str, price
     return out
 
 
-def findings(ladder_: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFrame, table: pd.DataFrame,
+def findings(gpu_ladder: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFrame, table: pd.DataFrame,
              cheap_gpu: str, dear_gpu: str) -> list[str]:
     """Sentences generated from the cost tables (never typed by hand) for the notebook narrative."""
     out = []
-    for (source, gpu), g in ladder_.groupby(["source", "gpu"], sort=False):
+    for (source, gpu), g in gpu_ladder.groupby(["source", "gpu"], sort=False):
         out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}): " + "; ".join(f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = "
                                                      f"${r.usd_per_mtok:.2f}/Mtok" for r in g.itertuples()) + ".")
     if not floors.empty:

@@ -22,9 +22,9 @@ def _check_label(err: float, tol: float) -> tuple[str, bool]:
     return f"ok {err:.4f}", False
 
 
-def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
+def checks(cell_table: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFrame:
     """Each cell's whole-model correctness check: `check` (a label) and `check_failed` (bool), one per row of
-    `cells_` in its order.
+    `cell_table` in its order.
 
     An arm other than eager is checked against the same model's eager arm before it is timed
     (checks.verify_arm: teacher-forced logits, relative to the eager logits' max, within `tol`). Its label is
@@ -51,7 +51,7 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
         for r in arm_checks.drop_duplicates(keys, keep="last").itertuples():
             verify[(r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)] = (float(r.max_rel_err), float(r.tol))
     labels = {}
-    for r in cells_.itertuples():
+    for r in cell_table.itertuples():
         key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
         if key in verify:
             labels[key] = _check_label(*verify[key])
@@ -63,7 +63,7 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
         if pd.isna(err) and arm != "eager":
             nan_checks.setdefault((gpu, model, ctx, attn, q), arm)
     check, failed = [], []
-    for r in cells_.itertuples():
+    for r in cell_table.itertuples():
         key = (r.gpu, r.model, int(r.ctx), r.arm, r.attn, r.quant)
         against_bf16 = model_check.get((r.gpu, r.model, int(r.ctx), r.quant))
         model_label = None
@@ -82,7 +82,7 @@ def checks(cells_: pd.DataFrame, verify_rows: pd.DataFrame | None) -> pd.DataFra
             label = labels.get(key, ("not checked", False))
         check.append(label[0])
         failed.append(label[1])
-    return pd.DataFrame({"check": check, "check_failed": failed}, index=cells_.index)
+    return pd.DataFrame({"check": check, "check_failed": failed}, index=cell_table.index)
 
 
 def layer_summary(verify_rows: pd.DataFrame) -> pd.DataFrame:
@@ -133,8 +133,8 @@ def check_findings(verify_rows: pd.DataFrame) -> list[Finding]:
     logits error span (`logits_err_end_to_end_min`, `_max`)."""
     out = []
     layers = layer_summary(verify_rows)
-    models_ = model_checks(verify_rows)
-    for gpu in sorted(set(layers["gpu"]) | set(models_["gpu"])):
+    model_check_rows = model_checks(verify_rows)
+    for gpu in sorted(set(layers["gpu"]) | set(model_check_rows["gpu"])):
         for key in [k for k in quant.PATHS if k != "bf16"]:
             parts, values = [], {}
             lay = layers[(layers["gpu"] == gpu) & (layers["quant"] == key)]
@@ -148,7 +148,7 @@ def check_findings(verify_rows: pd.DataFrame) -> list[Finding]:
                                f"{name}_max_rel_err": float(g["max_rel_err"].max())})
                 if multi:
                     values["layer_prefill_rows"] = ", ".join(str(r) for r in g["rows"])
-            m = models_[(models_["gpu"] == gpu) & (models_["quant"] == key)]
+            m = model_check_rows[(model_check_rows["gpu"] == gpu) & (model_check_rows["quant"] == key)]
             for (model, tol), g in m.groupby(["model", "tol"], sort=False):
                 ok = int((g["status"] == "ok").sum())
                 parts.append(f"model check on {model} (each layer fed the bf16 input) {_span(g['max_rel_err'], '.2f')} "
@@ -166,7 +166,7 @@ def check_findings(verify_rows: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def coverage(cells_: pd.DataFrame) -> pd.DataFrame:
+def coverage(cell_table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU and quantised path of notebook 04's timed cells (quant_report.cells, status `ok` or `unchecked`),
     by the one definition of a checked quantised cell (decodegap.checked.quantised_checks, carried as
     `quant_check`, `model_k`, `measured`): `timed`, `checked` (counted: status ok), `unchecked` (drawn, never
@@ -177,9 +177,9 @@ def coverage(cells_: pd.DataFrame) -> pd.DataFrame:
 
     cols = ["gpu", "quant", "timed", "checked", "unchecked", "earlier_rule", "failing", "earlier_from", "earlier_to",
             "k_min", "k_max", "checked_contexts"]
-    if cells_.empty or "quant_check" not in cells_:
+    if cell_table.empty or "quant_check" not in cell_table:
         return pd.DataFrame(columns=cols)
-    timed = cells_[(cells_["quant"] != "bf16") & cells_["status"].isin(["ok", checked.UNCHECKED])]
+    timed = cell_table[(cell_table["quant"] != "bf16") & cell_table["status"].isin(["ok", checked.UNCHECKED])]
     out = []
     for (gpu, key), g in timed.groupby(["gpu", "quant"]):
         ok, drawn = g[g["status"] == "ok"], g[g["status"] == checked.UNCHECKED]
@@ -213,10 +213,10 @@ def coverage_text(r) -> str:
     return text + (f", {r.unchecked} drawn unchecked ({'; '.join(drawn)})" if r.unchecked else "")
 
 
-def coverage_findings(cells_: pd.DataFrame) -> list[Finding]:
+def coverage_findings(cell_table: pd.DataFrame) -> list[Finding]:
     """`coverage` as one sentence per GPU and path (a Finding with the row's values)."""
     out = []
-    for r in coverage(cells_).itertuples(index=False):
+    for r in coverage(cell_table).itertuples(index=False):
         values = {k: (v if not isinstance(v, float) or v == v else None) for k, v in r._asdict().items()}
         out.append(Finding(f"{r.gpu}: {coverage_text(r)}.", **values))
     return out

@@ -93,12 +93,12 @@ def _step(by_projection: pd.DataFrame, key: tuple) -> pd.DataFrame:
     return by_projection[(by_projection[STEP] == pd.Series(dict(zip(STEP, key)))).all(axis=1)]
 
 
-def grid(cells_: pd.DataFrame, arm: str, value: str = "t_obs_ms") -> pd.DataFrame:
+def grid(cell_table: pd.DataFrame, arm: str, value: str = "t_obs_ms") -> pd.DataFrame:
     """Every path on one arm over every measured (gpu, model, ctx): `value` of quant_report.cells (a cell whose
     check failed or that has no timing is NaN), one column per path in the registry's order."""
     from decodegap.quant import paths as quant
 
-    c = cells_[(cells_["arm"] == arm) & (cells_["attn"] == "sdpa")]
+    c = cell_table[(cell_table["arm"] == arm) & (cell_table["attn"] == "sdpa")]
     c = passing(c)
     if c.empty:
         return pd.DataFrame()
@@ -107,11 +107,11 @@ def grid(cells_: pd.DataFrame, arm: str, value: str = "t_obs_ms") -> pd.DataFram
     return table[order]
 
 
-def coverage(cells_: pd.DataFrame, arms: Sequence[str], models_: Sequence[str], contexts: Sequence[int]) -> pd.DataFrame:
+def coverage(cell_table: pd.DataFrame, arms: Sequence[str], model_keys: Sequence[str], contexts: Sequence[int]) -> pd.DataFrame:
     """Per GPU, path and arm: how many of the grid's cells (models x contexts) are timed with a passing check,
     and which are missing."""
-    grid_cells = [(m, int(c)) for m in models_ for c in contexts]
-    c = cells_[(cells_["attn"] == "sdpa") & cells_["t_obs_ms"].notna()]
+    grid_cells = [(m, int(c)) for m in model_keys for c in contexts]
+    c = cell_table[(cell_table["attn"] == "sdpa") & cell_table["t_obs_ms"].notna()]
     c = passing(c)
     rows = []
     for gpu in sorted(set(c["gpu"])):
@@ -125,12 +125,12 @@ def coverage(cells_: pd.DataFrame, arms: Sequence[str], models_: Sequence[str], 
     return pd.DataFrame(rows, columns=["gpu", "quant", "arm", "cells", "of", "missing"])
 
 
-def grid_findings(cells_: pd.DataFrame, arm: str) -> list[Finding]:
+def grid_findings(cell_table: pd.DataFrame, arm: str) -> list[Finding]:
     """Per GPU and path on `arm`, over every measured model and context: the span of its step time, of its
     speed-up over bf16 on the same arm, and of the share of its byte saving realised. Each a Finding (gpu, arm,
     quant, cells, models; the spans as `<name>_min`, `<name>_max`)."""
     out = []
-    c = cells_[(cells_["arm"] == arm) & (cells_["attn"] == "sdpa") & cells_["t_obs_ms"].notna()]
+    c = cell_table[(cell_table["arm"] == arm) & (cell_table["attn"] == "sdpa") & cell_table["t_obs_ms"].notna()]
     c = passing(c)
     for gpu in sorted(set(c["gpu"])):
         g = c[c["gpu"] == gpu]
@@ -150,7 +150,7 @@ def grid_findings(cells_: pd.DataFrame, arm: str) -> list[Finding]:
     return out
 
 
-def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd.DataFrame) -> list[Finding]:
+def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table: pd.DataFrame) -> list[Finding]:
     """Per profiled quantised step: its products' GPU time, the line through them (fixed us per product and the
     stream rate, as a share of the datasheet bandwidth), beside the bf16 step of the same cell and arm where
     profiled; then each step's dtype conversions where the path has any. Each a Finding with the step's STEP
@@ -179,7 +179,7 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, casts_: pd
             line += f"; its bf16 LM head {head['gpu_us'].iloc[0]:.0f} us at {head['gbps'].iloc[0]:.0f} GB/s"
             values.update(lm_head_us=float(head["gpu_us"].iloc[0]), lm_head_gbps=float(head["gbps"].iloc[0]))
         out.append(Finding(line + ".", **values))
-    for r in casts_[casts_["casts_expected"] > 0].itertuples():
+    for r in cast_table[cast_table["casts_expected"] > 0].itertuples():
         out.append(Finding(
             f"{r.gpu} {r.model} ctx {r.ctx}, {r.quant} {r.arm} step (profiled): the kernel takes fp16, so each "
             f"product's bf16 input is cast to fp16 and its fp16 output back to bf16 (`x.to(torch.float16)` "

@@ -33,10 +33,10 @@ INT4 = tuple(k for k in quant.PATHS if quant_bytes.LAYOUT_OF[k] not in ("bf16", 
 """The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
 
 
-def passing(cells_: pd.DataFrame) -> pd.DataFrame:
-    """The cells of `cells_` whose correctness check did not fail (`check_failed`; all of them without that
+def passing(cell_table: pd.DataFrame) -> pd.DataFrame:
+    """The cells of `cell_table` whose correctness check did not fail (`check_failed`; all of them without that
     column)."""
-    return cells_[~cells_["check_failed"].astype(bool)] if "check_failed" in cells_ else cells_
+    return cell_table[~cell_table["check_failed"].astype(bool)] if "check_failed" in cell_table else cell_table
 
 
 def rows(decode_rows: pd.DataFrame, arms: Sequence[str] = ARMS, plans=None) -> pd.DataFrame:
@@ -158,13 +158,13 @@ def byte_table(configs: Mapping[str, Mapping], paths: Sequence[str] | None = Non
     return pd.DataFrame(rows)
 
 
-def int4_target(cells_: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame,
+def int4_target(cell_table: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame,
                 bandwidth_rows: pd.DataFrame | None, target: Mapping) -> dict | None:
     """The fastest timed int4 cell (any path, any arm, check passed) at the target cell (`target`: gpu, model, ctx,
     step_ms) with its streamed bytes, the rate it streams them at, and what those bytes alone take at the GPU's
     measured copy bandwidth and at its datasheet bandwidth. None without such a cell."""
-    c = cells_[(cells_["gpu"] == target["gpu"]) & (cells_["model"] == target["model"]) & (cells_["ctx"] == target["ctx"])
-               & cells_["quant"].isin(INT4) & cells_["t_obs_ms"].notna()]
+    c = cell_table[(cell_table["gpu"] == target["gpu"]) & (cell_table["model"] == target["model"]) & (cell_table["ctx"] == target["ctx"])
+               & cell_table["quant"].isin(INT4) & cell_table["t_obs_ms"].notna()]
     c = passing(c)
     if c.empty:
         return None
@@ -181,10 +181,10 @@ def shares_on_common_models(group: pd.DataFrame) -> tuple[pd.Series, pd.Series, 
     """For the cells of one GPU and arm (several paths): the median realised share of each path's saving and its
     median streamed bytes over the models that every path in `group` has, so that paths measured on different sets
     of models are compared on the same ones; with those models. Empty series when no model is common to all."""
-    models_ = sorted(set.intersection(*[set(g["model"]) for _, g in group.groupby("quant")])) if not group.empty else []
-    common = group[group["model"].isin(models_)]
+    common_models = sorted(set.intersection(*[set(g["model"]) for _, g in group.groupby("quant")])) if not group.empty else []
+    common = group[group["model"].isin(common_models)]
     return (common.groupby("quant")["realised_fraction"].median(), common.groupby("quant")["bytes_quant"].median(),
-            models_)
+            common_models)
 
 
 def realised(t_path: float, t_bf16: float, b_path: float, b_bf16: float) -> float:
@@ -215,7 +215,7 @@ def _not_run(key: str, gpu: str, gpu_cells: pd.DataFrame) -> str:
     return "no rows"
 
 
-def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
+def paper_table(cell_table: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
                 model: str = "qwen2.5-7b", contexts: Sequence[int] | int = (2048,),
                 arms: Sequence[str] = ("eager", "graph"), group_size: int | None = None) -> pd.DataFrame:
     """The paper's quantisation table: one row per registered path (and any other quant key in the data) and
@@ -228,8 +228,8 @@ def paper_table(cells_: pd.DataFrame, published: pd.DataFrame, specs: pd.DataFra
     checks of its own run, no time kept); a status column where a cell did not run or has no rows."""
     contexts = [int(contexts)] if np.isscalar(contexts) else [int(c) for c in contexts]
     pub = _published(published)
-    sel = cells_[(cells_["model"] == model) & cells_["ctx"].isin(contexts) & (cells_["attn"] == "sdpa")
-                 & cells_["arm"].isin(list(arms))] if not cells_.empty else cells_
+    sel = cell_table[(cell_table["model"] == model) & cell_table["ctx"].isin(contexts) & (cell_table["attn"] == "sdpa")
+                 & cell_table["arm"].isin(list(arms))] if not cell_table.empty else cell_table
     keys = list(quant.PATHS) + sorted(set(sel["quant"]) - set(quant.PATHS) if not sel.empty else set())
     l4_bw = _bandwidth(specs, PUBLISHED_GPU)
     gpus = sorted(set(sel["gpu"])) if not sel.empty else []
@@ -300,10 +300,10 @@ def _verdict(frac: float) -> str:
     return VERDICTS[realises(frac)]
 
 
-def has_quant_rows(cells_: pd.DataFrame) -> bool:
+def has_quant_rows(cell_table: pd.DataFrame) -> bool:
     """Whether any GPU has timed rows of a path other than bf16."""
-    return bool(not cells_.empty and (cells_["quant"] != "bf16").any() and
-                cells_.loc[cells_["quant"] != "bf16", "t_obs_ms"].notna().any())
+    return bool(not cell_table.empty and (cell_table["quant"] != "bf16").any() and
+                cell_table.loc[cell_table["quant"] != "bf16", "t_obs_ms"].notna().any())
 
 
 NAN_HYPOTHESIS = {
@@ -376,7 +376,7 @@ def _path_line(key: str, arm: str, here: pd.DataFrame, b0: pd.Series, bf16: pd.D
     return Finding("; ".join(parts), **values)
 
 
-def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[str] = ("eager", "graph")) -> list[Finding]:
+def gpu_findings(cell_table: pd.DataFrame, contexts: Sequence[int], arms: Sequence[str] = ("eager", "graph")) -> list[Finding]:
     """Per measured GPU, context and arm (graph first), from `cells` over every model: bf16's step and
     R_floor, then per path its ms/step, speed-up over bf16 and byte ratio, the share of its weight-traffic
     saving realised (`realised`; verdict `realises` on the median over models) and why not where not (`_why`).
@@ -384,9 +384,9 @@ def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[s
     is a Finding (gpu, arm, ctx, quant; the spans as `<name>_min`, `<name>_max`; `models`: those in the verdict;
     per model left out, `flagged_<model>_step_ms` and its check; per model not timed, its status and check)."""
     out = []
-    if cells_.empty:
+    if cell_table.empty:
         return out
-    c = cells_[(cells_["attn"] == "sdpa") & cells_["ctx"].isin(list(contexts))].copy()
+    c = cell_table[(cell_table["attn"] == "sdpa") & cell_table["ctx"].isin(list(contexts))].copy()
     if "check_failed" not in c:
         c["check_failed"], c["check"] = False, "not checked"
     same = ["gpu", "model", "ctx"]
@@ -415,12 +415,12 @@ def gpu_findings(cells_: pd.DataFrame, contexts: Sequence[int], arms: Sequence[s
                     out.append(Finding(f"{name}: {line}.", **cell, **line.values))
     nan = c[c["check"].astype(str).str.startswith("failed: NaN") & (c["arm"] != "eager")]
     for key, rows in nan.groupby("quant"):
-        models_, ctxs = ", ".join(sorted(set(rows["model"]))), ", ".join(map(str, sorted(set(rows["ctx"]))))
-        out.append(Finding(f"NaN logits: {key} on {models_} (ctx {ctxs}): "
+        model_names, ctxs = ", ".join(sorted(set(rows["model"]))), ", ".join(map(str, sorted(set(rows["ctx"]))))
+        out.append(Finding(f"NaN logits: {key} on {model_names} (ctx {ctxs}): "
                            "the quantised model's graph-versus-eager check gave NaN, so both arms of those cells are "
                            "flagged. " + (f"Hypothesis, not verified: {NAN_HYPOTHESIS[key]}." if key in NAN_HYPOTHESIS else
                                           "Cause not examined."),
-                           quant=key, nan_models=models_, nan_contexts=ctxs, hypothesis=key in NAN_HYPOTHESIS))
+                           quant=key, nan_models=model_names, nan_contexts=ctxs, hypothesis=key in NAN_HYPOTHESIS))
     return out
 
 
@@ -442,7 +442,7 @@ def int4_target_sentence(t: dict | None, target: Mapping) -> Finding:
             "cost, attention, the small kernels of an uncompiled step) holds it back.", **cell, measured=True, met=met, **t)
 
 
-def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame, model: str,
+def findings(table: pd.DataFrame, published: pd.DataFrame, cell_table: pd.DataFrame, model: str,
              contexts: Sequence[int] | int, arms: Sequence[str] = ("eager", "graph")) -> list[Finding]:
     """Sentences generated from the data (never typed by hand): for the published L4 column (paper_table
     rows of the first context), each path's speed-up over bf16 against its byte ratio, the share of the
@@ -469,7 +469,7 @@ def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame,
                                f"R_floor {r[r_col]:.2f}).", **published_cell, quant=key, step_ms=float(r[ms_col]),
                                speedup=float(speed), bytes_bf16_over_path=float(r["bytes vs bf16 (x fewer)"]),
                                realises=realises(frac), realised_fraction=float(frac), r_floor=float(r[r_col])))
-    out += gpu_findings(cells_, contexts, arms)
+    out += gpu_findings(cell_table, contexts, arms)
     pub = published[(published["claim"] == CLAIM) & (published["quantity"] == "step_ms") & (published["gpu"] != PUBLISHED_GPU)]
     if not pub.empty and "gptq-exllamav2" in t.index and pd.notna(t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]):
         g = t.loc["gptq-exllamav2", f"{PUBLISHED_GPU} ms (published)"]
@@ -481,7 +481,7 @@ def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame,
                        f"dtype and layout, the bf16 LM head, norms, biases, one embedding row and the KV at ctx; the "
                        f"L4 column is set against {model} at ctx {contexts[0]} (the paper does not state the model or "
                        "context of its quantisation table).", model=model, ctx=contexts[0]))
-    if not has_quant_rows(cells_):
+    if not has_quant_rows(cell_table):
         out.append(Finding("No quantised-path rows yet on any GPU (no decode rows whose quant is not bf16 with a timing): "
                            "the table shows the published L4 column and the floors; measure with MEASURE = True.",
                            quant_rows=False))
@@ -489,8 +489,8 @@ def findings(table: pd.DataFrame, published: pd.DataFrame, cells_: pd.DataFrame,
         for _, r in table[table[col].astype(str).str.contains("not run")].drop_duplicates("quant").iterrows():
             out.append(Finding(f"{col.split(' ')[0]}: {r['quant']}: {r[col]}.", gpu=col.split(" ")[0], quant=r["quant"],
                                status=r[col]))
-    if not cells_.empty:
-        failed = cells_[~cells_["status"].isin(["ok", "not timed", "error"]) & (cells_["quant"] != "bf16")]
+    if not cell_table.empty:
+        failed = cell_table[~cell_table["status"].isin(["ok", "not timed", "error"]) & (cell_table["quant"] != "bf16")]
         for r in failed.drop_duplicates(["gpu", "quant", "arm"]).itertuples():
             out.append(Finding(f"{r.gpu}: {r.quant} ({r.arm}) did not run: {r.status}: {r.reason}", gpu=r.gpu,
                                quant=r.quant, arm=r.arm, status=r.status, reason=r.reason))

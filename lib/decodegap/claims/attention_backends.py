@@ -129,25 +129,25 @@ def _launch_binds(ev: Evidence) -> dict:
 
 
 def _per_layer(ev: Evidence) -> list[dict]:
-    rows_ = []
+    claim_rows = []
     ok = _ok(ev)
     sel = ok[(ok["ctx"] == ev.headline_ctx) & (ok["model"] == ev.attention_model)] if not ok.empty else ok
     for i, p in enumerate(ev.pub("attention_backends", "us_per_layer").itertuples()):
-        id_ = f"R3{'abcd'[i]}"
+        claim_id = f"R3{'abcd'[i]}"
         keys = attention_report.PUBLISHED_TO_OURS[p.attn]
         mine = sel[(sel["gpu"] == H100) & sel["attn"].isin(keys)] if not sel.empty else sel
         ours = mine["host_us"].iloc[0] if not mine.empty else np.nan
         noise = mine["host_spread"].iloc[0] if not mine.empty else 0.0
         other = sel[sel["attn"].isin(keys)] if not sel.empty else sel
         near = "; ".join(f"{r.gpu} {r.attn} host {r.host_us:.1f} us, GPU-only {r.gpu_us:.1f} us" for r in other.itertuples())
-        rows_.append(row(id_, "attention_backends", f"H100, batch 1, per layer: {p.attn} {p.value:.2f} us.",
+        claim_rows.append(row(claim_id, "attention_backends", f"H100, batch 1, per layer: {p.attn} {p.value:.2f} us.",
                          f"{p.value:.2f} us", f"{ours:.2f} us" if not mine.empty else "-", H100 if not mine.empty else "-",
-                         Judged(CLAIM_GPU, about(ours, p.value, rules.get(id_).t("rel_tol"), noise), H100 if not mine.empty else ""),
+                         Judged(CLAIM_GPU, about(ours, p.value, rules.get(claim_id).t("rel_tol"), noise), H100 if not mine.empty else ""),
                          (f"Our host-inclusive us per call ({ev.attention_model} shape, ctx {ev.headline_ctx}); the "
                           "paper does not state model or context. " if not mine.empty else ev.missing(H100) + ". ")
                          + (f"Ours on other GPUs: {near}." if near else "No attention rows of this backend on any GPU yet."),
                          claim_gpu=H100))
-    return rows_
+    return claim_rows
 
 
 def attention_backends(ev: Evidence) -> list[dict]:

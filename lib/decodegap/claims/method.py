@@ -96,7 +96,7 @@ def _ab_design(ev: Evidence) -> dict:
                "is a new process; the CI is a seeded percentile bootstrap over sessions."
                + "".join(f" {t}" for t in (ev.kept_apart(g) for g in sessions) if t)
                + "".join(f" So the paper's design is not replicated on the {g}: N = {n_pub} sessions of one sweep needs "
-                         f"{n_pub - n} more of its headline sweep (rerunning `python -m decodegap ab` adds them: its "
+                         f"{n_pub - n} more of its headline sweep (rerunning `python -m decodegap cuda-graphs-ab` adds them: its "
                          "headline sessions are numbered after the grid's, so the grid's no longer count toward "
                          "them)." for g, n in short.items())
                + ("" if sessions else " No A/B rows yet."))

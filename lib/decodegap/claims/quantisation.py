@@ -89,7 +89,7 @@ def _qt(ev: Evidence) -> dict:
 
 # ------------------------------------------------------------------------------------ the L4 step times
 def _l4_steps(ev: Evidence) -> list[dict]:
-    rows_, qb = [], ev.quant_bytes[ev.quant_bytes["model"] == ev.headline_model].set_index("quant")
+    claim_rows, qb = [], ev.quant_bytes[ev.quant_bytes["model"] == ev.headline_model].set_index("quant")
     qc = ev.quant_cells
     tol = rules.get("R4a").t("rel_tol")
     for i, p in enumerate(ev.pub("quantisation", "step_ms", gpu=L4).itertuples()):
@@ -99,14 +99,14 @@ def _l4_steps(ev: Evidence) -> list[dict]:
                    & (qc["model"] == ev.headline_model) & qc["t_obs_ms"].notna()
                    & qc["arm"].isin(["eager", "graph"])] if not qc.empty else qc
         near = "; ".join(f"{r.gpu} {r.arm} {r.t_obs_ms:.2f} ms" for r in other.itertuples() if r.gpu != L4)
-        rows_.append(row(f"R4{'abcd'[i]}", "quantisation", f"L4, ms per decode step: {p.quant} {p.value:.2f}.",
+        claim_rows.append(row(f"R4{'abcd'[i]}", "quantisation", f"L4, ms per decode step: {p.quant} {p.value:.2f}.",
                          f"{p.value:.2f} ms", f"{ours:.2f} ms" if pd.notna(ours) else "-", L4 if pd.notna(ours) else "-",
                          Judged(CLAIM_GPU, about(ours, p.value, tol), L4 if pd.notna(ours) else ""),
                          ("" if pd.notna(ours) else ev.missing(L4) + ". ")
                          + f"This path's own L4 floor ({ev.headline_model}, ctx {ev.headline_ctx}): {floor:.2f} ms, so "
                          f"the published step has R_floor {floor / p.value:.2f}" + (f"; ours on other GPUs: {near}." if near else "."),
                          claim_gpu=L4))
-    return rows_
+    return claim_rows
 
 
 def _published_ratios(ev: Evidence) -> dict:

@@ -20,11 +20,11 @@ NOTEBOOK_OF_FILE = {"ab.csv": "02_cuda_graphs_ab", "attention.csv": "03_attentio
 """The notebook that measures each raw file's rows (decode.csv: the notebook its selector names)."""
 COMMAND = {
     "01_roofline": "measure --bandwidth",
-    "02_cuda_graphs_ab": "ab",
-    "03_attention_backends": "attention",
-    "04_quantisation_l4": "quant",
-    "06_closing_the_gap": "ladder",
-    "07_where_the_thesis_ends": "scope",
+    "02_cuda_graphs_ab": "cuda-graphs-ab",
+    "03_attention_backends": "attention-backends",
+    "04_quantisation_l4": "quantisation",
+    "06_closing_the_gap": "closing-the-gap",
+    "07_where_the_thesis_ends": "where-the-thesis-ends",
 }
 """The CLI subcommand that measures a notebook's rows (`python -m decodegap <command> --help`)."""
 NO_GPU = "make reproduce"
@@ -70,7 +70,7 @@ def command(notebook: str, plans: list[dict]) -> str:
     if notebook not in COMMAND:
         return NO_GPU
     if notebook == "07_where_the_thesis_ends":
-        return _scope_commands(plans)
+        return _axis_commands(plans)
     parts = [f"python -m decodegap {COMMAND[notebook].split()[0]} --gpu <gpu>"]
     models = [m for p in plans for m in (p.get("models") or [])]
     contexts = sorted({int(c) for p in plans for c in (p.get("contexts") or [])})
@@ -86,16 +86,17 @@ def command(notebook: str, plans: list[dict]) -> str:
         if sessions:
             parts.append(f"--sessions {sessions}")
     if notebook == "04_quantisation_l4":
-        paths_ = sorted({q for p in plans for q in ([p["quant"]] if isinstance(p.get("quant"), str) else [])} - {"bf16"})
-        if paths_:
-            parts.append(f"--paths {_listed(paths_)}")
+        quant_paths = sorted({q for p in plans for q in ([p["quant"]] if isinstance(p.get("quant"), str) else [])} - {"bf16"})
+        if quant_paths:
+            parts.append(f"--paths {_listed(quant_paths)}")
     parts += COMMAND[notebook].split()[1:]
     return " ".join(parts)
 
 
-def _scope_commands(plans: list[dict]) -> str:
-    """Notebook 07's commands, one per axis its plans measured (`scope --axis batch` where a plan decodes more
+def _axis_commands(plans: list[dict]) -> str:
+    """Notebook 07's commands, one per axis its plans measured (`--axis batch` where a plan decodes more
     than one sequence, else `--axis size`), each with the plans' models, contexts and batches."""
+    head = f"python -m decodegap {COMMAND['07_where_the_thesis_ends']}"
     by_axis: dict[str, list[dict]] = {}
     for p in plans:
         by_axis.setdefault("batch" if max(p.get("batches") or [1]) > 1 else "size", []).append(p)
@@ -104,10 +105,10 @@ def _scope_commands(plans: list[dict]) -> str:
         models = sorted({m for p in group for m in (p.get("models") or [])})
         contexts = sorted({int(c) for p in group for c in (p.get("contexts") or [])})
         batches = sorted({int(b) for p in group for b in (p.get("batches") or [])})
-        out.append(f"python -m decodegap scope --axis {axis} --gpu <gpu>" + (f" --models {_listed(models)}" if models else "")
+        out.append(f"{head} --axis {axis} --gpu <gpu>" + (f" --models {_listed(models)}" if models else "")
                    + (f" --contexts {_listed(contexts)}" if contexts else "")
                    + (f" --batches {_listed(batches)}" if axis == "batch" and batches else ""))
-    return "; ".join(out) or "python -m decodegap scope --axis batch --gpu <gpu>; python -m decodegap scope --axis size --gpu <gpu>"
+    return "; ".join(out) or f"{head} --axis batch --gpu <gpu>; {head} --axis size --gpu <gpu>"
 
 
 def gpu_time(seconds: list[float | None]) -> str:

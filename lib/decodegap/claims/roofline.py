@@ -21,16 +21,16 @@ def _noise(c) -> float:
 
 def _headline_r_floor(ev: Evidence) -> list[dict]:
     out = []
-    for id_, gpu in (("R1a", L4), ("R1b", H100)):
+    for claim_id, gpu in (("R1a", L4), ("R1b", H100)):
         pub = ev.pub_value("inverted_ladder", "r_floor", gpu=gpu)
         c = ev.cell(gpu)
         ours = c["r_floor_W_all"] if c is not None else np.nan
         step = ev.pub_value("quantisation", "step_ms", gpu=gpu, arm="eager")
         note = (f"With our W_all floor ({ev.floor_ms(gpu):.2f} ms for {ev.headline_model} ctx {ev.headline_ctx}) the "
                 f"published {gpu} bf16 eager step {step:.2f} ms gives R_floor {ev.floor_ms(gpu) / step:.2f}")
-        out.append(row(id_, "inverted_ladder", f"Headline cell Qwen-2.5-7B ctx 2048: {gpu} R_floor ~ {pub:.2f}.",
+        out.append(row(claim_id, "inverted_ladder", f"Headline cell Qwen-2.5-7B ctx 2048: {gpu} R_floor ~ {pub:.2f}.",
                        f"{pub:.2f}", f"{ours:.2f}" if c is not None else "-", gpu if c is not None else "-",
-                       Judged(CLAIM_GPU, about(ours, pub, rules.get(id_).t("rel_tol"), _noise(c)), gpu if c is not None else ""),
+                       Judged(CLAIM_GPU, about(ours, pub, rules.get(claim_id).t("rel_tol"), _noise(c)), gpu if c is not None else ""),
                        ("" if c is not None else f"{ev.missing(gpu)}. ") + note
                        + ev.nearest(lambda g: (lambda x: f"{g} eager R_floor {x['r_floor_W_all']:.2f}" if x is not None else None)(ev.cell(g)))
                        + ".", claim_gpu=gpu))

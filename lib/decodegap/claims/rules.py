@@ -224,15 +224,15 @@ def _note(date: str, reason: str, fp: str) -> Change:
     return Change(date, THIS_COMMIT, reason, "as stated in the fields", fingerprint=fp, changed=False)
 
 
-def _r3(id_: str, backend: str, fp: str) -> Rule:
-    return Rule(id_, f"H100 per-layer us: {backend}.", "host-inclusive us per call (llama-3.1-8b shape, ctx 2048) "
+def _r3(rule_id: str, backend: str, fp: str) -> Rule:
+    return Rule(rule_id, f"H100 per-layer us: {backend}.", "host-inclusive us per call (llama-3.1-8b shape, ctx 2048) "
                 "on the H100.", (ATT, P(f"attention_backends us_per_layer {backend}")), ABOUT,
                 "the rounds' host spread.", "within rel_tol.", "outside rel_tol.", "one cell.", (CLAIM_GPU,),
                 (START, _reg(fp=fp)))
 
 
-def _r4(id_: str, quant: str, fp: str) -> Rule:
-    return Rule(id_, f"L4 ms per step: {quant}.", "our L4 eager step (qwen2.5-7b, ctx 2048) of the path.",
+def _r4(rule_id: str, quant: str, fp: str) -> Rule:
+    return Rule(rule_id, f"L4 ms per step: {quant}.", "our L4 eager step (qwen2.5-7b, ctx 2048) of the path.",
                 (QUANT, QUANT_BF16, P(f"quantisation step_ms l4 {quant}")), ABOUT, "the cell's session range.",
                 "within rel_tol.", "outside rel_tol.", "one cell.", (CLAIM_GPU,), (START, _reg(fp=fp)))
 
@@ -619,5 +619,5 @@ RULES: tuple[Rule, ...] = (
 BY_ID = {r.id: r for r in RULES}
 
 
-def get(id_: str) -> Rule:
-    return BY_ID[id_]
+def get(rule_id: str) -> Rule:
+    return BY_ID[rule_id]

@@ -179,16 +179,16 @@ def _t4(ev: Evidence) -> dict:
     """T4: the launch share (eager - graph) / eager per session of the grid sweep, shortest against longest
     context, per model."""
     rule = rules.get("T4")
-    short, long_ = int(rule.t("short_ctx")), int(rule.t("long_ctx"))
+    short, long_ctx = int(rule.t("short_ctx")), int(rule.t("long_ctx"))
     per_gpu, parts = {}, []
     for g in ev.measured:
-        a, b = _grid_sessions(ev, g, short), _grid_sessions(ev, g, long_)
+        a, b = _grid_sessions(ev, g, short), _grid_sessions(ev, g, long_ctx)
         outs = []
         for m in sorted(set(a["model"]) & set(b["model"])) if not a.empty and not b.empty else []:
             fa = ((a.eager - a.graph) / a.eager)[a.model == m]
             fb = ((b.eager - b.graph) / b.eager)[b.model == m]
             outs.append(two_sided(fb.max() < fa.min(), fb.min() > fa.max()))
-            parts.append(f"{g} {m}: {fa.min():.2f}-{fa.max():.2f} at ctx {short}, {fb.min():.2f}-{fb.max():.2f} at {long_}")
+            parts.append(f"{g} {m}: {fa.min():.2f}-{fa.max():.2f} at ctx {short}, {fb.min():.2f}-{fb.max():.2f} at {long_ctx}")
         if outs:
             per_gpu[g] = all_of(outs)
     return row("T4", "thesis", "Launch overhead dominates with short contexts: its share of the eager step falls as the "

@@ -168,23 +168,23 @@ def largest_term(floor_ms: float, gpu_excess_ms: float, launch_overhead_ms: floa
 SECTION_FINDING, SECTION_METHOD = "finding", "method check"
 
 
-def row(id_, claim, statement, published, ours, hardware, judged, evidence, claim_gpu: str = "") -> dict:
+def row(claim_id, claim, statement, published, ours, hardware, judged, evidence, claim_gpu: str = "") -> dict:
     """One row of the claims table (COLUMNS). `judged`: a Judged or a list of them, one per source of the rule
-    (its registry entry, rules.get(id_), names the sources it may read; a judgement from another source is a
+    (its registry entry, rules.get(claim_id), names the sources it may read; a judgement from another source is a
     bug). The first testable judgement in the registry's order labels the row (`verdict`, `category`); the
     others go to `also`. `claim_gpu` is the GPU class the claim names (for "tested on another GPU (h200 for an
     h100-sxm claim)")."""
-    rule = registry.get(id_)
+    rule = registry.get(claim_id)
     judged = [judged] if isinstance(judged, Judged) else list(judged)
     for j in judged:
-        assert j.source in rule.sources, f"{id_}: source {j.source} not in its rule's {rule.sources}"
-        assert j.outcome in OUTCOMES, (id_, j.outcome)
+        assert j.source in rule.sources, f"{claim_id}: source {j.source} not in its rule's {rule.sources}"
+        assert j.outcome in OUTCOMES, (claim_id, j.outcome)
     judged.sort(key=lambda j: rule.sources.index(j.source))
     testable = [j for j in judged if j.outcome != NOT_TESTABLE] or judged[:1] or [Judged(rule.sources[0], NOT_TESTABLE)]
     first = testable[0]
     also = "; ".join(f"{label(j, claim_gpu)}" + (f" ({j.note})" if j.note else "") for j in testable[1:])
     notes = [f"{label(j, claim_gpu)}: {j.note}" for j in judged if j.note and j.outcome == NOT_TESTABLE]
-    return dict(id=id_, section=SECTION_METHOD if rule.sources == (METHOD,) else SECTION_FINDING, claim=claim,
+    return dict(id=claim_id, section=SECTION_METHOD if rule.sources == (METHOD,) else SECTION_FINDING, claim=claim,
                 statement=statement, published=published, ours=ours, hardware=hardware,
                 verdict=label(first, claim_gpu) + (f" ({first.note})" if first.note else ""), category=category(first),
                 also=also or "-", evidence=evidence + ("" if not notes else " " + "; ".join(notes) + "."),

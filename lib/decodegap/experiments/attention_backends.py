@@ -22,28 +22,28 @@ STEP_CONTEXTS = (2048, 16384)
 STEP_ARMS = attention_report.STEP_ARMS  # the arms of the whole-step sweeps: HF eager and graphed
 
 
-def plan(gpu: str, models_, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, sessions: int = 1,
+def plan(gpu: str, model_keys, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, sessions: int = 1,
          steps: int = 30, warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
     """The whole-step sweeps of `measure`: eager and graph with each backend of `step_backends` inside the HF model,
     at `step_contexts`, one sweep per backend; the per-layer microbenchmark is no sweep (`record_attention` times
     every cell of a run once a round)."""
-    return [SweepPlan(gpu=gpu, models=tuple(models_), contexts=tuple(step_contexts), arms=STEP_ARMS,
+    return [SweepPlan(gpu=gpu, models=tuple(model_keys), contexts=tuple(step_contexts), arms=STEP_ARMS,
                       sessions=sessions, steps=steps, warmup=warmup, attn=attn, device=device)
             for attn in step_backends]
 
 
-def measure(gpu: str, models_, contexts, backends=None, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS,
+def measure(gpu: str, model_keys, contexts, backends=None, step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS,
             sessions: int = 1, steps: int = 30, warmup: int = 5, device: str = "cuda", data=None) -> None:
     """Notebook 03's measurements: the per-layer microbenchmark of every backend (`record_attention`), then the
     whole decode step (eager and graph arms) with each backend of `step_backends` inside the HF model (the
     sweeps of `plan`)."""
-    plans = plan(gpu, models_, step_backends, step_contexts, sessions, steps, warmup, device)
-    record_attention(gpu, models_, contexts, backends, data, device)
+    plans = plan(gpu, model_keys, step_backends, step_contexts, sessions, steps, warmup, device)
+    record_attention(gpu, model_keys, contexts, backends, data, device)
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
 
 
-def record_attention(gpu: str, models_, contexts, backends=None, data=None, device: str = "cuda",
+def record_attention(gpu: str, model_keys, contexts, backends=None, data=None, device: str = "cuda",
                      reps: int = 5, host_calls: int = 200, graph_calls: int = 100, seed: int = 0,
                      retry_unavailable: bool = False, again: bool = False) -> str:
     """Per-layer decode attention of every backend, model shape and context: correctness against the
@@ -61,7 +61,7 @@ def record_attention(gpu: str, models_, contexts, backends=None, data=None, devi
     for key in backends or ():
         keys.attn(key)
     inputs.contexts(tuple(contexts))
-    keys.models(models_, data)
+    keys.models(model_keys, data)
     with runs.recorded(gpu, data, "attention", ["attention"], device=device, gpu_state_before=hardware.gpu_state(),
                        attention_order=f"interleaved, {reps} seeded rounds (seed {seed})") as run_id:
         path = paths.raw_dir(gpu, data) / "attention.csv"
@@ -69,7 +69,7 @@ def record_attention(gpu: str, models_, contexts, backends=None, data=None, devi
         done = selection.done_keys(path, records.ATTENTION, retry, run_id)
         cuda = device.startswith("cuda")
         cells, blocks = [], {}
-        for key in models_:  # every cell checked first; the ones that run are timed in rounds below
+        for key in model_keys:  # every cell checked first; the ones that run are timed in rounds below
             shape = attention.Shape.from_config(key, models.load_spec(key, data).config)
             for ctx in contexts:
                 for attn in backends or list(attention.BACKENDS):
@@ -123,16 +123,16 @@ def step_rows(data) -> pd.DataFrame:
     return roofline.one_sweep(checked.labelled(checked.load("decode", data)), selection.run_plans(data))
 
 
-def tables(data, models_=(), step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, table_ctx: int = 2048,
+def tables(data, model_keys=(), step_backends=STEP_BACKENDS, step_contexts=STEP_CONTEXTS, table_ctx: int = 2048,
            table_model: str = "llama-3.1-8b") -> dict:
     """Notebook 03's tables: `summary` (per layer, each cell's newest run), `published`, `paper_table` (the paper's
     table at `table_ctx` and `table_model` with our columns), `shape_agreement` (identical calls of two models),
     `steps` (attention_report.step_table of `step_backends` at `step_contexts`), `ranking` (the per-layer ranking
-    against the whole step's), the configs of `models_` and `measured_gbps` (copy bandwidth per GPU)."""
+    against the whole step's), the configs of `model_keys` and `measured_gbps` (copy bandwidth per GPU)."""
     summ = summary(data)
     pub = published.load(data)
     shapes = {k: models.load_spec(k, data).config for k in sorted(set(summ["model"]))}
-    configs = {key: models.load_spec(key, data).config for key in models_}
+    configs = {key: models.load_spec(key, data).config for key in model_keys}
     steps = attention_report.step_table(step_rows(data), hardware.specs_table(data), configs, list(step_backends),
                                         list(step_contexts))
     return dict(

@@ -34,13 +34,13 @@ LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
 """The quantisations of the target-cell profiles: bf16 and int4 weight-only on the fastest path, one per target."""
 
 
-def plan(gpu: str, models_, contexts) -> list:
+def plan(gpu: str, model_keys, contexts) -> list:
     """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan); measure adds the
     profiled steps."""
-    return levers.ladder_plan(models_, contexts, gpu)
+    return levers.ladder_plan(model_keys, contexts, gpu)
 
 
-def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
+def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
             data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
     """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
     quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
@@ -54,17 +54,17 @@ def measure(gpu: str, models_, contexts, sessions: int = 3, steps: int = 30, war
     every cell measured and profiled again, the old rows kept as history (ladder --again: after a change to a
     lever's kernels; roofline.one_sweep and selection.latest_profiles read the new rows)."""
     keys.gpu_to_measure(gpu, device, data)
-    keys.models(models_, data)
-    plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=contexts_, arms=arms, quant=quant, sessions=sessions,
+    keys.models(model_keys, data)
+    plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=plan_contexts, arms=arms, quant=quant, sessions=sessions,
                        steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
-             for quant, plan_models, contexts_, arms in levers.ladder_plan(models_, contexts, gpu, only)]
+             for quant, plan_models, plan_contexts, arms in levers.ladder_plan(model_keys, contexts, gpu, only)]
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
     profiled = tuple(a for a in LADDER_PROFILED_ARMS if not only or a in only)
     if profiled:
-        profile.record_kernels(gpu, models_, contexts, arms=profiled, data=data, device=device, again=again)
+        profile.record_kernels(gpu, model_keys, contexts, arms=profiled, data=data, device=device, again=again)
     target_arms = tuple(a for a in LADDER_TARGET_PROFILED_ARMS if not only or a in only)
-    if target_arms and levers.target_in_grid(models_, contexts, gpu):
+    if target_arms and levers.target_in_grid(model_keys, contexts, gpu):
         target = levers.TARGETS["bf16"]
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             profile.record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
@@ -109,26 +109,26 @@ def rows(data) -> pd.DataFrame:
                               selection.run_plans(data))
 
 
-def tables(data, models_=()) -> dict:
+def tables(data, model_keys=()) -> dict:
     """Notebook 06's tables: `rows`, `cells` (roofline.cell_table of them), `ladder` (ms and R_floor of every
     lever per cell), `breakdown` (the profiled steps' kernels by category against their floors), `projections` (the
     matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate), `confirmation`
     (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
     `check_sensitivity` (the decode check against injected faults), the configs, the registry's `specs` and `measured_gbps` (copy
     bandwidth per GPU)."""
-    rows_ = rows(data)
+    decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
-    configs = models.configs(set(rows_["model"]) | set(models_), data)
-    cells_ = (roofline.cell_table(rows_, specs, configs, bandwidth_rows) if not rows_.empty else
-              pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
+    configs = models.configs(set(decode_rows["model"]) | set(model_keys), data)
+    cell_table = (roofline.cell_table(decode_rows, specs, configs, bandwidth_rows) if not decode_rows.empty else
+                  pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
     breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
-    ladder_table = ladder.ladder_table(cells_, superseded=ladder.superseded_cells(rows_))
+    lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
     return dict(
-        rows=rows_, cells=cells_, configs=configs, specs=specs,
-        ladder=ladder_table.assign(checked=checked.column(ladder_table["status"])),
-        confirmation=confirmation.confirmation_table(confirmation.choices(ladder_table), confirmation.confirmation_rows(
+        rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
+        ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
+        confirmation=confirmation.confirmation_table(confirmation.choices(lever_table), confirmation.confirmation_rows(
             checked.labelled(checked.load("decode", data, grid=False)), selection.run_plans(data))),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),

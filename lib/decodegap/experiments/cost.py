@@ -24,29 +24,29 @@ def rows(data) -> pd.DataFrame:
     return roofline.one_sweep(checked.labelled(checked.load("decode", data)), selection.run_plans(data))
 
 
-def configurations(data, prices: pd.DataFrame, provider: str = cost.PROVIDER, models_=()) -> tuple:
+def configurations(data, prices: pd.DataFrame, provider: str = cost.PROVIDER, model_keys=()) -> tuple:
     """(the cost table of every published step time and every measured cell at its GPU's price (cost.cost_table),
-    the configs of the rows' models and `models_`)."""
+    the configs of the rows' models and `model_keys`)."""
     decode_rows = rows(data)
     specs = hardware.specs_table(data)
-    configs = models.configs(set(decode_rows["model"]) | set(models_), data)
+    configs = models.configs(set(decode_rows["model"]) | set(model_keys), data)
     measured = (roofline.cell_table(decode_rows, specs, configs, records.load_experiment("bandwidth", data))
                 if not decode_rows.empty else pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status"]))
-    configs_ = pd.concat([cost.published_configurations(published.load(data)), cost.measured_configurations(measured)],
+    configuration_rows = pd.concat([cost.published_configurations(published.load(data)), cost.measured_configurations(measured)],
                          ignore_index=True)
-    return cost.cost_table(configs_, prices, specs, provider, data), configs
+    return cost.cost_table(configuration_rows, prices, specs, provider, data), configs
 
 
 def tables(data, provider: str = cost.PROVIDER, cheap_gpu: str = CHEAP_GPU, dear_gpu: str = DEAR_GPU,
            price_ratios: Sequence[float] = PRICE_RATIOS, headline_model: str = "qwen2.5-7b", headline_ctx: int = 2048,
-           models_=()) -> dict:
+           model_keys=()) -> dict:
     """Notebook 05's tables: `prices`, `costs` (cost.cost_table of every configuration), `unpriced` (a line per
     configuration without a price), `ladder` (each GPU's naive and cheapest configuration at the headline cell),
     `floors` (the cost of each priced GPU's step at its memory floor), `ratios` (every `cheap_gpu` / `dear_gpu`
     pair), `sensitivity` (the price ratio each pair needs for the paper's cost ratio, and the cost ratio at
     `price_ratios`), the configs, and the parameters the findings and the figure read."""
     prices = cost.load_prices(data)
-    costs, configs = configurations(data, prices, provider, set(models_) | {headline_model})
+    costs, configs = configurations(data, prices, provider, set(model_keys) | {headline_model})
     ratios = cost.ratio_table(costs, cheap_gpu, dear_gpu)
     target = float(published.select(published.load(data), "cost", "cost_ratio")["value"].iloc[0])
     return dict(

@@ -153,12 +153,12 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: S
           group_size: int | None = None) -> tuple:
     """(`rows`, quant_report.cells of them with their checks, the configs used: `configs`, or those of the rows'
     models and `models`). The claims table reads the cells from here too."""
-    rows_ = rows(data, arms)
+    decode_rows = rows(data, arms)
     if configs is None:
-        configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    cells_ = quant_report.cells(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data),
-                                group_size, checked.own_checks(rows_, records.load_experiment("verify", data)))
-    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
+        configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
+    cell_table = quant_report.cells(decode_rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data),
+                                group_size, checked.own_checks(decode_rows, records.load_experiment("verify", data)))
+    return decode_rows, cell_table.assign(checked=checked.column(cell_table["status"])), configs
 
 
 def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Sequence[str] = ARMS,
@@ -172,26 +172,26 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
     verify = records.load_experiment("verify", data)
-    rows_, cells_, configs = cells(data, models=[table_model], arms=arms, group_size=group_size)
+    decode_rows, cell_table, configs = cells(data, models=[table_model], arms=arms, group_size=group_size)
     pub = published.load(data)
     breakdown = selection.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data)))
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
-    measured = sorted(set(cells_["ctx"])) if not cells_.empty else list(contexts)
+    measured = sorted(set(cell_table["ctx"])) if not cell_table.empty else list(contexts)
     target = levers.TARGETS["int4"]
     return dict(
         bytes=quant_report.byte_table(byte_configs, ctx=contexts[0], group_size=group_size),
         verify=verify, layers=quant_checks.layer_summary(verify), model_checks=quant_checks.model_checks(verify),
-        rows=rows_, cells=cells_, configs=configs, published=pub,
-        paper_table=quant_report.paper_table(cells_, pub, specs, configs, table_model, contexts, arms, group_size),
+        rows=decode_rows, cells=cell_table, configs=configs, published=pub,
+        paper_table=quant_report.paper_table(cell_table, pub, specs, configs, table_model, contexts, arms, group_size),
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
                                                                           "notes"]],
-        check_coverage=quant_checks.coverage(cells_),
-        grid=quant_profile.grid(cells_, grid_arm).reset_index(),
-        coverage=quant_profile.coverage(cells_, arms, list(models), measured),
+        check_coverage=quant_checks.coverage(cell_table),
+        grid=quant_profile.grid(cell_table, grid_arm).reset_index(),
+        coverage=quant_profile.coverage(cell_table, arms, list(models), measured),
         products=by_product, product_fits=quant_profile.product_fits(by_product, specs),
         casts=quant_profile.casts(breakdown, profile_configs),
-        int4_target=quant_report.int4_target(cells_, configs, specs, records.load_experiment("bandwidth", data),
+        int4_target=quant_report.int4_target(cell_table, configs, specs, records.load_experiment("bandwidth", data),
                                              target),
         target=target, table_model=table_model, contexts=list(contexts), arms=list(arms), grid_arm=grid_arm)
 

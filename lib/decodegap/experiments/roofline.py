@@ -43,10 +43,10 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
     returns its run id."""
     with runs.recorded(gpu, data, "bandwidth", ["bandwidth"], device=device,
                        gpu_state_before=hardware.gpu_state()) as run_id:
-        rows_ = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
-        for r in rows_:
+        bandwidth_rows = hardware.copy_bandwidth(device, size_bytes=size_bytes, reps=reps)
+        for r in bandwidth_rows:
             r.update(run_id=run_id, gpu=gpu)
-        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, rows_)
+        records.append_rows(paths.raw_dir(gpu, data) / "bandwidth.csv", records.BANDWIDTH, bandwidth_rows)
     return run_id
 
 
@@ -60,11 +60,11 @@ def rows(data) -> pd.DataFrame:
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tuple:
     """(`rows`, roofline.cell_table of them against the datasheet and the measured copy bandwidth, the configs used:
     `configs`, or those of the rows' models and `models`). The claims table reads the cells from here too."""
-    rows_ = rows(data)
+    decode_rows = rows(data)
     if configs is None:
-        configs = model_specs.configs(set(rows_["model"]) | set(models), data)
-    cells_ = roofline.cell_table(rows_, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
-    return rows_, cells_.assign(checked=checked.column(cells_["status"])), configs
+        configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
+    cell_table = roofline.cell_table(decode_rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
+    return decode_rows, cell_table.assign(checked=checked.column(cell_table["status"])), configs
 
 
 def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dict:
@@ -72,14 +72,14 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
     FLOORS_CTX on every GPU of the registry, W_all at the datasheet bandwidth), `flagged` (cells with R_floor > 1),
     `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
     configs, and `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell)."""
-    rows_, cells_, configs = cells(data, configs, models)
+    decode_rows, cell_table, configs = cells(data, configs, models)
     specs = hardware.specs_table(data)
     pub = published.load(data)
     return dict(
-        rows=rows_, cells=cells_, configs=configs,
+        rows=decode_rows, cells=cell_table, configs=configs,
         model_bytes=roofline.model_bytes_table(configs),
         floors=roofline.floors_by_gpu(configs, specs, ctx=FLOORS_CTX, convention="W_all").reset_index(names="model"),
-        flagged=cells_[cells_["flag"].astype(bool)],
+        flagged=cell_table[cell_table["flag"].astype(bool)],
         published=pub,
         published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
                                                                                    on="gpu"),

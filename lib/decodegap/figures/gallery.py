@@ -253,13 +253,13 @@ def _scope(f: Path) -> dict[str, str]:
     return {"07_r_floor_vs_t_floor.png": floor, "07_step_model_residuals.png": model}
 
 
-def _claim_verdict(f: Path, id_: str) -> str:
+def _claim_verdict(f: Path, claim_id: str) -> str:
     """A row's label in figures/claims.csv ('' without one)."""
     path = f / "claims.csv"
     if not path.exists():
         return ""
     t = pd.read_csv(path).set_index("id")
-    return str(t.loc[id_, "verdict"]) if id_ in t.index else ""
+    return str(t.loc[claim_id, "verdict"]) if claim_id in t.index else ""
 
 
 def findings(figures: Path | None = None) -> dict[str, str]:

@@ -13,7 +13,7 @@ and on the H200 the plain check fails every fault below by a wide margin while c
 (data/diagnostics/sharp_noise_gpu.csv, bench/sharp_noise_gpu.py). For a narrow model (the calibration model
 below, hidden 256: 0.1) every head attends almost uniformly, an attention that reads the wrong keys still returns
 nearly the mean of the values, and the plain check (verify_arm, compare.VERIFY_TOL) passes a sign-flipped
-rotary (data/diagnostics/check_power_cpu.csv). There the q and k projections of every layer are scaled by
+rotary (data/diagnostics/check_sensitivity_cpu.csv). There the q and k projections of every layer are scaled by
 sqrt(SHARPEN) each, so every score is SHARPEN times larger (the real models' spread); the arm and HF eager then run
 on those weights, and a rotary at the wrong position or sign, or a block of the cache left out, changes which
 positions a head reads. The weights are put back exactly afterwards (copies).
@@ -23,7 +23,7 @@ positions a head reads. The weights are put back exactly afterwards (copies).
 H200, at factor 16 on the real shapes, correct arms land 0.98-1.28 from HF eager (as far as the faults), and at
 factor 2 0.05-0.10 (the sharpened softmax amplifies the bf16 kernels' differences), against 0.04-0.06 plain.
 
-Calibrated on a CPU (bench/check_power_cpu.py: the Llama-3.1-8B architecture at a narrow width, ctx 256): as built
+Calibrated on a CPU (bench/check_sensitivity_cpu.py: the Llama-3.1-8B architecture at a narrow width, ctx 256): as built
 the lean decoder agrees with HF there; a rotary flipped, a rotary one position off and a block of the cache masked
 out at decode fail; a cache read one slot off (the newest key dropped, one zero key added) does not fail at this
 factor. The check is recorded (verify.csv, check `vs_eager_sharp`) for the cells that need it and does not gate

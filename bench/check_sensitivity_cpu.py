@@ -8,35 +8,35 @@ kernels' tests against their references on the real shapes.
 Then the sharpened check (decodegap.harness.checks: every attention score sharpened, q and k scaled) on the bf16
 model at ctx 256, as built and with each fault it is calibrated on: the rotary flipped, the rotary one position
 off at decode, a block of 32 cached positions masked out at decode, and the cache read one slot off (the newest
-key dropped, a zero key read), at factor 1 (the plain check) and at sharp_check.SHARPEN.
-Writes data/diagnostics/check_power_cpu.csv (decodegap.diagnostics): one row per (path, case, ctx, sharpen), the
+key dropped, a zero key read), at factor 1 (the plain check) and at checks.SHARPEN.
+Writes data/diagnostics/check_sensitivity_cpu.csv (decodegap.diagnostics): one row per (path, case, ctx, sharpen), the
 max. relative error against HF eager and the tolerance.
-Usage (repository root): PYTHONPATH=lib python bench/check_power_cpu.py (bench/measure.sh's check_sensitivity step)
+Usage (repository root): PYTHONPATH=lib python bench/check_sensitivity_cpu.py (bench/measure.sh's check_sensitivity step)
 """
 
 from decodegap.diagnostics import Rows
 
-from decodegap.harness import checks as sharp_check
+from decodegap.harness import checks
 from decodegap.quant import paths as quant
 
 TOLERANCE = 0.1  # checks.verify_arm's default
-rows = Rows("check_power_cpu", ("path", "case", "ctx", "sharpen", "max_rel_err", "tolerance"))
+rows = Rows("check_sensitivity_cpu", ("path", "case", "ctx", "sharpen", "max_rel_err", "tolerance"))
 for path in ("bf16", "int4-tinygemm"):
-    model = sharp_check.calibration_model()
+    model = checks.calibration_model()
     if path != "bf16":
         quant.quantise_model_(model, path)
     for ctx in (64, 256):
         rows.add(path=path, case="as built", ctx=ctx, sharpen=1.0,
-                 max_rel_err=sharp_check.verify_arm(model, "lean", ctx, tol=1e9), tolerance=TOLERANCE)
-    with sharp_check.fault("rotary sign-flipped"):  # the lean side's rotary sign-flipped
-        flipped = sharp_check.verify_arm(model, "lean", 256, tol=1e9)
+                 max_rel_err=checks.verify_arm(model, "lean", ctx, tol=1e9), tolerance=TOLERANCE)
+    with checks.fault("rotary sign-flipped"):  # the lean side's rotary sign-flipped
+        flipped = checks.verify_arm(model, "lean", 256, tol=1e9)
     rows.add(path=path, case="rotary sign-flipped", ctx=256, sharpen=1.0, max_rel_err=flipped, tolerance=TOLERANCE)
 
 
-model = sharp_check.calibration_model()
-for factor in (1.0, sharp_check.SHARPEN):
-    for case in sharp_check.FAULTS:
-        with sharp_check.fault(case):
-            err = sharp_check.verify_arm_sharpened(model, "lean", 256, factor=factor, tol=1e9)
+model = checks.calibration_model()
+for factor in (1.0, checks.SHARPEN):
+    for case in checks.FAULTS:
+        with checks.fault(case):
+            err = checks.verify_arm_sharpened(model, "lean", 256, factor=factor, tol=1e9)
         rows.add(path="bf16", case=f"sharpened: {case}", ctx=256, sharpen=factor, max_rel_err=err,
-                 tolerance=sharp_check.SHARP_TOL)
+                 tolerance=checks.SHARP_TOL)
