@@ -47,6 +47,8 @@ carries on. Notebook 05 (cost) measures nothing.
                correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv, committed as
                data/diagnostics/sharp_noise_gpu.csv: the 06_check_power table)
     ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
+    confirm    notebook 06: python -m decodegap closing-the-gap --confirm (after ladder: each cell's chosen lever
+               beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these)
     batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
                batch 1 to 64: eager, graph and the lean levers at every batch, compile and lean_compile at batches
                1, 8 and 64, each cell checked against eager per sequence; then one profiled eager and lean step per
@@ -104,7 +106,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder batch size"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder confirm batch size"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -274,6 +276,9 @@ step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sen
 }
 step_ladder() {
   dg closing-the-gap --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
+}
+step_confirm() {  # notebook 06's winners confirmed, not selected: run after the ladder step
+  dg closing-the-gap --confirm --gpu "$GPU"
 }
 step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments.where_the_thesis_ends)
   dg where-the-thesis-ends --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}

@@ -117,6 +117,15 @@ def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
 
+    if args.confirm:  # the chosen levers and their runners-up again, after the selection (its own sweeps)
+        from decodegap.inputs import InputError
+
+        if args.levers or args.again or args.retry_errors:
+            raise InputError("--confirm times each cell's chosen lever beside its runner-up as the ladder stands; it "
+                             "takes none of --levers, --again, --retry-errors")
+        gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+        closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir)
+        return 0
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
@@ -411,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--again", action="store_true", help="measure and profile every cell again (with --levers: "
                      "those levers' cells), after a change to their kernels; the old rows stay as history and the "
                      "tables read the new ones")
+    lad.add_argument("--confirm", action="store_true", help="after the selection: time each cell's chosen lever "
+                     "beside its runner-up again, 3 fresh sessions, arm order alternated, numbered apart from the "
+                     "selection (experiments.closing_the_gap.confirm); the targets read only these rows")
     lad.set_defaults(func=cmd_closing_the_gap)
 
     sc = sub.add_parser("where-the-thesis-ends", aliases=["scope"],
