@@ -213,6 +213,9 @@ them."""
 PEER_CHECKS = {
     "vs_hf_eager": "the system's teacher-forced logits (its timed, compiled step) against the package's HF eager "
                    "step on the same weights and prompt (compare.logits_error, tol compare.VERIFY_TOL)",
+    "vs_own_eager": "gpt-fast int4's compiled step (the one timed) against its own eager step on the same model and "
+                    "prompt, teacher-forced (tol compare.VERIFY_TOL): the compiled int4 path is the model vs_bf16_layers "
+                    "judged",
     "vs_bf16_layers": "an int4 model against the bf16 model it was quantised from, every decoder layer fed the bf16 "
                       "layer's input (harness.quant_checks' metric), tol compare.MODEL_K_PASS x the null of the "
                       "format's rounding on the same weights and ctx (quant_checks.model_tolerance)",

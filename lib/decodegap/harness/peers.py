@@ -12,7 +12,8 @@ which rotates the pairs (i, i + head_dim/2), to gpt-fast's, which rotates the pa
 q.k are unchanged, so the attention is the same). Before any step is timed each cell is checked (records.PEER_CHECKS):
 gpt-fast bf16 and the package's levers against the HF eager step on the same prompt, teacher-forced
 (compare.VERIFY_TOL); each int4 model against the bf16 model it was quantised from, layer by layer
-(harness.quant_checks' metric and tolerance, the null measured in this run on the same weights and ctx).
+(harness.quant_checks' metric and tolerance, the null measured in this run on the same weights and ctx), and
+gpt-fast's compiled int4 step against its own eager step.
 
 What is timed for gpt-fast: the loop body of its generate.decode_n_tokens, one step of batch 1 at position ctx and
 on, after a prefill of ctx tokens: the forward `model(x, input_pos)` and the next token, compiled as its generate.py
@@ -59,6 +60,9 @@ the target cell (figures/06_ladder.csv, H200, llama-3.1-8b ctx 2048): bf16 `lean
 (4.200 ms), int4 `lean_attn_compile` with the package's int4 GEMV `int4-triton` (2.609 ms; int4-tinygemm on the same
 lever 3.212 ms). At ctx 16384 the ladder has no checked int4 cell; the same lever is the fastest timed there."""
 
+NULL_PATH = "int4-tinygemm"
+"""The path whose format's rounding sets the int4 checks' null (quant_checks.model_tolerance): the float-zero format
+of group size 128, which int4-triton (power.FORMAT_OF) and gpt-fast's int4 (tests/test_peers.py) share."""
 CHECK_CALLS = 6  # teacher-forced decode calls of a check (checks.verify_arm's default)
 SUPPORTED_TYPES = ("llama", "mistral")
 
@@ -460,9 +464,6 @@ def best_of(frame, system: str, quant_prefix: str) -> float:
     return float(rows["step_ms"].median()) if len(rows) else float("nan")
 
 
-def verify_tol() -> float:
-    return compare.VERIFY_TOL
-
 
 # ------------------------------------------------------------------------------------------------------------ a run
 
@@ -543,15 +544,16 @@ def measure(model_key: str, ctx: int, gpu: str | None = None, data=None, folder:
         tied = bool(spec.config.get("tie_word_embeddings"))
         ref = hf_reference(hf, ctx, seed)
         lever4 = PEER_LEVERS["int4"]
-        int4_reason = None
+        int4_reason = package4_reason = None  # why no int4 cell can run here; why the package's cannot
         if "int4" in quants:
             int4_reason = (None if cuda else "tinygemm's int4 kernel and the package's int4 GEMV need a CUDA device")
-            int4_reason = int4_reason or quant.unavailable_reason(lever4[1], device)
+            int4_reason = int4_reason or quant.unavailable_reason(NULL_PATH, device)
+            package4_reason = int4_reason or quant.unavailable_reason(lever4[1], device)
         hf_io = gf_io = None
         tol4 = null4 = float("nan")
         if "int4" in quants and int4_reason is None:
             hf_io = quant_checks.record_layers(hf, ctx, seed=seed)
-            tol4, null4, _ = quant_checks.model_tolerance(hf, lever4[1], ctx, hf_io, seed=seed)
+            tol4, null4, _ = quant_checks.model_tolerance(hf, NULL_PATH, ctx, hf_io, seed=seed)
             if gf is not None:
                 gf_io = record_blocks(gf, ctx, seed=seed, cache_len=cache_len)
 
@@ -559,14 +561,15 @@ def measure(model_key: str, ctx: int, gpu: str | None = None, data=None, folder:
         if "bf16" in quants:
             write(package_cell(hf, base, *PEER_LEVERS["bf16"], ctx, warmup, steps, seed))
         if "int4" in quants:
-            if int4_reason is not None:
-                write([status_row(base, "decodegap", *lever4, "unavailable", int4_reason)])
+            if package4_reason is not None:
+                write([status_row(base, "decodegap", *lever4, "unavailable", package4_reason)])
             else:
                 quant.quantise_model_(hf, lever4[1])
                 err = quant_checks.forced_layer_error(hf, ctx, hf_io, seed=seed)
                 hf_io = None
                 layers = check_row(base, "decodegap", *lever4, "vs_bf16_layers", err, tol4,
-                                   f"null {null4:.4f} ({lever4[1]}'s format on these weights, ctx {ctx}); "
+                                   f"null {null4:.4f} (the float-zero format's rounding, {NULL_PATH}'s, on these "
+                                   f"weights, ctx {ctx}); "
                                    "tol MODEL_K_PASS x null")
                 write(package_cell(hf, base, *lever4, ctx, warmup, steps, seed, first=[layers]))
         decode.release_compiled()
@@ -591,13 +594,14 @@ def measure(model_key: str, ctx: int, gpu: str | None = None, data=None, folder:
                 n = quantise_gpt_fast_(gf, gf_quantize)
                 err = forced_block_error(gf, ctx, gf_io, seed=seed, cache_len=cache_len)
                 gf_io = None
+                own = gpt_fast_logits(gf, ctx, seed=seed, cache_len=cache_len)  # eager: the compiled step's reference
                 layers = check_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "vs_bf16_layers", err, tol4,
                                    f"its {n} linears (the output layer's outside the check) at group size "
                                    f"{GPT_FAST_GROUP_SIZE}, against gpt-fast bf16; tol from the null {null4:.4f} of "
                                    "the same float-zero format on the HF model's layers (same weights, ctx)")
                 write(gpt_fast_cell(gf, base, "int4-gpt-fast", ctx, warmup, steps, seed, cache_len, cuda,
                                     note + "; int4: its group_quantize_tensor and WeightOnlyInt4Linear (tinygemm)",
-                                    first=[layers]))
+                                    ref=own, first=[layers], check="vs_own_eager"))
     return run_id
 
 
@@ -622,9 +626,11 @@ def package_cell(hf, base: dict, arm: str, quant: str, ctx: int, warmup: int, st
 
 
 def gpt_fast_cell(gf, base: dict, quant: str, ctx: int, warmup: int, steps: int, seed: int, cache_len: int,
-                  cuda: bool, note: str, ref: list | None = None, first: list | None = None) -> list[dict]:
-    """The rows of gpt-fast's compiled step on `gf`: `first` (checks made before), with `ref` its vs_hf_eager check
-    through the compiled step that is then timed, and, every check passed, its timed steps. On a CPU the check runs
+                  cuda: bool, note: str, ref: list | None = None, first: list | None = None,
+                  check: str = "vs_hf_eager") -> list[dict]:
+    """The rows of gpt-fast's compiled step on `gf`: `first` (checks made before), with `ref` its `check` (the
+    reference's teacher-forced logits: HF eager's, or for int4 its own eager step's, vs_own_eager) through the
+    compiled step that is then timed, and, every check passed, its timed steps. On a CPU the check runs
     its step eagerly and the timing is `unavailable` (reduce-overhead is CUDA graphs: a CPU would time something
     else)."""
     rows = list(first or [])
@@ -632,9 +638,11 @@ def gpt_fast_cell(gf, base: dict, quant: str, ctx: int, warmup: int, steps: int,
     if ref is not None:
         got = gpt_fast_logits(gf, ctx, compiled, seed=seed, cache_len=cache_len)
         err = compare.logits_error(got, ref)
-        rows.append(check_row(base, "gpt-fast", GPT_FAST_ARM, quant, "vs_hf_eager", err, compare.VERIFY_TOL,
-                              "teacher-forced, its " + ("compiled" if cuda else "eager (CPU)") + " step against the "
-                              "HF eager step on the same weights and prompt"))
+        against = ("the HF eager step on the same weights and prompt" if check == "vs_hf_eager" else
+                   "its own eager step (the model the layer check judged), same prompt")
+        rows.append(check_row(base, "gpt-fast", GPT_FAST_ARM, quant, check, err, compare.VERIFY_TOL,
+                              "teacher-forced, its " + ("compiled" if cuda else "eager (CPU)") + " step against "
+                              + against))
     if not all(r["status"] == "ok" for r in rows):
         return rows
     if not cuda:
