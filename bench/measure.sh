@@ -56,6 +56,10 @@ carries on. Notebook 05 (cost) measures nothing.
     size       notebook 07: python -m decodegap where-the-thesis-ends --axis size (the Qwen2.5 family, 0.5B to
                32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at
                ctx 2048; then the profiled steps)
+    peers      notebook 06: gpt-fast (pytorch-labs, pinned commit) fetched into .peers/gpt-fast by
+               bench/fetch_gpt_fast.sh (or copied there), then bench/peer_gpt_fast.py: its compiled decode, bf16 and
+               int4, beside the package's best levers in one process, llama-3.1-8b at ctx 2048 and 16384, every
+               cell checked first (peers.csv; a (model, ctx) measured already is skipped unless PEERS_AGAIN=1)
 
 Options, as environment variables (all optional):
   What is measured
@@ -81,6 +85,7 @@ Options, as environment variables (all optional):
                        flash-attn is built)
     ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds
     LADDER_AGAIN=1     the ladder step measures and profiles its cells again (the old rows kept as history)
+    PEERS_AGAIN=1      the peers step measures its contexts again (a new run beside the old rows)
     QUANT_AGAIN        quantisation paths: the quant step, in place of its sweep, measures these paths' cells
                        again (python -m decodegap measure --again --quant PATH --sessions 1 over MODELS and
                        CONTEXTS), each session writing its null, format, layer and model checks before it times;
@@ -106,7 +111,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder confirm batch size"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder confirm batch size peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -285,6 +290,15 @@ step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments
 }
 step_size() {  # notebook 07's model-size axis, then its profiled steps
   dg where-the-thesis-ends --axis size --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+}
+step_peers() {  # notebook 06's peer: gpt-fast's compiled decode beside the package's levers, one run a context
+  bash bench/fetch_gpt_fast.sh || return 1
+  local ctx
+  for ctx in 2048 16384; do
+    bounded python3 bench/peer_gpt_fast.py --gpu "$GPU" --data "$DATA" --model llama-3.1-8b --ctx $ctx \
+      ${PEERS_AGAIN:+--again}
+    save
+  done
 }
 
 ( while sleep 20; do save; done ) & SAVER=$!

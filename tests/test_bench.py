@@ -55,7 +55,7 @@ def test_every_script_that_writes_committed_rows_is_run_by_a_measure_sh_step():
 def test_measure_sh_is_the_one_entry_point_the_other_shell_scripts_serve_it():
     code = _measure_sh_code()
     others = sorted(p.name for p in BENCH.glob("*.sh") if p.name != "measure.sh")
-    assert others == ["build_flash_attn.sh", "build_marlin.sh", "gpu_env.sh"]
+    assert others == ["build_flash_attn.sh", "build_marlin.sh", "fetch_gpt_fast.sh", "gpu_env.sh"]
     for name in others:
         assert re.search(rf"(bash|source) bench/{re.escape(name)}\b", code), f"measure.sh does not use {name}"
 
@@ -85,14 +85,14 @@ def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
     assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "quant_power",
-                     "marlin_prefill", "gemv", "fused", "check_sensitivity", "ladder", "confirm", "batch", "size"]
+                     "marlin_prefill", "gemv", "fused", "check_sensitivity", "ladder", "confirm", "batch", "size", "peers"]
     rows = re.findall(r"^\| `([a-z_]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
                           "attention_step": "03", "quant": "04", "quant_power": "04", "marlin_prefill": "04",
                           "gemv": "04", "fused": "06",
                           "check_sensitivity": "06", "ladder": "06", "confirm": "06", "batch": "07",
-                          "size": "07"}
+                          "size": "07", "peers": "06"}
     for path in sorted(BENCH.iterdir()):
         if path.name != "README.md" and path.suffix in (".sh", ".py"):
             assert f"`{path.name}`" in readme, f"bench/README.md does not say what {path.name} is"

@@ -177,6 +177,8 @@ ENV_FIELDS = frozenset({
     "plan", "gpu_state_before", "quant_weights", "quant_kernel", "sessions",
     # experiments: the A/B sweep's phases, the attention microbenchmark's order
     "ab_sweep", "attention_order",
+    # harness.peers.measure: the peer's repository, commit and the sha256 of its files imported
+    "peer_source",
 })
 """Every field code writes into an env.json entry (update_env refuses any other): an entry holding a field not
 listed here was not written by this package (tests/test_provenance.py reads the shipped env.json against it). A

@@ -191,6 +191,37 @@ QUANT_LAYERS = Schema(
 """Per-layer correctness of each quantisation path on a model's real shapes: the quantised layer's output
 against x @ W_dequantised^T (quant.check_linear). `quant` is the concrete path key (awq-marlin / awq-triton)."""
 
+PEERS = Schema(
+    experiment="peers",
+    columns=(("run_id", "str"), ("session", "int"), ("gpu", "str"), ("model", "str"), ("ctx", "int"),
+             ("system", "str"), ("arm", "str"), ("quant", "str"), ("check", "str"), ("step", "int"),
+             ("step_ms", "float"), ("max_rel_err", "float"), ("tol", "float"), ("status", "str"), ("reason", "str")),
+    key=("session", "gpu", "model", "ctx", "system", "arm", "quant"),
+    nan_when_empty=("step", "step_ms", "max_rel_err", "tol"),
+    times=("step_ms",),
+    row_id=("check", "step"),
+)
+"""A peer's compiled decode timed beside the package's best levers in one process (harness.peers,
+bench/peer_gpt_fast.py): `system` gpt-fast or decodegap, `arm` what ran (gpt-fast's `compiled_decode`, or the
+package's lever), `quant` bf16 or the int4 path. A cell's rows: its `check` rows first (`check` names what was
+compared, PEER_CHECKS; step and step_ms empty, status ok or error by max_rel_err against tol, NaN failing), then its
+warm-up rows (`warmup`) and timed steps (`ok`), each with `check` `-`, its step and step_ms, max_rel_err and tol
+empty; a cell that cannot run is one `unavailable` or `error` row (check `-`) with the reason. Empty step and
+step_ms are allowed by the schema for the check rows only: harness.peers.check_frame refuses a step row without
+them."""
+
+PEER_CHECKS = {
+    "vs_hf_eager": "the system's teacher-forced logits (its timed, compiled step) against the package's HF eager "
+                   "step on the same weights and prompt (compare.logits_error, tol compare.VERIFY_TOL)",
+    "vs_own_eager": "gpt-fast int4's compiled step (the one timed) against its own eager step on the same model and "
+                    "prompt, teacher-forced (tol compare.VERIFY_TOL): the compiled int4 path is the model vs_bf16_layers "
+                    "judged",
+    "vs_bf16_layers": "an int4 model against the bf16 model it was quantised from, every decoder layer fed the bf16 "
+                      "layer's input (harness.quant_checks' metric), tol compare.MODEL_K_PASS x the null of the "
+                      "format's rounding on the same weights and ctx (quant_checks.model_tolerance)",
+}
+"""The `check` column of peers.csv (`-` on the rows of a step)."""
+
 AB = replace(DECODE, experiment="ab")
 """Notebook 02's A/B sweep (eager, graph, compile), measured in one run by experiments.cuda_graphs_ab.measure: the
 rows of a decode step, kept apart from decode.csv so that its sessions are those of one run."""
@@ -221,7 +252,7 @@ _SUPERSEDED = {name + SYNTHESISED: replace(schema, experiment=name + SYNTHESISED
 _SUPERSEDED["verify" + SYNTHESISED] = replace(VERIFY, experiment="verify" + SYNTHESISED)
 
 SCHEMAS = {s.experiment: s for s in (DECODE, AB, AB_WHOLE_MODEL, LEAN_COMPILED_SLICED_CACHE, BANDWIDTH, KERNELS,
-                                     BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS, *_SUPERSEDED.values())}
+                                     BREAKDOWN, VERIFY, ATTENTION, QUANT_LAYERS, PEERS, *_SUPERSEDED.values())}
 
 
 def schema_for(experiment: str) -> Schema:
