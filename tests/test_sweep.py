@@ -447,6 +447,7 @@ def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path
     assert [c.arm for c in retried] == ["lean_compile"]
 
 
+@pytest.mark.slow  # quantises and profiles a model: seconds
 def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_run(data_dir):
     """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
     profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
@@ -464,6 +465,7 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
         assert sorted(r["quant"] for r in csv.DictReader(fh)) == ["awq-triton", "int4-tinygemm"]
 
 
+@pytest.mark.slow  # quantises and profiles a model: seconds
 def test_kernel_profiles_build_no_model_whose_steps_are_all_profiled(data_dir, monkeypatch):
     """A second record_kernels over the same steps builds no model and writes no row; one more context builds the
     model once more and profiles that context alone (the unavailable rows of a CPU count as profiled)."""
