@@ -322,6 +322,7 @@ def test_cli_unknown_model(data_dir, tmp_path):
     assert not (data_dir / "raw").exists()  # refused before any session started
 
 
+@pytest.mark.slow  # a fresh process of the command line
 def test_cli_gpus_lists_the_registry(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "gpus", cwd=tmp_path / "elsewhere")
     assert out.returncode == 0
