@@ -20,7 +20,7 @@ def _tree_digest(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def small_data(tmp_path_factory) -> Path:
     """A whole copy of data/, its largest CSV cut to its first rows (every row still whole and valid)."""
     out = tmp_path_factory.mktemp("small") / "data"

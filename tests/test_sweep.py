@@ -40,7 +40,7 @@ def make_data(out: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def swept(tmp_path_factory):
     """One sweep of PLAN (two fresh session processes); tests that change files work on a copy."""
     data = make_data(tmp_path_factory.mktemp("swept") / "data")
