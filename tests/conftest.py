@@ -77,12 +77,28 @@ def pytest_collection_modifyitems(config, items):
             shared = [name for name in SHARED_FIXTURES if name in item.fixturenames]
             if shared:
                 item.add_marker(pytest.mark.xdist_group(shared[0]))
+                _group_suffix(item, shared[0], config)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run `pytest -m gpu` on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _group_suffix(item, group: str, config) -> None:
+    """Give `item` the nodeid suffix `@group` by which xdist's loadgroup schedules a group on one worker. xdist 3.8
+    sets it through `item._nodeid`, which pytest 9 no longer reads (its nodeid is `item._id`, a NodeId), so without
+    this every group was split over the workers and each built its expensive fixture again. Only on a worker of
+    --dist loadgroup, and only where the nodeid is a NodeId (older pytest: xdist's own suffix works)."""
+    if not getattr(config.option, "loadgroup", False) or not hasattr(item, "_id") or "@" in item.nodeid:
+        return
+    from _pytest.nodeid import NodeId
+
+    old = item._id
+    new = NodeId(path=old.path, names=old.names, params=old.params)
+    object.__setattr__(new, "_str_cache", f"{old}@{group}")  # the same node; only its printed id carries the group
+    item._id = new
 
 
 # The CPU tests run tiny models whose every op takes microseconds: a second intra-op thread only adds its

@@ -111,7 +111,7 @@ def test_one_row_kernels_are_unavailable_above_batch_one_naming_the_arm_measured
 
 # --- one sweep of three batches in fresh processes ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def swept(tmp_path_factory):
     from test_sweep import make_data
 

@@ -111,6 +111,7 @@ def test_one_sweep_prefers_a_checked_sweep_over_an_unchecked_one():
     assert set(kept.loc[kept["status"] == "ok", "run_id"]) == {"A"}
 
 
+@pytest.mark.slow  # every reader over every shipped row
 def test_the_shipped_readers_count_no_unchecked_cell():
     """Every experiment's selected rows: no timed row lacks a passing check of its own run."""
     from decodegap import paths

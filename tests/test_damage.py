@@ -20,7 +20,7 @@ def _tree_digest(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def small_data(tmp_path_factory) -> Path:
     """A whole copy of data/, its largest CSV cut to its first rows (every row still whole and valid)."""
     out = tmp_path_factory.mktemp("small") / "data"
@@ -71,7 +71,15 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(DAMAGE))
+FAST_CASES = ("env.json invalid", "env.json []")
+"""The damage cases the fast tier runs (each other case copies and reads the data folder for seconds: slow)."""
+
+
+def _cases(names):
+    return [pytest.param(c, marks=() if c in FAST_CASES else pytest.mark.slow) for c in names]
+
+
+@pytest.mark.parametrize("case", _cases(sorted(DAMAGE)))
 def test_damaged_data_is_refused_before_anything_is_written(case, copy, tmp_path, no_notebook, capsys):
     rel, damage, message = DAMAGE[case]
     damage(copy / rel)
@@ -90,7 +98,8 @@ def test_damaged_data_is_refused_before_anything_is_written(case, copy, tmp_path
     assert not (copy.parent / "figures").exists()  # nor the default folder beside the data
 
 
-@pytest.mark.parametrize("case", ["bandwidth.csv header only", "env.json {}", "env.json []", "decode.csv truncated"])
+@pytest.mark.parametrize("case", _cases(["bandwidth.csv header only", "env.json {}", "env.json []",
+                                            "decode.csv truncated"]))
 def test_check_reports_the_same_damage(case, copy, capsys):
     rel, damage, message = DAMAGE[case]
     damage(copy / rel)
@@ -100,6 +109,7 @@ def test_check_reports_the_same_damage(case, copy, capsys):
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.slow  # validates every shipped file
 def test_the_shipped_data_is_whole():
     assert validate.file_problems(paths.DATA) == []
 

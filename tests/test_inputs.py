@@ -48,6 +48,7 @@ def test_a_misspelled_arm_leaves_the_repository_untouched(tmp_path):
     assert _git_status("data", "figures") == before  # no row in decode.csv, no env.json entry
 
 
+@pytest.mark.slow  # fresh processes of the command line
 def test_a_misspelled_lever_leaves_the_repository_untouched(tmp_path):
     before = _git_status("data", "figures")
     err = _one_line_error(cli("ladder", "--gpu", "h200", "--levers", "lean_fused_grpah", cwd=tmp_path))
@@ -143,6 +144,7 @@ def test_sweep_plan_refuses_misspelled_keys():
     assert sweep.SweepPlan(**good, quant="awq").quant == "awq"  # an alias is a key too
 
 
+@pytest.mark.slow  # fresh processes of the command line
 def test_check_on_a_missing_or_empty_data_folder_is_an_error(tmp_path):
     err = _one_line_error(cli("check", "--data-dir", str(tmp_path / "nonexistent"), cwd=tmp_path))
     assert "does not exist" in err

@@ -5,6 +5,7 @@ from its own stage and the stages listed before it, and no modules import each o
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 import pytest
@@ -13,6 +14,14 @@ import decodegap
 from decodegap import paths
 
 PACKAGE = paths.REPO / "lib" / "decodegap"
+
+pytestmark = pytest.mark.xdist_group("layout")  # on one worker, which parses the tree once (_parse)
+
+
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """ast.parse, once per source text for the whole module's tests (the trees are only read)."""
+    return ast.parse(source)
 
 
 def _tree() -> set[str]:
@@ -73,7 +82,7 @@ def _imports() -> dict[str, set[str]]:
     out = {}
     for name in sorted(tree):
         found = set()
-        for node in ast.walk(ast.parse((PACKAGE / f"{name}.py").read_text())):
+        for node in ast.walk(_parse((PACKAGE / f"{name}.py").read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{name}: a relative import; import decodegap.... by its whole name"
                 if (node.module or "").split(".")[0] == "decodegap":
@@ -141,7 +150,7 @@ def _unused_imports(source: str) -> list[str]:
     callers should import it where it is defined) or a dead import. An import for its side effect says so:
     `# noqa: F401  (why)` on its line."""
     lines = source.splitlines()
-    tree = ast.parse(source)
+    tree = _parse(source)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     out = []
     for node in ast.walk(tree):
@@ -187,7 +196,7 @@ def _function_lengths(root, files) -> dict[str, int]:
     """'file:function' -> the lines it spans, for every function (nested ones too) of `files` under `root`."""
     out = {}
     for path in files:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 out[f"{path.relative_to(root)}:{node.name}"] = node.end_lineno - node.lineno + 1
     return out

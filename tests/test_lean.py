@@ -141,6 +141,7 @@ def _four_layer(key, quantised=False):
     return model
 
 
+@pytest.mark.slow  # a torch.compile trace
 @pytest.mark.parametrize("quantised", [False, True])
 def test_compiled_lean_step_traces_one_layer_and_reuses_it(quantised):
     """The compiled lean arms mark LeanLayer.forward a nested compile region (as the HF compile arm marks HF's
@@ -258,6 +259,7 @@ def test_a_quantised_layer_the_lean_decoder_cannot_read_is_refused():
         lean.LeanDecoder(model, 8)
 
 
+@pytest.mark.slow  # a torch.compile trace
 @needs_cpu_int4
 def test_the_int4_lean_decoder_traces_as_one_graph_and_runs_in_the_harness():
     """torch.compile(fullgraph=True) of the int4 lean step (the lean_compile arm's, here with the eager

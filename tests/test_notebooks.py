@@ -20,7 +20,7 @@ def _run(stem, tmp_path, **params):
     return notebooks.run(nb, params, out_dir=tmp_path / "executed")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def replayed(tmp_path_factory):
     """Every numbered notebook replayed on a copy of the shipped data into a private figures folder."""
     tmp = tmp_path_factory.mktemp("replay")

@@ -72,6 +72,7 @@ def test_check_names_a_broken_env_json(data_dir, tmp_path, capsys):
     assert cli.main(["--data-dir", str(data_dir), "check", "--no-provenance"]) == 0
 
 
+@pytest.mark.slow  # a finding over every shipped run
 def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
     reports = {r["reader"]: r for r in checked.provenance_report(paths.DATA)}
     ab = reports["02_cuda_graphs_ab"]
@@ -90,6 +91,7 @@ def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
         checked.provenance_lines([one])
 
 
+@pytest.mark.slow  # a finding over every shipped run
 def test_the_readme_facts_about_runs_hold_against_env_json():
     env = hardware.load_env(paths.DATA)
     text = " ".join(README.read_text().split())

@@ -40,7 +40,7 @@ def make_data(out: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def swept(tmp_path_factory):
     """One sweep of PLAN (two fresh session processes); tests that change files work on a copy."""
     data = make_data(tmp_path_factory.mktemp("swept") / "data")
@@ -322,6 +322,7 @@ def test_cli_unknown_model(data_dir, tmp_path):
     assert not (data_dir / "raw").exists()  # refused before any session started
 
 
+@pytest.mark.slow  # a fresh process of the command line
 def test_cli_gpus_lists_the_registry(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "gpus", cwd=tmp_path / "elsewhere")
     assert out.returncode == 0
@@ -447,6 +448,7 @@ def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path
     assert [c.arm for c in retried] == ["lean_compile"]
 
 
+@pytest.mark.slow  # quantises and profiles a model: seconds
 def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_run(data_dir):
     """record_kernels with an int4 path quantises the model (tinygemm runs on the CPU) and keys its rows by the path;
     profiling itself needs CUDA, so every row is `unavailable` with that reason. A path that cannot run here at all
@@ -464,6 +466,7 @@ def test_kernel_profiles_of_a_quantised_model_record_its_path_or_why_it_cannot_r
         assert sorted(r["quant"] for r in csv.DictReader(fh)) == ["awq-triton", "int4-tinygemm"]
 
 
+@pytest.mark.slow  # quantises and profiles a model: seconds
 def test_kernel_profiles_build_no_model_whose_steps_are_all_profiled(data_dir, monkeypatch):
     """A second record_kernels over the same steps builds no model and writes no row; one more context builds the
     model once more and profiles that context alone (the unavailable rows of a CPU count as profiled)."""

@@ -136,8 +136,9 @@ def cli(*args, cwd):
 
 
 @pytest.mark.parametrize("batches, why", [("0", "batch 0 is not a whole number of sequences"),
-                                          ("two", "--batches takes comma-separated whole numbers of sequences"),
-                                          ("2,2", "repeat")])
+                                          pytest.param("two", "--batches takes comma-separated whole numbers of "
+                                                       "sequences", marks=pytest.mark.slow),  # a fresh process each
+                                          pytest.param("2,2", "repeat", marks=pytest.mark.slow)])
 def test_scope_refuses_a_bad_batch_before_anything_is_written(data_dir, tmp_path, batches, why):
     out = cli("--data-dir", str(data_dir), "scope", "--axis", "batch", "--gpu", "cpu-test", "--device", "cpu",
               "--models", "llama-tiny", "--contexts", "16", "--batches", batches, cwd=tmp_path / "elsewhere")
@@ -145,6 +146,7 @@ def test_scope_refuses_a_bad_batch_before_anything_is_written(data_dir, tmp_path
     assert not (data_dir / "raw").exists()
 
 
+@pytest.mark.slow  # a fresh process
 def test_scope_refuses_an_unknown_axis(data_dir, tmp_path):
     out = cli("--data-dir", str(data_dir), "scope", "--axis", "width", "--gpu", "cpu-test", "--device", "cpu",
               cwd=tmp_path / "elsewhere")
