@@ -58,6 +58,7 @@ harness: measuring
   harness/runs              run ids and their env.json entries
   harness/sweep             sweeps of fresh session processes, resumable
   harness/profile           the kernel profile of a decode step (notebooks 02, 04, 06)
+  harness/peers             gpt-fast's compiled decode beside the package's levers, same weights, checked first
 analysis: each notebook's tables and findings, from frames
   analysis/cuda_graphs_ab   02: speed-ups with CIs, the decomposition of a step
   analysis/attention_backends  03: the per-layer backends and the whole step
@@ -67,7 +68,8 @@ analysis: each notebook's tables and findings, from frames
   analysis/cost             05: $/Mtok of every configuration
   analysis/profiles         04 and 06: a profiled step by kernel category and by product
   analysis/closing_the_gap  06: the ladder and where the time goes
-  analysis/closing_the_gap_targets  06: the ladder against its targets
+  analysis/closing_the_gap_confirmation  06: each chosen lever timed again beside its runner-up
+  analysis/closing_the_gap_targets  06: the ladder's confirmed levers against its targets
   analysis/check_sensitivity  06: the decode check's faults against correct arms
   analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points
 experiments: one per notebook (plan, measure, rows, tables, findings)

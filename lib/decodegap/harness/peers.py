@@ -557,52 +557,71 @@ def measure(model_key: str, ctx: int, gpu: str | None = None, data=None, folder:
             if gf is not None:
                 gf_io = record_blocks(gf, ctx, seed=seed, cache_len=cache_len)
 
-        # the package's levers first
-        if "bf16" in quants:
-            write(package_cell(hf, base, *PEER_LEVERS["bf16"], ctx, warmup, steps, seed))
-        if "int4" in quants:
-            if package4_reason is not None:
-                write([status_row(base, "decodegap", *lever4, "unavailable", package4_reason)])
-            else:
-                quant.quantise_model_(hf, lever4[1])
-                err = quant_checks.forced_layer_error(hf, ctx, hf_io, seed=seed)
-                hf_io = None
-                layers = check_row(base, "decodegap", *lever4, "vs_bf16_layers", err, tol4,
-                                   f"null {null4:.4f} (the float-zero format's rounding, {NULL_PATH}'s, on these "
-                                   f"weights, ctx {ctx}); "
-                                   "tol MODEL_K_PASS x null")
-                write(package_cell(hf, base, *lever4, ctx, warmup, steps, seed, first=[layers]))
+        hf_io = _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason, hf_io, tol4, null4,
+                                write)
         decode.release_compiled()
         del hf
         if cuda:
             torch.cuda.empty_cache()
-
-        # then gpt-fast
-        note = ("the step: its forward and the argmax, compiled as its decode_one_token (reduce-overhead, fullgraph), "
-                "its inductor settings, math SDPA" + ("; tied embeddings copied into its output layer" if tied else ""))
-        if "bf16" in quants:
-            if gf is None:
-                write([status_row(base, "gpt-fast", GPT_FAST_ARM, "bf16", "unavailable", peer_reason)])
-            else:
-                write(gpt_fast_cell(gf, base, "bf16", ctx, warmup, steps, seed, cache_len, cuda, note, ref=ref))
-        if "int4" in quants:
-            reason = peer_reason or int4_reason
-            if reason is not None:
-                write([status_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "unavailable", reason)])
-            else:
-                torch._dynamo.reset()  # the bf16 step's compiled graphs and CUDA graphs go; the int4 model compiles anew
-                n = quantise_gpt_fast_(gf, gf_quantize)
-                err = forced_block_error(gf, ctx, gf_io, seed=seed, cache_len=cache_len)
-                gf_io = None
-                own = gpt_fast_logits(gf, ctx, seed=seed, cache_len=cache_len)  # eager: the compiled step's reference
-                layers = check_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "vs_bf16_layers", err, tol4,
-                                   f"its {n} linears (the output layer's outside the check) at group size "
-                                   f"{GPT_FAST_GROUP_SIZE}, against gpt-fast bf16; tol from the null {null4:.4f} of "
-                                   "the same float-zero format on the HF model's layers (same weights, ctx)")
-                write(gpt_fast_cell(gf, base, "int4-gpt-fast", ctx, warmup, steps, seed, cache_len, cuda,
-                                    note + "; int4: its group_quantize_tensor and WeightOnlyInt4Linear (tinygemm)",
-                                    ref=own, first=[layers], check="vs_own_eager"))
+        _gpt_fast_cells(gf, gf_quantize, base, ctx, warmup, steps, seed, quants, cache_len, cuda, tied, ref,
+                        peer_reason, int4_reason, gf_io, tol4, null4, write)
     return run_id
+
+
+def _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason, hf_io, tol4, null4, write):
+    """measure's first half: the package's bf16 lever, then its int4 lever (the HF model quantised in place,
+    checked layer by layer against its bf16 layers `hf_io` within `tol4`); returns what is left of hf_io (None)."""
+    from decodegap.harness import quant_checks
+    from decodegap.quant import paths as quant
+
+    lever4 = PEER_LEVERS["int4"]
+    if "bf16" in quants:
+        write(package_cell(hf, base, *PEER_LEVERS["bf16"], ctx, warmup, steps, seed))
+    if "int4" in quants:
+        if package4_reason is not None:
+            write([status_row(base, "decodegap", *lever4, "unavailable", package4_reason)])
+        else:
+            quant.quantise_model_(hf, lever4[1])
+            err = quant_checks.forced_layer_error(hf, ctx, hf_io, seed=seed)
+            hf_io = None
+            layers = check_row(base, "decodegap", *lever4, "vs_bf16_layers", err, tol4,
+                               f"null {null4:.4f} (the float-zero format's rounding, {NULL_PATH}'s, on these "
+                               f"weights, ctx {ctx}); "
+                               "tol MODEL_K_PASS x null")
+            write(package_cell(hf, base, *lever4, ctx, warmup, steps, seed, first=[layers]))
+    return hf_io
+
+
+def _gpt_fast_cells(gf, gf_quantize, base, ctx, warmup, steps, seed, quants, cache_len, cuda, tied, ref, peer_reason,
+                    int4_reason, gf_io, tol4, null4, write):
+    """measure's second half: gpt-fast bf16 (checked against HF eager `ref`), then int4 (quantised in place, checked
+    layer by layer against its bf16 blocks `gf_io` within `tol4`, and its compiled step against its eager one)."""
+    import torch
+
+    note = ("the step: its forward and the argmax, compiled as its decode_one_token (reduce-overhead, fullgraph), "
+            "its inductor settings, math SDPA" + ("; tied embeddings copied into its output layer" if tied else ""))
+    if "bf16" in quants:
+        if gf is None:
+            write([status_row(base, "gpt-fast", GPT_FAST_ARM, "bf16", "unavailable", peer_reason)])
+        else:
+            write(gpt_fast_cell(gf, base, "bf16", ctx, warmup, steps, seed, cache_len, cuda, note, ref=ref))
+    if "int4" in quants:
+        reason = peer_reason or int4_reason
+        if reason is not None:
+            write([status_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "unavailable", reason)])
+        else:
+            torch._dynamo.reset()  # the bf16 step's compiled graphs and CUDA graphs go; the int4 model compiles anew
+            n = quantise_gpt_fast_(gf, gf_quantize)
+            err = forced_block_error(gf, ctx, gf_io, seed=seed, cache_len=cache_len)
+            gf_io = None
+            own = gpt_fast_logits(gf, ctx, seed=seed, cache_len=cache_len)  # eager: the compiled step's reference
+            layers = check_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "vs_bf16_layers", err, tol4,
+                               f"its {n} linears (the output layer's outside the check) at group size "
+                               f"{GPT_FAST_GROUP_SIZE}, against gpt-fast bf16; tol from the null {null4:.4f} of "
+                               "the same float-zero format on the HF model's layers (same weights, ctx)")
+            write(gpt_fast_cell(gf, base, "int4-gpt-fast", ctx, warmup, steps, seed, cache_len, cuda,
+                                note + "; int4: its group_quantize_tensor and WeightOnlyInt4Linear (tinygemm)",
+                                ref=own, first=[layers], check="vs_own_eager"))
 
 
 def package_cell(hf, base: dict, arm: str, quant: str, ctx: int, warmup: int, steps: int, seed: int,
