@@ -3,7 +3,7 @@ the run and cell that timed them (verify.csv), for every reader that selects tim
 
 A timed row (status `ok` or `warmup`) of a cell (gpu, model, ctx, arm, attn, quant) is *checked* when its run
 holds, for that cell:
-- a passing `vs_eager` check (the arm's logits against eager HF's: harness.sweep._check), unless the cell is the
+- a passing `vs_eager` check (the arm's logits against eager HF's: harness.verification.check_cell), unless the cell is the
   reference itself, arm `eager` with SDPA's default attention (REFERENCE_ARM, REFERENCE_ATTN);
 - and, for a quantised cell (quant other than bf16), the checks of the current rule in its own run
   (`quantised_checks`, the one definition every reader uses): its format check of every layer and its layer checks
@@ -62,7 +62,7 @@ checks but lacks one of them; the run has none (measured before in-run layer che
 UNDER_EARLIER_RULE = "unchecked under the current rule"
 """How a quantised cell measured before in-run layer checks is labelled (its note begins with it)."""
 IN_RUN_CHECKS = ("format", "layer", "vs_bf16_null")
-"""Checks a quantised sweep's session writes only since in-run layer checks (harness.sweep._quantise_checked): a run
+"""Checks a quantised sweep's session writes only since in-run layer checks (harness.session._quantise_checked): a run
 with none of them was checked under an earlier rule."""
 
 

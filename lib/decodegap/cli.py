@@ -179,10 +179,10 @@ def cmd_attention(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from decodegap.harness import sweep
+    from decodegap.harness import session, sweep
 
     plan = sweep.SweepPlan.from_json(args.plan)
-    sweep.run_session(plan, args.session, args.run_id, args.data_dir)
+    session.run_session(plan, args.session, args.run_id, args.data_dir)
     return 0
 
 
