@@ -85,6 +85,7 @@ claims: the claims table (figures/claims.md)
   claims/evidence           what it reads from each experiment
   claims/rules              every rule as data, fixed before the rows
   claims/provenance         which runs each rule reads, and whether the rule was fixed after them
+  claims/run_provenance     the runs behind each experiment's counted rows and each raw file's, from env.json
   claims/remeasure          from each rule to the notebook, command and GPU time that re-measure its rows
   claims/verdicts           the verdicts and their rules
   claims/thesis             rows of the paper's thesis
