@@ -9,7 +9,7 @@ import pytest
 from decodegap import notebooks, paths, published, records
 from decodegap.analysis import attention_backends as attention_report
 from decodegap.experiments import attention_backends as attention_experiment
-from decodegap.harness import attention, checks, decode, models, sweep
+from decodegap.harness import attention, checks, decode, models, session, sweep
 from decodegap.harness import hf_attention
 
 SHAPES = {key: attention.Shape.from_config(key, models.load_spec(key).config)
@@ -267,7 +267,7 @@ def test_measure_cell_records_a_refused_forced_backend_as_unavailable(data_dir, 
     monkeypatch.setattr(decode, "run_arm", refuse)
     plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager",),
                            attn="sdpa_flash", device="cpu", verify=False)
-    rows = sweep.measure_cell(plan, None, sweep.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
+    rows = session.measure_cell(plan, None, sweep.Cell("llama-tiny", 16, "eager", "sdpa_flash"), "r", 1, data_dir)
     assert rows[0]["status"] == "unavailable" and "FLASH takes no explicit attention mask" in rows[0]["reason"]
 
 

@@ -15,7 +15,7 @@ import torch
 
 from decodegap import arms, inputs, paths, prompts, records, selection
 from decodegap.compare import max_relative_error
-from decodegap.harness import checks, decode, models, sweep
+from decodegap.harness import checks, decode, models, session, sweep, verification
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "hf_default", "lean",
                        "lean_kernels"), batches=(1, 2, 4), sessions=1, steps=3, warmup=1, device="cpu")
@@ -70,8 +70,8 @@ def test_each_sequence_is_compared_with_its_own_reference():
     errors = checks.sequence_errors(got, ref)
     assert errors == [0.0, 0.0, 0.25]
     assert checks.worst(errors) == 0.25 and checks.worst([0.0, float("nan")]) != checks.worst([0.0, float("nan")])
-    assert sweep.sequences_reason(errors) == "each of 3 sequences against eager's; the worst is sequence 2"
-    assert sweep.sequences_reason([0.01]) == ""  # a batch-1 check's row as it always was
+    assert verification.sequences_reason(errors) == "each of 3 sequences against eager's; the worst is sequence 2"
+    assert verification.sequences_reason([0.01]) == ""  # a batch-1 check's row as it always was
 
 
 def test_a_wrong_sequence_fails_the_cell(tiny_model, data_dir, monkeypatch):
@@ -86,7 +86,7 @@ def test_a_wrong_sequence_fails_the_cell(tiny_model, data_dir, monkeypatch):
 
     monkeypatch.setattr(checks, "teacher_forced_logits", third_wrong)
     cell = sweep.Cell("llama-tiny", 16, "lean", batch=4)
-    rows = sweep.measure_cell(PLAN, tiny_model, cell, "rid", 0, data_dir)
+    rows = session.measure_cell(PLAN, tiny_model, cell, "rid", 0, data_dir)
     assert [r["status"] for r in rows] == ["error"] and rows[0]["batch"] == 4
     verify = records.read_csv(paths.raw_dir("cpu-test", data_dir) / "verify.csv", records.VERIFY)
     assert verify["batch"].tolist() == [4] and verify["status"].tolist() == ["error"]

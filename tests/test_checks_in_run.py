@@ -1,5 +1,5 @@
 """A sweep checks each non-eager arm in its own run: a check of another run never stands for it, a resumed or
-topped-up run checks again, and the headline A/B checks every session (harness.sweep.wants_check)."""
+topped-up run checks again, and the headline A/B checks every session (harness.verification.wants_check)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 
 from decodegap import records
 from decodegap.experiments import cuda_graphs_ab
-from decodegap.harness import sweep
+from decodegap.harness import sweep, verification
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), arms=("eager", "graph"), sessions=3,
                        device="cpu")
@@ -16,31 +16,31 @@ GRAPH = sweep.Cell("llama-tiny", 16, "graph")
 
 def _verify(data, *rows):
     path = data / "raw" / "cpu-test" / "verify.csv"
-    records.append_rows(path, records.VERIFY, [sweep.verify_row(PLAN, run, 0, cell, err, 0.1, check)
+    records.append_rows(path, records.VERIFY, [verification.verify_row(PLAN, run, 0, cell, err, 0.1, check)
                                                for run, cell, err, check in rows])
 
 
 def test_a_cell_is_checked_once_per_run_and_never_by_another_runs_check(data_dir):
-    assert sweep.wants_check(PLAN, GRAPH, "run-a", 0, data_dir)  # nothing recorded yet
-    assert not sweep.wants_check(PLAN, sweep.Cell("llama-tiny", 16, "eager"), "run-a", 0, data_dir)  # the reference
+    assert verification.wants_check(PLAN, GRAPH, "run-a", 0, data_dir)  # nothing recorded yet
+    assert not verification.wants_check(PLAN, sweep.Cell("llama-tiny", 16, "eager"), "run-a", 0, data_dir)  # the reference
     _verify(data_dir, ("run-a", GRAPH, 0.01, "vs_eager"))
-    assert not sweep.wants_check(PLAN, GRAPH, "run-a", 1, data_dir)  # this run passed it: not again
-    assert not sweep.wants_check(PLAN, GRAPH, "run-a", 5, data_dir)  # whatever the session number
-    assert sweep.wants_check(PLAN, GRAPH, "run-b", 3, data_dir)  # another run's pass does not count
+    assert not verification.wants_check(PLAN, GRAPH, "run-a", 1, data_dir)  # this run passed it: not again
+    assert not verification.wants_check(PLAN, GRAPH, "run-a", 5, data_dir)  # whatever the session number
+    assert verification.wants_check(PLAN, GRAPH, "run-b", 3, data_dir)  # another run's pass does not count
     _verify(data_dir, ("run-b", GRAPH, 0.9, "vs_eager"))  # a failed check is no pass
-    assert sweep.wants_check(PLAN, GRAPH, "run-b", 4, data_dir)
-    assert sweep.wants_check(PLAN, sweep.Cell("llama-tiny", 32, "graph"), "run-a", 1, data_dir)  # another cell
+    assert verification.wants_check(PLAN, GRAPH, "run-b", 4, data_dir)
+    assert verification.wants_check(PLAN, sweep.Cell("llama-tiny", 32, "graph"), "run-a", 1, data_dir)  # another cell
     every = dataclasses.replace(PLAN, check_every_session=True)
-    assert sweep.wants_check(every, GRAPH, "run-a", 1, data_dir)  # the headline plan checks every session
-    assert not sweep.wants_check(dataclasses.replace(PLAN, verify=False), GRAPH, "run-c", 0, data_dir)
+    assert verification.wants_check(every, GRAPH, "run-a", 1, data_dir)  # the headline plan checks every session
+    assert not verification.wants_check(dataclasses.replace(PLAN, verify=False), GRAPH, "run-c", 0, data_dir)
 
 
 def test_the_model_check_of_a_quantised_run_is_its_own(data_dir):
     quantised = sweep.Cell("llama-tiny", 16, "eager", "sdpa", "int4-tinygemm")
     _verify(data_dir, ("run-a", quantised, 0.01, "vs_bf16"))
-    assert sweep.passed_in_run(PLAN, "run-a", quantised, data_dir, "vs_bf16")
-    assert not sweep.passed_in_run(PLAN, "run-b", quantised, data_dir, "vs_bf16")
-    assert not sweep.passed_in_run(PLAN, "run-a", quantised, data_dir, "vs_eager")
+    assert verification.passed_in_run(PLAN, "run-a", quantised, data_dir, "vs_bf16")
+    assert not verification.passed_in_run(PLAN, "run-b", quantised, data_dir, "vs_bf16")
+    assert not verification.passed_in_run(PLAN, "run-a", quantised, data_dir, "vs_eager")
 
 
 def test_ab_headline_only_again_checks_every_session(data_dir, monkeypatch):

@@ -124,7 +124,8 @@ def test_the_check_compares_with_hf_eager_sdpa_even_for_a_model_built_with_anoth
 
 def test_an_in_model_kernel_gets_the_sharpened_check_too(stand_in):
     from decodegap.harness import checks as sharp_check
-    from decodegap.harness.sweep import Cell, wants_sharp_check
+    from decodegap.harness.sweep import Cell
+    from decodegap.harness.verification import wants_sharp_check
 
     assert wants_sharp_check(Cell("m", 2048, "graph", attn="fa2"))
     assert wants_sharp_check(Cell("m", 2048, "hf_default", attn="flashinfer_paged"))

@@ -142,7 +142,7 @@ def test_the_order_checks_see_a_circle_and_an_upward_import():
     tree = _tree()
     assert _module_of("decodegap.quant.paths.QUANT_TOL", tree) == "quant/paths"
     assert _module_of("decodegap.kernels.int4_gemv", tree) is None
-    assert "harness/quant_checks" in _imports()["harness/sweep"]  # an import inside a function counts
+    assert "harness/quant_checks" in _imports()["harness/session"]  # an import inside a function counts
 
 
 def _unused_imports(source: str) -> list[str]:
@@ -181,13 +181,14 @@ def test_an_import_only_handed_on_is_found():
               "from decodegap.kernels import ops  # noqa: F401  (registers the op)\nprint(counts)\n")
     assert _unused_imports(source) == ["1 VERDICTS", "2 p"]
 
-LONGEST_LINES = 100
+LONGEST_LINES = 80
 """The most lines a function may span (its signature, docstring and body), kernels and the argument parser aside."""
 LONG_ON_PURPOSE = {
     "cli.py:build_parser": "the argument parser: one add_argument after another, every command's options in one place",
     "kernels/fused/source.py:build": "the fused GEMV's Triton source: one kernel body, its prologues and epilogues",
     "kernels/fused/source.py:fused_gemv_kernel": "that kernel body itself (inside build)",
     "kernels/int4_gemv/kernel.py:_kernel": "the int4 GEMV's Triton kernel and its autotuned configs",
+    "kernels/step.py:_attention_kernels": "the split-KV attention's builder: its two Triton kernels, compiled once",
 }
 """Functions allowed over LONGEST_LINES, by file (under lib/decodegap/) and name, with why."""
 
@@ -202,7 +203,7 @@ def _function_lengths(root, files) -> dict[str, int]:
     return out
 
 
-def test_no_function_is_longer_than_a_hundred_lines_but_kernels_and_the_parser():
+def test_no_function_is_longer_than_eighty_lines_but_kernels_and_the_parser():
     """A long function does several things: split it where a new one passes LONGEST_LINES (bench/'s scripts too)."""
     lengths = {**_function_lengths(PACKAGE, sorted(PACKAGE.rglob("*.py"))),
                **_function_lengths(paths.REPO, sorted((paths.REPO / "bench").glob("*.py")))}

@@ -180,9 +180,10 @@ def test_07_replay_draws_what_exists_and_says_what_is_not_measured(replayed):
     """Without rows of notebook 07's own sweeps its batch and size tables say "not measured" (never a number), while
     the cell table holds the other notebooks' batch-1 cells and the published points are the paper's."""
     from decodegap.analysis import where_the_thesis_ends as scope
+    from decodegap.experiments import where_the_thesis_ends as experiment
 
     data, figures = replayed
-    own = scope.scope_rows(scope.rows(data))
+    own = scope.scope_rows(experiment.rows(data))
     cells = pd.read_csv(figures / "07_cells.csv")
     assert {"llama-3.1-8b", "mistral-7b-v0.3", "qwen2.5-7b"} <= set(cells.model) and (cells.batch >= 1).all()
     points = pd.read_csv(figures / "07_published_points.csv").set_index("gpu")

@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from decodegap import checked, hardware, paths
+from decodegap import hardware, paths
+from decodegap.claims import run_provenance
 from decodegap.harness import runs
 
 ENV = paths.DATA / "raw" / "h200" / "env.json"
@@ -74,7 +75,7 @@ def test_check_names_a_broken_env_json(data_dir, tmp_path, capsys):
 
 @pytest.mark.slow  # a finding over every shipped run
 def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
-    reports = {r["reader"]: r for r in checked.provenance_report(paths.DATA)}
+    reports = {r["reader"]: r for r in run_provenance.provenance_report(paths.DATA)}
     ab = reports["02_cuda_graphs_ab"]
     # the headline is the clean, digest-recording run of 2026-12-02; the grid is still the dirty 73a049d run
     assert [run for run, _, _ in ab["dirty"]] == ["20261129T162458-9b10ed"] and ab["dirty_no_diff"] == 1
@@ -84,11 +85,11 @@ def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
     fixed = set(json.loads((paths.DATA / "raw" / "h200" / "corrections.json").read_text()))
     assert len(fixed) == 4 and not any(run in fixed for r in reports.values() for run, _, _ in r["corrected"])
     assert reports["06_closing_the_gap"]["unchecked"] > 0
-    lines = checked.provenance_lines(list(reports.values()))
+    lines = run_provenance.provenance_lines(list(reports.values()))
     assert any(line.startswith("02_cuda_graphs_ab: 36 counted cells from 2 runs") for line in lines)
     one = dict(reports["01_roofline"], corrected=[("20261201T155139-3b685d", "12851f5", 11)])
     assert "  corrected by corrections.json: 20261201T155139-3b685d (12851f5, 11 cells)" in \
-        checked.provenance_lines([one])
+        run_provenance.provenance_lines([one])
 
 
 @pytest.mark.slow  # a finding over every shipped run
@@ -109,8 +110,8 @@ def test_the_readme_facts_about_runs_hold_against_env_json():
     headline = env[("h200", "20261202T145126-796f1d")]
     assert headline["git_commit"].startswith("5c4d471") and headline["git_commit_source"] == "given"
     assert len(headline["source_sha256"]) == 64
-    block = README.read_text().split(checked.README_BEGIN)[1].split(checked.README_END)[0].strip()
-    assert block == checked.provenance_table(paths.DATA), "data/README.md's runs-by-file table is stale: python -m decodegap gallery --readme"
+    block = README.read_text().split(run_provenance.README_BEGIN)[1].split(run_provenance.README_END)[0].strip()
+    assert block == run_provenance.provenance_table(paths.DATA), "data/README.md's runs-by-file table is stale: python -m decodegap gallery --readme"
 
 
 def test_the_resolved_runs_cache_is_bounded_and_follows_the_rows(tmp_path):

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from decodegap.harness import lean, models, checks as sharp_check
-from decodegap.harness.sweep import Cell, wants_sharp_check
+from decodegap.harness.sweep import Cell
+from decodegap.harness.verification import wants_sharp_check
 
 
 def _tiny(key="qwen2-tiny"):

@@ -20,7 +20,7 @@ import torch
 
 from conftest import CPU_SPEC_ROW
 from decodegap.experiments import cuda_graphs_ab
-from decodegap.harness import checks, decode, models, profile, sweep
+from decodegap.harness import checks, decode, models, profile, session, sweep
 from decodegap import inputs, paths, records
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
@@ -218,7 +218,7 @@ ONE = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), ar
 
 @pytest.mark.slow
 def test_measure_cell_rows(tiny_model, data_dir):
-    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
+    rows = session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
     assert [r["status"] for r in rows] == ["warmup", "ok", "ok"]
     assert [r["step"] for r in rows] == [0, 0, 1]
     assert {r["max_cache_len"] for r in rows} == {16 + 1 + 2}
@@ -227,8 +227,8 @@ def test_measure_cell_rows(tiny_model, data_dir):
     verify = records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)
     assert len(verify) == 1 and verify["arm"].iloc[0] == "hf_default"
     # no check for eager, nor again in the same run once it passed
-    sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
-    sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
+    session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 1, data_dir)
     assert len(records.read_csv(raw(data_dir) / "verify.csv", records.VERIFY)) == 1
 
 
@@ -249,7 +249,7 @@ def _check_status_row(rows, status):
 
 def test_out_of_memory_becomes_an_oom_row(tiny_model, data_dir, monkeypatch):
     monkeypatch.setattr(decode, "run_arm", _raise(torch.OutOfMemoryError("CUDA out of memory. test\nTried to allocate")))
-    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     row = _check_status_row(rows, "oom")
     assert row["reason"] == "out of memory: CUDA out of memory. test"
     path = raw(data_dir) / "decode.csv"
@@ -259,10 +259,10 @@ def test_out_of_memory_becomes_an_oom_row(tiny_model, data_dir, monkeypatch):
 
 def test_other_exceptions_become_error_rows(tiny_model, data_dir, monkeypatch):
     monkeypatch.setattr(decode, "run_arm", _raise(RuntimeError("boom\nsecond line")))
-    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     assert _check_status_row(rows, "error")["reason"] == "RuntimeError: boom second line"
     monkeypatch.setattr(decode, "run_arm", _raise(decode.ArmUnavailable("no such kernel here")))
-    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
+    rows = session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "eager"), "rid", 0, data_dir)
     assert _check_status_row(rows, "unavailable")["reason"] == "no such kernel here"
 
 
@@ -270,7 +270,7 @@ def test_failed_correctness_check_is_an_error_row_not_a_timing(tiny_model, data_
     monkeypatch.setattr(checks, "verify_arm", _raise(AssertionError("logits differ by 0.9")))
     timed = []
     monkeypatch.setattr(decode, "run_arm", lambda *a, **k: timed.append(a))
-    rows = sweep.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
+    rows = session.measure_cell(ONE, tiny_model, sweep.Cell("llama-tiny", 16, "hf_default"), "rid", 0, data_dir)
     assert len(rows) == 1 and rows[0]["status"] == "error"
     assert rows[0]["reason"] == "correctness check failed: logits differ by 0.9"
     assert timed == []

@@ -56,7 +56,9 @@ harness: measuring
   harness/checks            each arm against eager, teacher-forced; the sharpened check a wrong attention cannot pass
   harness/quant_checks      the quantised model's check against bf16, its tolerance, the checks' power
   harness/runs              run ids and their env.json entries
-  harness/sweep             sweeps of fresh session processes, resumable
+  harness/sweep             sweeps of fresh session processes, resumable: the plan, its cells, spawning the sessions
+  harness/verification      a session's checks: which cells are checked, the check against eager, its verify.csv rows
+  harness/session           one session process's body: build each model, quantise and check it, time its cells
   harness/profile           the kernel profile of a decode step (notebooks 02, 04, 06)
   harness/peers             gpt-fast's compiled decode beside the package's levers, same weights, checked first
 analysis: each notebook's tables and findings, from frames
@@ -85,6 +87,7 @@ claims: the claims table (figures/claims.md)
   claims/evidence           what it reads from each experiment
   claims/rules              every rule as data, fixed before the rows
   claims/provenance         which runs each rule reads, and whether the rule was fixed after them
+  claims/run_provenance     the runs behind each experiment's counted rows and each raw file's, from env.json
   claims/remeasure          from each rule to the notebook, command and GPU time that re-measure its rows
   claims/verdicts           the verdicts and their rules
   claims/thesis             rows of the paper's thesis

@@ -3,7 +3,7 @@ the run and cell that timed them (verify.csv), for every reader that selects tim
 
 A timed row (status `ok` or `warmup`) of a cell (gpu, model, ctx, arm, attn, quant) is *checked* when its run
 holds, for that cell:
-- a passing `vs_eager` check (the arm's logits against eager HF's: harness.sweep._check), unless the cell is the
+- a passing `vs_eager` check (the arm's logits against eager HF's: harness.verification.check_cell), unless the cell is the
   reference itself, arm `eager` with SDPA's default attention (REFERENCE_ARM, REFERENCE_ATTN);
 - and, for a quantised cell (quant other than bf16), the checks of the current rule in its own run
   (`quantised_checks`, the one definition every reader uses): its format check of every layer and its layer checks
@@ -62,7 +62,7 @@ checks but lacks one of them; the run has none (measured before in-run layer che
 UNDER_EARLIER_RULE = "unchecked under the current rule"
 """How a quantised cell measured before in-run layer checks is labelled (its note begins with it)."""
 IN_RUN_CHECKS = ("format", "layer", "vs_bf16_null")
-"""Checks a quantised sweep's session writes only since in-run layer checks (harness.sweep._quantise_checked): a run
+"""Checks a quantised sweep's session writes only since in-run layer checks (harness.session._quantise_checked): a run
 with none of them was checked under an earlier rule."""
 
 
@@ -351,114 +351,6 @@ def own_checks(rows: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:
     by_model = vv[model].merge(mine[["run_id"] + MODEL_CELL].drop_duplicates(), on=["run_id"] + MODEL_CELL,
                                how="inner")
     return pd.concat([by_cell, by_model], ignore_index=True)
-
-
-READERS = (("01_roofline", "roofline", "rows"), ("02_cuda_graphs_ab", "cuda_graphs_ab", "rows"),
-           ("03_attention_backends (whole step)", "attention_backends", "step_rows"),
-           ("04_quantisation_l4", "quantisation", "rows"), ("05_cost", "cost", "rows"),
-           ("06_closing_the_gap", "closing_the_gap", "rows"))
-"""(notebook, decodegap.experiments module, function): the readers whose counted rows provenance_report follows (the
-claims and the gallery read their numbers through these)."""
-
-
-def provenance_report(data) -> list[dict]:
-    """Per reader (READERS): the runs behind its counted rows (timed `ok` rows, after the checks and the choice of
-    one sweep per cell) with each run's provenance (hardware.provenance_of its env.json entry, corrections.json
-    applied): `runs`, `cells`, `dirty` (runs of a '+dirty' tree, and how many record no diff digest), `no_digest`
-    (runs without source_sha256), `corrected` (runs whose entry a reviewed correction changed), `no_entry` (runs
-    without an env.json entry), and `unchecked` (cells left out as unchecked: status UNCHECKED). Each list holds
-    (run id, commit, cells of the run)."""
-    import importlib
-
-    from decodegap import hardware
-
-    env = hardware.load_env(data)
-    out = []
-    for name, module, function in READERS:
-        rows = getattr(importlib.import_module(f"decodegap.experiments.{module}"), function)(Path(data))
-        counted = rows[rows["status"] == "ok"]
-        per_run = counted[["run_id"] + CELL].drop_duplicates().groupby(["gpu", "run_id"]).size()
-        report = dict(reader=name, runs=len(per_run), cells=int(counted[CELL].drop_duplicates().shape[0]), dirty=[],
-                      dirty_no_diff=0, no_digest=[], corrected=[], no_entry=[],
-                      unchecked=int(rows.loc[rows["status"] == UNCHECKED, CELL].drop_duplicates().shape[0]))
-        for (gpu, run_id), n in per_run.items():
-            entry = env.get((gpu, run_id))
-            if entry is None:
-                report["no_entry"].append((run_id, "", int(n)))
-                continue
-            p = hardware.provenance_of(entry)
-            item = (run_id, p["commit"] + ("+dirty" if p["dirty"] else ""), int(n))
-            if p["dirty"]:
-                report["dirty"].append(item)
-                report["dirty_no_diff"] += not p["diff_digest"]
-            if not p["source_digest"]:
-                report["no_digest"].append(item)
-            if p["corrected"]:
-                report["corrected"].append(item)
-        out.append(report)
-    return out
-
-
-def provenance_lines(reports: list[dict]) -> list[str]:
-    """provenance_report as the lines `python -m decodegap check` prints."""
-    lines = []
-    for r in reports:
-        def runs(items):
-            return ", ".join(f"{run} ({commit}, {n} cells)" for run, commit, n in items) or "none"
-
-        lines.append(f"{r['reader']}: {r['cells']} counted cells from {r['runs']} runs; "
-                     f"{r['unchecked']} cells drawn as unchecked (no checked run times them)")
-        lines.append(f"  dirty tree: {len(r['dirty'])} runs ({r['dirty_no_diff']} without a diff digest): "
-                     f"{runs(r['dirty'])}")
-        lines.append(f"  no source digest: {len(r['no_digest'])} of {r['runs']} runs")
-        if r["corrected"]:
-            lines.append(f"  corrected by corrections.json: {runs(r['corrected'])}")
-        if r["no_entry"]:
-            lines.append(f"  no env.json entry: {runs(r['no_entry'])}")
-    return lines
-
-
-README_BEGIN, README_END = "<!-- runs by file: generated by checked.provenance_table -->", "<!-- end of runs by file -->"
-"""The markers of data/README.md's generated table of runs (tests/test_provenance.py holds it to env.json)."""
-
-
-def provenance_table(data) -> str:
-    """Per raw CSV of every GPU, the runs with rows in it by their env.json entries (corrections applied): how many,
-    their commits (short; '+dirty' where the tree was), how many ran from a dirty tree and how many of those record a
-    diff digest, how many record source_sha256, and the runs a correction changed. A markdown table."""
-    from decodegap import hardware, records
-
-    env = hardware.load_env(data)
-    lines = ["| file | runs | commits (runs) | dirty (with diff digest) | with source_sha256 | corrected |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for path in sorted(Path(data, "raw").glob("*/*.csv")):
-        gpu = path.parent.name
-        run_ids = sorted(set(records.read_csv(path)["run_id"]))
-        if not run_ids:
-            continue
-        entries = [env.get((gpu, r), {}) for r in run_ids]
-        prov = [hardware.provenance_of(e) for e in entries]
-        commits = {}
-        for p in prov:
-            name = (p["commit"] or "no entry") + ("+dirty" if p["dirty"] else "")
-            commits[name] = commits.get(name, 0) + 1
-        dirty = [p for p in prov if p["dirty"]]
-        corrected = [r for r, p in zip(run_ids, prov) if p["corrected"]]
-        lines.append(f"| `{gpu}/{path.name}` | {len(run_ids)} | "
-                     + ", ".join(f"{c} ({n})" for c, n in sorted(commits.items())) + " | "
-                     f"{len(dirty)} ({sum(p['diff_digest'] for p in dirty)}) | "
-                     f"{sum(p['source_digest'] for p in prov)} | {', '.join(corrected) or '-'} |")
-    return "\n".join(lines)
-
-
-def with_provenance_table(readme_text: str, data) -> str:
-    """`readme_text` (data/README.md) with the block between README_BEGIN and README_END replaced by
-    provenance_table(data); a text without both markers is refused (nothing would be regenerated)."""
-    if README_BEGIN not in readme_text or README_END not in readme_text:
-        raise ValueError(f"data/README.md lacks the markers {README_BEGIN!r} and {README_END!r}: put them around the "
-                         "runs-by-file table")
-    head, rest = readme_text.split(README_BEGIN, 1)
-    return head + README_BEGIN + "\n" + provenance_table(data) + "\n" + README_END + rest.split(README_END, 1)[1]
 
 
 def column(status: pd.Series) -> pd.Series:

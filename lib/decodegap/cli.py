@@ -193,10 +193,10 @@ def cmd_attention_backends(args) -> int:
 
 
 def cmd_session(args) -> int:
-    from decodegap.harness import sweep
+    from decodegap.harness import session, sweep
 
     plan = sweep.SweepPlan.from_json(args.plan)
-    sweep.run_session(plan, args.session, args.run_id, args.data_dir)
+    session.run_session(plan, args.session, args.run_id, args.data_dir)
     return 0
 
 
@@ -219,7 +219,7 @@ def cmd_check(args) -> int:
     """Validate every raw CSV (with --repair, move cut final blocks into <file>.partial first), every env.json (only
     fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
     corrections, then report per experiment the runs behind its counted rows that ran from a dirty tree or recorded
-    no source digest (checked.provenance_report; --no-provenance skips it)."""
+    no source digest (claims.run_provenance.provenance_report; --no-provenance skips it)."""
     from decodegap import hardware, inputs, records, validate
 
     raw = inputs.data_folder(args.data_dir) / "raw"
@@ -259,9 +259,10 @@ def cmd_check(args) -> int:
                       f"{fix['recorded'][:12]} -> {fix['corrected'][:12]}, reviewed {fix['reviewed']}")
     if bad or args.no_provenance:
         return 1 if bad else 0
-    from decodegap import checked
+    from decodegap.claims import run_provenance
 
-    print("\n".join(checked.provenance_lines(checked.provenance_report(inputs.data_folder(args.data_dir)))))
+    reports = run_provenance.provenance_report(inputs.data_folder(args.data_dir))
+    print("\n".join(run_provenance.provenance_lines(reports)))
     return 0
 
 
@@ -308,8 +309,8 @@ def cmd_reproduce(args) -> int:
 def cmd_gallery(args) -> int:
     """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it and
     data/README.md's runs-by-file table from env.json."""
-    from decodegap import checked, paths
-    from decodegap.claims import table as claims
+    from decodegap import paths
+    from decodegap.claims import run_provenance, table as claims
     from decodegap.figures import gallery
 
     print(f"wrote {gallery.write()}")
@@ -319,7 +320,7 @@ def cmd_gallery(args) -> int:
                                               gallery.quant_counts()))
         print(f"updated the gallery of {readme}")
         data_readme = paths.DATA / "README.md"
-        data_readme.write_text(checked.with_provenance_table(data_readme.read_text(), paths.DATA))
+        data_readme.write_text(run_provenance.with_provenance_table(data_readme.read_text(), paths.DATA))
         print(f"updated the runs-by-file table of {data_readme}")
     return 0
 

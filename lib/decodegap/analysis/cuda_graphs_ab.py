@@ -9,13 +9,10 @@ here pools the sessions of the two."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting, records, roofline, stats
+from decodegap import accounting, roofline, stats
 from decodegap.finding import Finding
 
 CELL = ["gpu", "model", "ctx", "attn", "quant"]
@@ -24,23 +21,24 @@ GRID, HEADLINE = "grid", "headline"
 """The two sweeps of the A/B (the module's docstring); a row whose run has no plan in env.json has sweep ''."""
 
 
-def ab_rows(data, history: bool = False) -> pd.DataFrame:
-    """The A/B sweep's decode rows (data/raw/<gpu>/ab.csv of every GPU): default attention, bf16, each with the
-    `sweep` it belongs to (`sweep_of` its run's plan), of one run per cell and sweep: the newest run of the sweep
-    that timed the cell (`newest_runs`: a headline sweep measured again, `ab --headline-only --again`, never pools
-    with the earlier one). Timed rows without a passing check of their own run (checked.join_checks: the graph and
-    compile arms against eager) are status rows `unchecked` (checked.labelled), never a timing. `history`: the rows
-    of the older runs instead, every timed row kept and marked (`checked`, `check_note`: reported, not counted)."""
+def ab_rows(raw: pd.DataFrame, env_runs, verify: pd.DataFrame, history: bool = False) -> pd.DataFrame:
+    """The A/B sweep's decode rows from `raw` (data/raw/<gpu>/ab.csv of every GPU, as experiments.cuda_graphs_ab.rows
+    reads them): default attention, bf16, each with the `sweep` it belongs to (`sweep_of` its run's plan among
+    `env_runs`, the (gpu, run id, env.json entry) of every run), of one run per cell and sweep: the newest run of the
+    sweep that timed the cell (`newest_runs`: a headline sweep measured again, `ab --headline-only --again`, never
+    pools with the earlier one). Timed rows without a passing check of their own run (checked.join_checks against
+    `verify`: the graph and compile arms against eager) are status rows `unchecked` (checked.labelled), never a
+    timing. `history`: the rows of the older runs instead, every timed row kept and marked (`checked`,
+    `check_note`: reported, not counted)."""
     from decodegap import checked
 
-    rows = records.load_experiment("ab", data)
-    rows = rows[(rows["attn"] == "sdpa") & (rows["quant"] == "bf16")].reset_index(drop=True)
-    plans = {(gpu, run_id): entry.get("plan") for gpu, run_id, entry in _ab_runs(data, rows)}
+    rows = raw[(raw["attn"] == "sdpa") & (raw["quant"] == "bf16")].reset_index(drop=True)
+    plans = {(gpu, run_id): entry.get("plan") for gpu, run_id, entry in _ab_runs(env_runs, rows)}
     rows["sweep"] = [sweep_of(plans.get(key)) for key in zip(rows["gpu"], rows["run_id"])]
     newest = newest_runs(rows)
     if history:  # every row of the older runs, marked (`checked`, `check_note`): reported as they were timed
-        return checked.join_checks(rows[~newest].reset_index(drop=True), checked.verify_rows(data, False))
-    return checked.labelled(checked.join_checks(rows[newest].reset_index(drop=True), checked.verify_rows(data, False)))
+        return checked.join_checks(rows[~newest].reset_index(drop=True), verify)
+    return checked.labelled(checked.join_checks(rows[newest].reset_index(drop=True), verify))
 
 
 def newest_runs(rows: pd.DataFrame) -> pd.Series:
@@ -85,30 +83,28 @@ def _keys(rows: pd.DataFrame) -> list[str]:
     return CELL + ["sweep"] if "sweep" in rows else CELL
 
 
-def _ab_runs(data, ab_rows: pd.DataFrame):
-    """(gpu, run id, env.json entry) of every A/B sweep run with rows in `ab_rows` (ab_rows(data): env.json also
+def _ab_runs(env_runs, ab_rows: pd.DataFrame):
+    """(gpu, run id, env.json entry) of every A/B sweep run of `env_runs` with rows in `ab_rows` (env.json also
     keeps the runs of earlier sweeps, whose rows moved to another file)."""
     in_ab = set(zip(ab_rows["gpu"], ab_rows["run_id"]))
-    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
-        gpu = env_path.parent.name
-        for run_id, entry in json.loads(env_path.read_text()).items():
-            if (gpu, run_id) in in_ab and (entry.get("experiment") == "ab" or "ab_sweep" in entry):
-                yield gpu, run_id, entry
+    for gpu, run_id, entry in env_runs:
+        if (gpu, run_id) in in_ab and (entry.get("experiment") == "ab" or "ab_sweep" in entry):
+            yield gpu, run_id, entry
 
 
-def sweep_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
+def sweep_walls(env_runs, ab_rows: pd.DataFrame) -> pd.DataFrame:
     """Wall seconds of each whole A/B sweep behind `ab_rows` (experiments.cuda_graphs_ab.measure: grid, headline
-    sessions, kernels, total)."""
-    rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(data, ab_rows) if "ab_sweep" in e]
+    sessions, kernels, total), from `env_runs` (gpu, run id, env.json entry)."""
+    rows = [dict(gpu=g, run_id=r, **e["ab_sweep"]) for g, r, e in _ab_runs(env_runs, ab_rows) if "ab_sweep" in e]
     return pd.DataFrame(rows, columns=["gpu", "run_id", "grid_s", "headline_s", "kernels_s", "total_s"])
 
 
-def session_walls(data, ab_rows: pd.DataFrame) -> pd.DataFrame:
-    """Where each A/B session process behind `ab_rows` spent its wall time (env.json sessions.<s>.timing):
+def session_walls(env_runs, ab_rows: pd.DataFrame) -> pd.DataFrame:
+    """Where each A/B session process behind `ab_rows` spent its wall time (`env_runs`' sessions.<s>.timing):
     start-up (process spawn to first line), imports of torch and transformers, model builds and cells (summed
     over models)."""
     rows = []
-    for gpu, run_id, entry in _ab_runs(data, ab_rows):
+    for gpu, run_id, entry in _ab_runs(env_runs, ab_rows):
         for session, info in entry.get("sessions", {}).items():
             t = info.get("timing")
             if t:

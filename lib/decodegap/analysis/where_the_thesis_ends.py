@@ -12,13 +12,13 @@ are not in every row, and a decode step launches the same kernels in every layer
 n_kernels (c1 a layer's kernels' fixed cost, c0 what runs once per step: embedding, head, sampling, the host loop).
 Fitted by least squares on relative residuals (each cell weighted by 1 / t), in-sample.
 
-Every function takes frames and returns frames; `replay` reads a data folder. A table without rows says
+Every function takes frames and returns frames; `replay` builds every table of notebook 07 from the rows, the GPU
+specs, the published numbers and the configs that experiments.where_the_thesis_ends reads. A table without rows says
 "not measured" (NOT_MEASURED), never a number it does not have.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -413,12 +413,10 @@ def transferred(points: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------- replay
-def rows(data) -> pd.DataFrame:
-    """The decode rows notebook 07 reads: bf16, every arm and model, batch read as 1 where absent, each timed row
-    joined to the checks of its own run (an unchecked cell is a status row, never a timing: checked.labelled)."""
-    from decodegap import checked
-
-    loaded = with_batch(checked.labelled(checked.load("decode", Path(data), grid=False)))
+def bf16_rows(labelled: pd.DataFrame) -> pd.DataFrame:
+    """The decode rows notebook 07 reads from `labelled` (decode.csv, each timed row joined to the checks of its own
+    run: checked.labelled): bf16, every arm and model, batch read as 1 where absent."""
+    loaded = with_batch(labelled)
     return loaded[loaded["quant"] == "bf16"] if not loaded.empty else loaded
 
 
@@ -428,23 +426,14 @@ def scope_rows(rows_: pd.DataFrame) -> pd.DataFrame:
     return newest_run_per_cell(rows_[rows_["session"] >= SCOPE_SESSION]) if not rows_.empty else rows_
 
 
-def replay(gpu: str | None = None, data=None) -> dict:
-    """Notebook 07's tables from a data folder (every GPU, or `gpu` alone): `cells` (every model and arm, each cell
-    from its newest run), `scope` (the cells of notebook 07's own sweeps: scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
+def replay(rows_: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:
+    """Notebook 07's tables from its rows `rows_` (bf16_rows, of every GPU or one), the GPU `specs`
+    (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
+    `cells` (every model and arm, each cell from its newest run), `scope` (the cells of notebook 07's own sweeps:
+    scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
     GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `launch` (shares) and
     `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The
     thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
-    from decodegap import hardware, paths
-    from decodegap.harness import models
-
-    data = paths.data_dir(data)
-    rows_ = rows(data)
-    if gpu is not None:
-        rows_ = rows_[rows_["gpu"] == gpu]
-    specs = hardware.specs_table(data)
-    pub = published.load(data)
-    keys = set(rows_["model"]) | set(pub["model"].dropna())
-    configs = models.configs(keys, data)
     cells = cell_table(newest_run_per_cell(rows_), specs, configs)
     scope = cell_table(scope_rows(rows_), specs, configs)
     fits = fit(scope, MIN_POINTS)

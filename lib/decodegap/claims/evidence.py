@@ -9,10 +9,10 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report, where_the_thesis_ends
+from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
 from decodegap import accounting, checked, hardware, published, records
 from decodegap.harness import models
-from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation
+from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
 from decodegap.experiments import cost as cost_experiment
 from decodegap.experiments import roofline as roofline_grid
 
@@ -42,7 +42,7 @@ class Evidence:
     ab_sessions: pd.DataFrame = field(default_factory=pd.DataFrame)  # ab.session_table: per session, one column per arm
     verify: pd.DataFrame = field(default_factory=pd.DataFrame)  # verify.csv rows of every GPU (the checks)
     data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
-    scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.replay: notebook 07's tables (W1, W2a, W2b)
+    scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.tables: notebook 07's tables (W1, W2a, W2b)
     headline_model: str = "qwen2.5-7b"
     headline_ctx: int = 2048
     attention_model: str = "llama-3.1-8b"
@@ -135,4 +135,4 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
-        attention_model=attention_model, scope=where_the_thesis_ends.replay(data=data))
+        attention_model=attention_model, scope=where_the_thesis_ends.tables(data))

@@ -89,9 +89,9 @@ class Runs:
             name = file.removesuffix(".csv")
             try:
                 if name == "ab":
-                    from decodegap.analysis.cuda_graphs_ab import ab_rows
+                    from decodegap.experiments.cuda_graphs_ab import rows
 
-                    t = ab_rows(self.data)
+                    t = rows(self.data)
                 else:
                     t = records.load_experiment(name, self.data)
             except Exception:  # no such experiment here: reads no runs

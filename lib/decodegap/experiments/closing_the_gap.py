@@ -11,10 +11,11 @@ import pandas as pd
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
-from decodegap.analysis import cuda_graphs_ab as ab, profiles
+from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
+from decodegap.experiments import cuda_graphs_ab
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
 NOTEBOOK = "06_closing_the_gap"
@@ -105,8 +106,8 @@ def rows(data) -> pd.DataFrame:
     """The ladder's decode rows (ladder.ladder_rows): decode.csv with its superseded rows, each cell from one sweep,
     plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
     run is a status row `unchecked` (checked.labelled: the ladder shows it as such, no target reads it)."""
-    return ladder.ladder_rows(checked.labelled(checked.load("decode", data, superseded=True)), ab.ab_rows(data),
-                              selection.run_plans(data))
+    return ladder.ladder_rows(checked.labelled(checked.load("decode", data, superseded=True)),
+                              cuda_graphs_ab.rows(data), selection.run_plans(data))
 
 
 def tables(data, model_keys=()) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Mapping
 
 import pandas as pd
@@ -80,9 +81,18 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
     return walls
 
 
-def rows(data) -> pd.DataFrame:
-    """The A/B rows (ab.ab_rows: data/raw/<gpu>/ab.csv, default attention, bf16, each row with its sweep)."""
-    return ab.ab_rows(data)
+def env_runs(data) -> list[tuple[str, str, dict]]:
+    """(gpu, run id, env.json entry) of every run of data/raw/<gpu>/env.json, as the files hold them."""
+    out = []
+    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+        out += [(env_path.parent.name, run_id, entry) for run_id, entry in json.loads(env_path.read_text()).items()]
+    return out
+
+
+def rows(data, history: bool = False) -> pd.DataFrame:
+    """The A/B rows (ab.ab_rows of data/raw/<gpu>/ab.csv, the runs' plans in env.json and the arm checks of
+    verify.csv: default attention, bf16, each row with its sweep). `history`: the older runs' rows instead."""
+    return ab.ab_rows(records.load_experiment("ab", data), env_runs(data), checked.verify_rows(data, False), history)
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
@@ -101,13 +111,14 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     `kernels`, `verify` (the arm checks of these runs), `sessions` (ab.sweep_sessions), `sweep_walls` and
     `session_walls`; `speedups` of the graph and compile arms per cell and sweep (seeded bootstrap CIs), `headline`
     (ab.headline: the headline sweep's sessions alone), `history` (the speed-ups of the older runs of a cell and
-sweep, ab.ab_rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
+sweep, rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
     rows_, grid, cells_, configs = cells(data)
+    entries = env_runs(data)
     kernels = checked.grid_rows(records.load_experiment("kernels", data))
     verify = records.load_experiment("verify", data)
     speed = pd.concat([ab.speedups(rows_, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
-    older = ab.ab_rows(data, history=True)
+    older = rows(data, history=True)
     history = pd.concat([ab.speedups(older, arm=arm, seed=seed).assign(
         runs=", ".join(sorted(set(older["run_id"])))) for arm in SPEEDUP_ARMS], ignore_index=True)
     if not history.empty:  # whether every row behind each older speed-up had a passing check of its own run
@@ -116,8 +127,8 @@ sweep, ab.ab_rows(history=True): reported, not counted), `published_speedups`, `
     return dict(
         rows=rows_, grid=grid, cells=cells_, configs=configs, kernels=kernels,
         verify=verify[verify["run_id"].isin(set(rows_["run_id"]))],
-        sessions=ab.sweep_sessions(rows_), sweep_walls=ab.sweep_walls(data, rows_),
-        session_walls=ab.session_walls(data, rows_),
+        sessions=ab.sweep_sessions(rows_), sweep_walls=ab.sweep_walls(entries, rows_),
+        session_walls=ab.session_walls(entries, rows_),
         speedups=speed, headline=ab.headline(speed, headline_ctx), history=history,
         published_speedups=published.select(published.load(data), "cuda_graphs", "speedup"),
         decomposition=ab.decomposition(cells_, kernels),

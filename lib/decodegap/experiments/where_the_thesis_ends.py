@@ -33,9 +33,13 @@ sequences, paid by every timed and checked pass of a cell, grows with B; the pro
 
 from __future__ import annotations
 
-from decodegap import arms as arm_registry
+from pathlib import Path
+
+import pandas as pd
+
+from decodegap import arms as arm_registry, checked, hardware, paths, published
 from decodegap.analysis import where_the_thesis_ends as scope
-from decodegap.harness import keys, profile
+from decodegap.harness import keys, models as model_specs, profile
 from decodegap.harness.sweep import SweepPlan, check_batches, run_sweep
 from decodegap.inputs import InputError
 
@@ -127,14 +131,23 @@ def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessi
     return run_ids
 
 
-def rows(data):
-    """The decode rows notebook 07 reads (scope.rows): bf16, every arm, model and batch, checked."""
-    return scope.rows(data)
+def rows(data) -> pd.DataFrame:
+    """The decode rows notebook 07 reads (scope.bf16_rows): bf16, every arm, model and batch, each timed row joined
+    to the checks of its own run (an unchecked cell is a status row, never a timing: checked.labelled)."""
+    return scope.bf16_rows(checked.labelled(checked.load("decode", Path(data), grid=False)))
 
 
-def tables(data, gpu: str | None = None) -> dict:
-    """Notebook 07's tables (scope.replay): every GPU's rows, or `gpu`'s alone."""
-    return scope.replay(gpu, data)
+def tables(data=None, gpu: str | None = None) -> dict:
+    """Notebook 07's tables (scope.replay) from a data folder: every GPU's rows, or `gpu`'s alone, with the GPU
+    specs, the published numbers and the configs of the rows' and the published models."""
+    data = paths.data_dir(data)
+    rows_ = rows(data)
+    if gpu is not None:
+        rows_ = rows_[rows_["gpu"] == gpu]
+    specs = hardware.specs_table(data)
+    pub = published.load(data)
+    configs = model_specs.configs(set(rows_["model"]) | set(pub["model"].dropna()), data)
+    return scope.replay(rows_, specs, pub, configs)
 
 
 def findings(t: dict) -> dict:
