@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 # ----------------------------------------------------------------------------------------------- vocabulary
 CLAIM_GPU, PAPER, OTHER_GPU, METHOD = "claim_gpu", "paper", "other_gpu", "method"

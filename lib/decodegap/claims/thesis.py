@@ -4,7 +4,6 @@ its rule's (decodegap.claims.rules)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from decodegap.claims import rules
