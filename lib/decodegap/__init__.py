@@ -74,6 +74,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/closing_the_gap_targets  06: the ladder's confirmed levers against its targets
   analysis/check_sensitivity  06: the decode check's faults against correct arms
   analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points
+  analysis/where_the_thesis_ends_anatomy  07: the steps' copy share, the two-term model per axis (descriptive)
 experiments: one per notebook (plan, measure, rows, tables, findings)
   experiments/roofline      01
   experiments/cuda_graphs_ab  02

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap import arms as arm_registry, checked, hardware, paths, published
+from decodegap import arms as arm_registry, checked, hardware, paths, published, records
 from decodegap.analysis import where_the_thesis_ends as scope
+from decodegap.analysis import where_the_thesis_ends_anatomy as anatomy
 from decodegap.harness import keys, models as model_specs, profile
 from decodegap.harness.sweep import SweepPlan, check_batches, run_sweep
 from decodegap.inputs import InputError
@@ -147,9 +148,16 @@ def tables(data=None, gpu: str | None = None) -> dict:
     specs = hardware.specs_table(data)
     pub = published.load(data)
     configs = model_specs.configs(set(rows_["model"]) | set(pub["model"].dropna()), data)
-    return scope.replay(rows_, specs, pub, configs)
+    t = scope.replay(rows_, specs, pub, configs)
+    ours = set(SIZE_MODELS) | {BATCH_MODEL}
+    breakdown, kernels = (records.load_experiment(name, data) for name in ("breakdown", "kernels"))
+    breakdown, kernels = (scope.with_batch(f[f["model"].isin(ours) & ((f["gpu"] == gpu) if gpu else True)])
+                          if not f.empty else f for f in (breakdown, kernels))
+    t["copies"] = anatomy.copy_shares(breakdown)
+    t["axis_fits"] = anatomy.axis_fits(t["scope"], anatomy.kernel_counts(kernels), SIZE_MODELS, BATCH_MODEL)
+    return t
 
 
 def findings(t: dict) -> dict:
-    """{"07_findings": scope.findings(t)}."""
-    return {"07_findings": scope.findings(t)}
+    """{"07_findings": scope.findings(t), then the anatomy's descriptive lines (copy shares, per-axis fits)}."""
+    return {"07_findings": scope.findings(t) + anatomy.findings(t["copies"], t["axis_fits"])}
