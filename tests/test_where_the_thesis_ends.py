@@ -174,6 +174,12 @@ def test_scope_batch_on_a_cpu(data_dir, tmp_path):
     kernels = records.read_csv(raw / "kernels.csv")
     assert sorted(zip(kernels.batch, kernels.arm)) == [(1, "eager"), (1, "lean"), (2, "eager"), (2, "lean")]
     assert set(kernels.status) == {"unavailable"}
+    t = scope.tables(data_dir, "cpu-test")  # the rows through notebook 07's replay, end to end
+    cells = t["scope"][t["scope"].arm == "eager"].set_index("batch")
+    assert sorted(cells.index) == [1, 2] and cells["t_obs_ms"].notna().all()
+    k_bytes = 2 * 2 * 2 * 16 * 16 * 2  # layers x (K, V) x kv heads x head_dim x ctx x bf16 bytes: one sequence's KV
+    assert cells.loc[2, "t_floor_bw_ms"] - cells.loc[1, "t_floor_bw_ms"] == pytest.approx(k_bytes / 10e9 * 1e3)
+    assert cells.loc[2, "tokens_per_s_aggregate"] == pytest.approx(2 * cells.loc[2, "tokens_per_s_per_stream"])
     again = cli(*args, cwd=tmp_path / "elsewhere")  # a second run: every cell is there, nothing measured again
     assert again.returncode == 0 and "nothing to measure" in again.stdout
     assert len(records.read_csv(raw / "decode.csv")) == len(rows)

@@ -359,7 +359,7 @@ RULES: tuple[Rule, ...] = (
           _reg("registered; the check's outcome (QT) is read, not only whether the cell was timed",
                fp="9a5dc1eb6646a3b9", verdict="method check: not testable here (no timed bnb-nf4 row whose "
                "latest model check passed under the null; layer checks not joined to the timed cells)"),
-          Change("2026-12-02T18:50", THIS_COMMIT, NEW_TOL_REASON, "every paper path has a timed cell checked in "
+          Change("2026-12-02T18:50", "537f3b9", NEW_TOL_REASON, "every paper path has a timed cell checked in "
                  "its own run (QT's definition)", fingerprint="7a2544dcf2f7c283"))),
     Rule("QT", "The quantised model check (every timed quantisation cell counted is checked in its own run, its "
          "layers and the whole model against its bf16 model).",
@@ -400,7 +400,7 @@ RULES: tuple[Rule, ...] = (
                  "k >= sqrt 2 fails, inconclusive between; a row of a run without a null not judged",
                  "method check: met (the 6 latest model checks with a null hold, k 0.86-1.12; the other 66 not "
                  "judged; layer checks not joined)", fingerprint="0e81f60f7d289008"),
-          Change("2026-12-02T18:50", THIS_COMMIT, NEW_TOL_REASON, "k = error / null of the model check of each timed "
+          Change("2026-12-02T18:50", "537f3b9", NEW_TOL_REASON, "k = error / null of the model check of each timed "
                  "cell's own run, its format and layer checks at 1 and ctx rows passing; k <= 1.3 holds, k >= sqrt 2 "
                  "fails", fingerprint="9c24cc12c3100f05"))),
     Rule("R1a", "L4 R_floor ~ 0.81.", "eager R_floor of the headline cell on the L4.", (CELLS, P("r_floor l4")),
@@ -573,7 +573,7 @@ RULES: tuple[Rule, ...] = (
          "every (model, ctx) cell with both arms checked at B = 1 and at B_max >= b_large, per GPU; fewer: not "
          "testable.", (CLAIM_GPU, OTHER_GPU),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="b8d504660832b5ae"),
-          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="d261240c1aa2acf7"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="d261240c1aa2acf7"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -593,7 +593,7 @@ RULES: tuple[Rule, ...] = (
          "every (GPU, arm) fit with at least min_points cells and at least two distinct t_floor; fewer: not "
          "testable.", (CLAIM_GPU, OTHER_GPU),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="a99c16def8f96fbe"),
-          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="5cff5f276496b6d7"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="5cff5f276496b6d7"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
@@ -612,7 +612,7 @@ RULES: tuple[Rule, ...] = (
          "every paper GPU with an eager and a graph point; no lambda (no eager and graph fits of ours): not "
          "testable.", (PAPER,),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="66a17abcde1b3967"),
-          Change("2026-12-02T18:42", THIS_COMMIT, SCOPE_ROWS, "as stated in the fields", fingerprint="04db7d4457a4c0bd"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="04db7d4457a4c0bd"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 
