@@ -7,7 +7,7 @@ import pytest
 
 from decodegap import accounting, arms
 from decodegap.figures import style
-from decodegap.harness import decode, lean, models, sweep
+from decodegap.harness import decode, lean, models, session, sweep
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +66,10 @@ def test_an_arm_whose_kernel_package_is_missing_records_an_unavailable_row(cpu_m
     kernel_arms = [k for k, a in arms.REGISTRY.items() if a.kernels and a.runner == "eager"]
     assert kernel_arms
     for key in kernel_arms:
-        rows = sweep.measure_cell(plan, cpu_model, sweep.Cell("llama-tiny", 16, key), "rid", 0, tmp_path)
+        rows = session.measure_cell(plan, cpu_model, sweep.Cell("llama-tiny", 16, key), "rid", 0, tmp_path)
         assert [r["status"] for r in rows] == ["unavailable"], (key, rows)
         assert rows[0]["reason"] == "package triton not installed" and rows[0]["step_ms"] is None
-    plain = sweep.measure_cell(plan, cpu_model, sweep.Cell("llama-tiny", 16, "lean"), "rid", 0, tmp_path)
+    plain = session.measure_cell(plan, cpu_model, sweep.Cell("llama-tiny", 16, "lean"), "rid", 0, tmp_path)
     assert [r["status"] for r in plain] == ["warmup", "ok", "ok"]
 
 
