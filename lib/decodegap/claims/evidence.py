@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
-from decodegap import accounting, checked, hardware, published, records
+from decodegap import accounting, hardware, published
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
 from decodegap.experiments import cost as cost_experiment
@@ -114,23 +114,21 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
     speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
     cells and byte model, and notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's
     at its defaults)."""
-    decode_rows = records.load_experiment("decode", data)
     specs = hardware.specs_table(data)
-    keys = (set(decode_rows["model"]) | set(records.load_experiment("ab", data)["model"])
-            | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model, attention_model})
+    keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
+                                                  attention_model}
     configs = models.configs(keys, data)
     if costs is None or prices is None:
         t = cost_experiment.tables(data, headline_model=headline_model, headline_ctx=headline_ctx)
         costs, prices = t["costs"], t["prices"]
     # each notebook's experiment, from the one module the notebook itself calls
     _, cells, _ = roofline_grid.cells(data, configs)
-    ab_rows, _, ab_cells, _ = cuda_graphs_ab.cells(data, configs)
+    ab_t = cuda_graphs_ab.claims_tables(data, configs, seed)
     _, quant_cells, _ = quantisation.cells(data, configs)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells,
-        speed=ab.speedups(ab_rows, arm="graph", seed=seed), ab_sessions=ab.session_table(ab_rows),
-        verify=checked.grid_rows(records.load_experiment("verify", data)), data=str(data),
-        decomp=ab.decomposition(ab_cells, checked.grid_rows(records.load_experiment("kernels", data))),
+        speed=ab_t["speedups"], ab_sessions=ab_t["sessions"], verify=ab_t["verify"], data=str(data),
+        decomp=ab_t["decomposition"],
         attention=attention_backends.summary(data),
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),

@@ -106,6 +106,17 @@ def cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
                                             records.load_experiment("bandwidth", data)), configs
 
 
+def claims_tables(data, configs: Mapping[str, Mapping], seed: int = 0) -> dict:
+    """What the claims table reads of notebook 02 (claims.evidence): `rows`, the graph arm's `speedups` per cell and
+    sweep (seeded bootstrap), `sessions` (ab.session_table), the `decomposition` of the grid's steps by the grid's
+    kernel counts, and the grid's check rows (`verify`)."""
+    rows_, _, cell_table, _ = cells(data, configs)
+    kernels = checked.grid_rows(records.load_experiment("kernels", data))
+    return dict(rows=rows_, speedups=ab.speedups(rows_, arm="graph", seed=seed), sessions=ab.session_table(rows_),
+                decomposition=ab.decomposition(cell_table, kernels),
+                verify=checked.grid_rows(records.load_experiment("verify", data)))
+
+
 def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     """Notebook 02's tables: `rows`, `grid` (its grid sweep's rows), `cells` (R_floor cells of the grid), the configs,
     `kernels`, `verify` (the arm checks of these runs), `sessions` (ab.sweep_sessions), `sweep_walls` and

@@ -50,6 +50,11 @@ def record_bandwidth(gpu: str, data=None, device: str = "cuda", size_bytes: int 
     return run_id
 
 
+def measured_models(data) -> set:
+    """The model keys the decode and A/B rows name, of every GPU and notebook (the claims table's configs)."""
+    return set(records.load_experiment("decode", data)["model"]) | set(records.load_experiment("ab", data)["model"])
+
+
 def rows(data) -> pd.DataFrame:
     """The decode rows of the grid (roofline.default_rows: SDPA, bf16, the HF arms), each cell from one sweep; a
     cell timed without a passing check of its own run is a status row `unchecked` (checked.labelled), never a
