@@ -1,4 +1,4 @@
-"""How sensitive the decode check is (notebook 06's 06_check_power table and findings): the lean decoder's faults
+"""How sensitive the decode check is (notebook 06's 06_check_sensitivity table and findings): the lean decoder's faults
 against correct arms, both checked against HF eager, from the diagnostics' rows (data/diagnostics/sharp_noise_gpu.csv
 on a GPU, bench/sharp_noise_gpu.py; check_sensitivity_cpu.csv on a CPU's narrow model). A check can only vouch for a lever
 if every fault it is meant to catch lands above its tolerance and every correct arm below."""

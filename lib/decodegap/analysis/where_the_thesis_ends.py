@@ -420,22 +420,22 @@ def bf16_rows(labelled: pd.DataFrame) -> pd.DataFrame:
     return loaded[loaded["quant"] == "bf16"] if not loaded.empty else loaded
 
 
-def scope_rows(rows_: pd.DataFrame) -> pd.DataFrame:
+def scope_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of notebook 07's own sweeps (sessions >= SCOPE_SESSION), those the claims' rules read (W1, W2a,
     W2b); each cell from its newest run among them."""
-    return newest_run_per_cell(rows_[rows_["session"] >= SCOPE_SESSION]) if not rows_.empty else rows_
+    return newest_run_per_cell(decode_rows[decode_rows["session"] >= SCOPE_SESSION]) if not decode_rows.empty else decode_rows
 
 
-def replay(rows_: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:
-    """Notebook 07's tables from its rows `rows_` (bf16_rows, of every GPU or one), the GPU `specs`
+def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:
+    """Notebook 07's tables from its rows `decode_rows` (bf16_rows, of every GPU or one), the GPU `specs`
     (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
     `cells` (every model and arm, each cell from its newest run), `scope` (the cells of notebook 07's own sweeps:
     scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
     GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `launch` (shares) and
     `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The
     thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
-    cells = cell_table(newest_run_per_cell(rows_), specs, configs)
-    scope = cell_table(scope_rows(rows_), specs, configs)
+    cells = cell_table(newest_run_per_cell(decode_rows), specs, configs)
+    scope = cell_table(scope_rows(decode_rows), specs, configs)
     fits = fit(scope, MIN_POINTS)
     resid = residuals(scope, fits, REL_TOL)
     points = published_points(pub, configs)
@@ -443,7 +443,7 @@ def replay(rows_: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs:
     solved = published_fit(points, lams, A_MAX)
     shares = launch_shares(scope)
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
-    return dict(rows=rows_, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
+    return dict(rows=decode_rows, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
                 fit_verdicts=fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS),
                 within_floor=batch_within_floor(scope), crossover=crossover_table(configs, specs, contexts),
                 fixed_by_size=fixed_share_by_size(resid), launch=shares,

@@ -63,7 +63,7 @@ class Evidence:
         return float(self.specs.loc[self.specs["gpu"] == gpu, "bandwidth_gbps"].iloc[0])
 
     def floor_ms(self, gpu: str, model: str | None = None, ctx: int | None = None, convention: str = "W_all") -> float:
-        from decodegap.roofline import t_floor_ms
+        from decodegap.accounting import t_floor_ms
 
         cfg = self.configs[model or self.headline_model]
         return t_floor_ms(accounting.step_bytes(cfg, ctx or self.headline_ctx, convention), self.bandwidth(gpu))

@@ -99,16 +99,16 @@ class Runs:
             self._tables[file] = t
         return self._tables[file]
 
-    def of(self, rows_: rules.Rows) -> set[str]:
-        """Run ids of the raw rows `rows_` selects (none for published, spec or model files)."""
-        if "/" in rows_.file or not rows_.file.endswith(".csv"):
+    def of(self, rule_rows: rules.Rows) -> set[str]:
+        """Run ids of the raw rows `rule_rows` selects (none for published, spec or model files)."""
+        if "/" in rule_rows.file or not rule_rows.file.endswith(".csv"):
             return set()
         cache = _resolved(self._state)
-        if rows_ not in cache:
-            t = self.table(rows_.file)
-            sel = t.query(rows_.query) if rows_.query and not t.empty else t
-            cache[rows_] = set() if t.empty else set(_pick(sel, rows_.pick, self.data)["run_id"])
-        return set(cache[rows_])
+        if rule_rows not in cache:
+            t = self.table(rule_rows.file)
+            sel = t.query(rule_rows.query) if rule_rows.query and not t.empty else t
+            cache[rule_rows] = set() if t.empty else set(_pick(sel, rule_rows.pick, self.data)["run_id"])
+        return set(cache[rule_rows])
 
     def of_rule(self, rule: rules.Rule) -> set[str]:
         return set().union(*(self.of(r) for r in rule.rows)) if rule.rows else set()

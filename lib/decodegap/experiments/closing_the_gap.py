@@ -153,5 +153,5 @@ def findings(t: dict) -> dict:
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"])),
-            "06_findings_check_power": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
+            "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}

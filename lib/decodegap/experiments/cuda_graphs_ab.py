@@ -98,11 +98,11 @@ def rows(data, history: bool = False) -> pd.DataFrame:
 def cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
     """(`rows`, the grid sweep's rows, roofline.cell_table of the grid, the configs used: `configs`, or those of the
     rows' models). The claims table reads them from here too."""
-    rows_ = rows(data)
-    grid = ab.of_sweep(rows_, ab.GRID)
+    sweep_rows = rows(data)
+    grid = ab.of_sweep(sweep_rows, ab.GRID)
     if configs is None:
-        configs = model_specs.configs(rows_["model"], data)
-    return rows_, grid, roofline.cell_table(grid, hardware.specs_table(data), configs,
+        configs = model_specs.configs(sweep_rows["model"], data)
+    return sweep_rows, grid, roofline.cell_table(grid, hardware.specs_table(data), configs,
                                             records.load_experiment("bandwidth", data)), configs
 
 
@@ -110,9 +110,9 @@ def claims_tables(data, configs: Mapping[str, Mapping], seed: int = 0) -> dict:
     """What the claims table reads of notebook 02 (claims.evidence): `rows`, the graph arm's `speedups` per cell and
     sweep (seeded bootstrap), `sessions` (ab.session_table), the `decomposition` of the grid's steps by the grid's
     kernel counts, and the grid's check rows (`verify`)."""
-    rows_, _, cell_table, _ = cells(data, configs)
+    sweep_rows, _, cell_table, _ = cells(data, configs)
     kernels = checked.grid_rows(records.load_experiment("kernels", data))
-    return dict(rows=rows_, speedups=ab.speedups(rows_, arm="graph", seed=seed), sessions=ab.session_table(rows_),
+    return dict(rows=sweep_rows, speedups=ab.speedups(sweep_rows, arm="graph", seed=seed), sessions=ab.session_table(sweep_rows),
                 decomposition=ab.decomposition(cell_table, kernels),
                 verify=checked.grid_rows(records.load_experiment("verify", data)))
 
@@ -124,11 +124,11 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     (ab.headline: the headline sweep's sessions alone), `history` (the speed-ups of the older runs of a cell and
 sweep, rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
-    rows_, grid, cells_, configs = cells(data)
+    sweep_rows, grid, grid_cells, configs = cells(data)
     entries = env_runs(data)
     kernels = checked.grid_rows(records.load_experiment("kernels", data))
     verify = records.load_experiment("verify", data)
-    speed = pd.concat([ab.speedups(rows_, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
+    speed = pd.concat([ab.speedups(sweep_rows, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
     older = rows(data, history=True)
     history = pd.concat([ab.speedups(older, arm=arm, seed=seed).assign(
         runs=", ".join(sorted(set(older["run_id"])))) for arm in SPEEDUP_ARMS], ignore_index=True)
@@ -136,13 +136,13 @@ sweep, rows(history=True): reported, not counted), `published_speedups`, `decomp
         ok = older.groupby(ab.CELL + ["sweep"])["checked"].all().rename("checked")
         history = history.join(ok, on=ab.CELL + ["sweep"])
     return dict(
-        rows=rows_, grid=grid, cells=cells_, configs=configs, kernels=kernels,
-        verify=verify[verify["run_id"].isin(set(rows_["run_id"]))],
-        sessions=ab.sweep_sessions(rows_), sweep_walls=ab.sweep_walls(entries, rows_),
-        session_walls=ab.session_walls(entries, rows_),
+        rows=sweep_rows, grid=grid, cells=grid_cells, configs=configs, kernels=kernels,
+        verify=verify[verify["run_id"].isin(set(sweep_rows["run_id"]))],
+        sessions=ab.sweep_sessions(sweep_rows), sweep_walls=ab.sweep_walls(entries, sweep_rows),
+        session_walls=ab.session_walls(entries, sweep_rows),
         speedups=speed, headline=ab.headline(speed, headline_ctx), history=history,
         published_speedups=published.select(published.load(data), "cuda_graphs", "speedup"),
-        decomposition=ab.decomposition(cells_, kernels),
+        decomposition=ab.decomposition(grid_cells, kernels),
         arm_table=ab.arm_table(grid, hardware.specs_table(data), configs, kernels=kernels, seed=seed),
         compile_settings=ab.compile_settings_compared(grid, records.load_experiment("ab_whole_model", data)),
         headline_ctx=headline_ctx)

@@ -142,13 +142,13 @@ def tables(data=None, gpu: str | None = None) -> dict:
     """Notebook 07's tables (scope.replay) from a data folder: every GPU's rows, or `gpu`'s alone, with the GPU
     specs, the published numbers and the configs of the rows' and the published models."""
     data = paths.data_dir(data)
-    rows_ = rows(data)
+    decode_rows = rows(data)
     if gpu is not None:
-        rows_ = rows_[rows_["gpu"] == gpu]
+        decode_rows = decode_rows[decode_rows["gpu"] == gpu]
     specs = hardware.specs_table(data)
     pub = published.load(data)
-    configs = model_specs.configs(set(rows_["model"]) | set(pub["model"].dropna()), data)
-    t = scope.replay(rows_, specs, pub, configs)
+    configs = model_specs.configs(set(decode_rows["model"]) | set(pub["model"].dropna()), data)
+    t = scope.replay(decode_rows, specs, pub, configs)
     ours = set(SIZE_MODELS) | {BATCH_MODEL}
     breakdown, kernels = (records.load_experiment(name, data) for name in ("breakdown", "kernels"))
     breakdown, kernels = (scope.with_batch(f[f["model"].isin(ours) & ((f["gpu"] == gpu) if gpu else True)])

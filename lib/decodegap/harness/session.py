@@ -70,12 +70,12 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     """Quantise `model` in place to plan.quant from its own bf16 weights (quant.quantise_model_). Where this run
     has no passing model check yet of a context of `cells` (passed_in_run; with plan.check_every_session, always;
     with plan.verify), every decoder layer's input and output of the bf16 model is recorded first at those
-    contexts (quant_check.record_layers) and the null of the model check is measured on it (quant_check.model_tolerance:
+    contexts (harness.quant_checks.record_layers) and the null of the model check is measured on it (harness.quant_checks.model_tolerance:
     the bf16 model with its format's rounding noise; a vs_bf16_null row); every layer is checked as it is quantised
     (its weights against half its format's step, its output at one row and at each context's prefill rows against
     its dequantised weight: format and layer rows of this run), and the quantised model's layers, fed the recorded
     inputs, are checked against the recorded outputs (verify.csv, check vs_bf16, tolerance MODEL_K_PASS x the
-    null; layer by layer, teacher-forced: quant_check). A context this run checked already is not checked again;
+    null; layer by layer, teacher-forced: harness.quant_checks). A context this run checked already is not checked again;
     its cells are not timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose
     checks failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable
     propagates (the model is left as it was)."""

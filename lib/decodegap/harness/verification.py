@@ -55,11 +55,11 @@ def sequences_reason(errors: list[float]) -> str:
 
 
 def wants_sharp_check(cell: Cell, config=None) -> bool:
-    """Whether a cell also gets the sharpened-attention check (sharp_check; recorded, not gating), bf16 only: a lean
+    """Whether a cell also gets the sharpened-attention check (harness.checks' sharpened check; recorded, not gating), bf16 only: a lean
     arm that is not compiled (a compiled one would compile its sharpened decoder again) with SDPA's default, or an
     HF arm running one of hf_attention's kernels (FA2, FA3, FlashInfer: attention code of decodegap's own inside the
     HF step); and, given the model's `config`, only where its attention scores are too flat for the plain check
-    (sharp_check.factor_for above 1: the tiny and narrow models, not the paper's)."""
+    (checks.factor_for above 1: the tiny and narrow models, not the paper's)."""
     from decodegap.arms import REGISTRY
     from decodegap.harness.hf_attention import IN_MODEL
     from decodegap.harness.checks import factor_for
