@@ -513,6 +513,10 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except KeyboardInterrupt:
+        if argv is None:  # the command itself (not a caller in this process): a second Ctrl-C while the process
+            import signal  # exits (its kernels' sockets closing) must not turn exit 130 into a kill by SIGINT
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("decodegap: interrupted; nothing was moved into place (figures and executed notebooks as before)",
               file=sys.stderr)
         return 130

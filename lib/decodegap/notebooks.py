@@ -3,6 +3,8 @@ figures and tables to figures/."""
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 from typing import Callable
 
@@ -58,6 +60,22 @@ def parameter_names(notebook: Path) -> set[str]:
     cells = json.loads(Path(notebook).read_text())["cells"]
     source = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
     return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", source, re.M))
+
+
+@contextlib.contextmanager
+def _no_interrupt():
+    """SIGINT ignored inside (on the main thread; elsewhere signals cannot be set, and nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_all(parameters: dict | None = None, only=None, out_dir: Path | None = None) -> list[Path]:
@@ -119,4 +137,5 @@ def reproduce(parameters: dict, figures: Path, only=None, then: Callable[[Path],
             shutil.move(str(path), executed / path.name)
         return written
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        with _no_interrupt():  # a second Ctrl-C must not cut the clean-up of the staging folder short
+            shutil.rmtree(stage, ignore_errors=True)
