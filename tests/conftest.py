@@ -62,6 +62,32 @@ def shipped_evidence():
     return evidence.collect(paths.DATA, costs, prices)
 
 
+@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
+def replayed(tmp_path_factory):
+    """Every numbered notebook replayed on a copy of the shipped data into a private figures folder, each figure's
+    renderer checks written beside it as it is saved (figures.style.CHECK_FIGURES: <tmp>/figure_checks/<name>.json,
+    read by tests/test_figures.py). Returns (data, figures)."""
+    from decodegap import notebooks
+    from decodegap.figures import gallery, style
+
+    tmp = tmp_path_factory.mktemp("replay")
+    data = tmp / "data"
+    shutil.copytree(paths.DATA, data)
+    figures = tmp / "figures"
+    before = os.environ.get(style.CHECK_FIGURES)
+    os.environ[style.CHECK_FIGURES] = str(tmp / "figure_checks")  # the notebooks' kernels inherit it
+    try:
+        for nb in notebooks.notebook_paths():
+            notebooks.run(nb, dict(DATA_DIR=str(data), FIGURES_DIR=str(figures)), out_dir=tmp / "executed")
+    finally:
+        if before is None:
+            os.environ.pop(style.CHECK_FIGURES, None)
+        else:
+            os.environ[style.CHECK_FIGURES] = before
+    gallery.write(figures)  # as `decodegap reproduce` does after the notebooks
+    return data, figures
+
+
 SHARED_FIXTURES = ("replayed", "swept", "small_data", "shipped_evidence")
 """Fixtures that take long to build (every notebook replayed, a sweep of session processes, a data folder, what the
 claims read): where the tests run on several workers (pytest-xdist's --dist loadgroup, as `make test` runs them),

@@ -1,14 +1,11 @@
-"""Every figure shows all its data and nothing hides another (issue 30, item 5): each notebook's code runs here,
-in-process on the committed rows (CPU), and every figure it hands to style.save is checked with matplotlib's renderer
-(figures.checks): no plotted point outside its final axes, no two text labels overlapping, no data label over a
+"""Every figure shows all its data and nothing hides another: every notebook is replayed on the committed rows (the
+`replayed` fixture), and every figure it hands to style.save is checked there with matplotlib's renderer
+(figures.checks, written beside it through style.CHECK_FIGURES): no plotted point outside its final axes, no two text labels overlapping, no data label over a
 point or out of its axes, no series exactly on another, a saved size a page wide and a short title."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,38 +15,34 @@ from decodegap.figures import checks, style
 STEMS = [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
 
 
-def figures_of(stem: str, figures_dir: Path, monkeypatch) -> dict:
-    """{file name: its problems} of every figure notebook `stem` saves, its cells run in one namespace in order
-    (the parameters cell, then FIGURES_DIR pointed at `figures_dir`)."""
-    found = {}
-    real = style.save
-
-    def save(fig, path):
-        name = Path(path).name
-        title = fig._suptitle.get_text().splitlines()[0] if fig._suptitle is not None else ""
-        found[name] = checks.problems(fig) + ([] if title == style.TITLES.get(name) else [f"title {title!r}"])
-        real(fig, path)
-    monkeypatch.setattr(style, "save", save)
-    namespace = {"__name__": "__main__"}
-    with contextlib.redirect_stdout(io.StringIO()):
-        for cell in json.loads((paths.NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            exec(compile("".join(cell["source"]), f"{stem}.ipynb", "exec"), namespace)
-            if "parameters" in cell.get("metadata", {}).get("tags", []):
-                namespace["FIGURES_DIR"] = str(figures_dir)
-    return found
-
-
 @pytest.mark.notebooks
 @pytest.mark.parametrize("stem", STEMS)
-def test_every_figure_shows_all_its_data(stem, tmp_path, monkeypatch):
-    found = figures_of(stem, tmp_path, monkeypatch)
+def test_every_figure_shows_all_its_data(stem, replayed):
+    """The figures of notebook `stem` as its replay saved them (the `replayed` fixture runs every notebook with
+    figures.style.CHECK_FIGURES set): each committed figure was drawn and checked, and none has a problem."""
+    _, figures = replayed
+    checked = {p.name[:-len(".json")]: json.loads(p.read_text())
+               for p in sorted((figures.parent / "figure_checks").glob(f"{stem[:2]}_*.png.json"))}
     committed = sorted(p.name for p in paths.FIGURES.glob(f"{stem[:2]}_*.png"))
-    assert sorted(found) == committed  # every committed figure of the notebook is drawn and checked
-    assert {name: probs for name, probs in found.items() if probs} == {}
-    for name in found:
+    assert sorted(checked) == committed  # every committed figure of the notebook is drawn and checked
+    assert {name: probs for name, probs in checked.items() if probs} == {}
+    for name in checked:
         assert name in style.TITLES, f"{name} has no short title in figures.style.TITLES"
+
+
+def test_save_writes_the_problems_it_finds_when_asked(tmp_path, monkeypatch):
+    """style.save with CHECK_FIGURES set writes each figure's problems as JSON (a title not in TITLES is one)."""
+    def frozen(ax):
+        ax.plot([1, 2], [1, 2])
+        ax.set_ylim(0, 1.5)
+        ax.plot([1, 2], [3, 4])  # off the chart
+    monkeypatch.setenv(style.CHECK_FIGURES, str(tmp_path / "checks"))
+    style.save(_fig_with(frozen), tmp_path / "x.png")
+    found = json.loads((tmp_path / "checks" / "x.png.json").read_text())
+    assert any("outside" in p or "hidden" in p for p in found) and any(p.startswith("title") for p in found)
+    monkeypatch.delenv(style.CHECK_FIGURES)
+    style.save(_fig_with(frozen), tmp_path / "y.png")
+    assert not (tmp_path / "checks" / "y.png.json").exists()
 
 
 def _fig_with(draw):

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pandas as pd
 import pytest
 
 from decodegap import accounting, hardware, notebooks, paths
-from decodegap.figures import gallery
 from decodegap.harness import models
 
 pytestmark = pytest.mark.notebooks
@@ -18,19 +16,6 @@ pytestmark = pytest.mark.notebooks
 def _run(stem, tmp_path, **params):
     nb = paths.NOTEBOOKS / f"{stem}.ipynb"
     return notebooks.run(nb, params, out_dir=tmp_path / "executed")
-
-
-@pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
-def replayed(tmp_path_factory):
-    """Every numbered notebook replayed on a copy of the shipped data into a private figures folder."""
-    tmp = tmp_path_factory.mktemp("replay")
-    data = tmp / "data"
-    shutil.copytree(paths.DATA, data)
-    figures = tmp / "figures"
-    for nb in notebooks.notebook_paths():
-        _run(nb.stem, tmp, DATA_DIR=str(data), FIGURES_DIR=str(figures))
-    gallery.write(figures)  # as `decodegap reproduce` does after the notebooks
-    return data, figures
 
 
 def test_03_replay_tables_every_backend(replayed):

@@ -6,6 +6,7 @@ version metadata). Each figure function there takes DataFrames and returns a mat
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -123,17 +124,38 @@ def _in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+CHECK_FIGURES = "DECODEGAP_CHECK_FIGURES"
+"""Environment variable: a folder where `save` writes, beside drawing each figure, `<file name>.json` with the
+problems the renderer finds in it (figures.checks.problems, and a title other than TITLES'): how tests/test_figures.py
+checks the figures of the very notebook runs that replay them."""
+
+
 def save(fig, path: Path) -> None:
     """Write `fig` as a deterministic PNG (the same data and library versions give the same bytes) and, inside a
-    notebook, show that very PNG inline. Returns nothing, so a cell ending in `save(...)` shows the figure only."""
+    notebook, show that very PNG inline. Returns nothing, so a cell ending in `save(...)` shows the figure only.
+    With the environment variable CHECK_FIGURES set, the figure's problems are written there first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if os.environ.get(CHECK_FIGURES):
+        _write_problems(fig, path.name, Path(os.environ[CHECK_FIGURES]))
     fig.savefig(path, metadata={"Software": None}, bbox_inches="tight")
     plt.close(fig)
     if _in_kernel():
         from IPython.display import Image, display
 
         display(Image(data=path.read_bytes(), format="png"))
+
+
+def _write_problems(fig, name: str, folder: Path) -> None:
+    """figures.checks.problems of `fig`, and its title against TITLES[name], as folder/<name>.json."""
+    import json
+
+    from decodegap.figures import checks
+
+    title = fig._suptitle.get_text().splitlines()[0] if fig._suptitle is not None else ""
+    found = checks.problems(fig) + ([] if title == TITLES.get(name) else [f"title {title!r}"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(found))
 
 
 def empty(message: str):
