@@ -230,3 +230,35 @@ def test_int4_conversion_replaces_every_linear_and_fills_its_buffers(gpt_fast, m
         assert layer.weight.shape == (layer.out_features // 8, layer.in_features // 128, 32, 4)
     _, expected = gf_quantize.group_quantize_tensor(torch.nn.functional.pad(wo, (0, 1024 - wo.shape[1])), 4, 32)
     assert torch.equal(gf.layers[0].attention.wo.scales_and_zeros, expected)
+
+
+# --- notebook 06's reading of peers.csv (analysis.closing_the_gap_peers), on hand-made rows -------------------------
+
+def _peer_rows(system, arm, quant, check_status="ok", times=(4.0, 4.2, 4.4), run="r1"):
+    base = dict(run_id=run, session=1, gpu="h200", model="llama-3.1-8b", ctx=2048, system=system, arm=arm, quant=quant,
+                reason="", max_rel_err=float("nan"), tol=float("nan"))
+    rows = [dict(base, check="vs_hf_eager", step=float("nan"), step_ms=float("nan"), max_rel_err=0.05, tol=0.1,
+                 status=check_status)]
+    rows += [dict(base, check="-", step=0, step_ms=9.9, status="warmup")]
+    return rows + [dict(base, check="-", step=i + 1, step_ms=t, status="ok") for i, t in enumerate(times)]
+
+
+def test_the_peer_table_counts_a_side_only_with_every_check_of_its_run_passed():
+    import pandas as pd
+
+    from decodegap.analysis import closing_the_gap_peers as peer_reading
+
+    rows = pd.DataFrame(_peer_rows("decodegap", "lean_fused_early_products_graph", "bf16", times=(4.1, 4.2, 4.3))
+                        + _peer_rows("gpt-fast", "compiled_decode", "bf16", times=(5.7, 5.8, 5.9))
+                        + _peer_rows("gpt-fast", "compiled_decode", "int4-gpt-fast", check_status="error")
+                        + _peer_rows("decodegap", "lean_attn_compile", "int4-triton", times=(2.6, 2.6, 2.6)))
+    t = peer_reading.peer_table(rows).set_index(["system", "quant"])
+    assert t.loc[("decodegap", "bf16"), "step_ms"] == pytest.approx(4.2)  # the warm-up row is not a step
+    assert (t.loc[("gpt-fast", "bf16"), "status"], t.loc[("gpt-fast", "bf16"), "steps"]) == ("ok", 3)
+    assert t.loc[("gpt-fast", "int4-gpt-fast"), "status"] == "unchecked"
+    lines = peer_reading.findings(peer_reading.peer_table(rows))
+    bf16 = next(line for line in lines if ", bf16," in line)
+    assert "the package's step is 1.38x as fast" in bf16  # 5.8 / 4.2
+    int4 = next(line for line in lines if ", int4," in line)
+    assert "unchecked" in int4 and "no ratio" in int4
+    assert peer_reading.findings(peer_reading.peer_table(rows.iloc[:0]))[0].startswith("No peer measured yet")

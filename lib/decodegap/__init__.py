@@ -71,6 +71,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/profiles         04 and 06: a profiled step by kernel category and by product
   analysis/closing_the_gap  06: the ladder and where the time goes
   analysis/closing_the_gap_confirmation  06: each chosen lever timed again beside its runner-up
+  analysis/closing_the_gap_peers  06: a peer's compiled decode beside the package's levers, checked cells only
   analysis/closing_the_gap_targets  06: the ladder's confirmed levers against its targets
   analysis/check_sensitivity  06: the decode check's faults against correct arms
   analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points

@@ -112,8 +112,8 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
             seed: int = 0) -> Evidence:
     """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells, the graph
     speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
-    cells and byte model, and notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's
-    at its defaults)."""
+    cells and byte model, notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's at
+    its defaults, and notebook 07's tables)."""
     specs = hardware.specs_table(data)
     keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
                                                   attention_model}

@@ -2,7 +2,7 @@
 its published value, our value, the hardware behind ours, a label and the evidence, generated from the data (never
 typed by hand).
 
-claims.evidence.collect reads the tables of notebooks 01-05 through their own modules, `build` makes the rows, one
+claims.evidence.collect reads the tables of notebooks 01-05 and 07 through their experiments, `build` makes the rows, one
 module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
 attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is data (claims.rules: statistic, rows,
 thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
-from decodegap.analysis import closing_the_gap_confirmation as confirmation
+from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -115,7 +115,8 @@ def tables(data, model_keys=()) -> dict:
     lever per cell), `breakdown` (the profiled steps' kernels by category against their floors), `projections` (the
     matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate), `confirmation`
     (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
-    `check_sensitivity` (the decode check against injected faults), the configs, the registry's `specs` and `measured_gbps` (copy
+    `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
+    package's levers, analysis.closing_the_gap_peers), the configs, the registry's `specs` and `measured_gbps` (copy
     bandwidth per GPU)."""
     decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
@@ -134,6 +135,7 @@ def tables(data, model_keys=()) -> dict:
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
+        peers=peers.peer_table(records.load_experiment("peers", data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -153,5 +155,6 @@ def findings(t: dict) -> dict:
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"])),
+            "06_findings_peers": peers.findings(t["peers"]),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}
