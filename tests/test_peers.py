@@ -131,7 +131,10 @@ def test_schema_round_trips(tmp_path):
     assert list(back["step"].iloc[1:5]) == [-2, -1, 0, 1]
     assert back["step_ms"].iloc[3] == 1.25 and back["max_rel_err"].iloc[0] == 0.03
     peers.check_frame(back)
-    assert peers.best_of(back, "gpt-fast", "bf16") == 1.375
+    from decodegap.analysis import closing_the_gap_peers as peer_reading
+
+    cell = peer_reading.peer_table(back).set_index(["system", "quant"]).loc[("gpt-fast", "bf16")]
+    assert (cell["step_ms"], cell["status"]) == (1.375, "ok")  # the rows read back as notebook 06 reads them
     bad = back.copy()
     bad.loc[3, "step_ms"] = float("nan")
     with pytest.raises(ValueError, match="without its step"):
@@ -262,3 +265,20 @@ def test_the_peer_table_counts_a_side_only_with_every_check_of_its_run_passed():
     int4 = next(line for line in lines if ", int4," in line)
     assert "unchecked" in int4 and "no ratio" in int4
     assert peer_reading.findings(peer_reading.peer_table(rows.iloc[:0]))[0].startswith("No peer measured yet")
+
+
+@pytest.mark.slow
+def test_the_block_check_is_zero_on_its_own_blocks_and_sees_a_changed_one(gpt_fast):
+    """gpt-fast's blocks through quant_checks' layer check (record_io, forced_error): fed their own recorded inputs
+    they give their recorded outputs exactly; one block's weight changed shows as an error."""
+    import torch
+
+    gf_model, _ = gpt_fast
+    spec, hf = _tiny()
+    gf = peers.build_gpt_fast(gf_model, hf, spec.config)
+    io = peers.record_blocks(gf, 12)
+    assert len(io) == spec.config["num_hidden_layers"] and all(len(calls) == len(io[0]) > 1 for calls in io)
+    assert peers.forced_block_error(gf, 12, io) == 0.0
+    with torch.no_grad():
+        gf.layers[1].feed_forward.w2.weight.mul_(1.5)
+    assert peers.forced_block_error(gf, 12, io) > 0.05

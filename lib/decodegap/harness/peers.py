@@ -364,57 +364,22 @@ def time_gpt_fast(model, ctx: int, warmup: int, steps: int, seed: int = 0, compi
 
 # ------------------------------------------------------------------------------------- the int4 check (layer by layer)
 
-def _block_hooks(model, pre=None, post=None):
-    handles = []
-    for i, block in enumerate(model.layers):
-        if pre is not None:
-            handles.append(block.register_forward_pre_hook(lambda m, args, i=i: pre(i, args)))
-        if post is not None:
-            handles.append(block.register_forward_hook(lambda m, args, out, i=i: post(i, args, out)))
-    return handles
-
-
 def record_blocks(model, ctx: int, seed: int = 0, cache_len: int | None = None) -> list[list[tuple]]:
     """Per gpt-fast block, per forward call of gpt_fast_logits (eager: prefill, then the teacher-forced steps): its
-    (input, output) hidden states, as quant_checks.record_layers keeps the HF layers'."""
-    io = [[] for _ in model.layers]
-    handles = _block_hooks(model, post=lambda i, args, out: io[i].append((args[0].detach().clone(),
-                                                                          out.detach().clone())))
-    try:
-        gpt_fast_logits(model, ctx, seed=seed, cache_len=cache_len)
-    finally:
-        for h in handles:
-            h.remove()
-    return io
+    (input, output) hidden states (quant_checks.record_io, as record_layers keeps the HF layers')."""
+    from decodegap.harness import quant_checks
+
+    return quant_checks.record_io(model.layers, lambda: gpt_fast_logits(model, ctx, seed=seed, cache_len=cache_len))
 
 
 def forced_block_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0,
                        cache_len: int | None = None) -> float:
-    """quant_checks.forced_layer_error for gpt-fast's blocks: each block fed the reference's input, its output
-    against the reference's, relative to what the reference block adds; the worst, NaN if any is NaN."""
-    calls = [0 for _ in model.layers]
-    worst = [0.0]
+    """quant_checks.forced_error for gpt-fast's blocks: each block fed the reference's input, its output against the
+    reference's, relative to what the reference block adds; the worst, NaN if any is NaN."""
+    from decodegap.harness import quant_checks
 
-    def pre(i, args):
-        return (reference[i][calls[i]][0], *args[1:])
-
-    def post(i, args, out):
-        ref_in, ref_out = reference[i][calls[i]]
-        calls[i] += 1
-        err = float((out.float() - ref_out.float()).abs().max()
-                    / (ref_out.float() - ref_in.float()).abs().max().clamp_min(1e-12))
-        if worst[0] == worst[0]:
-            worst[0] = err if err != err else max(worst[0], err)
-
-    handles = _block_hooks(model, pre=pre, post=post)
-    try:
-        gpt_fast_logits(model, ctx, seed=seed, cache_len=cache_len)
-    finally:
-        for h in handles:
-            h.remove()
-    if any(c != len(r) for c, r in zip(calls, reference)):
-        raise RuntimeError(f"gpt-fast made {calls} block calls, the reference {[len(r) for r in reference]}")
-    return worst[0]
+    return quant_checks.forced_error(model.layers, lambda: gpt_fast_logits(model, ctx, seed=seed, cache_len=cache_len),
+                                     reference, "gpt-fast")
 
 
 # ------------------------------------------------------------------------------------------------------------ rows
@@ -454,15 +419,6 @@ def check_frame(frame) -> None:
                 raise ValueError(f"peers row {i}: a {row['status']} step row without its step and step_ms")
         elif row["check"] not in PEER_CHECKS:
             raise ValueError(f"peers row {i}: unknown check {row['check']!r}; known: {sorted(PEER_CHECKS)}")
-
-
-def best_of(frame, system: str, quant_prefix: str) -> float:
-    """The median timed step of `system`'s cells whose quant starts with `quant_prefix`, in a frame of one model
-    and ctx (NaN when none): what notebook 06 sets side by side."""
-    rows = frame[(frame["system"] == system) & (frame["status"] == "ok") & (frame["check"] == "-")
-                 & frame["quant"].str.startswith(quant_prefix)]
-    return float(rows["step_ms"].median()) if len(rows) else float("nan")
-
 
 
 # ------------------------------------------------------------------------------------------------------------ a run

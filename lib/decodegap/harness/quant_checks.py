@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from typing import Callable
 
 import torch
 
@@ -36,9 +37,9 @@ def _hidden(out):
 
 
 @contextmanager
-def _hooks(model, pre=None, post=None):
+def _hooks(layers, pre=None, post=None):
     handles = []
-    for i, layer in enumerate(model.model.layers):
+    for i, layer in enumerate(layers):
         if pre is not None:
             handles.append(layer.register_forward_pre_hook(lambda m, args, kwargs, i=i: pre(i, args, kwargs),
                                                            with_kwargs=True))
@@ -56,28 +57,28 @@ def _input(args, kwargs):
     return args[0] if args else kwargs["hidden_states"]
 
 
-def record_layers(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
-    """Per decoder layer, per forward call of checks.teacher_forced_logits (prefill, then the teacher-forced
-    steps): (input, output) hidden states of the bf16 model. Holds 2 x layers x ctx x hidden values."""
-    io = [[] for _ in model.model.layers]
+def record_io(layers, run: Callable[[], object]) -> list[list[tuple]]:
+    """Per module of `layers`, per forward call while `run()` runs: its (input, output) hidden states."""
+    io = [[] for _ in layers]
 
     def post(i, args, kwargs, out):
         io[i].append((_input(args, kwargs).detach().clone(), _hidden(out).detach().clone()))
 
-    with _hooks(model, post=post):
-        checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
+    with _hooks(layers, post=post):
+        run()
     return io
 
 
-def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0) -> float:
-    """The worst layer error (see the module docstring) of `model` fed, layer by layer, the inputs `reference`
-    holds (record_layers of the bf16 model, same ctx and seed). NaN if any layer gives NaN."""
-    calls = [0 for _ in model.model.layers]
+def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]], what: str = "the model") -> float:
+    """The worst error of `layers` while `run()` runs, each module fed, call by call, the input `reference` holds
+    (record_io of the reference model, same calls): its output against the reference's, relative to what the
+    reference module adds (see the module docstring). NaN if any module gives NaN."""
+    calls = [0 for _ in layers]
     worst = [0.0]
 
     def pre(i, args, kwargs):
         if calls[i] >= len(reference[i]):
-            raise RuntimeError(f"layer {i}: more layer calls than the bf16 model's {len(reference[i])}")
+            raise RuntimeError(f"layer {i}: more layer calls than the reference's {len(reference[i])}")
         forced = reference[i][calls[i]][0]
         if args:
             return (forced, *args[1:]), kwargs
@@ -91,12 +92,25 @@ def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int 
         if worst[0] == worst[0]:  # a NaN, once seen, stays the answer
             worst[0] = err if err != err else max(worst[0], err)
 
-    with torch.inference_mode(), _hooks(model, pre=pre, post=post):
-        checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
+    with torch.inference_mode(), _hooks(layers, pre=pre, post=post):
+        run()
     if any(c != len(r) for c, r in zip(calls, reference)):
-        raise RuntimeError(f"the quantised model made {calls} layer calls, the bf16 model {[len(r) for r in reference]} "
+        raise RuntimeError(f"{what} made {calls} layer calls, the reference {[len(r) for r in reference]} "
                            "(a reference of another ctx or number of steps)")
     return worst[0]
+
+
+def record_layers(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
+    """Per decoder layer, per forward call of checks.teacher_forced_logits (prefill, then the teacher-forced
+    steps): (input, output) hidden states of the bf16 model. Holds 2 x layers x ctx x hidden values."""
+    return record_io(model.model.layers, lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed))
+
+
+def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0) -> float:
+    """The worst layer error (see the module docstring) of `model` fed, layer by layer, the inputs `reference`
+    holds (record_layers of the bf16 model, same ctx and seed). NaN if any layer gives NaN."""
+    return forced_error(model.model.layers, lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed),
+                        reference, "the quantised model")
 
 
 def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
