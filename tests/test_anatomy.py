@@ -19,8 +19,9 @@ def _kernels(run, batch, copies_us, other_us, arm="eager"):
 
 
 def test_the_copy_share_of_each_profiled_step_by_hand():
+    int4 = [dict(r, quant="int4-triton") for r in _kernels("r9", 1, [1.0], [1.0])]  # another path's newer profile
     rows = pd.DataFrame(_kernels("r1", 1, [100.0], [900.0]) + _kernels("r1", 8, [600.0, 600.0], [800.0])
-                        + _kernels("r0", 8, [1.0], [1.0]))  # an older run of the same step: left out
+                        + _kernels("r0", 8, [1.0], [1.0]) + int4)  # an older run of the same step: left out
     t = anatomy.copy_shares(rows).set_index("batch")
     assert t.loc[1, "copy_share"] == pytest.approx(0.1) and t.loc[1, "gpu_ms"] == pytest.approx(1.0)
     assert t.loc[8, "copy_share"] == pytest.approx(0.6) and t.loc[8, "kernels"] == 3

@@ -51,11 +51,12 @@ def done_keys(path: Path, schema: records.Schema, retry: tuple[str, ...] = (), r
 
 def latest_profiles(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of the latest run (run ids begin with their start time) that profiled each step (gpu, model,
-    ctx, arm, quant) with `ok` rows, else that step's latest rows: a step profiled again (ladder --again) is read
-    from its new profile, never summed with the old one, which stays in the file as history."""
+    ctx, arm, quant, and batch where the rows have it) with `ok` rows, else that step's latest rows: a step profiled
+    again (ladder --again) is read from its new profile, never summed with the old one, which stays in the file as
+    history."""
     if rows.empty:
         return rows
-    step = [rows[c] for c in ("gpu", "model", "ctx", "arm", "quant")]
+    step = [rows[c] for c in ("gpu", "model", "ctx", "arm", "quant", "batch") if c in rows]
     ok_run = rows["run_id"].where(rows["status"] == "ok")
     latest = ok_run.groupby(step).transform("max").fillna(rows["run_id"].groupby(step).transform("max"))
     return rows[rows["run_id"] == latest]

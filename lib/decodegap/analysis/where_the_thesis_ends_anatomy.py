@@ -17,6 +17,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from decodegap import selection
+
 COPY_KERNEL = "direct_copy_kernel"
 """The name PyTorch's elementwise copy kernel carries in a profile (repeat_kv's expand + reshape lands there)."""
 PROFILED_OF = {"eager": "eager", "graph": "eager", "lean": "lean", "lean_graph": "lean"}
@@ -26,13 +28,14 @@ FIT_COLUMNS = ["gpu", "axis", "arm", "points", "a", "c_us", "rms_rel_residual", 
 
 
 def copy_shares(breakdown: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled step (gpu, model, ctx, arm, batch; the newest run of each), its kernels, GPU time (ms), the
+    """Per profiled bf16 step (gpu, model, ctx, arm, batch; its latest profile, selection.latest_profiles; notebook 07
+    reads bf16 steps only), its kernels, GPU time (ms), the
     time in COPY_KERNEL (ms) and that share."""
-    ok = breakdown[breakdown["status"] == "ok"] if not breakdown.empty else breakdown
+    latest = selection.latest_profiles(breakdown)
+    ok = latest[(latest["status"] == "ok") & (latest["quant"] == "bf16")] if not latest.empty else latest
     if ok.empty:
         return pd.DataFrame(columns=COPY_COLUMNS)
     key = ["gpu", "model", "ctx", "arm", "batch"]
-    ok = ok[ok["run_id"] == ok.groupby(key)["run_id"].transform("max")]
     is_copy = ok["kernel"].astype(str).str.contains(COPY_KERNEL, regex=False)
     out = (ok.assign(copy_us=ok["gpu_us"].where(is_copy, 0.0))
            .groupby(key).agg(kernels=("kernel", "size"), gpu_us=("gpu_us", "sum"), copy_us=("copy_us", "sum"))
@@ -43,12 +46,13 @@ def copy_shares(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 
 def kernel_counts(kernels: pd.DataFrame) -> pd.DataFrame:
-    """(gpu, model, ctx, arm, batch) -> the kernels one step launches (kernels.csv, `ok`, the newest run of each)."""
-    ok = kernels[kernels["status"] == "ok"] if not kernels.empty else kernels
+    """(gpu, model, ctx, arm, batch) -> the kernels one bf16 step launches (kernels.csv, `ok`, the latest profile of each:
+    selection.latest_profiles)."""
+    latest = selection.latest_profiles(kernels)
+    ok = latest[(latest["status"] == "ok") & (latest["quant"] == "bf16")] if not latest.empty else latest
     if ok.empty:
         return pd.DataFrame(columns=["gpu", "model", "ctx", "arm", "batch", "n_kernels"])
     key = ["gpu", "model", "ctx", "arm", "batch"]
-    ok = ok[ok["run_id"] == ok.groupby(key)["run_id"].transform("max")]
     return ok.groupby(key)["kernels"].last().rename("n_kernels").reset_index()
 
 
