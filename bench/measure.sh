@@ -218,13 +218,18 @@ build_quant() {  # Marlin's extension (bench/build_marlin.sh) and ExLlamaV2's, u
   local BUILT_HERE=""
   unpack_builds
   ls .ext/marlin_cuda*.so .ext/exllamav2_ext*.so >/dev/null 2>&1 || BUILT_HERE=1
-  bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1; tail -3 "$OUTDIR"/build.log
+  # the two builds side by side (Marlin's one large CUDA file beside ExLlamaV2's many), each with its own log
+  bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1 &
+  local marlin=$!
   if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
     local t0=$SECONDS
-    timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" >> "$OUTDIR"/build.log 2>&1
+    timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" \
+      > "$OUTDIR"/build_exllamav2.log 2>&1
     cp .ext/torch_extensions/exllamav2_ext/exllamav2_ext*.so .ext/ 2>/dev/null \
       && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
+    tail -3 "$OUTDIR"/build_exllamav2.log
   fi
+  wait $marlin; tail -3 "$OUTDIR"/build.log
   [ -n "$BUILT_HERE" ] && pack_builds
   python3 bench/optional_report.py --quant-paths
 }
