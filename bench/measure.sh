@@ -40,6 +40,12 @@ carries on. Notebook 05 (cost) measures nothing.
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
+    fused_int4  notebook 06: the fused int4 step's GPU tests (tests/test_fused_int4.py: every int4 product on the
+               real shapes against its reference), then python -m decodegap measure --quant int4-triton on the
+               fused int4 levers of levers.LEVERS (lean_fused_graph, lean_fused_pdl_norm_graph,
+               lean_fused_early_products_graph) over MODELS and CONTEXTS, INT4_SESSIONS fresh sessions (default
+               1), each session writing its format, layer and model checks (against bf16 and the path's own
+               eager step) before it times; the ladder reads the rows as the int4 fused levers
     check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
                and the sharpened check's faults on a narrow model on the CPU (under a minute;
                OUTDIR/check_sensitivity_cpu.csv, committed as data/diagnostics/check_sensitivity_cpu.csv), then
@@ -49,6 +55,9 @@ carries on. Notebook 05 (cost) measures nothing.
     ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
     confirm    notebook 06: python -m decodegap closing-the-gap --confirm (after ladder: each cell's chosen lever
                beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these)
+    megakernel  notebook 06: python -m decodegap closing-the-gap --megakernel (the cell of a public megakernel
+               study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
+               3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
     batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
                batch 1 to 64: eager, graph and the lean levers at every batch, compile and lean_compile at batches
                1, 8 and 64, each cell checked against eager per sequence; then one profiled eager and lean step per
@@ -78,6 +87,7 @@ Options, as environment variables (all optional):
     AB_ARGS            more options of python -m decodegap cuda-graphs-ab (e.g. "--headline-only --again": the
                        headline sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
+    INT4_SESSIONS      fresh sessions a cell of the fused_int4 step (default 1)
     SKIP_TESTS=1       the quant step without its GPU tests
   Measuring again
     RETRY=1            measure again the cells recorded as `error` (--retry-errors), once their cause is fixed
@@ -111,7 +121,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused check_sensitivity ladder confirm batch size peers"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused fused_int4 check_sensitivity ladder confirm megakernel batch size peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -274,6 +284,11 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
+step_fused_int4() {  # the fused int4 step: its GPU tests, then its levers measured with their in-run checks
+  [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused_int4 tests/test_fused_int4.py
+  dg measure --gpu "$GPU" "${GRID[@]}" --quant int4-triton --sessions "${INT4_SESSIONS:-1}" --no-progress \
+    --arms lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph
+}
 step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over
   # the grid, then llama-3.1-8b at ctx 2048 at factors 2 and 4
@@ -289,6 +304,9 @@ step_ladder() {
 }
 step_confirm() {  # notebook 06's winners confirmed, not selected: run after the ladder step
   dg closing-the-gap --confirm --gpu "$GPU"
+}
+step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
+  dg closing-the-gap --megakernel --gpu "$GPU"
 }
 step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments.where_the_thesis_ends)
   dg where-the-thesis-ends --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}

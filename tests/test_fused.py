@@ -196,7 +196,7 @@ def test_a_model_with_quantisation_layers_is_refused_with_the_reason():
     model = _tiny("qwen2-tiny")
     down = model.model.layers[1].mlp.down_proj
     model.model.layers[1].mlp.down_proj = quant.build_linear("bf16", down.in_features, down.out_features, device="cpu")
-    reason = "the fused kernels read bf16 nn.Linear weights; layer 1 has BF16Linear"
+    reason = "the fused kernels read bf16 nn.Linear weights or int4-triton layers; layer 1 has BF16Linear"
     assert fused.weights_unsupported(model) == reason
     with pytest.raises(lean.LeanUnsupported, match=reason):
         lean.LeanDecoder(model, 8, ("fused", "attention"))

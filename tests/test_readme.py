@@ -93,10 +93,13 @@ def test_readme_quantisation_prose_matches_the_h200_cells():
     assert some(lean, int4_kernels + ["awq-triton"])
     assert (lean[lean.quant.isin(int4_kernels)].speedup_over_bf16 > 1).all()
     assert (lean[lean.quant == "awq-triton"].speedup_over_bf16 < 1).all()
-    assert "in HF's eager step, which is launch-bound, only int4 tinygemm is faster than bf16 at all" in readme
-    assert some(eager, ["int4-tinygemm"]) and len(eager[eager.quant != "int4-tinygemm"])
-    assert (eager[eager.quant == "int4-tinygemm"].speedup_over_bf16 > 1).all()
-    assert (eager[eager.quant != "int4-tinygemm"].speedup_over_bf16 < 1).all()
+    assert ("in HF's eager step, which is launch-bound, only int4 tinygemm is faster than bf16 at ctx 2048 (at longer "
+            "contexts GPTQ + ExLlamaV2 is too, in some cells)") in readme
+    short, longer = eager[eager.ctx == 2048], eager[eager.ctx > 2048]
+    assert some(short, ["int4-tinygemm"]) and len(short[short.quant != "int4-tinygemm"])
+    assert (short[short.quant == "int4-tinygemm"].speedup_over_bf16 > 1).all()
+    assert (short[short.quant != "int4-tinygemm"].speedup_over_bf16 < 1).all()
+    assert (longer[longer.quant == "gptq-exllamav2"].speedup_over_bf16 > 1).any()
     assert "nothing gave NaN logits" in readme and len(qc)
     assert not qc.check.astype(str).str.contains("NaN").any()
 

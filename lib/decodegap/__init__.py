@@ -36,6 +36,10 @@ kernels: the Triton kernels
   kernels/fused/source      their Triton source
   kernels/fused/reference   their PyTorch references
   kernels/fused/configs     their launch configs per product shape (the fastest of bench/fused_gemv.py's rows)
+  kernels/fused/workspace   their split-K and output-norm workspace, one a device
+  kernels/fused_int4/launch     the fused step's products on int4-triton weights (fused_int4_gemv)
+  kernels/fused_int4/source     its Triton source: the int4 GEMV's loop in the fused step's design
+  kernels/fused_int4/reference  the int4 layer's rounding, which the fused references call for int4 weights
 quant: the quantisation paths
   quant/paths               the registry of paths, the swap into a model, the layer check
   quant/formats             each format's round to nearest and packing
@@ -72,6 +76,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/closing_the_gap  06: the ladder and where the time goes
   analysis/closing_the_gap_confirmation  06: each chosen lever timed again beside its runner-up
   analysis/closing_the_gap_peers  06: a peer's compiled decode beside the package's levers, checked cells only
+  analysis/closing_the_gap_megakernel  06: the levers on a public megakernel study's cell, beside its published times
   analysis/closing_the_gap_targets  06: the ladder's confirmed levers against its targets
   analysis/check_sensitivity  06: the decode check's faults against correct arms
   analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points

@@ -312,12 +312,18 @@ SIZE_AXIS_ONLY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-14b", "
 carry no session to tell them apart)."""
 
 
+CELL_ONLY_MODELS = ("llama-3.2-1b",)
+"""Models measured in one cell of their own, outside the grid: notebook 06's megakernel cell (levers.MEGAKERNEL_CELL)."""
+
+
 def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1) and sessions below
-    SCOPE_FIRST_SESSION, so that notebook 07's sweeps of the same cells never stand in for the grid's."""
+    """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1), sessions below
+    SCOPE_FIRST_SESSION, so that notebook 07's sweeps of the same cells never stand in for the grid's, and none of
+    the size axis's or a single cell's own models (SIZE_AXIS_ONLY, CELL_ONLY_MODELS)."""
     if rows.empty:
         return rows
-    keep = ~rows["model"].isin(SIZE_AXIS_ONLY) if "model" in rows else pd.Series(True, index=rows.index)
+    keep = (~rows["model"].isin(SIZE_AXIS_ONLY + CELL_ONLY_MODELS) if "model" in rows
+            else pd.Series(True, index=rows.index))
     if "batch" in rows:
         keep &= pd.to_numeric(rows["batch"], errors="coerce").fillna(1).astype(int) == 1
     if "session" in rows:

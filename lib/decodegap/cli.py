@@ -117,6 +117,15 @@ def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
 
+    if args.megakernel:  # the megakernel cell: its selection, then its confirmation
+        from decodegap.inputs import InputError
+
+        if args.levers or args.again or args.retry_errors or args.confirm:
+            raise InputError("--megakernel measures the cell of levers.MEGAKERNEL_CELL, its selection and then its "
+                             "confirmation; it takes none of --levers, --again, --retry-errors, --confirm")
+        gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+        closing_the_gap.measure_megakernel(gpu, warmup=args.warmup, device=args.device, data=args.data_dir)
+        return 0
     if args.confirm:  # the chosen levers and their runners-up again, after the selection (its own sweeps)
         from decodegap.inputs import InputError
 
@@ -424,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--confirm", action="store_true", help="after the selection: time each cell's chosen lever "
                      "beside its runner-up again, 3 fresh sessions, arm order alternated, numbered apart from the "
                      "selection (experiments.closing_the_gap.confirm); the targets read only these rows")
+    lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
+                     "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
+                     "fastest and its runner-up again (experiments.closing_the_gap.measure_megakernel)")
     lad.set_defaults(func=cmd_closing_the_gap)
 
     sc = sub.add_parser("where-the-thesis-ends", aliases=["scope"],

@@ -32,9 +32,15 @@ LEVERS = (
     ("int4 Triton GEMV, HF graph", "graph", "int4-triton"),
     ("int4 Triton GEMV, lean graph + Triton attention", "lean_attn_graph", "int4-triton"),
     ("int4 Triton GEMV, lean compiled + Triton attention", "lean_attn_compile", "int4-triton"),
+    ("int4 fused Triton step", "lean_fused_graph", "int4-triton"),
+    ("int4 fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton"),
+    ("int4 fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
+     "int4-triton"),
 )
-"""(lever, arm, quant) in ladder order; the last three are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
-int4-triton), measured by notebook 04's sweep over the grid. The lean decoder reads the int4-tinygemm weights of the quantised
+"""(lever, arm, quant) in ladder order; the last six are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
+int4-triton): three measured by notebook 04's sweep over the grid, then the fused int4 step (decodegap.kernels.fused_int4:
+the int4 GEMV inside the fused step's design, its norms, residual adds and SiLU in the products' prologues and
+epilogues, the rotary in its own kernel), without PDL and with the two PDL levers that won the bf16 grid. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
@@ -65,6 +71,17 @@ TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
 """The targets of notebook 06: Llama-3.1-8B at ctx 2048 on the H200, bf16 at an R_floor of at least `r_floor`
 against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
+MEGAKERNEL_CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32, steps=127, step_ms=0.70,
+                       arms=("graph", "lean_attn_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_graph",
+                             "lean_fused_early_products_graph"),
+                       published_us={"whole-model megakernel": 759.83, "CUDA graph + PDL pipeline": 794.74},
+                       source="a public frozen-protocol study of batch-1 bf16 decode on an H200 (32 prompt tokens, "
+                              "127 timed decode steps), as quoted in the package's issue 31; not retrieved here")
+"""Notebook 06's cell of a public megakernel study: Llama-3.2-1B in bf16, batch 1, on an H200, prefilled with `ctx`
+tokens and timed over `steps` decode steps; the fused step's target there is `step_ms` per step. `published_us` are
+that study's per-step times (published by it, not measured here), `arms` the levers measured on the cell
+(bench/measure.sh's megakernel step). The model is not a grid model: checked.grid_rows leaves its rows out of
+notebooks 01-06's grid, and analysis.closing_the_gap_megakernel reads them."""
 GRID_TARGET = dict(gpu="h200", r_floor=0.75)
 """Notebook 06's target over the grid: every bf16 cell of `gpu` (model x context) at an R_floor of at least
 `r_floor` with its fastest lever, against the datasheet bandwidth and W_all + K(ctx), as TARGETS' bf16 target."""

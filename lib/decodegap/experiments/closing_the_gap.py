@@ -10,6 +10,7 @@ import pandas as pd
 
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
+from decodegap.analysis import closing_the_gap_megakernel as megakernel
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -102,6 +103,34 @@ def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, 
     return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device)]
 
 
+def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
+                     warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
+    """The sweeps of the megakernel cell (levers.MEGAKERNEL_CELL, bf16): the selection, every lever of the cell in
+    `sessions` fresh sessions of the cell's steps, each session checked; with `confirm`, the selection's fastest
+    checked lever and its runner-up again, numbered from levers.CONFIRM_FIRST_SESSION (analysis
+    .closing_the_gap_megakernel reads them as the confirmation). ValueError for a confirmation before a selection."""
+    cell = levers.MEGAKERNEL_CELL
+    arms = tuple(cell["arms"])
+    first = 0
+    if confirm:
+        t = tables(data)["megakernel"]
+        chosen = t[(t["source"] == "measured") & (t["role"] == "selection") & (t["status"] == "ok")]
+        if chosen.empty:
+            raise ValueError("the megakernel cell has no checked selection run to confirm: measure its selection first")
+        arms, first = tuple(chosen.sort_values("t_obs_ms")["arm"].head(2)), levers.CONFIRM_FIRST_SESSION
+    return [SweepPlan(gpu=gpu, models=(cell["model"],), contexts=(cell["ctx"],), arms=arms, quant="bf16",
+                      sessions=sessions, steps=cell["steps"], warmup=warmup, device=device, first_session=first,
+                      check_every_session=True)]
+
+
+def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None) -> list[str]:
+    """The megakernel cell's selection sweep, then its confirmation (megakernel_plans), each resumable; returns
+    their run ids."""
+    keys.gpu_to_measure(gpu, device, data)
+    runs = [run_sweep(p, data) for p in megakernel_plans(gpu, data, warmup=warmup, device=device)]
+    return runs + [run_sweep(p, data) for p in megakernel_plans(gpu, data, True, warmup=warmup, device=device)]
+
+
 def rows(data) -> pd.DataFrame:
     """The ladder's decode rows (ladder.ladder_rows): decode.csv with its superseded rows, each cell from one sweep,
     plus the A/B sweep's for the cells and arms decode.csv lacks; a cell timed without a passing check of its own
@@ -116,8 +145,9 @@ def tables(data, model_keys=()) -> dict:
     matrix products one by one) and their `product_fits` (fixed cost per product and streaming rate), `confirmation`
     (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
     `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
-    package's levers, analysis.closing_the_gap_peers), the configs, the registry's `specs` and `measured_gbps` (copy
-    bandwidth per GPU)."""
+    package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
+    beside its published times, analysis.closing_the_gap_megakernel), the configs, the registry's `specs` and
+    `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
@@ -136,6 +166,8 @@ def tables(data, model_keys=()) -> dict:
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
         peers=peers.peer_table(records.load_experiment("peers", data)),
+        megakernel=megakernel.table(checked.labelled(checked.load("decode", data, grid=False)), specs,
+                                    models.configs(set(configs) | {levers.MEGAKERNEL_CELL["model"]}, data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -155,6 +187,6 @@ def findings(t: dict) -> dict:
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"])),
-            "06_findings_peers": peers.findings(t["peers"]),
+            "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(t["megakernel"]),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}

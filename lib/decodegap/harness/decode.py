@@ -32,8 +32,11 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               launches them with programmatic dependent launch (Hopper), the third also makes the
               post-attention norm in the o product's epilogue, the fourth the rotary and the cache write in the
               qkv product's too, the fifth is the third with every kernel triggering its dependents as it
-              starts, the sixth with only the products another product follows doing so. bf16 models only: a quantised or non-bf16 model,
-              or a GPU without PDL for the PDL arms, is `unavailable` with the reason.
+              starts, the sixth with only the products another product follows doing so. bf16 and int4-triton
+              models (the fused int4 step, decodegap.kernels.fused_int4: its four decoder products the int4
+              GEMV with the same prologues and epilogues, no rotary epilogue); another quantised or a non-bf16
+              model, an int4-triton model on the rotary-epilogue arm, or a GPU without PDL for the PDL arms, is
+              `unavailable` with the reason.
 
 Batch: a cell decodes `batch` sequences together (B different prompts of ctx tokens each, prompts.batch_prompt_ids;
 every sequence at the same position), and a timed step is one step of all of them. The HF arms and the lean decoder
@@ -300,6 +303,8 @@ def arm_available(arm: str, model, batch: int = 1) -> str | None:
             return reason
         from decodegap.kernels.fused import launch as fused
 
+        if "rotary_epilogue" in kernels and fused.weights_unsupported(model) is None and fused.int4_weights(model):
+            return fused.INT4_NO_ROTARY
         return fused.weights_unsupported(model) or ("pdl" in kernels and fused.pdl_unavailable(device)) or None
     return None
 

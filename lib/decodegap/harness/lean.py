@@ -27,10 +27,12 @@ can be captured in a CUDA graph and replayed with `start_pos` advanced in place.
 SDPA as HF does, with K and V expanded to every query head (HF: with a mask, GQA would fall back to math), so
 the lean levers time the same attention kernels as HF's and the split-KV kernel lever is what removes them.
 
-The fused step (custom kernel "fused", bf16 models): a decode step of seven kernels a layer from
-decodegap.kernels.fused.launch, the norms, bias, rotary, cache write, residual adds and SiLU folded into the products and
-the rotary kernel, the attention the split-KV kernel; the prefill keeps the path above. With "pdl" the same
-kernels are launched with programmatic dependent launch (Hopper).
+The fused step (custom kernel "fused", bf16 models and int4-triton models): a decode step of seven kernels a layer
+from decodegap.kernels.fused.launch, the norms, bias, rotary, cache write, residual adds and SiLU folded into the
+products and the rotary kernel, the attention the split-KV kernel; the prefill keeps the path above. With "pdl" the
+same kernels are launched with programmatic dependent launch (Hopper). On an int4-triton model the four decoder
+products run the int4 GEMV with the same prologues and epilogues (decodegap.kernels.fused_int4; no rotary epilogue),
+the LM head the bf16 kernel.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ class LeanDecoder(nn.Module):
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
         if "fused" in self.custom_kernels and fused.weights_unsupported(hf_model):
             raise LeanUnsupported(fused.weights_unsupported(hf_model))
+        if "rotary_epilogue" in self.custom_kernels and fused.int4_weights(hf_model):
+            raise LeanUnsupported(fused.INT4_NO_ROTARY)
         inner = hf_model.model
         first = inner.layers[0].self_attn
         self.n_heads, self.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads

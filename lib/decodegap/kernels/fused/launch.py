@@ -75,15 +75,11 @@ from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
 from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_reference, rmsnorm_gemv_reference,
                                                rotary_cache_reference, silu_gemv_residual_reference)
 from decodegap.kernels.fused.source import build as _kernels
+from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
+from decodegap.kernels.fused_int4.launch import UNSUPPORTED_EPILOGUES, fused_int4_gemv, int4_tensors
 from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
 
 
-WORKSPACE_FLOATS = 1 << 20
-"""fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
-WORKSPACE_ROW_BLOCKS = 1 << 16
-"""Arrival counters of the split-K workspace (one a row block of one product)."""
-
-_WORKSPACES: dict = {}
 
 
 def pdl_unavailable(device="cuda") -> str | None:
@@ -113,32 +109,47 @@ def pdl_unavailable(device="cuda") -> str | None:
 
 
 def weights_unsupported(hf_model) -> str | None:
-    """None when the fused step can run `hf_model`'s decoder layers (bf16, every projection an nn.Linear), else
-    the reason: the fused kernels read bf16 weights with the activation's rounding, not a quantised layer's
+    """None when the fused step can run `hf_model`'s decoder layers (bf16, every projection an nn.Linear, or every
+    one an int4-triton layer: the fused int4 step, decodegap.kernels.fused_int4), else the reason: the fused kernels
+    read bf16 weights or the int4-triton format with the activation's rounding, not another quantised layer's
     format nor another dtype."""
     dtype = hf_model.model.embed_tokens.weight.dtype
     if dtype != torch.bfloat16:
         return f"the fused kernels run bf16 models; this one is {dtype}"
     for i, layer in enumerate(hf_model.model.layers):
         a, m = layer.self_attn, layer.mlp
-        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
-                                            m.down_proj) if type(p) is not nn.Linear}
+        parts = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
+        if all(int4_tensors(p) is not None for p in parts):
+            continue
+        kinds = {type(p).__name__ for p in parts if type(p) is not nn.Linear}
         if kinds:
-            return f"the fused kernels read bf16 nn.Linear weights; layer {i} has {', '.join(sorted(kinds))}"
+            return (f"the fused kernels read bf16 nn.Linear weights or int4-triton layers; layer {i} has "
+                    f"{', '.join(sorted(kinds))}")
     return None
 
 
-def workspace(device) -> tuple:
-    """(fp32 partials [WORKSPACE_FLOATS], int32 arrival counters [WORKSPACE_ROW_BLOCKS], zero) of `device`'s
-    split-K workspace: allocated once and never reallocated (a captured graph keeps its addresses). The
-    kernels of one stream share it: each split-K kernel leaves every counter at zero when it completes, and the
-    next touches it only after its wait (PDL) or its launch. Two streams running split-K products at once
-    would need one workspace each."""
-    key = str(torch.device(device))
-    if key not in _WORKSPACES:
-        _WORKSPACES[key] = (torch.empty(WORKSPACE_FLOATS, dtype=torch.float32, device=device),
-                            torch.zeros(WORKSPACE_ROW_BLOCKS, dtype=torch.int32, device=device))
-    return _WORKSPACES[key]
+INT4_NO_ROTARY = ("the fused int4 step has no rotary epilogue (decodegap.kernels.fused_int4: its programs read one "
+                  "row set); its rotary runs in the rotary_cache kernel, as the arms without 'rotary_epilogue' do")
+"""Why an int4-triton model refuses the fused arms with 'rotary_epilogue'."""
+
+
+def int4_weights(hf_model) -> bool:
+    """Whether the decoder layers' projections are int4-triton layers (the fused int4 step)."""
+    return int4_tensors(hf_model.model.layers[0].self_attn.q_proj) is not None
+
+
+def product(x, weight, **options):
+    """fused_gemv(x, weight, **options) for a bf16 weight; fused_int4_gemv for an int4-triton layer (its bias
+    inside; neither the gate_up nor the rotary epilogue, nor a config of fused_gemv's: ValueError naming them)."""
+    if isinstance(weight, torch.Tensor):
+        return fused_gemv(x, weight, **options)
+    missing = [name for name in UNSUPPORTED_EPILOGUES if options.get(name)]
+    if missing or options.get("bias") is not None or options.get("config") is not None:
+        raise ValueError(f"fused_int4_gemv has no {', '.join(missing) or 'bias argument or GemvConfig'}: "
+                         f"an int4-triton layer holds its bias, and its step makes SiLU(gate) * up in down's "
+                         f"prologue and the rotary in rotary_cache")
+    options = {k: v for k, v in options.items() if k not in ("bias", "config", *UNSUPPORTED_EPILOGUES)}
+    return fused_int4_gemv(x, weight, **options)
 
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
@@ -288,20 +299,20 @@ class FusedOps:
             qkv = self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps)
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        q = fused_gemv(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
+        q = product(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
         return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
         """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
         if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
-        x, h = fused_gemv(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
-        return self._silu_down(fused_gemv(h, w_gate_up, **self._between), w_down, x)
+        x, h = product(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
+        return self._silu_down(product(h, w_gate_up, **self._between), w_down, x)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
             return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
-        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch)
+        return product(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch)
 
     def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
         if self.reference:
@@ -317,12 +328,12 @@ class FusedOps:
     def gemv_residual(self, x, weight, residual):
         if self.reference:
             return gemv_residual_reference(x, weight, residual)
-        return fused_gemv(x, weight, residual=residual, **self._between)
+        return product(x, weight, residual=residual, **self._between)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
-        return fused_gemv(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
+        return product(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
 
     def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
         """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
@@ -330,8 +341,8 @@ class FusedOps:
             return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
         if self.reference:
             return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-        return self._silu_down(fused_gemv(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x)
+        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x)
 
     def _silu_down(self, gate_up, w_down, x):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return fused_gemv(gate_up, w_down, silu_x=True, residual=x, **self._between)
+        return product(gate_up, w_down, silu_x=True, residual=x, **self._between)

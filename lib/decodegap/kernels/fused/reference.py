@@ -1,10 +1,23 @@
 """PyTorch references of the fused decode-step kernels (decodegap.kernels.fused.launch), each written to the same rounding as the
-unfused ops of decodegap.harness.lean: what the kernels must equal, and what FusedOps(reference=True) runs on any device."""
+unfused ops of decodegap.harness.lean: what the kernels must equal, and what FusedOps(reference=True) runs on any device.
+A weight that is not a tensor is an int4-triton layer (the fused int4 step): its product is
+decodegap.kernels.fused_int4.reference.linear_reference, its bias inside it."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def _linear(x, weight, bias=None):
+    """F.linear(x, weight, bias) of a bf16 weight; an int4-triton layer's product (its bias inside) otherwise."""
+    if isinstance(weight, torch.Tensor):
+        return F.linear(x, weight, bias)
+    from decodegap.kernels.fused_int4.reference import linear_reference
+
+    if bias is not None:
+        raise ValueError("an int4-triton layer holds its bias: pass bias None")
+    return linear_reference(x, weight)
 
 
 def rmsnorm_reference(x, weight, eps: float):
@@ -18,13 +31,13 @@ def rmsnorm_reference(x, weight, eps: float):
 
 def rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps: float):
     """F.linear(RMSNorm(x), weight, bias): fused_gemv with NORM (and BIAS when `bias` is given)."""
-    return F.linear(rmsnorm_reference(x, norm_weight, eps), weight, bias)
+    return _linear(rmsnorm_reference(x, norm_weight, eps), weight, bias)
 
 
 def gemv_residual_reference(x, weight, residual):
     """residual + F.linear(x, weight): the product rounded to the activation dtype, then the add in fp32,
     rounded (fused_gemv with RESIDUAL)."""
-    return (F.linear(x, weight).float() + residual.float()).to(residual.dtype)
+    return (_linear(x, weight).float() + residual.float()).to(residual.dtype)
 
 
 def gemv_residual_norm_reference(x, weight, residual, norm_weight, eps: float):
@@ -43,7 +56,7 @@ def silu_mul_reference(gate_up):
 def gate_up_silu_reference(x, norm_weight, weight, eps: float):
     """SiLU(gate) * up of the fused [gate; up] weight after RMSNorm(x), gate and up each rounded to the activation
     dtype first (fused_gemv with NORM and GATE_UP)."""
-    return silu_mul_reference(F.linear(rmsnorm_reference(x, norm_weight, eps), weight))
+    return silu_mul_reference(_linear(rmsnorm_reference(x, norm_weight, eps), weight))
 
 
 def silu_gemv_residual_reference(gate_up, weight, residual):

@@ -24,7 +24,9 @@ def build():
             return bits.to(tl.float32, bitcast=True)
 
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
-        globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
+        # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
+        globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
+                         tl=tl)
 
         @triton.jit
         def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,

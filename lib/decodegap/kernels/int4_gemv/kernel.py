@@ -78,8 +78,27 @@ def _kernel():
             t += ((d & 0x78000) | e15).to(tl.float32, bitcast=True) * x7
             return t
 
-        # the kernel finds the functions it calls among this module's globals (compiler and interpreter alike)
-        globals().update(_split_words=split_words, _word_dot=word_dot)
+        # the kernel finds the functions it calls among this module's globals (compiler and interpreter alike); the
+        # interpreter also looks there for triton.language when another module's kernel (the fused int4 GEMV) calls them
+        globals().update(_split_words=split_words, _word_dot=word_dot, tl=tl)
+
+        @triton.jit
+        def chunk_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, e11, e15, e19, C: tl.constexpr, R: tl.constexpr,
+                      S: tl.constexpr):
+            """T [C, R]: per lane and row, sum_k f_k x_k over the lane's S chunks of 4 words w [C, R, S, 4], f_k read
+            from the nibbles' mantissa bits; x0 .. x7 [C, 1, S, 4]: column i of each word. One FFMA chain a row and
+            chunk runs through the chunk's 4 words (no per-word sums to add up)."""
+            ws = _split_words(w, C, R, S)
+            q0, q1 = _split_words(x0, C, 1, S), _split_words(x1, C, 1, S)
+            q2, q3 = _split_words(x2, C, 1, S), _split_words(x3, C, 1, S)
+            q4, q5 = _split_words(x4, C, 1, S), _split_words(x5, C, 1, S)
+            q6, q7 = _split_words(x6, C, 1, S), _split_words(x7, C, 1, S)
+            t = tl.zeros((C, R, S), dtype=tl.float32)
+            for k in tl.static_range(4):  # the chunk's words
+                t = _word_dot(t, ws[k], q0[k], q1[k], q2[k], q3[k], q4[k], q5[k], q6[k], q7[k], e11, e15, e19)
+            return tl.sum(t, axis=2)
+
+        globals().update(_chunk_dot=chunk_dot)
 
         @triton.jit
         def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, E11, E15, E19, K: tl.constexpr,
@@ -137,18 +156,9 @@ def _kernel():
                 # nibbles into mantissa bits 11, 15, 19 (3 shifts a word) of floats that then read 4096 + q,
                 # 256 + q, 16 + q: one and-or each, a LOP3 when the exponent is in a register (not a second
                 # immediate). Hence the arguments, or'ed with N >> 31 (0): ptxas would reload a plain argument
-                # from the constant bank at every use when registers run short (+20% instructions). One FFMA
-                # chain a row and chunk runs through the chunk's 4 words (no per-word sums to add up)
+                # from the constant bank at every use when registers run short (+20% instructions)
                 e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)
-                ws = _split_words(w, CHUNKS, BLOCK_N, SUB)
-                q0, q1 = _split_words(x0, CHUNKS, 1, SUB), _split_words(x1, CHUNKS, 1, SUB)
-                q2, q3 = _split_words(x2, CHUNKS, 1, SUB), _split_words(x3, CHUNKS, 1, SUB)
-                q4, q5 = _split_words(x4, CHUNKS, 1, SUB), _split_words(x5, CHUNKS, 1, SUB)
-                q6, q7 = _split_words(x6, CHUNKS, 1, SUB), _split_words(x7, CHUNKS, 1, SUB)
-                t = tl.zeros((CHUNKS, BLOCK_N, SUB), dtype=tl.float32)
-                for k in tl.static_range(4):  # the chunk's words
-                    t = _word_dot(t, ws[k], q0[k], q1[k], q2[k], q3[k], q4[k], q5[k], q6[k], q7[k], e11, e15, e19)
-                T = tl.sum(t, axis=2)  # [C, BN]
+                T = _chunk_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, e11, e15, e19, CHUNKS, BLOCK_N, SUB)  # [C, BN]
                 acc += s * (T - Cx) + m * X
             y = tl.sum(acc, axis=0)
             tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=rows < N)

@@ -1,0 +1,149 @@
+"""The fused step's products on int4 weights (Triton): fused_int4_gemv, the int4 GEMV of decodegap.kernels.int4_gemv
+with the prologues and epilogues of decodegap.kernels.fused.launch.fused_gemv, so that an int4-triton model's decode
+step runs the fused bf16 step's design (its norms, residual adds and SiLU folded into the products, PDL, the early
+trigger) with a quarter of the bf16 step's weight bytes.
+
+  fused_int4_gemv  y = epilogue(W_deq prologue(x)) for one row, W_deq = q s + m per group (int4_gemv.format):
+                   NORM      RMSNorm of x as the prologue (qkv and gate_up): each program reads the whole of x
+                             once for its rms, then normalises each column as its loop reads it, with HF's
+                             rounding (normalise in fp32, round, times the norm weight, round).
+                   SILU_X    x is [gate; up] (2K values) and the product is taken of SiLU(gate) * up, each
+                             rounded as F.silu(gate) * up in bf16 (the down product).
+                   BIAS      + bias after the product is rounded, rounded again (as the int4 layer adds its bias).
+                   RESIDUAL  residual + the rounded product, rounded (the o and down products).
+                   OUT_NORM  also RMSNorm(y), made by the row block that arrives last (fused_gemv's out_norm: the
+                             post-attention norm in the o product's epilogue).
+                 The loop is the int4 GEMV's (its docstring: lanes along K, 16-byte loads, nibbles through float
+                 mantissas, one scale and offset a load) with two changes: every program loads its first step's
+                 words, scales and offsets before it waits for the previous kernel (PDL), and x's columns pass
+                 through the prologue before the sums. No split-K (the int4 GEMV has none), and neither the gate_up
+                 epilogue nor the rotary one: an int4 fused step makes SiLU(gate) * up in down's prologue and the
+                 rotary in the rotary_cache kernel (FusedOps refuses the other choices for int4 weights, with the
+                 reason).
+The product's reference is decodegap.kernels.fused_int4.reference; FusedOps (decodegap.kernels.fused.launch) calls
+fused_int4_gemv for every weight that is an int4-triton layer (`int4_tensors`), fused_gemv for bf16 weights (the LM
+head stays bf16 in every quantisation path)."""
+
+from __future__ import annotations
+
+import torch
+
+from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
+from decodegap.kernels.fused_int4.source import build as _kernel
+from decodegap.kernels.int4_gemv.format import check_format
+from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
+from decodegap.kernels.step import _interpreted, _triton
+
+UNSUPPORTED_EPILOGUES = ("gate_up", "rotary")
+"""fused_gemv's epilogues fused_int4_gemv does not have: their programs read two row sets of the weight at once."""
+
+_TUNED: dict = {}
+
+
+def int4_tensors(layer):
+    """(packed int32 [N, K/8], scales bf16 [N, K/G], offsets bf16 [N, K/G], group size, bias [N] or None) of an int4-triton
+    layer: decodegap.kernels.int4_gemv.layer.Int4GemvLinear, or a layer holding one as `inner` with its bias beside
+    it (quant.layers.Int4TritonLinear, also one built with reference=True: the format is the same, only the layer's
+own forward differs); None for anything else (a bf16 weight)."""
+    from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+
+    inner = layer if isinstance(layer, Int4GemvLinear) else getattr(layer, "inner", None)
+    if not isinstance(inner, Int4GemvLinear):
+        return None
+    bias = inner.bias if inner.bias is not None else getattr(layer, "bias", None)
+    return inner.packed, inner.scales, inner.offsets, inner.group_size, bias
+
+
+def _pairs(t, what: str):
+    """A bf16 vector as int32 pairs, 16-byte aligned (the kernel reads 8 bf16 at once)."""
+    t = t.reshape(-1).contiguous()
+    if t.dtype != torch.bfloat16:
+        raise ValueError(f"fused_int4_gemv takes bf16 {what}, got {t.dtype}")
+    if t.storage_offset() % 8:
+        t = t.clone()
+    return t, t.view(torch.int32)
+
+
+def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=None, silu_x: bool = False,
+                    out_norm=None, pdl: bool = False, early_trigger: bool = False, config=None):
+    """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
+    docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
+    with `out_norm` = (norm weight [N], eps). `config`: (BLOCK_N, SUB_MAX, num_warps), else the autotuned choice
+    over the int4 GEMV's configs (per weight shape and flavour, on the first call: warm up before capturing a CUDA
+    graph)."""
+    tensors = int4_tensors(layer)
+    if tensors is None:
+        raise ValueError(f"fused_int4_gemv takes an int4-triton layer (Int4GemvLinear or a layer with one as "
+                         f"`inner`), got {type(layer).__name__}")
+    packed, scales, offsets, G, bias = tensors
+    N, K = packed.shape[0], packed.shape[1] * 8
+    check_format(K, G)
+    if G < 32:
+        raise ValueError(f"fused_int4_gemv needs a group size >= 32 (its 16-byte loads stay in one group), got {G}")
+    if x.numel() != (2 * K if silu_x else K):
+        raise ValueError(f"fused_int4_gemv takes one row: x has {x.numel()} elements, the weight has K = {K}"
+                         + (" (silu_x takes [gate; up], 2K)" if silu_x else ""))
+    if silu_x and norm_weight is not None:
+        raise ValueError("silu_x and norm_weight are two prologues: fused_int4_gemv takes one")
+    if residual is not None and residual.numel() != N:
+        raise ValueError(f"the residual has {residual.numel()} elements, the product {N} rows")
+    triton, _ = _triton()
+    xb, xi = _pairs(x, "x")
+    nb, ni = _pairs(norm_weight, "norm weights") if norm_weight is not None else (xb, xi)
+    y = torch.empty(N, dtype=torch.bfloat16, device=x.device)
+    h = torch.empty_like(y) if out_norm is not None else y
+    extra = dict(part_ptr=y, onorm_ptr=y, h_ptr=h, ncount_ptr=xi, eps_out=0.0, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+    if out_norm is not None:
+        partials, counts = workspace(x.device)
+        extra.update(part_ptr=partials, onorm_ptr=out_norm[0].reshape(-1).contiguous(),
+                     ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:], eps_out=float(out_norm[1]), OUT_NORM=True,
+                     YBLOCK=triton.next_power_of_2(N))
+    flags = dict(NORM=norm_weight is not None, XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16,
+                 SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, USE_PDL=pdl,
+                 EARLY_TRIGGER=early_trigger)
+    args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
+            bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
+    kernel = _kernel()
+    launch = dict(launch_pdl=True) if pdl else {}
+    if _interpreted():  # one config, CHUNKS lanes along K on one "warp"
+        (block_n, sub, chunks), warps = INT4_INTERPRETED, 1
+    else:
+        block_n, sub, warps = config or _tuned(N, K, G, flags, args, extra, out_norm is not None)
+        chunks = 32 * warps
+    blocks = triton.cdiv(N, block_n)
+    if out_norm is not None:
+        if blocks > WORKSPACE_FLOATS:
+            raise ValueError(f"out_norm takes at most {WORKSPACE_FLOATS} row blocks, got {blocks}")
+        extra["PBLOCK"] = triton.next_power_of_2(blocks)
+    kernel[(blocks,)](*args, N=N, E11=_MAGIC[0], E15=_MAGIC[1], E19=_MAGIC[2], eps=float(eps), K=K, G=G,
+                      BLOCK_N=block_n, CHUNKS=chunks, SUB_MAX=sub, num_warps=warps, num_stages=1, **flags,
+                      **extra, **launch)
+    return y if out_norm is None else (y, h)
+
+
+def _tuned(N: int, K: int, G: int, flags: dict, args: tuple, extra: dict, out_norm: bool) -> tuple:
+    """The fastest of INT4_CONFIGS for this weight shape and flavour, timed once on the GPU with Triton's
+    do_bench (as the int4 GEMV's autotuner does), then kept."""
+    key = (N, K, G, tuple(sorted(flags.items())), out_norm)
+    if key not in _TUNED:
+        triton, _ = _triton()
+        kernel = _kernel()
+        times = {}
+        for block_n, sub, warps in INT4_CONFIGS:
+            run_extra = dict(extra)
+            if out_norm:
+                run_extra["PBLOCK"] = triton.next_power_of_2(triton.cdiv(N, block_n))
+            launch = dict(launch_pdl=True) if flags["USE_PDL"] else {}
+
+            def call(block_n=block_n, sub=sub, warps=warps, run_extra=run_extra, launch=launch):
+                kernel[(triton.cdiv(N, block_n),)](*args, N=N, E11=_MAGIC[0], E15=_MAGIC[1], E19=_MAGIC[2], eps=0.0,
+                                                   K=K, G=G, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub,
+                                                   num_warps=warps, num_stages=1, **flags, **run_extra, **launch)
+            times[(block_n, sub, warps)] = triton.testing.do_bench(call, warmup=5, rep=20)
+        _TUNED[key] = min(times, key=times.get)
+    return _TUNED[key]
+
+
+def tuned_configs() -> dict:
+    """{(N, K, group size, flags, out_norm): (BLOCK_N, SUB_MAX, num_warps)} chosen so far (for a run's record)."""
+    return dict(_TUNED)

@@ -1,0 +1,153 @@
+"""The Triton source of the fused int4 product, fused_int4_gemv_kernel, built once on first use (`build`).
+decodegap.kernels.fused_int4.launch launches it, checks its arguments and documents what it computes. Its inner loop
+is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
+mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
+(decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, the gdc ops, _chunk_dot,
+_unpack_pairs, _prologue) among this module's globals."""
+
+from __future__ import annotations
+
+from decodegap.kernels.step import _triton, gdc_functions
+
+_COMPILED: dict = {}
+
+
+def build():
+    """fused_int4_gemv_kernel, built once (the bare kernel: launch chooses its config)."""
+    if "fused_int4" not in _COMPILED:
+        triton, tl = _triton()
+        from decodegap.kernels.fused import source as fused_source
+        from decodegap.kernels.int4_gemv import kernel as int4_kernel
+
+        fused_source.build()  # defines _round_bf16 there
+        int4_kernel._kernel()  # defines _chunk_dot there
+        gdc_wait, gdc_launch_dependents = gdc_functions()
+
+        @triton.jit
+        def unpack_pairs(xp, C: tl.constexpr, S: tl.constexpr):
+            """The 8 columns of each word of a chunk as floats, x0 .. x7 [C, 1, S, 4 (word)], from bf16 pairs read
+            as int32 at xp [C, 1, S, 4] (pairs 0..3 of word 0; + 4 q for word q): four 16-byte loads and a transpose
+            within each lane's registers, as the int4 GEMV reads x."""
+            l0, l1, l2, l3 = tl.load(xp), tl.load(xp + 4), tl.load(xp + 8), tl.load(xp + 12)
+            xj = tl.join(tl.join(l0, l1), tl.join(l2, l3))  # [C, 1, S, 4 (pair), 2 (q % 2), 2 (q // 2)]
+            xj = tl.reshape(tl.permute(xj, (0, 1, 2, 5, 4, 3)), (C, 1, S, 4, 2, 2))
+            even, odd = tl.split(xj)
+            x01, x45 = tl.split(even)
+            x23, x67 = tl.split(odd)
+            HI: tl.constexpr = -65536  # 0xFFFF0000: the high bf16 of a pair, already a float's top half
+            return ((x01 << 16).to(tl.float32, bitcast=True), (x01 & HI).to(tl.float32, bitcast=True),
+                    (x23 << 16).to(tl.float32, bitcast=True), (x23 & HI).to(tl.float32, bitcast=True),
+                    (x45 << 16).to(tl.float32, bitcast=True), (x45 & HI).to(tl.float32, bitcast=True),
+                    (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True))
+
+        @triton.jit
+        def prologue(x, rstd, n, u, NORM: tl.constexpr, SILU_X: tl.constexpr):
+            """One column of x as the product reads it: RMSNorm'd (x * rstd rounded, times the norm weight n,
+            rounded), or SiLU(gate = x) * up (u), each rounded as torch does in bf16, or x itself."""
+            if NORM:
+                x = _round_bf16(_round_bf16(x * rstd) * n)
+            elif SILU_X:
+                x = _round_bf16(_round_bf16(x / (1.0 + tl.exp(-x))) * u)
+            return x
+
+        globals().update(_round_bf16=fused_source._round_bf16, _gdc_wait=gdc_wait,
+                         _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
+                         _unpack_pairs=unpack_pairs, _prologue=prologue)
+
+        @triton.jit
+        def fused_int4_gemv_kernel(x_ptr, xb_ptr, p_ptr, s_ptr, m_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr,
+                                   onorm_ptr, h_ptr, ncount_ptr, N, E11, E15, E19, eps, eps_out,
+                                   K: tl.constexpr, G: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr,
+                                   SUB_MAX: tl.constexpr, NORM: tl.constexpr, XBLOCK: tl.constexpr,
+                                   SILU_X: tl.constexpr, BIAS: tl.constexpr, RESIDUAL: tl.constexpr,
+                                   OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
+                                   USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+            # x_ptr, norm_ptr: bf16 pairs read as int32 ([K/2]; x [K] of gate, then [K] of up, with SILU_X); xb_ptr: x
+            # as bf16 (the norm's sum of squares)
+            if USE_PDL:
+                if EARLY_TRIGGER:  # at once: the next kernel may launch and load its first weights
+                    _gdc_launch_dependents()
+            KW: tl.constexpr = K // 8
+            NG: tl.constexpr = K // G
+            CPG: tl.constexpr = G // 32  # chunks (4 words, 32 columns, one 16-byte load) a group
+            SUB: tl.constexpr = SUB_MAX if SUB_MAX <= CPG else CPG  # a lane's chunks share one group
+            NCH: tl.constexpr = K // 32
+            STEP: tl.constexpr = CHUNKS * SUB  # chunks a loop step
+            rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            safe_rows = tl.minimum(rows, N - 1)  # rows past N read row N - 1 and are neither stored nor summed
+            c = tl.arange(0, CHUNKS)
+            sub = tl.arange(0, SUB)
+            vv = tl.arange(0, 4)[None, None, None, :]
+            row_off = safe_rows[None, :, None, None] * KW
+            sm_off = safe_rows[None, :] * NG + (c * SUB // CPG)[:, None]  # [C, BN]
+            # the first step's weights, scales and offsets: loaded before the wait (what PDL overlaps)
+            first = c * SUB
+            ok = (first < NCH)[:, None]  # lanes past K read the last chunks again and count for nothing (s = m = 0)
+            s = tl.load(s_ptr + sm_off, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            m = tl.load(m_ptr + sm_off, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            word0 = (tl.minimum(first, NCH - SUB)[:, None] + sub[None, :])[:, None, :, None] * 4
+            w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")  # [C, BN, SUB, 4]
+            if USE_PDL:
+                _gdc_wait()
+            rstd = 1.0
+            if NORM:
+                xo = tl.arange(0, XBLOCK)
+                xa = tl.load(xb_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
+                rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
+            acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
+            for ch0 in range(0, NCH, STEP):
+                if ch0 > 0:  # this step's tiles (the first step's are loaded)
+                    first = ch0 + c * SUB
+                    ok = (first < NCH)[:, None]
+                    s = tl.load(s_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0,
+                                eviction_policy="evict_first").to(tl.float32)
+                    m = tl.load(m_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0,
+                                eviction_policy="evict_first").to(tl.float32)
+                    word0 = (tl.minimum(first, NCH - SUB)[:, None] + sub[None, :])[:, None, :, None] * 4
+                    w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")
+                xw = word0 * 4 + vv  # [C, 1, SUB, 4]: word 0's pairs 0..3 of each lane's chunks
+                x0, x1, x2, x3, x4, x5, x6, x7 = _unpack_pairs(x_ptr + xw, CHUNKS, SUB)
+                n0, n1, n2, n3, n4, n5, n6, n7 = x0, x1, x2, x3, x4, x5, x6, x7  # no second operand
+                if NORM:
+                    n0, n1, n2, n3, n4, n5, n6, n7 = _unpack_pairs(norm_ptr + xw, CHUNKS, SUB)
+                if SILU_X:  # up, K columns after gate
+                    n0, n1, n2, n3, n4, n5, n6, n7 = _unpack_pairs(x_ptr + K // 2 + xw, CHUNKS, SUB)
+                x0, x1 = _prologue(x0, rstd, n0, n0, NORM, SILU_X), _prologue(x1, rstd, n1, n1, NORM, SILU_X)
+                x2, x3 = _prologue(x2, rstd, n2, n2, NORM, SILU_X), _prologue(x3, rstd, n3, n3, NORM, SILU_X)
+                x4, x5 = _prologue(x4, rstd, n4, n4, NORM, SILU_X), _prologue(x5, rstd, n5, n5, NORM, SILU_X)
+                x6, x7 = _prologue(x6, rstd, n6, n6, NORM, SILU_X), _prologue(x7, rstd, n7, n7, NORM, SILU_X)
+                sa = tl.sum(tl.sum(x0 + x3 + x6, axis=3), axis=2)  # [C, 1]: the lane's columns read 4096 + q
+                sb = tl.sum(tl.sum(x1 + x4 + x7, axis=3), axis=2)  # 256 + q
+                sc = tl.sum(tl.sum(x2 + x5, axis=3), axis=2)  # 16 + q
+                X = sa + sb + sc
+                Cx = 4096.0 * sa + 256.0 * sb + 16.0 * sc
+                e11, e15, e19 = E11 | (N >> 31), E15 | (N >> 31), E19 | (N >> 31)  # see int4_gemv's kernel
+                T = _chunk_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, e11, e15, e19, CHUNKS, BLOCK_N, SUB)
+                acc += s * (T - Cx) + m * X
+            if USE_PDL:
+                if not EARLY_TRIGGER:
+                    _gdc_launch_dependents()  # x, the previous kernel's output, is read
+            row_ok = rows < N
+            y = _round_bf16(tl.sum(acc, axis=0))  # the product in bf16, as the int4 layer returns it
+            if BIAS:
+                y = _round_bf16(y + tl.load(bias_ptr + safe_rows).to(tl.float32))
+            if RESIDUAL:
+                y = _round_bf16(y + tl.load(res_ptr + safe_rows).to(tl.float32))
+            tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok)
+            if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (as fused_gemv's)
+                tl.store(part_ptr + tl.program_id(0), tl.sum(tl.where(row_ok, y * y, 0.0), axis=0))
+                tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
+                arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
+                if arrived == tl.num_programs(0) - 1:
+                    po = tl.arange(0, PBLOCK)
+                    sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
+                    rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
+                    yo = tl.arange(0, YBLOCK)
+                    ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
+                    nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
+                    h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
+                    tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
+                    tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
+
+        _COMPILED["fused_int4"] = fused_int4_gemv_kernel
+    return _COMPILED["fused_int4"]

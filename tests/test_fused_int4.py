@@ -1,0 +1,319 @@
+"""The fused int4 step (decodegap.kernels.fused_int4): its reference against the int4-triton layer's own product, the
+lean decoder's fused step on tiny int4-triton models through the references against its unfused int4 step (always,
+no Triton), the refusals (another quantisation path, the rotary epilogue, fused_gemv's options it lacks), and in
+Triton's interpreter the kernel against its reference on every flavour and the fused int4 step against the
+reference step. The GPU tests (gpu marker) check the kernel on the real shapes and the arm against the path's own
+eager step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decodegap import compare
+from decodegap.harness import lean, models
+from decodegap.kernels.fused import launch as fused, reference as fused_reference
+from decodegap.kernels.fused_int4 import launch as fused_int4, reference as int4_reference
+from decodegap.kernels.int4_gemv.format import dequantise
+from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+from decodegap.quant import paths as quant
+
+
+def _rand(*shape, std=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (std * torch.randn(*shape, generator=gen)).bfloat16()
+
+
+def _tiny_int4(key):
+    model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
+    models.randomise_(model, seed=1, std=0.2)
+    info = quant.quantise_model_(model, "int4-triton", reference=True)  # the format; the layer's forward in fp32
+    assert info["path"] == "int4-triton"
+    return model
+
+
+def test_the_reference_is_the_layer_product_rounded_once_then_its_bias():
+    """linear_reference = bf16(x W_deq^T in fp32), then + bias rounded: checked against a hand-built product of
+    the dequantised weight (dequantise is the format's tested inverse), with and without a bias."""
+    w, x, b = _rand(24, 64, std=0.1, seed=1), _rand(64, std=2.0, seed=2), _rand(24, seed=3)
+    layer = Int4GemvLinear.from_weight(w, group_size=32)
+    wd = dequantise(layer.packed, layer.scales, layer.offsets, 32)
+    expect = (x.float() @ wd.T).bfloat16()
+    assert torch.equal(int4_reference.linear_reference(x, layer), expect)
+    with_bias = Int4GemvLinear.from_weight(w, bias=b, group_size=32)
+    assert torch.equal(int4_reference.linear_reference(x, with_bias), (expect.float() + b.float()).bfloat16())
+    with pytest.raises(ValueError, match="int4-triton layer"):
+        int4_reference.linear_reference(x, w)
+
+
+def test_int4_tensors_reads_the_int4_triton_layers_only():
+    model = _tiny_int4("qwen2-tiny")
+    q = model.model.layers[0].self_attn.q_proj
+    packed, scales, offsets, group, bias = fused_int4.int4_tensors(q)
+    assert packed.shape == (q.out_features, q.in_features // 8) and group == 64 and bias is not None  # Qwen2's bias
+    assert fused_int4.int4_tensors(torch.nn.Linear(64, 8)) is None
+    assert fused_int4.int4_tensors(_rand(8, 64)) is None
+
+
+def test_an_int4_triton_model_runs_the_fused_step_and_other_paths_are_refused():
+    model = _tiny_int4("llama-tiny")
+    assert fused.weights_unsupported(model) is None and fused.int4_weights(model)
+    assert lean.LeanDecoder(model, 8, ("fused", "attention", "pdl", "norm_epilogue")).fused is not None
+    with pytest.raises(lean.LeanUnsupported, match="no rotary epilogue"):
+        lean.LeanDecoder(model, 8, ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue"))
+    other = _tiny_int4("llama-tiny")  # one layer of another path among the int4-triton ones
+    down = other.model.layers[1].mlp.down_proj
+    other.model.layers[1].mlp.down_proj = quant.build_linear("gptq-exllamav2", down.in_features, down.out_features,
+                                                             device="cpu", group_size=64, reference=True)
+    assert fused.weights_unsupported(other) == ("the fused kernels read bf16 nn.Linear weights or int4-triton "
+                                                "layers; layer 1 has GPTQExllamaV2Linear, Int4TritonLinear")
+
+
+def test_the_rotary_epilogue_arm_is_unavailable_on_an_int4_model_with_the_reason(monkeypatch):
+    """As on a GPU with PDL (its checks stood in for here): the fused arms run an int4-triton model, the one with the
+    rotary epilogue is `unavailable` with the reason, and a bf16 model still runs it."""
+    from decodegap.harness import decode
+    from decodegap.kernels import step as kernels_step
+
+    monkeypatch.setattr(decode, "_is_cuda", lambda model: True)
+    monkeypatch.setattr(kernels_step, "available", lambda device="cuda": None)
+    monkeypatch.setattr(fused, "pdl_unavailable", lambda device="cuda": None)
+    model = _tiny_int4("qwen2-tiny")
+    assert decode.arm_available("lean_fused_pdl_epilogues_graph", model) == fused.INT4_NO_ROTARY
+    for arm in ("lean_fused_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_products_graph"):
+        assert decode.arm_available(arm, model) is None, arm
+    bf16 = models.build_model(models.load_spec("qwen2-tiny"), device="cpu", dtype="bf16")
+    assert decode.arm_available("lean_fused_pdl_epilogues_graph", bf16) is None
+
+
+def test_product_names_what_the_int4_kernel_cannot_take():
+    layer = Int4GemvLinear.from_weight(_rand(32, 64, std=0.1), group_size=32)
+    x = _rand(64)
+    for options, word in ((dict(gate_up=True), "gate_up"), (dict(rotary=(1,)), "rotary"),
+                          (dict(bias=_rand(32)), "bias")):
+        with pytest.raises(ValueError, match=word):
+            fused.product(x, layer, **options)
+    with pytest.raises(ValueError, match="int4-triton layer"):
+        fused_int4.fused_int4_gemv(x, _rand(32, 64))
+    with pytest.raises(ValueError, match="one row"):
+        fused_int4.fused_int4_gemv(_rand(2, 64), layer)
+    with pytest.raises(ValueError, match="two prologues"):
+        fused_int4.fused_int4_gemv(_rand(128), layer, silu_x=True, norm_weight=_rand(64))
+
+
+@pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
+def test_the_fused_int4_reference_step_equals_the_unfused_int4_step(key):
+    """The lean decoder's fused step through FusedOps(reference=True) on a tiny int4-triton model (Qwen2: the qkv
+    bias inside the int4 layer) gives the unfused lean step's logits on the same model within bf16 rounding, and a
+    step that drops the o product's residual does not (the comparison can fail)."""
+    model = _tiny_int4(key)
+    with torch.inference_mode():
+        plain = lean.LeanStep(model, 12, 16, feedback=False)
+        ref = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        ref.lean.fused = fused.FusedOps(reference=True)
+        for _ in range(3):
+            a, b = plain.step().float(), ref.step().float()
+            assert compare.max_relative_error(b, a) < 0.05, key
+
+        class NoResidual(fused.FusedOps):
+            def gemv_residual(self, x, weight, residual):
+                return super().gemv_residual(x, weight, torch.zeros_like(residual))
+
+        broken = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        broken.lean.fused = NoResidual(reference=True)
+        assert compare.max_relative_error(broken.step().float(), plain.step().float()) > 0.2
+
+
+INTERPRETED_CHECKS = """
+import torch
+from decodegap import compare
+from decodegap.harness import lean, models
+from decodegap.kernels.fused import launch as fused, reference as fused_reference
+from decodegap.kernels.fused_int4 import launch as fused_int4
+from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+from decodegap.quant import paths as quant
+
+def rand(*shape, std=1.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (std * torch.randn(*shape, generator=gen)).bfloat16()
+
+def close(got, ref, what, tol=1e-2):
+    err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    assert got.shape == ref.shape and err < tol, (what, got.shape, ref.shape, err)
+
+# K: one chunk a lane and lanes past K (64), several loop steps with the last partial (1280), groups of 32 to 128;
+# N: tails of the row blocks
+for K, N, G in [(64, 37, 32), (256, 9, 64), (1280, 21, 128), (96, 8, 32)]:
+    x, res, nw, on = rand(K, std=2.0, seed=1), rand(N, seed=2), rand(K, seed=3), rand(N, seed=4)
+    w, b = rand(N, K, std=0.1, seed=5), rand(N, seed=6)
+    plain, biased = Int4GemvLinear.from_weight(w, group_size=G), Int4GemvLinear.from_weight(w, bias=b, group_size=G)
+    close(fused_int4.fused_int4_gemv(x, plain), fused_reference._linear(x, plain), ("plain", K, N, G))
+    close(fused_int4.fused_int4_gemv(x, plain, norm_weight=nw, eps=1e-5),
+          fused_reference.rmsnorm_gemv_reference(x, nw, plain, None, 1e-5), ("norm", K, N, G))
+    close(fused_int4.fused_int4_gemv(x, biased, norm_weight=nw, eps=1e-5),
+          fused_reference.rmsnorm_gemv_reference(x, nw, biased, None, 1e-5), ("norm_bias", K, N, G))
+    close(fused_int4.fused_int4_gemv(x, plain, residual=res), fused_reference.gemv_residual_reference(x, plain, res),
+          ("residual", K, N, G))
+    got = fused_int4.fused_int4_gemv(x, plain, residual=res, out_norm=(on, 1e-5))
+    ref = fused_reference.gemv_residual_norm_reference(x, plain, res, on, 1e-5)
+    close(got[0], ref[0], ("out_norm y", K, N, G))
+    close(got[1], ref[1], ("out_norm h", K, N, G))
+    assert fused.workspace("cpu")[1].abs().sum() == 0  # the output norm's counter reset for the next product
+    gu = rand(2 * K, std=2.0, seed=7)
+    close(fused_int4.fused_int4_gemv(gu, plain, silu_x=True, residual=res),
+          fused_reference.silu_gemv_residual_reference(gu, plain, res), ("silu_x", K, N, G))
+    # a fault the comparison must catch: the codes of one group's rows read with the nibble order swapped
+    swapped = Int4GemvLinear(((plain.packed & 0x0F0F0F0F) << 4) | ((plain.packed >> 4) & 0x0F0F0F0F),
+                             plain.scales, plain.offsets, G)
+    err = compare.max_relative_error(fused_int4.fused_int4_gemv(x, swapped).float(),
+                                     fused_reference._linear(x, plain).float())
+    assert err > 0.05, ("swapped nibbles pass", K, N, G, err)
+
+# the fused step of tiny int4-triton models with its products through the kernel: the reference step's logits, and
+# the unfused step's. The rotary and the attention run their references here: their kernels are the bf16 step's
+# (tests/test_fused.py), as is the LM head's product, and this Triton's interpreter refuses their scalar-and-vector
+# masks
+class Products(fused.FusedOps):
+    def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps):  # the bf16 LM head: the bf16 kernel's reference
+        if isinstance(weight, torch.Tensor):
+            return fused_reference.rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
+        return super().rmsnorm_gemv(x, norm_weight, weight, bias, eps)
+
+    def rotary_cache(self, *args):
+        return fused_reference.rotary_cache_reference(*args)
+
+    def attention(self, q, k_cache, v_cache, length, scale):
+        return fused.decode_attention_reference(q, k_cache, v_cache, int(length), scale)
+
+for key in ("llama-tiny", "qwen2-tiny"):
+    model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
+    models.randomise_(model, seed=1, std=0.2)
+    quant.quantise_model_(model, "int4-triton", reference=True)
+    with torch.inference_mode():
+        plain = lean.LeanStep(model, 12, 16, feedback=False)
+        ref = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        ref.lean.fused = fused.FusedOps(reference=True)
+        got = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        got.lean.fused = Products()
+        epi = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue"))
+        epi.lean.fused = Products(norm_in_epilogue=True)
+        for _ in range(3):
+            a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
+            assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
+            assert compare.max_relative_error(e, b) < 0.02, key
+print("interpreted fused int4 kernel ok")
+"""
+
+
+def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
+    """Every flavour of fused_int4_gemv (plain, norm, norm with the layer's bias, residual, residual with the output's
+    norm, the SiLU prologue) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
+    within bf16 of the reference; a swapped nibble order fails the same comparison; and the fused step of a tiny
+    int4-triton Llama and Qwen2 with its products through the kernel (also with the norm in o's epilogue; the
+    rotary, the attention and the bf16 LM head through their references) against the reference step and the unfused int4 step. In a
+    fresh process with TRITON_INTERPRET=1."""
+    from conftest import run_interpreted
+
+    run_interpreted(INTERPRETED_CHECKS, "interpreted fused int4 kernel ok")
+
+
+# ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
+
+INT4_FLAVOURS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
+                 "residual_norm": dict(RESIDUAL=True, OUT_NORM=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True)}
+
+
+def _int4_products(key):
+    """(name, K, N, flavour) of the four int4 products of a model's fused int4 step (the norm-epilogue arm's o too)."""
+    c = models.load_spec(key).config
+    hidden, inter, heads, kv = (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
+                                c["num_key_value_heads"])
+    D = hidden // heads
+    return [("qkv", hidden, (heads + 2 * kv) * D, "norm_bias" if c["model_type"] == "qwen2" else "norm"),
+            ("o", heads * D, hidden, "residual"), ("o_norm", heads * D, hidden, "residual_norm"),
+            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down_silu", inter, hidden, "silu_residual")]
+
+
+@pytest.mark.parametrize("pdl", [False, True, "early"])
+def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
+    """Every int4 product of the three models' fused int4 step, compiled offline for sm_90 by this Triton on two
+    of the int4 GEMV's configs: 16-byte loads of the packed words, no register spills; with PDL one wait after
+    the first step's weight loads and one trigger after the loop (early trigger: before any load), none without."""
+    pytest.importorskip("triton")
+    from test_fused import _sm90
+
+    from decodegap.kernels.fused_int4 import source as int4_source
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(int4_source, "_COMPILED", {})
+    kernel = int4_source.build()
+    types = dict(x_ptr="*i32", xb_ptr="*bf16", p_ptr="*i32", s_ptr="*bf16", m_ptr="*bf16", y_ptr="*bf16",
+                 norm_ptr="*i32", bias_ptr="*bf16", res_ptr="*bf16", part_ptr="*fp32", onorm_ptr="*bf16",
+                 h_ptr="*bf16", ncount_ptr="*i32", N="i32", E11="i32", E15="i32", E19="i32", eps="fp32",
+                 eps_out="fp32")
+    seen = {}
+    for key in ("llama-3.1-8b", "qwen2.5-7b"):
+        for name, K, N, flavour in _int4_products(key):
+            for block_n, sub, warps in ((8, 1, 4), (4, 2, 2)):
+                flags = dict(K=K, G=128, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
+                             SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+                flags.update(INT4_FLAVOURS[flavour])
+                if flags["NORM"]:
+                    flags["XBLOCK"] = 1 << (K - 1).bit_length()
+                if flags["OUT_NORM"]:
+                    flags.update(PBLOCK=1 << (-(-N // block_n) - 1).bit_length(), YBLOCK=1 << (N - 1).bit_length())
+                cell = tuple(sorted(flags.items()))
+                if cell not in seen:
+                    seen[cell] = _sm90(kernel, types, flags, warps, pdl)
+                ptx, usage = seen[cell]
+                what = (key, name, block_n, sub, warps, pdl)
+                assert "ld.global" in ptx and ".v4.b32" in ptx and "LOCAL:0" in usage, (what, usage)
+                lines = ptx.splitlines()
+                waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
+                triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
+                first_load = next(i for i, line in enumerate(lines) if "ld.global" in line)
+                last_load = max(i for i, line in enumerate(lines) if "ld.global" in line and ".v4" in line)
+                if pdl == "early":
+                    assert len(waits) == 1 and len(triggers) == 1 and triggers[0] < first_load < waits[0], what
+                elif pdl:
+                    assert len(waits) == 1 and len(triggers) == 1 and first_load < waits[0] < triggers[0], what
+                    # every 16-byte load (weights, x) issued before the trigger, but the output norm's reads of y
+                    assert flags["OUT_NORM"] or last_load < triggers[0], what
+                else:
+                    assert not waits and not triggers, what
+                assert ("atom.global.gpu.acq_rel.add" in ptx) == flags["OUT_NORM"], what
+    assert len(seen) >= 10
+
+
+# ------------------------------------------------------------------------------------- on the GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "qwen2.5-7b"])
+def test_fused_int4_gemv_on_every_product_shape_on_the_gpu(key):
+    """Each int4 product of the fused int4 step on the real shapes, tuned, with and without PDL where this GPU has
+    it, against its reference (the int4 layer's rounding); the output norm leaves its counter at zero."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for name, K, N, flavour in _int4_products(key):
+        x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device="cuda").bfloat16()
+        w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
+        b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour == "norm_bias" else None
+        layer = Int4GemvLinear.from_weight(w, bias=b)
+        nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
+        res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
+        for use_pdl in sorted({False, pdl}):
+            if flavour.startswith("norm"):
+                got = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, pdl=use_pdl)
+                ref = fused_reference.rmsnorm_gemv_reference(x, nw, layer, None, 1e-5)
+            elif flavour == "residual":
+                got = fused_int4.fused_int4_gemv(x, layer, residual=res, pdl=use_pdl)
+                ref = fused_reference.gemv_residual_reference(x, layer, res)
+            elif flavour == "residual_norm":
+                got = fused_int4.fused_int4_gemv(x, layer, residual=res, out_norm=(on, 1e-5), pdl=use_pdl)[1]
+                ref = fused_reference.gemv_residual_norm_reference(x, layer, res, on, 1e-5)[1]
+            else:
+                got = fused_int4.fused_int4_gemv(x, layer, silu_x=True, residual=res, pdl=use_pdl)
+                ref = fused_reference.silu_gemv_residual_reference(x, layer, res)
+            err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            assert got.shape == ref.shape and err < 1e-2, (key, name, use_pdl, err)
+    assert fused.workspace("cuda")[1].abs().sum().item() == 0

@@ -1,0 +1,89 @@
+"""Notebook 06's megakernel cell (analysis.closing_the_gap_megakernel): its floor by hand from the parameter count
+and the KV bytes, the study's published times against it, the selection and the confirmation read from hand-made
+rows whose answers are checked by hand, and the cell kept out of the grid."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from decodegap import checked, hardware, paths
+from decodegap.analysis import closing_the_gap_megakernel as megakernel
+from decodegap.harness import models
+from decodegap.levers import CONFIRM_FIRST_SESSION, MEGAKERNEL_CELL
+
+CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32)
+PARAMS = 1_235_814_400  # tests/test_models.py counts them by hand (tied embeddings)
+KV_BYTES = 16 * 2 * 8 * 64 * 32 * 2  # layers x (K, V) x kv heads x head_dim x 32 positions x 2 bytes
+
+
+def _specs_configs():
+    data = paths.data_dir(None)
+    return hardware.specs_table(data), models.configs({"llama-3.2-1b"}, data)
+
+
+def _decode(run: str, session: int, arm: str, ms: list) -> list:
+    return [dict(CELL, run_id=run, session=session, arm=arm, quant="bf16", attn="sdpa", step=i, step_ms=t,
+                 status="ok", reason="", max_cache_len=192, batch=1) for i, t in enumerate(ms)]
+
+
+def test_the_floor_is_the_weights_once_and_the_kv_at_the_datasheet_bandwidth():
+    specs, configs = _specs_configs()
+    floor = megakernel.floor_ms(configs, specs)
+    assert floor == pytest.approx((2 * PARAMS + KV_BYTES) / 4800e9 * 1e3, rel=1e-12)
+    assert 0.51 < floor < 0.52
+
+
+def test_without_rows_the_published_times_stand_against_the_floor_and_nothing_counts():
+    specs, configs = _specs_configs()
+    t = megakernel.table(pd.DataFrame(), specs, configs)
+    pub = t.set_index("lever")
+    floor = (2 * PARAMS + KV_BYTES) / 4800e9 * 1e3
+    assert pub.loc["whole-model megakernel", "r_floor_W_all"] == pytest.approx(floor / 0.75983)
+    assert pub.loc["CUDA graph + PDL pipeline", "source"] == "published"
+    (line,) = megakernel.findings(t)
+    assert line.values["measured"] is False and "No checked lever" in line and "759.83 us" in line
+
+
+def test_the_selection_counts_only_once_a_fresh_sweep_confirms_it():
+    """Selection: lever A median 0.68 ms, B 0.72 ms, C unchecked (no time); the choice is A, not confirmed. Then A's
+    confirmation sessions take 0.69, 0.70 and 0.71 ms: the median of the session medians is 0.70 ms, which meets the
+    0.70 ms target (<=), and R_floor is floor / 0.70."""
+    specs, configs = _specs_configs()
+    rows = pd.DataFrame(_decode("r1", 0, "lean_fused_early_products_graph", [0.68] * 5)
+                        + _decode("r1", 0, "lean_attn_graph", [0.72] * 5)
+                        + [dict(_decode("r1", 0, "graph", [1.0])[0], step_ms=float("nan"), status="unchecked")])
+    t = megakernel.table(rows, specs, configs)
+    sel = t[(t["source"] == "measured")].set_index("arm")
+    assert sel.loc["lean_fused_early_products_graph", "t_obs_ms"] == pytest.approx(0.68)
+    assert sel.loc["graph", "status"] == "unchecked"
+    (line,) = megakernel.findings(t)
+    assert line.values["confirmed"] is False and line.values["selected_ms"] == pytest.approx(0.68)
+    assert "not confirmed" in line and "2 checked levers" in line
+    again = pd.concat([rows] + [pd.DataFrame(_decode("r2", CONFIRM_FIRST_SESSION + i, "lean_fused_early_products_graph",
+                                                     [ms] * 5)) for i, ms in enumerate((0.69, 0.70, 0.71))])
+    (line,) = megakernel.findings(megakernel.table(again, specs, configs))
+    floor = megakernel.floor_ms(configs, specs)
+    assert line.values["confirmed"] is True and line.values["t_obs_ms"] == pytest.approx(0.70)
+    assert line.values["met"] is True and line.values["r_floor"] == pytest.approx(floor / 0.70)
+    slower = again.assign(step_ms=again["step_ms"] * 1.01)
+    assert megakernel.findings(megakernel.table(slower, specs, configs))[0].values["met"] is False
+
+
+def test_the_cell_stays_out_of_the_grid():
+    rows = pd.DataFrame(_decode("r1", 0, "graph", [1.0]) + [dict(_decode("r1", 0, "graph", [1.0])[0],
+                                                                 model="llama-3.1-8b", ctx=2048)])
+    assert list(checked.grid_rows(rows)["model"]) == ["llama-3.1-8b"]
+    assert MEGAKERNEL_CELL["model"] in checked.CELL_ONLY_MODELS
+
+
+def test_the_plans_measure_the_cell_as_the_study_did_and_refuse_a_confirmation_before_a_selection():
+    from decodegap.experiments import closing_the_gap
+
+    data = paths.data_dir(None)
+    (plan,) = closing_the_gap.megakernel_plans("h200", data)
+    assert (plan.models, plan.contexts, plan.steps, plan.quant, plan.batches) == (
+        ("llama-3.2-1b",), (32,), 127, "bf16", (1,))
+    assert plan.arms == MEGAKERNEL_CELL["arms"] and plan.sessions == 3 and plan.check_every_session
+    with pytest.raises(ValueError, match="no checked selection run"):
+        closing_the_gap.megakernel_plans("h200", data, confirm=True)
