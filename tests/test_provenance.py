@@ -164,3 +164,41 @@ def test_merge_runs_appends_only_the_runs_this_checkout_lacks_and_refuses_a_diff
     with pytest.raises(ValueError, match=f"differ.*{ours_id}.*nothing merged"):
         runs.merge_runs(theirs, ours)
     assert (ours / "bandwidth.csv").read_text() == before
+
+
+def test_merge_tarball_merges_a_measure_sh_tarball_and_refuses_a_cut_or_foreign_one_whole(tmp_path):
+    """runs.merge_tarball: bench/measure.sh's raw-GPU.tgz merged as merge_runs merges its folder; a tarball cut while
+    copying, one of an unknown GPU key, and one with a path out of its GPU folder are refused before anything is
+    written."""
+    import tarfile
+
+    from decodegap import records
+
+    env = json.loads(ENV.read_text())
+    bw = records.read_csv(ENV.parent / "bandwidth.csv")
+    (run_id,) = set(bw["run_id"])
+    theirs = tmp_path / "theirs" / "h200"
+    theirs.mkdir(parents=True)
+    shutil.copy(ENV.parent / "bandwidth.csv", theirs / "bandwidth.csv")
+    (theirs / "env.json").write_text(json.dumps({run_id: env[run_id]}))
+    tgz = tmp_path / "raw-h200.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(theirs, arcname="h200")
+    raw = tmp_path / "data" / "raw"
+
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(tgz.read_bytes()[: len(tgz.read_bytes()) // 2])
+    with pytest.raises(ValueError, match="cannot be read to its end.*nothing merged"):
+        runs.merge_tarball(cut, raw, {"h200"})
+    with pytest.raises(ValueError, match=r"GPU keys \['h200'\].*nothing merged"):
+        runs.merge_tarball(tgz, raw, {"l4"})
+    odd = tmp_path / "odd.tgz"
+    with tarfile.open(odd, "w:gz") as tar:
+        tar.add(theirs / "env.json", arcname="env.json")
+    with pytest.raises(ValueError, match="not a file of a GPU folder"):
+        runs.merge_tarball(odd, raw, {"h200"})
+    assert not raw.exists()  # nothing written by the refusals
+
+    assert runs.merge_tarball(tgz, raw, {"h200"}) == {"h200": {"bandwidth.csv": len(bw), "env.json": 1}}
+    assert list(records.read_csv(raw / "h200" / "bandwidth.csv")["run_id"]) == [run_id] * len(bw)
+    assert runs.merge_tarball(tgz, raw, {"h200"}) == {"h200": {}}

@@ -224,6 +224,34 @@ def cmd_digest(args) -> int:
     return 0
 
 
+def cmd_merge_runs(args) -> int:
+    """Merge the runs of measure.sh's raw-GPU.tgz tarballs (or unpacked data/raw/<gpu> folders) into this checkout's
+    data/raw (harness.runs.merge_tarball / merge_runs): the runs it lacks, their env.json entries unchanged."""
+    from pathlib import Path
+
+    from decodegap import hardware, paths
+    from decodegap.harness import runs
+    from decodegap.inputs import InputError
+
+    data = paths.data_dir(args.data_dir)
+    known = set(hardware.specs_table(data)["gpu"])
+    for source in map(Path, args.sources):
+        try:
+            if source.is_dir():
+                if source.name not in known:
+                    raise ValueError(f"{source} is not a data/raw/<gpu> folder of a GPU in data/specs/gpus.csv")
+                added = {source.name: runs.merge_runs(source, runs._made(data / "raw" / source.name))}
+            elif source.is_file():
+                added = runs.merge_tarball(source, data / "raw", known)
+            else:
+                raise ValueError(f"{source} does not exist")
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        for gpu, what in added.items():
+            print(f"{source}: {gpu}: " + (", ".join(f"{n} {f}" for f, n in what.items()) or "nothing new"))
+    return 0
+
+
 def cmd_check(args) -> int:
     """Validate every raw CSV (with --repair, move cut final blocks into <file>.partial first), every env.json (only
     fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
@@ -497,6 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dg = sub.add_parser("digest", help="the package source's sha256, as a run's env.json records it (source_sha256)")
     dg.set_defaults(func=cmd_digest)
+
+    mr = sub.add_parser("merge-runs", help="merge the runs of bench/measure.sh's raw-GPU.tgz (or a data/raw/<gpu> "
+                        "folder) measured on another machine into this checkout's data/raw, refused whole if unreadable")
+    mr.add_argument("sources", nargs="+", help="raw-GPU.tgz tarballs or data/raw/<gpu> folders")
+    mr.set_defaults(func=cmd_merge_runs)
 
     c = sub.add_parser("check", help="validate every raw CSV and env.json; report the provenance of counted rows")
     c.add_argument("--repair", action="store_true", help="move cut final blocks into <file>.partial")

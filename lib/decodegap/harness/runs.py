@@ -131,6 +131,43 @@ def merge_runs(src, dst) -> dict:
     return added
 
 
+def merge_tarball(tarball, raw_dir, known_gpus) -> dict:
+    """merge_runs of each GPU folder in `tarball` (bench/measure.sh's OUTDIR/raw-GPU.tgz: <gpu>/<files>) into
+    `raw_dir`/<gpu>, unpacked in a temporary folder first. Refused (ValueError), before anything is written, for a
+    tarball that cannot be read to its end (cut while copying), a member outside a GPU folder or a path that leaves
+    it, or a GPU key not in `known_gpus` (the registry). Returns {gpu: merge_runs' result}."""
+    import tarfile
+    import tempfile
+    from pathlib import Path, PurePosixPath
+
+    tarball, raw_dir = Path(tarball), Path(raw_dir)
+    try:
+        with tarfile.open(tarball, "r:*") as tar:
+            members = tar.getmembers()  # reads to the end: a cut tarball fails here
+            with tempfile.TemporaryDirectory() as tmp:
+                gpus = set()
+                for m in members:
+                    parts = PurePosixPath(m.name).parts
+                    if m.name.startswith("/") or ".." in parts or not (m.isdir() or m.isfile()) or \
+                            (m.isfile() and len(parts) != 2):
+                        raise ValueError(f"{tarball}: member {m.name!r} is not a file of a GPU folder "
+                                         "(<gpu>/<file>); nothing merged")
+                    gpus.add(parts[0])
+                unknown = sorted(gpus - set(known_gpus))
+                if unknown:
+                    raise ValueError(f"{tarball} holds rows of GPU keys {unknown} that are not in data/specs/gpus.csv "
+                                     "(add the GPU there first); nothing merged")
+                tar.extractall(tmp, members=members, filter="data")
+                return {gpu: merge_runs(Path(tmp) / gpu, _made(raw_dir / gpu)) for gpu in sorted(gpus)}
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ValueError(f"{tarball} cannot be read to its end ({exc}): copy it again; nothing merged") from None
+
+
+def _made(path):
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def pd_isna(value) -> bool:
     """A missing CSV cell as pandas reads it (None or NaN)."""
     return value is None or (isinstance(value, float) and value != value)
