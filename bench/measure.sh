@@ -43,7 +43,7 @@ carries on. Notebook 05 (cost) measures nothing.
     fused_int4  notebook 06: the fused int4 step's GPU tests (tests/test_fused_int4.py: every int4 product on the
                real shapes against its reference), then python -m decodegap measure --quant int4-triton on the
                fused int4 levers of levers.LEVERS (lean_fused_graph, lean_fused_pdl_norm_graph,
-               lean_fused_early_products_graph) over MODELS and CONTEXTS, INT4_SESSIONS fresh sessions (default
+               lean_fused_early_products_graph, lean_fused_merged_graph) over MODELS and CONTEXTS, INT4_SESSIONS fresh sessions (default
                1), each session writing its format, layer and model checks (against bf16 and the path's own
                eager step) before it times; the ladder reads the rows as the int4 fused levers
     check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
@@ -287,7 +287,7 @@ step_fused() {
 step_fused_int4() {  # the fused int4 step: its GPU tests, then its levers measured with their in-run checks
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused_int4 tests/test_fused_int4.py
   dg measure --gpu "$GPU" "${GRID[@]}" --quant int4-triton --sessions "${INT4_SESSIONS:-1}" --no-progress \
-    --arms lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph
+    --arms lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph
 }
 step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over

@@ -126,6 +126,9 @@ def test_the_fused_kernel_names_and_their_rules():
         lean.kernel_set(("fused", "attention", "gemv"))
     with pytest.raises(ValueError, match="'pdl' launches the fused kernels"):
         lean.kernel_set(("gemv", "attention", "pdl"))
+    with pytest.raises(ValueError, match="'merged_attention' is the split-KV attention's one-kernel form"):
+        lean.kernel_set(("gemv", "merged_attention"))
+    assert lean.kernel_set(("attention", "merged_attention")) == {"attention", "merged_attention"}
     decoder = lean.LeanDecoder(_tiny("llama-tiny"), 8, ("fused", "attention", "pdl"))
     assert decoder.fused == fused.FusedOps(pdl=True) and lean.LeanDecoder(_tiny("llama-tiny"), 8).fused is None
 
@@ -134,6 +137,7 @@ def test_the_fused_kernel_names_and_their_rules():
     (dict(), [False] * 6),
     (dict(early_trigger=True), [True] * 6),
     (dict(early_products=True), [False, False, False, True, True, True]),  # qkv, rotary, attention late; o, gate_up, down
+    (dict(early_products=True, merged_attention=True), [False, False, False, True, True, True]),
 ])
 def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, options, early):
     """The launch each kernel of one fused layer (norm in o's epilogue, PDL) gets, in launch order: qkv, rotary_cache,
@@ -149,9 +153,12 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
         launched.append(early_trigger)
         return torch.zeros(n_heads, k_cache.shape[-1], dtype=qkv.dtype)
 
-    def attention(q, k_cache, v_cache, length, scale, pdl, early_trigger):
+    def attention(q, k_cache, v_cache, length, scale, pdl, early_trigger, merged=False):
         launched.append(early_trigger)
+        merges.append(merged)
         return torch.zeros_like(q)
+
+    merges = []
 
     monkeypatch.setattr(fused, "fused_gemv", gemv)
     monkeypatch.setattr(fused, "rotary_cache", rotary)
@@ -162,6 +169,7 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
     dec.layers[0].fused_step(torch.zeros(dec.layers[0].w_o.shape[0], dtype=torch.bfloat16), ops, dec.cos, dec.sin,
                              start, start + 1, dec.k_cache_0, dec.v_cache_0)
     assert launched == early
+    assert merges == [options.get("merged_attention", False)]  # the attention in one kernel where asked
 
 
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
@@ -174,9 +182,10 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
     for key, arm in fused_arms.items():
         ops = lean.LeanDecoder(model, 8, arm.kernels).fused
         chosen = set(arm.kernels)
-        assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products) == (
+        assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
+                ops.merged_attention) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
-            "early_products" in chosen), key
+            "early_products" in chosen, "merged_attention" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -468,30 +477,37 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])
 def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch, pdl):
-    """decode_attention's two stages on Llama's heads (a group of 4, head_dim 128), compiled offline for sm_90:
-    with PDL each waits before its first load and triggers its dependents once after its loads (the split stage
-    after its loop over the cache; with the early trigger before the wait), without PDL neither; no register
-    spills."""
+    """decode_attention's two stages on Llama's heads (a group of 4, head_dim 128), and its one-kernel form (the
+    split stage merging in its last program), compiled offline for sm_90: with PDL each waits before its first load
+    and triggers its dependents once after its loads of the cache and the previous kernel's output (the split stage
+    after its loop over the cache; with the early trigger before the wait), without PDL neither; the one-kernel
+    form's arrival counter an acquire-release atomic; no register spills."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(kernels, "_COMPILED", {})
     split, merge = kernels._attention_kernels()
-    cases = [(split, dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
-                          l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32"),
-              dict(BLOCK=32, G=16, D=128, UPCAST=False)),
+    split_types = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
+                       l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32", count_ptr="*i32",
+                       out_ptr="*bf16")
+    cases = [(split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=False)),
              (merge, dict(o_ptr="*fp32", m_ptr="*fp32", l_ptr="*fp32", out_ptr="*bf16", n_splits="i32", group="i32"),
-              dict(S=16, G=16, D=128))]
+              dict(S=16, G=16, D=128)),
+             (split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=True))]  # the one-kernel attention
     for kernel, types, flags in cases:
         ptx, usage = _sm90(kernel, types, flags, 4, pdl)
         lines = ptx.splitlines()
         waits = [i for i, line in enumerate(lines) if "griddepcontrol.wait" in line]
         triggers = [i for i, line in enumerate(lines) if "griddepcontrol.launch_dependents" in line]
         loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+        merged = flags.get("MERGE", False)  # its merge reads the kernel's own partials after the trigger
+        cache_loads = [i for i in loads if ".cg" not in lines[i]] if merged else loads
         assert "LOCAL:0" in usage, kernel
+        assert ("atom.global.gpu.acq_rel.add" in ptx) == merged, kernel
         if pdl == "early":
             assert len(waits) == 1 and len(triggers) == 1 and triggers[0] < waits[0] < loads[0], kernel
         elif pdl:
-            assert len(waits) == 1 and len(triggers) == 1 and waits[0] < loads[0] < loads[-1] < triggers[0], kernel
+            assert len(waits) == 1 and len(triggers) == 1 and waits[0] < loads[0] < cache_loads[-1] < triggers[0], \
+                kernel
         else:
             assert not waits and not triggers, kernel
 

@@ -74,6 +74,11 @@ for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
     got = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16)
     ref = kernels.decode_attention_reference(q, k, v, length, 0.25)
     assert (got.float() - ref.float()).abs().max() < 2e-2, (Hq, Hkv, L, length)
+    # one kernel: the last program of each kv head merges its splits; the same sums in the same order as the merge
+    # kernel's, so the same output, and its counters left at zero
+    one = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16, merged=True)
+    assert (one.float() - got.float()).abs().max() < 1e-2, (Hq, Hkv, L, length)
+    assert kernels.merge_counters("cpu").abs().sum() == 0
 q, k, v = qkv(8, 2, 2048, 16)  # a cache far longer than the live length: its splits share the 77 positions
 got = kernels.decode_attention(q, k, v, torch.tensor([77]), 0.25, block=16)
 assert (got.float() - kernels.decode_attention_reference(q, k, v, 77, 0.25).float()).abs().max() < 2e-2
@@ -87,9 +92,11 @@ with torch.inference_mode():
     plain = lean.LeanStep(model, 12, 16, feedback=False)
     fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
     attn = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",))  # cuBLAS projections
+    one = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention", "merged_attention"))
     for _ in range(3):
-        a, b, c = plain.step().float(), fast.step().float(), attn.step().float()
+        a, b, c, e = plain.step().float(), fast.step().float(), attn.step().float(), one.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
+        assert (e - c).abs().max() < 0.02 * a.abs().max()  # the attention in one kernel: the two-kernel step's
     # a batch of 3 sequences: the split-KV attention reads them as 3 x kv_heads heads, against SDPA under the mask
     plain3 = lean.LeanStep(model, 12, 16, feedback=False, batch=3)
     attn3 = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",), batch=3)
@@ -112,7 +119,7 @@ print("interpreted kernels ok")
 
 
 def test_kernels_equal_their_references_in_tritons_interpreter():
-    """The split-KV attention (three GQA shapes, a cache length of 1 included), the GEMV (its one
+    """The split-KV attention (three GQA shapes, a cache length of 1 included; in two kernels and in one), the GEMV (its one
     interpreter config), and the lean decoder with its kernels against without, bf16 and int4, in a fresh
     process with TRITON_INTERPRET=1 (Triton reads the flag when it is first imported)."""
     from conftest import run_interpreted

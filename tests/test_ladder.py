@@ -49,12 +49,14 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                               "lean_fused_pdl_norm_graph",
                                                               "lean_fused_pdl_epilogues_graph",
                                                               "lean_fused_early_graph",
-                                                              "lean_fused_early_products_graph")),
+                                                              "lean_fused_early_products_graph",
+                                                              "lean_fused_merged_graph")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile",
                                                                          "lean_fused_graph", "lean_fused_pdl_norm_graph",
-                                                                         "lean_fused_early_products_graph"))]
+                                                                         "lean_fused_early_products_graph",
+                                                                         "lean_fused_merged_graph"))]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 3  # no target cell in the grid
     assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 3
     only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))

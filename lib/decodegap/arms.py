@@ -49,6 +49,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_early_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
     Arm("lean_fused_early_products_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products")),
+    Arm("lean_fused_merged_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "merged_attention")),
 )}
 
 ARMS = tuple(REGISTRY)

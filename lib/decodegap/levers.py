@@ -23,6 +23,7 @@ LEVERS = (
     ("lean graph, fused step + early PDL trigger, norm in o's epilogue", "lean_fused_early_graph", "bf16"),
     ("lean graph, fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
      "bf16"),
+    ("lean graph, fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -36,11 +37,13 @@ LEVERS = (
     ("int4 fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton"),
     ("int4 fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
      "int4-triton"),
+    ("int4 fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "int4-triton"),
 )
-"""(lever, arm, quant) in ladder order; the last six are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
+"""(lever, arm, quant) in ladder order; the last seven are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
 int4-triton): three measured by notebook 04's sweep over the grid, then the fused int4 step (decodegap.kernels.fused_int4:
 the int4 GEMV inside the fused step's design, its norms, residual adds and SiLU in the products' prologues and
-epilogues, the rotary in its own kernel), without PDL and with the two PDL levers that won the bf16 grid. The lean decoder reads the int4-tinygemm weights of the quantised
+epilogues, the rotary in its own kernel), without PDL, with the two PDL levers that won the bf16 grid, and with the
+one-kernel attention. The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
@@ -51,7 +54,8 @@ decode attention. The fused Triton step (decodegap.kernels.fused.launch, arms le
 norm made in the o product's epilogue lean_fused_pdl_norm_graph, and with the rotary and the cache write in the qkv
 product's epilogue too lean_fused_pdl_epilogues_graph, and the norm lever with every kernel triggering its
 dependents as it starts lean_fused_early_graph, or only the products another product follows (o, gate_up, down)
-lean_fused_early_products_graph): every
+lean_fused_early_products_graph; that lever with the split-KV attention in one kernel, its last program a kv head
+merging the splits, lean_fused_merged_graph): every
 decode kernel of the step is the package's own, the norms, rotary, cache write, SiLU-and-multiply and residual adds
 fused into the products beside them, graphed, and with programmatic dependent launch (each product loads its first
 weight tiles before it waits for the previous kernel). The profiled steps at the target cell (notebook 06's where-the-time-goes tables) found the
@@ -73,7 +77,7 @@ TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80
 against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
 MEGAKERNEL_CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32, steps=127, step_ms=0.70,
                        arms=("graph", "lean_attn_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_graph",
-                             "lean_fused_early_products_graph"),
+                             "lean_fused_early_products_graph", "lean_fused_merged_graph"),
                        published_us={"whole-model megakernel": 759.83, "CUDA graph + PDL pipeline": 794.74},
                        source="a public frozen-protocol study of batch-1 bf16 decode on an H200 (32 prompt tokens, "
                               "127 timed decode steps), as quoted in the package's issue 31; not retrieved here")

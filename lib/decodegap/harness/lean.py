@@ -60,14 +60,16 @@ random-weight logits that any rounding difference can flip (decode.teacher_token
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
-                  "early_products")
+                  "early_products", "merged_attention")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
 "norm_epilogue": the post-attention norm made in the o product's epilogue (fused.FusedOps.norm_in_epilogue);
 "rotary_epilogue": the rotary and the cache write made in the qkv product's epilogue (fused.FusedOps.rotary_in_qkv);
 "early_trigger": with "pdl", each kernel lets the next launch as it starts (fused.FusedOps.early_trigger);
-"early_products": only the products another product follows do (fused.FusedOps.early_products)."""
+"early_products": only the products another product follows do (fused.FusedOps.early_products);
+"merged_attention": the split-KV attention in one kernel, its last program a kv head merging the splits
+(decodegap.kernels.step.decode_attention's `merged`)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -90,6 +92,9 @@ def kernel_set(custom_kernels) -> frozenset:
     for option in ("early_trigger", "early_products"):
         if option in chosen and "pdl" not in chosen:
             raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
+    if "merged_attention" in chosen and "attention" not in chosen:
+        raise ValueError(f"'merged_attention' is the split-KV attention's one-kernel form: it needs 'attention', got "
+                         f"{sorted(chosen)}")
     return chosen
 
 
@@ -161,7 +166,8 @@ class LeanDecoder(nn.Module):
         chosen = self.custom_kernels
         self.fused = (fused.FusedOps(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
                                      rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
-                                     early_products="early_products" in chosen)
+                                     early_products="early_products" in chosen,
+                                     merged_attention="merged_attention" in chosen)
                       if "fused" in chosen else None)
 
     def forward(self, ids, start_pos):
@@ -243,7 +249,8 @@ class LeanLayer(nn.Module):
             # (one position) as B x Hkv heads of one cache: query head b * H + h reads kv head b * Hkv + h // (H / Hkv)
             L = k_cache.shape[2]
             o = decode_attention(q[:, :, 0].reshape(B * H, D), k_cache.view(B * Hkv, L, D),
-                                 v_cache.view(B * Hkv, L, D), start_pos + 1, self.scale)  # [B * H, D]
+                                 v_cache.view(B * Hkv, L, D), start_pos + 1, self.scale,
+                                 merged="merged_attention" in self.custom_kernels)  # [B * H, D]
         else:  # as HF does under a mask: K/V expanded to every query head
             keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
             o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)

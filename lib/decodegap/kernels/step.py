@@ -167,7 +167,8 @@ def _attention_kernels():
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
-                         USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+                         USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, count_ptr, out_ptr,
+                         MERGE: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
@@ -216,6 +217,27 @@ def _attention_kernels():
             tl.store(m_ptr + part, m)
             tl.store(l_ptr + part, lsum)
             tl.store(o_ptr + part[:, None] * D + d[None, :], acc)
+            if MERGE:  # the program of this kv head that arrives last merges its splits (no merge kernel)
+                tl.debug_barrier()  # every thread's partials stored before the (one-thread) release below
+                arrived = tl.atomic_add(count_ptr + h, 1, sem="acq_rel")
+                if arrived == n_splits - 1:
+                    mm = tl.full((G,), -1e30, dtype=tl.float32)
+                    ll = tl.zeros((G,), dtype=tl.float32)
+                    oo = tl.zeros((G, D), dtype=tl.float32)
+                    for t in range(0, n_splits):  # split order: the same sum every run
+                        pt = (h * n_splits + t) * G + gi
+                        m_t = tl.load(m_ptr + pt, cache_modifier=".cg")
+                        l_t = tl.load(l_ptr + pt, cache_modifier=".cg")
+                        o_t = tl.load(o_ptr + pt[:, None] * D + d[None, :], cache_modifier=".cg")
+                        m_new = tl.maximum(mm, m_t)
+                        w_old, w_t = tl.exp(mm - m_new), tl.exp(m_t - m_new)
+                        ll = ll * w_old + l_t * w_t
+                        oo = oo * w_old[:, None] + o_t * w_t[:, None]
+                        mm = m_new
+                    out = oo / ll[:, None]
+                    tl.store(out_ptr + (h * group + gi)[:, None] * D + d[None, :],
+                             out.to(out_ptr.dtype.element_ty), mask=gi[:, None] < group)
+                    tl.atomic_xchg(count_ptr + h, 0)  # ready for the next layer's call
 
         @triton.jit
         def merge_kernel(o_ptr, m_ptr, l_ptr, out_ptr, n_splits, group,
@@ -261,15 +283,33 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
     return max(block, 1 << max(0, math.ceil(math.log2(max(1, math.ceil(max_len / target))))))
 
 
+MERGE_COUNTERS = 1 << 12
+"""Arrival counters of the one-kernel attention (decode_attention's `merged`), one a kv head of a call: every call
+leaves them at zero."""
+_COUNTERS: dict = {}
+
+
+def merge_counters(device):
+    """The one-kernel attention's arrival counters on `device` (int32 [MERGE_COUNTERS], zero), allocated once and
+    never reallocated (a captured graph keeps the address)."""
+    key = str(torch.device(device))
+    if key not in _COUNTERS:
+        _COUNTERS[key] = torch.zeros(MERGE_COUNTERS, dtype=torch.int32, device=device)
+    return _COUNTERS[key]
+
+
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
-                     pdl: bool = False, early_trigger: bool = False):
+                     pdl: bool = False, early_trigger: bool = False, merged: bool = False):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
     an equal share of the live length in whole blocks, so the work per program follows `length`, not L.
     `pdl`: both kernels launched with programmatic dependent launch (Hopper; the caller checks it is available,
     fused.pdl_unavailable): each waits for the kernel before it first and lets the next one launch once its reads
-    are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch)."""
+    are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch). `merged`: one kernel, not two:
+    each program stores its split's partials and bumps its kv head's arrival counter (merge_counters), and the
+    program that arrives last merges the head's splits in split order and writes the output (as the fused GEMV's
+    split-K does), so the merge kernel is not launched."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
@@ -289,9 +329,17 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
     launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
+    if merged:
+        if Hkv > MERGE_COUNTERS:
+            raise ValueError(f"the one-kernel attention counts arrivals of at most {MERGE_COUNTERS} kv heads, got {Hkv}")
+        split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
+                                      BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
+                                      EARLY_TRIGGER=early_trigger, count_ptr=merge_counters(q.device), out_ptr=out,
+                                      MERGE=True, **launch)
+        return out
     split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                  EARLY_TRIGGER=early_trigger, **launch)
+                                  EARLY_TRIGGER=early_trigger, count_ptr=m, out_ptr=out, MERGE=False, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,

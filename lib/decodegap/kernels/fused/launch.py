@@ -272,7 +272,8 @@ class FusedOps:
     epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched. `early_trigger` (with `pdl`):
     every kernel triggers its dependents as it starts; `early_products`: only the products another product follows
     (o, gate_up and down; down's successor is the next layer's qkv), the qkv product, rotary_cache, the attention and
-    the LM head triggering after their reads as without it."""
+    the LM head triggering after their reads as without it. `merged_attention`: the split-KV attention in one kernel
+    (decode_attention's `merged`: its last program a kv head merges the splits; no merge kernel)."""
 
     pdl: bool = False
     reference: bool = False
@@ -281,6 +282,7 @@ class FusedOps:
     rotary_in_qkv: bool = False
     early_trigger: bool = False
     early_products: bool = False
+    merged_attention: bool = False
 
     @property
     def _launch(self) -> dict:
@@ -323,7 +325,7 @@ class FusedOps:
         """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
         if self.reference:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
-        return decode_attention(q, k_cache, v_cache, length, scale, **self._launch)
+        return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention, **self._launch)
 
     def gemv_residual(self, x, weight, residual):
         if self.reference:
