@@ -175,7 +175,7 @@ class LeanDecoder(nn.Module):
         decoder's batch); returns logits [B, T, vocab] in the weights' dtype. With `custom_kernels`, a decode step (T == 1)
         runs its bf16 projections ("gemv") and/or its attention ("attention") through decodegap.kernels.step
         instead of cuBLAS and SDPA (int4 projections keep tinygemm's kernel); with "fused", through
-        decodegap.kernels.fused.launch's kernels (fused_step; bf16 models only)."""
+        decodegap.kernels.fused.launch's kernels (fused_step; bf16 and int4-triton models)."""
         T = ids.shape[1]
         if T == 1 and self.fused is not None:
             return self.fused_step(ids, start_pos)
