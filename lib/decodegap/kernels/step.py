@@ -337,9 +337,12 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
                                       EARLY_TRIGGER=early_trigger, count_ptr=merge_counters(q.device), out_ptr=out,
                                       MERGE=True, **launch)
         return out
-    split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
+    # MERGE=False: count_ptr and out_ptr are never touched; read-only tensors of the call stand in for them (no
+    # tensor a kernel writes appears twice among its arguments, which torch.compile's kernel wrapper would copy)
+    qc = q.contiguous()
+    split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                  EARLY_TRIGGER=early_trigger, count_ptr=m, out_ptr=out, MERGE=False, **launch)
+                                  EARLY_TRIGGER=early_trigger, count_ptr=length, out_ptr=qc, MERGE=False, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
