@@ -155,6 +155,31 @@ def test_split_kv_attention_on_the_gpu(model, L, length):
     got = kernels.decode_attention(q, k, v, torch.tensor([length], device="cuda"), 128 ** -0.5)
     ref = kernels.decode_attention_reference(q, k, v, length, 128 ** -0.5)
     assert (got.float() - ref.float()).abs().max() < 2e-2
+    one = kernels.decode_attention(q, k, v, torch.tensor([length], device="cuda"), 128 ** -0.5, merged=True)
+    assert (one.float() - got.float()).abs().max() < 1e-2 and kernels.merge_counters("cuda").abs().sum().item() == 0
+
+
+@pytest.mark.gpu
+def test_the_one_kernel_attention_replays_in_a_cuda_graph_with_pdl():
+    """The one-kernel attention captured with PDL and replayed as the length grows: each replay equals the
+    two-kernel attention at that length, and its arrival counters are back at zero after every replay."""
+    from decodegap.kernels.fused import launch as fused
+
+    pdl = fused.pdl_unavailable("cuda") is None
+    q, k, v = _qkv(32, 8, 4096, 128, device="cuda")
+    length = torch.tensor([1000], device="cuda")
+    kernels.decode_attention(q, k, v, length, 128 ** -0.5, merged=True, pdl=pdl)  # built before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = kernels.decode_attention(q, k, v, length, 128 ** -0.5, merged=True, pdl=pdl)
+    for n in (1000, 1001, 2500, 4096):
+        length.fill_(n)
+        graph.replay()
+        torch.cuda.synchronize()
+        two = kernels.decode_attention(q, k, v, length, 128 ** -0.5)
+        assert (out.float() - two.float()).abs().max() < 1e-2, n
+        assert kernels.merge_counters("cuda").abs().sum().item() == 0, n
 
 
 @pytest.mark.gpu
