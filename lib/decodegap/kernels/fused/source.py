@@ -1,6 +1,6 @@
 """The Triton source of the fused decode-step kernels: fused_gemv_kernel and rotary_cache_kernel, built once on
 first use (`build`). decodegap.kernels.fused.launch launches them, checks their arguments and documents what they compute; the
-kernels find the helpers they call (_round_bf16 and the gdc ops) among this module's globals."""
+kernels find the helpers they call (_round_bf16, _output_norm and the gdc ops) among this module's globals."""
 
 from __future__ import annotations
 
@@ -23,10 +23,31 @@ def build():
             bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
             return bits.to(tl.float32, bitcast=True)
 
+        @triton.jit
+        def output_norm(yb, row_ok, block, y_ptr, part_ptr, ncount_ptr, onorm_ptr, h_ptr, N, eps_out,
+                        PBLOCK: tl.constexpr, YBLOCK: tl.constexpr):
+            """RMSNorm of a product's whole output y [N], made by the row block that arrives last: each row block
+            writes the sum of squares of its rows of y (yb: as rounded and stored, fp32) to part_ptr[block] and
+            bumps the arrival counter; the last sums them in block order (deterministic), normalises the whole of y
+            with HF's rounding into h_ptr and resets the counter for the next product."""
+            tl.store(part_ptr + block, tl.sum(tl.where(row_ok, yb * yb, 0.0), axis=0))
+            tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
+            arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
+            if arrived == tl.num_programs(0) - 1:
+                po = tl.arange(0, PBLOCK)
+                sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
+                rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
+                yo = tl.arange(0, YBLOCK)
+                ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
+                nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
+                h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
+                tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
+                tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
+
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
-                         tl=tl)
+                         _output_norm=output_norm, tl=tl)
 
         @triton.jit
         def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
@@ -153,20 +174,8 @@ def build():
                     y = _round_bf16(y)
                 tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
-                yb = y.to(y_ptr.dtype.element_ty).to(tl.float32)
-                tl.store(part_ptr + pid_n, tl.sum(tl.where(row_ok, yb * yb, 0.0), axis=0))
-                tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
-                arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
-                if arrived == tl.num_programs(0) - 1:
-                    po = tl.arange(0, PBLOCK)
-                    sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
-                    rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
-                    yo = tl.arange(0, YBLOCK)
-                    ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
-                    nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
-                    h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
-                    tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
-                    tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
+                _output_norm(y.to(y_ptr.dtype.element_ty).to(tl.float32), row_ok, pid_n, y_ptr, part_ptr, ncount_ptr,
+                             onorm_ptr, h_ptr, N, eps_out, PBLOCK, YBLOCK)
 
         @triton.jit
         def rotary_cache_kernel(qkv_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_cache_ptr, v_cache_ptr, L,

@@ -2,8 +2,8 @@
 decodegap.kernels.fused_int4.launch launches it, checks its arguments and documents what it computes. Its inner loop
 is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
-(decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, the gdc ops, _chunk_dot,
-_unpack_pairs, _prologue) among this module's globals."""
+(decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm, the gdc ops,
+_chunk_dot, _unpack_pairs, _prologue) among this module's globals."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def build():
         from decodegap.kernels.fused import source as fused_source
         from decodegap.kernels.int4_gemv import kernel as int4_kernel
 
-        fused_source.build()  # defines _round_bf16 there
+        fused_source.build()  # defines _round_bf16 and _output_norm there
         int4_kernel._kernel()  # defines _chunk_dot there
         gdc_wait, gdc_launch_dependents = gdc_functions()
 
@@ -50,7 +50,7 @@ def build():
                 x = _round_bf16(_round_bf16(x / (1.0 + tl.exp(-x))) * u)
             return x
 
-        globals().update(_round_bf16=fused_source._round_bf16, _gdc_wait=gdc_wait,
+        globals().update(_round_bf16=fused_source._round_bf16, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
                          _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
                          _unpack_pairs=unpack_pairs, _prologue=prologue)
 
@@ -135,19 +135,8 @@ def build():
                 y = _round_bf16(y + tl.load(res_ptr + safe_rows).to(tl.float32))
             tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (as fused_gemv's)
-                tl.store(part_ptr + tl.program_id(0), tl.sum(tl.where(row_ok, y * y, 0.0), axis=0))
-                tl.debug_barrier()  # every thread's y stored before the (one-thread) release below
-                arrived = tl.atomic_add(ncount_ptr, 1, sem="acq_rel")
-                if arrived == tl.num_programs(0) - 1:
-                    po = tl.arange(0, PBLOCK)
-                    sq = tl.load(part_ptr + po, mask=po < tl.num_programs(0), other=0.0, cache_modifier=".cg")
-                    rstd_out = tl.rsqrt(tl.sum(sq, axis=0) / N + eps_out)
-                    yo = tl.arange(0, YBLOCK)
-                    ya = tl.load(y_ptr + yo, mask=yo < N, other=0.0, cache_modifier=".cg").to(tl.float32)
-                    nwo = tl.load(onorm_ptr + yo, mask=yo < N, other=0.0).to(tl.float32)
-                    h = _round_bf16(_round_bf16(ya * rstd_out) * nwo)
-                    tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
-                    tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
+                _output_norm(y, row_ok, tl.program_id(0), y_ptr, part_ptr, ncount_ptr, onorm_ptr, h_ptr, N, eps_out,
+                             PBLOCK, YBLOCK)
 
         _COMPILED["fused_int4"] = fused_int4_gemv_kernel
     return _COMPILED["fused_int4"]
