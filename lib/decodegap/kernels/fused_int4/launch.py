@@ -89,10 +89,10 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
         raise ValueError(f"the residual has {residual.numel()} elements, the product {N} rows")
     triton, _ = _triton()
     xb, xi = _pairs(x, "x")
-    nb, ni = _pairs(norm_weight, "norm weights") if norm_weight is not None else (xb, xi)
+    ni = _pairs(norm_weight, "norm weights")[1] if norm_weight is not None else xi
     y = torch.empty(N, dtype=torch.bfloat16, device=x.device)
     h = torch.empty_like(y) if out_norm is not None else y
-    extra = dict(part_ptr=y, onorm_ptr=y, h_ptr=h, ncount_ptr=xi, eps_out=0.0, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+    extra = dict(part_ptr=y, onorm_ptr=y, h_ptr=h, ncount_ptr=xi, eps_out=0.0, OUT_NORM=False, YBLOCK=16)
     if out_norm is not None:
         partials, counts = workspace(x.device)
         extra.update(part_ptr=partials, onorm_ptr=out_norm[0].reshape(-1).contiguous(),
@@ -104,46 +104,32 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
             bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
     kernel = _kernel()
-    launch = dict(launch_pdl=True) if pdl else {}
-    if _interpreted():  # one config, CHUNKS lanes along K on one "warp"
-        (block_n, sub, chunks), warps = INT4_INTERPRETED, 1
-    else:
-        block_n, sub, warps = config or _tuned(N, K, G, flags, args, extra, out_norm is not None)
-        chunks = 32 * warps
-    blocks = triton.cdiv(N, block_n)
-    if out_norm is not None:
-        if blocks > WORKSPACE_FLOATS:
+
+    def launch(block_n: int, sub: int, warps: int, chunks: int | None = None):
+        """One launch on config (BLOCK_N, SUB_MAX, num_warps); CHUNKS lanes along K (32 a warp by default)."""
+        blocks = triton.cdiv(N, block_n)
+        if out_norm is not None and blocks > WORKSPACE_FLOATS:
             raise ValueError(f"out_norm takes at most {WORKSPACE_FLOATS} row blocks, got {blocks}")
-        extra["PBLOCK"] = triton.next_power_of_2(blocks)
-    kernel[(blocks,)](*args, N=N, E11=_MAGIC[0], E15=_MAGIC[1], E19=_MAGIC[2], eps=float(eps), K=K, G=G,
-                      BLOCK_N=block_n, CHUNKS=chunks, SUB_MAX=sub, num_warps=warps, num_stages=1, **flags,
-                      **extra, **launch)
+        kernel[(blocks,)](*args, N=N, E11=_MAGIC[0], E15=_MAGIC[1], E19=_MAGIC[2], eps=float(eps), K=K, G=G,
+                          BLOCK_N=block_n, CHUNKS=chunks or 32 * warps, SUB_MAX=sub, num_warps=warps, num_stages=1,
+                          PBLOCK=triton.next_power_of_2(blocks) if out_norm is not None else 16, **flags, **extra,
+                          **(dict(launch_pdl=True) if pdl else {}))
+
+    if _interpreted():  # one config, CHUNKS lanes along K on one "warp"
+        block_n, sub, chunks = INT4_INTERPRETED
+        launch(block_n, sub, 1, chunks)
+    else:
+        key = (N, K, G, tuple(sorted(flags.items())), out_norm is not None)
+        launch(*(config or _tuned(key, launch)))
     return y if out_norm is None else (y, h)
 
 
-def _tuned(N: int, K: int, G: int, flags: dict, args: tuple, extra: dict, out_norm: bool) -> tuple:
-    """The fastest of INT4_CONFIGS for this weight shape and flavour, timed once on the GPU with Triton's
-    do_bench (as the int4 GEMV's autotuner does), then kept."""
-    key = (N, K, G, tuple(sorted(flags.items())), out_norm)
+def _tuned(key: tuple, launch) -> tuple:
+    """The fastest of INT4_CONFIGS for `key` (weight shape, group size and flavour), each `launch`ed on the GPU and
+    timed with Triton's do_bench (as the int4 GEMV's autotuner does), then kept."""
     if key not in _TUNED:
         triton, _ = _triton()
-        kernel = _kernel()
-        times = {}
-        for block_n, sub, warps in INT4_CONFIGS:
-            run_extra = dict(extra)
-            if out_norm:
-                run_extra["PBLOCK"] = triton.next_power_of_2(triton.cdiv(N, block_n))
-            launch = dict(launch_pdl=True) if flags["USE_PDL"] else {}
-
-            def call(block_n=block_n, sub=sub, warps=warps, run_extra=run_extra, launch=launch):
-                kernel[(triton.cdiv(N, block_n),)](*args, N=N, E11=_MAGIC[0], E15=_MAGIC[1], E19=_MAGIC[2], eps=0.0,
-                                                   K=K, G=G, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub,
-                                                   num_warps=warps, num_stages=1, **flags, **run_extra, **launch)
-            times[(block_n, sub, warps)] = triton.testing.do_bench(call, warmup=5, rep=20)
+        times = {config: triton.testing.do_bench(lambda config=config: launch(*config), warmup=5, rep=20)
+                 for config in INT4_CONFIGS}
         _TUNED[key] = min(times, key=times.get)
     return _TUNED[key]
-
-
-def tuned_configs() -> dict:
-    """{(N, K, group size, flags, out_norm): (BLOCK_N, SUB_MAX, num_warps)} chosen so far (for a run's record)."""
-    return dict(_TUNED)

@@ -41,13 +41,13 @@ def build():
                     (x67 << 16).to(tl.float32, bitcast=True), (x67 & HI).to(tl.float32, bitcast=True))
 
         @triton.jit
-        def prologue(x, rstd, n, u, NORM: tl.constexpr, SILU_X: tl.constexpr):
-            """One column of x as the product reads it: RMSNorm'd (x * rstd rounded, times the norm weight n,
-            rounded), or SiLU(gate = x) * up (u), each rounded as torch does in bf16, or x itself."""
+        def prologue(x, rstd, other, NORM: tl.constexpr, SILU_X: tl.constexpr):
+            """One column of x as the product reads it: RMSNorm'd (x * rstd rounded, times the norm weight `other`,
+            rounded), or SiLU(gate = x) * up (`other`), each rounded as torch does in bf16, or x itself."""
             if NORM:
-                x = _round_bf16(_round_bf16(x * rstd) * n)
+                x = _round_bf16(_round_bf16(x * rstd) * other)
             elif SILU_X:
-                x = _round_bf16(_round_bf16(x / (1.0 + tl.exp(-x))) * u)
+                x = _round_bf16(_round_bf16(x / (1.0 + tl.exp(-x))) * other)
             return x
 
         globals().update(_round_bf16=fused_source._round_bf16, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
@@ -112,10 +112,10 @@ def build():
                     n0, n1, n2, n3, n4, n5, n6, n7 = _unpack_pairs(norm_ptr + xw, CHUNKS, SUB)
                 if SILU_X:  # up, K columns after gate
                     n0, n1, n2, n3, n4, n5, n6, n7 = _unpack_pairs(x_ptr + K // 2 + xw, CHUNKS, SUB)
-                x0, x1 = _prologue(x0, rstd, n0, n0, NORM, SILU_X), _prologue(x1, rstd, n1, n1, NORM, SILU_X)
-                x2, x3 = _prologue(x2, rstd, n2, n2, NORM, SILU_X), _prologue(x3, rstd, n3, n3, NORM, SILU_X)
-                x4, x5 = _prologue(x4, rstd, n4, n4, NORM, SILU_X), _prologue(x5, rstd, n5, n5, NORM, SILU_X)
-                x6, x7 = _prologue(x6, rstd, n6, n6, NORM, SILU_X), _prologue(x7, rstd, n7, n7, NORM, SILU_X)
+                x0, x1 = _prologue(x0, rstd, n0, NORM, SILU_X), _prologue(x1, rstd, n1, NORM, SILU_X)
+                x2, x3 = _prologue(x2, rstd, n2, NORM, SILU_X), _prologue(x3, rstd, n3, NORM, SILU_X)
+                x4, x5 = _prologue(x4, rstd, n4, NORM, SILU_X), _prologue(x5, rstd, n5, NORM, SILU_X)
+                x6, x7 = _prologue(x6, rstd, n6, NORM, SILU_X), _prologue(x7, rstd, n7, NORM, SILU_X)
                 sa = tl.sum(tl.sum(x0 + x3 + x6, axis=3), axis=2)  # [C, 1]: the lane's columns read 4096 + q
                 sb = tl.sum(tl.sum(x1 + x4 + x7, axis=3), axis=2)  # 256 + q
                 sc = tl.sum(tl.sum(x2 + x5, axis=3), axis=2)  # 16 + q
