@@ -304,9 +304,7 @@ def arm_available(arm: str, model, batch: int = 1) -> str | None:
             return reason
         from decodegap.kernels.fused import launch as fused
 
-        if "rotary_epilogue" in kernels and fused.weights_unsupported(model) is None and fused.int4_weights(model):
-            return fused.INT4_NO_ROTARY
-        return fused.weights_unsupported(model) or ("pdl" in kernels and fused.pdl_unavailable(device)) or None
+        return fused.weights_unsupported(model, kernels) or ("pdl" in kernels and fused.pdl_unavailable(device)) or None
     return None
 
 

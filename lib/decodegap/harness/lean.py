@@ -130,10 +130,9 @@ class LeanDecoder(nn.Module):
         cfg = hf_model.config
         if cfg.model_type not in ARCHITECTURES:
             raise LeanUnsupported(f"lean decoder implements {ARCHITECTURES}, not model_type {cfg.model_type!r}")
-        if "fused" in self.custom_kernels and fused.weights_unsupported(hf_model):
-            raise LeanUnsupported(fused.weights_unsupported(hf_model))
-        if "rotary_epilogue" in self.custom_kernels and fused.int4_weights(hf_model):
-            raise LeanUnsupported(fused.INT4_NO_ROTARY)
+        unsupported = "fused" in self.custom_kernels and fused.weights_unsupported(hf_model, self.custom_kernels)
+        if unsupported:
+            raise LeanUnsupported(unsupported)
         inner = hf_model.model
         first = inner.layers[0].self_attn
         self.n_heads, self.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads

@@ -108,11 +108,17 @@ def pdl_unavailable(device="cuda") -> str | None:
     return None
 
 
-def weights_unsupported(hf_model) -> str | None:
-    """None when the fused step can run `hf_model`'s decoder layers (bf16, every projection an nn.Linear, or every
-    one an int4-triton layer: the fused int4 step, decodegap.kernels.fused_int4), else the reason: the fused kernels
-    read bf16 weights or the int4-triton format with the activation's rounding, not another quantised layer's
-    format nor another dtype."""
+INT4_NO_ROTARY = ("the fused int4 step has no rotary epilogue (decodegap.kernels.fused_int4: its programs read one "
+                  "row set); its rotary runs in the rotary_cache kernel, as the arms without 'rotary_epilogue' do")
+"""Why an int4-triton model refuses the fused arms with 'rotary_epilogue'."""
+
+
+def weights_unsupported(hf_model, kernels=()) -> str | None:
+    """None when the fused step with the options `kernels` (lean.CUSTOM_KERNELS' names) can run `hf_model`'s decoder
+    layers (bf16, every projection an nn.Linear, or every one an int4-triton layer: the fused int4 step,
+    decodegap.kernels.fused_int4, without the rotary epilogue), else the reason: the fused kernels read bf16 weights
+    or the int4-triton format with the activation's rounding, not another quantised layer's format nor another
+    dtype; the int4 kernel has no rotary epilogue (INT4_NO_ROTARY)."""
     dtype = hf_model.model.embed_tokens.weight.dtype
     if dtype != torch.bfloat16:
         return f"the fused kernels run bf16 models; this one is {dtype}"
@@ -125,12 +131,9 @@ def weights_unsupported(hf_model) -> str | None:
         if kinds:
             return (f"the fused kernels read bf16 nn.Linear weights or int4-triton layers; layer {i} has "
                     f"{', '.join(sorted(kinds))}")
+    if "rotary_epilogue" in kernels and int4_weights(hf_model):
+        return INT4_NO_ROTARY
     return None
-
-
-INT4_NO_ROTARY = ("the fused int4 step has no rotary epilogue (decodegap.kernels.fused_int4: its programs read one "
-                  "row set); its rotary runs in the rotary_cache kernel, as the arms without 'rotary_epilogue' do")
-"""Why an int4-triton model refuses the fused arms with 'rotary_epilogue'."""
 
 
 def int4_weights(hf_model) -> bool:
