@@ -329,22 +329,19 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
     launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
-    if merged:
-        if Hkv > MERGE_COUNTERS:
-            raise ValueError(f"the one-kernel attention counts arrivals of at most {MERGE_COUNTERS} kv heads, got {Hkv}")
-        split_kernel[(Hkv, n_splits)](q.contiguous(), k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
-                                      BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                      EARLY_TRIGGER=early_trigger, count_ptr=merge_counters(q.device), out_ptr=out,
-                                      MERGE=True, **launch)
-        return out
-    # MERGE=False: count_ptr and out_ptr are never touched; read-only tensors of the call stand in for them (no
-    # tensor a kernel writes appears twice among its arguments, which torch.compile's kernel wrapper would copy)
+    if merged and Hkv > MERGE_COUNTERS:
+        raise ValueError(f"the one-kernel attention counts arrivals of at most {MERGE_COUNTERS} kv heads, got {Hkv}")
     qc = q.contiguous()
+    # without `merged` the split kernel never touches count_ptr and out_ptr: read-only tensors of the call stand in
+    # for them (no tensor a kernel writes appears twice among its arguments, which torch.compile's wrapper would copy)
+    merge = (dict(count_ptr=merge_counters(q.device), out_ptr=out) if merged else dict(count_ptr=length, out_ptr=qc))
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                  EARLY_TRIGGER=early_trigger, count_ptr=length, out_ptr=qc, MERGE=False, **launch)
+                                  EARLY_TRIGGER=early_trigger, MERGE=merged, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
+    if merged:
+        return out
     merge_kernel[(Hq,)](o, m, lsum, out, n_splits, group, S=S, G=G, D=D, USE_PDL=pdl, EARLY_TRIGGER=early_trigger,
                         **launch)
     return out
