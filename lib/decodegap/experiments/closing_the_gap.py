@@ -113,7 +113,7 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
     arms = tuple(cell["arms"])
     first = 0
     if confirm:
-        t = tables(data)["megakernel"]
+        t = megakernel_table(data)
         chosen = t[(t["source"] == "measured") & (t["role"] == "selection") & (t["status"] == "ok")]
         if chosen.empty:
             raise ValueError("the megakernel cell has no checked selection run to confirm: measure its selection first")
@@ -129,6 +129,16 @@ def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=Non
     keys.gpu_to_measure(gpu, device, data)
     runs = [run_sweep(p, data) for p in megakernel_plans(gpu, data, warmup=warmup, device=device)]
     return runs + [run_sweep(p, data) for p in megakernel_plans(gpu, data, True, warmup=warmup, device=device)]
+
+
+def megakernel_table(data, every_row: pd.DataFrame | None = None, specs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """analysis.closing_the_gap_megakernel.table of the megakernel cell (levers.MEGAKERNEL_CELL): from `every_row`
+    (decode.csv with its checks, grid and beyond: checked.labelled of checked.load(grid=False)) and the registry's
+    `specs`, each read here when not given."""
+    if every_row is None:
+        every_row = checked.labelled(checked.load("decode", data, grid=False))
+    specs = hardware.specs_table(data) if specs is None else specs
+    return megakernel.table(every_row, specs, models.configs({levers.MEGAKERNEL_CELL["model"]}, data))
 
 
 def rows(data) -> pd.DataFrame:
@@ -157,17 +167,17 @@ def tables(data, model_keys=()) -> dict:
     breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
+    every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     return dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.confirmation_table(confirmation.choices(lever_table), confirmation.confirmation_rows(
-            checked.labelled(checked.load("decode", data, grid=False)), selection.run_plans(data))),
+            every_row, selection.run_plans(data))),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
         peers=peers.peer_table(records.load_experiment("peers", data)),
-        megakernel=megakernel.table(checked.labelled(checked.load("decode", data, grid=False)), specs,
-                                    models.configs(set(configs) | {levers.MEGAKERNEL_CELL["model"]}, data)),
+        megakernel=megakernel_table(data, every_row, specs),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 

@@ -80,8 +80,6 @@ from decodegap.kernels.fused_int4.launch import UNSUPPORTED_EPILOGUES, fused_int
 from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
 
 
-
-
 def pdl_unavailable(device="cuda") -> str | None:
     """None when the kernels can be launched with programmatic dependent launch on `device`, else the reason:
     Triton missing, no CUDA device (Triton's interpreter does not run the gdc ops), a GPU older than Hopper (sm_90),
