@@ -99,7 +99,9 @@ Options, as environment variables (all optional):
     QUANT_AGAIN        quantisation paths: the quant step, in place of its sweep, measures these paths' cells
                        again (python -m decodegap measure --again --quant PATH --sessions 1 over MODELS and
                        CONTEXTS), each session writing its null, format, layer and model checks before it times;
-                       e.g. QUANT_AGAIN=awq-marlin,gptq-exllamav2 CONTEXTS=2048 for the cells rule R4l reads
+                       e.g. QUANT_AGAIN=awq-marlin,gptq-exllamav2 CONTEXTS=2048 for the cells rule R4l reads;
+                       only the extensions these paths need are built (Marlin for awq-marlin, ExLlamaV2's for
+                       gptq-exllamav2)
     QUANT_AGAIN_ARMS   the arms of QUANT_AGAIN, in groups separated by spaces, every path measured in one group
                        before the next (default "eager,graph,lean_attn_graph lean_attn_compile")
   Where and how long
@@ -223,15 +225,22 @@ step_attention_step() {
     save
   done
 }
-build_quant() {  # Marlin's extension (bench/build_marlin.sh) and ExLlamaV2's, unless .ext holds them (built here
-  # or unpacked); then which quantisation paths this machine has
-  local BUILT_HERE=""
+needs() {  # PATHS NAME: whether the comma-separated quantisation paths (or "all") include NAME
+  case ",$1," in *",all,"*|*",$2,"*) return 0;; *) return 1;; esac
+}
+build_quant() {  # PATHS (comma-separated, default all): Marlin's extension (bench/build_marlin.sh) where they include
+  # awq-marlin and ExLlamaV2's where they include gptq-exllamav2, unless .ext holds them (built here or unpacked);
+  # then which quantisation paths this machine has
+  local want=${1:-all} BUILT_HERE="" marlin=""
   unpack_builds
-  ls .ext/marlin_cuda*.so .ext/exllamav2_ext*.so >/dev/null 2>&1 || BUILT_HERE=1
   # the two builds side by side (Marlin's one large CUDA file beside ExLlamaV2's many), each with its own log
-  bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1 &
-  local marlin=$!
-  if ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+  if needs "$want" awq-marlin && ! ls .ext/marlin_cuda*.so >/dev/null 2>&1; then
+    BUILT_HERE=1
+    bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1 &
+    marlin=$!
+  fi
+  if needs "$want" gptq-exllamav2 && ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+    BUILT_HERE=1
     local t0=$SECONDS
     timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" \
       > "$OUTDIR"/build_exllamav2.log 2>&1
@@ -239,7 +248,7 @@ build_quant() {  # Marlin's extension (bench/build_marlin.sh) and ExLlamaV2's, u
       && python3 bench/optional_report.py --exllamav2-build $((SECONDS - t0)) .ext/exllamav2_build.json
     tail -3 "$OUTDIR"/build_exllamav2.log
   fi
-  wait $marlin; tail -3 "$OUTDIR"/build.log
+  if [ -n "$marlin" ]; then wait $marlin; tail -3 "$OUTDIR"/build.log; fi
   [ -n "$BUILT_HERE" ] && pack_builds
   python3 bench/optional_report.py --quant-paths
 }
@@ -254,7 +263,7 @@ quant_again() {  # QUANT_AGAIN's paths measured again, one group of QUANT_AGAIN_
   done
 }
 step_quant() {
-  build_quant
+  build_quant "${QUANT_AGAIN:-all}"
   if [ -z "${SKIP_TESTS:-}" ]; then
     gpu_tests quant tests/test_quant_gpu.py tests/test_int4_gemv.py
   fi
@@ -274,7 +283,7 @@ step_quant_power() {  # the quantisation checks' power: the whole model on the G
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/quant_power_cpu.py
 }
 step_marlin_prefill() {  # Marlin's multi-row products: a kernel defect or not, and the layer's prefill route
-  build_quant
+  build_quant awq-marlin
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/marlin_prefill_gpu.py
 }
 step_gemv() {

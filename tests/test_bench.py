@@ -230,3 +230,17 @@ def test_flash_attn_build_compiles_head_dim_128_bf16_forward_only_and_reads_ninj
     (tmp_path / ".ninja_log").write_text("# ninja log v5\n0\t1500\t0\tflash_api.o\tab\n"
                                          "2\t62002\t0\tx_sm80.cuda.o\tcd\n10\t20\t0\tflash_attn_2_cuda.so\tef\n")
     assert fab.ninja_times(tmp_path) == {"flash_api.o": 1.5, "x_sm80.cuda.o": 62.0}
+
+
+@pytest.mark.parametrize("want, name, needed", [
+    ("all", "awq-marlin", True), ("all", "gptq-exllamav2", True),
+    ("int4-tinygemm", "awq-marlin", False), ("int4-tinygemm", "gptq-exllamav2", False),
+    ("awq-triton,gptq-exllamav2", "gptq-exllamav2", True), ("awq-triton,gptq-exllamav2", "awq-marlin", False),
+    ("awq-marlin-x", "awq-marlin", False),
+])
+def test_the_quant_step_builds_only_the_extensions_its_paths_need(want, name, needed):
+    """measure.sh's `needs`, which decides whether build_quant builds Marlin's or ExLlamaV2's extension (minutes of
+    GPU time each): a path list names it whole, or is "all" (the full sweep)."""
+    function = re.search(r"^needs\(\) \{.*?^\}", (BENCH / "measure.sh").read_text(), re.M | re.S).group(0)
+    out = subprocess.run(["bash", "-c", f'{function}\nneeds "$1" "$2"', "-", want, name])
+    assert (out.returncode == 0) is needed
