@@ -3,7 +3,7 @@ decodegap.kernels.fused_int4.launch launches it, checks its arguments and docume
 is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
 (decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm, the gdc ops,
-_chunk_dot, _unpack_pairs, _prologue) among this module's globals."""
+_chunk_dot, _step_tiles, _unpack_pairs, _prologue) among this module's globals."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def build():
 
         globals().update(_round_bf16=fused_source._round_bf16, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
                          _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
-                         _unpack_pairs=unpack_pairs, _prologue=prologue)
+                         _step_tiles=int4_kernel._step_tiles, _unpack_pairs=unpack_pairs, _prologue=prologue)
 
         @triton.jit
         def fused_int4_gemv_kernel(x_ptr, xb_ptr, p_ptr, s_ptr, m_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr,
@@ -80,13 +80,9 @@ def build():
             vv = tl.arange(0, 4)[None, None, None, :]
             row_off = safe_rows[None, :, None, None] * KW
             sm_off = safe_rows[None, :] * NG + (c * SUB // CPG)[:, None]  # [C, BN]
+            EVEN_K: tl.constexpr = NCH % STEP == 0  # no masks (the int4 GEMV's step tiles)
             # the first step's weights, scales and offsets: loaded before the wait (what PDL overlaps)
-            first = c * SUB
-            ok = (first < NCH)[:, None]  # lanes past K read the last chunks again and count for nothing (s = m = 0)
-            s = tl.load(s_ptr + sm_off, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            m = tl.load(m_ptr + sm_off, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            word0 = (tl.minimum(first, NCH - SUB)[:, None] + sub[None, :])[:, None, :, None] * 4
-            w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")  # [C, BN, SUB, 4]
+            s, m, w, word0 = _step_tiles(p_ptr, s_ptr, m_ptr, 0, c, sub, vv, row_off, sm_off, NCH, SUB, CPG, EVEN_K)
             if USE_PDL:
                 _gdc_wait()
             rstd = 1.0
@@ -97,14 +93,8 @@ def build():
             acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
             for ch0 in range(0, NCH, STEP):
                 if ch0 > 0:  # this step's tiles (the first step's are loaded)
-                    first = ch0 + c * SUB
-                    ok = (first < NCH)[:, None]
-                    s = tl.load(s_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0,
-                                eviction_policy="evict_first").to(tl.float32)
-                    m = tl.load(m_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0,
-                                eviction_policy="evict_first").to(tl.float32)
-                    word0 = (tl.minimum(first, NCH - SUB)[:, None] + sub[None, :])[:, None, :, None] * 4
-                    w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")
+                    s, m, w, word0 = _step_tiles(p_ptr, s_ptr, m_ptr, ch0, c, sub, vv, row_off, sm_off, NCH, SUB,
+                                                 CPG, EVEN_K)
                 xw = word0 * 4 + vv  # [C, 1, SUB, 4]: word 0's pairs 0..3 of each lane's chunks
                 x0, x1, x2, x3, x4, x5, x6, x7 = _unpack_pairs(x_ptr + xw, CHUNKS, SUB)
                 n0, n1, n2, n3, n4, n5, n6, n7 = x0, x1, x2, x3, x4, x5, x6, x7  # no second operand

@@ -98,7 +98,28 @@ def _kernel():
                 t = _word_dot(t, ws[k], q0[k], q1[k], q2[k], q3[k], q4[k], q5[k], q6[k], q7[k], e11, e15, e19)
             return tl.sum(t, axis=2)
 
-        globals().update(_chunk_dot=chunk_dot)
+        @triton.jit
+        def step_tiles(p_ptr, s_ptr, m_ptr, ch0, c, sub, vv, row_off, sm_off, NCH: tl.constexpr, SUB: tl.constexpr,
+                       CPG: tl.constexpr, EVEN_K: tl.constexpr):
+            """One loop step's tiles from chunk ch0: scales s and offsets m [C, BN] (fp32), the packed words w
+            [C, BN, SUB, 4] and word0 [C, 1, SUB, 1], each lane's chunks' first word (where x is read). Without
+            EVEN_K (the steps do not divide the K chunks) lanes past K read the last chunks again and count for
+            nothing (s = m = 0); with it, no masks."""
+            first = ch0 + c * SUB  # [C] each lane's first chunk
+            if EVEN_K:
+                s = tl.load(s_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
+                m = tl.load(m_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
+            else:
+                ok = (first < NCH)[:, None]
+                s = tl.load(s_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
+                m = tl.load(m_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
+                s, m = s.to(tl.float32), m.to(tl.float32)
+                first = tl.minimum(first, NCH - SUB)
+            word0 = (first[:, None] + sub[None, :])[:, None, :, None] * 4  # [C, 1, SUB, 1]: chunks' word 0
+            w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")  # [C, BN, SUB, 4]
+            return s, m, w, word0
+
+        globals().update(_chunk_dot=chunk_dot, _step_tiles=step_tiles)
 
         @triton.jit
         def int4_gemv_kernel(x_ptr, p_ptr, s_ptr, m_ptr, y_ptr, N, E11, E15, E19, K: tl.constexpr,
@@ -122,18 +143,8 @@ def _kernel():
             sm_off = safe_rows[None, :] * NG + (c * SUB // CPG)[:, None]  # [C, BN]
             acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
             for ch0 in range(0, NCH, STEP):
-                first = ch0 + c * SUB  # [C] each lane's first chunk
-                if EVEN_K:
-                    s = tl.load(s_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
-                    m = tl.load(m_ptr + ch0 // CPG + sm_off, eviction_policy="evict_first").to(tl.float32)
-                else:  # lanes past K read the last chunks again and count for nothing (s = m = 0)
-                    ok = (first < NCH)[:, None]
-                    s = tl.load(s_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
-                    m = tl.load(m_ptr + ch0 // CPG + sm_off, mask=ok, other=0.0, eviction_policy="evict_first")
-                    s, m = s.to(tl.float32), m.to(tl.float32)
-                    first = tl.minimum(first, NCH - SUB)
-                word0 = (first[:, None] + sub[None, :])[:, None, :, None] * 4  # [C, 1, SUB, 1]: chunks' word 0
-                w = tl.load(p_ptr + row_off + word0 + vv, eviction_policy="evict_first")  # [C, BN, SUB, 4]
+                s, m, w, word0 = _step_tiles(p_ptr, s_ptr, m_ptr, ch0, c, sub, vv, row_off, sm_off, NCH, SUB, CPG,
+                                             EVEN_K)
                 xp = x_ptr + word0 * 4 + vv  # [C, 1, SUB, 4]: word 0's pairs 0..3, then + 4 q for word q
                 l0, l1, l2, l3 = tl.load(xp), tl.load(xp + 4), tl.load(xp + 8), tl.load(xp + 12)
                 # l_q holds pairs 0..3 of word q along its last dim (a 16-byte load); the products want pair p
