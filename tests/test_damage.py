@@ -214,9 +214,12 @@ def test_real_ctrl_c_during_reproduce(copy, tmp_path):
     import time
 
     figures, executed_before = tmp_path / "mine", _tree_digest(paths.EXECUTED)
+    # SIGINT at its default in the child, as in a terminal's foreground job: a test run started in the background of
+    # a non-interactive shell inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all
     proc = subprocess.Popen([sys.executable, "-m", "decodegap", "reproduce", "--data-dir", str(copy), "--figures-dir",
                              str(figures)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stdout:  # notebook 01 done and staged, notebook 02 running: stop it there
         if line.startswith("running 02_"):
             break
