@@ -71,10 +71,10 @@ Triton attention (the fastest bf16 path); the other int4 lean levers, which the 
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 
-TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.80),
+TARGETS = {"bf16": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", r_floor=0.85),
            "int4": dict(model="llama-3.1-8b", ctx=2048, gpu="h200", step_ms=2.0)}
 """The targets of notebook 06: Llama-3.1-8B at ctx 2048 on the H200, bf16 at an R_floor of at least `r_floor`
-against the datasheet bandwidth, int4 at no more than `step_ms` per step."""
+against the datasheet bandwidth, int4 at no more than `step_ms` per step. Earlier values: EARLIER_TARGETS."""
 MEGAKERNEL_CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32, steps=127, step_ms=0.70,
                        arms=("graph", "lean_attn_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_graph",
                              "lean_fused_early_products_graph", "lean_fused_merged_graph"),
@@ -86,9 +86,21 @@ tokens and timed over `steps` decode steps; the fused step's target there is `st
 that study's per-step times (published by it, not measured here), `arms` the levers measured on the cell
 (bench/measure.sh's megakernel step). The model is not a grid model: checked.grid_rows leaves its rows out of
 notebooks 01-06's grid, and analysis.closing_the_gap_megakernel reads them."""
-GRID_TARGET = dict(gpu="h200", r_floor=0.75)
+GRID_TARGET = dict(gpu="h200", r_floor=0.80)
 """Notebook 06's target over the grid: every bf16 cell of `gpu` (model x context) at an R_floor of at least
 `r_floor` with its fastest lever, against the datasheet bandwidth and W_all + K(ctx), as TARGETS' bf16 target."""
+INT4_GRID_TARGET = dict(gpu="h200", step_ms=2.3)
+"""Notebook 06's int4 target over the grid: every int4 cell of `gpu` (model x context) at no more than `step_ms` per
+step with its fastest int4 lever."""
+EARLIER_TARGETS = (
+    dict(name="bf16", since="2026-11-29", until="2026-12-04", target=dict(TARGETS["bf16"], r_floor=0.80),
+         why="reached by the selection sweeps; raised to the next goal"),
+    dict(name="grid", since="2026-12-01", until="2026-12-04", target=dict(GRID_TARGET, r_floor=0.75),
+         why="reached by the selection sweeps in every cell; raised to the next goal"),
+)
+"""Notebook 06's earlier targets, kept with the dates they held and why they changed: analysis.closing_the_gap_targets
+judges them as it judges the current ones (`name`: the TARGETS key or "grid"), so a raised bar never hides where the
+rows stood against the old one."""
 CONFIRM_FIRST_SESSION = 200
 """The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): above the grid's
 sessions and notebook 07's (100 on), so that no selection reader counts a confirmation row and the confirmation reader

@@ -1,6 +1,8 @@
 """Notebook 06's targets against the ladder (ladder.ladder_table): the target cell's bf16 R_floor and int4 step
-time (levers.TARGETS), every bf16 cell of the grid at its own R_floor (levers.GRID_TARGET), and the levers that
-have no timed cell yet. Each line is a Finding, its numbers from the rows."""
+time (levers.TARGETS), every bf16 cell of the grid at its own R_floor (levers.GRID_TARGET), every int4 cell at the
+int4 grid's step time (levers.INT4_GRID_TARGET), the earlier targets (levers.EARLIER_TARGETS) judged the same way,
+and the levers that have no timed cell yet. A target not met names the term of its profiled step that stands in the
+way. Each line is a Finding, its numbers from the rows."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from decodegap.finding import Finding
 from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
 from decodegap.analysis import closing_the_gap_confirmation as confirm
-from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
+from decodegap.levers import CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, TARGETS
 
 
 def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.Series | None:
@@ -22,15 +24,17 @@ def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.
     return None if sel.empty else sel.iloc[0]
 
 
-def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None) -> list[str]:
-    """Where the chosen lever stands against each target (TARGETS), read from its confirmation sweep
+def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
+                    by_category: pd.DataFrame | None = None, targets: Mapping = TARGETS) -> list[str]:
+    """Where the chosen lever stands against each target (`targets`, {kind: target}), read from its confirmation sweep
     (`confirmation`: closing_the_gap_confirmation.confirmation_table of the ladder's choices): a lever chosen as the
     fastest of the selection sweeps counts only once confirmed; before that the finding says `not confirmed` with its
-    selection median, which no target reads."""
+    selection median, which no target reads. A target not met, given the profiled steps (`by_category`:
+    profiles.category_table), names the term that stands in the way (`_in_the_way`)."""
     if confirmation is None:
         confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
     out = []
-    for kind, target in TARGETS.items():
+    for kind, target in targets.items():
         row = _confirmed_at(confirmation, target, kind)
         where = f"{target['model']} ctx {target['ctx']} on the {target['gpu']}"
         if row is None:
@@ -40,12 +44,13 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
         head = (f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}" if kind == "bf16"
                 else f"int4 target <= {target['step_ms']:.1f} ms/step at {where}")
         if row["status"] != confirm.CONFIRMED:
+            way, more = _in_the_way(by_category, target, row, row["selected_ms"], goal_ms)
             out.append(Finding(
                 f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
                 f"(runner-up {row['runner_up']} {row['runner_up_selected_ms']:.2f} ms); {row['status']} by a fresh "
-                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions), so not counted.",
+                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions), so not counted." + way,
                 kind=kind, measured=True, confirmed=False, lever=row["lever"], selected_ms=row["selected_ms"],
-                goal_ms=goal_ms, met=False, status=row["status"]))
+                goal_ms=goal_ms, met=False, status=row["status"], **more))
             continue
         t = row["confirmed_ms"]
         met = bool(row["r_floor_bf16"] >= target["r_floor"]) if kind == "bf16" else bool(t <= target["step_ms"])
@@ -53,12 +58,40 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
         measured = (f"{row['lever']} {t:.2f} ms" + (f", R_floor {row['r_floor_bf16']:.3f}" if kind == "bf16" else "")
                     + f", confirmed by a fresh sweep ({confirm.margin_text(row)}; selection median "
                       f"{row['selected_ms']:.2f} ms)")
+        way, more = ("", {}) if met else _in_the_way(by_category, target, row, t, goal_ms)
         out.append(Finding(
-            f"{head}: chosen lever {measured}: " + ("met." if met else f"not met ({over:.2f}x the target time)."),
+            f"{head}: chosen lever {measured}: " + ("met." if met else f"not met ({over:.2f}x the target time).")
+            + way,
             kind=kind, measured=True, confirmed=True, lever=row["lever"], t_obs_ms=t, r_floor=row["r_floor_bf16"],
             goal_ms=goal_ms, met=met, over_goal=over, status="met" if met else "not met",
-            margin_median=row["margin_median"], margin_min=row["margin_min"], margin_max=row["margin_max"]))
+            margin_median=row["margin_median"], margin_min=row["margin_min"], margin_max=row["margin_max"], **more))
     return out
+
+
+def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Series, t_ms: float,
+                goal_ms: float) -> tuple[str, dict]:
+    """(' What stands in the way: ...', its values) of a target not met at `t_ms` against `goal_ms`: the time to
+    remove, and the profiled step of the chosen lever at the target's cell split into its terms above their floors
+    (`_budget`); where that lever's step was not profiled, the profiled step of its quantisation path (else of its kind,
+    bf16 or quantised) whose kernels sum to the least time there, named as such. Empty without profiles."""
+    if by_category is None or by_category.empty:
+        return "", {}
+    gap = dict(short_ms=float(t_ms - goal_ms))
+    text = f" What stands in the way: {gap['short_ms']:.2f} ms to remove."
+    at = _at(by_category, target)
+    mine = at[(at["arm"] == row["arm"]) & (at["quant"] == row["quant"])]
+    arm, quant, note = row["arm"], row["quant"], ""
+    if mine.empty:
+        same = at[at["quant"] == row["quant"]]
+        if same.empty:
+            same = at[[confirm.kind(q) == confirm.kind(row["quant"]) for q in at["quant"]]]
+        if same.empty:
+            return text + " No step of this kind was profiled at the cell.", gap
+        arm, quant = same.groupby(["arm", "quant"])["gpu_us"].sum().idxmin()
+        note = (f" The chosen lever's step was not profiled; the profiled step nearest to it there (its quantisation "
+                f"path where profiled, else its kind; the least kernel time) is {step_label(arm, quant)}.")
+    budget, values = _budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant)
+    return text + note + budget, dict(gap, profiled_arm=arm, profiled_quant=quant, **values)
 
 
 def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
@@ -74,11 +107,12 @@ def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
 
 
 
-def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str) -> tuple[str, dict]:
-    """The profiled step of one cell and arm (bf16), as ' Its profiled step: ...' and its values; empty where
-    the cell was not profiled with that arm."""
+def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str,
+            quant: str = "bf16") -> tuple[str, dict]:
+    """The profiled step of one cell, arm and quantisation path, as ' Its profiled step: ...' and its values; empty
+    where the cell was not profiled with that arm."""
     prof = _at(by_category, dict(gpu=gpu, model=model, ctx=ctx))
-    prof = prof[(prof["arm"] == arm) & (prof["quant"] == "bf16")]
+    prof = prof[(prof["arm"] == arm) & (prof["quant"] == quant)]
     if prof.empty:
         return " That step was not profiled.", {}
     step = step_terms(prof)
@@ -93,7 +127,7 @@ def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str)
              "the small kernels": values["small_ms"]}
     largest = max(terms, key=terms.get)
     values["largest_term"] = largest
-    return (f" Its profiled step ({step_label(arm, 'bf16')}): matrix products {values['products_ms']:.2f} ms against "
+    return (f" Its profiled step ({step_label(arm, quant)}): matrix products {values['products_ms']:.2f} ms against "
             f"their weight floor {values['products_floor_ms']:.2f} ms, attention {values['attention_ms']:.2f} ms "
             f"against {values['attention_floor_ms']:.2f} ms, small kernels {values['small_ms']:.2f} ms; the largest "
             f"term above the floor is {largest} ({terms[largest]:.2f} ms)."), values
@@ -142,3 +176,49 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
             text += budget
             values.update(more)
     return [Finding(text, **values)]
+
+
+def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
+                              target: Mapping = INT4_GRID_TARGET) -> list[str]:
+    """Every int4 cell of the target's GPU against target['step_ms'] per step with its chosen int4 lever, counted only
+    where the confirmation sweep confirmed it (as grid_target_findings): how many cells are confirmed, how many of
+    those meet it, and the slowest confirmed cell with its lever; what the selection sweeps alone reach is said beside
+    it, never counted."""
+    gpu, goal = target["gpu"], target["step_ms"]
+    if confirmation is None:
+        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    head = f"int4 grid target <= {goal:.1f} ms/step in every int4 cell on the {gpu}"
+    cells = confirmation[(confirmation["gpu"] == gpu) & (confirmation["kind"] == confirm.KIND_INT4)]
+    if cells.empty:
+        return [Finding(f"{head}: no int4 lever measured yet.", measured=False)]
+    done = cells[cells["status"] == confirm.CONFIRMED]
+    n_met = int((done["confirmed_ms"] <= goal).sum())
+    met = len(done) == len(cells) and n_met == len(cells)
+    values = dict(measured=True, cells=len(cells), cells_confirmed=len(done), cells_met=n_met, met=bool(met),
+                  cells_selected_met=int((cells["selected_ms"] <= goal).sum()), goal_ms=goal)
+    text = f"{head}: {len(done)} of {len(cells)} cells' chosen int4 levers confirmed by a fresh sweep"
+    if not done.empty:
+        slowest = done.loc[done["confirmed_ms"].idxmax()]
+        values.update(confirmed_ms_min=float(done["confirmed_ms"].min()), confirmed_ms_max=float(slowest["confirmed_ms"]),
+                      slowest_model=slowest["model"], slowest_ctx=int(slowest["ctx"]), slowest_lever=slowest["lever"])
+        text += (f", {n_met} of them meeting it ({values['confirmed_ms_min']:.2f}-{values['confirmed_ms_max']:.2f} ms; "
+                 f"the slowest {slowest['model']} ctx {int(slowest['ctx'])} with {slowest['lever']})")
+    text += (f"; on the selection sweeps alone {values['cells_selected_met']} of {len(cells)} reach it "
+             f"({cells['selected_ms'].min():.2f}-{cells['selected_ms'].max():.2f} ms, best of many: not counted): "
+             + ("met." if met else f"not met ({len(cells) - len(done)} cells await their confirmation)."
+                if len(done) < len(cells) else "not met."))
+    return [Finding(text, **values)]
+
+
+def earlier_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
+                            earlier=EARLIER_TARGETS) -> list[str]:
+    """Each earlier target (levers.EARLIER_TARGETS) judged as the current ones are, on the same rows, its line led by
+    the dates it held and why it changed: a raised bar keeps where the rows stood against the old one."""
+    out = []
+    for e in earlier:
+        lines = (grid_target_findings(ladder, target=e["target"], confirmation=confirmation) if e["name"] == "grid"
+                 else target_findings(ladder, confirmation, targets={e["name"]: e["target"]}))
+        for line in lines:
+            out.append(Finding(f"Earlier target (held {e['since']} to {e['until']}; {e['why']}): {line}",
+                               **{**line.values, "earlier": e["name"], "since": e["since"], "until": e["until"]}))
+    return out

@@ -189,9 +189,11 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
     check's sensitivity, and the reading's numbers."""
-    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"])
+    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"], t["breakdown"])
                                     + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"],
                                                                           confirmation=t["confirmation"])
+                                    + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"])
+                                    + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"])
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),
