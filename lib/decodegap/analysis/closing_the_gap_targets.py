@@ -133,6 +133,15 @@ def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str,
             f"term above the floor is {largest} ({terms[largest]:.2f} ms)."), values
 
 
+def _selection_and_verdict(values: Mapping, selected_span: str) -> str:
+    """The tail of a grid target's line: what the selection sweeps alone reach (never counted), then the verdict, from
+    the line's values (cells, cells_confirmed, cells_selected_met, met)."""
+    cells, done = values["cells"], values["cells_confirmed"]
+    return (f"; on the selection sweeps alone {values['cells_selected_met']} of {cells} reach it ({selected_span}, best "
+            f"of many: not counted): " + ("met." if values["met"] else f"not met ({cells - done} cells await their "
+                                          f"confirmation)." if done < cells else "not met."))
+
+
 def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None = None,
                          target: Mapping = GRID_TARGET, confirmation: pd.DataFrame | None = None) -> list[str]:
     """Every bf16 cell of the target's GPU against R_floor >= target['r_floor'] with its chosen lever, counted only
@@ -163,10 +172,7 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
                       weakest_ms=float(weakest["confirmed_ms"]), weakest_goal_ms=float(goal_ms))
         text += (f", {n_met} of them meeting it (confirmed R_floor {values['r_floor_min']:.3f}-"
                  f"{values['r_floor_max']:.3f})")
-    text += (f"; on the selection sweeps alone {values['cells_selected_met']} of {len(cells)} reach it "
-             f"(R_floor {selected_r.min():.3f}-{selected_r.max():.3f}, best of many: not counted): "
-             + ("met." if met else f"not met ({len(cells) - len(done)} cells await their confirmation)."
-                if len(done) < len(cells) else "not met."))
+    text += _selection_and_verdict(values, f"R_floor {selected_r.min():.3f}-{selected_r.max():.3f}")
     if not done.empty and n_met < len(done):
         text += (f" The weakest confirmed cell, {values['weakest_model']} ctx {values['weakest_ctx']}, takes "
                  f"{values['weakest_ms']:.2f} ms with {values['weakest_lever']} against its goal {goal_ms:.2f} ms "
@@ -203,10 +209,7 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
                       slowest_model=slowest["model"], slowest_ctx=int(slowest["ctx"]), slowest_lever=slowest["lever"])
         text += (f", {n_met} of them meeting it ({values['confirmed_ms_min']:.2f}-{values['confirmed_ms_max']:.2f} ms; "
                  f"the slowest {slowest['model']} ctx {int(slowest['ctx'])} with {slowest['lever']})")
-    text += (f"; on the selection sweeps alone {values['cells_selected_met']} of {len(cells)} reach it "
-             f"({cells['selected_ms'].min():.2f}-{cells['selected_ms'].max():.2f} ms, best of many: not counted): "
-             + ("met." if met else f"not met ({len(cells) - len(done)} cells await their confirmation)."
-                if len(done) < len(cells) else "not met."))
+    text += _selection_and_verdict(values, f"{cells['selected_ms'].min():.2f}-{cells['selected_ms'].max():.2f} ms")
     return [Finding(text, **values)]
 
 
