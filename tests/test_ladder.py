@@ -200,6 +200,14 @@ def test_the_grid_target_counts_cells_by_their_fastest_lever_and_names_the_weake
     [selected] = ladder_targets.grid_target_findings(one)  # the selection alone reaches it, and is not counted
     assert not selected.values["met"] and selected.values["cells_selected_met"] == 1
     assert "0 of 1 cells' chosen levers confirmed" in selected and "best of many: not counted" in selected
+    assert "weakest cell on the selection sweeps" not in selected  # it reaches the goal: nothing to name
+    # nothing confirmed: the selection's weakest cell (ctx 4096, 5.0 ms against 3.75 ms) is named, not counted, with
+    # its profiled step's largest term
+    [unconfirmed] = ladder_targets.grid_target_findings(table, profile)
+    u = unconfirmed.values
+    assert (u["selected_weakest_ctx"], u["selected_weakest_ms"]) == (4096, 5.0)
+    assert u["selected_weakest_goal_ms"] == pytest.approx(3.75) and "(1.33x)" in unconfirmed
+    assert u["selected_weakest_largest_term"].startswith("the matrix products") and "(not counted)" in unconfirmed
     [none] = ladder_targets.grid_target_findings(ladder.ladder_table(_cells({}, 3.0)))
     assert none.values == {"measured": False}
 

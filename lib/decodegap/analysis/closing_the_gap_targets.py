@@ -148,7 +148,8 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
     where the confirmation sweep confirmed it (`confirmation`, as target_findings): how many cells are confirmed, how
     many of those meet it, the range of their R_floor, and the weakest confirmed cell with its lever, its time
     against the goal (its floor / r_floor) and, where that step was profiled, the budget term that holds it back
-    most. What the selection sweeps alone reach is said beside it, never counted."""
+    most. What the selection sweeps alone reach is said beside it, never counted; with no cell confirmed, so is the
+    selection's weakest cell below the goal, with its profiled step's terms."""
     gpu, r = target["gpu"], target["r_floor"]
     if confirmation is None:
         confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
@@ -181,6 +182,19 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
             budget, more = _budget(by_category, gpu, values["weakest_model"], values["weakest_ctx"], weakest["arm"])
             text += budget
             values.update(more)
+    elif done.empty and selected_r.min() < r:  # nothing confirmed: where the selection stands furthest from the goal
+        low = cells.loc[selected_r.idxmin()]
+        goal_ms = low["t_floor_bf16_ms"] / r
+        values.update(selected_weakest_model=low["model"], selected_weakest_ctx=int(low["ctx"]),
+                      selected_weakest_lever=low["lever"], selected_weakest_ms=float(low["selected_ms"]),
+                      selected_weakest_goal_ms=float(goal_ms))
+        text += (f" The weakest cell on the selection sweeps (not counted), {low['model']} ctx {int(low['ctx'])}, takes "
+                 f"{low['selected_ms']:.2f} ms with {low['lever']} against its goal {goal_ms:.2f} ms "
+                 f"({low['selected_ms'] / goal_ms:.2f}x).")
+        if by_category is not None:
+            budget, more = _budget(by_category, gpu, low["model"], int(low["ctx"]), low["arm"])
+            text += budget
+            values.update({f"selected_weakest_{k}": v for k, v in more.items()})
     return [Finding(text, **values)]
 
 
