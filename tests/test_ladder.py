@@ -134,7 +134,7 @@ def test_a_target_not_met_names_the_term_in_the_way():
     bf16, int4 = ladder_targets.target_findings(t, _confirmed(t), profile)
     assert not bf16.values["met"] and bf16.values["short_ms"] == pytest.approx(0.5)
     assert bf16.values["products_excess_ms"] == pytest.approx(0.6) and bf16.values["largest_term"].startswith("the matrix")
-    assert "What stands in the way: 0.50 ms to remove." in bf16 and "not profiled" not in bf16
+    assert "What stands in the way: 0.50 ms to remove from its confirmed time." in bf16 and "not profiled" not in bf16
     assert int4.values["short_ms"] == pytest.approx(0.6) and int4.values["profiled_quant"] == "int4-triton"
     assert (int4.values["profiled_arm"], int4.values["largest_term"]) == ("lean_attn_graph", "the small kernels")
     assert "not profiled" in int4 and "(0.90 ms)" in int4

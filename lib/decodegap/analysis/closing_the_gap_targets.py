@@ -44,7 +44,7 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
         head = (f"bf16 target R_floor >= {target['r_floor']:.2f} (<= {goal_ms:.2f} ms) at {where}" if kind == "bf16"
                 else f"int4 target <= {target['step_ms']:.1f} ms/step at {where}")
         if row["status"] != confirm.CONFIRMED:
-            way, more = _in_the_way(by_category, target, row, row["selected_ms"], goal_ms)
+            way, more = _in_the_way(by_category, target, row, row["selected_ms"], goal_ms, "its selection median")
             out.append(Finding(
                 f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
                 f"(runner-up {row['runner_up']} {row['runner_up_selected_ms']:.2f} ms); {row['status']} by a fresh "
@@ -58,7 +58,7 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
         measured = (f"{row['lever']} {t:.2f} ms" + (f", R_floor {row['r_floor_bf16']:.3f}" if kind == "bf16" else "")
                     + f", confirmed by a fresh sweep ({confirm.margin_text(row)}; selection median "
                       f"{row['selected_ms']:.2f} ms)")
-        way, more = ("", {}) if met else _in_the_way(by_category, target, row, t, goal_ms)
+        way, more = ("", {}) if met else _in_the_way(by_category, target, row, t, goal_ms, "its confirmed time")
         out.append(Finding(
             f"{head}: chosen lever {measured}: " + ("met." if met else f"not met ({over:.2f}x the target time).")
             + way,
@@ -69,15 +69,15 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
 
 
 def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Series, t_ms: float,
-                goal_ms: float) -> tuple[str, dict]:
-    """(' What stands in the way: ...', its values) of a target not met at `t_ms` against `goal_ms`: the time to
-    remove, and the profiled step of the chosen lever at the target's cell split into its terms above their floors
+                goal_ms: float, basis: str) -> tuple[str, dict]:
+    """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
+    `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms above their floors
     (`_budget`); where that lever's step was not profiled, the profiled step of its quantisation path (else of its kind,
     bf16 or quantised) whose kernels sum to the least time there, named as such. Empty without profiles."""
     if by_category is None or by_category.empty:
         return "", {}
     gap = dict(short_ms=float(t_ms - goal_ms))
-    text = f" What stands in the way: {gap['short_ms']:.2f} ms to remove."
+    text = f" What stands in the way: {gap['short_ms']:.2f} ms to remove from {basis}."
     at = _at(by_category, target)
     mine = at[(at["arm"] == row["arm"]) & (at["quant"] == row["quant"])]
     arm, quant, note = row["arm"], row["quant"], ""
