@@ -239,7 +239,8 @@ build_quant() {  # PATHS (comma-separated, default all): Marlin's extension (ben
     bounded bash bench/build_marlin.sh .src/marlin .ext > "$OUTDIR"/build.log 2>&1 &
     marlin=$!
   fi
-  if needs "$want" gptq-exllamav2 && ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+  # ExLlamaV2 imports a prebuilt exllamav2_ext first
+  if needs "$want" gptq-exllamav2 && ! ls .ext/exllamav2_ext*.so >/dev/null 2>&1; then
     BUILT_HERE=1
     local t0=$SECONDS
     timeout 400 python3 -c "from exllamav2.ext import exllamav2_ext; print('exllamav2 extension built')" \

@@ -71,9 +71,10 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
 def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Series, t_ms: float,
                 goal_ms: float, basis: str) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
-    `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms above their floors
-    (`_budget`); where that lever's step was not profiled, the profiled step of its quantisation path (else of its kind,
-    bf16 or quantised) whose kernels sum to the least time there, named as such. Empty without profiles."""
+    `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms
+    above their floors (`_budget`); where that lever's step was not profiled, the profiled step of its quantisation path
+    (else of its kind, bf16 or quantised) whose kernels sum to the least time there, named as such. Empty without
+    profiles."""
     if by_category is None or by_category.empty:
         return "", {}
     gap = dict(short_ms=float(t_ms - goal_ms))
@@ -175,27 +176,32 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
                  f"{values['r_floor_max']:.3f})")
     text += _selection_and_verdict(values, f"R_floor {selected_r.min():.3f}-{selected_r.max():.3f}")
     if not done.empty and n_met < len(done):
-        text += (f" The weakest confirmed cell, {values['weakest_model']} ctx {values['weakest_ctx']}, takes "
-                 f"{values['weakest_ms']:.2f} ms with {values['weakest_lever']} against its goal {goal_ms:.2f} ms "
-                 f"({values['weakest_ms'] / goal_ms:.2f}x).")
-        if by_category is not None:
-            budget, more = _budget(by_category, gpu, values["weakest_model"], values["weakest_ctx"], weakest["arm"])
-            text += budget
-            values.update(more)
+        more, budget = _weakest_cell(weakest, weakest["confirmed_ms"], goal_ms, "confirmed cell", by_category, gpu)
+        text += more
+        values.update(budget)
     elif done.empty and selected_r.min() < r:  # nothing confirmed: where the selection stands furthest from the goal
         low = cells.loc[selected_r.idxmin()]
         goal_ms = low["t_floor_bf16_ms"] / r
         values.update(selected_weakest_model=low["model"], selected_weakest_ctx=int(low["ctx"]),
                       selected_weakest_lever=low["lever"], selected_weakest_ms=float(low["selected_ms"]),
                       selected_weakest_goal_ms=float(goal_ms))
-        text += (f" The weakest cell on the selection sweeps (not counted), {low['model']} ctx {int(low['ctx'])}, takes "
-                 f"{low['selected_ms']:.2f} ms with {low['lever']} against its goal {goal_ms:.2f} ms "
-                 f"({low['selected_ms'] / goal_ms:.2f}x).")
-        if by_category is not None:
-            budget, more = _budget(by_category, gpu, low["model"], int(low["ctx"]), low["arm"])
-            text += budget
-            values.update({f"selected_weakest_{k}": v for k, v in more.items()})
+        more, budget = _weakest_cell(low, low["selected_ms"], goal_ms, "cell on the selection sweeps (not counted)",
+                                     by_category, gpu)
+        text += more
+        values.update({f"selected_weakest_{k}": v for k, v in budget.items()})
     return [Finding(text, **values)]
+
+
+def _weakest_cell(cell: pd.Series, t_ms: float, goal_ms: float, who: str, by_category: pd.DataFrame | None,
+                  gpu: str) -> tuple[str, dict]:
+    """(' The weakest `who`, ... against its goal ...' with its profiled step's terms where given (`_budget`), those
+    terms' values) of one bf16 grid cell timed at `t_ms`."""
+    text = (f" The weakest {who}, {cell['model']} ctx {int(cell['ctx'])}, takes {t_ms:.2f} ms with {cell['lever']} "
+            f"against its goal {goal_ms:.2f} ms ({t_ms / goal_ms:.2f}x).")
+    if by_category is None:
+        return text, {}
+    budget, values = _budget(by_category, gpu, cell["model"], int(cell["ctx"]), cell["arm"])
+    return text + budget, values
 
 
 def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
