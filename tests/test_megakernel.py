@@ -77,13 +77,24 @@ def test_the_cell_stays_out_of_the_grid():
     assert MEGAKERNEL_CELL["model"] in checked.CELL_ONLY_MODELS
 
 
-def test_the_plans_measure_the_cell_as_the_study_did_and_refuse_a_confirmation_before_a_selection():
+def test_the_plans_measure_the_cell_as_the_study_did_and_refuse_a_confirmation_before_a_selection(data_dir):
     from decodegap.experiments import closing_the_gap
 
-    data = paths.data_dir(None)
-    (plan,) = closing_the_gap.megakernel_plans("h200", data)
+    (plan,) = closing_the_gap.megakernel_plans("h200", data_dir)
     assert (plan.models, plan.contexts, plan.steps, plan.quant, plan.batches) == (
         ("llama-3.2-1b",), (32,), 127, "bf16", (1,))
     assert plan.arms == MEGAKERNEL_CELL["arms"] and plan.sessions == 3 and plan.check_every_session
-    with pytest.raises(ValueError, match="no checked selection run"):
-        closing_the_gap.megakernel_plans("h200", data, confirm=True)
+    with pytest.raises(ValueError, match="no checked selection run"):  # a data folder without the cell's rows
+        closing_the_gap.megakernel_plans("h200", data_dir, confirm=True)
+
+
+def test_the_confirmation_plan_takes_the_selections_two_fastest_checked_levers():
+    """On the shipped rows: the selection's fastest (951.8 us) and its runner-up (953.4 us), again from session 200,
+    the two arms the shipped confirmation run measured."""
+    from decodegap.experiments import closing_the_gap
+
+    (plan,) = closing_the_gap.megakernel_plans("h200", paths.DATA, confirm=True)
+    assert plan.arms == ("lean_fused_early_graph", "lean_fused_early_products_graph")
+    assert list(plan.session_ids) == [200, 201, 202]
+    t = closing_the_gap.megakernel_table(paths.DATA)
+    assert set(t[t.role == "confirmation"].arm) == set(plan.arms)

@@ -327,3 +327,20 @@ def test_the_figures_draw_batches_fits_and_the_papers_points_without_hiding_any(
     assert len(moved) == 2 and np.isfinite(moved["residual"]).all()  # both paper GPUs' eager step, predicted
     fig = plots.residuals(resid, moved, w.REL_TOL)
     assert checks.problems(fig) == [] and fig.axes  # a drawn axes, not the not-measured note
+
+
+def test_the_crossover_findings_say_never_once_and_give_one_line_a_context():
+    cross = frame("""
+gpu, model, ctx, crossover_batch, longest_crossing_ctx
+l4, a, 32, 486.4, 283.9
+l4, b, 32, 437.2, 250.0
+h200, a, 32, 226.0, 180.0
+l4, a, 2048, inf, 283.9
+h200, a, 2048, inf, 180.0
+""")
+    got = w.crossover_findings(cross)
+    assert got[0].startswith("At every context measured from 2048 tokens the compute floor never passes")
+    assert "for 1 models on 2 GPUs" in got[0] and "only below 180-284 tokens" in got[0]
+    assert got[1:] == ["At ctx 32 the compute floor passes the bandwidth floor above a batch of 226-486 over 2 "
+                       "models: l4 437-486; h200 226."]
+    assert w.crossover_findings(cross.iloc[0:0]) == []

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from decodegap import arms, inputs, paths, records, selection
+from decodegap import arms, inputs, paths, records
 from decodegap.experiments import where_the_thesis_ends as scope
 from decodegap.harness import models
 
@@ -103,21 +103,6 @@ def test_the_lean_lever_is_the_ladders_fastest_at_its_target_cell():
     target = ladder[(ladder.gpu == "h200") & (ladder.model == "llama-3.1-8b") & (ladder.ctx == 2048)
                     & (ladder.quant == "bf16") & (ladder.checked == True) & ladder.arm.str.startswith("lean")]  # noqa: E712
     assert target.sort_values("t_obs_ms").arm.iloc[0] == scope.LEAN_BEST
-
-
-def _scope_runs(data):
-    """The runs whose plan numbers its sessions from the axes' first session (notebook 07's sweeps)."""
-    return {run for (_, run), plan in selection.run_plans(data).items()
-            if (plan or {}).get("first_session", 0) == scope.FIRST_SESSION}
-
-
-def test_the_axes_sessions_are_apart_from_every_shipped_session():
-    """The grid's sweeps number their sessions below FIRST_SESSION, the axes' sweeps from it, in every shipped row."""
-    decode = records.load_experiment("decode", paths.DATA)
-    ours = decode["run_id"].isin(_scope_runs(paths.DATA))
-    assert ours.any() and (~ours).any()
-    assert (decode.loc[ours, "session"] >= scope.FIRST_SESSION).all()
-    assert scope.FIRST_SESSION > decode.loc[~ours, "session"].max()
 
 
 def test_kernel_plan_profiles_the_steps_graph_and_lean_graph_replay():

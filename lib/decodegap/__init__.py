@@ -7,6 +7,7 @@ measurements that write data/diagnostics/ are.
 
 base: paths, rows and the numbers every stage shares
   paths                     repository paths
+  sessions                  session numbers: one band per kind of sweep (grid, notebook 07's axes, confirmations)
   records                   the raw CSV schemas, the validating reader, atomic resumable appends
   selection                 which rows count: cells done, each step's latest profile, superseded rows, runs' plans
   checked                   timed rows joined to the checks of their own run: no unchecked cell counts

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from decodegap import sessions
 from decodegap.compare import MODEL_K_FAIL, MODEL_K_PASS
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
@@ -303,10 +304,6 @@ def verify_rows(data, superseded: bool = True) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True) if kept else frames[0]
 
 
-SCOPE_FIRST_SESSION = 100
-"""Notebook 07's sweeps (the batch and model-size axes) number their sessions from here, apart from the grid's."""
-
-
 SIZE_AXIS_ONLY = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-14b", "qwen2.5-32b")
 """The models of notebook 07's size axis that the grid of notebooks 01-06 does not measure (their profiled steps
 carry no session to tell them apart)."""
@@ -317,8 +314,8 @@ CELL_ONLY_MODELS = ("llama-3.2-1b",)
 
 
 def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1), sessions below
-    SCOPE_FIRST_SESSION, so that notebook 07's sweeps of the same cells never stand in for the grid's, and none of
+    """The rows of notebooks 01-06's grid: batch 1 (rows without the column are batch 1), sessions of the
+    grid's band (sessions.GRID), so that notebook 07's sweeps of the same cells never stand in for the grid's, and none of
     the size axis's or a single cell's own models (SIZE_AXIS_ONLY, CELL_ONLY_MODELS)."""
     if rows.empty:
         return rows
@@ -327,7 +324,7 @@ def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
     if "batch" in rows:
         keep &= pd.to_numeric(rows["batch"], errors="coerce").fillna(1).astype(int) == 1
     if "session" in rows:
-        keep &= pd.to_numeric(rows["session"], errors="coerce").fillna(0) < SCOPE_FIRST_SESSION
+        keep &= sessions.in_band(pd.to_numeric(rows["session"], errors="coerce").fillna(0), sessions.GRID)
     return rows[keep]
 
 

@@ -4,6 +4,7 @@ experiments.closing_the_gap.measure sweeps. Measuring reads this module only; th
 
 from __future__ import annotations
 
+from decodegap import sessions
 from decodegap.arms import is_lean
 
 LEVERS = (
@@ -101,9 +102,9 @@ EARLIER_TARGETS = (
 """Notebook 06's earlier targets, kept with the dates they held and why they changed: analysis.closing_the_gap_targets
 judges them as it judges the current ones (`name`: the TARGETS key or "grid"), so a raised bar never hides where the
 rows stood against the old one."""
-CONFIRM_FIRST_SESSION = 200
-"""The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): above the grid's
-sessions and notebook 07's (100 on), so that no selection reader counts a confirmation row and the confirmation reader
+CONFIRM_FIRST_SESSION = sessions.CONFIRM.start
+"""The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): the start of the
+confirmations' band (decodegap.sessions), apart from the grid's sessions and notebook 07's, so that no selection reader counts a confirmation row and the confirmation reader
 counts nothing else."""
 CONFIRM_SESSIONS = 3
 """Fresh sessions of a confirmation sweep: a chosen lever counts towards a target only when confirmed in this many."""

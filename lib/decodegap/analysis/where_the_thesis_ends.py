@@ -24,15 +24,15 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting, published, stats
+from decodegap import accounting, published, sessions, stats
 
 NOT_MEASURED = "not measured"
 CELL = ["gpu", "model", "ctx", "batch", "arm", "attn", "quant"]
 FIT_KEY = ["gpu", "arm", "attn"]
-SCOPE_SESSION = 100
+SCOPE_SESSION = sessions.SCOPE.start
 """Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION): its rows
-are those of sessions >= SCOPE_SESSION, apart from the other notebooks' sweeps of the same cells (claims.rules
-SCOPE_CELLS reads the same)."""
+are those of its band of session numbers (sessions.SCOPE), apart from the other notebooks' sweeps of the same cells,
+the grid's below and notebook 06's confirmations above (claims.rules SCOPE_CELLS reads the same)."""
 B_LARGE = 8
 """W1: the largest batch measured for both arms must be at least this for a cell to test the launch share."""
 REL_TOL, EXPLAINED, MIN_POINTS = 0.10, 0.9, 6
@@ -421,9 +421,11 @@ def bf16_rows(labelled: pd.DataFrame) -> pd.DataFrame:
 
 
 def scope_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of notebook 07's own sweeps (sessions >= SCOPE_SESSION), those the claims' rules read (W1, W2a,
+    """The rows of notebook 07's own sweeps (its band of session numbers, sessions.SCOPE), those the claims' rules read (W1, W2a,
     W2b); each cell from its newest run among them."""
-    return newest_run_per_cell(decode_rows[decode_rows["session"] >= SCOPE_SESSION]) if not decode_rows.empty else decode_rows
+    if decode_rows.empty:
+        return decode_rows
+    return newest_run_per_cell(decode_rows[sessions.in_band(decode_rows["session"], sessions.SCOPE)])
 
 
 def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:
@@ -453,6 +455,30 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
 
 
 # ------------------------------------------------------------------------------------------------ findings
+def crossover_findings(cross: pd.DataFrame) -> list[str]:
+    """Where the compute floor passes the bandwidth floor (crossover_table): one sentence for the contexts where it
+    never does, then one a context where it does, a range a GPU over the models (the table has each model)."""
+    out = []
+    if cross.empty:
+        return out
+    never = cross[np.isinf(cross["crossover_batch"])]
+    if not never.empty:
+        ctx_min = int(never["ctx"].min())
+        star = never.drop_duplicates(["gpu", "model"])
+        out.append(f"At every context measured from {ctx_min} tokens the compute floor never passes the bandwidth "
+                   f"floor, at any batch, for {never['model'].nunique()} models on {never['gpu'].nunique()} GPUs of "
+                   "the registry: one sequence's KV bytes take longer to read than its weight products take at "
+                   f"the dense bf16 peak. It can pass only below {stats.span(star['longest_crossing_ctx'], '.0f')} "
+                   "tokens of context (attention's own FLOPs left out).")
+    finite = cross[np.isfinite(cross["crossover_batch"])]
+    for ctx, g in finite.groupby("ctx"):
+        per_gpu = "; ".join(f"{gpu} {stats.span(gg['crossover_batch'], '.0f')}"
+                            for gpu, gg in g.groupby("gpu", sort=False))
+        out.append(f"At ctx {ctx} the compute floor passes the bandwidth floor above a batch of "
+                   f"{stats.span(g['crossover_batch'], '.0f')} over {g['model'].nunique()} models: {per_gpu}.")
+    return out
+
+
 def findings(t: Mapping) -> list[str]:
     """Notebook 07's sentences, generated from `replay`'s tables (never typed): what its own sweeps measured or that
     they are not measured yet, the batch-1 cells of the other notebooks it draws, the compute crossover on every GPU
@@ -471,21 +497,7 @@ def findings(t: Mapping) -> list[str]:
     for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
         out.append(f"{gpu} {arm}, batch 1: R_floor {stats.span(g['r_floor'])} over {len(g)} cells "
                    f"({', '.join(sorted(set(g['model'])))}; bandwidth floor {stats.span(g['t_floor_bw_ms'])} ms).")
-    cross = t["crossover"]
-    if not cross.empty:
-        never = cross[np.isinf(cross["crossover_batch"])]
-        if not never.empty:
-            ctx_min = int(never["ctx"].min())
-            star = never.drop_duplicates(["gpu", "model"])
-            out.append(f"At every context measured from {ctx_min} tokens the compute floor never passes the bandwidth "
-                       f"floor, at any batch, for {never['model'].nunique()} models on {never['gpu'].nunique()} GPUs of "
-                       "the registry: one sequence's KV bytes take longer to read than its weight products take at "
-                       f"the dense bf16 peak. It can pass only below {stats.span(star['longest_crossing_ctx'], '.0f')} "
-                       "tokens of context (attention's own FLOPs left out).")
-        finite = cross[np.isfinite(cross["crossover_batch"])]
-        for r in finite.itertuples():
-            out.append(f"{r.gpu} {r.model} ctx {r.ctx}: the compute floor passes the bandwidth floor above batch "
-                       f"{r.crossover_batch:.0f}.")
+    out += crossover_findings(t["crossover"])
     for p in t["published"].itertuples():
         out.append(f"{p.gpu} ({PUBLISHED}): eager {p.eager_ms:.2f} ms, graph {p.graph_ms:.2f} ms ({p.graph_source}); "
                    f"its bandwidth floor under our accounting (W_all + K, {p.model} ctx {p.ctx}, {p.bandwidth_gbps:.0f} "

@@ -18,6 +18,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from decodegap import sessions
+
 # ----------------------------------------------------------------------------------------------- vocabulary
 CLAIM_GPU, PAPER, OTHER_GPU, METHOD = "claim_gpu", "paper", "other_gpu", "method"
 SOURCES = {
@@ -170,20 +172,30 @@ NEW_TOL_REASON = ("the rule was about the old tolerance: it judged the latest mo
                   "joined, the one definition every reader uses (checked.quantised_checks)")
 
 
-SCOPE_SESSION = 100
-"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION), apart from
-every other sweep's sessions of the same cells: the rows of its batch and size axes, and no others."""
-SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered from "
-                   f"{SCOPE_SESSION}), bf16, every model, batch and arm, each cell (with its batch) from its newest "
-                   "run, checked against eager in its own run (checked.join_checks)",
-                   f"quant == 'bf16' and status == 'ok' and session >= {SCOPE_SESSION}", "newest run per cell")
+SCOPE_SESSION = sessions.SCOPE.start
+"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION), in a band of
+their own (decodegap.sessions.SCOPE), apart from every other sweep's sessions of the same cells: the rows of its batch
+and size axes, and no others."""
+SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered "
+                   f"{sessions.SCOPE.start}-{sessions.SCOPE.stop - 1}), bf16, every model, batch and arm, each cell "
+                   "(with its batch) from its newest run, checked against eager in its own run (checked.join_checks)",
+                   f"quant == 'bf16' and status == 'ok' and session >= {sessions.SCOPE.start} and session < "
+                   f"{sessions.SCOPE.stop}", "newest run per cell")
 SCOPE_VERIFY = Rows("verify.csv", "each of those cells' logits checks against eager in its own run (check vs_eager)",
-                    f"check == 'vs_eager' and session >= {SCOPE_SESSION}", "all")
+                    f"check == 'vs_eager' and session >= {sessions.SCOPE.start} and session < {sessions.SCOPE.stop}",
+                    "all")
 SCOPE_ROWS = ("the rows: notebook 07's own sweeps (sessions from 100) of every model, where the first version read "
               "the Qwen2.5 family's newest runs (the batch axis is measured on llama-3.1-8b, and the grid sweeps' "
               "batch-1 rows of qwen2.5-7b are no rows of this experiment); changed before any batch or size row "
               "exists, the statistic and thresholds unchanged")
 SCOPE_FIRST = "the Qwen2.5 family's cells, each from its newest run"
+SCOPE_BAND = ("the rows: notebook 07's band of session numbers, 100-199 (decodegap.sessions), where the selector read "
+              "every session from 100: notebook 06's confirmation sweeps, numbered from 200, fell inside it once the "
+              "megakernel cell's confirmation was measured (run 20261204T135805, llama-3.2-1b at ctx 32), and W2a's "
+              "lean_fused_early_products_graph fit took that cell (a 0.96 -> 0.92, 7 -> 8 cells); the rule's words, "
+              "'the rows of its batch and size sweeps', are what the selector now reads; changed after those rows "
+              "were seen, the statistic and thresholds unchanged, and the verdict the same under both")
+SCOPE_FROM_100 = "as now, the rows every session from 100 (notebook 06's confirmations, from 200, among them)"
 SCOPE_FIXED = ("introduced, fixed before any batch > 1 or model-size row exists (the batch-1 rows of the paper's "
                "three 7-8B models existed and had been read by notebooks 01, 02 and 06; no row of batch > 1 and no "
                "Qwen2.5 size but 7B had been measured)")
@@ -573,7 +585,9 @@ RULES: tuple[Rule, ...] = (
          "every (model, ctx) cell with both arms checked at B = 1 and at B_max >= b_large, per GPU; fewer: not "
          "testable.", (CLAIM_GPU, OTHER_GPU),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="b8d504660832b5ae"),
-          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="d261240c1aa2acf7"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
+                 "claim): holds", fingerprint="d261240c1aa2acf7"),
+          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="60148a547ebdfd11"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -593,7 +607,9 @@ RULES: tuple[Rule, ...] = (
          "every (GPU, arm) fit with at least min_points cells and at least two distinct t_floor; fewer: not "
          "testable.", (CLAIM_GPU, OTHER_GPU),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="a99c16def8f96fbe"),
-          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="5cff5f276496b6d7"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
+                 "claim): fails", fingerprint="5cff5f276496b6d7"),
+          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="b93db60c8503ddb2"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
@@ -612,7 +628,9 @@ RULES: tuple[Rule, ...] = (
          "every paper GPU with an eager and a graph point; no lambda (no eager and graph fits of ours): not "
          "testable.", (PAPER,),
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="66a17abcde1b3967"),
-          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, "as stated in the fields", fingerprint="04db7d4457a4c0bd"))),
+          Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "supported by the paper's own numbers",
+                 fingerprint="04db7d4457a4c0bd"),
+          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="584d34c5e81e9810"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 

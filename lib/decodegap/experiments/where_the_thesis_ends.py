@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap import arms as arm_registry, checked, hardware, paths, published, records
+from decodegap import arms as arm_registry, checked, hardware, paths, published, records, sessions
 from decodegap.analysis import where_the_thesis_ends as scope
 from decodegap.analysis import where_the_thesis_ends_anatomy as anatomy
 from decodegap.harness import keys, models as model_specs, profile
@@ -73,8 +73,9 @@ COMPILED_ARMS = {"batch": ("compile", "lean_compile"), "size": ("compile",)}
 PROFILED_ARMS = ("eager", "lean")
 """The steps profiled per cell (profile.record_kernels: a graph replays the eager step's kernels, lean_graph the lean
 step's), their kernel counts in kernels.csv for the step model's n_kernels."""
-FIRST_SESSION = 100
-"""The number of each axis's first session (see the module docstring): above every session of the grid sweeps."""
+FIRST_SESSION = sessions.SCOPE.start
+"""The number of each axis's first session (see the module docstring): the start of notebook 07's band of session
+numbers (decodegap.sessions), above every session of the grid sweeps and below the confirmations'."""
 
 
 def plan(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = 1, steps: int = 30,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from decodegap.harness import keys, runs
-from decodegap import hardware, inputs, paths, records, selection
+from decodegap import hardware, inputs, paths, records, selection, sessions
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
 
@@ -92,6 +92,13 @@ class SweepPlan:
             inputs.positive(name, getattr(self, name))
         inputs.positive("warmup", self.warmup, 0)
         inputs.positive("first_session", self.first_session, 0)
+        band = sessions.band_of(self.first_session)
+        if band is None or self.first_session + self.sessions - 1 not in sessions.BANDS[band]:
+            where = (f"its band {band!r} ends at session {sessions.BANDS[band].stop - 1}" if band else
+                     "in no band")
+            raise inputs.InputError(f"sessions {self.first_session} to {self.first_session + self.sessions - 1} leave "
+                                    f"the band of session numbers their sweep reads them by ({where}; "
+                                    "decodegap.sessions): measure fewer sessions in one run")
         check_batches(self.batches)
         if max(self.batches) > 1 and (self.quant != "bf16" or self.attn != "sdpa"):
             raise inputs.InputError(f"batch > 1 is measured in bf16 with SDPA's default attention only (the "

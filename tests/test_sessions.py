@@ -1,0 +1,65 @@
+"""Session numbers in bands, one per kind of sweep (decodegap.sessions): the bands by hand, a plan refused before it
+numbers a session outside its band, and notebook 07's readers taking its band alone, on the shipped rows too."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from decodegap import inputs, levers, paths, records, selection, sessions
+from decodegap.analysis import where_the_thesis_ends as scope_analysis
+from decodegap.claims import rules
+from decodegap.experiments import where_the_thesis_ends as scope
+from decodegap.harness.sweep import SweepPlan
+
+
+@pytest.mark.parametrize("session, band", [(0, "grid"), (9, "grid"), (99, "grid"), (100, "scope"), (199, "scope"),
+                                           (200, "confirm"), (202, "confirm"), (300, None)])
+def test_band_of(session, band):
+    assert sessions.band_of(session) == band
+
+
+def test_the_sweeps_number_from_their_bands():
+    assert scope.FIRST_SESSION == 100 and levers.CONFIRM_FIRST_SESSION == 200
+    assert rules.SCOPE_SESSION == scope_analysis.SCOPE_SESSION == scope.FIRST_SESSION
+
+
+@pytest.mark.parametrize("first, n, why", [(98, 3, "sessions 98 to 100 leave the band of session numbers their "
+                                                   "sweep reads them by (its band 'grid' ends at session 99"),
+                                           (100, 101, "its band 'scope' ends at session 199"),
+                                           (300, 1, "sessions 300 to 300 leave the band")])
+def test_a_plan_whose_sessions_leave_their_band_is_refused(first, n, why):
+    with pytest.raises(inputs.InputError, match=why.replace("(", r"\(")):
+        SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), sessions=n, first_session=first)
+
+
+def test_a_plan_inside_its_band_stands():
+    plan = SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16,), sessions=3,
+                     first_session=levers.CONFIRM_FIRST_SESSION)
+    assert list(plan.session_ids) == [200, 201, 202]
+
+
+def _rows(session: int, run: str, ms: float) -> dict:
+    return dict(gpu="h200", model="llama-3.2-1b", ctx=32, batch=1, arm="graph", attn="sdpa", quant="bf16",
+                run_id=run, session=session, t_obs_ms=ms)
+
+
+def test_notebook_07_reads_its_band_alone():
+    """A confirmation of the same cell, newer and in the band above, is no row of notebook 07's sweeps (it was, while
+    the selector read every session from 100); the grid's below never was."""
+    rows = pd.DataFrame([_rows(5, "20261201T000000-aaaaaa", 1.0), _rows(100, "20261202T000000-bbbbbb", 2.0),
+                         _rows(200, "20261204T000000-cccccc", 3.0)])
+    kept = scope_analysis.scope_rows(rows)
+    assert list(kept["session"]) == [100] and list(kept["t_obs_ms"]) == [2.0]
+    for query in (rules.SCOPE_CELLS.query, rules.SCOPE_VERIFY.query):  # the claims' rules read the same rows
+        assert list(rows.assign(status="ok", check="vs_eager").query(query)["session"]) == [100]
+
+
+def test_the_shipped_axes_sessions_are_their_bands_and_no_other_sweep_is_in_them():
+    decode = records.load_experiment("decode", paths.DATA)
+    plans = {run: (plan or {}).get("first_session", 0) for (_, run), plan in selection.run_plans(paths.DATA).items()}
+    first = decode["run_id"].map(plans).fillna(0).astype(int)
+    for name, band in sessions.BANDS.items():
+        ours = first.isin(band)
+        assert sessions.in_band(decode.loc[ours, "session"], band).all(), name
+        assert not sessions.in_band(decode.loc[~ours, "session"], band).any(), name
