@@ -587,7 +587,7 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="b8d504660832b5ae"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
                  "claim): holds", fingerprint="d261240c1aa2acf7"),
-          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="60148a547ebdfd11"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="60148a547ebdfd11"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -609,7 +609,7 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="a99c16def8f96fbe"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
                  "claim): fails", fingerprint="5cff5f276496b6d7"),
-          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="b93db60c8503ddb2"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="b93db60c8503ddb2"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
@@ -630,7 +630,7 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="66a17abcde1b3967"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "supported by the paper's own numbers",
                  fingerprint="04db7d4457a4c0bd"),
-          Change("2026-12-04T14:25", THIS_COMMIT, SCOPE_BAND, "as stated in the fields", fingerprint="584d34c5e81e9810"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="584d34c5e81e9810"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 
