@@ -45,7 +45,9 @@ carries on. Notebook 05 (cost) measures nothing.
                fused int4 levers of levers.LEVERS (lean_fused_graph, lean_fused_pdl_norm_graph,
                lean_fused_early_products_graph, lean_fused_merged_graph) over MODELS and CONTEXTS, INT4_SESSIONS fresh sessions (default
                1), each session writing its format, layer and model checks (against bf16 and the path's own
-               eager step) before it times; the ladder reads the rows as the int4 fused levers
+               eager step) before it times; the ladder reads the rows as the int4 fused levers; then each of those
+               levers' steps profiled at llama-3.1-8b ctx 2048 (python -m decodegap kernel-counts, kernels.csv and
+               breakdown.csv), the profile notebook 06's int4 target reads
     check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
                and the sharpened check's faults on a narrow model on the CPU (under a minute;
                OUTDIR/check_sensitivity_cpu.csv, committed as data/diagnostics/check_sensitivity_cpu.csv), then
@@ -294,10 +296,14 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-step_fused_int4() {  # the fused int4 step: its GPU tests, then its levers measured with their in-run checks
+INT4_FUSED_ARMS=lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph
+step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured with their in-run checks, then each
+  # lever's step profiled at notebook 06's target cell (the targets' "what stands in the way" reads its own profile)
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused_int4 tests/test_fused_int4.py
   dg measure --gpu "$GPU" "${GRID[@]}" --quant int4-triton --sessions "${INT4_SESSIONS:-1}" --no-progress \
-    --arms lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph
+    --arms "$INT4_FUSED_ARMS"
+  save
+  dg kernel-counts --gpu "$GPU" --models llama-3.1-8b --contexts 2048 --quant int4-triton --arms "$INT4_FUSED_ARMS"
 }
 step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over

@@ -138,6 +138,15 @@ def test_a_target_not_met_names_the_term_in_the_way():
     assert int4.values["short_ms"] == pytest.approx(0.6) and int4.values["profiled_quant"] == "int4-triton"
     assert (int4.values["profiled_arm"], int4.values["largest_term"]) == ("lean_attn_graph", "the small kernels")
     assert "not profiled" in int4 and "(0.90 ms)" in int4
+    # an int4 lever of the fused design: its design's bf16 step stands in before its path's unfused one (the same
+    # attention, small kernels and gaps), so the products, 600 us above their floor, are the term named
+    fused = ladder.ladder_table(_cells({("lean_fused_pdl_norm_graph", "bf16"): 4.5,
+                                        ("lean_fused_pdl_norm_graph", "int4-triton"): 2.4}, floor))
+    design = pd.concat([profile, _profile_at_target("lean_fused_pdl_norm_graph", "bf16", 3600.0, 3000.0, 100.0)])
+    _, fused_int4 = ladder_targets.target_findings(fused, _confirmed(fused), design)
+    assert (fused_int4.values["profiled_arm"], fused_int4.values["profiled_quant"]) == ("lean_fused_pdl_norm_graph",
+                                                                                        "bf16")
+    assert fused_int4.values["largest_term"].startswith("the matrix") and "its design, the same arm" in fused_int4
     # a target met names nothing; no profiles, no term
     met = ladder.ladder_table(_cells({("lean_fused_pdl_graph", "bf16"): 3.9}, floor))
     [line, _] = ladder_targets.target_findings(met, _confirmed(met), profile)

@@ -66,6 +66,9 @@ def test_the_selection_counts_only_once_a_fresh_sweep_confirms_it():
     floor = megakernel.floor_ms(configs, specs)
     assert line.values["confirmed"] is True and line.values["t_obs_ms"] == pytest.approx(0.70)
     assert line.values["met"] is True and line.values["r_floor"] == pytest.approx(floor / 0.70)
+    # against the study's fastest published time, 759.83 us: 700 / 759.83 = 0.92x, this step the faster
+    assert line.values["vs_published_fastest"] == pytest.approx(0.70 / 0.75983)
+    assert "0.92x the study's fastest published time (759.8 us, this step faster)" in line
     slower = again.assign(step_ms=again["step_ms"] * 1.01)
     assert megakernel.findings(megakernel.table(slower, specs, configs))[0].values["met"] is False
 

@@ -72,8 +72,9 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
                 goal_ms: float, basis: str) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
     `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms
-    above their floors (`_budget`); where that lever's step was not profiled, the profiled step of its quantisation path
-    (else of its kind, bf16 or quantised) whose kernels sum to the least time there, named as such. Empty without
+    above their floors (`_budget`); where that lever's step was not profiled, the profiled step of its design (the same
+    arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation path, else
+    of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty without
     profiles."""
     if by_category is None or by_category.empty:
         return "", {}
@@ -83,14 +84,17 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
     mine = at[(at["arm"] == row["arm"]) & (at["quant"] == row["quant"])]
     arm, quant, note = row["arm"], row["quant"], ""
     if mine.empty:
-        same = at[at["quant"] == row["quant"]]
+        same = at[at["arm"] == row["arm"]]
+        if same.empty:
+            same = at[at["quant"] == row["quant"]]
         if same.empty:
             same = at[[confirm.kind(q) == confirm.kind(row["quant"]) for q in at["quant"]]]
         if same.empty:
             return text + " No step of this kind was profiled at the cell.", gap
         arm, quant = same.groupby(["arm", "quant"])["gpu_us"].sum().idxmin()
-        note = (f" The chosen lever's step was not profiled; the profiled step nearest to it there (its quantisation "
-                f"path where profiled, else its kind; the least kernel time) is {step_label(arm, quant)}.")
+        note = (f" The chosen lever's step was not profiled; the profiled step nearest to it there (its design, the "
+                f"same arm, in another path where profiled, else its quantisation path, else its kind; the least "
+                f"kernel time) is {arm} in {quant}.")
     budget, values = _budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant)
     return text + note + budget, dict(gap, profiled_arm=arm, profiled_quant=quant, **values)
 
