@@ -56,7 +56,8 @@ carries on. Notebook 05 (cost) measures nothing.
                data/diagnostics/sharp_noise_gpu.csv: the 06_check_sensitivity table)
     ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
     confirm    notebook 06: python -m decodegap closing-the-gap --confirm (after ladder: each cell's chosen lever
-               beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these)
+               beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these),
+               the cells of MODELS and CONTEXTS (MODELS=llama-3.1-8b CONTEXTS=2048: the targets' cell first)
     megakernel  notebook 06: python -m decodegap closing-the-gap --megakernel (the cell of a public megakernel
                study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
                3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
@@ -319,7 +320,7 @@ step_ladder() {
   dg closing-the-gap --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 step_confirm() {  # notebook 06's winners confirmed, not selected: run after the ladder step
-  dg closing-the-gap --confirm --gpu "$GPU"
+  dg closing-the-gap --confirm --gpu "$GPU" "${GRID[@]}"
 }
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
   dg closing-the-gap --megakernel --gpu "$GPU"

@@ -95,3 +95,15 @@ def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
     assert all(p.first_session == CONFIRM_FIRST_SESSION and p.sessions == CONFIRM_SESSIONS and p.check_every_session
                and len(p.models) == 1 for p in plans)
     assert len(planned) == sum(len(p.contexts) * len(p.arms) for p in plans)  # no cell planned twice
+
+
+def test_the_confirmation_plans_of_the_targets_cell_alone():
+    """--models llama-3.1-8b --contexts 2048: the target cell's two pairs (bf16 and int4), nothing else."""
+    from decodegap import paths
+    from decodegap.experiments import closing_the_gap as experiment
+
+    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(2048,))
+    assert {(p.models, p.contexts) for p in plans} == {(("llama-3.1-8b",), (2048,))}
+    assert {p.quant for p in plans} == {"bf16", "int4-triton"}
+    assert sum(len(p.arms) for p in plans) == 4  # each chosen lever beside its runner-up
+    assert experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(32,)) == []

@@ -133,7 +133,10 @@ def cmd_closing_the_gap(args) -> int:
             raise InputError("--confirm times each cell's chosen lever beside its runner-up as the ladder stands; it "
                              "takes none of --levers, --again, --retry-errors")
         gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-        closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir)
+        model_keys = _csv_list(args.models)
+        _check_models(model_keys, args.data_dir)
+        closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir,
+                                model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir))
         return 0
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
@@ -460,7 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "tables read the new ones")
     lad.add_argument("--confirm", action="store_true", help="after the selection: time each cell's chosen lever "
                      "beside its runner-up again, 3 fresh sessions, arm order alternated, numbered apart from the "
-                     "selection (experiments.closing_the_gap.confirm); the targets read only these rows")
+                     "selection (experiments.closing_the_gap.confirm), the cells of --models and --contexts (e.g. "
+                     "--models llama-3.1-8b --contexts 2048: the targets' cell); the targets read only these rows")
     lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
                      "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
                      "fastest and its runner-up again (experiments.closing_the_gap.measure_megakernel)")

@@ -74,14 +74,19 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
 
 
 def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-                       device: str = "cuda") -> list[SweepPlan]:
+                       device: str = "cuda", model_keys=None, contexts=None) -> list[SweepPlan]:
     """The confirmation sweeps of `gpu`'s cells (analysis.closing_the_gap_confirmation): per model, quantisation
     and (chosen lever, runner-up) pair of the current ladder, one sweep of `sessions` fresh sessions over the
     contexts where that pair was chosen, numbered from levers.CONFIRM_FIRST_SESSION, the two arms alternating in
     order between sessions and checked in every session. A pair of two quantisations goes into two sweeps (one
-    path per sweep), not alternated."""
+    path per sweep), not alternated. `model_keys` and `contexts` (default: every cell) keep the cells of those
+    models and contexts only, e.g. the targets' cell first in a short run."""
     choice = confirmation.choices(tables(data)["ladder"])
     choice = choice[choice["gpu"] == gpu]
+    if model_keys is not None:
+        choice = choice[choice["model"].isin(list(model_keys))]
+    if contexts is not None:
+        choice = choice[choice["ctx"].isin([int(c) for c in contexts])]
     groups: dict = {}
     for c in choice.to_dict("records"):
         pairs = [(c["quant"], c["arm"])] + ([(c["runner_up_quant"], c["runner_up_arm"])]
@@ -96,11 +101,13 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
 
 
 def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-            device: str = "cuda", data=None) -> list[str]:
-    """Measure the confirmation sweeps of confirmation_plans, resumable; returns their run ids. Run it after the
-    selection sweeps (measure): what it confirms is the ladder as it stands."""
+            device: str = "cuda", data=None, model_keys=None, contexts=None) -> list[str]:
+    """Measure the confirmation sweeps of confirmation_plans (of `model_keys` and `contexts` only, where given),
+    resumable; returns their run ids. Run it after the selection sweeps (measure): what it confirms is the ladder as
+    it stands."""
     keys.gpu_to_measure(gpu, device, data)
-    return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device)]
+    return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device, model_keys,
+                                                           contexts)]
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
