@@ -15,6 +15,7 @@ from decodegap.harness import lean, models
 from decodegap.kernels.fused import launch as fused, reference as fused_reference
 from decodegap.kernels.fused_int4 import launch as fused_int4, reference as int4_reference
 from decodegap.kernels.int4_gemv.format import dequantise
+from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 from decodegap.quant import paths as quant
 
@@ -287,33 +288,54 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
 
 # ------------------------------------------------------------------------------------- on the GPU
 
+def _product_error(name, K, N, flavour, use_pdl, config, gen) -> float:
+    """One int4 product of the fused int4 step on the GPU, on `config` (None: the autotuned choice), against its
+    reference (the int4 layer's rounding): the largest error relative to the reference's largest value."""
+    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device="cuda").bfloat16()
+    w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
+    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour == "norm_bias" else None
+    layer = Int4GemvLinear.from_weight(w, bias=b)
+    nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
+    res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    if flavour.startswith("norm"):
+        got = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, pdl=use_pdl, config=config)
+        ref = fused_reference.rmsnorm_gemv_reference(x, nw, layer, None, 1e-5)
+    elif flavour == "residual":
+        got = fused_int4.fused_int4_gemv(x, layer, residual=res, pdl=use_pdl, config=config)
+        ref = fused_reference.gemv_residual_reference(x, layer, res)
+    elif flavour == "residual_norm":
+        got = fused_int4.fused_int4_gemv(x, layer, residual=res, out_norm=(on, 1e-5), pdl=use_pdl, config=config)[1]
+        ref = fused_reference.gemv_residual_norm_reference(x, layer, res, on, 1e-5)[1]
+    else:
+        got = fused_int4.fused_int4_gemv(x, layer, silu_x=True, residual=res, pdl=use_pdl, config=config)
+        ref = fused_reference.silu_gemv_residual_reference(x, layer, res)
+    assert got.shape == ref.shape, (name, got.shape, ref.shape)
+    return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("key", ["llama-3.1-8b", "qwen2.5-7b"])
 def test_fused_int4_gemv_on_every_product_shape_on_the_gpu(key):
-    """Each int4 product of the fused int4 step on the real shapes, tuned, with and without PDL where this GPU has
-    it, against its reference (the int4 layer's rounding); the output norm leaves its counter at zero."""
+    """Each int4 product of the fused int4 step on the real shapes, with and without PDL where this GPU has it, on
+    one config of the autotuner's (INT4_CONFIGS[0]: a compile per flavour, not the autotuner's 12; the tuned choice is
+    what every measured session runs, and its in-run checks test it), against its reference (the int4 layer's
+    rounding); the output norm leaves its counter at zero."""
     pdl = fused.pdl_unavailable("cuda") is None
     gen = torch.Generator(device="cuda").manual_seed(0)
     for name, K, N, flavour in _int4_products(key):
-        x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device="cuda").bfloat16()
-        w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
-        b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour == "norm_bias" else None
-        layer = Int4GemvLinear.from_weight(w, bias=b)
-        nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
-        res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
         for use_pdl in sorted({False, pdl}):
-            if flavour.startswith("norm"):
-                got = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, pdl=use_pdl)
-                ref = fused_reference.rmsnorm_gemv_reference(x, nw, layer, None, 1e-5)
-            elif flavour == "residual":
-                got = fused_int4.fused_int4_gemv(x, layer, residual=res, pdl=use_pdl)
-                ref = fused_reference.gemv_residual_reference(x, layer, res)
-            elif flavour == "residual_norm":
-                got = fused_int4.fused_int4_gemv(x, layer, residual=res, out_norm=(on, 1e-5), pdl=use_pdl)[1]
-                ref = fused_reference.gemv_residual_norm_reference(x, layer, res, on, 1e-5)[1]
-            else:
-                got = fused_int4.fused_int4_gemv(x, layer, silu_x=True, residual=res, pdl=use_pdl)
-                ref = fused_reference.silu_gemv_residual_reference(x, layer, res)
-            err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-            assert got.shape == ref.shape and err < 1e-2, (key, name, use_pdl, err)
+            err = _product_error(name, K, N, flavour, use_pdl, INT4_CONFIGS[0], gen)
+            assert err < 1e-2, (key, name, use_pdl, err)
     assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
+@pytest.mark.gpu
+def test_fused_int4_gemv_on_every_config_and_the_tuned_choice_on_the_gpu():
+    """Llama-3.1-8B's gate_up product (norm prologue) and its down product (SiLU prologue, K = 14336) on every config
+    the autotuner tries, and once through the autotuner itself."""
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    products = [p for p in _int4_products("llama-3.1-8b") if p[0] in ("gate_up_norm", "down_silu")]
+    for name, K, N, flavour in products:
+        for config in INT4_CONFIGS + (None,):
+            err = _product_error(name, K, N, flavour, False, config, gen)
+            assert err < 1e-2, (name, config, err)
