@@ -167,23 +167,26 @@ def _ladder_cells(f: Path) -> dict:
     best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
-    conf = pd.read_csv(f / "06_confirmation.csv")
-    conf = conf[(conf.gpu == GPU) & (conf.kind == "bf16")]
+    conf_all = pd.read_csv(f / "06_confirmation.csv")
+    conf_all = conf_all[conf_all.gpu == GPU]
+    conf = conf_all[conf_all.kind == "bf16"]
     return dict(best6=best6, best_int4=best_int4, int4_unchecked=int((target.status == "unchecked").sum()),
                 levers6=int(bf16_6.t_obs_ms.notna().sum()), confirmed=conf[conf.status == "confirmed"],
                 target_confirmation=conf[(conf.model == "llama-3.1-8b") & (conf.ctx == 2048)],
+                int4_confirmation=conf_all[(conf_all.kind == "int4") & (conf_all.model == "llama-3.1-8b")
+                                           & (conf_all.ctx == 2048)],
                 lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
                 grid_cells=lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups, hf_compiled=hf_compiled,
                 fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
 
 
-def _confirmation_words(row: pd.DataFrame) -> str:
-    """How the target cell's chosen bf16 lever stands in its confirmation sweep (06_confirmation.csv)."""
+def _confirmation_words(row: pd.DataFrame, r_floor: bool = True) -> str:
+    """How the target cell's chosen lever of one kind stands in its confirmation sweep (06_confirmation.csv)."""
     if row.empty or row.iloc[0].status != "confirmed":
         return "not yet confirmed by a fresh sweep (a best of many, not counted)"
     r = row.iloc[0]
-    return (f"confirmed at {r.confirmed_ms:.2f} ms (R_floor {r.r_floor_bf16:.3f}) in {int(r.sessions)} fresh sessions, "
-            f"{100 * r.margin_median:+.1f} % over the runner-up")
+    return (f"confirmed at {r.confirmed_ms:.2f} ms" + (f" (R_floor {r.r_floor_bf16:.3f})" if r_floor else "")
+            + f" in {int(r.sessions)} fresh sessions, {100 * r.margin_median:+.1f} % over the runner-up")
 
 
 def _ladder(f: Path) -> dict[str, str]:
@@ -210,8 +213,9 @@ def _ladder(f: Path) -> dict[str, str]:
                          f"sweeps is {best6.lever} at {best6.t_obs_ms:.2f} ms, R_floor {best6.r_floor_bf16:.3f} against the "
                          f"{TARGETS['bf16']['r_floor']:.2f} target, {_confirmation_words(c['target_confirmation'])} (HF compiled "
                          f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); "
-                         + (f"the best int4 lever ({best_int4.lever}) takes {best_int4.t_obs_ms:.1f} ms against the "
-                            f"{TARGETS['int4']['step_ms']:.1f} ms target. " if best_int4 is not None else
+                         + (f"the best int4 lever ({best_int4.lever}) takes {best_int4.t_obs_ms:.2f} ms against the "
+                            f"{TARGETS['int4']['step_ms']:.1f} ms target, "
+                            f"{_confirmation_words(c['int4_confirmation'], r_floor=False)}. " if best_int4 is not None else
                             f"no int4 lever there is counted against the {TARGETS['int4']['step_ms']:.1f} ms target "
                             f"({c['int4_unchecked']} int4 cells there drawn unchecked under the current rule). ")
                          + f"The best bf16 lever has rows in {len(best_path)} of the grid's {c['grid_cells']} cells, where it takes "
