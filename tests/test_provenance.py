@@ -202,3 +202,75 @@ def test_merge_tarball_merges_a_measure_sh_tarball_and_refuses_a_cut_or_foreign_
     assert runs.merge_tarball(tgz, raw, {"h200"}) == {"h200": {"bandwidth.csv": len(bw), "env.json": 1}}
     assert list(records.read_csv(raw / "h200" / "bandwidth.csv")["run_id"]) == [run_id] * len(bw)
     assert runs.merge_tarball(tgz, raw, {"h200"}) == {"h200": {}}
+
+
+def _git(repo, *args) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_source_digest_at_a_commit_is_the_digest_of_its_checkout(tmp_path):
+    """A two-commit repository: each commit's digest read from git equals source_digest of its tree on disk (only
+    lib/decodegap's .py files count, __pycache__ left out); the two differ; no such commit, or no git: None."""
+    repo = tmp_path / "repo"
+    pkg = repo / "lib" / "decodegap"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("A = 1\n")
+    (pkg / "sub" / "b.py").write_text("B = 2\n")
+    (pkg / "notes.txt").write_text("not source\n")
+    (repo / "outside.py").write_text("X = 0\n")
+    _git(repo.parent, "init", "-q", str(repo))
+    for args in (("config", "user.email", "t@t"), ("config", "user.name", "t"), ("add", "-A"),
+                 ("commit", "-qm", "one")):
+        _git(repo, *args)
+    first = _git(repo, "rev-parse", "HEAD")
+    assert hardware.source_digest_at(first, repo) == hardware.source_digest(pkg)
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "a.py").write_text("cached\n")  # never part of the digest
+    assert hardware.source_digest(pkg) == hardware.source_digest_at(first, repo)
+    (pkg / "a.py").write_text("A = 3\n")
+    _git(repo, "commit", "-qam", "two")
+    second = _git(repo, "rev-parse", "HEAD")
+    assert hardware.source_digest_at(second, repo) == hardware.source_digest(pkg)
+    assert hardware.source_digest_at(second, repo) != hardware.source_digest_at(first, repo)
+    assert hardware.source_digest_at("0" * 40, repo) is None and hardware.source_digest_at(first, tmp_path) is None
+    held = hardware.digests_against_commits({
+        "ok": dict(git_commit=first, source_sha256=hardware.source_digest_at(first, repo)),
+        "wrong": dict(git_commit=second, source_sha256=hardware.source_digest_at(first, repo)),
+        "dirty": dict(git_commit=first + "+dirty", source_sha256="f" * 64),
+        "none": dict(git_commit=first),
+        "gone": dict(git_commit="1" * 40, source_sha256="f" * 64)}, repo)
+    assert held["matched"] == ["ok"] and [m[0] for m in held["mismatched"]] == ["wrong"]
+    assert held["commit_missing"] == [("gone", "1" * 40)] and held["not_held"] == ["dirty", "none"]
+
+
+def test_every_shipped_run_records_the_digest_of_the_commit_it_names():
+    held = hardware.digests_against_commits(hardware.load_env())
+    if not held["matched"] and held["commit_missing"]:
+        pytest.skip("this clone lacks the runs' commits (a shallow clone)")
+    assert not held["mismatched"], held["mismatched"]
+    assert len(held["matched"]) + len(held["commit_missing"]) >= 63  # the runs with a digest when this was written
+
+
+def test_check_refuses_a_run_whose_commit_is_not_the_code_that_ran(data_dir, capsys):
+    from decodegap import cli, records
+
+    head = _git(paths.REPO, "rev-parse", "HEAD")
+    at_head = hardware.source_digest_at(head)
+    if at_head is None:
+        pytest.skip("no git history here")
+    folder = data_dir / "raw" / "cpu-test"
+    folder.mkdir(parents=True)
+    records.append_rows(folder / "bandwidth.csv", records.BANDWIDTH, [dict(
+        run_id="20260101T000000-abcdef", gpu="cpu-test", method="d2d_copy", bytes_moved=2, rep=0, time_ms=1.0,
+        bandwidth_gbps=1.0, status="ok", reason="")])
+    entry = {"git_commit": head, "source_sha256": "0" * 64}
+    (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": entry}))
+    assert cli.main(["--data-dir", str(data_dir), "check"]) == 1
+    err = capsys.readouterr().err
+    assert f"cpu-test/20260101T000000-abcdef: env.json names commit {head[:12]}, whose package source has digest " \
+           f"{at_head[:12]}, but records source_sha256 000000000000" in err
+    (folder / "env.json").write_text(json.dumps({"20260101T000000-abcdef": dict(entry, source_sha256=at_head)}))
+    assert cli.main(["--data-dir", str(data_dir), "check"]) == 0
+    assert "source digests: 1 runs name a clean commit" in capsys.readouterr().out

@@ -258,8 +258,9 @@ def cmd_merge_runs(args) -> int:
 def cmd_check(args) -> int:
     """Validate every raw CSV (with --repair, move cut final blocks into <file>.partial first), every env.json (only
     fields code writes: hardware.read_env) and corrections.json (hardware.read_corrections), list the reviewed
-    corrections, then report per experiment the runs behind its counted rows that ran from a dirty tree or recorded
-    no source digest (claims.run_provenance.provenance_report; --no-provenance skips it)."""
+    corrections, hold every run's recorded source digest to the commit it names (hardware.digests_against_commits:
+    a mismatch is an error), then report per experiment the runs behind its counted rows that ran from a dirty tree
+    or recorded no source digest (claims.run_provenance.provenance_report; --no-provenance skips both)."""
     from decodegap import hardware, inputs, records, validate
 
     raw = inputs.data_folder(args.data_dir) / "raw"
@@ -299,6 +300,18 @@ def cmd_check(args) -> int:
                       f"{fix['recorded'][:12]} -> {fix['corrected'][:12]}, reviewed {fix['reviewed']}")
     if bad or args.no_provenance:
         return 1 if bad else 0
+    held = hardware.digests_against_commits(hardware.load_env(inputs.data_folder(args.data_dir)))
+    print(f"source digests: {len(held['matched'])} runs name a clean commit whose package source is the digest they "
+          f"record (hardware.source_digest_at); {len(held['not_held'])} record no digest or name no clean commit")
+    for (gpu, run), commit in held["commit_missing"]:
+        print(f"  note: {gpu}/{run} names commit {commit[:12]}, which this clone lacks (a shallow clone?): not held")
+    for (gpu, run), commit, recorded, at_commit in held["mismatched"]:
+        bad += 1
+        print(f"ERROR {gpu}/{run}: env.json names commit {commit[:12]}, whose package source has digest "
+              f"{at_commit[:12]}, but records source_sha256 {recorded[:12]}: the commit is not the code that ran; "
+              "correct it in corrections.json (the commit whose digest it is) or measure again", file=sys.stderr)
+    if bad:
+        return 1
     from decodegap.claims import run_provenance
 
     reports = run_provenance.provenance_report(inputs.data_folder(args.data_dir))

@@ -368,12 +368,73 @@ def source_digest(root: Path | None = None) -> str:
     relative-path order, each as its path, a NUL, its bytes, a NUL): the code that ran, whatever the machine's git
     says. `python -m decodegap digest` prints it for a checkout, so a run's entry can be matched to a commit."""
     root = Path(root or Path(__file__).parent)
+    return _digest((f.relative_to(root).as_posix(), f.read_bytes) for f in root.rglob("*.py")
+                   if "__pycache__" not in f.parts)
+
+
+def _digest(files) -> str:
+    """sha256 over (relative path, a callable returning the file's bytes) pairs in sorted path order, each as its
+    path, a NUL, its bytes, a NUL: source_digest's hash, for a tree on disk or one read from git."""
     h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
-        if "__pycache__" in f.parts:
-            continue
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    for rel, read in sorted(files, key=lambda item: item[0]):
+        h.update(rel.encode() + b"\0" + read() + b"\0")
     return h.hexdigest()
+
+
+PACKAGE_IN_REPO = "lib/decodegap"
+"""Where the package's source lies in the repository: source_digest_at reads it at a commit from there."""
+
+
+def source_digest_at(commit: str, repo: Path | None = None) -> str | None:
+    """source_digest of the package as `commit` holds it, read from git (no checkout): what a run's env.json entry
+    naming `commit` must record as its source_sha256. None where this clone lacks the commit (a shallow clone) or
+    has no git."""
+    repo = Path(repo or paths.REPO)
+    try:
+        listing = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--full-tree", commit, "--",
+                                  PACKAGE_IN_REPO], capture_output=True, text=True, timeout=60)
+        if listing.returncode != 0 or not listing.stdout.strip():
+            return None
+        blobs = {}
+        for line in listing.stdout.splitlines():
+            meta, path = line.split("\t", 1)
+            rel = path[len(PACKAGE_IN_REPO) + 1:]
+            if rel.endswith(".py") and "__pycache__" not in rel.split("/"):
+                blobs[rel] = meta.split()[2]
+        order = sorted(blobs)
+        batch = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], capture_output=True, timeout=120,
+                               input="".join(blobs[rel] + "\n" for rel in order).encode(), check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    contents, at = {}, 0
+    for rel in order:  # each object: "<sha> blob <size>\n", its bytes, "\n"
+        header_end = batch.index(b"\n", at)
+        size = int(batch[at:header_end].split()[2])
+        contents[rel] = batch[header_end + 1:header_end + 1 + size]
+        at = header_end + 1 + size + 1
+    return _digest((rel, (lambda rel=rel: contents[rel])) for rel in order)
+
+
+def digests_against_commits(env: dict, repo: Path | None = None) -> dict:
+    """Each run of `env` (run id -> entry, corrections applied) that names a clean commit and records source_sha256,
+    held to source_digest_at(commit): {"matched": [...], "mismatched": [(run, commit, recorded, at_commit)],
+    "commit_missing": [(run, commit)], "not_held": runs that name no clean commit or record no digest}."""
+    out = {"matched": [], "mismatched": [], "commit_missing": [], "not_held": []}
+    at: dict[str, str | None] = {}
+    for run, entry in sorted(env.items()):
+        commit, recorded = str(entry.get("git_commit", "")), entry.get("source_sha256")
+        if not recorded or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+            out["not_held"].append(run)
+            continue
+        if commit not in at:
+            at[commit] = source_digest_at(commit, repo)
+        if at[commit] is None:
+            out["commit_missing"].append((run, commit))
+        elif at[commit] == recorded:
+            out["matched"].append(run)
+        else:
+            out["mismatched"].append((run, commit, recorded, at[commit]))
+    return out
 
 
 def environment() -> dict:
