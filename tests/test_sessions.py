@@ -21,7 +21,7 @@ def test_band_of(session, band):
 
 def test_the_sweeps_number_from_their_bands():
     assert scope.FIRST_SESSION == 100 and levers.CONFIRM_FIRST_SESSION == 200
-    assert rules.SCOPE_SESSION == scope_analysis.SCOPE_SESSION == scope.FIRST_SESSION
+    assert scope.FIRST_SESSION == sessions.SCOPE.start
 
 
 @pytest.mark.parametrize("first, n, why", [(98, 3, "sessions 98 to 100 leave the band of session numbers their "

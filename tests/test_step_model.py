@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import accounting, hardware, published
+from decodegap import accounting, hardware, published, sessions
 from decodegap.analysis import where_the_thesis_ends as w
 from decodegap.claims import rules, verdicts
 from decodegap.claims import where_the_thesis_ends as claims_scope
@@ -296,7 +296,8 @@ def test_the_rules_read_this_modules_thresholds_and_sessions():
     assert rules.get("W1").t("b_large") == w.B_LARGE
     assert rules.get("W2a").t("rel_tol") == w.REL_TOL and rules.get("W2a").t("min_points") == w.MIN_POINTS
     assert rules.get("W2b").t("a_max") == w.A_MAX
-    assert rules.SCOPE_SESSION == w.SCOPE_SESSION and f"session >= {w.SCOPE_SESSION}" in rules.SCOPE_CELLS.query
+    band = f"session >= {sessions.SCOPE.start} and session < {sessions.SCOPE.stop}"
+    assert band in rules.SCOPE_CELLS.query and band in rules.SCOPE_VERIFY.query
 
 
 def test_remeasuring_notebook_07_names_each_axis_its_runs_measured():

@@ -24,6 +24,13 @@ def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.
     return None if sel.empty else sel.iloc[0]
 
 
+def _or_unconfirmed(ladder: pd.DataFrame, confirmation: pd.DataFrame | None) -> pd.DataFrame:
+    """`confirmation`, or where none is given the ladder's choices with no confirmation sweep (each `not confirmed`)."""
+    if confirmation is None:
+        return confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    return confirmation
+
+
 def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
                     by_category: pd.DataFrame | None = None, targets: Mapping = TARGETS) -> list[str]:
     """Where the chosen lever stands against each target (`targets`, {kind: target}), read from its confirmation sweep
@@ -31,8 +38,7 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
     fastest of the selection sweeps counts only once confirmed; before that the finding says `not confirmed` with its
     selection median, which no target reads. A target not met, given the profiled steps (`by_category`:
     profiles.category_table), names the term that stands in the way (`_in_the_way`)."""
-    if confirmation is None:
-        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    confirmation = _or_unconfirmed(ladder, confirmation)
     out = []
     for kind, target in targets.items():
         row = _confirmed_at(confirmation, target, kind)
@@ -156,8 +162,7 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
     most. What the selection sweeps alone reach is said beside it, never counted; with no cell confirmed, so is the
     selection's weakest cell below the goal, with its profiled step's terms."""
     gpu, r = target["gpu"], target["r_floor"]
-    if confirmation is None:
-        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    confirmation = _or_unconfirmed(ladder, confirmation)
     cells = confirmation[(confirmation["gpu"] == gpu) & (confirmation["kind"] == "bf16")]
     if cells.empty:
         return [Finding(f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: no lever measured yet.",
@@ -215,8 +220,7 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
     those meet it, and the slowest confirmed cell with its lever; what the selection sweeps alone reach is said beside
     it, never counted."""
     gpu, goal = target["gpu"], target["step_ms"]
-    if confirmation is None:
-        confirmation = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame())
+    confirmation = _or_unconfirmed(ladder, confirmation)
     head = f"int4 grid target <= {goal:.1f} ms/step in every int4 cell on the {gpu}"
     cells = confirmation[(confirmation["gpu"] == gpu) & (confirmation["kind"] == confirm.KIND_INT4)]
     if cells.empty:

@@ -29,10 +29,6 @@ from decodegap import accounting, published, sessions, stats
 NOT_MEASURED = "not measured"
 CELL = ["gpu", "model", "ctx", "batch", "arm", "attn", "quant"]
 FIT_KEY = ["gpu", "arm", "attn"]
-SCOPE_SESSION = sessions.SCOPE.start
-"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION): its rows
-are those of its band of session numbers (sessions.SCOPE), apart from the other notebooks' sweeps of the same cells,
-the grid's below and notebook 06's confirmations above (claims.rules SCOPE_CELLS reads the same)."""
 B_LARGE = 8
 """W1: the largest batch measured for both arms must be at least this for a cell to test the launch share."""
 REL_TOL, EXPLAINED, MIN_POINTS = 0.10, 0.9, 6
@@ -421,8 +417,10 @@ def bf16_rows(labelled: pd.DataFrame) -> pd.DataFrame:
 
 
 def scope_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of notebook 07's own sweeps (its band of session numbers, sessions.SCOPE), those the claims' rules read (W1, W2a,
-    W2b); each cell from its newest run among them."""
+    """The rows of notebook 07's own sweeps: its band of session numbers (sessions.SCOPE, from which
+    experiments.where_the_thesis_ends.FIRST_SESSION numbers them), apart from the other notebooks' sweeps of the same
+    cells, the grid's below and notebook 06's confirmations above; the rows the claims' rules read (W1, W2a, W2b:
+    claims.rules SCOPE_CELLS); each cell from its newest run among them."""
     if decode_rows.empty:
         return decode_rows
     return newest_run_per_cell(decode_rows[sessions.in_band(decode_rows["session"], sessions.SCOPE)])
@@ -486,7 +484,7 @@ def findings(t: Mapping) -> list[str]:
     out = []
     cells, scope = t["cells"], t["scope"]
     if scope.empty:
-        out.append(f"Not measured yet: no row of notebook 07's own sweeps (sessions from {SCOPE_SESSION}); the batch "
+        out.append(f"Not measured yet: no row of notebook 07's own sweeps (sessions from {sessions.SCOPE.start}); the batch "
                    "and size tables say so, and the figure draws the cells the other notebooks measured.")
     else:
         for gpu, g in scope.groupby("gpu"):

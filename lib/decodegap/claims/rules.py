@@ -172,10 +172,8 @@ NEW_TOL_REASON = ("the rule was about the old tolerance: it judged the latest mo
                   "joined, the one definition every reader uses (checked.quantised_checks)")
 
 
-SCOPE_SESSION = sessions.SCOPE.start
-"""Notebook 07's sweeps number their sessions from here (experiments.where_the_thesis_ends.FIRST_SESSION), in a band of
-their own (decodegap.sessions.SCOPE), apart from every other sweep's sessions of the same cells: the rows of its batch
-and size axes, and no others."""
+# notebook 07's sweeps number their sessions in a band of their own (decodegap.sessions.SCOPE), apart from every other
+# sweep's sessions of the same cells: the rows of its batch and size axes, and no others
 SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered "
                    f"{sessions.SCOPE.start}-{sessions.SCOPE.stop - 1}), bf16, every model, batch and arm, each cell "
                    "(with its batch) from its newest run, checked against eager in its own run (checked.join_checks)",

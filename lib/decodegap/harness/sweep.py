@@ -92,11 +92,10 @@ class SweepPlan:
             inputs.positive(name, getattr(self, name))
         inputs.positive("warmup", self.warmup, 0)
         inputs.positive("first_session", self.first_session, 0)
-        band = sessions.band_of(self.first_session)
-        if band is None or self.first_session + self.sessions - 1 not in sessions.BANDS[band]:
-            where = (f"its band {band!r} ends at session {sessions.BANDS[band].stop - 1}" if band else
-                     "in no band")
-            raise inputs.InputError(f"sessions {self.first_session} to {self.first_session + self.sessions - 1} leave "
+        band, last = sessions.band_of(self.first_session), self.first_session + self.sessions - 1
+        if band is None or sessions.band_of(last) != band:
+            where = f"its band {band!r} ends at session {sessions.BANDS[band].stop - 1}" if band else "in no band"
+            raise inputs.InputError(f"sessions {self.first_session} to {last} leave "
                                     f"the band of session numbers their sweep reads them by ({where}; "
                                     "decodegap.sessions): measure fewer sessions in one run")
         check_batches(self.batches)
