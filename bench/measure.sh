@@ -62,12 +62,13 @@ carries on. Notebook 05 (cost) measures nothing.
                study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
                3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
     batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
-               batch 1 to 64: eager, graph and the lean levers at every batch, compile and lean_compile at batches
-               1, 8 and 64, each cell checked against eager per sequence; then one profiled eager and lean step per
-               batch)
+               batch 1 to 64: eager, graph and the lean levers at every batch in 3 sessions, compile and
+               lean_compile at batches 1, 8 and 64 in 1, each cell checked against eager per sequence; then one
+               profiled eager, lean and lean_attn_graph step per batch); SCOPE_ARGS=--again measures every cell
+               again in a new run (resume a cut run without it)
     size       notebook 07: python -m decodegap where-the-thesis-ends --axis size (the Qwen2.5 family, 0.5B to
-               32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers; compile at
-               ctx 2048; then the profiled steps)
+               32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers in 3
+               sessions; compile at ctx 2048 in 1; then the profiled steps)
     peers      notebook 06: gpt-fast (pytorch-labs, pinned commit) fetched into .peers/gpt-fast by
                bench/fetch_gpt_fast.sh (or copied there), then bench/peer_gpt_fast.py: its compiled decode, bf16 and
                int4, beside the package's best levers in one process, llama-3.1-8b at ctx 2048 and 16384, every

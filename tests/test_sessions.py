@@ -63,3 +63,36 @@ def test_the_shipped_axes_sessions_are_their_bands_and_no_other_sweep_is_in_them
         ours = first.isin(band)
         assert sessions.in_band(decode.loc[ours, "session"], band).all(), name
         assert not sessions.in_band(decode.loc[~ours, "session"], band).any(), name
+
+
+# --- each cell's newest measurement (selection.newest_measurement) -------------------------------------------------
+MEASURED = """
+run_id, session, cell, step_ms
+20261202T100000-aaaaaa, 100, a, 1.0
+20261204T100000-bbbbbb, 100, a, 2.0
+20261204T100000-bbbbbb, 101, a, 2.0
+20261204T110000-cccccc, 102, a, 3.0
+20261202T100000-aaaaaa, 100, b, 5.0
+20261204T110000-cccccc, 101, b, 6.0
+20261204T100000-bbbbbb, 100, c, 7.0
+20261204T110000-cccccc, 100, c, 8.0
+"""
+
+
+def test_newest_measurement_replaces_an_old_run_whole_and_keeps_a_resumed_ones_sessions():
+    import io
+
+    import pandas as pd
+
+    from decodegap import selection
+
+    rows = pd.read_csv(io.StringIO(MEASURED), skipinitialspace=True)
+    kept = selection.newest_measurement(rows, ["cell"])
+    by_cell = {c: sorted(zip(g.session, g.step_ms)) for c, g in kept.groupby("cell")}
+    # a: measured again from its first session (run b), then resumed (run c): old run a dropped, b's and c's sessions
+    assert by_cell["a"] == [(100, 2.0), (101, 2.0), (102, 3.0)]
+    # b: no newer measurement of its first session, so the run that resumed it (c) joins the old one
+    assert by_cell["b"] == [(100, 5.0), (101, 6.0)]
+    # c: two runs of the same session: the newer one alone
+    assert by_cell["c"] == [(100, 8.0)]
+    assert selection.newest_measurement(rows.iloc[0:0], ["cell"]).empty

@@ -76,8 +76,9 @@ def test_every_config_is_sourced_in_data_readme():
 def test_batch_plan():
     timed, compiled = scope.plan("h200", "batch")
     assert timed.models == ("llama-3.1-8b",) and timed.contexts == (2048,) and timed.batches == (1, 2, 4, 8, 16, 32, 64)
-    assert timed.arms == ("eager", "graph", scope.LEAN_BEST, "lean_attn_graph", "lean_graph") and timed.sessions == 1
-    assert compiled.arms == ("compile", "lean_compile") and compiled.batches == (1, 8, 64)
+    assert timed.arms == ("eager", "graph", scope.LEAN_BEST, "lean_attn_graph", "lean_graph") and timed.sessions == 3
+    assert compiled.arms == ("compile", "lean_compile") and compiled.batches == (1, 8, 64) and compiled.sessions == 1
+    assert not timed.again and all(p.again for p in scope.plan("h200", "batch", again=True))
     assert {timed.first_session, compiled.first_session} == {scope.FIRST_SESSION}
 
 
@@ -107,7 +108,7 @@ def test_the_lean_lever_is_the_ladders_fastest_at_its_target_cell():
 
 def test_kernel_plan_profiles_the_steps_graph_and_lean_graph_replay():
     plan = scope.kernel_plan("batch")
-    assert plan == dict(model_keys=("llama-3.1-8b",), contexts=(2048,), arms=("eager", "lean"),
+    assert plan == dict(model_keys=("llama-3.1-8b",), contexts=(2048,), arms=("eager", "lean", "lean_attn_graph"),
                         batches=(1, 2, 4, 8, 16, 32, 64))
     assert scope.kernel_plan("size")["model_keys"] == scope.SIZE_MODELS
 
@@ -143,21 +144,25 @@ def test_scope_batch_on_a_cpu(data_dir, tmp_path):
     """Both sweeps of the batch axis and the profiled steps, into decode, verify and kernels.csv, each row with its
     batch; on a CPU only the eager arms time (the graphed and compiled ones are `unavailable`, as is a GPU profile)."""
     args = ("--data-dir", str(data_dir), "scope", "--axis", "batch", "--gpu", "cpu-test", "--device", "cpu", "--models",
-            "llama-tiny", "--contexts", "16", "--batches", "1,2", "--steps", "2", "--warmup", "1", "--no-progress")
+            "llama-tiny", "--contexts", "16", "--batches", "1,2", "--steps", "2", "--warmup", "1", "--no-progress",
+            "--sessions", "2")
     out = cli(*args, cwd=tmp_path / "elsewhere")
     assert out.returncode == 0, out.stderr
     raw = paths.raw_dir("cpu-test", data_dir)
     rows = records.read_csv(raw / "decode.csv")
     ok = rows[rows.status == "ok"]
     assert sorted(set(zip(ok.batch, ok.arm))) == [(1, "eager"), (2, "eager")]
-    assert set(rows.session) == {scope.FIRST_SESSION}
+    first = scope.FIRST_SESSION  # the timed arms in 2 sessions, the compiled arms in COMPILE_SESSIONS (1)
+    assert set(rows[~rows.arm.str.contains("compile")].session) == {first, first + 1}
+    assert set(rows[rows.arm.str.contains("compile")].session) == {first}
     cells = rows.groupby(["batch", "arm"]).status.agg(set).to_dict()
     assert set(cells) == ({(b, a) for b in (1, 2) for a in scope.TIMED_ARMS}
                           | {(1, "compile"), (1, "lean_compile")})  # the compiled arms at COMPILE_BATCHES only
     lever = rows[(rows.arm == scope.LEAN_BEST) & (rows.batch == 2)]
     assert lever.reason.str.contains(f"measured as {scope.LEAN_FALLBACK} ").all()
     kernels = records.read_csv(raw / "kernels.csv")
-    assert sorted(zip(kernels.batch, kernels.arm)) == [(1, "eager"), (1, "lean"), (2, "eager"), (2, "lean")]
+    assert sorted(zip(kernels.batch, kernels.arm)) == [(b, a) for b in (1, 2)
+                                                       for a in ("eager", "lean", "lean_attn_graph")]
     assert set(kernels.status) == {"unavailable"}
     t = scope.tables(data_dir, "cpu-test")  # the rows through notebook 07's replay, end to end
     cells = t["scope"][t["scope"].arm == "eager"].set_index("batch")
@@ -165,6 +170,16 @@ def test_scope_batch_on_a_cpu(data_dir, tmp_path):
     k_bytes = 2 * 2 * 2 * 16 * 16 * 2  # layers x (K, V) x kv heads x head_dim x ctx x bf16 bytes: one sequence's KV
     assert cells.loc[2, "t_floor_bw_ms"] - cells.loc[1, "t_floor_bw_ms"] == pytest.approx(k_bytes / 10e9 * 1e3)
     assert cells.loc[2, "tokens_per_s_aggregate"] == pytest.approx(2 * cells.loc[2, "tokens_per_s_per_stream"])
-    again = cli(*args, cwd=tmp_path / "elsewhere")  # a second run: every cell is there, nothing measured again
-    assert again.returncode == 0 and "nothing to measure" in again.stdout
+    assert cells["sessions"].tolist() == [2, 2]
+    resumed = cli(*args, cwd=tmp_path / "elsewhere")  # a second run: every cell is there, nothing measured again
+    assert resumed.returncode == 0 and "nothing to measure" in resumed.stdout
     assert len(records.read_csv(raw / "decode.csv")) == len(rows)
+    again = cli(*args, "--again", "--no-kernels", cwd=tmp_path / "elsewhere")  # every cell again, in a new run
+    assert again.returncode == 0, again.stderr
+    after = records.read_csv(raw / "decode.csv")
+    assert len(after) == 2 * len(rows) and after.run_id.nunique() == 2 * rows.run_id.nunique()
+    newest = scope.tables(data_dir, "cpu-test")["scope"]  # the new run replaces the old rows whole
+    new_runs = set(after.run_id) - set(rows.run_id)
+    eager = after[(after.arm == "eager") & (after.status == "ok") & after.run_id.isin(new_runs)]
+    medians = eager.groupby(["batch", "session"]).step_ms.median().groupby("batch").median()
+    assert newest[newest.arm == "eager"].set_index("batch")["t_obs_ms"].to_dict() == pytest.approx(medians.to_dict())

@@ -163,7 +163,8 @@ def cmd_where_the_thesis_ends(args) -> int:
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     run_ids = where_the_thesis_ends.measure(gpu, args.axis, model_keys, contexts, batches, args.sessions, args.steps,
                                             args.warmup, args.device, args.data_dir, count_kernels=not args.no_kernels,
-                                            retry_errors=args.retry_errors, progress=not args.no_progress)
+                                            retry_errors=args.retry_errors, progress=not args.no_progress,
+                                            compile_sessions=args.compile_sessions, again=args.again)
     print(f"runs {', '.join(run_ids)}: rows in {paths.raw_dir(gpu, args.data_dir) / 'decode.csv'}")
     return 0
 
@@ -493,7 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--models", default=None, help="comma-separated model keys (default: the axis's own)")
     sc.add_argument("--contexts", default=None, help="comma-separated contexts in tokens (default: the axis's own)")
     sc.add_argument("--batches", default=None, help="comma-separated batch sizes (--axis batch; default 1,2,4,...,64)")
-    sc.add_argument("--sessions", type=int, default=1, help="fresh processes; each measures every cell")
+    sc.add_argument("--sessions", type=int, default=3, help="fresh processes of the timed arms; each measures "
+                    "every cell")
+    sc.add_argument("--compile-sessions", type=int, default=1, help="fresh processes of the compiled arms (a "
+                    "compile per cell and process)")
+    sc.add_argument("--again", action="store_true", help="measure every cell again in a new run (the older rows "
+                    "stay; the readers take each cell's newest measurement); resume a cut run without it")
     sc.add_argument("--steps", type=int, default=30)
     sc.add_argument("--warmup", type=int, default=5)
     sc.add_argument("--no-kernels", action="store_true", help="skip the profiled steps (kernels.csv, breakdown.csv)")

@@ -1,6 +1,7 @@
 """Which rows count: the rules that select among the raw rows records.py reads. A cell already measured (done_keys,
 for resuming a sweep), each profiled step's latest profile (latest_profiles), the rows of an experiment with the
-superseded rows of the cells not measured again (with_superseded), and each run's sweep plan (run_plans)."""
+superseded rows of the cells not measured again (with_superseded), each cell's newest measurement across resumed
+runs (newest_measurement), and each run's sweep plan (run_plans)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,23 @@ def with_superseded(experiment: str, data: Path, cell=("gpu", "model", "ctx", "a
     have = set(rows[list(cell)].astype(str).itertuples(index=False, name=None))
     keep = [tuple(k) not in have for k in old[list(cell)].astype(str).itertuples(index=False, name=None)]
     return pd.concat([rows, old[keep].assign(weights=WEIGHTS_SUPERSEDED)], ignore_index=True)
+
+
+def newest_measurement(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    """Per cell (`cell` columns), the rows of its newest measurement: the newest run that measured the cell's first
+    session, and the runs after it that measured its later sessions (the same sweep started again after a cut,
+    which measures only what is missing: done_keys), each session from its newest run. A run older than the newest
+    measurement of the first session is never pooled with it, so a sweep measured again (`again`) replaces the
+    old rows whole, and a sweep cut and resumed keeps every session it measured."""
+    if rows.empty:
+        return rows
+    cell = list(cell)
+    first = rows.groupby(cell, dropna=False)["session"].transform("min")
+    start = rows["run_id"].where(rows["session"] == first)
+    start = rows.assign(_start=start).groupby(cell, dropna=False)["_start"].transform("max")
+    kept = rows[rows["run_id"] >= start]
+    newest = kept.groupby(cell + ["session"], dropna=False)["run_id"].transform("max")
+    return kept[kept["run_id"] == newest]
 
 
 def done_keys(path: Path, schema: records.Schema, retry: tuple[str, ...] = (), run_id: str | None = None,

@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting, published, sessions, stats
+from decodegap import accounting, published, selection, sessions, stats
 
 NOT_MEASURED = "not measured"
 CELL = ["gpu", "model", "ctx", "batch", "arm", "attn", "quant"]
@@ -420,10 +420,12 @@ def scope_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of notebook 07's own sweeps: its band of session numbers (sessions.SCOPE, from which
     experiments.where_the_thesis_ends.FIRST_SESSION numbers them), apart from the other notebooks' sweeps of the same
     cells, the grid's below and notebook 06's confirmations above; the rows the claims' rules read (W1, W2a, W2b:
-    claims.rules SCOPE_CELLS); each cell from its newest run among them."""
+    claims.rules SCOPE_CELLS); each cell from its newest measurement among them (selection.newest_measurement: a
+    sweep measured again replaces a cell's rows whole; a sweep cut and resumed keeps the sessions of both runs)."""
     if decode_rows.empty:
         return decode_rows
-    return newest_run_per_cell(decode_rows[sessions.in_band(decode_rows["session"], sessions.SCOPE)])
+    rows = with_batch(decode_rows[sessions.in_band(decode_rows["session"], sessions.SCOPE)])
+    return selection.newest_measurement(rows, CELL)
 
 
 def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:

@@ -21,8 +21,10 @@ from decodegap import selection
 
 COPY_KERNEL = "direct_copy_kernel"
 """The name PyTorch's elementwise copy kernel carries in a profile (repeat_kv's expand + reshape lands there)."""
-PROFILED_OF = {"eager": "eager", "graph": "eager", "lean": "lean", "lean_graph": "lean"}
-"""Whose kernel count an arm's step has: a graph replays the eager step's kernels, lean_graph the lean step's."""
+PROFILED_OF = {"eager": "eager", "graph": "eager", "lean": "lean", "lean_graph": "lean",
+               "lean_attn_graph": "lean_attn_graph"}
+"""Whose kernel count an arm's step has: a graph replays the eager step's kernels, lean_graph the lean step's;
+lean_attn_graph (the lean levers' step at every batch) is profiled as itself."""
 COPY_COLUMNS = ["gpu", "model", "ctx", "arm", "batch", "kernels", "gpu_ms", "copy_ms", "copy_share"]
 FIT_COLUMNS = ["gpu", "axis", "arm", "points", "a", "c_us", "rms_rel_residual", "max_rel_residual"]
 
@@ -75,7 +77,7 @@ def axis_fits(scope: pd.DataFrame, counts: pd.DataFrame, size_models, batch_mode
     batch axis (`batch_model`, every batch). Cells without a count are left out."""
     if scope.empty or counts.empty:
         return pd.DataFrame(columns=FIT_COLUMNS)
-    cells = scope[scope["arm"].isin(["graph", "lean_graph"])].assign(
+    cells = scope[scope["arm"].isin(["graph", "lean_graph", "lean_attn_graph"])].assign(
         profiled=lambda d: d["arm"].map(PROFILED_OF))
     cells = cells.merge(counts.rename(columns={"arm": "profiled"}), on=["gpu", "model", "ctx", "profiled", "batch"])
     axes = {"size": cells[cells["model"].isin(size_models) & (cells["batch"] == 1)],

@@ -39,6 +39,8 @@ def _pick(frame: pd.DataFrame, how: str, data) -> pd.DataFrame:
         keys = [c for c in CELL_COLUMNS if c in frame]
         newest = frame.groupby(keys)["run_id"].transform("max")
         return frame[frame["run_id"] == newest]
+    if how == "newest measurement per cell":
+        return selection.newest_measurement(frame, [c for c in CELL_COLUMNS if c in frame])
     if how == "one sweep per cell":
         from decodegap.roofline import one_sweep
 

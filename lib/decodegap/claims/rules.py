@@ -176,9 +176,11 @@ NEW_TOL_REASON = ("the rule was about the old tolerance: it judged the latest mo
 # sweep's sessions of the same cells: the rows of its batch and size axes, and no others
 SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered "
                    f"{sessions.SCOPE.start}-{sessions.SCOPE.stop - 1}), bf16, every model, batch and arm, each cell "
-                   "(with its batch) from its newest run, checked against eager in its own run (checked.join_checks)",
+                   "(with its batch) from its newest measurement (the newest run of its first session and the runs "
+                   "that resumed it: selection.newest_measurement), checked against eager in its own run "
+                   "(checked.join_checks)",
                    f"quant == 'bf16' and status == 'ok' and session >= {sessions.SCOPE.start} and session < "
-                   f"{sessions.SCOPE.stop}", "newest run per cell")
+                   f"{sessions.SCOPE.stop}", "newest measurement per cell")
 SCOPE_VERIFY = Rows("verify.csv", "each of those cells' logits checks against eager in its own run (check vs_eager)",
                     f"check == 'vs_eager' and session >= {sessions.SCOPE.start} and session < {sessions.SCOPE.stop}",
                     "all")
@@ -193,6 +195,13 @@ SCOPE_BAND = ("the rows: notebook 07's band of session numbers, 100-199 (decodeg
               "lean_fused_early_products_graph fit took that cell (a 0.96 -> 0.92, 7 -> 8 cells); the rule's words, "
               "'the rows of its batch and size sweeps', are what the selector now reads; changed after those rows "
               "were seen, the statistic and thresholds unchanged, and the verdict the same under both")
+SCOPE_RESUMED = ("the rows: each cell's newest measurement, the newest run of its first session with the runs that "
+                 "resumed it after a cut (selection.newest_measurement), where the selector read each cell's newest "
+                 "run alone: a sweep cut by its call's time limit and started again measures only the sessions it "
+                 "lacks, in a new run, so the newest run held one or two of a cell's three sessions and the noise "
+                 "band of W1 and W2a shrank to them; changed before the rows it reads (the batch and size axes at "
+                 "three sessions) were measured, on the shipped rows the same cells and verdicts")
+SCOPE_NEWEST_RUN = "as now, each cell from its newest run alone"
 SCOPE_FROM_100 = "as now, the rows every session from 100 (notebook 06's confirmations, from 200, among them)"
 SCOPE_FIXED = ("introduced, fixed before any batch > 1 or model-size row exists (the batch-1 rows of the paper's "
                "three 7-8B models existed and had been read by notebooks 01, 02 and 06; no row of batch > 1 and no "
@@ -585,7 +594,9 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="b8d504660832b5ae"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
                  "claim): holds", fingerprint="d261240c1aa2acf7"),
-          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="60148a547ebdfd11"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): holds",
+                 fingerprint="60148a547ebdfd11"),
+          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="e74c2abb52635a29"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -607,7 +618,9 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="a99c16def8f96fbe"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "tested on another GPU (h200 for a paper-GPU "
                  "claim): fails", fingerprint="5cff5f276496b6d7"),
-          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="b93db60c8503ddb2"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): fails",
+                 fingerprint="b93db60c8503ddb2"),
+          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="fb9b90d75e8d1466"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
@@ -628,7 +641,9 @@ RULES: tuple[Rule, ...] = (
          (Change("2026-12-02T18:34", "8f13261", SCOPE_FIXED, SCOPE_FIRST, "not testable here (no rows)", fingerprint="66a17abcde1b3967"),
           Change("2026-12-02T18:42", "b4b20fe", SCOPE_ROWS, SCOPE_FROM_100, "supported by the paper's own numbers",
                  fingerprint="04db7d4457a4c0bd"),
-          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, "as stated in the fields", fingerprint="584d34c5e81e9810"))),
+          Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "supported by the paper's own numbers",
+                 fingerprint="584d34c5e81e9810"),
+          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="107fe6c862d4ecea"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 

@@ -8,13 +8,18 @@ data/raw/<gpu>/decode.csv, verify.csv, kernels.csv and breakdown.csv, every row 
 Each axis resumes like every sweep (a killed run carries on where it stopped: `python -m decodegap scope --axis
 AXIS` again):
 
-  batch  llama-3.1-8b at ctx 2048, B in BATCHES, one session: eager, graph and the lean levers (LEAN_LEVERS) at every
-         B; compile and lean_compile at COMPILE_BATCHES only, in a sweep of their own after the first (a compile
-         each, the costliest cells). Then one profiled step per B of eager and lean (the steps graph and lean_graph
-         replay).
-  size   every SIZE_MODELS config at SIZE_CONTEXTS, batch 1, one session: eager, graph and the lean levers; compile
-         at SIZE_COMPILE_CONTEXTS only, in a sweep after the first. Then one profiled step of eager and lean per model
-         and context.
+  batch  llama-3.1-8b at ctx 2048, B in BATCHES, SESSIONS sessions: eager, graph and the lean levers (LEAN_LEVERS)
+         at every B; compile and lean_compile at COMPILE_BATCHES only, in a sweep of their own after the first, in
+         COMPILE_SESSIONS session (a compile each, the costliest cells). Then one profiled step per B of each
+         PROFILED_ARMS step.
+  size   every SIZE_MODELS config at SIZE_CONTEXTS, batch 1, SESSIONS sessions: eager, graph and the lean levers;
+         compile at SIZE_COMPILE_CONTEXTS only, in a sweep after the first, in COMPILE_SESSIONS session. Then one
+         profiled step of each PROFILED_ARMS step per model and context.
+
+`again` measures every cell of both sweeps again in a new run (the profiled steps are not: a step's kernels do not
+change between runs of the same code); the readers take each cell's newest measurement (selection.newest_measurement),
+so the new run replaces the old rows whole, and a run cut by its call's time limit is resumed by the same command
+without `again`.
 
 The lean levers: LEAN_BEST, the fastest lever of notebook 06's ladder at its target cell (a test reads
 figures/06_ladder.csv), runs the fused Triton step, whose products take one row; at batch > 1 its cells are
@@ -27,9 +32,13 @@ Sessions are numbered from FIRST_SESSION, apart from the grid sweeps' sessions o
 of llama-3.1-8b and qwen2.5-7b are notebook 01, 02 and 06's too): each axis's cells are its own, measured in the same
 sessions under the same conditions, never topped up from another sweep's rows.
 
-The plans were sized from the H200's env.json session timings of similar runs (each session's `timing`: start-up,
-imports, model builds, cells): the compiled cells cost the most, a compile each; past batch 1 the prefill of B
-sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once."""
+The plans were sized from the H200's env.json session timings (each session's `timing`: start-up, imports, model
+builds, cells) of the first runs of both axes, one session each, and of the grid's compiled cells: the compiled cells
+cost the most, a compile per cell and process, so they take COMPILE_SESSIONS session (their fits carry no session
+range) while the timed arms take SESSIONS, which gives W1 and W2a a session range; past batch 1 the prefill of B
+sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once.
+Each session's timing in env.json shows what a run took."""
+
 
 from __future__ import annotations
 
@@ -70,19 +79,24 @@ TIMED_ARMS = ("eager", "graph") + LEAN_LEVERS
 """The arms of every cell of both axes."""
 COMPILED_ARMS = {"batch": ("compile", "lean_compile"), "size": ("compile",)}
 """The compiled arms of each axis, in their own sweep after the others."""
-PROFILED_ARMS = ("eager", "lean")
+PROFILED_ARMS = ("eager", "lean", LEAN_FALLBACK)
 """The steps profiled per cell (profile.record_kernels: a graph replays the eager step's kernels, lean_graph the lean
-step's), their kernel counts in kernels.csv for the step model's n_kernels."""
+step's; LEAN_FALLBACK is profiled as itself, the step of the lean levers at every batch), their kernel counts in
+kernels.csv for the step model's n_kernels."""
+SESSIONS, COMPILE_SESSIONS = 3, 1
+"""Sessions of the timed arms and of the compiled arms (module docstring: what fits one 10-minute call)."""
 FIRST_SESSION = sessions.SCOPE.start
 """The number of each axis's first session (see the module docstring): the start of notebook 07's band of session
 numbers (decodegap.sessions), above every session of the grid sweeps and below the confirmations'."""
 
 
-def plan(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = 1, steps: int = 30,
-         warmup: int = 5, device: str = "cuda", retry_errors: bool = False) -> list[SweepPlan]:
+def plan(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = SESSIONS, steps: int = 30,
+         warmup: int = 5, device: str = "cuda", retry_errors: bool = False, compile_sessions: int = COMPILE_SESSIONS,
+         again: bool = False) -> list[SweepPlan]:
     """The sweeps of one axis (module docstring), in the order `measure` runs them: the timed arms at every batch
-    and context, then the compiled arms at their batches or contexts. `models`, `contexts`, `batches` replace the
-    axis's own (a smaller run; the tests' tiny models on a CPU)."""
+    and context in `sessions` sessions, then the compiled arms at their batches or contexts in `compile_sessions`.
+    `models`, `contexts`, `batches` replace the axis's own (a smaller run; the tests' tiny models on a CPU); `again`
+    measures every cell again in a new run."""
     axis = check_axis(axis)
     if axis == "batch":
         models = tuple(models or (BATCH_MODEL,))
@@ -97,10 +111,11 @@ def plan(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions
         batches = (1,)
         compiled = dict(batches=batches, contexts=tuple(c for c in contexts if c in SIZE_COMPILE_CONTEXTS)
                         or contexts[:1])
-    common = dict(gpu=gpu, models=models, sessions=sessions, steps=steps, warmup=warmup, device=device,
-                  first_session=FIRST_SESSION, retry_errors=retry_errors)
-    return [SweepPlan(contexts=contexts, arms=TIMED_ARMS, batches=batches, **common),
-            SweepPlan(contexts=compiled["contexts"], arms=COMPILED_ARMS[axis], batches=compiled["batches"], **common)]
+    common = dict(gpu=gpu, models=models, steps=steps, warmup=warmup, device=device, first_session=FIRST_SESSION,
+                  retry_errors=retry_errors, again=again)
+    return [SweepPlan(contexts=contexts, arms=TIMED_ARMS, batches=batches, sessions=sessions, **common),
+            SweepPlan(contexts=compiled["contexts"], arms=COMPILED_ARMS[axis], batches=compiled["batches"],
+                      sessions=compile_sessions, **common)]
 
 
 def kernel_plan(axis: str, models=None, contexts=None, batches=None) -> dict:
@@ -117,14 +132,16 @@ def check_axis(axis: str) -> str:
     return axis
 
 
-def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = 1, steps: int = 30,
+def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = SESSIONS, steps: int = 30,
             warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = True,
-            retry_errors: bool = False, progress: bool = True) -> list[str]:
+            retry_errors: bool = False, progress: bool = True, compile_sessions: int = COMPILE_SESSIONS,
+            again: bool = False) -> list[str]:
     """Notebook 07's measurements of one axis, resumable: the sweeps of `plan` (sweep.run_sweep, each cell checked
     against eager in the run, every sequence of a batch), then with `count_kernels` the profiled steps of
     `kernel_plan` (profile.record_kernels). Every key and value is checked before anything is written. Returns the
     sweeps' run ids."""
-    sweeps = plan(gpu, axis, models, contexts, batches, sessions, steps, warmup, device, retry_errors)
+    sweeps = plan(gpu, axis, models, contexts, batches, sessions, steps, warmup, device, retry_errors,
+                  compile_sessions, again)
     keys.gpu_to_measure(gpu, device, data)
     keys.models(sweeps[0].models, data)
     run_ids = [run_sweep(sweep_plan, data, progress=progress) for sweep_plan in sweeps]
