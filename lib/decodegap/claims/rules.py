@@ -596,7 +596,7 @@ RULES: tuple[Rule, ...] = (
                  "claim): holds", fingerprint="d261240c1aa2acf7"),
           Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): holds",
                  fingerprint="60148a547ebdfd11"),
-          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="e74c2abb52635a29"))),
+          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, "as stated in the fields", fingerprint="e74c2abb52635a29"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -620,7 +620,7 @@ RULES: tuple[Rule, ...] = (
                  "claim): fails", fingerprint="5cff5f276496b6d7"),
           Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): fails",
                  fingerprint="b93db60c8503ddb2"),
-          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="fb9b90d75e8d1466"))),
+          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, "as stated in the fields", fingerprint="fb9b90d75e8d1466"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "
@@ -643,7 +643,7 @@ RULES: tuple[Rule, ...] = (
                  fingerprint="04db7d4457a4c0bd"),
           Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "supported by the paper's own numbers",
                  fingerprint="584d34c5e81e9810"),
-          Change("2026-12-04T15:20", THIS_COMMIT, SCOPE_RESUMED, "as stated in the fields", fingerprint="107fe6c862d4ecea"))),
+          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, "as stated in the fields", fingerprint="107fe6c862d4ecea"))),
     Rule("S1", "Scope.", "-", (), (), "-", "-", "-", "-", (METHOD,), (START, _reg(fp="c782677c5582c638"))),
 )
 
