@@ -61,14 +61,16 @@ carries on. Notebook 05 (cost) measures nothing.
     megakernel  notebook 06: python -m decodegap closing-the-gap --megakernel (the cell of a public megakernel
                study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
                3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
-    batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch (llama-3.1-8b at ctx 2048,
-               batch 1 to 64: eager, graph and the lean levers at every batch in 3 sessions, compile and
-               lean_compile at batches 1, 8 and 64 in 1, each cell checked against eager per sequence; then one
-               profiled eager, lean and lean_attn_graph step per batch); SCOPE_ARGS=--again measures every cell
-               again in a new run (resume a cut run without it)
-    size       notebook 07: python -m decodegap where-the-thesis-ends --axis size (the Qwen2.5 family, 0.5B to
-               32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean levers in 3
-               sessions; compile at ctx 2048 in 1; then the profiled steps)
+    batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch --sweep timed (llama-3.1-8b at
+               ctx 2048, batch 1 to 64: eager, graph and the lean levers at every batch in 3 sessions, each cell
+               checked against eager per sequence; then one profiled eager, lean and lean_attn_graph step per
+               batch); SCOPE_ARGS=--again measures every cell again in a new run (resume a cut run without it)
+    batch_compile  notebook 07: the batch axis's compiled sweep (--sweep compiled): compile and lean_compile at
+               batches 1, 8 and 64 in 1 session, each cell checked (a call of its own: a compile per cell)
+    size       notebook 07: python -m decodegap where-the-thesis-ends --axis size --sweep timed (the Qwen2.5
+               family, 0.5B to 32B, random bf16 weights, batch 1 at ctx 2048 and 8192: eager, graph and the lean
+               levers in 3 sessions; then the profiled steps)
+    size_compile  notebook 07: the size axis's compiled sweep: compile at ctx 2048 in 1 session
     peers      notebook 06: gpt-fast (pytorch-labs, pinned commit) fetched into .peers/gpt-fast by
                bench/fetch_gpt_fast.sh (or copied there), then bench/peer_gpt_fast.py: its compiled decode, bf16 and
                int4, beside the package's best levers in one process, llama-3.1-8b at ctx 2048 and 16384, every
@@ -86,7 +88,7 @@ Options, as environment variables (all optional):
                        (python -m decodegap kernel-counts, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
     LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
-    SCOPE_ARGS         more options of python -m decodegap where-the-thesis-ends for the batch and size steps
+    SCOPE_ARGS         more options of python -m decodegap where-the-thesis-ends for the batch and size steps (both sweeps)
                        (e.g. "--no-kernels", "--batches 1,8,64", "--models qwen2.5-0.5b,qwen2.5-7b")
     AB_ARGS            more options of python -m decodegap cuda-graphs-ab (e.g. "--headline-only --again": the
                        headline sweep again in a run of its own, every session checked)
@@ -127,7 +129,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused fused_int4 check_sensitivity ladder confirm megakernel batch size peers"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused fused_int4 check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -326,11 +328,17 @@ step_confirm() {  # notebook 06's winners confirmed, not selected: run after the
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
   dg closing-the-gap --megakernel --gpu "$GPU"
 }
-step_batch() {  # notebook 07's batch axis, then its profiled steps (experiments.where_the_thesis_ends)
-  dg where-the-thesis-ends --axis batch --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+step_batch() {  # notebook 07's batch axis: its timed sweep, then its profiled steps (experiments.where_the_thesis_ends)
+  dg where-the-thesis-ends --axis batch --sweep timed --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
-step_size() {  # notebook 07's model-size axis, then its profiled steps
-  dg where-the-thesis-ends --axis size --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+step_batch_compile() {  # notebook 07's batch axis: its compiled sweep
+  dg where-the-thesis-ends --axis batch --sweep compiled --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+}
+step_size() {  # notebook 07's model-size axis: its timed sweep, then its profiled steps
+  dg where-the-thesis-ends --axis size --sweep timed --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+}
+step_size_compile() {  # notebook 07's model-size axis: its compiled sweep
+  dg where-the-thesis-ends --axis size --sweep compiled --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
 step_peers() {  # notebook 06's peer: gpt-fast's compiled decode beside the package's levers, one run a context
   bash bench/fetch_gpt_fast.sh || return 1

@@ -86,14 +86,14 @@ def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     steps = _steps_of_measure_sh()
     assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "quant_power",
                      "marlin_prefill", "gemv", "fused", "fused_int4", "check_sensitivity", "ladder", "confirm",
-                     "megakernel", "batch", "size", "peers"]
+                     "megakernel", "batch", "batch_compile", "size", "size_compile", "peers"]
     rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
                           "attention_step": "03", "quant": "04", "quant_power": "04", "marlin_prefill": "04",
                           "gemv": "04", "fused": "06", "fused_int4": "06",
                           "check_sensitivity": "06", "ladder": "06", "confirm": "06", "megakernel": "06", "batch": "07",
-                          "size": "07", "peers": "06"}
+                          "batch_compile": "07", "size": "07", "size_compile": "07", "peers": "06"}
     for path in sorted(BENCH.iterdir()):
         if path.name != "README.md" and path.suffix in (".sh", ".py"):
             assert f"`{path.name}`" in readme, f"bench/README.md does not say what {path.name} is"

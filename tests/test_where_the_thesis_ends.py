@@ -92,6 +92,20 @@ def test_size_plan():
         scope.plan("h200", "width")
 
 
+def test_each_sweep_of_an_axis_is_measured_alone_or_both_in_order():
+    assert scope.check_sweeps("compiled") == ("compiled",)
+    assert scope.check_sweeps(("compiled", "timed")) == scope.SWEEPS == ("timed", "compiled")
+    with pytest.raises(inputs.InputError, match="unknown sweep 'compile'"):
+        scope.check_sweeps("compile")
+
+
+@pytest.mark.slow  # a fresh process
+def test_scope_refuses_an_unknown_sweep_before_anything_is_written(data_dir, tmp_path):
+    out = cli("--data-dir", str(data_dir), "scope", "--axis", "size", "--sweep", "compile", "--gpu", "cpu-test",
+              "--device", "cpu", cwd=tmp_path / "elsewhere")
+    assert out.returncode == 2 and "unknown sweep 'compile'" in out.stderr and not (data_dir / "raw").exists()
+
+
 def test_the_fallback_of_the_one_row_lever_is_measured_wherever_the_lever_is():
     assert scope.LEAN_FALLBACK == arms.batch_fallback(scope.LEAN_BEST) == "lean_attn_graph"
     for axis in scope.AXES:

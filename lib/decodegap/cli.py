@@ -154,6 +154,7 @@ def cmd_where_the_thesis_ends(args) -> int:
     from decodegap.harness import sweep
 
     where_the_thesis_ends.check_axis(args.axis)
+    which = where_the_thesis_ends.check_sweeps(where_the_thesis_ends.SWEEPS if args.sweep == "both" else args.sweep)
     model_keys = _csv_list(args.models) if args.models else None
     if model_keys:
         _check_models(model_keys, args.data_dir)
@@ -164,7 +165,7 @@ def cmd_where_the_thesis_ends(args) -> int:
     run_ids = where_the_thesis_ends.measure(gpu, args.axis, model_keys, contexts, batches, args.sessions, args.steps,
                                             args.warmup, args.device, args.data_dir, count_kernels=not args.no_kernels,
                                             retry_errors=args.retry_errors, progress=not args.no_progress,
-                                            compile_sessions=args.compile_sessions, again=args.again)
+                                            compile_sessions=args.compile_sessions, again=args.again, which=which)
     print(f"runs {', '.join(run_ids)}: rows in {paths.raw_dir(gpu, args.data_dir) / 'decode.csv'}")
     return 0
 
@@ -498,6 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "every cell")
     sc.add_argument("--compile-sessions", type=int, default=1, help="fresh processes of the compiled arms (a "
                     "compile per cell and process)")
+    sc.add_argument("--sweep", default="both", help="timed (eager, graph and the lean levers, then the profiled "
+                    "steps), compiled (the compiled arms) or both (default); bench/measure.sh runs each as a step")
     sc.add_argument("--again", action="store_true", help="measure every cell again in a new run (the older rows "
                     "stay; the readers take each cell's newest measurement); resume a cut run without it")
     sc.add_argument("--steps", type=int, default=30)

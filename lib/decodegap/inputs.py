@@ -138,7 +138,7 @@ PARAMETERS: dict[str, Callable] = {
     "STEP_BACKENDS": _listed(str, "a list of attention backend keys, e.g. ['sdpa', 'flex']"),
     "BACKENDS": _optional(_listed(str, "a list of attention backend keys or None")),
     "QUANT_PATHS": _listed(str, "a list of quantisation path keys, e.g. ['bf16', 'int4-tinygemm']"),
-    "SESSIONS": _whole(1), "HEADLINE_SESSIONS": _whole(1), "STEPS": _whole(1), "WARMUP": _whole(0),
+    "SESSIONS": _whole(1), "HEADLINE_SESSIONS": _whole(1), "COMPILE_SESSIONS": _whole(1), "STEPS": _whole(1), "WARMUP": _whole(0),
     "HEADLINE_CTX": _whole(1), "TABLE_CTX": _whole(1), "BANDWIDTH_MIB": _whole(1),
     "SEED": _whole(0), "GROUP_SIZE": _optional(_whole(1)),
     "CONVENTION": _one_of("W_all", "W_streamed"),

@@ -183,7 +183,12 @@ SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and
                    f"{sessions.SCOPE.stop}", "newest measurement per cell")
 SCOPE_VERIFY = Rows("verify.csv", "each of those cells' logits checks against eager in its own run (check vs_eager)",
                     f"check == 'vs_eager' and session >= {sessions.SCOPE.start} and session < {sessions.SCOPE.stop}",
-                    "all")
+                    "newest measurement per cell")
+SCOPE_VERIFY_ALL = "as now, the checks' selector naming every vs_eager check in the band"
+SCOPE_VERIFY_PICK = ("the checks' selector names the runs the rule reads, each cell's newest measurement as the cells' "
+                     "selector (was: every vs_eager check in the band, which named the runs a sweep measured again "
+                     "as read); the checks a cell is joined to were always those of its own run, so what the rule "
+                     "decides is unchanged")
 SCOPE_ROWS = ("the rows: notebook 07's own sweeps (sessions from 100) of every model, where the first version read "
               "the Qwen2.5 family's newest runs (the batch axis is measured on llama-3.1-8b, and the grid sweeps' "
               "batch-1 rows of qwen2.5-7b are no rows of this experiment); changed before any batch or size row "
@@ -596,7 +601,9 @@ RULES: tuple[Rule, ...] = (
                  "claim): holds", fingerprint="d261240c1aa2acf7"),
           Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): holds",
                  fingerprint="60148a547ebdfd11"),
-          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, "as stated in the fields", fingerprint="e74c2abb52635a29"))),
+          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, SCOPE_VERIFY_ALL,
+                 "tested on another GPU (h200 for a paper-GPU claim): holds", fingerprint="e74c2abb52635a29"),
+          _note("2026-12-04T15:55", SCOPE_VERIFY_PICK, fp="cd996f6b8abfa62f"))),
     Rule("W2a", "The step is the bandwidth floor at a fixed efficiency plus a fixed per-step cost (the thesis as a "
          "two-term model), on our grid.",
          "per GPU and arm, least squares on relative residuals (each cell weighted by 1 / t) over every checked cell "
@@ -620,7 +627,9 @@ RULES: tuple[Rule, ...] = (
                  "claim): fails", fingerprint="5cff5f276496b6d7"),
           Change("2026-12-04T14:25", "e4e2a9b", SCOPE_BAND, SCOPE_NEWEST_RUN, "tested on another GPU (h200 for a paper-GPU claim): fails",
                  fingerprint="b93db60c8503ddb2"),
-          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, "as stated in the fields", fingerprint="fb9b90d75e8d1466"))),
+          Change("2026-12-04T15:20", "ada3553", SCOPE_RESUMED, SCOPE_VERIFY_ALL,
+                 "tested on another GPU (h200 for a paper-GPU claim): fails", fingerprint="fb9b90d75e8d1466"),
+          _note("2026-12-04T15:55", SCOPE_VERIFY_PICK, fp="5f854808ac313e6a"))),
     Rule("W2b", "The two-term model explains the paper's published points (H100 and L4, eager and graph) from two "
          "numbers per GPU.",
          "per paper GPU with a published eager step E, graph step G (H100: published; L4: E / the published graph "

@@ -6,7 +6,8 @@ their kernel counts per step (`kernel_plan`) and `measure`, all through the one 
 data/raw/<gpu>/decode.csv, verify.csv, kernels.csv and breakdown.csv, every row with its `batch`.
 
 Each axis resumes like every sweep (a killed run carries on where it stopped: `python -m decodegap scope --axis
-AXIS` again):
+AXIS` again), and each of its two sweeps (SWEEPS) can be measured alone (`--sweep timed` with the profiled steps,
+`--sweep compiled`):
 
   batch  llama-3.1-8b at ctx 2048, B in BATCHES, SESSIONS sessions: eager, graph and the lean levers (LEAN_LEVERS)
          at every B; compile and lean_compile at COMPILE_BATCHES only, in a sweep of their own after the first, in
@@ -37,7 +38,9 @@ builds, cells) of the first runs of both axes, one session each, and of the grid
 cost the most, a compile per cell and process, so they take COMPILE_SESSIONS session (their fits carry no session
 range) while the timed arms take SESSIONS, which gives W1 and W2a a session range; past batch 1 the prefill of B
 sequences, paid by every timed and checked pass of a cell, grows with B; the profiled steps rebuild each model once.
-Each session's timing in env.json shows what a run took."""
+At three sessions an axis's two sweeps together outgrow one 10-minute call, so each sweep is a call of its own (the
+timed sweep with the profiled steps, then the compiled sweep). Each session's timing in env.json shows what a run
+took."""
 
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ step's; LEAN_FALLBACK is profiled as itself, the step of the lean levers at ever
 kernels.csv for the step model's n_kernels."""
 SESSIONS, COMPILE_SESSIONS = 3, 1
 """Sessions of the timed arms and of the compiled arms (module docstring: what fits one 10-minute call)."""
+SWEEPS = ("timed", "compiled")
+"""The two sweeps of an axis (`plan`), each measured alone by `measure(which=...)`: bench/measure.sh runs each as a
+step of its own (batch, batch_compile, size, size_compile), one 10-minute call each."""
 FIRST_SESSION = sessions.SCOPE.start
 """The number of each axis's first session (see the module docstring): the start of notebook 07's band of session
 numbers (decodegap.sessions), above every session of the grid sweeps and below the confirmations'."""
@@ -132,20 +138,31 @@ def check_axis(axis: str) -> str:
     return axis
 
 
+def check_sweeps(which) -> tuple[str, ...]:
+    """`which` as a tuple of SWEEPS, in their order, else an InputError naming the unknown one."""
+    which = (which,) if isinstance(which, str) else tuple(which)
+    unknown = [w for w in which if w not in SWEEPS]
+    if unknown or not which:
+        raise InputError(f"unknown sweep {unknown[0] if unknown else which!r}; `scope --sweep` takes "
+                         f"{', '.join(SWEEPS)} or both")
+    return tuple(w for w in SWEEPS if w in which)
+
+
 def measure(gpu: str, axis: str, models=None, contexts=None, batches=None, sessions: int = SESSIONS, steps: int = 30,
             warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = True,
             retry_errors: bool = False, progress: bool = True, compile_sessions: int = COMPILE_SESSIONS,
-            again: bool = False) -> list[str]:
-    """Notebook 07's measurements of one axis, resumable: the sweeps of `plan` (sweep.run_sweep, each cell checked
-    against eager in the run, every sequence of a batch), then with `count_kernels` the profiled steps of
-    `kernel_plan` (profile.record_kernels). Every key and value is checked before anything is written. Returns the
-    sweeps' run ids."""
-    sweeps = plan(gpu, axis, models, contexts, batches, sessions, steps, warmup, device, retry_errors,
-                  compile_sessions, again)
+            again: bool = False, which=SWEEPS) -> list[str]:
+    """Notebook 07's measurements of one axis, resumable: the sweeps of `plan` named in `which` (sweep.run_sweep,
+    each cell checked against eager in the run, every sequence of a batch), then, with the timed sweep and
+    `count_kernels`, the profiled steps of `kernel_plan` (profile.record_kernels). Every key and value is checked
+    before anything is written. Returns the sweeps' run ids."""
+    which = check_sweeps(which)
+    sweeps = dict(zip(SWEEPS, plan(gpu, axis, models, contexts, batches, sessions, steps, warmup, device,
+                                   retry_errors, compile_sessions, again)))
     keys.gpu_to_measure(gpu, device, data)
-    keys.models(sweeps[0].models, data)
-    run_ids = [run_sweep(sweep_plan, data, progress=progress) for sweep_plan in sweeps]
-    if count_kernels:
+    keys.models(sweeps["timed"].models, data)
+    run_ids = [run_sweep(sweeps[w], data, progress=progress) for w in which]
+    if count_kernels and "timed" in which:
         profile.record_kernels(gpu, data=data, device=device, **kernel_plan(axis, models, contexts, batches))
     return run_ids
 
