@@ -85,6 +85,10 @@ def test_check_reports_the_dirty_and_digestless_runs_behind_each_experiment():
     fixed = set(json.loads((paths.DATA / "raw" / "h200" / "corrections.json").read_text()))
     assert len(fixed) == 4 and not any(run in fixed for r in reports.values() for run, _, _ in r["corrected"])
     assert reports["06_closing_the_gap"]["unchecked"] > 0
+    # notebook 07 counts its own sweeps' cells per batch: llama-3.1-8b's batch axis alone is 7 batches x 4 timed arms
+    # (eager, graph, lean_attn_graph, lean_graph at every batch; the fused lever at batch 1) plus the compiled cells
+    scope = reports["07_where_the_thesis_ends (its own sweeps)"]
+    assert scope["cells"] >= 7 * 4 + 1 + 6 and not scope["dirty"] and not scope["no_digest"]
     lines = run_provenance.provenance_lines(list(reports.values()))
     assert any(line.startswith("02_cuda_graphs_ab: 36 counted cells from 2 runs") for line in lines)
     one = dict(reports["01_roofline"], corrected=[("20261201T155139-3b685d", "12851f5", 11)])

@@ -8,13 +8,15 @@ from pathlib import Path
 
 from decodegap import hardware, records
 from decodegap.checked import CELL, UNCHECKED
-from decodegap.experiments import attention_backends, closing_the_gap, cost, cuda_graphs_ab, quantisation, roofline
+from decodegap.experiments import (attention_backends, closing_the_gap, cost, cuda_graphs_ab, quantisation, roofline,
+                                   where_the_thesis_ends)
 
 
 READERS = (("01_roofline", roofline.rows), ("02_cuda_graphs_ab", cuda_graphs_ab.rows),
            ("03_attention_backends (whole step)", attention_backends.step_rows),
            ("04_quantisation_l4", quantisation.rows), ("05_cost", cost.rows),
-           ("06_closing_the_gap", closing_the_gap.rows))
+           ("06_closing_the_gap", closing_the_gap.rows),
+           ("07_where_the_thesis_ends (its own sweeps)", where_the_thesis_ends.own_rows))
 """(notebook, the experiment's function reading its rows): the readers whose counted rows provenance_report follows
 (the claims and the gallery read their numbers through these)."""
 
@@ -31,10 +33,11 @@ def provenance_report(data) -> list[dict]:
     for name, read in READERS:
         rows = read(Path(data))
         counted = rows[rows["status"] == "ok"]
-        per_run = counted[["run_id"] + CELL].drop_duplicates().groupby(["gpu", "run_id"]).size()
-        report = dict(reader=name, runs=len(per_run), cells=int(counted[CELL].drop_duplicates().shape[0]), dirty=[],
+        cell = CELL + ["batch"] * ("batch" in rows)  # notebook 07's cells are per batch too
+        per_run = counted[["run_id"] + cell].drop_duplicates().groupby(["gpu", "run_id"]).size()
+        report = dict(reader=name, runs=len(per_run), cells=int(counted[cell].drop_duplicates().shape[0]), dirty=[],
                       dirty_no_diff=0, no_digest=[], corrected=[], no_entry=[],
-                      unchecked=int(rows.loc[rows["status"] == UNCHECKED, CELL].drop_duplicates().shape[0]))
+                      unchecked=int(rows.loc[rows["status"] == UNCHECKED, cell].drop_duplicates().shape[0]))
         for (gpu, run_id), n in per_run.items():
             entry = env.get((gpu, run_id))
             if entry is None:

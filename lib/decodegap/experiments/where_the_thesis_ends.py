@@ -173,6 +173,12 @@ def rows(data) -> pd.DataFrame:
     return scope.bf16_rows(checked.labelled(checked.load("decode", Path(data), grid=False)))
 
 
+def own_rows(data) -> pd.DataFrame:
+    """The rows of this notebook's own sweeps that its rules read (scope.scope_rows of `rows`: its band of sessions,
+    each cell's newest measurement), for `python -m decodegap check`'s provenance of the counted rows."""
+    return scope.scope_rows(rows(data))
+
+
 def tables(data=None, gpu: str | None = None) -> dict:
     """Notebook 07's tables (scope.replay) from a data folder: every GPU's rows, or `gpu`'s alone, with the GPU
     specs, the published numbers and the configs of the rows' and the published models."""
