@@ -82,3 +82,14 @@ def test_only_models_with_flat_scores_are_sharpened():
     assert not wants_sharp_check(Cell("llama-3.1-8b", 2048, "lean"), llama)
     assert wants_sharp_check(Cell("m", 2048, "lean"), narrow) and wants_sharp_check(Cell("m", 2048, "lean"))
     assert sharp_check.factor_for(sharp_check.calibration_model().config.to_dict()) == sharp_check.SHARPEN
+    assert sharp_check.score_std(sharp_check.calibration_model().config.to_dict()) == sharp_check.CALIBRATION_SPREAD
+
+
+def test_a_model_between_narrow_and_real_is_sharpened_to_the_real_spread_not_past_it():
+    """Qwen2.5-0.5B: 896 x 0.02^2 = 0.3584, factor 1.6384 / 0.3584 = 4.571; Qwen2.5-3B: 2048 x 0.0004 = 0.8192,
+    factor 2.0; a model narrower than the calibration one keeps SHARPEN (64 x 0.0004 = 0.0256: 64 capped at 16)."""
+    small, three = (models.load_spec(k).config for k in ("qwen2.5-0.5b", "qwen2.5-3b"))
+    assert sharp_check.factor_for(small) == pytest.approx(4.5714, abs=1e-4)
+    assert sharp_check.factor_for(three) == pytest.approx(2.0)
+    assert sharp_check.factor_for(dict(small, hidden_size=64)) == sharp_check.SHARPEN
+    assert sharp_check.sharpened_reason(small) == "scores sharpened x4.57 (spread 0.36 -> 1.64)"

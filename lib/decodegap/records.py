@@ -147,7 +147,10 @@ CHECKS = {
     "vs_eager_sharp": "vs_eager on the same weights with every attention score sharpened (harness.checks: q and "
                       "k scaled so that each head attends to a few positions), for models whose own scores are too "
                       "flat for vs_eager (checks.factor_for; recorded, not gating). Rows of the paper's models "
-                      "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them",
+                      "at factor 16 (H200, 2026-12-01) predate that rule: every correct arm fails them; so do the "
+                      "rows of Qwen2.5-0.5B, 1.5B and 3B up to 2026-12-04 (factor 16, their spread 0.36-0.82 taken "
+                      "past the real models'), measured before checks.factor_for stopped at SHARP_SPREAD (the reason "
+                      "names the factor since)",
     "vs_bf16": "every decoder layer of the quantised model, fed the bf16 model's input, against the bf16 layer "
                "(harness.quant_checks; tolerance compare.MODEL_K_PASS x the run's vs_bf16_null, "
                "quant_checks.model_tolerance; a run without a vs_bf16_null row: 6 x the asymmetric rounding bound)",

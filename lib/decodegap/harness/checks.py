@@ -18,8 +18,10 @@ sqrt(SHARPEN) each, so every score is SHARPEN times larger (the real models' spr
 on those weights, and a rotary at the wrong position or sign, or a block of the cache left out, changes which
 positions a head reads. The weights are put back exactly afterwards (copies).
 
-`factor_for(config)` is the factor a model needs: SHARPEN where its scores are flatter than SHARP_ENOUGH, else 1
-(no sharpened check: it would be the plain one). Sharpening a model whose scores are already spread is wrong: on the
+`factor_for(config)` is the factor a model needs where its scores are flatter than SHARP_ENOUGH: the one that brings
+its spread to SHARP_SPREAD (the real models' spread, which the calibration model reaches at SHARPEN), at most
+SHARPEN; else 1 (no sharpened check: it would be the plain one). A model between the two (the Qwen2.5 0.5B-3B, spread
+0.36-0.82) is sharpened to the real models' spread, not past it. Sharpening a model whose scores are already spread is wrong: on the
 H200, at factor 16 on the real shapes, correct arms land 0.98-1.28 from HF eager (as far as the faults), and at
 factor 2 0.05-0.10 (the sharpened softmax amplifies the bf16 kernels' differences), against 0.04-0.06 plain.
 
@@ -152,6 +154,11 @@ SHARP_TOL = 0.1
 SHARP_ENOUGH = 1.0
 """Score spread (`score_std`) from which a model's attention counts as far from uniform: no sharpening needed.
 Between the narrow calibration model (0.10; sharpened: 1.6) and the paper's models (1.43-1.64)."""
+CALIBRATION_SPREAD = 256 * 0.02 ** 2
+"""The calibration model's score spread (`calibration_model`: hidden 256, initializer_range 0.02)."""
+SHARP_SPREAD = SHARPEN * CALIBRATION_SPREAD
+"""The spread a sharpened check brings a model's scores to: the calibration model's at SHARPEN, the real models'
+(1.43-1.64). Sharpened past it, correct arms fail (the H200 rows above at factor 16 on the real shapes)."""
 
 
 def score_std(config) -> float:
@@ -161,8 +168,16 @@ def score_std(config) -> float:
 
 
 def factor_for(config) -> float:
-    """The sharpening a model's check needs: SHARPEN where its scores are flatter than SHARP_ENOUGH, else 1.0."""
-    return SHARPEN if score_std(config) < SHARP_ENOUGH else 1.0
+    """The sharpening a model's check needs: where its scores are flatter than SHARP_ENOUGH, the factor that brings
+    their spread to SHARP_SPREAD, at most SHARPEN; else 1.0."""
+    spread = score_std(config)
+    return min(SHARPEN, SHARP_SPREAD / spread) if spread < SHARP_ENOUGH else 1.0
+
+
+def sharpened_reason(config) -> str:
+    """A sharpened check's reason in verify.csv: its factor and the spread it brings the scores from and to."""
+    factor, spread = factor_for(config), score_std(config)
+    return f"scores sharpened x{factor:.3g} (spread {spread:.2f} -> {spread * factor:.2f})"
 
 
 class NotSharpenable(ValueError):

@@ -41,7 +41,8 @@ def check_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, da
                                             attn=cell.attn, cache_len=cache_len, factor=checks.factor_for(config),
                                             batch=cell.batch)
         records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY,
-                            [verify_row(plan, run_id, session, cell, sharp, checks.SHARP_TOL, "vs_eager_sharp")])
+                            [verify_row(plan, run_id, session, cell, sharp, checks.SHARP_TOL, "vs_eager_sharp",
+                                        checks.sharpened_reason(config))])
 
 
 def sequences_reason(errors: list[float]) -> str:
