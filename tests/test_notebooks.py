@@ -178,7 +178,7 @@ def test_07_replay_draws_what_exists_and_says_what_is_not_measured(replayed):
     found = (figures / "07_findings.md").read_text()
     claims_table = pd.read_csv(figures / "claims.csv").set_index("id")
     if own.empty:
-        for stem in ("07_batch_within_floor", "07_fixed_share_by_size"):
+        for stem in ("07_batch_within_floor", "07_fixed_share_by_size", "07_fixed_share_by_batch"):
             assert (pd.read_csv(figures / f"{stem}.csv") == scope.NOT_MEASURED).all().all(), stem
         assert pd.read_csv(figures / "07_launch_share.csv").empty and "Not measured yet" in found
         assert (claims_table.loc[["W1", "W2a", "W2b"], "category"] == "not testable here").all()

@@ -191,6 +191,27 @@ h200, graph, sdpa, 2048, 1, large, 3, 1.0, 15.0
     assert got.loc["graph", "below_size"] == "none above (from small)"
 
 
+def test_the_fixed_share_by_batch_carries_its_fits_outcome():
+    res = frame("""
+gpu, arm, attn, ctx, batch, model, params, fixed_ms, t_obs_ms
+h200, graph, sdpa, 2048, 1, m, 8, 2.0, 4.0
+h200, graph, sdpa, 2048, 8, m, 8, 2.0, 5.0
+h200, graph, sdpa, 2048, 64, m, 8, 2.0, 16.0
+h200, eager, sdpa, 2048, 1, m, 8, 9.0, 10.0
+h200, eager, sdpa, 2048, 1, other, 1, 9.0, 12.0
+""")
+    verdicts = frame("""
+gpu, arm, attn, outcome
+h200, graph, sdpa, holds
+""")
+    got = w.fixed_share_by_batch(res, verdicts)
+    assert len(got) == 1  # eager has one batch per model: no row
+    r = got.iloc[0]
+    assert (r.batches, r.fixed_shares, r.fit_outcome, r.fixed_ms) == ("1,8,64", "0.50,0.40,0.12", "holds", 2.0)
+    none = w.fixed_share_by_batch(res[res.arm == "eager"], verdicts)
+    assert (none == w.NOT_MEASURED).all().all()
+
+
 # ------------------------------------------------------------------------------------------- W1 both ways
 def _shares(f1, fmax, spread):
     """eager / graph cells of one model at B = 1 and 64 with launch share f and a relative session spread."""

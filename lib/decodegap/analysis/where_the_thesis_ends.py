@@ -270,6 +270,26 @@ def fixed_share_by_size(resid: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols) if out else pd.DataFrame([dict.fromkeys(cols, NOT_MEASURED)])
 
 
+def fixed_share_by_batch(resid: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, arm, attn, model, ctx) with more than one batch: the fixed share F / t_obs at each batch (F of its
+    arm's fit, the same at every batch: the model has no term in B) and that fit's W2a outcome, so a share read off
+    a fit that does not hold says so; NOT_MEASURED without such a cell. Descriptive: the rules judge the fit, not
+    this table."""
+    cols = ["gpu", "arm", "attn", "model", "ctx", "fixed_ms", "batches", "fixed_shares", "fit_outcome"]
+    out = []
+    have = resid[resid["fixed_ms"].notna()] if not resid.empty else resid
+    outcome = ({(v.gpu, v.arm, v.attn): v.outcome for v in verdicts.itertuples()} if not verdicts.empty else {})
+    for key, g in have.groupby(["gpu", "arm", "attn", "model", "ctx"]) if not have.empty else []:
+        if g["batch"].nunique() < 2:
+            continue
+        g = g.sort_values("batch")
+        out.append(dict(zip(cols[:5], key), fixed_ms=float(g["fixed_ms"].iloc[0]),
+                        batches=",".join(str(b) for b in g["batch"]),
+                        fixed_shares=",".join(f"{x:.2f}" for x in g["fixed_ms"] / g["t_obs_ms"]),
+                        fit_outcome=outcome.get(key[:3], "not testable")))
+    return pd.DataFrame(out, columns=cols) if out else pd.DataFrame([dict.fromkeys(cols, NOT_MEASURED)])
+
+
 # ----------------------------------------------------------------------------------- the launch share (W1)
 def launch_shares(cells: pd.DataFrame) -> pd.DataFrame:
     """Per (gpu, model, ctx, batch) with eager and graph cells: the launch tax eager - graph (ms) and its share f of
@@ -433,8 +453,9 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
     `cells` (every model and arm, each cell from its newest run), `scope` (the cells of notebook 07's own sweeps:
     scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
-    GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `launch` (shares) and
-    `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The
+    GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch`
+    (shares) and `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`,
+    `transferred`. The
     thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
     cells = cell_table(newest_run_per_cell(decode_rows), specs, configs)
     scope = cell_table(scope_rows(decode_rows), specs, configs)
@@ -445,8 +466,9 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     solved = published_fit(points, lams, A_MAX)
     shares = launch_shares(scope)
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
+    verdicts = fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS)
     return dict(rows=decode_rows, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
-                fit_verdicts=fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS),
+                fit_verdicts=verdicts, fixed_by_batch=fixed_share_by_batch(resid, verdicts),
                 within_floor=batch_within_floor(scope), crossover=crossover_table(configs, specs, contexts),
                 fixed_by_size=fixed_share_by_size(resid), launch=shares,
                 launch_shrinks=launch_shrinks(shares, B_LARGE), published=points, lambdas=lams,
@@ -517,6 +539,11 @@ def findings(t: Mapping) -> list[str]:
             for r in table.itertuples():
                 where = f"{r.gpu} {r.arm} ({r.attn}) ctx {r.ctx}" + (f" {r.model}" if "model" in table else "")
                 out.append(f"The {name}, {where}: {getattr(r, col)}.")
+    for r in t["fixed_by_batch"].itertuples() if (t["fixed_by_batch"]["batches"] != NOT_MEASURED).all() else []:
+        shares, batches = r.fixed_shares.split(","), r.batches.split(",")
+        out.append(f"{r.gpu} {r.arm} ({r.attn}) {r.model} ctx {r.ctx}: the fit's fixed cost {r.fixed_ms:.2f} ms is "
+                   f"{shares[0]} of the step at batch {batches[0]} and {shares[-1]} at batch {batches[-1]} (its fit "
+                   f"{r.fit_outcome}; descriptive).")
     for r in t["launch_shrinks"].itertuples():
         out.append(f"{r.gpu} {r.model} ctx {r.ctx}: launch share {r.f_1:.2f} at batch 1, {r.f_max:.2f} at batch "
                    f"{r.b_max} (launch tax {r.launch_1_ms:.2f} -> {r.launch_max_ms:.2f} ms): {r.outcome}.")

@@ -143,8 +143,16 @@ def _markers(ax):
             yield artist, _finite(artist.get_transform().transform(_finite(artist.get_xydata())))
 
 
+def _text_box(text, renderer):
+    """The window extent of a text's own glyphs: an annotation's connecting line, which may cross markers on its
+    way to its point, is left out (Annotation.get_window_extent takes it in)."""
+    from matplotlib.text import Text
+
+    return Text.get_window_extent(text, renderer)
+
+
 def labels_over_points(fig) -> list[str]:
-    """Each text of an axes (a data label, an annotation) drawn over a data marker of that axes."""
+    """Each text of an axes (a data label, an annotation's text) drawn over a data marker of that axes."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     out = []
@@ -152,7 +160,7 @@ def labels_over_points(fig) -> list[str]:
         for t in ax.texts:
             if not (t.get_visible() and t.get_text().strip()):
                 continue
-            box = t.get_window_extent(renderer)
+            box = _text_box(t, renderer)
             for artist, points in _markers(ax):
                 inside = ((points[:, 0] > box.x0 + 1) & (points[:, 0] < box.x1 - 1)
                           & (points[:, 1] > box.y0 + 1) & (points[:, 1] < box.y1 - 1))
@@ -171,7 +179,7 @@ def place_clear_of_markers(text, places) -> bool:
         text.set_ha(ha)
         text.set_va(va)
         ax.figure.canvas.draw()
-        box = text.get_window_extent(ax.figure.canvas.get_renderer())
+        box = _text_box(text, ax.figure.canvas.get_renderer())
         if not any(((points[:, 0] > box.x0 + 1) & (points[:, 0] < box.x1 - 1)
                     & (points[:, 1] > box.y0 + 1) & (points[:, 1] < box.y1 - 1)).any() for _, points in _markers(ax)):
             return True

@@ -48,6 +48,12 @@ LABEL_PLACES = (((8, 4), "left", "bottom"), ((8, -4), "left", "top"), ((-8, 4), 
 """Where a published point's label may sit, in order: (offset in points, ha, va)."""
 LABEL_PLACES_LEFT = tuple(p for p in LABEL_PLACES if p[1] == "right") + tuple(p for p in LABEL_PLACES if p[1] == "left")
 """The same for a point with nothing to its right (its label to the left first)."""
+FAR_PLACES = tuple(((round(r * np.cos(a)), round(r * np.sin(a))), "left" if np.cos(a) >= 0 else "right",
+                    "bottom" if np.sin(a) >= 0 else "top")
+                   for r in (40, 60, 80, 100) for a in np.linspace(0, 2 * np.pi, 16, endpoint=False))
+"""Farther places, tried after the near ones for a point among many cells (rings of 16 directions, 40-100 points
+out), the label joined to its point by a line."""
+
 
 def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     """R_floor (bandwidth floor / step) against the bandwidth floor (ms, log): each cell of ours (colour: arm, marker:
@@ -69,7 +75,8 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
         left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing to its right
         labels.append((ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}",
                                    (p.t_floor_bw_ms, p.r_floor_published), xytext=(0, 0), textcoords="offset points",
-                                   fontsize=7.5), left))
+                                   fontsize=7.5, arrowprops=dict(arrowstyle="-", color="black", linewidth=0.6,
+                                                                 shrinkA=0, shrinkB=6)), left))
     if not points.empty:
         ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
                    label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
@@ -84,7 +91,7 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     ax.set_ylabel("R_floor = t_floor / t_obs")
     style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm) and the paper's GPUs")
     for text, left in labels:  # placed once the axes are final: the first side that covers no measured point
-        checks.place_clear_of_markers(text, LABEL_PLACES_LEFT if left else LABEL_PLACES)
+        checks.place_clear_of_markers(text, (LABEL_PLACES_LEFT if left else LABEL_PLACES) + FAR_PLACES)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
               title_fontsize=8, fontsize=7)
     return fig
