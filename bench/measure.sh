@@ -88,7 +88,8 @@ Options, as environment variables (all optional):
                        (python -m decodegap kernel-counts, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
     LADDER_SESSIONS    fresh sessions a ladder cell (default 1)
-    SCOPE_ARGS         more options of python -m decodegap where-the-thesis-ends for the batch and size steps (both sweeps)
+    SCOPE_ARGS         more options of python -m decodegap where-the-thesis-ends for the batch, batch_compile, size
+                       and size_compile steps
                        (e.g. "--no-kernels", "--batches 1,8,64", "--models qwen2.5-0.5b,qwen2.5-7b")
     AB_ARGS            more options of python -m decodegap cuda-graphs-ab (e.g. "--headline-only --again": the
                        headline sweep again in a run of its own, every session checked)
