@@ -287,3 +287,15 @@ def test_no_cell_prints_more_than_about_40_lines(replayed):
 def test_the_output_count_can_fail():
     cell = {"outputs": [{"output_type": "stream", "text": ["x\n"] * 50}]}
     assert cell_output_lines(cell) == 50 > OUTPUT_LINES
+
+
+def test_each_notebook_kernel_has_sockets_of_its_own():
+    """Two notebooks run at once from one working directory (the test workers, a user's two papermill runs) must
+    not share IPC socket names: jupyter_client's default is kernel-ipc-<port> in the working directory, ports from 1."""
+    import os
+    import tempfile
+
+    manager = notebooks._local_kernel_manager()
+    a, b = manager(kernel_name="python3"), manager(kernel_name="python3")
+    assert a.transport == b.transport == "ipc"
+    assert a.ip != b.ip and os.path.dirname(a.ip) == os.path.dirname(b.ip) == tempfile.gettempdir()

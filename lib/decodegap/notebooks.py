@@ -24,12 +24,23 @@ def notebook_paths(only=None) -> list[Path]:
 
 def _local_kernel_manager():
     """A kernel manager whose kernel talks to this process over IPC sockets, not TCP: the kernel runs on this
-    machine anyway, and ipykernel warns on every start over unencrypted TCP."""
+    machine anyway, and ipykernel warns on every start over unencrypted TCP. Each kernel's sockets get a name of
+    their own in the temporary folder: jupyter_client's default names them kernel-ipc-1, -2, ... in the working
+    directory, so two notebooks run at once from notebooks/ (the tests' workers) raced for the same sockets and read
+    each other's messages ("Invalid Signature", "Kernel didn't respond")."""
+    import os
+    import tempfile
+    import uuid
+
     from jupyter_client.manager import KernelManager
-    from traitlets import CaselessStrEnum
+    from traitlets import CaselessStrEnum, default
 
     class LocalKernelManager(KernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+        @default("ip")
+        def _unique_ipc_path(self) -> str:
+            return os.path.join(tempfile.gettempdir(), f"decodegap-kernel-{uuid.uuid4().hex}-ipc")
 
     return LocalKernelManager
 
