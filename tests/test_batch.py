@@ -6,7 +6,6 @@ written."""
 from __future__ import annotations
 
 import csv
-import io
 import shutil
 from collections import Counter
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from decodegap import accounting, arms, compare, paths
-from decodegap.harness import decode, lean, models, profile
+from decodegap.harness import checks, decode, lean, models, profile
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import source as fused_kernels
 from decodegap.kernels import step as kernels

@@ -4,8 +4,6 @@ and `scope` end to end on a CPU with the tiny configs (rows, checks, kernels, re
 
 from __future__ import annotations
 
-import csv
-import io
 import subprocess
 import sys
 
