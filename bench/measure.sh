@@ -329,18 +329,13 @@ step_confirm() {  # notebook 06's winners confirmed, not selected: run after the
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
   dg closing-the-gap --megakernel --gpu "$GPU"
 }
-step_batch() {  # notebook 07's batch axis: its timed sweep, then its profiled steps (experiments.where_the_thesis_ends)
-  dg where-the-thesis-ends --axis batch --sweep timed --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
+scope_sweep() {  # notebook 07: one sweep (timed: then its profiled steps; compiled) of one axis
+  dg where-the-thesis-ends --axis "$1" --sweep "$2" --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
 }
-step_batch_compile() {  # notebook 07's batch axis: its compiled sweep
-  dg where-the-thesis-ends --axis batch --sweep compiled --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
-}
-step_size() {  # notebook 07's model-size axis: its timed sweep, then its profiled steps
-  dg where-the-thesis-ends --axis size --sweep timed --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
-}
-step_size_compile() {  # notebook 07's model-size axis: its compiled sweep
-  dg where-the-thesis-ends --axis size --sweep compiled --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}
-}
+step_batch() { scope_sweep batch timed; }  # notebook 07's batch axis: its timed sweep, then its profiled steps
+step_batch_compile() { scope_sweep batch compiled; }  # notebook 07's batch axis: its compiled sweep
+step_size() { scope_sweep size timed; }  # notebook 07's model-size axis: its timed sweep, then its profiled steps
+step_size_compile() { scope_sweep size compiled; }  # notebook 07's model-size axis: its compiled sweep
 step_peers() {  # notebook 06's peer: gpt-fast's compiled decode beside the package's levers, one run a context
   bash bench/fetch_gpt_fast.sh || return 1
   local ctx

@@ -93,6 +93,7 @@ def test_size_plan():
 def test_each_sweep_of_an_axis_is_measured_alone_or_both_in_order():
     assert scope.check_sweeps("compiled") == ("compiled",)
     assert scope.check_sweeps(("compiled", "timed")) == scope.SWEEPS == ("timed", "compiled")
+    assert scope.check_sweeps("both") == scope.SWEEPS
     with pytest.raises(inputs.InputError, match="unknown sweep 'compile'"):
         scope.check_sweeps("compile")
 

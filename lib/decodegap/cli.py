@@ -154,7 +154,7 @@ def cmd_where_the_thesis_ends(args) -> int:
     from decodegap.harness import sweep
 
     where_the_thesis_ends.check_axis(args.axis)
-    which = where_the_thesis_ends.check_sweeps(where_the_thesis_ends.SWEEPS if args.sweep == "both" else args.sweep)
+    which = where_the_thesis_ends.check_sweeps(args.sweep)
     model_keys = _csv_list(args.models) if args.models else None
     if model_keys:
         _check_models(model_keys, args.data_dir)

@@ -139,8 +139,9 @@ def check_axis(axis: str) -> str:
 
 
 def check_sweeps(which) -> tuple[str, ...]:
-    """`which` as a tuple of SWEEPS, in their order, else an InputError naming the unknown one."""
-    which = (which,) if isinstance(which, str) else tuple(which)
+    """`which` (one of SWEEPS, "both", or several of SWEEPS) as a tuple of SWEEPS, in their order, else an InputError
+    naming the unknown one."""
+    which = SWEEPS if which == "both" else (which,) if isinstance(which, str) else tuple(which)
     unknown = [w for w in which if w not in SWEEPS]
     if unknown or not which:
         raise InputError(f"unknown sweep {unknown[0] if unknown else which!r}; `scope --sweep` takes "
