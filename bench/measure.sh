@@ -95,6 +95,8 @@ Options, as environment variables (all optional):
                        headline sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
     INT4_SESSIONS      fresh sessions a cell of the fused_int4 step (default 1)
+    CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
+                       on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant step without its GPU tests
   Measuring again
     RETRY=1            measure again the cells recorded as `error` (--retry-errors), once their cause is fixed
@@ -324,7 +326,7 @@ step_ladder() {
   dg closing-the-gap --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 step_confirm() {  # notebook 06's winners confirmed, not selected: run after the ladder step
-  dg closing-the-gap --confirm --gpu "$GPU" "${GRID[@]}"
+  dg closing-the-gap --confirm --gpu "$GPU" "${GRID[@]}" ${CONFIRM_KINDS:+--kinds "$CONFIRM_KINDS"}
 }
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
   dg closing-the-gap --megakernel --gpu "$GPU"

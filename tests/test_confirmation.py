@@ -107,3 +107,24 @@ def test_the_confirmation_plans_of_the_targets_cell_alone():
     assert {p.quant for p in plans} == {"bf16", "int4-triton"}
     assert sum(len(p.arms) for p in plans) == 4  # each chosen lever beside its runner-up
     assert experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(32,)) == []
+
+
+def test_the_confirmation_plans_of_one_kind_and_the_cli_refuses_an_unknown_kind(tmp_path, capsys):
+    """kinds=("bf16",): the bf16 cells' pairs only, every shipped bf16 choice among them and no int4 path; the CLI
+    refuses a kind that is not bf16 or int4 (and --kinds without --confirm) before anything runs."""
+    from decodegap import paths
+    from decodegap.cli import main
+    from decodegap.experiments import closing_the_gap as experiment
+
+    plans = experiment.confirmation_plans("h200", paths.DATA, kinds=("bf16",))
+    choice = confirm.choices(experiment.tables(paths.DATA)["ladder"])
+    bf16 = choice[(choice.gpu == "h200") & (choice.kind == "bf16")]
+    assert {p.quant for p in plans} == {"bf16"}
+    assert sum(len(p.contexts) for p in plans) == len(bf16) == 12  # 3 models x 4 contexts, one pair each
+    both = experiment.confirmation_plans("h200", paths.DATA)
+    assert len(both) > len(plans) and {p.quant for p in both} - {"bf16"}
+    for bad, said in ((["--kinds", "int8", "--confirm"], "--kinds takes bf16 and/or int4"),
+                      (["--kinds", "bf16"], "give it with --confirm")):
+        assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200"] + bad) != 0
+        assert said in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before anything was written

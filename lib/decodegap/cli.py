@@ -132,12 +132,20 @@ def cmd_closing_the_gap(args) -> int:
         if args.levers or args.again or args.retry_errors:
             raise InputError("--confirm times each cell's chosen lever beside its runner-up as the ladder stands; it "
                              "takes none of --levers, --again, --retry-errors")
+        kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
+        if kinds is not None and (not kinds or set(kinds) - {"bf16", "int4"}):
+            raise InputError(f"--kinds takes bf16 and/or int4, comma-separated; got {args.kinds!r}")
         gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
         model_keys = _csv_list(args.models)
         _check_models(model_keys, args.data_dir)
         closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir,
-                                model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir))
+                                model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir),
+                                kinds=kinds)
         return 0
+    if args.kinds is not None:
+        from decodegap.inputs import InputError
+
+        raise InputError("--kinds chooses the cells of a confirmation: give it with --confirm")
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
@@ -480,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "beside its runner-up again, 3 fresh sessions, arm order alternated, numbered apart from the "
                      "selection (experiments.closing_the_gap.confirm), the cells of --models and --contexts (e.g. "
                      "--models llama-3.1-8b --contexts 2048: the targets' cell); the targets read only these rows")
+    lad.add_argument("--kinds", help="with --confirm: the cells of these kinds only, bf16 and/or int4 (default both)")
     lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
                      "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
                      "fastest and its runner-up again (experiments.closing_the_gap.measure_megakernel)")

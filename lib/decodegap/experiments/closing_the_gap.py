@@ -74,15 +74,18 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
 
 
 def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-                       device: str = "cuda", model_keys=None, contexts=None) -> list[SweepPlan]:
+                       device: str = "cuda", model_keys=None, contexts=None, kinds=None) -> list[SweepPlan]:
     """The confirmation sweeps of `gpu`'s cells (analysis.closing_the_gap_confirmation): per model, quantisation
     and (chosen lever, runner-up) pair of the current ladder, one sweep of `sessions` fresh sessions over the
     contexts where that pair was chosen, numbered from levers.CONFIRM_FIRST_SESSION, the two arms alternating in
     order between sessions and checked in every session. A pair of two quantisations goes into two sweeps (one
     path per sweep), not alternated. `model_keys` and `contexts` (default: every cell) keep the cells of those
-    models and contexts only, e.g. the targets' cell first in a short run."""
+    models and contexts only, e.g. the targets' cell first in a short run; `kinds` (default both) the cells of those
+    kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell)."""
     choice = confirmation.choices(tables(data)["ladder"])
     choice = choice[choice["gpu"] == gpu]
+    if kinds is not None:
+        choice = choice[choice["kind"].isin(list(kinds))]
     if model_keys is not None:
         choice = choice[choice["model"].isin(list(model_keys))]
     if contexts is not None:
@@ -101,13 +104,13 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
 
 
 def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-            device: str = "cuda", data=None, model_keys=None, contexts=None) -> list[str]:
-    """Measure the confirmation sweeps of confirmation_plans (of `model_keys` and `contexts` only, where given),
+            device: str = "cuda", data=None, model_keys=None, contexts=None, kinds=None) -> list[str]:
+    """Measure the confirmation sweeps of confirmation_plans (of `model_keys`, `contexts` and `kinds` only, where given),
     resumable; returns their run ids. Run it after the selection sweeps (measure): what it confirms is the ladder as
     it stands."""
     keys.gpu_to_measure(gpu, device, data)
     return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device, model_keys,
-                                                           contexts)]
+                                                           contexts, kinds)]
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,

@@ -54,11 +54,13 @@ GPT_FAST_INDUCTOR = {"coordinate_descent_tuning": True, "triton.unique_kernel_na
 levers are timed (so that they do not change the package's compiled lever)."""
 GPT_FAST_ARM = "compiled_decode"
 
-PEER_LEVERS = {"bf16": ("lean_fused_early_products_graph", "bf16"), "int4": ("lean_attn_compile", "int4-triton")}
-"""The package's levers timed beside the peer, per precision: the fastest checked lever of notebook 06's ladder at
-the target cell (figures/06_ladder.csv, H200, llama-3.1-8b ctx 2048): bf16 `lean_fused_early_products_graph`
-(4.200 ms), int4 `lean_attn_compile` with the package's int4 GEMV `int4-triton` (2.609 ms; int4-tinygemm on the same
-lever 3.212 ms). At ctx 16384 the ladder has no checked int4 cell; the same lever is the fastest timed there."""
+PEER_LEVERS = {"bf16": ("lean_fused_early_products_graph", "bf16"),
+               "int4": ("lean_fused_early_products_graph", "int4-triton")}
+"""The package's levers timed beside the peer, per precision: the fastest checked lever of each kind in notebook 06's
+selection sweeps at the target cell (levers.TARGETS; figures/06_ladder.csv and 06_confirmation.csv give their
+times), bf16 the fused step with PDL, the norm in o's epilogue and the products' early trigger, int4 the same design
+on the package's int4 GEMV (`int4-triton`, kernels.fused_int4). The int4 lever was `lean_attn_compile` on
+`int4-triton` until the fused int4 step overtook it (2026-12-04); rows name the arm they timed."""
 
 NULL_PATH = "int4-tinygemm"
 """The path whose format's rounding sets the int4 checks' null (quant_checks.model_tolerance): the float-zero format
