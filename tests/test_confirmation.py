@@ -70,6 +70,29 @@ def test_the_confirmed_time_and_the_paired_margin_by_hand():
     assert t.loc["int4", "status"] == confirm.NOT_CONFIRMED and np.isnan(t.loc["int4", "confirmed_ms"])
 
 
+def test_two_runs_count_every_session_each_paired_in_its_own_run_and_the_order_is_named():
+    """A cell confirmed in two runs (one cut by its call, one whole) that share session numbers: 4 sessions, not 2
+    pooled ones, each winner paired with the runner-up of its own run; every runner-up faster: `reversed`."""
+    s0 = CONFIRM_FIRST_SESSION
+    rows = pd.DataFrame(_decode("cut", s0, "lean_fused_early_graph", [4.3]) + _decode("cut", s0, "lean_fused_graph", [4.2])
+                        + _decode("cut", s0 + 1, "lean_fused_early_graph", [4.4])
+                        + _decode("cut", s0 + 1, "lean_fused_graph", [4.0])
+                        + _decode("whole", s0, "lean_fused_early_graph", [4.1])
+                        + _decode("whole", s0, "lean_fused_graph", [4.0])
+                        + _decode("whole", s0 + 1, "lean_fused_early_graph", [4.2]))  # no runner-up: unpaired
+    bf16 = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind").loc["bf16"]
+    assert bf16["sessions"] == 4 and bf16["paired_sessions"] == 3 and bf16["status"] == confirm.CONFIRMED
+    assert bf16["confirmed_ms"] == pytest.approx(4.25)  # the median of 4.3, 4.4, 4.1, 4.2
+    assert (bf16["confirmed_min_ms"], bf16["confirmed_max_ms"]) == (pytest.approx(4.1), pytest.approx(4.4))
+    margins = sorted([4.2 / 4.3 - 1, 4.0 / 4.4 - 1, 4.0 / 4.1 - 1])
+    assert bf16["margin_median"] == pytest.approx(margins[1]) and bf16["margin_min"] == pytest.approx(margins[0])
+    assert bf16["order"] == confirm.ORDER_REVERSED
+    assert "4.10-4.40 ms over them" in confirm.margin_text(bf16)
+    assert "the selection's order did not hold" in confirm.margin_text(bf16)
+    found = confirm.order_findings(confirm.confirmation_table(confirm.choices(LADDER), rows))
+    assert len(found) == 1 and "in 0 of 1 confirmed cells" in found[0] and "in 1 the runner-up was faster" in found[0]
+
+
 def test_fewer_sessions_than_asked_are_partly_confirmed():
     rows = pd.DataFrame(_decode("conf", CONFIRM_FIRST_SESSION, "lean_fused_early_graph", [4.2]))
     t = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind")

@@ -147,6 +147,13 @@ def test_a_target_not_met_names_the_term_in_the_way():
     assert (fused_int4.values["profiled_arm"], fused_int4.values["profiled_quant"]) == ("lean_fused_pdl_norm_graph",
                                                                                         "bf16")
     assert fused_int4.values["largest_term"].startswith("the matrix") and "its design, the same arm" in fused_int4
+    assert "overlap" not in fused_int4 and "overlap" not in bf16 and "overlap" not in int4  # sums within the step
+    # the lever's own profile summing to more than its step (kernels overlapping under PDL): said, with by how much;
+    # another step standing in (the bf16 design above, 4.0 ms against 2.4 ms) is never compared with the lever's time
+    own = pd.concat([design, _profile_at_target("lean_fused_pdl_norm_graph", "int4-triton", 2000.0, 1000.0, 200.0)])
+    _, overlapping = ladder_targets.target_findings(fused, _confirmed(fused), own)
+    assert overlapping.values["overlap_ms"] == pytest.approx(2.5 - 2.4)  # 2000 + 300 + 200 us against 2.4 ms
+    assert "sum to 2.50 ms, 0.10 ms more than the step's 2.40 ms" in overlapping
     # a target met names nothing; no profiles, no term
     met = ladder.ladder_table(_cells({("lean_fused_pdl_graph", "bf16"): 3.9}, floor))
     [line, _] = ladder_targets.target_findings(met, _confirmed(met), profile)

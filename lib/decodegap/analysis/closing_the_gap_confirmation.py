@@ -7,7 +7,12 @@ count read these rows alone: a cell whose chosen lever has no confirmation rows 
 selection median says.
 
 The margin over the runner-up is paired by session: per confirmation session, the runner-up's session median over the
-winner's, minus one (positive: the chosen lever is faster); its median and its range over the sessions."""
+winner's, minus one (positive: the chosen lever is faster); its median and its range over the sessions. A session is
+one (run, session number): a cell confirmed in two runs (a confirmation cut by its call and measured again whole)
+counts the sessions of both, each paired within its own run (until 2026-12-04 the sessions of two runs that share a
+number were pooled into one; no cell had two runs then). `order` says whether the selection's order held: `held`
+where the chosen lever was faster in every paired session, `reversed` where the runner-up was, `mixed` otherwise; it
+is descriptive, and the targets read the chosen lever's confirmed time whatever it says."""
 
 from __future__ import annotations
 
@@ -15,11 +20,13 @@ import numpy as np
 import pandas as pd
 
 from decodegap import stats
+from decodegap.finding import Finding
 from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS
 
 KIND_BF16, KIND_INT4 = "bf16", "int4"
 CHOICE_COLUMNS = ["gpu", "model", "ctx", "kind", "lever", "arm", "quant", "selected_ms", "runner_up", "runner_up_arm",
                   "runner_up_quant", "runner_up_selected_ms", "t_floor_bf16_ms"]
+ORDER_HELD, ORDER_REVERSED, ORDER_MIXED = "held", "reversed", "mixed"
 CONFIRMED = "confirmed"
 PARTLY = "partly confirmed"
 NOT_CONFIRMED = "not confirmed"
@@ -67,21 +74,22 @@ def confirmation_rows(decode_rows: pd.DataFrame, plans) -> pd.DataFrame:
 
 
 def _session_medians(rows: pd.DataFrame, cell: dict, arm: str, quant: str) -> pd.Series:
-    """{session: that session's median step (ms)} of one arm at one cell."""
+    """{(run_id, session): that session's median step (ms)} of one arm at one cell."""
     sel = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])
                & (rows["arm"] == arm) & (rows["quant"] == quant)]
     if sel.empty:
         return pd.Series(dtype=float)
-    per = stats.session_medians(sel, ["gpu", "model", "ctx", "arm", "quant"])
-    return per.set_index("session")["step_ms"].astype(float)
+    per = stats.session_medians(sel, ["gpu", "model", "ctx", "arm", "quant", "run_id"])
+    return per.set_index(["run_id", "session"])["step_ms"].astype(float)
 
 
 def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """Per chosen lever of `choice` (choices), its confirmation: `confirmed_ms` (the median over the confirmation
     sessions of each session's median step), `sessions`, `r_floor_bf16` (the cell's bf16 floor over it), the runner-up's
     `runner_up_ms` on the same sessions, the paired margin (`margin_median`, `margin_min`, `margin_max`: the runner-up
-    over the winner per session, minus one) and `status`: CONFIRMED with CONFIRM_SESSIONS sessions or more, PARTLY
-    with fewer, NOT_CONFIRMED with none of the chosen lever."""
+    over the winner per session, minus one), `order` (ORDER_HELD, ORDER_REVERSED or ORDER_MIXED by the paired margins'
+    signs; None without them) and `status`: CONFIRMED with CONFIRM_SESSIONS sessions or more, PARTLY with fewer,
+    NOT_CONFIRMED with none of the chosen lever."""
     out = []
     for cell in choice.to_dict("records"):
         mine = _session_medians(rows, cell, cell["arm"], cell["quant"]) if not rows.empty else pd.Series(dtype=float)
@@ -90,23 +98,56 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame
         paired = (theirs.reindex(mine.index) / mine - 1).dropna()
         n = len(mine)
         confirmed_ms = float(mine.median()) if n else np.nan
-        out.append(dict(cell, confirmed_ms=confirmed_ms, sessions=n,
+        order = (None if not len(paired) else ORDER_HELD if paired.min() > 0 else ORDER_REVERSED if paired.max() < 0
+                 else ORDER_MIXED)
+        out.append(dict(cell, confirmed_ms=confirmed_ms, confirmed_min_ms=float(mine.min()) if n else np.nan,
+                        confirmed_max_ms=float(mine.max()) if n else np.nan, sessions=n,
                         r_floor_bf16=cell["t_floor_bf16_ms"] / confirmed_ms if n else np.nan,
                         runner_up_ms=float(theirs.reindex(mine.index).median()) if len(paired) else np.nan,
                         paired_sessions=len(paired),
                         margin_median=float(paired.median()) if len(paired) else np.nan,
                         margin_min=float(paired.min()) if len(paired) else np.nan,
-                        margin_max=float(paired.max()) if len(paired) else np.nan,
+                        margin_max=float(paired.max()) if len(paired) else np.nan, order=order,
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
-    return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "sessions", "r_floor_bf16", "runner_up_ms",
-                                                       "paired_sessions", "margin_median", "margin_min",
-                                                       "margin_max", "status"])
+    return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
+                                                       "sessions", "r_floor_bf16", "runner_up_ms", "paired_sessions",
+                                                       "margin_median", "margin_min", "margin_max", "order", "status"])
 
 
 def margin_text(row) -> str:
-    """'N sessions; runner-up R +a % (b to c %)' of one confirmation_table row, or that it has no runner-up rows."""
+    """'N sessions, a-b ms; runner-up R +a % (b to c %)' of one confirmation_table row, or that it has no runner-up
+    rows; where the runner-up was faster in every paired session, it says so."""
+    head = (f"{int(row['sessions'])} sessions, {row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms over "
+            f"them")
     if not row["paired_sessions"]:
-        return f"{int(row['sessions'])} sessions; no runner-up timed in them"
-    return (f"{int(row['sessions'])} sessions; the runner-up, {row['runner_up']}, {row['runner_up_ms']:.2f} ms: "
+        return f"{head}; no runner-up timed in them"
+    return (f"{head}; the runner-up, {row['runner_up']}, {row['runner_up_ms']:.2f} ms: "
             f"margin {100 * row['margin_median']:+.1f} % ({100 * row['margin_min']:+.1f} to "
-            f"{100 * row['margin_max']:+.1f} % over {int(row['paired_sessions'])} paired sessions)")
+            f"{100 * row['margin_max']:+.1f} % over {int(row['paired_sessions'])} paired sessions"
+            + ("; the runner-up was faster in every one: the selection's order did not hold"
+               if row.get("order") == ORDER_REVERSED else "") + ")")
+
+
+def order_findings(confirmation: pd.DataFrame) -> list[str]:
+    """Per GPU and kind, how the selection's order stood in the confirmation: the cells whose chosen lever was faster
+    than its runner-up in every paired session, and those where the runner-up was (named, with their margins): the
+    best-of-many choice the confirmation exists to test. Descriptive: no target reads it."""
+    out = []
+    paired = confirmation[confirmation["paired_sessions"].fillna(0) > 0]
+    for (gpu, k), g in paired.groupby(["gpu", "kind"]):
+        held = g[g["order"] == ORDER_HELD]
+        rev = g[g["order"] == ORDER_REVERSED]
+        text = (f"Selection order on the {gpu}, {k}: in {len(held)} of {len(g)} confirmed cells the chosen lever was "
+                f"faster than its runner-up in every paired session")
+        if len(rev):
+            text += ("; in " + str(len(rev)) + " the runner-up was faster in every one ("
+                     + "; ".join(f"{r.model} ctx {r.ctx}: {r.runner_up} by {-100 * r.margin_median:.1f} %"
+                                 for r in rev.itertuples()) + ")")
+        mixed = len(g) - len(held) - len(rev)
+        if mixed:
+            text += f"; in {mixed} the sessions disagree"
+        out.append(Finding(text + ("." if len(held) == len(g) else
+                                   ": the selection's best-of-many pick did not hold there, and the targets still "
+                                   "read the chosen lever's confirmed time."),
+                           gpu=gpu, kind=k, cells=len(g), held=len(held), reversed=len(rev), mixed=mixed))
+    return out

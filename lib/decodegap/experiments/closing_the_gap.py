@@ -203,6 +203,7 @@ def findings(t: dict) -> dict:
                                     + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"],
                                                                           confirmation=t["confirmation"])
                                     + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"])
+                                    + confirmation.order_findings(t["confirmation"])
                                     + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"])
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
