@@ -11,7 +11,6 @@ import torch
 
 from decodegap.harness import attention, checks, decode, hf_attention, models, paged_kv
 from decodegap import compare
-from decodegap.harness import hf_attention
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,6 @@ import torch
 
 from decodegap.harness import attention, checks, decode, hf_attention, models
 from decodegap import compare
-from decodegap.harness import hf_attention
 
 
 def _gqa(q, k, v, scale, causal_offset=None):

@@ -77,7 +77,7 @@ def test_sweep_row_counts(swept):
     assert set(frame["run_id"]) == {run_id}
     ok = frame[frame["status"] == "ok"]
     assert set(ok["arm"]) == {"eager", "hf_default"}
-    for (session, ctx, arm), cell in ok.groupby(["session", "ctx", "arm"]):
+    for (_, ctx, arm), cell in ok.groupby(["session", "ctx", "arm"]):
         assert sorted(cell["step"]) == [0, 1, 2]
         assert (cell["step_ms"] > 0).all()
         assert set(cell["max_cache_len"]) == {ctx + 1 + 3}  # ctx + warmup + steps
@@ -103,10 +103,10 @@ def test_arm_order_alternates_between_sessions(swept):
     data, _ = swept
     frame = records.read_csv(raw(data) / "decode.csv")
     assert list(frame["session"]) == sorted(frame["session"])  # session 0 whole, then session 1
-    for session, expected in ((0, ["eager", "hf_default", "graph"]), (1, ["graph", "hf_default", "eager"])):
+    for number, expected in ((0, ["eager", "hf_default", "graph"]), (1, ["graph", "hf_default", "eager"])):
         for ctx in (16, 32):
-            rows = frame[(frame["session"] == session) & (frame["ctx"] == ctx)]
-            assert list(dict.fromkeys(rows["arm"])) == expected, (session, ctx)
+            rows = frame[(frame["session"] == number) & (frame["ctx"] == ctx)]
+            assert list(dict.fromkeys(rows["arm"])) == expected, (number, ctx)
     assert [c.arm for c in PLAN.cells(1)[:3]] == ["graph", "hf_default", "eager"]
 
 

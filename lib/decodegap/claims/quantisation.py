@@ -140,7 +140,7 @@ def _exllama_realises(ev: Evidence) -> dict:
     share = quant_report.realised(pub["gptq-exllamav2"], pub["bf16"], b_ex, b_bf16)
     ours = quant_report.realised(ev.quant_ms(L4, "gptq-exllamav2"), ev.quant_ms(L4, "bf16"), b_ex, b_bf16)
     return row("R4g", "quantisation", "Ada-tuned int4 kernels (GPTQ + ExLlamaV2) realise the bandwidth saving on the L4.",
-               f"qualitative (3.59x)", f"{ours:.0%} of the saving" if pd.notna(ours) else "-",
+               "qualitative (3.59x)", f"{ours:.0%} of the saving" if pd.notna(ours) else "-",
                L4 if pd.notna(ours) else "-",
                [Judged(CLAIM_GPU, NOT_TESTABLE if pd.isna(ours) else two_sided(ours >= thr, ours < thr), L4),
                 Judged(PAPER, two_sided(share >= thr, share < thr), f"{share:.0%} of the saving against {thr:.0%}")],

@@ -116,7 +116,7 @@ def history_markdown(table: pd.DataFrame) -> str:
     for r in rules.RULES:
         out.append(f"### {r.id}: {r.claim}\n")
         out.append(r.text() + "\n")
-        out.append(f"Rows: " + "; ".join(f"`{x.file}` ({x.selector})" for x in r.rows) + "." if r.rows else "Rows: none.")
+        out.append("Rows: " + "; ".join(f"`{x.file}` ({x.selector})" for x in r.rows) + "." if r.rows else "Rows: none.")
         out.append("")
         out.append(f"Fixed {r.fixed.date} ({r.fixed.commit}). Verdict now: {verdicts.get(r.id, '-')}."
                    + (f" **Fixed after its rows:** {flags[r.id]}." if flags.get(r.id) else ""))
