@@ -95,6 +95,9 @@ Options, as environment variables (all optional):
                        headline sweep again in a run of its own, every session checked)
     FUSED_TESTS        a pytest -k expression: the fused step runs only those of its GPU tests
     INT4_SESSIONS      fresh sessions a cell of the fused_int4 step (default 1)
+    INT4_ARMS          comma-separated fused int4 levers of the fused_int4 step, swept and profiled (default its four;
+                       each lever adds its own checks and steps to every cell, so two of them, e.g.
+                       lean_fused_early_products_graph,lean_fused_pdl_norm_graph, sweep the grid in about half the time)
     CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
                        on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant step without its GPU tests
@@ -303,7 +306,7 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-INT4_FUSED_ARMS=lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph
+INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}
 step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured with their in-run checks, then each
   # lever's step profiled at notebook 06's target cell (the targets' "what stands in the way" reads its own profile)
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused_int4 tests/test_fused_int4.py
