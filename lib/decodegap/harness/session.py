@@ -1,7 +1,8 @@
 """The body of one fresh session process of a sweep (`python -m decodegap _session`, started by
 harness.sweep): it builds each model once, quantises and checks it where the plan asks, and measures its cells,
 appending each cell's rows as one atomic block; `@@start`, `@@done` and `@@timing` lines tell the parent process
-which cell it is in and where its wall time went.
+which cell it is in and where its wall time went (with, where a tuned kernel chose launch configs in the process,
+which ones: kernels.tuned_choices).
 """
 
 from __future__ import annotations
@@ -181,7 +182,12 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         del model
         free_device_memory(plan.device)
     timing["total_s"] = time.time() - spawned
-    print("@@timing " + json.dumps({k: _rounded(v) for k, v in timing.items()}), flush=True)
+    from decodegap.kernels import tuned_choices
+
+    tuned = tuned_choices()
+    if tuned:  # the launch configs the tuned kernels chose in this process (each session tunes again)
+        timing["tuned"] = tuned
+    print("@@timing " + json.dumps({k: v if k == "tuned" else _rounded(v) for k, v in timing.items()}), flush=True)
 
 
 def _rounded(value):

@@ -124,6 +124,17 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     return y if out_norm is None else (y, h)
 
 
+def tuned_configs() -> dict[str, str]:
+    """Every choice `_tuned` made in this process, {'N=.. K=.. G=.. FLAGS': 'BLOCK_N=.. SUB_MAX=.. num_warps=..'}, the
+    flags those of the product's flavour that are set (NORM, SILU_X, BIAS, RESIDUAL, USE_PDL, EARLY_TRIGGER, OUT_NORM):
+    a session records them, since each fresh process tunes again and may choose otherwise."""
+    out = {}
+    for (N, K, G, flags, out_norm), (block_n, sub, warps) in _TUNED.items():
+        set_flags = [name for name, value in flags if value is True] + (["OUT_NORM"] if out_norm else [])
+        out[" ".join([f"N={N} K={K} G={G}"] + set_flags)] = f"BLOCK_N={block_n} SUB_MAX={sub} num_warps={warps}"
+    return out
+
+
 def _tuned(key: tuple, launch) -> tuple:
     """The fastest of INT4_CONFIGS for `key` (weight shape, group size and flavour), each `launch`ed on the GPU and
     timed with Triton's do_bench (as the int4 GEMV's autotuner does), then kept."""

@@ -220,11 +220,17 @@ def int4_gemv(x, packed, scales, offsets, group_size: int = DEFAULT_GROUP_SIZE, 
 
 def tuned_config(N: int, K: int) -> str:
     """The autotuner's choice for (N, K) as text ('' before the shape's first call, or under the interpreter)."""
+    return tuned_configs().get(f"N={N} K={K}", "")
+
+
+def tuned_configs() -> dict[str, str]:
+    """Every choice the autotuner made in this process, {'N=.. K=..': 'BLOCK_N=.. SUB_MAX=.. CHUNKS=.. num_warps=..
+    num_stages=..'} (empty before the first call, or under the interpreter): a session records them, since each
+    fresh process tunes again and may choose otherwise."""
     kernel = _COMPILED.get("int4_gemv")
-    for key, config in getattr(kernel, "cache", {}).items():
-        if tuple(key[:2]) == (N, K):
-            return f"BLOCK_N={config.kwargs['BLOCK_N']} SUB_MAX={config.kwargs['SUB_MAX']} " \
-                   f"CHUNKS={config.kwargs['CHUNKS']} num_warps={config.num_warps} num_stages={config.num_stages}"
-    return ""
+    return {f"N={key[0]} K={key[1]}": f"BLOCK_N={config.kwargs['BLOCK_N']} SUB_MAX={config.kwargs['SUB_MAX']} "
+                                      f"CHUNKS={config.kwargs['CHUNKS']} num_warps={config.num_warps} "
+                                      f"num_stages={config.num_stages}"
+            for key, config in getattr(kernel, "cache", {}).items()}
 
 
