@@ -40,6 +40,10 @@ carries on. Notebook 05 (cost) measures nothing.
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
+    int4_configs  notebook 06: bench/fused_int4_gemv.py, the fused int4 product on every config of the int4 GEMV's
+               and each launch (none, PDL, early trigger) per product of the fused int4 step, beside the per-process
+               tuner's choice (OUTDIR/fused_int4_gemv.csv, committed as data/diagnostics/fused_int4_gemv.csv: the
+               rows kernels.fused_int4.configs' table is read from; a compile per shape, config and launch)
     fused_int4  notebook 06: the fused int4 step's GPU tests (tests/test_fused_int4.py: every int4 product on the
                real shapes against its reference), then python -m decodegap measure --quant int4-triton on the
                fused int4 levers of levers.LEVERS (lean_fused_graph, lean_fused_pdl_norm_graph,
@@ -135,7 +139,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused fused_int4 check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused int4_configs fused_int4 check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -305,6 +309,9 @@ step_gemv() {
 step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
+}
+step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows)
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"}
 }
 INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}
 step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured with their in-run checks, then each

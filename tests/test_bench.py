@@ -47,7 +47,7 @@ def test_every_script_that_writes_committed_rows_is_run_by_a_measure_sh_step():
     writers = [p for p in sorted(BENCH.glob("*.py")) if re.search(r"\bRows\(", p.read_text())]
     assert {p.name for p in writers} >= {"check_sensitivity_cpu.py", "quant_power_cpu.py", "quant_power_gpu.py",
                                          "marlin_prefill_gpu.py", "sharp_noise_gpu.py", "int4_gemv.py",
-                                         "fused_gemv.py"}
+                                         "fused_gemv.py", "fused_int4_gemv.py"}
     for script in writers:
         assert re.search(rf"python3 bench/{re.escape(script.name)}\b", code), f"no measure.sh step runs {script.name}"
 
@@ -85,13 +85,13 @@ def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
     assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "quant_power",
-                     "marlin_prefill", "gemv", "fused", "fused_int4", "check_sensitivity", "ladder", "confirm",
+                     "marlin_prefill", "gemv", "fused", "int4_configs", "fused_int4", "check_sensitivity", "ladder", "confirm",
                      "megakernel", "batch", "batch_compile", "size", "size_compile", "peers"]
     rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
                           "attention_step": "03", "quant": "04", "quant_power": "04", "marlin_prefill": "04",
-                          "gemv": "04", "fused": "06", "fused_int4": "06",
+                          "gemv": "04", "fused": "06", "int4_configs": "06", "fused_int4": "06",
                           "check_sensitivity": "06", "ladder": "06", "confirm": "06", "megakernel": "06", "batch": "07",
                           "batch_compile": "07", "size": "07", "size_compile": "07", "peers": "06"}
     for path in sorted(BENCH.iterdir()):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from decodegap.kernels.fused_int4 import configs as int4_configs
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
 from decodegap.kernels.int4_gemv.format import check_format
@@ -68,9 +69,9 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
                     out_norm=None, pdl: bool = False, early_trigger: bool = False, config=None):
     """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
     docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
-    with `out_norm` = (norm weight [N], eps). `config`: (BLOCK_N, SUB_MAX, num_warps), else the autotuned choice
-    over the int4 GEMV's configs (per weight shape and flavour, on the first call: warm up before capturing a CUDA
-    graph)."""
+    with `out_norm` = (norm weight [N], eps). `config`: (BLOCK_N, SUB_MAX, num_warps), else `choose_config`'s (the
+    table's for this shape, flavour and launch, kernels.fused_int4.configs, else the tuned choice over the int4
+    GEMV's configs, per weight shape and flavour, on the first call: warm up before capturing a CUDA graph)."""
     tensors = int4_tensors(layer)
     if tensors is None:
         raise ValueError(f"fused_int4_gemv takes an int4-triton layer (Int4GemvLinear or a layer with one as "
@@ -119,9 +120,16 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
         block_n, sub, chunks = INT4_INTERPRETED
         launch(block_n, sub, 1, chunks)
     else:
-        key = (N, K, G, tuple(sorted(flags.items())), out_norm is not None)
-        launch(*(config or _tuned(key, launch)))
+        launch(*(config or choose_config(N, K, G, flags, out_norm is not None, launch)))
     return y if out_norm is None else (y, h)
+
+
+def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:
+    """(BLOCK_N, SUB_MAX, num_warps) of one product: the table's (kernels.fused_int4.configs.FUSED_INT4_CONFIGS, by
+    shape, flavour and launch), else the tuned choice (`_tuned`, kept per process)."""
+    flavour = int4_configs.flavour_of(flags, out_norm)
+    chosen = int4_configs.table_config(N, K, flavour, int4_configs.launch_of(flags["USE_PDL"], flags["EARLY_TRIGGER"]))
+    return chosen or _tuned((N, K, G, tuple(sorted(flags.items())), out_norm), launch)
 
 
 def tuned_configs() -> dict[str, str]:

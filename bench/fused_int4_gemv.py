@@ -1,0 +1,228 @@
+"""The fused int4 product (decodegap.kernels.fused_int4) on every config of the int4 GEMV's INT4_CONFIGS and each
+launch (none, pdl, early: without PDL, with it, with its early trigger; the last two where this GPU has PDL), per
+product of the fused int4 step (kernels.fused_int4.configs.products) of Llama-3.1-8B and Qwen2.5-7B (Mistral-7B-v0.3's
+are Llama's widths), beside the config the per-process tuner picks: the rows kernels.fused_int4.configs'
+FUSED_INT4_CONFIGS is to be read from.
+
+Per (shape, config, launch): an int4-triton layer quantised from a random bf16 weight (std 0.02; Qwen2's qkv with its
+bias), its product checked against its reference first (the int4 layer's rounding with the fused references'
+prologue and epilogue, kernels.fused.reference; max|y - ref| / max|ref| <= TOL, else status `error` and no timing),
+then timed in graph mode: a CUDA graph of GRAPH_CALLS back-to-back calls cycling over enough copies of the layer that
+the weights read are >= 3 L2 sizes, replayed GRAPH_REPLAYS times, us per call (what a graphed step pays a product,
+launch included). Then the tuner's choice for the shape, flavour and launch (launch.choose_config with an empty
+table: Triton's do_bench on the kernel alone), as a row of mode `tuned` with no time.
+
+Writes data/diagnostics/fused_int4_gemv.csv (decodegap.diagnostics; DECODEGAP_DIAG_DIR=OUTDIR writes
+OUTDIR/fused_int4_gemv.csv), one row per repetition (gpu, model, shape, K, N, flavour, config, launch, mode, rep, us,
+bytes, gbps, max_rel_err, status, reason, then the run's provenance; bytes: the packed words, scales and offsets
+streamed), and prints per shape and launch the fastest config, the tuner's and their times, then the table lines the
+rows give.
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_int4_gemv.py [--models llama-3.1-8b,qwen2.5-7b]
+    [--launches none,pdl,early]   (bench/measure.sh's `int4_configs` step)
+"""
+
+import argparse
+import copy
+import math
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+from decodegap import timing
+from decodegap.diagnostics import Rows
+from decodegap.harness import models
+from decodegap.kernels.fused import launch as fused, reference as fused_reference
+from decodegap.kernels.fused_int4 import configs as int4_configs, launch as fused_int4, reference as int4_reference
+from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
+from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+
+DEVICE = "cuda"
+TOL, EPS = 1e-2, 1e-5
+GRAPH_CALLS, GRAPH_REPLAYS = 20, 10
+L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the device's
+MODELS = ("llama-3.1-8b", "qwen2.5-7b")
+FIELDS = ("gpu", "model", "shape", "K", "N", "flavour", "config", "launch", "mode", "rep", "us", "bytes", "gbps",
+          "max_rel_err", "status", "reason")
+
+
+def config_key(config) -> str:
+    """(BLOCK_N, SUB_MAX, num_warps) as one word: n4_s1_w2."""
+    block_n, sub, warps = config
+    return f"n{block_n}_s{sub}_w{warps}"
+
+
+def layer_bytes(layer) -> int:
+    """The bytes one call streams from the layer: its packed words, scales and offsets (and bias)."""
+    tensors = fused_int4.int4_tensors(layer)
+    return sum(t.numel() * t.element_size() for t in (tensors[0], tensors[1], tensors[2], tensors[4])
+               if t is not None)
+
+
+def rel_err(y, ref):
+    if isinstance(y, tuple):  # out_norm's (y, h): the larger of the two errors
+        return max(rel_err(a, b) for a, b in zip(y, ref))
+    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def operands(K, N, flavour, gen):
+    """(x, int4 layer, norm weight, residual, output-norm weight) of one product (x [gate; up] of 2K for
+    silu_residual; Qwen2's qkv bias inside the layer)."""
+    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
+    w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
+    layer = Int4GemvLinear.from_weight(w, bias=b)
+    nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
+    res, on = (torch.randn(N, generator=gen, device=DEVICE).bfloat16() for _ in range(2))
+    return x, layer, nw, res, on
+
+
+def product_call(flavour, nw, res, on, config, launch):
+    """call(x, layer) of the fused int4 product of `flavour` on `config` and `launch`, and its reference
+    ref(x, layer)."""
+    opts = dict(pdl=launch != "none", early_trigger=launch == "early", config=config)
+    if flavour in ("norm", "norm_bias"):
+        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, norm_weight=nw, eps=EPS, **opts),
+                lambda x, lay: fused_reference.rmsnorm_gemv_reference(x, nw, lay, None, EPS))
+    if flavour == "residual":
+        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, residual=res, **opts),
+                lambda x, lay: fused_reference.gemv_residual_reference(x, lay, res))
+    if flavour == "residual_norm":
+        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, residual=res, out_norm=(on, EPS), **opts),
+                lambda x, lay: fused_reference.gemv_residual_norm_reference(x, lay, res, on, EPS))
+    if flavour == "silu_residual":
+        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, silu_x=True, residual=res, **opts),
+                lambda x, lay: fused_reference.silu_gemv_residual_reference(x, lay, res))
+    return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, **opts),
+            lambda x, lay: int4_reference.linear_reference(x, lay))
+
+
+def time_graph(calls):
+    """us per call of a graph of GRAPH_CALLS calls cycling over `calls`."""
+    def capture():
+        for i in range(GRAPH_CALLS):
+            calls[i % len(calls)]()
+
+    return [ms * 1e3 / GRAPH_CALLS for ms in timing.graph_replay_ms(capture, GRAPH_REPLAYS, warm=calls[0])]
+
+
+def tuned_choice(x, layer, flavour, nw, res, on, launch) -> str:
+    """The tuner's config for this product and launch (an empty table: launch._tuned's do_bench), as config_key."""
+    before = dict(fused_int4._TUNED)
+    saved = dict(int4_configs.FUSED_INT4_CONFIGS)
+    int4_configs.FUSED_INT4_CONFIGS.clear()
+    try:
+        product_call(flavour, nw, res, on, None, launch)[0](x, layer)
+        torch.cuda.synchronize()
+    finally:
+        int4_configs.FUSED_INT4_CONFIGS.update(saved)
+    new = [v for k, v in fused_int4._TUNED.items() if k not in before]
+    return config_key(new[0]) if new else ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--launches", default=",".join(int4_configs.LAUNCHES))
+    args = parser.parse_args(argv)
+    keys = [k for k in args.models.split(",") if k]
+    launches = [x for x in args.launches.split(",") if x]
+    unknown = [x for x in launches if x not in int4_configs.LAUNCHES]
+    if unknown or not launches:
+        sys.exit(f"fused_int4_gemv: --launches takes {', '.join(int4_configs.LAUNCHES)}; got {args.launches!r}")
+    for key in keys:  # an unknown model is refused here, before anything is written
+        try:
+            models.load_spec(key)
+        except models.UnknownModelError as exc:
+            sys.exit(f"fused_int4_gemv: {exc}")
+    if not torch.cuda.is_available():
+        sys.exit("fused_int4_gemv: needs a CUDA device (the kernel is Triton's, timed in CUDA graphs)")
+    pdl_reason = fused.pdl_unavailable(DEVICE)
+    if pdl_reason is not None and set(launches) - {"none"}:
+        print(f"PDL unavailable ({pdl_reason}): timing the launch without it only", flush=True)
+        launches = ["none"]
+    t0 = time.time()
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or L2_BYTES_DEFAULT
+    out = Rows("fused_int4_gemv", FIELDS)
+    gpu = torch.cuda.get_device_name()
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    rows = []
+
+    def emit(times, status="ok", reason="", err=None, **fields):
+        for rep, us in enumerate(times or [None]):
+            row = dict(gpu=gpu, rep=rep, us="" if us is None else f"{us:.3f}",
+                       gbps="" if us is None else f"{fields['bytes'] / us / 1e3:.1f}",
+                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason, **fields)
+            rows.append(row)
+            out.add(**row)
+
+    timed = set()
+    for key in keys:
+        for name, K, N, flavour in int4_configs.products(models.load_spec(key).config):
+            if (K, N, flavour) in timed:
+                continue
+            timed.add((K, N, flavour))
+            x, layer, nw, res, on = operands(K, N, flavour, gen)
+            nbytes = layer_bytes(layer)
+            copies = [layer] + [copy.deepcopy(layer) for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
+            base = dict(model=key, shape=f"{key} {name}", K=K, N=N, flavour=flavour, bytes=nbytes)
+            for launch in launches:
+                for config in INT4_CONFIGS:
+                    call, reference = product_call(flavour, nw, res, on, config, launch)
+                    try:
+                        err = rel_err(call(x, layer), reference(x, layer))
+                        if not err <= TOL:  # NaN included
+                            raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
+                        emit(config=config_key(config), launch=launch, mode="graph", err=err,
+                             times=time_graph([lambda c=c: call(x, c) for c in copies]), **base)
+                    except Exception as exc:  # noqa: BLE001 (a failing config is a row, not the end of the run)
+                        traceback.print_exc()
+                        emit(config=config_key(config), launch=launch, mode="graph", times=None, status="error",
+                             reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+                try:
+                    emit(config=tuned_choice(x, layer, flavour, nw, res, on, launch), launch=launch, mode="tuned",
+                         times=None, reason="launch._tuned's choice (Triton's do_bench, kernel alone)", **base)
+                except Exception as exc:  # noqa: BLE001
+                    traceback.print_exc()
+                    emit(config="", launch=launch, mode="tuned", times=None, status="error",
+                         reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+            del copies
+            torch.cuda.empty_cache()
+            print(f"{key} {name}: done at {time.time() - t0:.0f} s", flush=True)
+    summary(rows, gpu)
+    print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
+
+
+def summary(rows, gpu):
+    """Per shape and launch: the fastest config and the tuner's (graph mode, median us and GB/s), then the
+    FUSED_INT4_CONFIGS lines of the fastest."""
+    med, tuned, meta = {}, {}, {}
+    for r in rows:
+        cell = (r["shape"], r["launch"])
+        meta[r["shape"]] = (int(r["N"]), int(r["K"]), r["flavour"], int(r["bytes"]))
+        if r["mode"] == "tuned" and r["status"] == "ok":
+            tuned[cell] = r["config"]
+        elif r["status"] == "ok":
+            med.setdefault(cell, {}).setdefault(r["config"], []).append(float(r["us"]))
+    print(f"\n{gpu}: median us per call (graph mode) and GB/s (bytes streamed / time)")
+    lines = []
+    for (shape, launch), by_config in med.items():
+        times = {c: statistics.median(v) for c, v in by_config.items()}
+        best = min(times, key=times.get)
+        N, K, flavour, nbytes = meta[shape]
+        pick = tuned.get((shape, launch), "")
+        text = (f"  {shape:24s} {launch:5s} fastest {best} {times[best]:7.2f} us {nbytes / times[best] / 1e3:5.0f} GB/s"
+                + (f" | tuned {pick} {times[pick]:7.2f} us" if pick in times else " | tuned -"))
+        print(text)
+        block_n, sub, warps = (int(part[1:]) for part in best.split("_"))
+        lines.append(f"    ({N}, {K}, {flavour!r}, {launch!r}): ({block_n}, {sub}, {warps}),  # {shape}")
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"  ERROR {r['shape']} {r['config']} {r['launch']}: {r['reason']}")
+    print("\nFUSED_INT4_CONFIGS entries of the fastest configs:\n" + "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

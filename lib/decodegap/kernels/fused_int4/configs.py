@@ -1,0 +1,61 @@
+"""Launch configs of the fused int4 product (decodegap.kernels.fused_int4.launch.fused_int4_gemv): a table per weight
+shape, flavour and launch, else the per-process tuner (launch._tuned, Triton's do_bench over the int4 GEMV's
+INT4_CONFIGS on the kernel alone, without PDL and outside a CUDA graph).
+
+The table is not reasoned: each entry is to be the config bench/fused_int4_gemv.py timed fastest for that product in
+graph mode with its launch (no PDL, PDL, PDL with the early trigger) on the H200, in
+data/diagnostics/fused_int4_gemv.csv, as the bf16 fused GEMV's table (kernels.fused.configs) was made; tests/
+test_fused_int4_configs.py checks every entry against those rows. Until the bench has run on a GPU the table is
+empty and every product is tuned in each process, which may choose otherwise from one process to the next (a
+session reports the choices: kernels.tuned_choices)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from decodegap.kernels.fused import configs as fused_configs
+
+INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "down_silu")
+"""The products (kernels.fused.configs.products' names) the fused int4 step launches on int4 weights: qkv with the
+input norm; o with the residual, or with the post-attention norm in its epilogue too (o_norm, the norm-epilogue
+levers); gate_up with that norm as its prologue, or with none (gate_up_plain, after o_norm); down with SiLU(gate) *
+up as its prologue and the residual. The LM head stays bf16 (the bf16 fused GEMV's table)."""
+
+FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True),
+                                  "residual": dict(RESIDUAL=True), "residual_norm": dict(RESIDUAL=True, OUT_NORM=True),
+                                  "plain": {}, "silu_residual": dict(SILU_X=True, RESIDUAL=True)}
+"""The kernel's flags of each flavour of the fused int4 product (the rest False)."""
+
+LAUNCHES = ("none", "pdl", "early")
+"""How a product is launched: without PDL, with PDL (its trigger after the loop), with PDL and the early trigger."""
+
+FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {}
+"""(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch): see the module docstring (empty: nothing timed yet)."""
+
+
+def products(config: Mapping) -> list[tuple[str, int, int, str]]:
+    """(name, K, N weight rows, flavour) of each int4 product of a model's fused int4 step (INT4_STEP_PRODUCTS), from
+    its HF config dict."""
+    return [p for p in fused_configs.products(config) if p[0] in INT4_STEP_PRODUCTS]
+
+
+def flavour_of(flags: Mapping, out_norm: bool) -> str:
+    """The flavour (FLAVOUR_FLAGS) of a launch's flags (NORM, BIAS, RESIDUAL, SILU_X) and output norm; ValueError for
+    a combination the fused int4 step does not launch."""
+    set_flags = {name for name in ("NORM", "BIAS", "RESIDUAL", "SILU_X") if flags.get(name)} | (
+        {"OUT_NORM"} if out_norm else set())
+    for flavour, wanted in FLAVOUR_FLAGS.items():
+        if set(wanted) == set_flags:
+            return flavour
+    raise ValueError(f"no flavour of the fused int4 product has the flags {sorted(set_flags)}")
+
+
+def launch_of(pdl: bool, early_trigger: bool) -> str:
+    """The launch (LAUNCHES) of a product's PDL options."""
+    return "early" if pdl and early_trigger else "pdl" if pdl else "none"
+
+
+def table_config(N: int, K: int, flavour: str, launch: str,
+                 table: Mapping = FUSED_INT4_CONFIGS) -> tuple[int, int, int] | None:
+    """The table's (BLOCK_N, SUB_MAX, num_warps) for this product and launch, else None (the tuner chooses)."""
+    return table.get((N, K, flavour, launch))

@@ -1,0 +1,97 @@
+"""The fused int4 product's launch configs (decodegap.kernels.fused_int4.configs): its products per model by hand, the
+flavour and launch of a call's flags, the table before the tuner, and every table entry against the rows of
+bench/fused_int4_gemv.py it was read from (data/diagnostics/fused_int4_gemv.csv)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import statistics
+
+import pytest
+
+from decodegap import paths
+from decodegap.harness import models
+from decodegap.kernels.fused_int4 import configs, launch
+
+ROWS = paths.DATA / "diagnostics" / "fused_int4_gemv.csv"
+WITHIN = 0.02  # an entry may stand within 2 % of the fastest config's median (the bf16 table's test allows as much)
+
+
+def test_the_int4_products_of_llama_and_qwen_by_hand():
+    """Llama-3.1-8B: hidden 4096, 32 + 2 x 8 heads of 128, intermediate 14336; Qwen2.5-7B: hidden 3584, 28 + 2 x 4
+    heads of 128, intermediate 18944, qkv with its bias."""
+    llama = configs.products(models.load_spec("llama-3.1-8b").config)
+    assert llama == [("qkv", 4096, 6144, "norm"), ("o", 4096, 4096, "residual"),
+                     ("gate_up_norm", 4096, 28672, "norm"), ("down_silu", 14336, 4096, "silu_residual"),
+                     ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain")]
+    qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
+                configs.products(models.load_spec("qwen2.5-7b").config))
+    assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")
+    assert "lm_head" not in qwen  # the LM head stays bf16
+
+
+def test_the_flavour_and_launch_of_a_calls_flags():
+    flags = dict(NORM=False, BIAS=False, RESIDUAL=True, SILU_X=True, XBLOCK=16, USE_PDL=True, EARLY_TRIGGER=True)
+    assert configs.flavour_of(flags, out_norm=False) == "silu_residual"
+    assert configs.flavour_of(dict(flags, SILU_X=False), out_norm=True) == "residual_norm"
+    assert configs.flavour_of(dict(flags, SILU_X=False, RESIDUAL=False, NORM=True, BIAS=True), False) == "norm_bias"
+    assert configs.flavour_of({}, False) == "plain"
+    with pytest.raises(ValueError, match="no flavour"):
+        configs.flavour_of(dict(NORM=True, SILU_X=True), False)  # two prologues: never launched
+    assert [configs.launch_of(p, e) for p, e in ((False, False), (False, True), (True, False), (True, True))] == [
+        "none", "none", "pdl", "early"]
+
+
+def test_the_table_wins_over_the_tuner_and_the_tuner_fills_what_it_lacks(monkeypatch):
+    tuned = []
+    monkeypatch.setattr(launch, "_tuned", lambda key, run: tuned.append(key) or (16, 1, 2))
+    monkeypatch.setitem(configs.FUSED_INT4_CONFIGS, (4096, 14336, "silu_residual", "early"), (8, 2, 4))
+    flags = dict(NORM=False, XBLOCK=16, SILU_X=True, BIAS=False, RESIDUAL=True, USE_PDL=True, EARLY_TRIGGER=True)
+    assert launch.choose_config(4096, 14336, 128, flags, False, None) == (8, 2, 4) and not tuned
+    assert launch.choose_config(4096, 14336, 128, dict(flags, EARLY_TRIGGER=False), False, None) == (16, 1, 2)
+    assert tuned and tuned[0][:3] == (4096, 14336, 128)  # the pdl launch has no entry: tuned, keyed by its flags
+
+
+def _graph_medians() -> dict:
+    """{(N, K, flavour, launch): {config: median us}} of the rows' graph-mode ok repetitions."""
+    times: dict = {}
+    with open(ROWS, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["mode"] == "graph" and r["status"] == "ok":
+                cell = (int(r["N"]), int(r["K"]), r["flavour"], r["launch"])
+                times.setdefault(cell, {}).setdefault(r["config"], []).append(float(r["us"]))
+    return {cell: {c: statistics.median(v) for c, v in by.items()} for cell, by in times.items()}
+
+
+def test_every_table_entry_is_the_fastest_config_of_its_rows():
+    """Each FUSED_INT4_CONFIGS entry has rows behind it and stands within WITHIN of the fastest config's median
+    there; an entry without rows (or without the file) is a config nobody timed."""
+    assert all(k[2] in configs.FLAVOUR_FLAGS and k[3] in configs.LAUNCHES for k in configs.FUSED_INT4_CONFIGS)
+    if not ROWS.exists():
+        assert configs.FUSED_INT4_CONFIGS == {}, f"table entries without {ROWS.name}: run bench/fused_int4_gemv.py"
+        return
+    medians = _graph_medians()
+    for cell, (block_n, sub, warps) in configs.FUSED_INT4_CONFIGS.items():
+        assert cell in medians, f"{cell}: no rows in {ROWS.name}"
+        key = f"n{block_n}_s{sub}_w{warps}"
+        best = min(medians[cell].values())
+        assert key in medians[cell] and medians[cell][key] <= (1 + WITHIN) * best, (cell, key, medians[cell])
+
+
+def test_the_bench_names_its_configs_as_the_table_reads_them():
+    spec = importlib.util.spec_from_file_location("fused_int4_gemv", paths.REPO / "bench" / "fused_int4_gemv.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.config_key((8, 2, 4)) == "n8_s2_w4"
+    assert tuple(int(part[1:]) for part in bench.config_key((16, 1, 2)).split("_")) == (16, 1, 2)
+    rows = [dict(shape="llama-3.1-8b o", N="4096", K="4096", flavour="residual", bytes="9437184", launch="early",
+                 mode="graph", config=config, us=str(us), status="ok")
+            for config, times in (("n4_s1_w2", (10.0, 10.2, 10.1)), ("n8_s2_w4", (9.0, 9.4, 9.2))) for us in times]
+    rows.append(dict(rows[0], mode="tuned", config="n4_s1_w2", us=""))
+    lines = []
+    bench.print = lambda *a, **k: lines.append(" ".join(map(str, a)))  # the summary's lines
+    bench.summary(rows, "GPU")
+    text = "\n".join(lines)
+    assert "fastest n8_s2_w4    9.20 us" in text and "tuned n4_s1_w2   10.10 us" in text
+    assert "(4096, 4096, 'residual', 'early'): (8, 2, 4),  # llama-3.1-8b o" in text
