@@ -385,6 +385,19 @@ def test_the_budget_splits_the_measured_step_and_says_what_the_goal_leaves():
     stream_ms = 32 * (50e6 + 33e6 + 235e6 + 117e6) / 4000e9 * 1e3
     assert v["stream_ms"] == pytest.approx(stream_ms) and v["head_ms"] == pytest.approx(0.2685)
     assert v["goal_ms"] == 2.0 and v["left_ms"] == pytest.approx(2.0 - stream_ms - 0.2685)
+    assert "head_projected_ms" not in v and "LM head stays bf16" not in int4[0]  # no config given: no projection
+    # given Llama-3.1-8B's config: its head in tinygemm's format is 4096 x 128256 / 2 codes + 2 x 2 bytes of scale
+    # and zero per 128 weights = 262,668,288 + 16,416,768 = 279,085,056 bytes, at the bf16 head's measured
+    # 1,050 MB / 268.5 us
+    config = {"llama-3.1-8b": models.load_spec("llama-3.1-8b").config}
+    (line,) = ladder.budget_findings(by_category.assign(quant="int4-tinygemm"), products.assign(quant="int4-tinygemm"),
+                                     ladder.ladder_table(_cells({("lean_attn_compile", "int4-tinygemm"): 5.2})), config)
+    p = line.values
+    assert p["head_quant_bytes"] == 279_085_056 and p["head_bytes"] == 1_050_000_000
+    assert p["head_projected_ms"] == pytest.approx(279_085_056 / (1050e6 / 268.5e-6) * 1e3)
+    assert p["head_saving_ms"] == pytest.approx(0.2685 - p["head_projected_ms"])
+    assert "a projection from these rows, not a measurement" in line
+    assert "LM head stays bf16" not in ladder.budget_findings(by_category, products, table, config)[0]  # bf16: none
 
 
 def test_gap_findings_set_the_goal_against_the_bytes_a_step_reads_at_copy_speed(data_dir):

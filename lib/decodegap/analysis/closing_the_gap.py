@@ -15,6 +15,7 @@ import pandas as pd
 from decodegap import roofline
 from decodegap.analysis.profiles import SMALL_CATEGORIES, fitted_products, product_cost_fit, step_label
 from decodegap.finding import Finding
+from decodegap.quant import bytes as quant_bytes
 from decodegap.levers import LEVERS, TARGET_CELL_ONLY, TARGETS
 from decodegap.selection import WEIGHTS_SUPERSEDED
 
@@ -140,12 +141,14 @@ def projection_findings(by_projection: pd.DataFrame) -> list[str]:
     return out
 
 
-def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladder: pd.DataFrame) -> list[str]:
+def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladder: pd.DataFrame,
+                    configs: Mapping | None = None) -> list[str]:
     """At the target cell (TARGETS), per profiled step with a timed lever of the same arm and quantisation: its
     measured step split into matrix products (and of them, by product_cost_fit, the weights streamed at the
     products' rate and the fixed cost per product), attention, small kernels and the time between kernels (the step
     less its kernels' sum); and what the goal (bf16: R_floor; int4: ms per step) leaves beside the streamed
-    weights."""
+    weights. For a quantised step, given the model's config in `configs`, what its bf16 LM head would take in the
+    path's own format at the head's measured rate (`_head_projection`: a projection, not a measurement)."""
     target = TARGETS["bf16"]
     timed = _at(ladder, target)
     timed = timed[timed["status"] == "ok"].set_index(["arm", "quant"])
@@ -175,6 +178,7 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         verdict = (f"leaves {left:.2f} ms beside {beside} for the rest" if left >= 0 else
                    f"is {-left:.2f} ms short of {beside} alone")
         attention = us.get("attention", 0.0) / 1e3
+        projection = _head_projection(step, fitted, quant, (configs or {}).get(target["model"]))
         out.append(Finding(
             f"{lever} at {target['model']} ctx {target['ctx']}: {t_obs:.2f} ms = matrix products {products:.2f} "
             f"(their line: weights at {fit['stream_gbps']:.0f} GB/s {stream_ms:.2f}, fixed cost {fixed_ms:.2f}{head}) "
@@ -182,11 +186,34 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
             + (f"+ between kernels {between:.2f}" if between >= 0 else
                f"- {-between:.2f} of kernels overlapping (their GPU times add up to more than the step)")
             + ". The goal "
-            f"({goal_ms:.2f} ms) {verdict}; the rest takes {t_obs - stream_ms - head_ms:.2f} ms now.",
+            f"({goal_ms:.2f} ms) {verdict}; the rest takes {t_obs - stream_ms - head_ms:.2f} ms now."
+            + (projection[0] if projection else ""),
             lever=lever, arm=arm, quant=quant, t_obs_ms=t_obs, products_ms=products, stream_gbps=fit["stream_gbps"],
             stream_ms=stream_ms, fixed_ms=fixed_ms, head_ms=head_ms, attention_ms=attention, small_ms=small,
-            between_ms=between, goal_ms=goal_ms, left_ms=left, rest_ms=t_obs - stream_ms - head_ms))
+            between_ms=between, goal_ms=goal_ms, left_ms=left, rest_ms=t_obs - stream_ms - head_ms,
+            **(projection[1] if projection else {})))
     return out
+
+
+def _head_projection(step: pd.DataFrame, fitted: pd.DataFrame, quant: str, config: Mapping | None):
+    """(' Its LM head ...', values) of a quantised step whose bf16 LM head was profiled: the head's bytes in the
+    path's own format (quant.bytes.linear_bytes; every path keeps the head bf16, so this is a projection) streamed at
+    the rate the bf16 head was measured at, and the time that would save; None for bf16, without the head's row or
+    the model's config."""
+    head = step.drop(fitted.index)
+    if quant == "bf16" or config is None or head.empty:
+        return None
+    head_us, head_bytes = float(head["gpu_us"].sum()), int(head["bytes"].sum())
+    k, n = config["hidden_size"], config["vocab_size"]
+    int4_bytes = quant_bytes.linear_bytes(quant, k, n)
+    rate_gbps = head_bytes / head_us / 1e3
+    projected_ms = int4_bytes / rate_gbps / 1e6
+    values = dict(head_bytes=head_bytes, head_quant_bytes=int4_bytes, head_gbps=rate_gbps,
+                  head_projected_ms=projected_ms, head_saving_ms=head_us / 1e3 - projected_ms)
+    return (f" Its LM head stays bf16, as in every path: in {quant}'s own format it would stream "
+            f"{int4_bytes / 1e9:.2f} GB in place of {head_bytes / 1e9:.2f} GB, {projected_ms:.2f} ms at the head's "
+            f"measured {rate_gbps:.0f} GB/s, {values['head_saving_ms']:.2f} ms less (a projection from these rows, "
+            f"not a measurement)."), values
 
 
 def gap_findings(by_category: pd.DataFrame, ladder: pd.DataFrame, specs: pd.DataFrame,

@@ -209,7 +209,8 @@ def findings(t: dict) -> dict:
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),
             "06_findings_products": (ladder.projection_findings(t["projections"])
-                                     + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"])),
+                                     + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"],
+                                                           t["configs"])),
             "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(t["megakernel"]),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}

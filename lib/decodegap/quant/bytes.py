@@ -59,6 +59,12 @@ def _linear_terms(layout: str, name: str, k: int, n: int, G: int, has_bias: bool
     return terms
 
 
+def linear_bytes(path_key: str, k: int, n: int, group_size: int = DEFAULT_GROUP_SIZE, has_bias: bool = False) -> int:
+    """Bytes one call of a K-in, N-out linear reads in path `path_key`'s format (byte_terms' terms of one linear):
+    also what the LM head would stream if a path quantised it, which none does."""
+    return sum(_linear_terms(_layout(path_key), "linear", k, n, group_size, has_bias).values())
+
+
 def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
     """Bytes one decode step streams for path `path_key`, term by term (W_streamed convention).
 
