@@ -347,7 +347,11 @@ def test_a_line_through_the_products_recovers_fixed_cost_and_streaming_rate():
     fit = profiles.product_cost_fit(rows).iloc[0]
     assert fit["fixed_us"] == pytest.approx(6.0) and fit["stream_gbps"] == pytest.approx(4000.0)
     assert fit["products"] == 4 * 32 + 1
-    v = ladder.projection_findings(rows)[0].values
+    line = ladder.projection_findings(rows)[0]
+    v = line.values
+    assert "pdl" not in v and "Under PDL" not in line  # lean_attn_compile launches without PDL
+    pdl = ladder.projection_findings(rows.assign(arm="lean_fused_early_products_graph"))[0]
+    assert pdl.values["pdl"] and "these shares are lower bounds and the fixed cost an upper bound" in pdl
     assert v["fixed_us"] == pytest.approx(6.0) and v["stream_gbps"] == pytest.approx(4000.0) and v["products"] == 129
     assert v["fixed_ms"] == pytest.approx(129 * 6.0 / 1e3)
     assert v["products_ms"] == pytest.approx(rows["gpu_us"].sum() / 1e3)

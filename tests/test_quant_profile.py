@@ -88,6 +88,11 @@ def test_product_fits_recover_the_fixed_cost_and_rate_and_leave_the_bf16_head_ou
         products_ms=products_ms, fixed_us=3.0, fixed_ms=128 * 3.0 / 1e3, stream_gbps=2400.0, stream_of_datasheet=0.5,
         bf16_fixed_us=5.0, bf16_stream_gbps=4000.0, lm_head_us=250.0, lm_head_gbps=0.0))
     assert "bf16 on the same arm: 5.0 us fixed per product, 4000 GB/s" in step  # the sentence renders its values
+    assert "Under PDL" not in step  # lean_attn_graph launches without PDL
+    fused = rows.assign(arm="lean_fused_early_products_graph")
+    [pdl] = quant_profile.profile_findings(quant_profile.product_fits(fused, specs), fused, quant_profile.casts(
+        pd.DataFrame(columns=["status", "kernel", "quant"]), {}))
+    assert pdl.values["pdl"] and "these shares are lower bounds and the fixed cost an upper bound." in pdl
     assert quant_profile.target_obstacles(dict(t, quant="gptq-exllamav2"), fits.reset_index(), rows, target) is None
 
 

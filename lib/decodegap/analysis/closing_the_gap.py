@@ -13,7 +13,8 @@ from typing import Mapping, NamedTuple
 import pandas as pd
 
 from decodegap import roofline
-from decodegap.analysis.profiles import SMALL_CATEGORIES, fitted_products, product_cost_fit, step_label
+from decodegap.analysis.profiles import (PDL_OVERLAP, SMALL_CATEGORIES, fitted_products, product_cost_fit, step_label,
+                                         with_pdl)
 from decodegap.finding import Finding
 from decodegap.quant import bytes as quant_bytes
 from decodegap.levers import LEVERS, TARGET_CELL_ONLY, TARGETS
@@ -120,7 +121,9 @@ def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
 
 def projection_findings(by_projection: pd.DataFrame) -> list[str]:
     """At the target cell (TARGETS), per profiled step: the share of the datasheet bandwidth each matrix
-    product reaches, and the line through their times (product_cost_fit)."""
+    product reaches, and the line through their times (product_cost_fit). A step launched with PDL (ARM_KERNELS's
+    `pdl`) says that its kernels' times include their waits: a kernel starts before the one it depends on ends, so
+    its time, and the fixed cost of the line, include part of the kernel before it."""
     target = TARGETS["bf16"]
     at = _at(by_projection, target)
     fits = product_cost_fit(at).set_index(["arm", "quant"])
@@ -137,6 +140,9 @@ def projection_findings(by_projection: pd.DataFrame) -> list[str]:
                           fixed_ms=fit["fixed_us"] * fit["products"] / 1e3)
             line += (f" A line through their per-call times: {fit['fixed_us']:.1f} us per product plus the weights at "
                      f"{fit['stream_gbps']:.0f} GB/s ({fit['products']} products: {values['fixed_ms']:.2f} ms fixed).")
+        if with_pdl(arm):
+            values["pdl"] = True
+            line += " " + PDL_OVERLAP
         out.append(Finding(line, **values))
     return out
 

@@ -159,3 +159,14 @@ def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(zip(cols, key), fixed_us=float(fixed), stream_gbps=1e3 / float(slope),
                          products=int(g["calls"].sum())))
     return pd.DataFrame(rows, columns=cols)
+
+
+PDL_OVERLAP = ("Under PDL a product starts before the kernel it waits for ends and its time includes that wait: "
+               "these shares are lower bounds and the fixed cost an upper bound.")
+"""What a profiled step launched with PDL adds to its products' line (`with_pdl`)."""
+
+
+def with_pdl(arm: str) -> bool:
+    """Whether the step of `arm` launches its kernels with PDL (arms.ARM_KERNELS' `pdl`), so that each kernel's
+    profiled time includes part of the one before it."""
+    return "pdl" in arms.ARM_KERNELS.get(arm, ())

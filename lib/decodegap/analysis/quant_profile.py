@@ -178,6 +178,9 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table
         if not head.empty:
             line += f"; its bf16 LM head {head['gpu_us'].iloc[0]:.0f} us at {head['gbps'].iloc[0]:.0f} GB/s"
             values.update(lm_head_us=float(head["gpu_us"].iloc[0]), lm_head_gbps=float(head["gbps"].iloc[0]))
+        if profiles.with_pdl(arm):
+            values["pdl"] = True
+            line += ". " + profiles.PDL_OVERLAP.removesuffix(".")
         out.append(Finding(line + ".", **values))
     for r in cast_table[cast_table["casts_expected"] > 0].itertuples():
         out.append(Finding(
