@@ -51,6 +51,7 @@ def test_the_table_wins_over_the_tuner_and_the_tuner_fills_what_it_lacks(monkeyp
     assert launch.choose_config(4096, 14336, 128, flags, False, None) == (8, 2, 4) and not tuned
     assert launch.choose_config(4096, 14336, 128, dict(flags, EARLY_TRIGGER=False), False, None) == (16, 1, 2)
     assert tuned and tuned[0][:3] == (4096, 14336, 128)  # the pdl launch has no entry: tuned, keyed by its flags
+    assert launch.choose_config(4096, 14336, 64, flags, False, None) == (16, 1, 2)  # the table is of group size 128
 
 
 def _graph_medians() -> dict:

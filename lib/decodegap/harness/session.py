@@ -18,6 +18,7 @@ from decodegap import paths, records
 from decodegap.arms import COMPILED_ARMS
 from decodegap.harness.sweep import SPAWNED_AT, Cell, SweepPlan, free_device_memory, status_rows
 from decodegap.harness.verification import check_cell, passed_in_run, verify_row, wants_check
+from decodegap.kernels import tuned_choices
 from decodegap.outcome import classify, failure
 
 
@@ -182,8 +183,6 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         del model
         free_device_memory(plan.device)
     timing["total_s"] = time.time() - spawned
-    from decodegap.kernels import tuned_choices
-
     tuned = tuned_choices()
     if tuned:  # the launch configs the tuned kernels chose in this process (each session tunes again)
         timing["tuned"] = tuned

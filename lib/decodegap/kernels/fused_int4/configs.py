@@ -30,7 +30,9 @@ LAUNCHES = ("none", "pdl", "early")
 """How a product is launched: without PDL, with PDL (its trigger after the loop), with PDL and the early trigger."""
 
 FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {}
-"""(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch): see the module docstring (empty: nothing timed yet)."""
+"""(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch) at the int4 format's default group size (128, the
+bench's; launch.choose_config reads the table at that group size only): see the module docstring (empty: nothing
+timed yet)."""
 
 
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:

@@ -31,7 +31,7 @@ import torch
 from decodegap.kernels.fused_int4 import configs as int4_configs
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
-from decodegap.kernels.int4_gemv.format import check_format
+from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
 from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
 from decodegap.kernels.step import _interpreted, _triton
 
@@ -126,9 +126,13 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
 
 def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:
     """(BLOCK_N, SUB_MAX, num_warps) of one product: the table's (kernels.fused_int4.configs.FUSED_INT4_CONFIGS, by
-    shape, flavour and launch), else the tuned choice (`_tuned`, kept per process)."""
-    flavour = int4_configs.flavour_of(flags, out_norm)
-    chosen = int4_configs.table_config(N, K, flavour, int4_configs.launch_of(flags["USE_PDL"], flags["EARLY_TRIGGER"]))
+    shape, flavour and launch, timed at the default group size: consulted at that group size only), else the tuned
+    choice (`_tuned`, kept per process)."""
+    chosen = None
+    if G == DEFAULT_GROUP_SIZE:
+        flavour = int4_configs.flavour_of(flags, out_norm)
+        launch_kind = int4_configs.launch_of(flags["USE_PDL"], flags["EARLY_TRIGGER"])
+        chosen = int4_configs.table_config(N, K, flavour, launch_kind)
     return chosen or _tuned((N, K, G, tuple(sorted(flags.items())), out_norm), launch)
 
 
