@@ -282,3 +282,18 @@ def test_the_block_check_is_zero_on_its_own_blocks_and_sees_a_changed_one(gpt_fa
     with torch.no_grad():
         gf.layers[1].feed_forward.w2.weight.mul_(1.5)
     assert peers.forced_block_error(gf, 12, io) > 0.05
+
+
+def test_the_peer_levers_are_the_shipped_choices_at_the_target_cell():
+    """PEER_LEVERS names, per precision, the lever notebook 06's selection chose at the target cell (the
+    confirmation table's `arm` and `quant` of each kind there, figures/06_confirmation.csv): a new winner there
+    fails this until the peer step times it."""
+    import pandas as pd
+
+    from decodegap import levers, paths
+
+    target = levers.TARGETS["bf16"]
+    table = pd.read_csv(paths.REPO / "figures" / "06_confirmation.csv")
+    at = table[(table.gpu == target["gpu"]) & (table.model == target["model"]) & (table.ctx == target["ctx"])]
+    chosen = {kind: (row.arm, row.quant) for kind, row in at.set_index("kind").iterrows()}
+    assert chosen == {"bf16": peers.PEER_LEVERS["bf16"], "int4": peers.PEER_LEVERS["int4"]}
