@@ -10,7 +10,7 @@ import pandas as pd
 
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
-from decodegap.analysis import closing_the_gap_megakernel as megakernel
+from decodegap.analysis import closing_the_gap_bands as bands, closing_the_gap_megakernel as megakernel
 from decodegap.analysis import closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -166,7 +166,9 @@ def tables(data, model_keys=()) -> dict:
     (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
     `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
     package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
-    beside its published times, analysis.closing_the_gap_megakernel), the configs, the registry's `specs` and
+    beside its published times, analysis.closing_the_gap_megakernel), `band_rows` and `bands` (the same cells measured by
+    sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands), the
+    configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
@@ -178,6 +180,7 @@ def tables(data, model_keys=()) -> dict:
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
+    band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     return dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
@@ -188,6 +191,7 @@ def tables(data, model_keys=()) -> dict:
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
         peers=peers.peer_table(records.load_experiment("peers", data)),
         megakernel=megakernel_table(data, every_row, specs),
+        bands=bands.agreement(band_rows), band_rows=band_rows,
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -212,5 +216,6 @@ def findings(t: dict) -> dict:
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"],
                                                            t["configs"])),
             "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(t["megakernel"]),
+            "06_findings_bands": bands.findings(t["band_rows"]),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}
