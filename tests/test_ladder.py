@@ -172,6 +172,14 @@ def test_the_int4_grid_target_counts_every_int4_cell_by_its_confirmed_lever():
     v = line.values
     assert (v["cells"], v["cells_confirmed"], v["cells_met"], v["met"], v["goal_ms"]) == (2, 2, 1, False, 2.3)
     assert (v["slowest_ctx"], v["confirmed_ms_max"]) == (4096, 2.5) and line.endswith("not met.")
+    assert "(2.20-2.50 ms; the slowest m" in line.replace("llama-3.1-8b", "m")
+    partly = _confirmed(table)
+    partly.loc[(partly.ctx == 4096) & (partly.kind == "int4"), ["status", "confirmed_ms"]] = ["not confirmed", None]
+    [one] = ladder_targets.int4_grid_target_findings(table, partly)
+    assert "1 of 2 cells' chosen int4 levers confirmed" in one and "(2.20 ms; the one cell llama-3.1-8b ctx 2048" in one
+    [single] = ladder_targets.int4_grid_target_findings(ladder.ladder_table(_cells({("lean_attn_compile",
+                                                                                     "int4-triton"): 2.2})))
+    assert "(2.20 ms, best of many" in single  # one cell's selection: its time, not a span of one value
     [unconfirmed] = ladder_targets.int4_grid_target_findings(table)
     assert not unconfirmed.values["met"] and unconfirmed.values["cells_selected_met"] == 1
     [none] = ladder_targets.int4_grid_target_findings(ladder.ladder_table(_cells({("lean_graph", "bf16"): 4.0})))

@@ -241,9 +241,12 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
         slowest = done.loc[done["confirmed_ms"].idxmax()]
         values.update(confirmed_ms_min=float(done["confirmed_ms"].min()), confirmed_ms_max=float(slowest["confirmed_ms"]),
                       slowest_model=slowest["model"], slowest_ctx=int(slowest["ctx"]), slowest_lever=slowest["lever"])
-        text += (f", {n_met} of them meeting it ({values['confirmed_ms_min']:.2f}-{values['confirmed_ms_max']:.2f} ms; "
-                 f"the slowest {slowest['model']} ctx {int(slowest['ctx'])} with {slowest['lever']})")
-    text += _selection_and_verdict(values, f"{cells['selected_ms'].min():.2f}-{cells['selected_ms'].max():.2f} ms")
+        span = (f"{values['confirmed_ms_max']:.2f} ms; the one cell" if len(done) == 1 else
+                f"{values['confirmed_ms_min']:.2f}-{values['confirmed_ms_max']:.2f} ms; the slowest")
+        text += (f", {n_met} of them meeting it ({span} {slowest['model']} ctx {int(slowest['ctx'])} with "
+                 f"{slowest['lever']})")
+    low, high = f"{cells['selected_ms'].min():.2f}", f"{cells['selected_ms'].max():.2f}"
+    text += _selection_and_verdict(values, f"{low} ms" if low == high else f"{low}-{high} ms")
     return [Finding(text, **values)]
 
 
