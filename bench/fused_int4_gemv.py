@@ -34,8 +34,8 @@ import torch
 from decodegap import timing
 from decodegap.diagnostics import Rows
 from decodegap.harness import models
-from decodegap.kernels.fused import launch as fused, reference as fused_reference
-from decodegap.kernels.fused_int4 import configs as int4_configs, launch as fused_int4, reference as int4_reference
+from decodegap.kernels.fused import launch as fused
+from decodegap.kernels.fused_int4 import configs as int4_configs, flavours, launch as fused_int4
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 
@@ -81,22 +81,9 @@ def operands(K, N, flavour, gen):
 
 def product_call(flavour, nw, res, on, config, launch):
     """call(x, layer) of the fused int4 product of `flavour` on `config` and `launch`, and its reference
-    ref(x, layer)."""
-    opts = dict(pdl=launch != "none", early_trigger=launch == "early", config=config)
-    if flavour in ("norm", "norm_bias"):
-        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, norm_weight=nw, eps=EPS, **opts),
-                lambda x, lay: fused_reference.rmsnorm_gemv_reference(x, nw, lay, None, EPS))
-    if flavour == "residual":
-        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, residual=res, **opts),
-                lambda x, lay: fused_reference.gemv_residual_reference(x, lay, res))
-    if flavour == "residual_norm":
-        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, residual=res, out_norm=(on, EPS), **opts),
-                lambda x, lay: fused_reference.gemv_residual_norm_reference(x, lay, res, on, EPS))
-    if flavour == "silu_residual":
-        return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, silu_x=True, residual=res, **opts),
-                lambda x, lay: fused_reference.silu_gemv_residual_reference(x, lay, res))
-    return (lambda x, lay: fused_int4.fused_int4_gemv(x, lay, **opts),
-            lambda x, lay: int4_reference.linear_reference(x, lay))
+    ref(x, layer) (kernels.fused_int4.flavours.flavour_product)."""
+    return flavours.flavour_product(flavour, nw, res, on, EPS, pdl=launch != "none",
+                                          early_trigger=launch == "early", config=config)
 
 
 def time_graph(calls):

@@ -12,8 +12,8 @@ import torch
 
 from decodegap import compare
 from decodegap.harness import lean, models
-from decodegap.kernels.fused import launch as fused, reference as fused_reference
-from decodegap.kernels.fused_int4 import launch as fused_int4, reference as int4_reference
+from decodegap.kernels.fused import launch as fused
+from decodegap.kernels.fused_int4 import flavours, launch as fused_int4, reference as int4_reference
 from decodegap.kernels.int4_gemv.format import dequantise
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
@@ -297,18 +297,10 @@ def _product_error(name, K, N, flavour, use_pdl, config, gen) -> float:
     layer = Int4GemvLinear.from_weight(w, bias=b)
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
     res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
-    if flavour.startswith("norm"):
-        got = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, pdl=use_pdl, config=config)
-        ref = fused_reference.rmsnorm_gemv_reference(x, nw, layer, None, 1e-5)
-    elif flavour == "residual":
-        got = fused_int4.fused_int4_gemv(x, layer, residual=res, pdl=use_pdl, config=config)
-        ref = fused_reference.gemv_residual_reference(x, layer, res)
-    elif flavour == "residual_norm":
-        got = fused_int4.fused_int4_gemv(x, layer, residual=res, out_norm=(on, 1e-5), pdl=use_pdl, config=config)[1]
-        ref = fused_reference.gemv_residual_norm_reference(x, layer, res, on, 1e-5)[1]
-    else:
-        got = fused_int4.fused_int4_gemv(x, layer, silu_x=True, residual=res, pdl=use_pdl, config=config)
-        ref = fused_reference.silu_gemv_residual_reference(x, layer, res)
+    call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, pdl=use_pdl, config=config)
+    got, ref = call(x, layer), reference(x, layer)
+    if flavour == "residual_norm":  # the output norm's row: what the o product hands the MLP
+        got, ref = got[1], ref[1]
     assert got.shape == ref.shape, (name, got.shape, ref.shape)
     return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
 

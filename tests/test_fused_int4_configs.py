@@ -96,3 +96,26 @@ def test_the_bench_names_its_configs_as_the_table_reads_them():
     text = "\n".join(lines)
     assert "fastest n8_s2_w4    9.20 us" in text and "tuned n4_s1_w2   10.10 us" in text
     assert "(4096, 4096, 'residual', 'early'): (8, 2, 4),  # llama-3.1-8b o" in text
+
+
+def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refused():
+    """kernels.fused_int4.flavours.flavour_product, which the bench and the GPU test share: one (call, reference) for
+    each flavour of the table; the plain product's reference is the int4 layer's own rounding."""
+    import torch
+
+    from decodegap.kernels.fused_int4 import flavours, reference
+    from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+
+    layer = Int4GemvLinear.from_weight((0.02 * torch.randn(8, 64, generator=torch.Generator().manual_seed(0)))
+                                       .bfloat16(), group_size=32)
+    x = torch.randn(64, generator=torch.Generator().manual_seed(1)).bfloat16()
+    res, on, nw = torch.ones(8).bfloat16(), torch.ones(8).bfloat16(), torch.ones(64).bfloat16()
+    for flavour in configs.FLAVOUR_FLAGS:
+        call, ref = flavours.flavour_product(flavour, nw, res, on, 1e-5)
+        assert callable(call) and callable(ref), flavour
+    _, plain = flavours.flavour_product("plain", nw, res, on, 1e-5)
+    assert torch.equal(plain(x, layer), reference.linear_reference(x, layer))
+    _, residual = flavours.flavour_product("residual", nw, res, on, 1e-5)
+    assert torch.equal(residual(x, layer), (reference.linear_reference(x, layer).float() + 1).bfloat16())
+    with pytest.raises(ValueError, match="no flavour 'gate_up'"):
+        flavours.flavour_product("gate_up", nw, res, on, 1e-5)

@@ -42,6 +42,7 @@ kernels: the Triton kernels
   kernels/fused_int4/launch     the fused step's products on int4-triton weights (fused_int4_gemv)
   kernels/fused_int4/source     its Triton source: the int4 GEMV's loop in the fused step's design
   kernels/fused_int4/reference  the int4 layer's rounding, which the fused references call for int4 weights
+  kernels/fused_int4/flavours   each flavour's product beside its reference (the bench's and the GPU test's)
 quant: the quantisation paths
   quant/paths               the registry of paths, the swap into a model, the layer check
   quant/formats             each format's round to nearest and packing

@@ -33,7 +33,7 @@ def band_table(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for band, g in ok.dropna(subset=["band"]).groupby("band"):
         newest = selection.newest_measurement(g, CELL)
-        per = stats.session_medians(newest.assign(run_id=newest["run_id"]), CELL + ["run_id"])
+        per = stats.session_medians(newest, CELL + ["run_id"])
         for key, s in per.groupby(CELL, dropna=False):
             out.append(dict(zip(CELL, key), band=band, run_ids=" ".join(sorted(set(s["run_id"]))),
                             sessions=len(s), t_ms=float(s["step_ms"].median()), t_min_ms=float(s["step_ms"].min()),

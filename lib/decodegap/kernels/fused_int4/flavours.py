@@ -1,0 +1,35 @@
+"""The fused int4 product of each flavour beside its reference, as one pair of functions of (x, layer): what the
+bench that times the flavours (bench/fused_int4_gemv.py) and the GPU test that checks them (tests/test_fused_int4.py)
+both run."""
+
+from __future__ import annotations
+
+from decodegap.kernels.fused import reference as fused_reference
+from decodegap.kernels.fused_int4.launch import fused_int4_gemv
+from decodegap.kernels.fused_int4.reference import linear_reference
+
+
+def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: float, **launch):
+    """(call, reference) of the fused int4 product of `flavour` (kernels.fused_int4.configs.FLAVOUR_FLAGS), each
+    taking (x, layer): `call` fused_int4_gemv with the flavour's prologue and epilogue (`launch`: its pdl,
+    early_trigger and config), `reference` the same in PyTorch (kernels.fused.reference on the int4 layer's
+    rounding). `norm_weight` feeds the norm prologue, `residual` the residual epilogue, `out_norm_weight` the output
+    norm of residual_norm (whose call and reference return (y, RMSNorm(y))); silu_residual takes x as [gate; up]."""
+    if flavour in ("norm", "norm_bias"):  # Qwen2's bias sits inside the layer
+        return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, **launch),
+                lambda x, layer: fused_reference.rmsnorm_gemv_reference(x, norm_weight, layer, None, eps))
+    if flavour == "residual":
+        return (lambda x, layer: fused_int4_gemv(x, layer, residual=residual, **launch),
+                lambda x, layer: fused_reference.gemv_residual_reference(x, layer, residual))
+    if flavour == "residual_norm":
+        return (lambda x, layer: fused_int4_gemv(x, layer, residual=residual, out_norm=(out_norm_weight, eps),
+                                                 **launch),
+                lambda x, layer: fused_reference.gemv_residual_norm_reference(x, layer, residual, out_norm_weight,
+                                                                              eps))
+    if flavour == "silu_residual":
+        return (lambda x, layer: fused_int4_gemv(x, layer, silu_x=True, residual=residual, **launch),
+                lambda x, layer: fused_reference.silu_gemv_residual_reference(x, layer, residual))
+    if flavour == "plain":
+        return (lambda x, layer: fused_int4_gemv(x, layer, **launch), linear_reference)
+    raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: norm, norm_bias, residual, "
+                     "residual_norm, silu_residual, plain")
