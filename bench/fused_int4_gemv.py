@@ -184,7 +184,8 @@ def main(argv=None):
 
 def summary(rows, gpu):
     """Per shape and launch: the fastest config and the tuner's (graph mode, median us and GB/s), then the
-    FUSED_INT4_CONFIGS lines of the fastest."""
+    FUSED_INT4_CONFIGS lines of the fastest, for the shapes and launches where every config was timed (a run cut
+    part-way through a shape names no fastest there)."""
     med, tuned, meta = {}, {}, {}
     for r in rows:
         cell = (r["shape"], r["launch"])
@@ -200,6 +201,9 @@ def summary(rows, gpu):
         best = min(times, key=times.get)
         N, K, flavour, nbytes = meta[shape]
         pick = tuned.get((shape, launch), "")
+        if len(times) < len(INT4_CONFIGS):
+            print(f"  {shape:24s} {launch:5s} {len(times)} of {len(INT4_CONFIGS)} configs timed: no entry")
+            continue
         text = (f"  {shape:24s} {launch:5s} fastest {best} {times[best]:7.2f} us {nbytes / times[best] / 1e3:5.0f} GB/s"
                 + (f" | tuned {pick} {times[pick]:7.2f} us" if pick in times else " | tuned -"))
         print(text)

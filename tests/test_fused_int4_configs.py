@@ -13,6 +13,7 @@ import pytest
 from decodegap import paths
 from decodegap.harness import models
 from decodegap.kernels.fused_int4 import configs, launch
+from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 
 ROWS = paths.DATA / "diagnostics" / "fused_int4_gemv.csv"
 WITHIN = 0.02  # an entry may stand within 2 % of the fastest config's median (the bf16 table's test allows as much)
@@ -46,12 +47,13 @@ def test_the_flavour_and_launch_of_a_calls_flags():
 def test_the_table_wins_over_the_tuner_and_the_tuner_fills_what_it_lacks(monkeypatch):
     tuned = []
     monkeypatch.setattr(launch, "_tuned", lambda key, run: tuned.append(key) or (16, 1, 2))
-    monkeypatch.setitem(configs.FUSED_INT4_CONFIGS, (4096, 14336, "silu_residual", "early"), (8, 2, 4))
+    monkeypatch.setitem(configs.FUSED_INT4_CONFIGS, (3584, 18944, "silu_residual", "early"), (8, 2, 4))
+    monkeypatch.delitem(configs.FUSED_INT4_CONFIGS, (3584, 18944, "silu_residual", "pdl"), raising=False)
     flags = dict(NORM=False, XBLOCK=16, SILU_X=True, BIAS=False, RESIDUAL=True, USE_PDL=True, EARLY_TRIGGER=True)
-    assert launch.choose_config(4096, 14336, 128, flags, False, None) == (8, 2, 4) and not tuned
-    assert launch.choose_config(4096, 14336, 128, dict(flags, EARLY_TRIGGER=False), False, None) == (16, 1, 2)
-    assert tuned and tuned[0][:3] == (4096, 14336, 128)  # the pdl launch has no entry: tuned, keyed by its flags
-    assert launch.choose_config(4096, 14336, 64, flags, False, None) == (16, 1, 2)  # the table is of group size 128
+    assert launch.choose_config(3584, 18944, 128, flags, False, None) == (8, 2, 4) and not tuned
+    assert launch.choose_config(3584, 18944, 128, dict(flags, EARLY_TRIGGER=False), False, None) == (16, 1, 2)
+    assert tuned and tuned[0][:3] == (3584, 18944, 128)  # the pdl launch has no entry: tuned, keyed by its flags
+    assert launch.choose_config(3584, 18944, 64, flags, False, None) == (16, 1, 2)  # the table is of group size 128
 
 
 def _graph_medians() -> dict:
@@ -66,8 +68,8 @@ def _graph_medians() -> dict:
 
 
 def test_every_table_entry_is_the_fastest_config_of_its_rows():
-    """Each FUSED_INT4_CONFIGS entry has rows behind it and stands within WITHIN of the fastest config's median
-    there; an entry without rows (or without the file) is a config nobody timed."""
+    """Each FUSED_INT4_CONFIGS entry has rows of every config behind it and stands within WITHIN of the fastest
+    config's median there; an entry without rows (or without the file) is a config nobody timed."""
     assert all(k[2] in configs.FLAVOUR_FLAGS and k[3] in configs.LAUNCHES for k in configs.FUSED_INT4_CONFIGS)
     if not ROWS.exists():
         assert configs.FUSED_INT4_CONFIGS == {}, f"table entries without {ROWS.name}: run bench/fused_int4_gemv.py"
@@ -75,12 +77,13 @@ def test_every_table_entry_is_the_fastest_config_of_its_rows():
     medians = _graph_medians()
     for cell, (block_n, sub, warps) in configs.FUSED_INT4_CONFIGS.items():
         assert cell in medians, f"{cell}: no rows in {ROWS.name}"
+        assert len(medians[cell]) == len(INT4_CONFIGS), f"{cell}: {len(medians[cell])} configs timed, not all"
         key = f"n{block_n}_s{sub}_w{warps}"
         best = min(medians[cell].values())
         assert key in medians[cell] and medians[cell][key] <= (1 + WITHIN) * best, (cell, key, medians[cell])
 
 
-def test_the_bench_names_its_configs_as_the_table_reads_them():
+def test_the_bench_names_its_configs_as_the_table_reads_them(monkeypatch):
     spec = importlib.util.spec_from_file_location("fused_int4_gemv", paths.REPO / "bench" / "fused_int4_gemv.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -92,10 +95,16 @@ def test_the_bench_names_its_configs_as_the_table_reads_them():
     rows.append(dict(rows[0], mode="tuned", config="n4_s1_w2", us=""))
     lines = []
     bench.print = lambda *a, **k: lines.append(" ".join(map(str, a)))  # the summary's lines
+    monkeypatch.setattr(bench, "INT4_CONFIGS", [(4, 1, 2), (8, 2, 4)])  # both configs timed: an entry
     bench.summary(rows, "GPU")
     text = "\n".join(lines)
     assert "fastest n8_s2_w4    9.20 us" in text and "tuned n4_s1_w2   10.10 us" in text
     assert "(4096, 4096, 'residual', 'early'): (8, 2, 4),  # llama-3.1-8b o" in text
+    lines.clear()
+    monkeypatch.setattr(bench, "INT4_CONFIGS", [(4, 1, 2), (8, 2, 4), (16, 1, 2)])  # a run cut before the third
+    bench.summary(rows, "GPU")
+    text = "\n".join(lines)
+    assert "2 of 3 configs timed: no entry" in text and "(8, 2, 4)" not in text
 
 
 def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refused():

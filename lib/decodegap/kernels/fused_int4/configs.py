@@ -5,9 +5,9 @@ INT4_CONFIGS on the kernel alone, without PDL and outside a CUDA graph).
 The table is not reasoned: each entry is to be the config bench/fused_int4_gemv.py timed fastest for that product in
 graph mode with its launch (no PDL, PDL, PDL with the early trigger) on the H200, in
 data/diagnostics/fused_int4_gemv.csv, as the bf16 fused GEMV's table (kernels.fused.configs) was made; tests/
-test_fused_int4_configs.py checks every entry against those rows. Until the bench has run on a GPU the table is
-empty and every product is tuned in each process, which may choose otherwise from one process to the next (a
-session reports the choices: kernels.tuned_choices)."""
+test_fused_int4_configs.py checks every entry against those rows. A product without an entry is tuned in each
+process, which may choose otherwise from one process to the next (a session reports the choices:
+kernels.tuned_choices)."""
 
 from __future__ import annotations
 
@@ -29,10 +29,39 @@ FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NOR
 LAUNCHES = ("none", "pdl", "early")
 """How a product is launched: without PDL, with PDL (its trigger after the loop), with PDL and the early trigger."""
 
-FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {}
+FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {
+    (6144, 4096, 'norm', 'none'): (8, 1, 4),  # llama-3.1-8b qkv
+    (6144, 4096, 'norm', 'pdl'): (8, 1, 2),  # llama-3.1-8b qkv
+    (6144, 4096, 'norm', 'early'): (8, 2, 2),  # llama-3.1-8b qkv
+    (4096, 4096, 'residual', 'none'): (4, 1, 2),  # llama-3.1-8b o
+    (4096, 4096, 'residual', 'pdl'): (4, 1, 2),  # llama-3.1-8b o
+    (4096, 4096, 'residual', 'early'): (4, 1, 4),  # llama-3.1-8b o
+    (28672, 4096, 'norm', 'none'): (16, 1, 2),  # llama-3.1-8b gate_up_norm
+    (28672, 4096, 'norm', 'pdl'): (16, 1, 2),  # llama-3.1-8b gate_up_norm
+    (28672, 4096, 'norm', 'early'): (16, 1, 2),  # llama-3.1-8b gate_up_norm
+    (4096, 14336, 'silu_residual', 'none'): (8, 1, 2),  # llama-3.1-8b down_silu
+    (4096, 14336, 'silu_residual', 'pdl'): (8, 1, 2),  # llama-3.1-8b down_silu
+    (4096, 14336, 'silu_residual', 'early'): (8, 1, 2),  # llama-3.1-8b down_silu
+    (4096, 4096, 'residual_norm', 'none'): (4, 1, 4),  # llama-3.1-8b o_norm
+    (4096, 4096, 'residual_norm', 'pdl'): (4, 1, 2),  # llama-3.1-8b o_norm
+    (4096, 4096, 'residual_norm', 'early'): (8, 1, 4),  # llama-3.1-8b o_norm
+    (28672, 4096, 'plain', 'none'): (8, 1, 2),  # llama-3.1-8b gate_up_plain
+    (28672, 4096, 'plain', 'pdl'): (8, 2, 2),  # llama-3.1-8b gate_up_plain
+    (28672, 4096, 'plain', 'early'): (8, 2, 2),  # llama-3.1-8b gate_up_plain
+    (4608, 3584, 'norm_bias', 'none'): (8, 1, 4),  # qwen2.5-7b qkv
+    (4608, 3584, 'norm_bias', 'pdl'): (8, 1, 4),  # qwen2.5-7b qkv
+    (4608, 3584, 'norm_bias', 'early'): (8, 1, 4),  # qwen2.5-7b qkv
+    (3584, 3584, 'residual', 'none'): (4, 1, 4),  # qwen2.5-7b o
+    (3584, 3584, 'residual', 'pdl'): (4, 1, 2),  # qwen2.5-7b o
+    (3584, 3584, 'residual', 'early'): (4, 1, 4),  # qwen2.5-7b o
+    (37888, 3584, 'norm', 'none'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
+    (37888, 3584, 'norm', 'pdl'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
+    (37888, 3584, 'norm', 'early'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
+}
 """(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch) at the int4 format's default group size (128, the
-bench's; launch.choose_config reads the table at that group size only): see the module docstring (empty: nothing
-timed yet)."""
+bench's; launch.choose_config reads the table at that group size only): see the module docstring. Mistral-7B-v0.3's
+products are Llama-3.1-8B's widths. Qwen2.5-7B's down product has no entry: the bench's first run on the H200 was cut
+part-way through it (10 of the 12 configs timed at one launch), so the tuner chooses there."""
 
 
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:
