@@ -11,7 +11,7 @@ import pandas as pd
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
 from decodegap.analysis import closing_the_gap_bands as bands, closing_the_gap_megakernel as megakernel
-from decodegap.analysis import closing_the_gap_targets as ladder_targets
+from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
 from decodegap.arms import ARM_KERNELS
@@ -167,8 +167,9 @@ def tables(data, model_keys=()) -> dict:
     `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
     package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
     beside its published times, analysis.closing_the_gap_megakernel), `band_rows` and `bands` (the same cells measured by
-    sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands), the
-    configs, the registry's `specs` and
+    sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
+    `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products),
+    the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
@@ -192,6 +193,7 @@ def tables(data, model_keys=()) -> dict:
         peers=peers.peer_table(records.load_experiment("peers", data)),
         megakernel=megakernel_table(data, every_row, specs),
         bands=bands.agreement(band_rows), band_rows=band_rows,
+        int4_products=int4_products.config_table(int4_products.load(data), specs, data),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -217,5 +219,10 @@ def findings(t: dict) -> dict:
                                                            t["configs"])),
             "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(t["megakernel"]),
             "06_findings_bands": bands.findings(t["band_rows"]),
+            "06_findings_int4_products": (
+                int4_products.product_findings(t["int4_products"], t["confirmation"], t["configs"], t["specs"],
+                                               TARGETS["int4"]["ctx"])
+                + int4_products.tuner_findings(t["int4_products"], t["confirmation"], t["configs"],
+                                               TARGETS["int4"]["ctx"])),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}

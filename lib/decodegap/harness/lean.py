@@ -163,11 +163,7 @@ class LeanDecoder(nn.Module):
         self.register_buffer("key_pos", torch.arange(self.max_cache_len, device=device), persistent=False)
         # the decode step's fused.FusedOps when it runs the fused kernels (fused_step)
         chosen = self.custom_kernels
-        self.fused = (fused.FusedOps(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
-                                     rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
-                                     early_products="early_products" in chosen,
-                                     merged_attention="merged_attention" in chosen)
-                      if "fused" in chosen else None)
+        self.fused = fused.FusedOps.of_kernels(chosen) if "fused" in chosen else None
 
     def forward(self, ids, start_pos):
         """ids [B, T] token ids at positions start_pos .. start_pos + T - 1 (start_pos a [1] long tensor; B the

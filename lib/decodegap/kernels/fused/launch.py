@@ -285,6 +285,16 @@ class FusedOps:
     early_products: bool = False
     merged_attention: bool = False
 
+    @classmethod
+    def of_kernels(cls, chosen) -> "FusedOps":
+        """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
+        "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options
+        (arms.Arm.kernels)."""
+        chosen = frozenset(chosen)
+        return cls(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
+                   rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
+                   early_products="early_products" in chosen, merged_attention="merged_attention" in chosen)
+
     @property
     def _launch(self) -> dict:
         return dict(pdl=self.pdl, early_trigger=self.pdl and self.early_trigger)
@@ -293,6 +303,21 @@ class FusedOps:
     def _between(self) -> dict:
         """The launch of a product another product follows (o, gate_up, down)."""
         return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.early_products))
+
+    def layer_products(self) -> list[tuple[str, str]]:
+        """(product, launch) of each product one decoder layer's step launches, in order: the product's name in
+        kernels.fused.configs.products and its launch, "none", "pdl" or "early" (PDL with the early trigger), as
+        the methods below launch them (the LM head, launched once per step, is not a layer's)."""
+        def launch(kw):
+            return "early" if kw["pdl"] and kw["early_trigger"] else "pdl" if kw["pdl"] else "none"
+
+        qkv = ("qkv_rotary" if self.rotary_in_qkv else "qkv", launch(self._launch))
+        between = launch(self._between)
+        if self.norm_in_epilogue and self.silu_in_down:  # as o_and_mlp
+            middle = [("o_norm", between), ("gate_up_plain", between)]
+        else:
+            middle = [("o", between), ("gate_up_norm" if self.silu_in_down else "gate_up", between)]
+        return [qkv] + middle + [("down_silu" if self.silu_in_down else "down", between)]
 
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
                    v_cache, n_heads: int, n_kv_heads: int):

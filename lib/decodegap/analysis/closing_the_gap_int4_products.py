@@ -1,0 +1,220 @@
+"""Notebook 06's fused int4 products one by one: the rows of bench/fused_int4_gemv.py (data/diagnostics/
+fused_int4_gemv.csv: each product of the fused int4 step alone, in a CUDA graph of back-to-back calls over copies of
+its weights, on every config of the int4 GEMV and each launch), read as what the step's products cost without the
+step around them.
+
+Per product and launch (`config_table`): how many configs were timed, the fastest config's median, the bytes a call
+streams and its rate against the datasheet, the config the per-process tuner chose (Triton's do_bench on the kernel
+alone) and its median, and the config table's entry (kernels.fused_int4.configs, the config the step runs). Per
+lever (`step_products`): the products one decoder layer launches (kernels.fused.launch.FusedOps.layer_products of
+the arm's kernels; the LM head stays bf16), each at the config the step runs. The findings add them up over the
+model's layers against their weight floor, and what the table's configs save over the tuner's by the bench's times.
+Products are matched by shape (K, N, flavour), so a model whose widths another model's rows timed (Mistral-7B-v0.3's
+are Llama-3.1-8B's) reads those rows. Descriptive: no target reads it; the step's own time is the confirmation's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from decodegap import hardware, paths
+from decodegap.arms import REGISTRY
+from decodegap.finding import Finding
+from decodegap.kernels.fused.launch import FusedOps
+from decodegap.kernels.fused_int4 import configs as int4_configs
+from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
+
+DIAGNOSTIC = "fused_int4_gemv"
+SHAPE = ["device", "K", "N", "flavour", "launch"]
+COLUMNS = SHAPE + ["product", "models", "configs", "complete", "fastest_config", "fastest_us", "bytes", "gbps",
+                   "datasheet_fraction", "tuned_config", "tuned_us", "tuned_over_fastest", "table_config", "table_us"]
+
+
+def config_key(config) -> str:
+    """(BLOCK_N, SUB_MAX, num_warps) as the bench names it: n4_s1_w2."""
+    block_n, sub, warps = config
+    return f"n{block_n}_s{sub}_w{warps}"
+
+
+def load(data: Path | None = None) -> pd.DataFrame:
+    """The bench's rows (empty where it has none), `ok` rows only, `device` the GPU's name and `product` the shape's
+    name without its model."""
+    path = Path(data or paths.DATA) / "diagnostics" / f"{DIAGNOSTIC}.csv"
+    if not path.exists():
+        return pd.DataFrame(columns=["device", "model", "product", "K", "N", "flavour", "config", "launch", "mode",
+                                     "us", "bytes"])
+    rows = pd.read_csv(path)
+    rows = rows[rows["status"] == "ok"]
+    return rows.assign(device=rows["gpu"], product=[s.split(" ", 1)[1] for s in rows["shape"]])
+
+
+def config_table(rows: pd.DataFrame, specs: pd.DataFrame, data=None) -> pd.DataFrame:
+    """Per GPU, shape (K, N, flavour) and launch: `configs` timed (of INT4_CONFIGS; `complete` when all were),
+    the fastest config's median us per call (graph mode) and its rate (`gbps`: bytes / us; `datasheet_fraction`
+    against the GPU's datasheet bandwidth), the tuner's choice and its median, the table's entry and its median."""
+    graph = rows[rows["mode"] == "graph"]
+    if graph.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    tuned = {tuple(k): c for *k, c in rows[rows["mode"] == "tuned"][SHAPE + ["config"]].itertuples(index=False)}
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+    out = []
+    for key, g in graph.groupby(SHAPE):
+        med = g.groupby("config")["us"].median()
+        fastest = med.idxmin()
+        device, K, N, flavour, launch = key
+        nbytes = int(g["bytes"].iloc[0])
+        datasheet = float(bandwidth[hardware.gpu_key_for_device_name(device, data)])
+        pick = tuned.get(tuple(key), "")
+        entry = int4_configs.table_config(int(N), int(K), flavour, launch)
+        table = config_key(entry) if entry else ""
+        out.append(dict(zip(SHAPE, key), product=g["product"].iloc[0], models=" ".join(sorted(set(g["model"]))),
+                        configs=len(med), complete=len(med) == len(INT4_CONFIGS), fastest_config=fastest,
+                        fastest_us=float(med[fastest]), bytes=nbytes, gbps=nbytes / float(med[fastest]) / 1e3,
+                        datasheet_fraction=nbytes / float(med[fastest]) / 1e3 / datasheet, tuned_config=pick,
+                        tuned_us=float(med.get(pick, float("nan"))),
+                        tuned_over_fastest=float(med.get(pick, float("nan")) / med[fastest] - 1),
+                        table_config=table, table_us=float(med.get(table, float("nan")))))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def layer_products(arm: str) -> list[tuple[str, str]]:
+    """(product, launch) of the int4 products one decoder layer of a fused arm launches (INT4_STEP_PRODUCTS; its
+    LM head stays bf16); [] for an arm that does not run the fused step."""
+    kernels = REGISTRY[arm].kernels if arm in REGISTRY else ()
+    if "fused" not in kernels:
+        return []
+    return [(p, launch) for p, launch in FusedOps.of_kernels(kernels).layer_products()
+            if p in int4_configs.INT4_STEP_PRODUCTS]
+
+
+def step_products(table: pd.DataFrame, arm: str, config: dict, device: str) -> pd.DataFrame:
+    """One layer's int4 products of `arm` on a model (its HF config dict) and GPU (`device`, the bench's name), each
+    with its config_table row matched by shape and launch: `step_config` (the table's entry, else the tuner's:
+    what the step runs) and `step_us`, `floor_us` (its bytes at the datasheet's rate). A product the bench did not
+    time has NaN times."""
+    shapes = {name: (K, N, flavour) for name, K, N, flavour in int4_configs.products(config)}
+    indexed = table.set_index(SHAPE) if not table.empty else table
+    out = []
+    for product, launch in layer_products(arm):
+        K, N, flavour = shapes[product]
+        key = (device, K, N, flavour, launch)
+        row = indexed.loc[key] if not indexed.empty and key in indexed.index else None
+        if row is None:
+            out.append(dict(product=product, launch=launch, K=K, N=N, flavour=flavour, complete=False))
+            continue
+        config_name, us = ((row["table_config"], row["table_us"]) if row["table_config"] else
+                           (row["tuned_config"], row["tuned_us"]))
+        out.append(dict(product=product, launch=launch, K=K, N=N, flavour=flavour, complete=bool(row["complete"]),
+                        step_config=config_name, step_us=float(us), fastest_us=float(row["fastest_us"]),
+                        tuned_us=float(row["tuned_us"]), bytes=int(row["bytes"]),
+                        gbps=int(row["bytes"]) / float(us) / 1e3,
+                        floor_us=int(row["bytes"]) / (float(row["gbps"]) / float(row["datasheet_fraction"])) / 1e3))
+    return pd.DataFrame(out)
+
+
+def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> str | None:
+    """The fused int4 lever of a cell of the confirmation table (its chosen lever, else its runner-up, where that
+    runs the fused step), or None."""
+    c = confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
+                     & (confirmation["kind"] == "int4")] if not confirmation.empty else confirmation
+    for r in c.itertuples():
+        for arm in (r.arm, r.runner_up_arm):
+            if isinstance(arm, str) and layer_products(arm):
+                return arm
+    return None
+
+
+def _lever_groups(table, confirmation, configs, gpu, device, ctx) -> list:
+    """[((arm, layers, product shapes), [models])] of the GPU's models in the confirmation table with a fused int4
+    lever at `ctx`, models whose lever runs the same products over as many layers grouped (Mistral-7B-v0.3 and
+    Llama-3.1-8B: their lines would be one line twice)."""
+    groups: dict = {}
+    for model in sorted(set(confirmation[confirmation["gpu"] == gpu]["model"])):
+        arm = fused_lever_of(confirmation, gpu, model, ctx)
+        if arm is None or model not in configs:
+            continue
+        shapes = tuple(map(tuple, step_products(table, arm, configs[model], device)[["K", "N", "flavour", "launch"]]
+                           .itertuples(index=False)))
+        groups.setdefault((arm, int(configs[model]["num_hidden_layers"]), shapes), []).append(model)
+    return list(groups.items())
+
+
+def _us(value: float) -> str:
+    return f"{value:.1f} us"
+
+
+def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, specs: pd.DataFrame,
+                     ctx: int, data=None) -> list[str]:
+    """Per GPU with rows and model of the confirmation table: its fused int4 lever at `ctx` (fused_lever_of), one
+    layer's int4 products alone at the configs the step runs, summed over the layers against their weight floor
+    at the datasheet's rate, each product's rate, and what the products would take at the fastest one's rate."""
+    out = []
+    if table.empty or confirmation.empty:
+        return out
+    for device in sorted(set(table["device"])):
+        gpu = hardware.gpu_key_for_device_name(device, data)
+        bandwidth = float(specs.set_index("gpu").loc[gpu, "bandwidth_gbps"])
+        for (arm, layers, _), group in _lever_groups(table, confirmation, configs, gpu, device, ctx):
+            model = " and ".join(group)
+            p = step_products(table, arm, configs[group[0]], device)
+            missing = p[~p["complete"]] if "complete" in p else p
+            head = f"{model} on the {gpu}, {arm} (int4-triton)"
+            if not missing.empty:
+                out.append(Finding(f"{head}: the bench did not time every config of "
+                                   + ", ".join(f"{r.product} ({r.launch})" for r in missing.itertuples())
+                                   + "; no sum of its products is stated.", gpu=gpu, model=model, arm=arm))
+                continue
+            layer_us, floor_layer_us = float(p["step_us"].sum()), float(p["floor_us"].sum())
+            best = p.loc[p["gbps"].idxmax()]
+            worst = p.loc[p["gbps"].idxmin()]
+            at_best_ms = float(p["bytes"].sum()) / float(best["gbps"]) / 1e3 * layers / 1e3
+            text = (f"{head}: one layer's {len(p)} int4 products alone, at the configs the step runs ("
+                    + ", ".join(f"{r.product} {_us(r.step_us)}" for r in p.itertuples())
+                    + f"), take {_us(layer_us)}, {layer_us * layers / 1e3:.2f} ms over {layers} layers against "
+                      f"their weight floor of {floor_layer_us * layers / 1e3:.2f} ms at the datasheet's "
+                      f"{bandwidth:,.0f} GB/s ({layer_us / floor_layer_us:.2f}x). They stream at "
+                      f"{p['gbps'].min():,.0f}-{p['gbps'].max():,.0f} GB/s "
+                      f"({100 * p['gbps'].min() / bandwidth:.0f}-{100 * p['gbps'].max() / bandwidth:.0f} % of the "
+                      f"datasheet), the slowest {worst['product']}; at the fastest one's rate ({best['product']}) the "
+                      f"{len(p)} would take {at_best_ms:.2f} ms a step.")
+            out.append(Finding(text, gpu=gpu, model=model, arm=arm, layer_us=layer_us,
+                               products_ms=layer_us * layers / 1e3, floor_ms=floor_layer_us * layers / 1e3,
+                               gbps_min=float(p["gbps"].min()), gbps_max=float(p["gbps"].max()),
+                               at_fastest_rate_ms=at_best_ms))
+    return out
+
+
+def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, ctx: int, data=None) -> list[str]:
+    """Per GPU: in how many (shape, launch) cells timed at every config the tuner chose a config other than the
+    fastest, by how much it was slower, and at each model's fused int4 lever what the table's configs save over the
+    tuner's choices a step (by the bench's times)."""
+    out = []
+    whole = table[table["complete"]] if not table.empty else table
+    for device, g in whole.groupby("device"):
+        gpu = hardware.gpu_key_for_device_name(device, data)
+        other = g[g["tuned_config"] != g["fastest_config"]]
+        text = (f"The per-process tuner of the fused int4 product on the {gpu} (Triton's do_bench on the kernel alone) "
+                f"chose the fastest graphed config in {len(g) - len(other)} of {len(g)} products and launches timed "
+                f"at every config")
+        values = dict(gpu=gpu, cells=len(g), other=len(other))
+        if not other.empty:
+            most = other.loc[other["tuned_over_fastest"].idxmax()]
+            text += (f"; in the other {len(other)} its choice was slower by "
+                     f"{100 * other['tuned_over_fastest'].min():.1f}-{100 * other['tuned_over_fastest'].max():.1f} % "
+                     f"(the most: {most['product']} ({most['models']}), {most['launch']}, {most['tuned_config']} "
+                     f"{_us(most['tuned_us'])} against {most['fastest_config']} {_us(most['fastest_us'])})")
+        saved = []
+        groups = _lever_groups(table, confirmation, configs, gpu, device, ctx) if not confirmation.empty else []
+        for (arm, layers, _), group in groups:
+            p = step_products(table, arm, configs[group[0]], device)
+            if "tuned_us" not in p or p["tuned_us"].isna().any() or p["step_us"].isna().any():
+                continue
+            saved.append((" and ".join(group), float((p["tuned_us"] - p["step_us"]).sum()) * layers / 1e3))
+        if saved:
+            text += ("; at the fused int4 levers' products the table's configs save, by these times, "
+                     + ", ".join(f"{ms:.3f} ms a step at {model}" for model, ms in saved)
+                     + " over the tuner's choices (the step's confirmation measures what they bring)")
+            values.update({f"saved_ms_{m.split(' and ')[0]}": ms for m, ms in saved})
+        out.append(Finding(text + ".", **values))
+    return out

@@ -1,0 +1,147 @@
+"""Notebook 06's fused int4 products alone (decodegap.analysis.closing_the_gap_int4_products): the products a layer of
+each fused lever launches and how, by hand; the per-config table on hand-made rows (medians, rates against the
+H200's 4,800 GB/s datasheet, the tuner's cost); a layer's sum, weight floor and the table's saving over the tuner, by
+hand; and the shipped line against medians recomputed from data/diagnostics/fused_int4_gemv.csv with the csv module."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pandas as pd
+import pytest
+
+from decodegap import hardware, paths
+from decodegap.analysis import closing_the_gap_int4_products as ip
+from decodegap.arms import REGISTRY
+from decodegap.harness import models
+from decodegap.kernels.fused.launch import FusedOps
+from decodegap.kernels.fused_int4 import configs as int4_configs
+
+H200 = "NVIDIA H200"
+
+
+def test_the_products_a_layer_launches_and_how():
+    assert FusedOps().layer_products() == [("qkv", "none"), ("o", "none"), ("gate_up_norm", "none"),
+                                           ("down_silu", "none")]
+    assert FusedOps(pdl=True, norm_in_epilogue=True).layer_products() == [
+        ("qkv", "pdl"), ("o_norm", "pdl"), ("gate_up_plain", "pdl"), ("down_silu", "pdl")]
+    # early_products: only the products another product follows (o, gate_up, down) trigger early; qkv does not
+    assert FusedOps(pdl=True, norm_in_epilogue=True, early_products=True).layer_products() == [
+        ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_plain", "early"), ("down_silu", "early")]
+    assert FusedOps(pdl=True, early_trigger=True, rotary_in_qkv=True).layer_products()[0] == ("qkv_rotary", "early")
+    # without the SiLU in down's prologue the norm stays out of o's epilogue (o_and_mlp) and gate_up makes the SiLU
+    assert FusedOps(norm_in_epilogue=True, silu_in_down=False).layer_products() == [
+        ("qkv", "none"), ("o", "none"), ("gate_up", "none"), ("down", "none")]
+    # early_trigger without pdl is no early trigger
+    assert FusedOps(early_trigger=True).layer_products()[1] == ("o", "none")
+
+
+def test_an_arms_kernels_make_its_fused_ops():
+    ops = FusedOps.of_kernels(REGISTRY["lean_fused_early_products_graph"].kernels)
+    assert (ops.pdl, ops.norm_in_epilogue, ops.early_products) == (True, True, True)
+    assert not (ops.early_trigger or ops.rotary_in_qkv or ops.merged_attention or ops.reference)
+    assert FusedOps.of_kernels(REGISTRY["lean_fused_merged_graph"].kernels).merged_attention
+    assert ip.layer_products("lean_fused_early_products_graph") == [
+        ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_plain", "early"), ("down_silu", "early")]
+    assert ip.layer_products("lean_attn_compile") == [] and ip.layer_products("no_such_arm") == []
+
+
+def _rows(cells):
+    """Bench rows: cells is [(model, product, K, N, flavour, launch, bytes, {config: [us]}, tuned config)]."""
+    out = []
+    for model, product, K, N, flavour, launch, nbytes, times, tuned in cells:
+        base = dict(gpu=H200, device=H200, model=model, product=product, K=K, N=N, flavour=flavour, launch=launch,
+                    bytes=nbytes)
+        out += [dict(base, config=c, mode="graph", us=us) for c, v in times.items() for us in v]
+        out.append(dict(base, config=tuned, mode="tuned", us=float("nan")))
+    return pd.DataFrame(out)
+
+
+def test_the_config_table_by_hand(monkeypatch):
+    monkeypatch.setattr(ip, "INT4_CONFIGS", ((4, 1, 2), (8, 2, 4), (16, 1, 2)))
+    monkeypatch.setitem(int4_configs.FUSED_INT4_CONFIGS, (4096, 4096, "residual", "early"), (8, 2, 4))
+    rows = _rows([("llama-3.1-8b", "o", 4096, 4096, "residual", "early", 9_600_000,
+                   {"n4_s1_w2": [10.0, 10.2, 10.1], "n8_s2_w4": [9.0, 9.4, 9.2]}, "n4_s1_w2")])
+    t = ip.config_table(rows, hardware.specs_table())
+    r = t.iloc[0]
+    assert (r["configs"], bool(r["complete"]), r["fastest_config"]) == (2, False, "n8_s2_w4")  # 2 of 3 timed
+    assert r["fastest_us"] == pytest.approx(9.2) and r["gbps"] == pytest.approx(9.6e6 / 9.2 / 1e3)
+    assert r["datasheet_fraction"] == pytest.approx(9.6e6 / 9.2 / 1e3 / 4800)  # the H200's datasheet: 4,800 GB/s
+    assert (r["tuned_config"], r["tuned_us"]) == ("n4_s1_w2", pytest.approx(10.1))
+    assert r["tuned_over_fastest"] == pytest.approx(10.1 / 9.2 - 1)
+    assert (r["table_config"], r["table_us"]) == ("n8_s2_w4", pytest.approx(9.2))
+
+
+LLAMA_LAYER = [("qkv", 4096, 6144, "norm", "pdl", 13_000_000, 9.0, 12.0),
+               ("o_norm", 4096, 4096, "residual_norm", "early", 9_000_000, 7.5, 7.5),
+               ("gate_up_plain", 4096, 28672, "plain", "early", 62_000_000, 20.0, 21.0),
+               ("down_silu", 14336, 4096, "silu_residual", "early", 31_000_000, 19.5, 19.5)]
+"""(product, K, N, flavour, launch, bytes, fastest us, tuned us) of a made-up Llama-3.1-8B layer."""
+
+
+def test_a_layers_sum_floor_and_the_tables_saving_by_hand(monkeypatch):
+    monkeypatch.setattr(ip, "INT4_CONFIGS", ((8, 1, 2), (4, 1, 4)))
+    for _, K, N, flavour, launch, *_ in LLAMA_LAYER:  # the table's entries: the fastest config
+        monkeypatch.setitem(int4_configs.FUSED_INT4_CONFIGS, (N, K, flavour, launch), (8, 1, 2))
+    rows = _rows([("llama-3.1-8b", p, K, N, fl, la, b, {"n8_s1_w2": [fast], "n4_s1_w4": [tuned + 1e-9]},
+                   "n4_s1_w4") for p, K, N, fl, la, b, fast, tuned in LLAMA_LAYER])
+    specs = hardware.specs_table()
+    t = ip.config_table(rows, specs)
+    configs = models.configs({"llama-3.1-8b", "mistral-7b-v0.3"})
+    confirmation = pd.DataFrame([dict(gpu="h200", model=m, ctx=2048, kind="int4", arm=arm, runner_up_arm=ru)
+                                 for m, arm, ru in (("llama-3.1-8b", "lean_fused_early_products_graph",
+                                                     "lean_attn_compile"),
+                                                    ("mistral-7b-v0.3", "lean_attn_compile",
+                                                     "lean_fused_early_products_graph"))])
+    found = ip.product_findings(t, confirmation, configs, specs, 2048)
+    assert len(found) == 1  # Mistral's lever (its runner-up here) runs Llama's products over as many layers: one line
+    v = found[0].values
+    layer_us = 9.0 + 7.5 + 20.0 + 19.5
+    assert v["model"] == "llama-3.1-8b and mistral-7b-v0.3" and v["arm"] == "lean_fused_early_products_graph"
+    assert v["layer_us"] == pytest.approx(layer_us) and v["products_ms"] == pytest.approx(layer_us * 32 / 1e3)
+    assert v["floor_ms"] == pytest.approx((13 + 9 + 62 + 31) * 1e6 / 4800 / 1e3 * 32 / 1e3)
+    assert v["gbps_max"] == pytest.approx(62e6 / 20.0 / 1e3) and v["gbps_min"] == pytest.approx(9e6 / 7.5 / 1e3)
+    assert v["at_fastest_rate_ms"] == pytest.approx((13 + 9 + 62 + 31) * 1e6 / (62e6 / 20.0) * 32 / 1e3)  # us a layer
+    tuner = ip.tuner_findings(t, confirmation, configs, 2048)[0].values
+    assert (tuner["cells"], tuner["other"]) == (4, 4)
+    assert tuner["saved_ms_llama-3.1-8b"] == pytest.approx((3.0 + 0.0 + 1.0 + 0.0) * 32 / 1e3, abs=1e-6)
+
+
+def test_a_product_not_timed_at_every_config_gives_no_sum(monkeypatch):
+    monkeypatch.setattr(ip, "INT4_CONFIGS", ((8, 1, 2), (4, 1, 4)))
+    rows = _rows([("llama-3.1-8b", p, K, N, fl, la, b, {"n8_s1_w2": [fast]}, "n8_s1_w2")
+                  for p, K, N, fl, la, b, fast, _ in LLAMA_LAYER])
+    specs = hardware.specs_table()
+    confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
+                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+    found = ip.product_findings(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), specs,
+                                2048)
+    assert "did not time every config" in found[0] and "layer_us" not in found[0].values
+
+
+def test_the_shipped_line_against_the_rows_medians():
+    """The Llama-3.1-8B line of the shipped rows: each product of its fused int4 lever at the table's config, the
+    median of its graph-mode repetitions recomputed here with the csv and statistics modules."""
+    path = paths.DATA / "diagnostics" / "fused_int4_gemv.csv"
+    if not path.exists():
+        pytest.skip("no fused_int4_gemv.csv rows")
+    times: dict = {}
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["mode"] == "graph" and r["status"] == "ok" and r["model"] == "llama-3.1-8b":
+                key = (int(r["N"]), int(r["K"]), r["flavour"], r["launch"], r["config"])
+                times.setdefault(key, []).append(float(r["us"]))
+    layer = ip.layer_products("lean_fused_early_products_graph")
+    shapes = {name: (K, N, fl) for name, K, N, fl in int4_configs.products(models.load_spec("llama-3.1-8b").config)}
+    expected = 0.0
+    for product, launch in layer:
+        K, N, flavour = shapes[product]
+        entry = int4_configs.FUSED_INT4_CONFIGS[(N, K, flavour, launch)]
+        expected += statistics.median(times[(N, K, flavour, launch, ip.config_key(entry))])
+    specs = hardware.specs_table()
+    confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
+                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+    found = ip.product_findings(ip.config_table(ip.load(), specs), confirmation, models.configs({"llama-3.1-8b"}),
+                                specs, 2048)
+    assert found[0].values["layer_us"] == pytest.approx(expected)
