@@ -145,3 +145,33 @@ def test_the_shipped_line_against_the_rows_medians():
     found = ip.product_findings(ip.config_table(ip.load(), specs), confirmation, models.configs({"llama-3.1-8b"}),
                                 specs, 2048)
     assert found[0].values["layer_us"] == pytest.approx(expected)
+
+
+def test_the_bf16_products_beside_them_by_hand(monkeypatch):
+    """The bf16 bench's rows at the config its early launch was timed at (the table's), per launch; the layer's bf16
+    time, the bytes ratio and the time ratio against the int4 layer of test_a_layers_sum_floor..."""
+    monkeypatch.setattr(ip, "INT4_CONFIGS", ((8, 1, 2),))
+    for _, K, N, flavour, launch, *_ in LLAMA_LAYER:
+        monkeypatch.setitem(int4_configs.FUSED_INT4_CONFIGS, (N, K, flavour, launch), (8, 1, 2))
+    rows = _rows([("llama-3.1-8b", p, K, N, fl, la, b, {"n8_s1_w2": [fast]}, "n8_s1_w2")
+                  for p, K, N, fl, la, b, fast, _ in LLAMA_LAYER])
+    bf16_rows = []
+    for p, K, N, _, launch, nbytes, fast, _ in LLAMA_LAYER:
+        for config, us in (("table", 2 * fast), ("other", fast)):  # the faster config is not the table's: not read
+            if launch == "early" and config == "other":
+                continue  # the bench times the early launch at the table's config only
+            bf16_rows.append(dict(device=H200, product=p, K=K, N=N, launch=launch, config=config, us=us,
+                                  bytes=4 * nbytes))
+        bf16_rows.append(dict(device=H200, product=p, K=K, N=N, launch="early", config="table", us=3 * fast,
+                              bytes=4 * nbytes))
+    bf16 = ip.bf16_table(pd.DataFrame(bf16_rows))
+    qkv = bf16[(bf16["product"] == "qkv") & (bf16["launch"] == "pdl")].iloc[0]
+    assert (qkv["bf16_config"], qkv["bf16_us"]) == ("table", 18.0)  # 2 x 9.0 at the table's config, not 9.0
+    specs = hardware.specs_table()
+    confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
+                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+    v = ip.product_findings(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), specs, 2048,
+                            bf16=bf16)[0].values
+    # qkv launched with pdl: 18.0 us; the others early: the median of 2x and 3x their time, 2.5x
+    assert v["bf16_layer_us"] == pytest.approx(18.0 + 2.5 * (7.5 + 20.0 + 19.5))
+    assert v["bytes_ratio"] == pytest.approx(4.0) and v["time_ratio"] == pytest.approx(v["bf16_layer_us"] / 56.0)

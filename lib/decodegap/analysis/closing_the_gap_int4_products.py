@@ -9,8 +9,10 @@ alone) and its median, and the config table's entry (kernels.fused_int4.configs,
 lever (`step_products`): the products one decoder layer launches (kernels.fused.launch.FusedOps.layer_products of
 the arm's kernels; the LM head stays bf16), each at the config the step runs. The findings add them up over the
 model's layers against their weight floor, and what the table's configs save over the tuner's by the bench's times.
-Products are matched by shape (K, N, flavour), so a model whose widths another model's rows timed (Mistral-7B-v0.3's
-are Llama-3.1-8B's) reads those rows. Descriptive: no target reads it; the step's own time is the confirmation's."""
+Beside them, the same products in bf16 from bench/fused_gemv.py's rows (data/diagnostics/fused_gemv.csv, the bf16
+fused GEMV at its table's config and the same launch). Products are matched by shape (K, N, flavour), so a model whose
+widths another model's rows timed (Mistral-7B-v0.3's are Llama-3.1-8B's) reads those rows. Descriptive: no target
+reads it; the step's own time is the confirmation's."""
 
 from __future__ import annotations
 
@@ -47,6 +49,46 @@ def load(data: Path | None = None) -> pd.DataFrame:
     rows = pd.read_csv(path)
     rows = rows[rows["status"] == "ok"]
     return rows.assign(device=rows["gpu"], product=[s.split(" ", 1)[1] for s in rows["shape"]])
+
+
+BF16_DIAGNOSTIC = "fused_gemv"
+BF16_LAUNCH = {("fused", 0): "none", ("fused", 1): "pdl", ("fused_early", 1): "early"}
+"""The int4 launch of the bf16 bench's graph rows (kernel, pdl)."""
+
+
+def load_bf16(data: Path | None = None) -> pd.DataFrame:
+    """The bf16 fused GEMV's bench rows (bench/fused_gemv.py, data/diagnostics/fused_gemv.csv) in graph mode, `ok`,
+    with the int4 bench's names: `device`, `product`, `launch` (BF16_LAUNCH); empty where it has none."""
+    path = Path(data or paths.DATA) / "diagnostics" / f"{BF16_DIAGNOSTIC}.csv"
+    cols = ["device", "product", "K", "N", "launch", "config", "us", "bytes"]
+    if not path.exists():
+        return pd.DataFrame(columns=cols)
+    rows = pd.read_csv(path, usecols=["gpu", "shape", "K", "N", "kernel", "config", "pdl", "mode", "us", "bytes",
+                                      "status"])
+    rows = rows[(rows["status"] == "ok") & (rows["mode"] == "graph")]
+    launch = [BF16_LAUNCH.get((k, int(p))) for k, p in zip(rows["kernel"], rows["pdl"])]
+    rows = rows.assign(device=rows["gpu"], product=[s.split(" ", 1)[1] for s in rows["shape"]], launch=launch)
+    return rows.dropna(subset=["launch"])[cols]
+
+
+def bf16_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU, product (K, N) and launch, the bf16 fused product at the config its step runs: the bf16 table's
+    config, the one config the bench timed with the early trigger (bench/fused_gemv.py times that launch at the table's
+    config only), its median us per call and rate (`bf16_us`, `bf16_gbps`)."""
+    cols = ["device", "product", "K", "N", "launch", "bf16_config", "bf16_us", "bf16_bytes", "bf16_gbps"]
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    table_config = rows[rows["launch"] == "early"].groupby(["device", "product", "K", "N"])["config"].first()
+    out = []
+    for (device, product, K, N, launch), g in rows.groupby(["device", "product", "K", "N", "launch"]):
+        config = table_config.get((device, product, K, N))
+        at = g[g["config"] == config]
+        if config is None or at.empty:
+            continue
+        us, nbytes = float(at["us"].median()), int(at["bytes"].iloc[0])
+        out.append(dict(device=device, product=product, K=K, N=N, launch=launch, bf16_config=config, bf16_us=us,
+                        bf16_bytes=nbytes, bf16_gbps=nbytes / us / 1e3))
+    return pd.DataFrame(out, columns=cols)
 
 
 def config_table(rows: pd.DataFrame, specs: pd.DataFrame, data=None) -> pd.DataFrame:
@@ -88,11 +130,12 @@ def layer_products(arm: str) -> list[tuple[str, str]]:
             if p in int4_configs.INT4_STEP_PRODUCTS]
 
 
-def step_products(table: pd.DataFrame, arm: str, config: dict, device: str) -> pd.DataFrame:
+def step_products(table: pd.DataFrame, arm: str, config: dict, device: str,
+                  bf16: pd.DataFrame | None = None) -> pd.DataFrame:
     """One layer's int4 products of `arm` on a model (its HF config dict) and GPU (`device`, the bench's name), each
     with its config_table row matched by shape and launch: `step_config` (the table's entry, else the tuner's:
-    what the step runs) and `step_us`, `floor_us` (its bytes at the datasheet's rate). A product the bench did not
-    time has NaN times."""
+    what the step runs) and `step_us`, `floor_us` (its bytes at the datasheet's rate), and where `bf16` (bf16_table)
+    has the same product and launch, `bf16_us` and `bf16_bytes`. A product the bench did not time has NaN times."""
     shapes = {name: (K, N, flavour) for name, K, N, flavour in int4_configs.products(config)}
     indexed = table.set_index(SHAPE) if not table.empty else table
     out = []
@@ -110,7 +153,11 @@ def step_products(table: pd.DataFrame, arm: str, config: dict, device: str) -> p
                         tuned_us=float(row["tuned_us"]), bytes=int(row["bytes"]),
                         gbps=int(row["bytes"]) / float(us) / 1e3,
                         floor_us=int(row["bytes"]) / (float(row["gbps"]) / float(row["datasheet_fraction"])) / 1e3))
-    return pd.DataFrame(out)
+    out = pd.DataFrame(out)
+    if bf16 is not None and not bf16.empty and not out.empty:
+        on = ["product", "K", "N", "launch"]
+        out = out.merge(bf16[bf16["device"] == device][on + ["bf16_us", "bf16_bytes"]], on=on, how="left")
+    return out
 
 
 def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> str | None:
@@ -145,10 +192,12 @@ def _us(value: float) -> str:
 
 
 def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, specs: pd.DataFrame,
-                     ctx: int, data=None) -> list[str]:
+                     ctx: int, data=None, bf16: pd.DataFrame | None = None) -> list[str]:
     """Per GPU with rows and model of the confirmation table: its fused int4 lever at `ctx` (fused_lever_of), one
     layer's int4 products alone at the configs the step runs, summed over the layers against their weight floor
-    at the datasheet's rate, each product's rate, and what the products would take at the fastest one's rate."""
+    at the datasheet's rate, each product's rate, and what the products would take at the fastest one's rate; where
+    `bf16` (bf16_table) has every one of those products at the same launch, the bf16 fused products' layer beside
+    it: how many times fewer bytes int4 streams and how many times less time it takes, product by product."""
     out = []
     if table.empty or confirmation.empty:
         return out
@@ -157,7 +206,7 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
         bandwidth = float(specs.set_index("gpu").loc[gpu, "bandwidth_gbps"])
         for (arm, layers, _), group in _lever_groups(table, confirmation, configs, gpu, device, ctx):
             model = " and ".join(group)
-            p = step_products(table, arm, configs[group[0]], device)
+            p = step_products(table, arm, configs[group[0]], device, bf16)
             missing = p[~p["complete"]] if "complete" in p else p
             head = f"{model} on the {gpu}, {arm} (int4-triton)"
             if not missing.empty:
@@ -178,10 +227,20 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
                       f"({100 * p['gbps'].min() / bandwidth:.0f}-{100 * p['gbps'].max() / bandwidth:.0f} % of the "
                       f"datasheet), the slowest {worst['product']}; at the fastest one's rate ({best['product']}) the "
                       f"{len(p)} would take {at_best_ms:.2f} ms a step.")
-            out.append(Finding(text, gpu=gpu, model=model, arm=arm, layer_us=layer_us,
-                               products_ms=layer_us * layers / 1e3, floor_ms=floor_layer_us * layers / 1e3,
-                               gbps_min=float(p["gbps"].min()), gbps_max=float(p["gbps"].max()),
-                               at_fastest_rate_ms=at_best_ms))
+            values = dict(gpu=gpu, model=model, arm=arm, layer_us=layer_us, products_ms=layer_us * layers / 1e3,
+                          floor_ms=floor_layer_us * layers / 1e3, gbps_min=float(p["gbps"].min()),
+                          gbps_max=float(p["gbps"].max()), at_fastest_rate_ms=at_best_ms)
+            if "bf16_us" in p and not p["bf16_us"].isna().any():
+                bf16_us = float(p["bf16_us"].sum())
+                bytes_ratio = float(p["bf16_bytes"].sum()) / float(p["bytes"].sum())
+                rate = p["bf16_bytes"] / p["bf16_us"] / 1e3
+                text += (f" The same products in bf16 (bench/fused_gemv.py's rows: the bf16 fused GEMV at the config "
+                         f"its table held, the same launches) take {_us(bf16_us)} a layer at "
+                         f"{rate.min():,.0f}-{rate.max():,.0f} GB/s: "
+                         f"int4 streams {bytes_ratio:.1f}x fewer bytes and takes {bf16_us / layer_us:.2f}x less time ("
+                         + ", ".join(f"{r.product} {r.bf16_us / r.step_us:.2f}x" for r in p.itertuples()) + ").")
+                values.update(bf16_layer_us=bf16_us, bytes_ratio=bytes_ratio, time_ratio=bf16_us / layer_us)
+            out.append(Finding(text, **values))
     return out
 
 

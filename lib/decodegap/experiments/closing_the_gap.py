@@ -168,7 +168,8 @@ def tables(data, model_keys=()) -> dict:
     package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
     beside its published times, analysis.closing_the_gap_megakernel), `band_rows` and `bands` (the same cells measured by
     sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
-    `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products),
+    `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products)
+    and `bf16_products` (the bf16 fused products at their table's configs, beside them),
     the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
@@ -194,6 +195,7 @@ def tables(data, model_keys=()) -> dict:
         megakernel=megakernel_table(data, every_row, specs),
         bands=bands.agreement(band_rows), band_rows=band_rows,
         int4_products=int4_products.config_table(int4_products.load(data), specs, data),
+        bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
 
 
@@ -221,7 +223,7 @@ def findings(t: dict) -> dict:
             "06_findings_bands": bands.findings(t["band_rows"]),
             "06_findings_int4_products": (
                 int4_products.product_findings(t["int4_products"], t["confirmation"], t["configs"], t["specs"],
-                                               TARGETS["int4"]["ctx"])
+                                               TARGETS["int4"]["ctx"], bf16=t["bf16_products"])
                 + int4_products.tuner_findings(t["int4_products"], t["confirmation"], t["configs"],
                                                TARGETS["int4"]["ctx"])),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
