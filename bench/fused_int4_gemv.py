@@ -17,12 +17,16 @@ OUTDIR/fused_int4_gemv.csv), one row per repetition (gpu, model, shape, K, N, fl
 bytes, gbps, max_rel_err, status, reason, then the run's provenance; bytes: the packed words, scales and offsets
 streamed), and prints per shape and launch the fastest config, the tuner's and their times, then the table lines the
 rows give.
+A run resumes: a product and launch that already has an `ok` graph row of every config for this GPU, in the file it
+appends to or in the repository's data/diagnostics/fused_int4_gemv.csv, is not timed again (its line says so);
+--again times every one.
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_int4_gemv.py [--models llama-3.1-8b,qwen2.5-7b]
-    [--launches none,pdl,early]   (bench/measure.sh's `int4_configs` step)
+    [--launches none,pdl,early] [--again]   (bench/measure.sh's `int4_configs` step)
 """
 
 import argparse
 import copy
+import csv
 import math
 import statistics
 import sys
@@ -31,7 +35,7 @@ import traceback
 
 import torch
 
-from decodegap import timing
+from decodegap import paths, timing
 from decodegap.diagnostics import Rows
 from decodegap.harness import models
 from decodegap.kernels.fused import launch as fused
@@ -79,6 +83,21 @@ def operands(K, N, flavour, gen):
     return x, layer, nw, res, on
 
 
+def complete_cells(files, gpu: str) -> set:
+    """(K, N, flavour, launch) of the cells with an `ok` graph-mode row of every config of INT4_CONFIGS for `gpu` (a
+    device name) in any of `files` (those that exist)."""
+    timed: dict = {}
+    for path in files:
+        if not path.exists():
+            continue
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["gpu"] == gpu and r["mode"] == "graph" and r["status"] == "ok":
+                    timed.setdefault((int(r["K"]), int(r["N"]), r["flavour"], r["launch"]), set()).add(r["config"])
+    wanted = {config_key(c) for c in INT4_CONFIGS}
+    return {cell for cell, configs in timed.items() if wanted <= configs}
+
+
 def product_call(flavour, nw, res, on, config, launch):
     """call(x, layer) of the fused int4 product of `flavour` on `config` and `launch`, and its reference
     ref(x, layer) (kernels.fused_int4.flavours.flavour_product)."""
@@ -113,6 +132,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--launches", default=",".join(int4_configs.LAUNCHES))
+    parser.add_argument("--again", action="store_true", help="time the products and launches already timed too")
     args = parser.parse_args(argv)
     keys = [k for k in args.models.split(",") if k]
     launches = [x for x in args.launches.split(",") if x]
@@ -136,6 +156,8 @@ def main(argv=None):
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows = []
+    done = set() if args.again else complete_cells(
+        {out.path, paths.DATA / "diagnostics" / "fused_int4_gemv.csv"}, gpu)
 
     def emit(times, status="ok", reason="", err=None, **fields):
         for rep, us in enumerate(times or [None]):
@@ -151,11 +173,15 @@ def main(argv=None):
             if (K, N, flavour) in timed:
                 continue
             timed.add((K, N, flavour))
+            todo = [launch for launch in launches if (K, N, flavour, launch) not in done]
+            if not todo:
+                print(f"{key} {name}: every config timed at {', '.join(launches)} already (--again times it again)")
+                continue
             x, layer, nw, res, on = operands(K, N, flavour, gen)
             nbytes = layer_bytes(layer)
             copies = [layer] + [copy.deepcopy(layer) for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=f"{key} {name}", K=K, N=N, flavour=flavour, bytes=nbytes)
-            for launch in launches:
+            for launch in todo:
                 for config in INT4_CONFIGS:
                     call, reference = product_call(flavour, nw, res, on, config, launch)
                     try:

@@ -43,7 +43,8 @@ carries on. Notebook 05 (cost) measures nothing.
     int4_configs  notebook 06: bench/fused_int4_gemv.py, the fused int4 product on every config of the int4 GEMV's
                and each launch (none, PDL, early trigger) per product of the fused int4 step, beside the per-process
                tuner's choice (OUTDIR/fused_int4_gemv.csv, committed as data/diagnostics/fused_int4_gemv.csv: the
-               rows kernels.fused_int4.configs' table is read from; a compile per shape, config and launch)
+               rows kernels.fused_int4.configs' table is read from; a compile per shape, config and launch; it
+               resumes from the committed rows, INT4_CONFIGS_AGAIN=1 times every product again)
     fused_int4  notebook 06: the fused int4 step's GPU tests (tests/test_fused_int4.py: every int4 product on the
                real shapes against its reference), then python -m decodegap measure --quant int4-triton on the
                fused int4 levers of levers.LEVERS (lean_fused_graph, lean_fused_pdl_norm_graph,
@@ -310,8 +311,12 @@ step_fused() {
   gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
-step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows)
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"}
+step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows): the
+  # committed rows first, so that the bench resumes from them (it skips what they time whole) and OUTDIR's file is the
+  # whole set, to commit as data/diagnostics/fused_int4_gemv.csv
+  [ -f "$OUTDIR/fused_int4_gemv.csv" ] || [ ! -f data/diagnostics/fused_int4_gemv.csv ] ||
+    cp data/diagnostics/fused_int4_gemv.csv "$OUTDIR/fused_int4_gemv.csv"
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"} ${INT4_CONFIGS_AGAIN:+--again}
 }
 INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}
 step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured with their in-run checks, then each

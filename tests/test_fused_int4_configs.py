@@ -128,3 +128,24 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
     assert torch.equal(residual(x, layer), (reference.linear_reference(x, layer).float() + 1).bfloat16())
     with pytest.raises(ValueError, match="no flavour 'gate_up'"):
         flavours.flavour_product("gate_up", nw, res, on, 1e-5)
+
+
+def test_the_bench_resumes_from_the_cells_timed_whole(tmp_path):
+    """complete_cells: a cell counts as done only with an ok graph row of every config for this GPU; an error row, a
+    tuned row, another GPU's rows or a missing file leave it to time."""
+    spec = importlib.util.spec_from_file_location("fused_int4_gemv", paths.REPO / "bench" / "fused_int4_gemv.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    keys = [bench.config_key(c) for c in INT4_CONFIGS]
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["gpu", "K", "N", "flavour", "launch", "config", "mode", "status"])
+        w.writeheader()
+        base = dict(gpu="NVIDIA H200", K=4096, N=4096, flavour="residual", mode="graph", status="ok")
+        for k in keys:
+            w.writerow(dict(base, launch="early", config=k))  # whole
+            w.writerow(dict(base, launch="pdl", config=k, status="ok" if k != keys[-1] else "error"))  # one error
+            w.writerow(dict(base, launch="none", config=k, gpu="NVIDIA H100 80GB HBM3"))  # another GPU
+        w.writerow(dict(base, launch="pdl", config=keys[-1], mode="tuned"))  # a tuned row is no timing
+    done = bench.complete_cells([path, tmp_path / "absent.csv"], "NVIDIA H200")
+    assert done == {(4096, 4096, "residual", "early")}
