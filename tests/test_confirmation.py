@@ -151,3 +151,24 @@ def test_the_confirmation_plans_of_one_kind_and_the_cli_refuses_an_unknown_kind(
         assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200"] + bad) != 0
         assert said in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_each_confirmation_names_its_runs_and_the_commits_they_ran():
+    """run_ids: the chosen lever's runs; with_commits: their short commits from env.json's entries (+dirty where the
+    tree was), which the margin text names; a run env.json lacks adds none."""
+    s0 = CONFIRM_FIRST_SESSION
+    rows = pd.DataFrame(_decode("r1", s0, "lean_fused_early_graph", [4.2]) + _decode("r2", s0, "lean_fused_early_graph",
+                                                                                     [4.1])
+                        + _decode("r2", s0 + 1, "lean_fused_early_graph", [4.3])
+                        + _decode("r3", s0, "lean_fused_graph", [4.4]))  # the runner-up's run: not the lever's
+    t = confirm.confirmation_table(confirm.choices(LADDER), rows)
+    bf16 = t.set_index("kind").loc["bf16"]
+    assert bf16["run_ids"] == "r1 r2"
+    env = {("h200", "r1"): {"git_commit": "74efca6" + "0" * 33}, ("h200", "r2"): {"git_commit": "a11dbb5" + "1" * 33
+                                                                                    + "+dirty"},
+           ("h200", "r3"): {"git_commit": "ffffffff"}}
+    named = confirm.with_commits(t, env).set_index("kind")
+    assert named.loc["bf16", "commits"] == "74efca6 a11dbb5+dirty"
+    assert "measured at commits 74efca6, a11dbb5+dirty" in confirm.margin_text(named.loc["bf16"])
+    assert confirm.with_commits(t, {}).set_index("kind").loc["bf16", "commits"] == ""
+    assert "measured at" not in confirm.margin_text(confirm.with_commits(t, {}).set_index("kind").loc["bf16"])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from decodegap import stats
+from decodegap import hardware, stats
 from decodegap.finding import Finding
 from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS
 
@@ -88,8 +88,8 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame
     sessions of each session's median step), `sessions`, `r_floor_bf16` (the cell's bf16 floor over it), the runner-up's
     `runner_up_ms` on the same sessions, the paired margin (`margin_median`, `margin_min`, `margin_max`: the runner-up
     over the winner per session, minus one), `order` (ORDER_HELD, ORDER_REVERSED or ORDER_MIXED by the paired margins'
-    signs; None without them) and `status`: CONFIRMED with CONFIRM_SESSIONS sessions or more, PARTLY with fewer,
-    NOT_CONFIRMED with none of the chosen lever."""
+    signs; None without them), `run_ids` (the runs of the chosen lever's sessions) and `status`: CONFIRMED with
+    CONFIRM_SESSIONS sessions or more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever."""
     out = []
     for cell in choice.to_dict("records"):
         mine = _session_medians(rows, cell, cell["arm"], cell["quant"]) if not rows.empty else pd.Series(dtype=float)
@@ -108,17 +108,37 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame
                         margin_median=float(paired.median()) if len(paired) else np.nan,
                         margin_min=float(paired.min()) if len(paired) else np.nan,
                         margin_max=float(paired.max()) if len(paired) else np.nan, order=order,
+                        run_ids=" ".join(sorted({run for run, _ in mine.index})),
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
     return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
                                                        "sessions", "r_floor_bf16", "runner_up_ms", "paired_sessions",
-                                                       "margin_median", "margin_min", "margin_max", "order", "status"])
+                                                       "margin_median", "margin_min", "margin_max", "order",
+                                                       "run_ids", "status"])
+
+
+def with_commits(table: pd.DataFrame, env: dict) -> pd.DataFrame:
+    """`table` (confirmation_table) with `commits`: the short commits (hardware.provenance_of; `+dirty` where the tree
+    was) of each cell's confirmation runs, from `env` ({(gpu, run id): env.json entry}, hardware.load_env), so a
+    reader can tell the code that confirmed a lever from the code that runs it now; "" without runs."""
+    def commits(row) -> str:
+        out = []
+        for run in str(row["run_ids"] or "").split():
+            entry = env.get((row["gpu"], run))
+            if entry is None:
+                continue
+            prov = hardware.provenance_of(entry)
+            out.append(prov["commit"] + ("+dirty" if prov["dirty"] else ""))
+        return " ".join(sorted(set(out)))
+
+    return table.assign(commits=[commits(r) for r in table.to_dict("records")] if not table.empty else [])
 
 
 def margin_text(row) -> str:
     """'N sessions, a-b ms; runner-up R +a % (b to c %)' of one confirmation_table row, or that it has no runner-up
     rows; where the runner-up was faster in every paired session, it says so."""
+    commits = str(row.get("commits") or "").split()
     head = (f"{int(row['sessions'])} sessions, {row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms over "
-            f"them")
+            f"them" + (f", measured at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}" if commits else ""))
     if not row["paired_sessions"]:
         return f"{head}; no runner-up timed in them"
     return (f"{head}; the runner-up, {row['runner_up']}, {row['runner_up_ms']:.2f} ms: "

@@ -186,8 +186,9 @@ def tables(data, model_keys=()) -> dict:
     return dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
-        confirmation=confirmation.confirmation_table(confirmation.choices(lever_table), confirmation.confirmation_rows(
-            every_row, selection.run_plans(data))),
+        confirmation=confirmation.with_commits(confirmation.confirmation_table(
+            confirmation.choices(lever_table), confirmation.confirmation_rows(every_row, selection.run_plans(data))),
+            hardware.load_env(data)),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
