@@ -175,3 +175,10 @@ def test_the_bf16_products_beside_them_by_hand(monkeypatch):
     # qkv launched with pdl: 18.0 us; the others early: the median of 2x and 3x their time, 2.5x
     assert v["bf16_layer_us"] == pytest.approx(18.0 + 2.5 * (7.5 + 20.0 + 19.5))
     assert v["bytes_ratio"] == pytest.approx(4.0) and v["time_ratio"] == pytest.approx(v["bf16_layer_us"] / 56.0)
+    step = ip.target_step(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), "h200",
+                          "llama-3.1-8b", 2048, bf16)
+    assert list(step["product"]) == ["qkv", "o_norm", "gate_up_plain", "down_silu"] and set(step["layers"]) == {32}
+    assert step["bf16_us"].sum() == pytest.approx(v["bf16_layer_us"]) and set(step["arm"]) == {
+        "lean_fused_early_products_graph"}
+    assert ip.target_step(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), "l4",
+                          "llama-3.1-8b", 2048, bf16).empty  # no bench rows of that GPU

@@ -172,6 +172,19 @@ def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -
     return None
 
 
+def target_step(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, gpu: str, model: str, ctx: int,
+                bf16: pd.DataFrame | None = None, data=None) -> pd.DataFrame:
+    """step_products of the fused int4 lever of one cell (fused_lever_of) on `gpu` (a registry key), with `gpu`,
+    `model`, `arm` and `layers`; empty where the bench has no rows of that GPU or the cell no fused int4 lever."""
+    devices = [d for d in sorted(set(table["device"])) if hardware.gpu_key_for_device_name(d, data) == gpu] \
+        if not table.empty else []
+    arm = fused_lever_of(confirmation, gpu, model, ctx) if not confirmation.empty else None
+    if not devices or arm is None or model not in configs:
+        return pd.DataFrame(columns=["gpu", "model", "arm", "layers", "product", "launch", "step_us", "bytes"])
+    p = step_products(table, arm, configs[model], devices[0], bf16)
+    return p.assign(gpu=gpu, model=model, arm=arm, layers=int(configs[model]["num_hidden_layers"]))
+
+
 def _lever_groups(table, confirmation, configs, gpu, device, ctx) -> list:
     """[((arm, layers, product shapes), [models])] of the GPU's models in the confirmation table with a fused int4
     lever at `ctx`, models whose lever runs the same products over as many layers grouped (Mistral-7B-v0.3 and

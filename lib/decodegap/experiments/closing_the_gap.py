@@ -169,7 +169,8 @@ def tables(data, model_keys=()) -> dict:
     beside its published times, analysis.closing_the_gap_megakernel), `band_rows` and `bands` (the same cells measured by
     sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
     `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products)
-    and `bf16_products` (the bf16 fused products at their table's configs, beside them),
+    and `bf16_products` (the bf16 fused products at their table's configs, beside them), `int4_step` (one layer's int4
+    products of the int4 target cell's fused lever, each beside its bf16 twin),
     the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
@@ -183,7 +184,7 @@ def tables(data, model_keys=()) -> dict:
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
-    return dict(
+    out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
@@ -198,6 +199,10 @@ def tables(data, model_keys=()) -> dict:
         int4_products=int4_products.config_table(int4_products.load(data), specs, data),
         bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
+    target = TARGETS["int4"]
+    out["int4_step"] = int4_products.target_step(out["int4_products"], out["confirmation"], configs, target["gpu"],
+                                                 target["model"], target["ctx"], out["bf16_products"], data)
+    return out
 
 
 def datasheet_gbps(t: dict, target: str = "bf16") -> float:

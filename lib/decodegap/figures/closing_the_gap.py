@@ -132,3 +132,34 @@ def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: s
                 "profiled step; lines: each step's fit")
     fig.tight_layout()
     return fig
+
+
+def int4_products(step: pd.DataFrame, datasheet_gbps: float):
+    """One decoder layer's int4 products of a fused int4 step (analysis.closing_the_gap_int4_products.target_step),
+    each timed alone at the config the step runs, beside the same product in bf16 where the bf16 bench has it, with
+    each one's weight floor at the datasheet's bandwidth as a tick: the int4 bars stand further above their floor
+    than the bf16 bars do above theirs."""
+    style.apply()
+    if step.empty or "step_us" not in step or step["step_us"].isna().all():
+        return style.empty("No fused int4 products timed alone (bench/fused_int4_gemv.py) for this cell.")
+    first = step.iloc[0]
+    fig, ax = plt.subplots(figsize=(8.0, 3.6))
+    y = np.arange(len(step))
+    has_bf16 = "bf16_us" in step and not step["bf16_us"].isna().all()
+    height = 0.38 if has_bf16 else 0.6
+    int4_at = y - height / 2 if has_bf16 else y
+    ax.barh(int4_at, step["step_us"], height=height, color="#2ca02c", label="int4 (the step's config)")
+    ax.scatter(step["bytes"] / datasheet_gbps / 1e3, int4_at, marker="|", s=220, color="black", zorder=3,
+               label=f"weight floor at the datasheet {datasheet_gbps:,.0f} GB/s")
+    if has_bf16:
+        ax.barh(y + height / 2, step["bf16_us"], height=height, color="#9aa0a6", label="bf16 (its table's config)")
+        ax.scatter(step["bf16_bytes"] / datasheet_gbps / 1e3, y + height / 2, marker="|", s=220, color="black",
+                   zorder=3)
+    ax.set_yticks(y, [f"{p} ({launch})" for p, launch in zip(step["product"], step["launch"])])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{style.MICRO} per call, alone in a CUDA graph of back-to-back calls")
+    ax.legend(loc="lower right", fontsize=7)
+    style.title(fig, "06_int4_products.png", f"one layer's int4 products of {first['arm']}, {first['model']}, "
+                f"{first['gpu']}\nticks: each product's weights at the datasheet bandwidth")
+    fig.tight_layout()
+    return fig

@@ -11,6 +11,7 @@ import csv
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from decodegap import paths, published
@@ -189,6 +190,24 @@ def _confirmation_words(row: pd.DataFrame, r_floor: bool = True) -> str:
             + f" in {int(r.sessions)} fresh sessions, {100 * r.margin_median:+.1f} % over the runner-up")
 
 
+def _int4_products(f: Path) -> dict[str, str]:
+    """Notebook 06's int4 products figure: its line of 06_findings_int4_products.csv at the int4 target's model."""
+    t = pd.read_csv(f / "06_findings_int4_products.csv")
+    model = TARGETS["int4"]["model"]
+    rows = t[t["layer_us"].notna()] if "layer_us" in t else t.iloc[0:0]
+    rows = rows[(rows["gpu"] == GPU).to_numpy() & np.array([model in str(m).split(" and ") for m in rows["model"]], bool)]
+    if rows.empty or pd.isna(rows.iloc[0].get("bf16_layer_us")):
+        return {"06_int4_products.png": "No fused int4 products timed alone on the H200 yet "
+                                        "(bench/fused_int4_gemv.py, `bash bench/measure.sh h200 OUT int4_configs`)."}
+    r = rows.iloc[0]
+    return {"06_int4_products.png":
+            f"On the H200 ({model}) one layer's {r.arm} int4 products, each timed alone, take {r.layer_us:.1f} us "
+            f"({r.products_ms:.2f} ms a step, {r.products_ms / r.floor_ms:.1f}x their weight floor) and stream at "
+            f"{r.gbps_min:,.0f}-{r.gbps_max:,.0f} GB/s ({r.gbps_min / DATASHEET_GBPS:.0%}-{r.gbps_max / DATASHEET_GBPS:.0%} "
+            f"of the datasheet); the same products in bf16 take {r.bf16_layer_us:.1f} us: int4 reads "
+            f"{r.bytes_ratio:.1f}x fewer bytes and takes {r.time_ratio:.2f}x less time."}
+
+
 def _ladder(f: Path) -> dict[str, str]:
     """Notebook 06's two figures: the products' fits and the ladder of levers."""
     c = _ladder_cells(f)
@@ -272,7 +291,7 @@ def findings(figures: Path | None = None) -> dict[str, str]:
     specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
     assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
     pub = _published()
-    return {**_ladder(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub), **_scope(f)}
+    return {**_ladder(f), **_int4_products(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub), **_scope(f)}
 
 
 GALLERY_CSV = "gallery.csv"

@@ -73,6 +73,7 @@ TITLES = {
     "05_cost_ladder.png": "The cost ladder: $ per million tokens against peak bandwidth",
     "06_ladder.png": "The ladder of levers towards the memory floor",
     "06_products.png": "Each matrix product pays a fixed cost beyond streaming its weights",
+    "06_int4_products.png": "The int4 products stand further above their weight floor than the bf16 ones",
     "07_r_floor_vs_t_floor.png": "R_floor against the bandwidth floor, over sizes, batches and GPUs",
     "07_step_model_residuals.png": "The two-term step model: floor at an efficiency plus a fixed cost",
 }
