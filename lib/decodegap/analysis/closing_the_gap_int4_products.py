@@ -265,6 +265,7 @@ def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dic
     whole = table[table["complete"]] if not table.empty else table
     for device, g in whole.groupby("device"):
         gpu = hardware.gpu_key_for_device_name(device, data)
+        g = g[g["tuned_config"].fillna("").astype(str) != ""]  # a tuner that failed there chose nothing
         other = g[g["tuned_config"] != g["fastest_config"]]
         text = (f"The per-process tuner of the fused int4 product on the {gpu} (Triton's do_bench on the kernel alone) "
                 f"chose the fastest graphed config in {len(g) - len(other)} of {len(g)} products and launches timed "
