@@ -62,7 +62,9 @@ carries on. Notebook 05 (cost) measures nothing.
     ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
     confirm    notebook 06: python -m decodegap closing-the-gap --confirm (after ladder: each cell's chosen lever
                beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these),
-               the cells of MODELS and CONTEXTS (MODELS=llama-3.1-8b CONTEXTS=2048: the targets' cell first)
+               the cells of MODELS and CONTEXTS (MODELS=llama-3.1-8b CONTEXTS=2048: the targets' cell first;
+               CONFIRM_KINDS=bf16 or int4: those cells only; CONFIRM_AGAIN=1: confirmed cells again, in a run of
+               their own, after a change to a lever's code)
     megakernel  notebook 06: python -m decodegap closing-the-gap --megakernel (the cell of a public megakernel
                study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
                3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
@@ -111,6 +113,9 @@ Options, as environment variables (all optional):
     RETRY_UNAVAILABLE=1  the attention steps measure again the cells recorded as `unavailable` (e.g. fa2 once
                        flash-attn is built)
     ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds
+    CONFIRM_AGAIN=1    the confirm step confirms the cells already confirmed again, in a run of their own (after a
+                       change to a lever's code; the confirmation table reads each cell's newest commit's runs)
+    INT4_CONFIGS_AGAIN=1  the int4_configs step times every product and launch again, not only those it lacks
     LADDER_AGAIN=1     the ladder step measures and profiles its cells again (the old rows kept as history)
     PEERS_AGAIN=1      the peers step measures its contexts again (a new run beside the old rows)
     QUANT_AGAIN        quantisation paths: the quant step, in place of its sweep, measures these paths' cells
@@ -341,7 +346,8 @@ step_ladder() {
   dg closing-the-gap --gpu "$GPU" "${GRID[@]}" --sessions "${LADDER_SESSIONS:-1}" "${RETRY_FLAG[@]}" ${LADDER_LEVERS:+--levers "$LADDER_LEVERS"} "${LADDER_AGAIN_FLAG[@]}"
 }
 step_confirm() {  # notebook 06's winners confirmed, not selected: run after the ladder step
-  dg closing-the-gap --confirm --gpu "$GPU" "${GRID[@]}" ${CONFIRM_KINDS:+--kinds "$CONFIRM_KINDS"}
+  dg closing-the-gap --confirm --gpu "$GPU" "${GRID[@]}" ${CONFIRM_KINDS:+--kinds "$CONFIRM_KINDS"} \
+    ${CONFIRM_AGAIN:+--again}
 }
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
   dg closing-the-gap --megakernel --gpu "$GPU"

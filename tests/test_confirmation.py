@@ -172,3 +172,42 @@ def test_each_confirmation_names_its_runs_and_the_commits_they_ran():
     assert "measured at commits 74efca6, a11dbb5+dirty" in confirm.margin_text(named.loc["bf16"])
     assert confirm.with_commits(t, {}).set_index("kind").loc["bf16", "commits"] == ""
     assert "measured at" not in confirm.margin_text(confirm.with_commits(t, {}).set_index("kind").loc["bf16"])
+
+
+def test_a_cell_confirmed_at_two_commits_reads_the_newest_commits_runs():
+    """The rule since 2026-12-04: with commits known, only the runs at the commit of the newest run that timed the
+    lever count (both arms' sessions paired within them); the older runs are named as superseded. Without commits
+    every run counts, as before. A run of unknown commit is a commit of its own."""
+    s0 = CONFIRM_FIRST_SESSION
+    rows = pd.DataFrame(
+        _decode("20261204T1700-a", s0, "lean_fused_early_graph", [4.5]) + _decode("20261204T1700-a", s0,
+                                                                                  "lean_fused_graph", [4.6])
+        + _decode("20261204T1800-b", s0, "lean_fused_early_graph", [4.2])
+        + _decode("20261204T1800-b", s0, "lean_fused_graph", [4.4])
+        + _decode("20261204T1900-c", s0, "lean_fused_early_graph", [4.0])
+        + _decode("20261204T1900-c", s0, "lean_fused_graph", [4.4]))
+    commit_of = {"20261204T1700-a": "old", "20261204T1800-b": "new", "20261204T1900-c": "new"}
+    bf16 = confirm.confirmation_table(confirm.choices(LADDER), rows, commit_of).set_index("kind").loc["bf16"]
+    assert bf16["run_ids"] == "20261204T1800-b 20261204T1900-c" and bf16["superseded_runs"] == "20261204T1700-a"
+    assert bf16["sessions"] == 2 and bf16["confirmed_ms"] == pytest.approx(4.1)  # 4.2 and 4.0; not 4.5
+    assert bf16["margin_median"] == pytest.approx(((4.4 / 4.2 - 1) + (4.4 / 4.0 - 1)) / 2)
+    pooled = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind").loc["bf16"]
+    assert pooled["sessions"] == 3 and pooled["superseded_runs"] == ""  # no commits given: every run, as before
+    unknown = confirm.confirmation_table(confirm.choices(LADDER), rows, {"20261204T1700-a": "old"})
+    assert unknown.set_index("kind").loc["bf16", "run_ids"] == "20261204T1900-c"  # unknown commits: one run each
+
+
+def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(tmp_path, capsys):
+    from decodegap import paths
+    from decodegap.cli import main
+    from decodegap.experiments import closing_the_gap as experiment
+
+    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
+                                          kinds=("int4",), again=True)
+    assert plans and all(p.again for p in plans)
+    assert not any(p.again for p in experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"],
+                                                                   contexts=[2048], kinds=("int4",)))
+    assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200", "--confirm", "--levers",
+                 "lean_fused_graph"]) != 0
+    assert "neither --levers nor --retry-errors" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

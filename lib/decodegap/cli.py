@@ -129,9 +129,9 @@ def cmd_closing_the_gap(args) -> int:
     if args.confirm:  # the chosen levers and their runners-up again, after the selection (its own sweeps)
         from decodegap.inputs import InputError
 
-        if args.levers or args.again or args.retry_errors:
+        if args.levers or args.retry_errors:
             raise InputError("--confirm times each cell's chosen lever beside its runner-up as the ladder stands; it "
-                             "takes none of --levers, --again, --retry-errors")
+                             "takes neither --levers nor --retry-errors (--again: confirm the confirmed cells again)")
         kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
         if kinds is not None and (not kinds or set(kinds) - {"bf16", "int4"}):
             raise InputError(f"--kinds takes bf16 and/or int4, comma-separated; got {args.kinds!r}")
@@ -140,7 +140,7 @@ def cmd_closing_the_gap(args) -> int:
         _check_models(model_keys, args.data_dir)
         closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir,
                                 model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir),
-                                kinds=kinds)
+                                kinds=kinds, again=args.again)
         return 0
     if args.kinds is not None:
         from decodegap.inputs import InputError
@@ -483,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "and profile only these (default: every lever)")
     lad.add_argument("--again", action="store_true", help="measure and profile every cell again (with --levers: "
                      "those levers' cells), after a change to their kernels; the old rows stay as history and the "
-                     "tables read the new ones")
+                     "tables read the new ones (with --confirm: the confirmed cells again, the confirmation table "
+                     "then reading the newest commit's runs)")
     lad.add_argument("--confirm", action="store_true", help="after the selection: time each cell's chosen lever "
                      "beside its runner-up again, 3 fresh sessions, arm order alternated, numbered apart from the "
                      "selection (experiments.closing_the_gap.confirm), the cells of --models and --contexts (e.g. "

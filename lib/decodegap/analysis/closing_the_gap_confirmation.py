@@ -83,18 +83,42 @@ def _session_medians(rows: pd.DataFrame, cell: dict, arm: str, quant: str) -> pd
     return per.set_index(["run_id", "session"])["step_ms"].astype(float)
 
 
-def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+def newest_commit_runs(rows: pd.DataFrame, cell: dict, arm: str, quant: str, commit_of: dict | None) -> tuple:
+    """(runs kept, runs superseded) of one cell's confirmation of `arm`: with `commit_of` ({run id: commit}), the
+    runs at the commit of the newest run that timed the lever there (run ids sort by their start time); every run
+    without it. A run whose commit is unknown counts as a commit of its own."""
+    sel = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])
+               & (rows["arm"] == arm) & (rows["quant"] == quant)] if not rows.empty else rows
+    runs = sorted(set(sel["run_id"])) if not sel.empty else []
+    if not runs or commit_of is None:
+        return runs, []
+    newest = commit_of.get(runs[-1], runs[-1])
+    kept = [r for r in runs if commit_of.get(r, r) == newest]
+    return kept, [r for r in runs if r not in kept]
+
+
+def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:
     """Per chosen lever of `choice` (choices), its confirmation: `confirmed_ms` (the median over the confirmation
     sessions of each session's median step), `sessions`, `r_floor_bf16` (the cell's bf16 floor over it), the runner-up's
     `runner_up_ms` on the same sessions, the paired margin (`margin_median`, `margin_min`, `margin_max`: the runner-up
     over the winner per session, minus one), `order` (ORDER_HELD, ORDER_REVERSED or ORDER_MIXED by the paired margins'
-    signs; None without them), `run_ids` (the runs of the chosen lever's sessions) and `status`: CONFIRMED with
-    CONFIRM_SESSIONS sessions or more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever."""
+    signs; None without them), `run_ids` (the runs of the chosen lever's sessions), `superseded_runs` and `status`:
+    CONFIRMED with CONFIRM_SESSIONS sessions or more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever.
+
+    Which runs count, and its history: until 2026-12-04 every confirmation run of a cell counted (each session paired
+    in its own run). Since then, with `commit_of` ({run id: commit}), a cell whose lever was confirmed at two commits
+    or more counts the runs of the newest one only (newest_commit_runs: the code that last confirmed it; a lever's
+    code can change after its confirmation, as the int4 target cell's did when its launch configs came from a
+    table), the older runs named in `superseded_runs` and kept as data. Written before any cell had confirmation runs
+    at two commits: no number it reads changed then."""
     out = []
     for cell in choice.to_dict("records"):
-        mine = _session_medians(rows, cell, cell["arm"], cell["quant"]) if not rows.empty else pd.Series(dtype=float)
-        theirs = (_session_medians(rows, cell, cell["runner_up_arm"], cell["runner_up_quant"])
-                  if pd.notna(cell["runner_up_arm"]) and not rows.empty else pd.Series(dtype=float))
+        kept, superseded = newest_commit_runs(rows, cell, cell["arm"], cell["quant"], commit_of)
+        cell_rows = rows[rows["run_id"].isin(kept)] if not rows.empty else rows
+        mine = (_session_medians(cell_rows, cell, cell["arm"], cell["quant"]) if not cell_rows.empty
+                else pd.Series(dtype=float))
+        theirs = (_session_medians(cell_rows, cell, cell["runner_up_arm"], cell["runner_up_quant"])
+                  if pd.notna(cell["runner_up_arm"]) and not cell_rows.empty else pd.Series(dtype=float))
         paired = (theirs.reindex(mine.index) / mine - 1).dropna()
         n = len(mine)
         confirmed_ms = float(mine.median()) if n else np.nan
@@ -109,11 +133,22 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame
                         margin_min=float(paired.min()) if len(paired) else np.nan,
                         margin_max=float(paired.max()) if len(paired) else np.nan, order=order,
                         run_ids=" ".join(sorted({run for run, _ in mine.index})),
+                        superseded_runs=" ".join(superseded),
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
     return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
                                                        "sessions", "r_floor_bf16", "runner_up_ms", "paired_sessions",
                                                        "margin_median", "margin_min", "margin_max", "order",
-                                                       "run_ids", "status"])
+                                                       "run_ids", "superseded_runs", "status"])
+
+
+def commits_of_runs(env: dict) -> dict:
+    """{run id: its commit (hardware.provenance_of's short commit, `+dirty` where the tree was)} of `env`
+    ({(gpu, run id): env.json entry}, hardware.load_env)."""
+    out = {}
+    for (_, run), entry in env.items():
+        prov = hardware.provenance_of(entry)
+        out[run] = prov["commit"] + ("+dirty" if prov["dirty"] else "")
+    return out
 
 
 def with_commits(table: pd.DataFrame, env: dict) -> pd.DataFrame:

@@ -74,14 +74,17 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
 
 
 def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-                       device: str = "cuda", model_keys=None, contexts=None, kinds=None) -> list[SweepPlan]:
+                       device: str = "cuda", model_keys=None, contexts=None, kinds=None,
+                       again: bool = False) -> list[SweepPlan]:
     """The confirmation sweeps of `gpu`'s cells (analysis.closing_the_gap_confirmation): per model, quantisation
     and (chosen lever, runner-up) pair of the current ladder, one sweep of `sessions` fresh sessions over the
     contexts where that pair was chosen, numbered from levers.CONFIRM_FIRST_SESSION, the two arms alternating in
     order between sessions and checked in every session. A pair of two quantisations goes into two sweeps (one
     path per sweep), not alternated. `model_keys` and `contexts` (default: every cell) keep the cells of those
     models and contexts only, e.g. the targets' cell first in a short run; `kinds` (default both) the cells of those
-    kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell)."""
+    kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell).
+    `again`: measure cells already confirmed again, in a run of their own (after a change to a lever's code: the
+    confirmation table then reads the newest commit's runs)."""
     choice = confirmation.choices(tables(data)["ladder"])
     choice = choice[choice["gpu"] == gpu]
     if kinds is not None:
@@ -99,18 +102,19 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
             groups.setdefault((c["model"], quant, arms), []).append(int(c["ctx"]))
     return [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(contexts)), arms=arms, quant=quant,
                       sessions=sessions, steps=steps, warmup=warmup, device=device,
-                      first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True)
+                      first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
             for (model, quant, arms), contexts in sorted(groups.items())]
 
 
 def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
-            device: str = "cuda", data=None, model_keys=None, contexts=None, kinds=None) -> list[str]:
+            device: str = "cuda", data=None, model_keys=None, contexts=None, kinds=None,
+            again: bool = False) -> list[str]:
     """Measure the confirmation sweeps of confirmation_plans (of `model_keys`, `contexts` and `kinds` only, where given),
-    resumable; returns their run ids. Run it after the selection sweeps (measure): what it confirms is the ladder as
-    it stands."""
+    resumable (`again`: the cells already confirmed too, in a run of their own); returns their run ids. Run it after
+    the selection sweeps (measure): what it confirms is the ladder as it stands."""
     keys.gpu_to_measure(gpu, device, data)
     return [run_sweep(p, data) for p in confirmation_plans(gpu, data, sessions, steps, warmup, device, model_keys,
-                                                           contexts, kinds)]
+                                                           contexts, kinds, again)]
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
@@ -184,12 +188,13 @@ def tables(data, model_keys=()) -> dict:
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
+    env = hardware.load_env(data)
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
-            confirmation.choices(lever_table), confirmation.confirmation_rows(every_row, selection.run_plans(data))),
-            hardware.load_env(data)),
+            confirmation.choices(lever_table), confirmation.confirmation_rows(every_row, selection.run_plans(data)),
+            confirmation.commits_of_runs(env)), env),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
