@@ -149,7 +149,8 @@ def step_products(table: pd.DataFrame, arm: str, config: dict, device: str,
         config_name, us = ((row["table_config"], row["table_us"]) if row["table_config"] else
                            (row["tuned_config"], row["tuned_us"]))
         out.append(dict(product=product, launch=launch, K=K, N=N, flavour=flavour, complete=bool(row["complete"]),
-                        step_config=config_name, step_us=float(us), fastest_us=float(row["fastest_us"]),
+                        step_config=config_name, step_us=float(us), fastest_config=row["fastest_config"],
+                        fastest_us=float(row["fastest_us"]),
                         tuned_us=float(row["tuned_us"]), bytes=int(row["bytes"]),
                         gbps=int(row["bytes"]) / float(us) / 1e3,
                         floor_us=int(row["bytes"]) / (float(row["gbps"]) / float(row["datasheet_fraction"])) / 1e3))
@@ -231,7 +232,10 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
             best = p.loc[p["gbps"].idxmax()]
             worst = p.loc[p["gbps"].idxmin()]
             at_best_ms = float(p["bytes"].sum()) / float(best["gbps"]) / 1e3 * layers / 1e3
+            tabled = int((p["step_config"] == p["fastest_config"]).sum()) if "fastest_config" in p else 0
             text = (f"{head}: one layer's {len(p)} int4 products alone, at the configs the step runs ("
+                    + (f"{'all' if tabled == len(p) else tabled} the fastest of the bench's {len(INT4_CONFIGS)} "
+                       f"there, a best of many; " if tabled else "")
                     + ", ".join(f"{r.product} {_us(r.step_us)}" for r in p.itertuples())
                     + f"), take {_us(layer_us)}, {layer_us * layers / 1e3:.2f} ms over {layers} layers against "
                       f"their weight floor of {floor_layer_us * layers / 1e3:.2f} ms at the datasheet's "
