@@ -116,6 +116,8 @@ Options, as environment variables (all optional):
     CONFIRM_AGAIN=1    the confirm step confirms the cells already confirmed again, in a run of their own (after a
                        change to a lever's code; the confirmation table reads each cell's newest commit's runs)
     INT4_CONFIGS_AGAIN=1  the int4_configs step times every product and launch again, not only those it lacks
+    INT4_AGAIN=1       the fused_int4 step measures its cells again in a run of their own (after a change to the
+                       fused int4 kernels or their config table)
     LADDER_AGAIN=1     the ladder step measures and profiles its cells again (the old rows kept as history)
     PEERS_AGAIN=1      the peers step measures its contexts again (a new run beside the old rows)
     QUANT_AGAIN        quantisation paths: the quant step, in place of its sweep, measures these paths' cells
@@ -328,7 +330,7 @@ step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured w
   # lever's step profiled at notebook 06's target cell (the targets' "what stands in the way" reads its own profile)
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused_int4 tests/test_fused_int4.py
   dg measure --gpu "$GPU" "${GRID[@]}" --quant int4-triton --sessions "${INT4_SESSIONS:-1}" --no-progress \
-    --arms "$INT4_FUSED_ARMS"
+    --arms "$INT4_FUSED_ARMS" ${INT4_AGAIN:+--again}
   save
   dg kernel-counts --gpu "$GPU" --models llama-3.1-8b --contexts 2048 --quant int4-triton --arms "$INT4_FUSED_ARMS"
 }
