@@ -17,9 +17,11 @@ OUTDIR/fused_int4_gemv.csv), one row per repetition (gpu, model, shape, K, N, fl
 bytes, gbps, max_rel_err, status, reason, then the run's provenance; bytes: the packed words, scales and offsets
 streamed), and prints per shape and launch the fastest config, the tuner's and their times, then the table lines the
 rows give.
-A run resumes: a product and launch that already has an `ok` graph row of every config for this GPU, in the file it
-appends to or in the repository's data/diagnostics/fused_int4_gemv.csv, is not timed again (its line says so);
---again times every one.
+A run resumes, config by config: a config of a product and launch that already has a graph row for this GPU (`ok`,
+or `error`: a failing config fails again), in the file it appends to or in the repository's
+data/diagnostics/fused_int4_gemv.csv, is not timed again, nor the tuner's choice where a row of it exists; --again
+times every one (bench/measure.sh's INT4_CONFIGS_AGAIN=1 then starts a file of its own, not seeded with the committed
+rows, so no config pools two runs' times).
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_int4_gemv.py [--models llama-3.1-8b,qwen2.5-7b]
     [--launches none,pdl,early] [--again]   (bench/measure.sh's `int4_configs` step)
 """
@@ -83,19 +85,30 @@ def operands(K, N, flavour, gen):
     return x, layer, nw, res, on
 
 
-def complete_cells(files, gpu: str) -> set:
-    """(K, N, flavour, launch) of the cells with an `ok` graph-mode row of every config of INT4_CONFIGS for `gpu` (a
-    device name) in any of `files` (those that exist)."""
-    timed: dict = {}
+def attempted(files, gpu: str) -> dict:
+    """{(K, N, flavour, launch): the configs with a graph-mode row (`ok` or `error`) for `gpu` (a device name), and
+    "tuned" where the tuner's choice has a row} over `files` (those that exist)."""
+    done: dict = {}
     for path in files:
         if not path.exists():
             continue
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                if r["gpu"] == gpu and r["mode"] == "graph" and r["status"] == "ok":
-                    timed.setdefault((int(r["K"]), int(r["N"]), r["flavour"], r["launch"]), set()).add(r["config"])
-    wanted = {config_key(c) for c in INT4_CONFIGS}
-    return {cell for cell, configs in timed.items() if wanted <= configs}
+                if r["gpu"] != gpu or r["status"] not in ("ok", "error"):
+                    continue
+                cell = (int(r["K"]), int(r["N"]), r["flavour"], r["launch"])
+                if r["mode"] == "graph":
+                    done.setdefault(cell, set()).add(r["config"])
+                elif r["mode"] == "tuned" and r["status"] == "ok":
+                    done.setdefault(cell, set()).add("tuned")
+    return done
+
+
+def complete_cells(files, gpu: str) -> set:
+    """(K, N, flavour, launch) of the cells with a graph-mode row of every config of INT4_CONFIGS and the tuner's
+    choice for `gpu` in any of `files`: nothing left to time there."""
+    wanted = {config_key(c) for c in INT4_CONFIGS} | {"tuned"}
+    return {cell for cell, configs in attempted(files, gpu).items() if wanted <= configs}
 
 
 def product_call(flavour, nw, res, on, config, launch):
@@ -128,6 +141,34 @@ def tuned_choice(x, layer, flavour, nw, res, on, launch) -> str:
     return config_key(new[0]) if new else ""
 
 
+def time_launch(emit, base, x, layer, copies, operands_, launch, had):
+    """Every config of INT4_CONFIGS not in `had` (those with rows already) for one product and launch, each checked
+    against its reference before it is timed (a failing one a row of status `error`), then the tuner's choice
+    unless `had` has it; rows through `emit`."""
+    flavour, nw, res, on = operands_
+    for config in (c for c in INT4_CONFIGS if config_key(c) not in had):
+        call, reference = product_call(flavour, nw, res, on, config, launch)
+        try:
+            err = rel_err(call(x, layer), reference(x, layer))
+            if not err <= TOL:  # NaN included
+                raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
+            emit(config=config_key(config), launch=launch, mode="graph", err=err,
+                 times=time_graph([lambda c=c: call(x, c) for c in copies]), **base)
+        except Exception as exc:  # noqa: BLE001 (a failing config is a row, not the end of the run)
+            traceback.print_exc()
+            emit(config=config_key(config), launch=launch, mode="graph", times=None, status="error",
+                 reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+    if "tuned" in had:
+        return
+    try:
+        emit(config=tuned_choice(x, layer, flavour, nw, res, on, launch), launch=launch, mode="tuned",
+             times=None, reason="launch._tuned's choice (Triton's do_bench, kernel alone)", **base)
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        emit(config="", launch=launch, mode="tuned", times=None, status="error",
+             reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
@@ -156,8 +197,8 @@ def main(argv=None):
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows = []
-    done = set() if args.again else complete_cells(
-        {out.path, paths.DATA / "diagnostics" / "fused_int4_gemv.csv"}, gpu)
+    done = {} if args.again else attempted({out.path, paths.DATA / "diagnostics" / "fused_int4_gemv.csv"}, gpu)
+    wanted = {config_key(c) for c in INT4_CONFIGS} | {"tuned"}
 
     def emit(times, status="ok", reason="", err=None, **fields):
         for rep, us in enumerate(times or [None]):
@@ -173,7 +214,7 @@ def main(argv=None):
             if (K, N, flavour) in timed:
                 continue
             timed.add((K, N, flavour))
-            todo = [launch for launch in launches if (K, N, flavour, launch) not in done]
+            todo = [launch for launch in launches if not wanted <= done.get((K, N, flavour, launch), set())]
             if not todo:
                 print(f"{key} {name}: every config timed at {', '.join(launches)} already (--again times it again)")
                 continue
@@ -182,25 +223,8 @@ def main(argv=None):
             copies = [layer] + [copy.deepcopy(layer) for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=f"{key} {name}", K=K, N=N, flavour=flavour, bytes=nbytes)
             for launch in todo:
-                for config in INT4_CONFIGS:
-                    call, reference = product_call(flavour, nw, res, on, config, launch)
-                    try:
-                        err = rel_err(call(x, layer), reference(x, layer))
-                        if not err <= TOL:  # NaN included
-                            raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
-                        emit(config=config_key(config), launch=launch, mode="graph", err=err,
-                             times=time_graph([lambda c=c: call(x, c) for c in copies]), **base)
-                    except Exception as exc:  # noqa: BLE001 (a failing config is a row, not the end of the run)
-                        traceback.print_exc()
-                        emit(config=config_key(config), launch=launch, mode="graph", times=None, status="error",
-                             reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
-                try:
-                    emit(config=tuned_choice(x, layer, flavour, nw, res, on, launch), launch=launch, mode="tuned",
-                         times=None, reason="launch._tuned's choice (Triton's do_bench, kernel alone)", **base)
-                except Exception as exc:  # noqa: BLE001
-                    traceback.print_exc()
-                    emit(config="", launch=launch, mode="tuned", times=None, status="error",
-                         reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+                time_launch(emit, base, x, layer, copies, (flavour, nw, res, on), launch,
+                            done.get((K, N, flavour, launch), set()))
             del copies
             torch.cuda.empty_cache()
             print(f"{key} {name}: done at {time.time() - t0:.0f} s", flush=True)

@@ -321,8 +321,9 @@ step_fused() {
 step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows): the
   # committed rows first, so that the bench resumes from them (it skips what they time whole) and OUTDIR's file is the
   # whole set, to commit as data/diagnostics/fused_int4_gemv.csv
-  [ -f "$OUTDIR/fused_int4_gemv.csv" ] || [ ! -f data/diagnostics/fused_int4_gemv.csv ] ||
-    cp data/diagnostics/fused_int4_gemv.csv "$OUTDIR/fused_int4_gemv.csv"
+  # (INT4_CONFIGS_AGAIN=1: a file of its own, every config timed again, so that no config pools two runs' times)
+  [ -n "${INT4_CONFIGS_AGAIN:-}" ] || [ -f "$OUTDIR/fused_int4_gemv.csv" ] ||
+    [ ! -f data/diagnostics/fused_int4_gemv.csv ] || cp data/diagnostics/fused_int4_gemv.csv "$OUTDIR/fused_int4_gemv.csv"
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"} ${INT4_CONFIGS_AGAIN:+--again}
 }
 INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}

@@ -176,8 +176,8 @@ def test_each_confirmation_names_its_runs_and_the_commits_they_ran():
 
 def test_a_cell_confirmed_at_two_commits_reads_the_newest_commits_runs():
     """The rule since 2026-12-04: with commits known, only the runs at the commit of the newest run that timed the
-    lever count (both arms' sessions paired within them); the older runs are named as superseded. Without commits
-    every run counts, as before. A run of unknown commit is a commit of its own."""
+    lever count (both arms' sessions paired within them); the older runs are named as superseded. Without commits,
+    or with a run whose commit is unknown, every run counts, as before."""
     s0 = CONFIRM_FIRST_SESSION
     rows = pd.DataFrame(
         _decode("20261204T1700-a", s0, "lean_fused_early_graph", [4.5]) + _decode("20261204T1700-a", s0,
@@ -193,8 +193,11 @@ def test_a_cell_confirmed_at_two_commits_reads_the_newest_commits_runs():
     assert bf16["margin_median"] == pytest.approx(((4.4 / 4.2 - 1) + (4.4 / 4.0 - 1)) / 2)
     pooled = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind").loc["bf16"]
     assert pooled["sessions"] == 3 and pooled["superseded_runs"] == ""  # no commits given: every run, as before
-    unknown = confirm.confirmation_table(confirm.choices(LADDER), rows, {"20261204T1700-a": "old"})
-    assert unknown.set_index("kind").loc["bf16", "run_ids"] == "20261204T1900-c"  # unknown commits: one run each
+    unknown = confirm.confirmation_table(confirm.choices(LADDER), rows, {"20261204T1700-a": "old"}).set_index("kind")
+    assert unknown.loc["bf16", "sessions"] == 3 and unknown.loc["bf16", "superseded_runs"] == ""  # a run's commit
+    # unknown: it cannot be placed before or after a change, so every run counts, as without commits
+    assert confirm.commits_of_runs({("h200", "x"): {"git_commit": ""}, ("h200", "y"): {"git_commit": "abcdef12"}}) == {
+        "y": "abcdef1"}
 
 
 def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(tmp_path, capsys):
@@ -211,3 +214,17 @@ def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(
                  "lean_fused_graph"]) != 0
     assert "neither --levers nor --retry-errors" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_cli_passes_again_to_the_confirmation(monkeypatch, tmp_path):
+    from decodegap import cli
+    from decodegap.experiments import closing_the_gap as experiment
+
+    seen = {}
+    monkeypatch.setattr(experiment, "confirm", lambda gpu, **kw: seen.update(kw, gpu=gpu) or [])
+    monkeypatch.setattr(cli, "_resolve_gpu", lambda gpu, data, device: gpu)
+    assert cli.main(["closing-the-gap", "--gpu", "h200", "--confirm", "--again", "--kinds", "int4", "--models",
+                     "llama-3.1-8b", "--contexts", "2048"]) == 0
+    assert seen["again"] is True and list(seen["kinds"]) == ["int4"] and seen["gpu"] == "h200"
+    assert cli.main(["closing-the-gap", "--gpu", "h200", "--confirm", "--kinds", "int4"]) == 0
+    assert seen["again"] is False

@@ -17,6 +17,7 @@ from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 
 ROWS = paths.DATA / "diagnostics" / "fused_int4_gemv.csv"
 WITHIN = 0.02  # an entry may stand within 2 % of the fastest config's median (the bf16 table's test allows as much)
+TABLE_GPU = "NVIDIA H200"  # the table was timed on the H200 (kernels.fused_int4.configs)
 
 
 def test_the_int4_products_of_llama_and_qwen_by_hand():
@@ -61,7 +62,7 @@ def _graph_medians() -> dict:
     times: dict = {}
     with open(ROWS, newline="") as fh:
         for r in csv.DictReader(fh):
-            if r["mode"] == "graph" and r["status"] == "ok":
+            if r["mode"] == "graph" and r["status"] == "ok" and r["gpu"] == TABLE_GPU:  # the GPU the table is of
                 cell = (int(r["N"]), int(r["K"]), r["flavour"], r["launch"])
                 times.setdefault(cell, {}).setdefault(r["config"], []).append(float(r["us"]))
     return {cell: {c: statistics.median(v) for c, v in by.items()} for cell, by in times.items()}
@@ -130,9 +131,10 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
         flavours.flavour_product("gate_up", nw, res, on, 1e-5)
 
 
-def test_the_bench_resumes_from_the_cells_timed_whole(tmp_path):
-    """complete_cells: a cell counts as done only with an ok graph row of every config for this GPU; an error row, a
-    tuned row, another GPU's rows or a missing file leave it to time."""
+def test_the_bench_resumes_config_by_config(tmp_path):
+    """attempted / complete_cells: a config with a graph row (ok, or error: it would fail again) for this GPU is not
+    timed again, nor a tuner's choice with a row; another GPU's rows and a missing file count for nothing; a cell is
+    complete with every config and the tuner's choice."""
     spec = importlib.util.spec_from_file_location("fused_int4_gemv", paths.REPO / "bench" / "fused_int4_gemv.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -143,9 +145,17 @@ def test_the_bench_resumes_from_the_cells_timed_whole(tmp_path):
         w.writeheader()
         base = dict(gpu="NVIDIA H200", K=4096, N=4096, flavour="residual", mode="graph", status="ok")
         for k in keys:
-            w.writerow(dict(base, launch="early", config=k))  # whole
+            w.writerow(dict(base, launch="early", config=k))  # whole, and its tuner's choice below
             w.writerow(dict(base, launch="pdl", config=k, status="ok" if k != keys[-1] else "error"))  # one error
             w.writerow(dict(base, launch="none", config=k, gpu="NVIDIA H100 80GB HBM3"))  # another GPU
-        w.writerow(dict(base, launch="pdl", config=keys[-1], mode="tuned"))  # a tuned row is no timing
-    done = bench.complete_cells([path, tmp_path / "absent.csv"], "NVIDIA H200")
-    assert done == {(4096, 4096, "residual", "early")}
+        for k in keys[:5]:  # a run cut after five configs, before the tuner
+            w.writerow(dict(base, K=14336, launch="early", config=k))
+        w.writerow(dict(base, launch="early", config=keys[0], mode="tuned"))
+        w.writerow(dict(base, launch="pdl", config=keys[0], mode="tuned"))
+    files = [path, tmp_path / "absent.csv"]
+    done = bench.attempted(files, "NVIDIA H200")
+    assert done[(14336, 4096, "residual", "early")] == set(keys[:5])  # the other seven configs and the tuner to time
+    assert keys[-1] in done[(4096, 4096, "residual", "pdl")]  # the failing config is not tried again
+    assert (4096, 4096, "residual", "none") not in done
+    assert bench.complete_cells(files, "NVIDIA H200") == {(4096, 4096, "residual", "early"),
+                                                          (4096, 4096, "residual", "pdl")}

@@ -19,6 +19,7 @@ from decodegap.kernels.fused.launch import FusedOps
 from decodegap.kernels.fused_int4 import configs as int4_configs
 
 H200 = "NVIDIA H200"
+Q = "int4-triton"
 
 
 def test_the_products_a_layer_launches_and_how():
@@ -89,7 +90,8 @@ def test_a_layers_sum_floor_and_the_tables_saving_by_hand(monkeypatch):
     specs = hardware.specs_table()
     t = ip.config_table(rows, specs)
     configs = models.configs({"llama-3.1-8b", "mistral-7b-v0.3"})
-    confirmation = pd.DataFrame([dict(gpu="h200", model=m, ctx=2048, kind="int4", arm=arm, runner_up_arm=ru)
+    confirmation = pd.DataFrame([dict(gpu="h200", model=m, ctx=2048, kind="int4", quant=Q, runner_up_quant=Q, arm=arm,
+                                      runner_up_arm=ru)
                                  for m, arm, ru in (("llama-3.1-8b", "lean_fused_early_products_graph",
                                                      "lean_attn_compile"),
                                                     ("mistral-7b-v0.3", "lean_attn_compile",
@@ -114,10 +116,12 @@ def test_a_product_not_timed_at_every_config_gives_no_sum(monkeypatch):
                   for p, K, N, fl, la, b, fast, _ in LLAMA_LAYER])
     specs = hardware.specs_table()
     confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
-                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+                                      quant=Q, runner_up_quant=Q, arm="lean_fused_early_products_graph",
+                                      runner_up_arm="lean_attn_compile")])
     found = ip.product_findings(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), specs,
                                 2048)
-    assert "did not time every config" in found[0] and "layer_us" not in found[0].values
+    assert "qkv (pdl) at 1 of 2 configs" in found[0] and "no sum of its products" in found[0]
+    assert "layer_us" not in found[0].values
 
 
 def test_the_shipped_line_against_the_rows_medians():
@@ -141,7 +145,8 @@ def test_the_shipped_line_against_the_rows_medians():
         expected += statistics.median(times[(N, K, flavour, launch, ip.config_key(entry))])
     specs = hardware.specs_table()
     confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
-                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+                                      quant=Q, runner_up_quant=Q, arm="lean_fused_early_products_graph",
+                                      runner_up_arm="lean_attn_compile")])
     found = ip.product_findings(ip.config_table(ip.load(), specs), confirmation, models.configs({"llama-3.1-8b"}),
                                 specs, 2048)
     assert found[0].values["layer_us"] == pytest.approx(expected)
@@ -169,7 +174,8 @@ def test_the_bf16_products_beside_them_by_hand(monkeypatch):
     assert (qkv["bf16_config"], qkv["bf16_us"]) == ("table", 18.0)  # 2 x 9.0 at the table's config, not 9.0
     specs = hardware.specs_table()
     confirmation = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4",
-                                      arm="lean_fused_early_products_graph", runner_up_arm="lean_attn_compile")])
+                                      quant=Q, runner_up_quant=Q, arm="lean_fused_early_products_graph",
+                                      runner_up_arm="lean_attn_compile")])
     v = ip.product_findings(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), specs, 2048,
                             bf16=bf16)[0].values
     # qkv launched with pdl: 18.0 us; the others early: the median of 2x and 3x their time, 2.5x
@@ -182,3 +188,58 @@ def test_the_bf16_products_beside_them_by_hand(monkeypatch):
         "lean_fused_early_products_graph"}
     assert ip.target_step(ip.config_table(rows, specs), confirmation, models.configs({"llama-3.1-8b"}), "l4",
                           "llama-3.1-8b", 2048, bf16).empty  # no bench rows of that GPU
+
+
+def test_layer_products_are_the_launches_the_fused_ops_make(monkeypatch):
+    """FusedOps.layer_products against what its methods launch: `product` replaced by a recorder of each call's
+    flavour and PDL options, one layer's methods called as the lean decoder calls them (qkv_rotary, o_and_mlp)."""
+    import torch
+
+    from decodegap.kernels.fused import launch as fused
+
+    calls = []
+
+    def product(x, w, norm_weight=None, eps=None, bias=None, residual=None, gate_up=False, silu_x=False,
+                out_norm=None, rotary=None, pdl=False, early_trigger=False):
+        name = ("qkv_rotary" if rotary is not None else "o_norm" if out_norm is not None else "down_silu" if silu_x
+                else "gate_up" if gate_up else "down" if residual is not None and w == "w_down"
+                else "o" if residual is not None else "qkv" if w == "w_qkv" else "gate_up_norm"
+                if norm_weight is not None else "gate_up_plain")
+        calls.append((name, "early" if pdl and early_trigger else "pdl" if pdl else "none"))
+        return ("x", "h") if out_norm is not None else torch.zeros(4) if rotary is not None else "y"
+
+    monkeypatch.setattr(fused, "product", product)
+    monkeypatch.setattr(fused, "rotary_cache", lambda *a, **k: "q")
+    for kernels in (("fused", "attention"), ("fused", "attention", "pdl"),
+                    ("fused", "attention", "pdl", "norm_epilogue"),
+                    ("fused", "attention", "pdl", "norm_epilogue", "early_products"),
+                    ("fused", "attention", "pdl", "norm_epilogue", "early_trigger"),
+                    ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")):
+        ops = FusedOps.of_kernels(kernels)
+        calls.clear()
+        ops.qkv_rotary("x", "nw", "w_qkv", None, 1e-5, None, None, None, None, None, 2, 1)
+        ops.o_and_mlp("o", "w_o", "x", "nw", "w_gate_up", "w_down", 1e-5)
+        assert calls == ops.layer_products(), kernels
+
+
+def test_rows_of_a_gpu_the_registry_lacks_are_left_out_and_said(monkeypatch):
+    monkeypatch.setattr(ip, "INT4_CONFIGS", ((8, 1, 2),))
+    rows = _rows([("llama-3.1-8b", "o", 4096, 4096, "residual", "early", 9_000_000, {"n8_s1_w2": [5.0]}, "n8_s1_w2")])
+    rows = pd.concat([rows, rows.assign(gpu="NVIDIA H999", device="NVIDIA H999")])
+    specs = hardware.specs_table()
+    t = ip.config_table(rows, specs)
+    assert set(t[t["device"] == "NVIDIA H999"]["gpu"].isna()) == {True} and set(t[t["device"] == H200]["gpu"]) == {
+        "h200"}
+    found = ip.product_findings(t, pd.DataFrame(), {}, specs, 2048)
+    assert len(found) == 1 and "NVIDIA H999" in found[0] and "left out" in found[0]
+    assert [f.values["gpu"] for f in ip.tuner_findings(t, pd.DataFrame(), {}, 2048)] == ["h200"]
+
+
+def test_the_gallery_line_without_products_says_so(tmp_path):
+    """A findings file with no products line (no bench rows, or the tuner's line only) gives the gallery's
+    'not timed' sentence, not an error."""
+    from decodegap.figures import gallery
+
+    for text in ("finding\n", "finding,gpu,cells,other\nThe per-process tuner ...,h200,27,16\n"):
+        (tmp_path / "06_findings_int4_products.csv").write_text(text)
+        assert "No fused int4 products timed alone" in gallery._int4_products(tmp_path)["06_int4_products.png"]

@@ -84,16 +84,17 @@ def _session_medians(rows: pd.DataFrame, cell: dict, arm: str, quant: str) -> pd
 
 
 def newest_commit_runs(rows: pd.DataFrame, cell: dict, arm: str, quant: str, commit_of: dict | None) -> tuple:
-    """(runs kept, runs superseded) of one cell's confirmation of `arm`: with `commit_of` ({run id: commit}), the
-    runs at the commit of the newest run that timed the lever there (run ids sort by their start time); every run
-    without it. A run whose commit is unknown counts as a commit of its own."""
+    """(runs kept, runs superseded) of one cell's confirmation of `arm`: with `commit_of` ({run id: commit}) naming
+    a commit for every one of its runs, the runs at the commit of the newest run that timed the lever there (run ids
+    sort by their start time); else every run (a run whose commit is not known cannot be placed before or after a
+    change, so nothing is superseded on its account)."""
     sel = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])
                & (rows["arm"] == arm) & (rows["quant"] == quant)] if not rows.empty else rows
     runs = sorted(set(sel["run_id"])) if not sel.empty else []
-    if not runs or commit_of is None:
+    if not runs or commit_of is None or not all(commit_of.get(r) for r in runs):
         return runs, []
-    newest = commit_of.get(runs[-1], runs[-1])
-    kept = [r for r in runs if commit_of.get(r, r) == newest]
+    newest = commit_of[runs[-1]]
+    kept = [r for r in runs if commit_of[r] == newest]
     return kept, [r for r in runs if r not in kept]
 
 
@@ -107,7 +108,8 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
 
     Which runs count, and its history: until 2026-12-04 every confirmation run of a cell counted (each session paired
     in its own run). Since then, with `commit_of` ({run id: commit}), a cell whose lever was confirmed at two commits
-    or more counts the runs of the newest one only (newest_commit_runs: the code that last confirmed it; a lever's
+    or more counts the runs of the newest one only (newest_commit_runs, where every run's commit is known: the code
+    that last confirmed it; a lever's
     code can change after its confirmation, as the int4 target cell's did when its launch configs came from a
     table), the older runs named in `superseded_runs` and kept as data. Written before any cell had confirmation runs
     at two commits: no number it reads changed then."""
@@ -147,7 +149,8 @@ def commits_of_runs(env: dict) -> dict:
     out = {}
     for (_, run), entry in env.items():
         prov = hardware.provenance_of(entry)
-        out[run] = prov["commit"] + ("+dirty" if prov["dirty"] else "")
+        if prov["commit"]:  # an entry without its commit names none
+            out[run] = prov["commit"] + ("+dirty" if prov["dirty"] else "")
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap import hardware, paths
+from decodegap import paths
 from decodegap.arms import REGISTRY
 from decodegap.finding import Finding
 from decodegap.kernels.fused.launch import FusedOps
@@ -29,7 +29,7 @@ from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 
 DIAGNOSTIC = "fused_int4_gemv"
 SHAPE = ["device", "K", "N", "flavour", "launch"]
-COLUMNS = SHAPE + ["product", "models", "configs", "complete", "fastest_config", "fastest_us", "bytes", "gbps",
+COLUMNS = SHAPE + ["gpu", "product", "models", "configs", "complete", "fastest_config", "fastest_us", "bytes", "gbps",
                    "datasheet_fraction", "tuned_config", "tuned_us", "tuned_over_fastest", "table_config", "table_us"]
 
 
@@ -91,26 +91,36 @@ def bf16_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-def config_table(rows: pd.DataFrame, specs: pd.DataFrame, data=None) -> pd.DataFrame:
-    """Per GPU, shape (K, N, flavour) and launch: `configs` timed (of INT4_CONFIGS; `complete` when all were),
-    the fastest config's median us per call (graph mode) and its rate (`gbps`: bytes / us; `datasheet_fraction`
-    against the GPU's datasheet bandwidth), the tuner's choice and its median, the table's entry and its median."""
+def gpu_keys(specs: pd.DataFrame) -> dict:
+    """{device name as torch reports it: registry key} of the GPU registry (specs' `device_names`, ';'-separated)."""
+    return {name.strip(): row["gpu"] for _, row in specs.iterrows()
+            for name in str(row.get("device_names") or "").split(";") if name.strip()}
+
+
+def config_table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU, shape (K, N, flavour) and launch: `gpu` (the registry key of the rows' device name; None for a name
+    the registry lacks: no rate against a datasheet, and the findings leave it out and say so), `configs` timed (of
+    INT4_CONFIGS; `complete` when all were), the fastest config's median us per call (graph mode) and its rate
+    (`gbps`: bytes / us; `datasheet_fraction` against the GPU's datasheet bandwidth), the tuner's choice and its
+    median, the table's entry and its median."""
     graph = rows[rows["mode"] == "graph"]
     if graph.empty:
         return pd.DataFrame(columns=COLUMNS)
     tuned = {tuple(k): c for *k, c in rows[rows["mode"] == "tuned"][SHAPE + ["config"]].itertuples(index=False)}
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"]
+    keys = gpu_keys(specs)
     out = []
     for key, g in graph.groupby(SHAPE):
         med = g.groupby("config")["us"].median()
         fastest = med.idxmin()
         device, K, N, flavour, launch = key
         nbytes = int(g["bytes"].iloc[0])
-        datasheet = float(bandwidth[hardware.gpu_key_for_device_name(device, data)])
+        gpu = keys.get(device)
+        datasheet = float(bandwidth[gpu]) if gpu is not None else float("nan")
         pick = tuned.get(tuple(key), "")
         entry = int4_configs.table_config(int(N), int(K), flavour, launch)
         table = config_key(entry) if entry else ""
-        out.append(dict(zip(SHAPE, key), product=g["product"].iloc[0], models=" ".join(sorted(set(g["model"]))),
+        out.append(dict(zip(SHAPE, key), gpu=gpu, product=g["product"].iloc[0], models=" ".join(sorted(set(g["model"]))),
                         configs=len(med), complete=len(med) == len(INT4_CONFIGS), fastest_config=fastest,
                         fastest_us=float(med[fastest]), bytes=nbytes, gbps=nbytes / float(med[fastest]) / 1e3,
                         datasheet_fraction=nbytes / float(med[fastest]) / 1e3 / datasheet, tuned_config=pick,
@@ -163,27 +173,34 @@ def step_products(table: pd.DataFrame, arm: str, config: dict, device: str,
 
 def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> str | None:
     """The fused int4 lever of a cell of the confirmation table (its chosen lever, else its runner-up, where that
-    runs the fused step), or None."""
+    runs the fused step on int4-triton), or None."""
     c = confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
                      & (confirmation["kind"] == "int4")] if not confirmation.empty else confirmation
     for r in c.itertuples():
-        for arm in (r.arm, r.runner_up_arm):
-            if isinstance(arm, str) and layer_products(arm):
+        for arm, quant in ((r.arm, r.quant), (r.runner_up_arm, r.runner_up_quant)):
+            if isinstance(arm, str) and quant == "int4-triton" and layer_products(arm):
                 return arm
     return None
 
 
 def target_step(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, gpu: str, model: str, ctx: int,
-                bf16: pd.DataFrame | None = None, data=None) -> pd.DataFrame:
+                bf16: pd.DataFrame | None = None) -> pd.DataFrame:
     """step_products of the fused int4 lever of one cell (fused_lever_of) on `gpu` (a registry key), with `gpu`,
     `model`, `arm` and `layers`; empty where the bench has no rows of that GPU or the cell no fused int4 lever."""
-    devices = [d for d in sorted(set(table["device"])) if hardware.gpu_key_for_device_name(d, data) == gpu] \
-        if not table.empty else []
+    devices = sorted(set(table[table["gpu"] == gpu]["device"])) if not table.empty else []
     arm = fused_lever_of(confirmation, gpu, model, ctx) if not confirmation.empty else None
     if not devices or arm is None or model not in configs:
         return pd.DataFrame(columns=["gpu", "model", "arm", "layers", "product", "launch", "step_us", "bytes"])
     p = step_products(table, arm, configs[model], devices[0], bf16)
     return p.assign(gpu=gpu, model=model, arm=arm, layers=int(configs[model]["num_hidden_layers"]))
+
+
+def _role(confirmation: pd.DataFrame, gpu: str, models, ctx: int, arm: str) -> str:
+    """Whether `arm` is the chosen lever or the runner-up of the models' cells at `ctx` (the confirmation table)."""
+    c = confirmation[(confirmation["gpu"] == gpu) & confirmation["model"].isin(list(models))
+                     & (confirmation["ctx"] == ctx) & (confirmation["kind"] == "int4")]
+    roles = {"the chosen lever" if r.arm == arm else "the runner-up" for r in c.itertuples()}
+    return " or ".join(sorted(roles)) + f" at ctx {ctx}" if roles else f"at ctx {ctx}"
 
 
 def _lever_groups(table, confirmation, configs, gpu, device, ctx) -> list:
@@ -206,27 +223,41 @@ def _us(value: float) -> str:
 
 
 def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, specs: pd.DataFrame,
-                     ctx: int, data=None, bf16: pd.DataFrame | None = None) -> list[str]:
+                     ctx: int, bf16: pd.DataFrame | None = None) -> list[str]:
     """Per GPU with rows and model of the confirmation table: its fused int4 lever at `ctx` (fused_lever_of), one
     layer's int4 products alone at the configs the step runs, summed over the layers against their weight floor
     at the datasheet's rate, each product's rate, and what the products would take at the fastest one's rate; where
     `bf16` (bf16_table) has every one of those products at the same launch, the bf16 fused products' layer beside
     it: how many times fewer bytes int4 streams and how many times less time it takes, product by product."""
     out = []
-    if table.empty or confirmation.empty:
+    if table.empty:
         return out
-    for device in sorted(set(table["device"])):
-        gpu = hardware.gpu_key_for_device_name(device, data)
+    unknown = sorted(set(table[table["gpu"].isna()]["device"]))
+    if unknown:
+        out.append(Finding(f"Rows of the fused int4 bench from GPU names the registry (data/specs/gpus.csv) lacks, "
+                           f"left out: {', '.join(unknown)}.", unknown=", ".join(unknown)))
+    if confirmation.empty:
+        return out
+    for device in sorted(set(table[table["gpu"].notna()]["device"])):
+        gpu = table[table["device"] == device]["gpu"].iloc[0]
         bandwidth = float(specs.set_index("gpu").loc[gpu, "bandwidth_gbps"])
         for (arm, layers, _), group in _lever_groups(table, confirmation, configs, gpu, device, ctx):
             model = " and ".join(group)
             p = step_products(table, arm, configs[group[0]], device, bf16)
             missing = p[~p["complete"]] if "complete" in p else p
-            head = f"{model} on the {gpu}, {arm} (int4-triton)"
+            role = _role(confirmation, gpu, group, ctx, arm)
+            head = f"{model} on the {gpu}, {arm} (int4-triton, {role})"
             if not missing.empty:
-                out.append(Finding(f"{head}: the bench did not time every config of "
-                                   + ", ".join(f"{r.product} ({r.launch})" for r in missing.itertuples())
-                                   + "; no sum of its products is stated.", gpu=gpu, model=model, arm=arm))
+                timed = table.set_index(SHAPE)["configs"] if not table.empty else pd.Series(dtype=int)
+                untimed, partly = [], []
+                for r in missing.itertuples():
+                    n = int(timed.get((device, r.K, r.N, r.flavour, r.launch), 0))
+                    (partly.append(f"{r.product} ({r.launch}) at {n} of {len(INT4_CONFIGS)} configs") if n
+                     else untimed.append(f"{r.product} ({r.launch})"))
+                said = ([f"has not timed {', '.join(untimed)}"] if untimed else []) + (
+                    [f"timed {', '.join(partly)} only"] if partly else [])
+                out.append(Finding(f"{head}: the bench " + " and ".join(said) + "; no sum of its products is stated.",
+                                   gpu=gpu, model=model, arm=arm))
                 continue
             layer_us, floor_layer_us = float(p["step_us"].sum()), float(p["floor_us"].sum())
             best = p.loc[p["gbps"].idxmax()]
@@ -261,15 +292,18 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
     return out
 
 
-def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, ctx: int, data=None) -> list[str]:
+def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, ctx: int) -> list[str]:
     """Per GPU: in how many (shape, launch) cells timed at every config the tuner chose a config other than the
     fastest, by how much it was slower, and at each model's fused int4 lever what the table's configs save over the
     tuner's choices a step (by the bench's times)."""
     out = []
-    whole = table[table["complete"]] if not table.empty else table
+    whole = table[table["complete"] & table["gpu"].notna()] if not table.empty else table
     for device, g in whole.groupby("device"):
-        gpu = hardware.gpu_key_for_device_name(device, data)
-        g = g[g["tuned_config"].fillna("").astype(str) != ""]  # a tuner that failed there chose nothing
+        gpu = g["gpu"].iloc[0]
+        # a tuner that failed there chose nothing; a choice without a timed row has no time to compare
+        g = g[(g["tuned_config"].fillna("").astype(str) != "") & g["tuned_us"].notna()]
+        if g.empty:
+            continue
         other = g[g["tuned_config"] != g["fastest_config"]]
         text = (f"The per-process tuner of the fused int4 product on the {gpu} (Triton's do_bench on the kernel alone) "
                 f"chose the fastest graphed config in {len(g) - len(other)} of {len(g)} products and launches timed "

@@ -201,12 +201,12 @@ def tables(data, model_keys=()) -> dict:
         peers=peers.peer_table(records.load_experiment("peers", data)),
         megakernel=megakernel_table(data, every_row, specs),
         bands=bands.agreement(band_rows), band_rows=band_rows,
-        int4_products=int4_products.config_table(int4_products.load(data), specs, data),
+        int4_products=int4_products.config_table(int4_products.load(data), specs),
         bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
     target = TARGETS["int4"]
     out["int4_step"] = int4_products.target_step(out["int4_products"], out["confirmation"], configs, target["gpu"],
-                                                 target["model"], target["ctx"], out["bf16_products"], data)
+                                                 target["model"], target["ctx"], out["bf16_products"])
     return out
 
 

@@ -194,9 +194,12 @@ def _int4_products(f: Path) -> dict[str, str]:
     """Notebook 06's int4 products figure: its line of 06_findings_int4_products.csv at the int4 target's model."""
     t = pd.read_csv(f / "06_findings_int4_products.csv")
     model = TARGETS["int4"]["model"]
-    rows = t[t["layer_us"].notna()] if "layer_us" in t else t.iloc[0:0]
-    rows = rows[(rows["gpu"] == GPU).to_numpy() & np.array([model in str(m).split(" and ") for m in rows["model"]], bool)]
-    if rows.empty or pd.isna(rows.iloc[0].get("bf16_layer_us")):
+    needed = {"gpu", "model", "layer_us", "bf16_layer_us"}
+    rows = t[t["layer_us"].notna()] if needed <= set(t.columns) else t.iloc[0:0]
+    if not rows.empty:
+        rows = rows[(rows["gpu"] == GPU).to_numpy()
+                    & np.array([model in str(m).split(" and ") for m in rows["model"]], bool)]
+    if rows.empty or pd.isna(rows.iloc[0]["bf16_layer_us"]):
         return {"06_int4_products.png": "No fused int4 products timed alone on the H200 yet "
                                         "(bench/fused_int4_gemv.py, `bash bench/measure.sh h200 OUT int4_configs`)."}
     r = rows.iloc[0]

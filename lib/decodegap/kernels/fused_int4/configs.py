@@ -60,8 +60,9 @@ FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {
 }
 """(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch) at the int4 format's default group size (128, the
 bench's; launch.choose_config reads the table at that group size only): see the module docstring. Mistral-7B-v0.3's
-products are Llama-3.1-8B's widths. Qwen2.5-7B's down product has no entry: the bench's first run on the H200 was cut
-part-way through it (10 of the 12 configs timed at one launch), so the tuner chooses there."""
+products are Llama-3.1-8B's widths. Qwen2.5-7B's down, o_norm and gate_up_plain products have no entry: the bench's
+first run on the H200 was cut part-way through its down product (10 of the 12 configs timed at one launch) and never
+reached the other two, so the tuner chooses there."""
 
 
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:
