@@ -16,7 +16,7 @@ Writes data/diagnostics/fused_int4_gemv.csv (decodegap.diagnostics; DECODEGAP_DI
 OUTDIR/fused_int4_gemv.csv), one row per repetition (gpu, model, shape, K, N, flavour, config, launch, mode, rep, us,
 bytes, gbps, max_rel_err, status, reason, then the run's provenance; bytes: the packed words, scales and offsets
 streamed), and prints per shape and launch the fastest config, the tuner's and their times, then the table lines the
-rows give.
+rows give (over the whole file this GPU has rows in, so that a cell finished by a resumed run gets its line).
 A run resumes, config by config: a config of a product and launch that already has a graph row for this GPU (`ok`,
 or `error`: a failing config fails again), in the file it appends to or in the repository's
 data/diagnostics/fused_int4_gemv.csv, is not timed again, nor the tuner's choice where a row of it exists; --again
@@ -228,7 +228,8 @@ def main(argv=None):
             del copies
             torch.cuda.empty_cache()
             print(f"{key} {name}: done at {time.time() - t0:.0f} s", flush=True)
-    summary(rows, gpu)
+    with open(out.path, newline="") as fh:  # the whole file: a resumed cell's configs come from two runs
+        summary([r for r in csv.DictReader(fh) if r["gpu"] == gpu], gpu)
     print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
 
 
