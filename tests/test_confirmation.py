@@ -98,6 +98,12 @@ def test_fewer_sessions_than_asked_are_partly_confirmed():
     t = confirm.confirmation_table(confirm.choices(LADDER), rows).set_index("kind")
     assert t.loc["bf16", "status"] == confirm.PARTLY and t.loc["bf16", "paired_sessions"] == 0
     assert "no runner-up timed" in confirm.margin_text(t.loc["bf16"])
+    # one paired session: the order line counts the cell and calls it partly confirmed, not confirmed
+    paired = pd.DataFrame(_decode("conf", CONFIRM_FIRST_SESSION, "lean_fused_early_graph", [4.2])
+                          + _decode("conf", CONFIRM_FIRST_SESSION, "lean_fused_graph", [4.3]))
+    found = confirm.order_findings(confirm.confirmation_table(confirm.choices(LADDER), paired))
+    assert len(found) == 1 and found[0].values["partly"] == 1
+    assert "in 1 of 1 cells with paired sessions (0 confirmed, 1 partly confirmed with fewer than 3 sessions)" in found[0]
 
 
 @pytest.mark.slow

@@ -189,13 +189,19 @@ def margin_text(row) -> str:
 def order_findings(confirmation: pd.DataFrame) -> list[str]:
     """Per GPU and kind, how the selection's order stood in the confirmation: the cells whose chosen lever was faster
     than its runner-up in every paired session, and those where the runner-up was (named, with their margins): the
-    best-of-many choice the confirmation exists to test. Descriptive: no target reads it."""
+    best-of-many choice the confirmation exists to test. A cell with paired sessions but fewer than CONFIRM_SESSIONS
+    (PARTLY) counts, and the line says how many such cells there are rather than calling them confirmed.
+    Descriptive: no target reads it."""
     out = []
     paired = confirmation[confirmation["paired_sessions"].fillna(0) > 0]
     for (gpu, k), g in paired.groupby(["gpu", "kind"]):
         held = g[g["order"] == ORDER_HELD]
         rev = g[g["order"] == ORDER_REVERSED]
-        text = (f"Selection order on the {gpu}, {k}: in {len(held)} of {len(g)} confirmed cells the chosen lever was "
+        partly = int((g["status"] != CONFIRMED).sum())
+        cells = f"{len(g)} confirmed cells" if not partly else (
+            f"{len(g)} cells with paired sessions ({len(g) - partly} confirmed, {partly} {PARTLY} with fewer than "
+            f"{CONFIRM_SESSIONS} sessions)")
+        text = (f"Selection order on the {gpu}, {k}: in {len(held)} of {cells} the chosen lever was "
                 f"faster than its runner-up in every paired session")
         if len(rev):
             text += ("; in " + str(len(rev)) + " the runner-up was faster in every one ("
@@ -207,5 +213,6 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
         out.append(Finding(text + ("." if len(held) == len(g) else
                                    ": the selection's best-of-many pick did not hold there, and the targets still "
                                    "read the chosen lever's confirmed time."),
-                           gpu=gpu, kind=k, cells=len(g), held=len(held), reversed=len(rev), mixed=mixed))
+                           gpu=gpu, kind=k, cells=len(g), partly=partly, held=len(held), reversed=len(rev),
+                           mixed=mixed))
     return out
