@@ -42,6 +42,7 @@ from decodegap.diagnostics import Rows
 from decodegap.harness import models
 from decodegap.kernels.fused import launch as fused
 from decodegap.kernels.fused_int4 import configs as int4_configs, flavours, launch as fused_int4
+from decodegap.kernels.fused_int4.configs import config_key
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 
@@ -52,12 +53,6 @@ L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the
 MODELS = ("llama-3.1-8b", "qwen2.5-7b")
 FIELDS = ("gpu", "model", "shape", "K", "N", "flavour", "config", "launch", "mode", "rep", "us", "bytes", "gbps",
           "max_rel_err", "status", "reason")
-
-
-def config_key(config) -> str:
-    """(BLOCK_N, SUB_MAX, num_warps) as one word: n4_s1_w2."""
-    block_n, sub, warps = config
-    return f"n{block_n}_s{sub}_w{warps}"
 
 
 def layer_bytes(layer) -> int:
@@ -104,11 +99,11 @@ def attempted(files, gpu: str) -> dict:
     return done
 
 
-def complete_cells(files, gpu: str) -> set:
-    """(K, N, flavour, launch) of the cells with a graph-mode row of every config of INT4_CONFIGS and the tuner's
-    choice for `gpu` in any of `files`: nothing left to time there."""
+def complete_cells(done: dict) -> set:
+    """(K, N, flavour, launch) of the cells of `done` (attempted) with a graph-mode row of every config of
+    INT4_CONFIGS and the tuner's choice: nothing left to time there."""
     wanted = {config_key(c) for c in INT4_CONFIGS} | {"tuned"}
-    return {cell for cell, configs in attempted(files, gpu).items() if wanted <= configs}
+    return {cell for cell, configs in done.items() if wanted <= configs}
 
 
 def product_call(flavour, nw, res, on, config, launch):
@@ -198,7 +193,7 @@ def main(argv=None):
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows = []
     done = {} if args.again else attempted({out.path, paths.DATA / "diagnostics" / "fused_int4_gemv.csv"}, gpu)
-    wanted = {config_key(c) for c in INT4_CONFIGS} | {"tuned"}
+    complete = complete_cells(done)
 
     def emit(times, status="ok", reason="", err=None, **fields):
         for rep, us in enumerate(times or [None]):
@@ -214,7 +209,7 @@ def main(argv=None):
             if (K, N, flavour) in timed:
                 continue
             timed.add((K, N, flavour))
-            todo = [launch for launch in launches if not wanted <= done.get((K, N, flavour, launch), set())]
+            todo = [launch for launch in launches if (K, N, flavour, launch) not in complete]
             if not todo:
                 print(f"{key} {name}: every config timed at {', '.join(launches)} already (--again times it again)")
                 continue

@@ -173,7 +173,7 @@ def test_each_confirmation_names_its_runs_and_the_commits_they_ran():
     env = {("h200", "r1"): {"git_commit": "74efca6" + "0" * 33}, ("h200", "r2"): {"git_commit": "a11dbb5" + "1" * 33
                                                                                     + "+dirty"},
            ("h200", "r3"): {"git_commit": "ffffffff"}}
-    named = confirm.with_commits(t, env).set_index("kind")
+    named = confirm.with_commits(t, confirm.commits_of_runs(env)).set_index("kind")
     assert named.loc["bf16", "commits"] == "74efca6 a11dbb5+dirty"
     assert "measured at commits 74efca6, a11dbb5+dirty" in confirm.margin_text(named.loc["bf16"])
     assert confirm.with_commits(t, {}).set_index("kind").loc["bf16", "commits"] == ""

@@ -157,5 +157,4 @@ def test_the_bench_resumes_config_by_config(tmp_path):
     assert done[(14336, 4096, "residual", "early")] == set(keys[:5])  # the other seven configs and the tuner to time
     assert keys[-1] in done[(4096, 4096, "residual", "pdl")]  # the failing config is not tried again
     assert (4096, 4096, "residual", "none") not in done
-    assert bench.complete_cells(files, "NVIDIA H200") == {(4096, 4096, "residual", "early"),
-                                                          (4096, 4096, "residual", "pdl")}
+    assert bench.complete_cells(done) == {(4096, 4096, "residual", "early"), (4096, 4096, "residual", "pdl")}

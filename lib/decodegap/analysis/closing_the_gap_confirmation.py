@@ -154,21 +154,14 @@ def commits_of_runs(env: dict) -> dict:
     return out
 
 
-def with_commits(table: pd.DataFrame, env: dict) -> pd.DataFrame:
-    """`table` (confirmation_table) with `commits`: the short commits (hardware.provenance_of; `+dirty` where the tree
-    was) of each cell's confirmation runs, from `env` ({(gpu, run id): env.json entry}, hardware.load_env), so a
-    reader can tell the code that confirmed a lever from the code that runs it now; "" without runs."""
-    def commits(row) -> str:
-        out = []
-        for run in str(row["run_ids"] or "").split():
-            entry = env.get((row["gpu"], run))
-            if entry is None:
-                continue
-            prov = hardware.provenance_of(entry)
-            out.append(prov["commit"] + ("+dirty" if prov["dirty"] else ""))
-        return " ".join(sorted(set(out)))
+def with_commits(table: pd.DataFrame, commit_of: dict) -> pd.DataFrame:
+    """`table` (confirmation_table) with `commits`: the commits (commits_of_runs' `commit_of`) of each cell's
+    confirmation runs, so a reader can tell the code that confirmed a lever from the code that runs it now; "" without
+    runs (a run of no known commit adds none)."""
+    def commits(run_ids) -> str:
+        return " ".join(sorted({commit_of[run] for run in str(run_ids or "").split() if run in commit_of}))
 
-    return table.assign(commits=[commits(r) for r in table.to_dict("records")] if not table.empty else [])
+    return table.assign(commits=[commits(r) for r in table["run_ids"]] if not table.empty else [])
 
 
 def margin_text(row) -> str:

@@ -25,18 +25,14 @@ from decodegap.arms import REGISTRY
 from decodegap.finding import Finding
 from decodegap.kernels.fused.launch import FusedOps
 from decodegap.kernels.fused_int4 import configs as int4_configs
+from decodegap.kernels.fused_int4.configs import config_key
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
 
 DIAGNOSTIC = "fused_int4_gemv"
 SHAPE = ["device", "K", "N", "flavour", "launch"]
-COLUMNS = SHAPE + ["gpu", "product", "models", "configs", "complete", "fastest_config", "fastest_us", "bytes", "gbps",
-                   "datasheet_fraction", "tuned_config", "tuned_us", "tuned_over_fastest", "table_config", "table_us"]
-
-
-def config_key(config) -> str:
-    """(BLOCK_N, SUB_MAX, num_warps) as the bench names it: n4_s1_w2."""
-    block_n, sub, warps = config
-    return f"n{block_n}_s{sub}_w{warps}"
+COLUMNS = SHAPE + ["gpu", "product", "models", "configs", "complete", "fastest_config", "fastest_us", "bytes",
+                   "floor_us", "gbps", "datasheet_fraction", "tuned_config", "tuned_us", "tuned_over_fastest",
+                   "table_config", "table_us"]
 
 
 def load(data: Path | None = None) -> pd.DataFrame:
@@ -101,8 +97,8 @@ def config_table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
     """Per GPU, shape (K, N, flavour) and launch: `gpu` (the registry key of the rows' device name; None for a name
     the registry lacks: no rate against a datasheet, and the findings leave it out and say so), `configs` timed (of
     INT4_CONFIGS; `complete` when all were), the fastest config's median us per call (graph mode) and its rate
-    (`gbps`: bytes / us; `datasheet_fraction` against the GPU's datasheet bandwidth), the tuner's choice and its
-    median, the table's entry and its median."""
+    (`gbps`: bytes / us; `datasheet_fraction` against the GPU's datasheet bandwidth; `floor_us`: the bytes at that
+    bandwidth), the tuner's choice and its median, the table's entry and its median."""
     graph = rows[rows["mode"] == "graph"]
     if graph.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -122,7 +118,8 @@ def config_table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
         table = config_key(entry) if entry else ""
         out.append(dict(zip(SHAPE, key), gpu=gpu, product=g["product"].iloc[0], models=" ".join(sorted(set(g["model"]))),
                         configs=len(med), complete=len(med) == len(INT4_CONFIGS), fastest_config=fastest,
-                        fastest_us=float(med[fastest]), bytes=nbytes, gbps=nbytes / float(med[fastest]) / 1e3,
+                        fastest_us=float(med[fastest]), bytes=nbytes, floor_us=nbytes / datasheet / 1e3,
+                        gbps=nbytes / float(med[fastest]) / 1e3,
                         datasheet_fraction=nbytes / float(med[fastest]) / 1e3 / datasheet, tuned_config=pick,
                         tuned_us=float(med.get(pick, float("nan"))),
                         tuned_over_fastest=float(med.get(pick, float("nan")) / med[fastest] - 1),
@@ -163,7 +160,7 @@ def step_products(table: pd.DataFrame, arm: str, config: dict, device: str,
                         fastest_us=float(row["fastest_us"]),
                         tuned_us=float(row["tuned_us"]), bytes=int(row["bytes"]),
                         gbps=int(row["bytes"]) / float(us) / 1e3,
-                        floor_us=int(row["bytes"]) / (float(row["gbps"]) / float(row["datasheet_fraction"])) / 1e3))
+                        floor_us=float(row["floor_us"])))
     out = pd.DataFrame(out)
     if bf16 is not None and not bf16.empty and not out.empty:
         on = ["product", "K", "N", "launch"]
@@ -203,8 +200,8 @@ def _role(confirmation: pd.DataFrame, gpu: str, models, ctx: int, arm: str) -> s
     return " or ".join(sorted(roles)) + f" at ctx {ctx}" if roles else f"at ctx {ctx}"
 
 
-def _lever_groups(table, confirmation, configs, gpu, device, ctx) -> list:
-    """[((arm, layers, product shapes), [models])] of the GPU's models in the confirmation table with a fused int4
+def _lever_groups(table, confirmation, configs, gpu, device, ctx, bf16=None) -> list:
+    """[(arm, layers, [models], step_products frame)] of the GPU's models in the confirmation table with a fused int4
     lever at `ctx`, models whose lever runs the same products over as many layers grouped (Mistral-7B-v0.3 and
     Llama-3.1-8B: their lines would be one line twice)."""
     groups: dict = {}
@@ -212,10 +209,11 @@ def _lever_groups(table, confirmation, configs, gpu, device, ctx) -> list:
         arm = fused_lever_of(confirmation, gpu, model, ctx)
         if arm is None or model not in configs:
             continue
-        shapes = tuple(map(tuple, step_products(table, arm, configs[model], device)[["K", "N", "flavour", "launch"]]
-                           .itertuples(index=False)))
-        groups.setdefault((arm, int(configs[model]["num_hidden_layers"]), shapes), []).append(model)
-    return list(groups.items())
+        p = step_products(table, arm, configs[model], device, bf16)
+        shapes = tuple(map(tuple, p[["K", "N", "flavour", "launch"]].itertuples(index=False)))
+        layers = int(configs[model]["num_hidden_layers"])
+        groups.setdefault((arm, layers, shapes), (arm, layers, [], p))[2].append(model)
+    return list(groups.values())
 
 
 def _us(value: float) -> str:
@@ -241,9 +239,8 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
     for device in sorted(set(table[table["gpu"].notna()]["device"])):
         gpu = table[table["device"] == device]["gpu"].iloc[0]
         bandwidth = float(specs.set_index("gpu").loc[gpu, "bandwidth_gbps"])
-        for (arm, layers, _), group in _lever_groups(table, confirmation, configs, gpu, device, ctx):
+        for arm, layers, group, p in _lever_groups(table, confirmation, configs, gpu, device, ctx, bf16):
             model = " and ".join(group)
-            p = step_products(table, arm, configs[group[0]], device, bf16)
             missing = p[~p["complete"]] if "complete" in p else p
             role = _role(confirmation, gpu, group, ctx, arm)
             head = f"{model} on the {gpu}, {arm} (int4-triton, {role})"
@@ -317,8 +314,7 @@ def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dic
                      f"{_us(most['tuned_us'])} against {most['fastest_config']} {_us(most['fastest_us'])})")
         saved = []
         groups = _lever_groups(table, confirmation, configs, gpu, device, ctx) if not confirmation.empty else []
-        for (arm, layers, _), group in groups:
-            p = step_products(table, arm, configs[group[0]], device)
+        for arm, layers, group, p in groups:
             if "tuned_us" not in p or p["tuned_us"].isna().any() or p["step_us"].isna().any():
                 continue
             saved.append((" and ".join(group), float((p["tuned_us"] - p["step_us"]).sum()) * layers / 1e3))

@@ -188,13 +188,13 @@ def tables(data, model_keys=()) -> dict:
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
-    env = hardware.load_env(data)
+    commit_of = confirmation.commits_of_runs(hardware.load_env(data))
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
             confirmation.choices(lever_table), confirmation.confirmation_rows(every_row, selection.run_plans(data)),
-            confirmation.commits_of_runs(env)), env),
+            commit_of), commit_of),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),

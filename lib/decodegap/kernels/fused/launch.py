@@ -76,6 +76,7 @@ from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_resi
                                                rotary_cache_reference, silu_gemv_residual_reference)
 from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
+from decodegap.kernels.fused_int4.configs import launch_of
 from decodegap.kernels.fused_int4.launch import UNSUPPORTED_EPILOGUES, fused_int4_gemv, int4_tensors
 from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
 
@@ -308,11 +309,8 @@ class FusedOps:
         """(product, launch) of each product one decoder layer's step launches, in order: the product's name in
         kernels.fused.configs.products and its launch, "none", "pdl" or "early" (PDL with the early trigger), as
         the methods below launch them (the LM head, launched once per step, is not a layer's)."""
-        def launch(kw):
-            return "early" if kw["pdl"] and kw["early_trigger"] else "pdl" if kw["pdl"] else "none"
-
-        qkv = ("qkv_rotary" if self.rotary_in_qkv else "qkv", launch(self._launch))
-        between = launch(self._between)
+        qkv = ("qkv_rotary" if self.rotary_in_qkv else "qkv", launch_of(**self._launch))
+        between = launch_of(**self._between)
         if self.norm_in_epilogue and self.silu_in_down:  # as o_and_mlp
             middle = [("o_norm", between), ("gate_up_plain", between)]
         else:

@@ -65,6 +65,12 @@ first run on the H200 was cut part-way through its down product (10 of the 12 co
 reached the other two, so the tuner chooses there."""
 
 
+def config_key(config) -> str:
+    """(BLOCK_N, SUB_MAX, num_warps) as one word, as bench/fused_int4_gemv.py's rows name a config: n4_s1_w2."""
+    block_n, sub, warps = config
+    return f"n{block_n}_s{sub}_w{warps}"
+
+
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     """(name, K, N weight rows, flavour) of each int4 product of a model's fused int4 step (INT4_STEP_PRODUCTS), from
     its HF config dict."""
