@@ -53,6 +53,12 @@ carries on. Notebook 05 (cost) measures nothing.
                eager step) before it times; the ladder reads the rows as the int4 fused levers; then each of those
                levers' steps profiled at llama-3.1-8b ctx 2048 (python -m decodegap kernel-counts, kernels.csv and
                breakdown.csv), the profile notebook 06's int4 target reads
+    int4_head  notebook 06: the int4 LM head (path int4-triton-head: the head quantised too, in the int4-triton
+               format): its GPU tests (tests/test_int4_head.py), then python -m decodegap measure --quant
+               int4-triton-head on INT4_HEAD_ARMS (default its three levers of levers.LEVERS) over MODELS and
+               CONTEXTS, INT4_SESSIONS fresh sessions, each session checking the head against the bf16 head with a
+               null of its own beside the model check before it times (INT4_AGAIN=1: again); then those levers'
+               steps profiled at llama-3.1-8b ctx 2048
     check_sensitivity  notebook 06: bench/check_sensitivity_cpu.py, the decode check against a sign-flipped rotary
                and the sharpened check's faults on a narrow model on the CPU (under a minute;
                OUTDIR/check_sensitivity_cpu.csv, committed as data/diagnostics/check_sensitivity_cpu.csv), then
@@ -105,6 +111,8 @@ Options, as environment variables (all optional):
     INT4_ARMS          comma-separated fused int4 levers of the fused_int4 step, swept and profiled (default its four;
                        each lever adds its own checks and steps to every cell, so two of them, e.g.
                        lean_fused_early_products_graph,lean_fused_pdl_norm_graph, sweep the grid in about half the time)
+    INT4_HEAD_ARMS     comma-separated levers of the int4_head step (default its three:
+                       lean_fused_early_products_graph,lean_fused_pdl_norm_graph,lean_attn_compile)
     CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
                        on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant step without its GPU tests
@@ -147,7 +155,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused int4_configs fused_int4 check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -334,6 +342,15 @@ step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured w
     --arms "$INT4_FUSED_ARMS" ${INT4_AGAIN:+--again}
   save
   dg kernel-counts --gpu "$GPU" --models llama-3.1-8b --contexts 2048 --quant int4-triton --arms "$INT4_FUSED_ARMS"
+}
+INT4_HEAD_ARMS=${INT4_HEAD_ARMS:-lean_fused_early_products_graph,lean_fused_pdl_norm_graph,lean_attn_compile}
+step_int4_head() {  # the int4 LM head (int4-triton-head): its GPU tests, its levers over the grid with their in-run
+  # checks (the head check and its null beside the model check), then each lever's step profiled at the target cell
+  [ -n "${SKIP_TESTS:-}" ] || gpu_tests int4_head tests/test_int4_head.py
+  dg measure --gpu "$GPU" "${GRID[@]}" --quant int4-triton-head --sessions "${INT4_SESSIONS:-1}" --no-progress \
+    --arms "$INT4_HEAD_ARMS" ${INT4_AGAIN:+--again}
+  save
+  dg kernel-counts --gpu "$GPU" --models llama-3.1-8b --contexts 2048 --quant int4-triton-head --arms "$INT4_HEAD_ARMS"
 }
 step_check_sensitivity() {  # the CPU's narrow model (data/diagnostics/check_sensitivity_cpu.csv), then the three runs
   # behind data/diagnostics/sharp_noise_gpu.csv: factors 1 and 16 (the plain and the sharpened check), then 2 over

@@ -264,6 +264,9 @@ def test_the_peer_table_counts_a_side_only_with_every_check_of_its_run_passed():
     assert "the package's step is 1.38x as fast" in bf16  # 5.8 / 4.2
     int4 = next(line for line in lines if ", int4," in line)
     assert "unchecked" in int4 and "no ratio" in int4
+    assert "keeps a bf16 LM head" in int4 and "keeps a bf16 LM head" not in bf16  # gpt-fast's int4 quantises its own
+    head = rows.replace({"quant": {"int4-triton": "int4-triton-head"}})
+    assert not any("keeps a bf16 LM head" in line for line in peer_reading.findings(peer_reading.peer_table(head)))
     assert peer_reading.findings(peer_reading.peer_table(rows.iloc[:0]))[0].startswith("No peer measured yet")
 
 

@@ -93,9 +93,11 @@ def test_byte_model_refuses_a_group_size_that_does_not_divide():
 
 def test_registry_holds_every_path_of_the_issue():
     assert set(quant.PATHS) == {"bf16", "bnb-nf4", "awq-marlin", "awq-triton", "gptq-exllamav2", "int4-tinygemm",
-                                "int4-triton"}
+                                "int4-triton", "int4-triton-head"}
     assert quant.ALIASES["awq"] == ("awq-marlin", "awq-triton")  # Marlin first, Triton where it is missing
-    assert all(p.lm_head.startswith("bf16") for p in quant.PATHS.values())
+    heads = {k: p.lm_head for k, p in quant.PATHS.items() if not p.lm_head.startswith("bf16")}
+    assert heads == {"int4-triton-head": "int4 (the path's format, G=128)"}  # notebook 06's lever: the head too
+    assert {k for k, p in quant.PATHS.items() if p.quantises_head} == set(heads)
     # the published keys are registry keys (the table puts them side by side)
     pub = published.select(published.load(), "quantisation", "step_ms", gpu="l4")
     assert set(pub["quant"]) <= set(quant.PATHS)

@@ -20,6 +20,10 @@ from typing import Mapping
 
 BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
 BYTE_CONVENTIONS = ("W_all", "W_streamed")
+HEAD_QUANTISED = frozenset({"int4-triton-head"})
+"""The quantisation paths (quant.paths keys) whose LM head is quantised too: their step reads the head in the path's
+own layout (quant.bytes.head_bytes), and their cells count only with the head check too (checked.quantised_checks).
+quant.paths holds the registry and asserts that its `quantises_head` paths are these."""
 
 
 def head_dim(config: Mapping) -> int:

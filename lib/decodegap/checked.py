@@ -36,6 +36,7 @@ import pandas as pd
 
 from decodegap import sessions
 from decodegap.compare import MODEL_K_FAIL, MODEL_K_PASS
+from decodegap.accounting import HEAD_QUANTISED
 
 CELL = ["gpu", "model", "ctx", "arm", "attn", "quant"]
 MODEL_CELL = ["gpu", "model", "ctx", "quant"]
@@ -62,6 +63,8 @@ failing (a NaN included); the model check between MODEL_K_PASS and MODEL_K_FAIL 
 checks but lacks one of them; the run has none (measured before in-run layer checks: an earlier rule)."""
 UNDER_EARLIER_RULE = "unchecked under the current rule"
 """How a quantised cell measured before in-run layer checks is labelled (its note begins with it)."""
+HEAD_CHECKS = ("vs_bf16_head", "vs_bf16_head_null")
+"""The head check and its null, which a path that quantises the LM head (quant.bytes.HEAD_QUANTISED) needs as well."""
 IN_RUN_CHECKS = ("format", "layer", "vs_bf16_null")
 """Checks a quantised sweep's session writes only since in-run layer checks (harness.session._quantise_checked): a run
 with none of them was checked under an earlier rule."""
@@ -86,19 +89,15 @@ def _worst_failure(rows: pd.DataFrame, what: str) -> str:
     return f"{what} failed: {float(r['max_rel_err']):.3g} > {float(r['tol']):g} ({r['layer']})"
 
 
-def _quantised_one(run_id, ctx: int, g: pd.DataFrame, k_pass: float, k_fail: float) -> dict:
-    """quantised_checks for one (run, gpu, model, ctx, quant) from `g`, the verify rows of its run, model and path."""
+def _quantised_one(run_id, ctx: int, g: pd.DataFrame, k_pass: float, k_fail: float, quant: str = "") -> dict:
+    """quantised_checks for one (run, gpu, model, ctx, quant) from `g`, the verify rows of its run, model and path
+    `quant` (a path that quantises the LM head needs its head check too, judged as the model check is)."""
     rows = pd.to_numeric(g["rows"], errors="coerce")
-    ctxs = pd.to_numeric(g["ctx"], errors="coerce")
+    at_ctx = pd.to_numeric(g["ctx"], errors="coerce") == ctx
     fmt = g[g["check"] == "format"]
     one, prefill = g[(g["check"] == "layer") & (rows == 1)], g[(g["check"] == "layer") & (rows == ctx)]
-    null_rows = g[(g["check"] == "vs_bf16_null") & (ctxs == ctx)]
-    model = g[(g["check"] == "vs_bf16") & (ctxs == ctx) & (g["layer"].fillna("model").astype(str) == "model")]
-    null_values = pd.to_numeric(null_rows["max_rel_err"], errors="coerce")
-    null = float(null_values.max()) if len(null_values) and null_values.notna().all() else np.nan
-    errs = pd.to_numeric(model["max_rel_err"], errors="coerce")
-    err = float(errs.max()) if len(errs) and errs.notna().all() else np.nan
-    k = err / null if null > 0 else np.nan
+    model = g[(g["check"] == "vs_bf16") & at_ctx & (g["layer"].fillna("model").astype(str) == "model")]
+    null, err, k, failed, missing = _judged(g[(g["check"] == "vs_bf16_null") & at_ctx], model, k_fail, MODEL_NAMES)
     out = dict(format_ok=bool(len(fmt)) and bool(passing(fmt).all()),
                layer_one_row_ok=bool(len(one)) and bool(passing(one).all()),
                layer_prefill_ok=bool(len(prefill)) and bool(passing(prefill).all()), null=null, model_err=err, k=k)
@@ -108,32 +107,59 @@ def _quantised_one(run_id, ctx: int, g: pd.DataFrame, k_pass: float, k_fail: flo
                    else "" if len(model) else " (no vs_bf16 model check in its run)")
         return dict(out, outcome=EARLIER_RULE, note=f"{UNDER_EARLIER_RULE}: measured {measured_at(run_id)}, before "
                                                      f"in-run layer checks{earlier}")
-    failed, missing = [], []
+    layers_failed, layers_missing = [], []
     for frame, what in ((fmt, "format check"), (one, "layer check at 1 row"), (prefill, f"layer check at {ctx} rows")):
         if frame.empty:
-            missing.append(what)
+            layers_missing.append(what)
         elif not passing(frame).all():
-            failed.append(_worst_failure(frame, what))
-    if null_rows.empty:
-        missing.append("vs_bf16_null row (the null)")
-    elif not null > 0:
-        failed.append("the null is not a positive number")
-    if model.empty:
-        missing.append("vs_bf16 model check")
-    elif not err == err:
-        failed.append("model check failed: NaN")
-    elif null > 0 and k >= k_fail:  # judged by k alone: its row's status is the same tolerance, k_pass x the null
-        failed.append(f"model check failed: {err:.4g} = k {k:.2f} x the null (k_fail {k_fail:g})")
+            layers_failed.append(_worst_failure(frame, what))
+    failed, missing, ks, head_note = layers_failed + failed, layers_missing + missing, {"model": k}, ""
+    if quant in HEAD_QUANTISED:
+        head_null, head_err, ks["head"], head_failed, head_missing = _judged(
+            g[(g["check"] == "vs_bf16_head_null") & at_ctx], g[(g["check"] == "vs_bf16_head") & at_ctx], k_fail,
+            HEAD_NAMES)
+        failed, missing = failed + head_failed, missing + head_missing
+        head_note = f", head check {head_err:.4f} = k {ks['head']:.2f} x its null {head_null:.4f}"
     if failed:
         return dict(out, outcome=FAILED_QUANT, note="failed a check of its own run: " + "; ".join(failed))
-    if k == k and k > k_pass:
+    past = [(name, value) for name, value in ks.items() if value == value and value > k_pass]
+    if past:
         return dict(out, outcome=INCONCLUSIVE_QUANT,
-                    note=f"model check inconclusive in its own run: k {k:.2f} between {k_pass:g} and {k_fail:g}")
+                    note=f"{past[0][0]} check inconclusive in its own run: k {past[0][1]:.2f} between {k_pass:g} "
+                         f"and {k_fail:g}")
     if missing:
         return dict(out, outcome=INCOMPLETE_QUANT, note="incomplete checks in its own run: no " + ", no ".join(missing))
     return dict(out, outcome=CHECKED_QUANT,
                 note=f"checked in its own run: format and layer checks at 1 and {ctx} rows ok, model check {err:.4f} "
-                     f"= k {k:.2f} x the null {null:.4f}")
+                     f"= k {k:.2f} x the null {null:.4f}{head_note}")
+
+
+MODEL_NAMES = ("vs_bf16_null row (the null)", "the null", "vs_bf16 model check", "model check")
+HEAD_NAMES = ("vs_bf16_head_null row (the head's null)", "the head's null", "vs_bf16_head check", "head check")
+"""How `_judged` names the rows of the model check and of the head check: (missing null, null, missing check, check)."""
+
+
+def _judged(null_rows: pd.DataFrame, check_rows: pd.DataFrame, k_fail: float, names: tuple) -> tuple:
+    """(null, error, k, failed, missing) of a check judged against its null (the largest draw): k = error / null, a
+    NaN or a k at or past `k_fail` failing (judged by k alone: the row's status applied the same tolerance, k_pass x
+    the null), a row that is not there missing; `names` (MODEL_NAMES, HEAD_NAMES) say which."""
+    null_values = pd.to_numeric(null_rows["max_rel_err"], errors="coerce")
+    errs = pd.to_numeric(check_rows["max_rel_err"], errors="coerce")
+    null = float(null_values.max()) if len(null_values) and null_values.notna().all() else np.nan
+    err = float(errs.max()) if len(errs) and errs.notna().all() else np.nan
+    k = err / null if null > 0 else np.nan
+    failed, missing = [], []
+    if null_values.empty:
+        missing.append(names[0])
+    elif not null > 0:
+        failed.append(f"{names[1]} is not a positive number")
+    if errs.empty:
+        missing.append(names[2])
+    elif not err == err:
+        failed.append(f"{names[3]} failed: NaN")
+    elif null > 0 and k >= k_fail:
+        failed.append(f"{names[3]} failed: {err:.4g} = k {k:.2f} x the null (k_fail {k_fail:g})")
+    return null, err, k, failed, missing
 
 
 def quantised_checks(keys: pd.DataFrame, verify: pd.DataFrame | None) -> pd.DataFrame:
@@ -141,7 +167,8 @@ def quantised_checks(keys: pd.DataFrame, verify: pd.DataFrame | None) -> pd.Data
     (run_id, gpu, model, ctx, quant) of `keys`, its own run's checks of the current rule from `verify` (verify.csv
     rows): the format check of every layer (`format`), the layer checks at one row and at the cell's prefill rows
     (`layer`, rows 1 and ctx), the null (`vs_bf16_null` at ctx) and the model check (`vs_bf16` at ctx), k = its
-    error / the null (quant.power), judged by k alone against MODEL_K_PASS and MODEL_K_FAIL (the row's
+    error / the null (quant.power), and for a path that quantises the LM head the head check and its null
+    (HEAD_CHECKS at ctx, its k likewise), judged by k alone against MODEL_K_PASS and MODEL_K_FAIL (the row's
     own status applied tol = MODEL_K_PASS x the null of its day). Columns QUANT_KEY,
     format_ok, layer_one_row_ok, layer_prefill_ok, null, model_err, k, `outcome` (QUANT_OUTCOMES: only
     CHECKED_QUANT counts) and `note` (what decided it; an earlier rule's cell: UNDER_EARLIER_RULE with the date
@@ -154,13 +181,13 @@ def quantised_checks(keys: pd.DataFrame, verify: pd.DataFrame | None) -> pd.Data
     empty = pd.DataFrame(columns=["run_id", "gpu", "model", "ctx", "quant", "check", "layer", "rows", "max_rel_err",
                                   "tol", "status"])
     v = verify if verify is not None and not verify.empty and "check" in verify else empty
-    v = v[v["run_id"].isin(set(want["run_id"])) & v["check"].isin(IN_RUN_CHECKS + ("vs_bf16",))]
+    v = v[v["run_id"].isin(set(want["run_id"])) & v["check"].isin(IN_RUN_CHECKS + ("vs_bf16",) + HEAD_CHECKS)]
     groups = {k: g for k, g in v.groupby(["run_id", "gpu", "model", "quant"])} if not v.empty else {}
     out = []
     for r in want.itertuples(index=False):
         g = groups.get((r.run_id, r.gpu, r.model, r.quant), empty)
         out.append(dict(r._asdict(), **_quantised_one(r.run_id, int(r.ctx), g, float(MODEL_K_PASS),
-                                                      float(MODEL_K_FAIL))))
+                                                      float(MODEL_K_FAIL), r.quant)))
     return pd.DataFrame(out, columns=cols)
 
 

@@ -39,12 +39,19 @@ LEVERS = (
     ("int4 fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
      "int4-triton"),
     ("int4 fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "int4-triton"),
+    ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
+     "lean_fused_early_products_graph", "int4-triton-head"),
 )
-"""(lever, arm, quant) in ladder order; the last seven are the package's own int4 GEMV (decodegap.kernels.int4_gemv, path
-int4-triton): three measured by notebook 04's sweep over the grid, then the fused int4 step (decodegap.kernels.fused_int4:
-the int4 GEMV inside the fused step's design, its norms, residual adds and SiLU in the products' prologues and
-epilogues, the rotary in its own kernel), without PDL, with the two PDL levers that won the bf16 grid, and with the
-one-kernel attention. The lean decoder reads the int4-tinygemm weights of the quantised
+"""(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
+(decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
+(decodegap.kernels.fused_int4: the int4 GEMV inside the fused step's design, its norms, residual adds and SiLU in the
+products' prologues and epilogues, the rotary in its own kernel), without PDL, with the two PDL levers that won the
+bf16 grid, and with the one-kernel attention. The last three (path int4-triton-head) are the three fastest int4 levers
+of the grid with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the
+int4 steps' largest term outside the decoder products was their bf16 head (quant.paths; the head then runs the int4
+GEMV, in the fused step with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton

@@ -157,6 +157,12 @@ CHECKS = {
     "vs_bf16_null": "the null of a vs_bf16 check, in its run: the largest forced-layer error of the bf16 model whose "
                     "decoder weights carry U(-D/2, D/2) of the path's own rounding step D (quant.power); tol = the "
                     "tolerance it sets",
+    "vs_bf16_head": "the quantised LM head of a path that quantises it (int4-triton-head), fed the bf16 model's "
+                    "final hidden states, its logits against the bf16 head's relative to their largest value "
+                    "(harness.quant_checks.forced_head_error; tolerance compare.MODEL_K_PASS x the run's "
+                    "vs_bf16_head_null); layer lm_head",
+    "vs_bf16_head_null": "the null of a vs_bf16_head check, in its run: the largest head error of the bf16 model whose "
+                         "LM head carries U(-D/2, D/2) of the path's own rounding step D; layer lm_head",
     "format": "every quantised layer's weights W_deq (read back from its tensors) against the bf16 weights they "
               "came from: the largest |W_deq - W| / (D/2) over the model's layers of one name (quant.power."
               "FORMAT_TOL); ctx 0, rows empty",

@@ -172,7 +172,7 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
         products = us.get("matmul", 0.0) / 1e3
         step = at[(at["arm"] == arm) & (at["quant"] == quant)]
         fitted = fitted_products(step)
-        head_ms = float(step.drop(fitted.index)["gpu_us"].sum()) / 1e3  # a quantised step's bf16 LM head
+        head_ms = float(step.drop(fitted.index)["gpu_us"].sum()) / 1e3  # a quantised step's bf16 LM head, if any
         fit = fits.loc[(arm, quant)]
         stream_ms = fitted["bytes"].sum() / fit["stream_gbps"] / 1e6
         fixed_ms = fit["fixed_us"] * fit["products"] / 1e3
@@ -203,11 +203,11 @@ def budget_findings(by_category: pd.DataFrame, by_projection: pd.DataFrame, ladd
 
 def _head_projection(step: pd.DataFrame, fitted: pd.DataFrame, quant: str, config: Mapping | None):
     """(' Its LM head ...', values) of a quantised step whose bf16 LM head was profiled: the head's bytes in the
-    path's own format (quant.bytes.linear_bytes; every path keeps the head bf16, so this is a projection) streamed at
-    the rate the bf16 head was measured at, and the time that would save; None for bf16, without the head's row or
-    the model's config."""
+    path's own format (quant.bytes.linear_bytes; the path keeps the head bf16, so this is a projection: the path
+    int4-triton-head measures it) streamed at the rate the bf16 head was measured at, and the time that would save;
+    None for bf16, a path that quantises the head, without the head's row or the model's config."""
     head = step.drop(fitted.index)
-    if quant == "bf16" or config is None or head.empty:
+    if quant == "bf16" or quant in quant_bytes.HEAD_QUANTISED or config is None or head.empty:
         return None
     head_us, head_bytes = float(head["gpu_us"].sum()), int(head["bytes"].sum())
     k, n = config["hidden_size"], config["vocab_size"]
@@ -216,7 +216,7 @@ def _head_projection(step: pd.DataFrame, fitted: pd.DataFrame, quant: str, confi
     projected_ms = int4_bytes / rate_gbps / 1e6
     values = dict(head_bytes=head_bytes, head_quant_bytes=int4_bytes, head_gbps=rate_gbps,
                   head_projected_ms=projected_ms, head_saving_ms=head_us / 1e3 - projected_ms)
-    return (f" Its LM head stays bf16, as in every path: in {quant}'s own format it would stream "
+    return (f" Its LM head stays bf16 in this path: in {quant}'s own format it would stream "
             f"{int4_bytes / 1e9:.2f} GB in place of {head_bytes / 1e9:.2f} GB, {projected_ms:.2f} ms at the head's "
             f"measured {rate_gbps:.0f} GB/s, {values['head_saving_ms']:.2f} ms less (a projection from these rows, "
             f"not a measurement)."), values

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from decodegap.quant import bytes as quant_bytes
+
 CELL = ["gpu", "model", "ctx", "run_id", "system", "arm", "quant"]
 COLUMNS = CELL + ["kind", "checks", "checks_passed", "steps", "step_ms", "status", "reason"]
 
@@ -57,5 +59,15 @@ def findings(table: pd.DataFrame, peer: str = "gpt-fast", ours: str = "decodegap
         both = [side.iloc[0] for side in sides.values() if not side.empty and side.iloc[0]["status"] == "ok"]
         ratio = (f"; the package's step is {both[1]['step_ms'] / both[0]['step_ms']:.2f}x as fast"
                  if len(both) == 2 else "; no ratio: a side is not a checked timing")
-        out.append(f"{gpu} {model} ctx {ctx}, {kind}, run {run_id}: " + "; ".join(said) + ratio + ".")
+        out.append(f"{gpu} {model} ctx {ctx}, {kind}, run {run_id}: " + "; ".join(said) + ratio + _heads(sides[ours])
+                   + ".")
     return out
+
+
+def _heads(ours: pd.DataFrame) -> str:
+    """For an int4 cell whose package step keeps a bf16 LM head: that gpt-fast's int4 (every nn.Linear of its model,
+    harness.peers) quantises its output layer too, so the package's step reads the larger head."""
+    if ours.empty or ours.iloc[0]["kind"] != "int4" or ours.iloc[0]["quant"] in quant_bytes.HEAD_QUANTISED:
+        return ""
+    return (" (gpt-fast's int4 quantises its output layer too; the package's step keeps a bf16 LM head, so it reads "
+            "the larger head: path int4-triton-head quantises it as well)")

@@ -138,16 +138,18 @@ def step_label(arm: str, quant: str) -> str:
 
 def fitted_products(by_projection: pd.DataFrame) -> pd.DataFrame:
     """The projection_table rows product_cost_fit draws its lines through: every product of a bf16 step, and of a
-    quantised step all but the LM head, which stays bf16 on cuBLAS."""
-    return by_projection[(by_projection["quant"] == "bf16") | (by_projection["projection"] != "lm_head")]
+    quantised step all but the LM head, which stays bf16 on cuBLAS, except in a path that quantises the head too
+    (quant.bytes.HEAD_QUANTISED), where the head is one more of its products."""
+    same_kernel = by_projection["quant"].isin({"bf16", *quant_bytes.HEAD_QUANTISED})
+    return by_projection[same_kernel | (by_projection["projection"] != "lm_head")]
 
 
 def product_cost_fit(by_projection: pd.DataFrame) -> pd.DataFrame:
     """Per profiled step (gpu, model, ctx, arm, quant), a least-squares line through its matrix products' per-call
     times against their per-call bytes: time = fixed_us + bytes / stream_gbps. `fixed_us` is what a product costs
     beyond streaming its weights (ramp-up and tail of one kernel), `stream_gbps` the rate the weights stream at; a
-    step needs at least three product shapes. A quantised step's LM head (bf16 in every path, another kernel than
-    its products') is left out of its line (fitted_products)."""
+    step needs at least three product shapes. A quantised step's LM head (bf16 but in a path that quantises it,
+    another kernel than its products') is left out of its line (fitted_products)."""
     cols = ["gpu", "model", "ctx", "arm", "quant", "fixed_us", "stream_gbps", "products"]
     rows = []
     for key, g in fitted_products(by_projection).groupby(["gpu", "model", "ctx", "arm", "quant"], sort=False):

@@ -80,7 +80,7 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
     from a stand-in bf16 weight, its output against x @ W_deq^T, W_deq read back from its own tensors) at each
     row count M of `rows` (1: a decode step; the contexts: a prefill), one verify.csv row each (check `layer`):
     `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
-    reason (package, device or shape). The LM head is bf16 in every path and is not checked here.
+    reason (package, device or shape). The LM head is bf16 in every path notebook 04 measures and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes. A run that fails
     before its first row leaves no env.json entry (runs.recorded); one that ends records the GPU's state after it."""
     keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row

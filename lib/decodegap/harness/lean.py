@@ -15,8 +15,8 @@ lean decoder next to its HF model holds the attention and MLP input weights twic
 layer of that path each whose packed tensors are the parts' concatenated (quant.fuse.fuse_linears), o and down are
 the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
 GEMV reads bf16 weights; attention still goes through the split-KV kernel). A model mixing layer types is
-refused (LeanUnsupported). The LM head is bf16 in every path (with the custom kernels it goes through the
-Triton GEMV).
+refused (LeanUnsupported). The LM head is bf16 (with the custom kernels it goes through the Triton GEMV), but in a
+path that quantises it (quant.paths' int4-triton-head), where it is that path's layer and runs its kernel.
 
 One code path serves prefill and decode: `forward(ids [B, T], start_pos [1])` writes the T new keys and
 values of each of the B sequences (a batch decoded together, every sequence at the same positions; B is the
@@ -32,7 +32,7 @@ from decodegap.kernels.fused.launch, the norms, bias, rotary, cache write, resid
 products and the rotary kernel, the attention the split-KV kernel; the prefill keeps the path above. With "pdl" the
 same kernels are launched with programmatic dependent launch (Hopper). On an int4-triton model the four decoder
 products run the int4 GEMV with the same prologues and epilogues (decodegap.kernels.fused_int4; no rotary epilogue),
-the LM head the bf16 kernel.
+the LM head the bf16 kernel, or the int4 one with the final norm as its prologue where the head is quantised too.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ class LeanDecoder(nn.Module):
         self.scale = self.head_dim ** -0.5
         self.embed = inner.embed_tokens.weight
         self.final_norm = inner.norm.weight
-        self.lm_head = hf_model.lm_head.weight
+        head = hf_model.lm_head
+        self.lm_head = head if isinstance(head, quant_layers.QuantLinear) else head.weight  # a quantised head: its layer
         dtype, device = self.embed.dtype, self.embed.device
         with torch.no_grad():
             self.layers = nn.ModuleList(LeanLayer(i, layer, self) for i, layer in enumerate(inner.layers))

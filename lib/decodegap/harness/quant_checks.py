@@ -10,7 +10,10 @@ layer (its hidden states, at the prefill and at every teacher-forced decode step
 from those inputs), and its output is compared with the bf16 layer's: the error of a layer is
 max|out_q - out_bf16| / max|out_bf16 - in_bf16| (relative to what the layer adds to the residual stream). The
 check's error is the worst layer's; its tolerance comes from 4-bit rounding (`model_tolerance`: MODEL_K_PASS x the
-null, quant.power's derivation).
+null, quant.power's derivation). A path that quantises the LM head too (quant.paths' int4-triton-head) has a head
+check beside it, built the same way (`forced_head_error`, `head_tolerance`): the head fed the bf16 model's final
+hidden states, its logits against the bf16 head's relative to their largest value, within MODEL_K_PASS x the null
+of the head's own format rounding (checks vs_bf16_head and vs_bf16_head_null, layer lm_head).
 
 Below the check: the rows a sweep's run writes of its checks (`layer_rows`, `null_row`), and the checks' power, what
 they can detect, measured on single products (`product_rows`, bench/quant_power_cpu.py) and on a model
@@ -69,10 +72,12 @@ def record_io(layers, run: Callable[[], object]) -> list[list[tuple]]:
     return io
 
 
-def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]], what: str = "the model") -> float:
+def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]], what: str = "the model",
+                 relative_to_added: bool = True) -> float:
     """The worst error of `layers` while `run()` runs, each module fed, call by call, the input `reference` holds
     (record_io of the reference model, same calls): its output against the reference's, relative to what the
-    reference module adds (see the module docstring). NaN if any module gives NaN."""
+    reference module adds (see the module docstring), or with `relative_to_added` False to the reference output's
+    largest value (the LM head, whose logits are not added to its input). NaN if any module gives NaN."""
     calls = [0 for _ in layers]
     worst = [0.0]
 
@@ -88,7 +93,8 @@ def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]]
         ref_in, ref_out = reference[i][calls[i]]
         calls[i] += 1
         got = _hidden(out).float()
-        err = float((got - ref_out.float()).abs().max() / (ref_out.float() - ref_in.float()).abs().max().clamp_min(1e-12))
+        scale = ref_out.float() - ref_in.float() if relative_to_added else ref_out.float()
+        err = float((got - ref_out.float()).abs().max() / scale.abs().max().clamp_min(1e-12))
         if worst[0] == worst[0]:  # a NaN, once seen, stays the answer
             worst[0] = err if err != err else max(worst[0], err)
 
@@ -130,6 +136,42 @@ def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size:
     return compare.MODEL_K_PASS * null, null, values
 
 
+def _head_run(model, ctx: int, seed: int):
+    return lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
+
+
+def record_head(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
+    """The LM head's (input, logits) per forward call of checks.teacher_forced_logits (as record_layers keeps the
+    decoder layers'), of the bf16 model: the reference of the head check of a path that quantises the head."""
+    return record_io([model.lm_head], _head_run(model, ctx, seed))
+
+
+def forced_head_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0) -> float:
+    """The head check's error: `model`'s LM head fed, call by call, the bf16 model's head input `reference` holds
+    (record_head, same ctx and seed), max|logits - logits_bf16| / max|logits_bf16| over the calls. It has a check
+    of its own, apart from the decoder layers' (`forced_layer_error`), since its error is relative to the logits,
+    not to what a layer adds to the residual stream, and a fault in the head alone would hide under the layers'
+    worst. NaN if the head gives NaN."""
+    return forced_error([model.lm_head], _head_run(model, ctx, seed), reference, "the quantised head",
+                        relative_to_added=False)
+
+
+def head_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
+                   draws: int | None = None) -> tuple[float, float, list[float]]:
+    """(tolerance, null, the null's draws) of the head check of path `path_key` on the bf16 `model`, as
+    model_tolerance's for the decoder layers: each draw is forced_head_error of the model with the LM head's weight
+    plus U(-D/2, D/2) of the format's own step (the decoder layers untouched), the null the largest draw, the
+    tolerance compare.MODEL_K_PASS x null. The model is left as it was."""
+    key = quant._reference_key(quant.resolve(path_key, next(model.parameters()).device))
+    G = group_size or quant.default_group_size(model.config.to_dict())
+    values = []
+    for d in range(draws or power.NULL_DRAWS):
+        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1, modules=[model.lm_head]):
+            values.append(forced_head_error(model, ctx, reference, seed=seed))
+    null = max(values) if all(v == v for v in values) else float("nan")
+    return compare.MODEL_K_PASS * null, null, values
+
+
 # ------------------------------------------------------------------------------ checks written with a run's rows
 
 def layer_rows(info: dict, base: dict) -> list[dict]:
@@ -153,9 +195,12 @@ def layer_rows(info: dict, base: dict) -> list[dict]:
     return out
 
 
-def null_row(base: dict, ctx: int, tol: float, null: float, draws: list[float], path_key: str) -> dict:
-    """The verify.csv row (check vs_bf16_null) of a model check's null: its largest draw, the tolerance it sets."""
-    return dict(base, ctx=ctx, arm="eager", attn="sdpa", rows=None, check="vs_bf16_null", layer="model",
+def null_row(base: dict, ctx: int, tol: float, null: float, draws: list[float], path_key: str,
+             check: str = "vs_bf16_null") -> dict:
+    """The verify.csv row (check vs_bf16_null; the head check's: vs_bf16_head_null, layer lm_head) of a model check's
+    null: its largest draw, the tolerance it sets."""
+    return dict(base, ctx=ctx, arm="eager", attn="sdpa", rows=None, check=check,
+                layer="lm_head" if check == "vs_bf16_head_null" else "model",
                 max_rel_err=null, tol=tol, status="ok" if null == null else "error",
                 reason=f"{len(draws)} draws " + ", ".join(f"{d:.4f}" for d in draws)
                        + f" of U(+-D/2), D the {power.FORMAT_OF.get(path_key, path_key)} step (quant.power)")
@@ -244,13 +289,14 @@ def product_rows(shapes, paths, rows: int = 128, device="cpu", group_size: int =
 def swapped(model, path_key: str, reference: bool = False, fault=None, checks: tuple[int, ...] | None = ()):
     """Inside: `model` with path `path_key`'s layers in place of its decoder linears (quant.quantise_model_, its
     format checks with `checks`), built with `fault` planted (quant.power.planted; the fault is removed once the
-    layers are built); yields quantise_model_'s info. The bf16 linears are put back on exit."""
+    layers are built); yields quantise_model_'s info. The bf16 linears (and LM head) are put back on exit."""
     saved = []
     for layer in model.model.layers:
         for name, mod in layer.named_modules():
             if isinstance(mod, torch.nn.Linear):
                 parent = layer.get_submodule(name.rsplit(".", 1)[0]) if "." in name else layer
                 saved.append((parent, name.rsplit(".", 1)[-1], mod))
+    saved.append((model, "lm_head", model.lm_head))  # a path that quantises the head replaces it too
     try:
         with power.planted(fault, quant._reference_key(path_key) if reference else quant.resolve(path_key)):
             info = quant.quantise_model_(model, path_key, reference=reference, checks=checks)

@@ -77,7 +77,8 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     (its weights against half its format's step, its output at one row and at each context's prefill rows against
     its dequantised weight: format and layer rows of this run), and the quantised model's layers, fed the recorded
     inputs, are checked against the recorded outputs (verify.csv, check vs_bf16, tolerance MODEL_K_PASS x the
-    null; layer by layer, teacher-forced: harness.quant_checks). A context this run checked already is not checked again;
+    null; layer by layer, teacher-forced: harness.quant_checks); a path that quantises the LM head has its head
+    checked the same way, with a null of its own (checks vs_bf16_head_null and vs_bf16_head). A context this run checked already is not checked again;
     its cells are not timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose
     checks failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable
     propagates (the model is left as it was)."""
@@ -95,7 +96,8 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
             return {}
         mine = rows[(rows.status != "ok") & (rows.gpu == plan.gpu) & (rows.run_id == run_id)
                     & (rows.model == cells[0].model) & (rows.quant == resolved)]
-        out = {int(c): QUANT_CHECK_FAILED for c in mine[mine.check == "vs_bf16"].ctx if int(c) in ctxs}
+        out = {int(c): QUANT_CHECK_FAILED for c in mine[mine.check.isin(["vs_bf16", "vs_bf16_head"])].ctx
+               if int(c) in ctxs}
         layer_bad = {0 if r.check == "format" else int(r.rows) for r in mine[mine.check.isin(["layer", "format"])].itertuples()}
         return {**out, **{ctx: LAYER_CHECK_FAILED for ctx in ctxs if layer_bad & {0, 1, ctx}}}
     ctxs = todo
@@ -108,6 +110,7 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         tol, null, draws = model_tolerance(model, plan.quant, ctx, refs[ctx], seed=plan.seed)
         tols[ctx] = tol
         rows.append(null_row(base, ctx, tol, null, draws, resolved))
+    head = _head_nulls(plan, model, ctxs, base, resolved, rows) if quant.path(resolved).quantises_head else {}
     info = quant.quantise_model_(model, plan.quant, checks=(1, *ctxs), seed=plan.seed)
     checked_layers = layer_rows(info, base)
     rows += checked_layers
@@ -123,10 +126,43 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot run the check cannot be timed either
             traceback.print_exc()
             failed[ctx] = f"the check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        if ctx in head:
+            _check_head(plan, model, run_id, session, cell, head.pop(ctx), rows, failed)
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, rows)
     del refs
     free_device_memory(plan.device)
     return failed
+
+
+def _head_nulls(plan: SweepPlan, model, ctxs, base: dict, resolved: str, rows: list) -> dict[int, tuple]:
+    """For a path that quantises the LM head, before it is quantised: per context the bf16 head's recorded inputs
+    and logits (quant_checks.record_head) and the head check's null (quant_checks.head_tolerance; a
+    vs_bf16_head_null row appended to `rows`). Returns {ctx: (reference, tolerance)}."""
+    from decodegap.harness.quant_checks import head_tolerance, null_row, record_head
+
+    out = {}
+    for ctx in ctxs:
+        ref = record_head(model, ctx, seed=plan.seed)
+        tol, null, draws = head_tolerance(model, plan.quant, ctx, ref, seed=plan.seed)
+        rows.append(null_row(base, ctx, tol, null, draws, resolved, check="vs_bf16_head_null"))
+        out[ctx] = (ref, tol)
+    return out
+
+
+def _check_head(plan: SweepPlan, model, run_id: str, session: int, cell, head: tuple, rows: list, failed: dict) -> None:
+    """The quantised LM head against the bf16 head (quant_checks.forced_head_error) at cell.ctx: a vs_bf16_head row
+    (layer lm_head) appended to `rows`; a failure, or a check that cannot run, marks the context failed."""
+    from decodegap.harness.quant_checks import forced_head_error
+
+    reference, tol = head
+    try:
+        err = forced_head_error(model, cell.ctx, reference, seed=plan.seed)
+        rows.append(dict(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16_head"), layer="lm_head"))
+        if rows[-1]["status"] != "ok":
+            failed.setdefault(cell.ctx, QUANT_CHECK_FAILED)
+    except Exception as exc:  # noqa: BLE001 - as the model check
+        traceback.print_exc()
+        failed[cell.ctx] = f"the head check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
 
 
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:

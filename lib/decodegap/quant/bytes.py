@@ -1,5 +1,6 @@
 """The byte model of the quantisation paths: what one decode step streams in each path's real format (packed int4
-codes, scales and zeros in their dtypes and layouts; the bf16 LM head, norms, biases and one embedding row), term
+codes, scales and zeros in their dtypes and layouts; the LM head (bf16 but where a path quantises it), norms, biases and
+one embedding row), term
 by term, per matrix product, and the path's own memory floor. Beside `accounting` (the bf16 conventions W_all and
 W_streamed), which it equals for bf16.
 """
@@ -13,8 +14,11 @@ from decodegap import accounting
 DEFAULT_GROUP_SIZE = 128
 BNB_BLOCKSIZE = 64
 LAYOUT_OF = {"bf16": "bf16", "bnb-nf4": "nf4", "awq-marlin": "marlin", "awq-triton": "awq_gemm", "awq": "awq_gemm",
-             "gptq-exllamav2": "gptq", "int4-tinygemm": "tinygemm", "int4-triton": "triton_int4"}
+             "gptq-exllamav2": "gptq", "int4-tinygemm": "tinygemm", "int4-triton": "triton_int4",
+             "int4-triton-head": "triton_int4"}
 """Quantisation path (quant.PATHS key, or the alias `awq`) -> its byte layout."""
+HEAD_QUANTISED = accounting.HEAD_QUANTISED
+"""The paths whose LM head is quantised too, in the path's own layout (quant.PATHS' `quantises_head`)."""
 
 
 def _layout(path_key: str) -> str:
@@ -61,8 +65,15 @@ def _linear_terms(layout: str, name: str, k: int, n: int, G: int, has_bias: bool
 
 def linear_bytes(path_key: str, k: int, n: int, group_size: int = DEFAULT_GROUP_SIZE, has_bias: bool = False) -> int:
     """Bytes one call of a K-in, N-out linear reads in path `path_key`'s format (byte_terms' terms of one linear):
-    also what the LM head would stream if a path quantised it, which none does."""
+    also what the LM head streams in a path that quantises it (`head_bytes`), or would in one that does not."""
     return sum(_linear_terms(_layout(path_key), "linear", k, n, group_size, has_bias).values())
+
+
+def head_bytes(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> int:
+    """Bytes the LM head (vocab x hidden; the tied embedding table where tied) reads in one step under path
+    `path_key`: 2*V*H in bf16, or the path's linear_bytes where it quantises the head (HEAD_QUANTISED)."""
+    v, h = config["vocab_size"], config["hidden_size"]
+    return linear_bytes(path_key, h, v, group_size) if path_key in HEAD_QUANTISED else 2 * v * h
 
 
 def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
@@ -90,12 +101,13 @@ def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_S
       linear_bias     2 bytes per bias element (Qwen2's q/k/v biases; bf16 or fp16 in the fp16 kernels)
       norms           2*H per RMSNorm: 2 per layer + the final one
       embedding_row   2*H (one looked-up row of the input embedding)
-      lm_head         2*V*H (bf16 in every path; for tied embeddings the table, read once as the head)
+      lm_head         2*V*H (bf16; for tied embeddings the table, read once as the head), or in the path's own
+                      layout where it quantises the head (HEAD_QUANTISED: `head_bytes`, a tied head untied)
     KV is not a weight term: see `step_bytes`. Activations and the new token's KV write are left out.
     For bf16 the total equals accounting.weight_bytes(config, "W_streamed").
     """
     layout = _layout(path_key)
-    h, v, layers = config["hidden_size"], config["vocab_size"], config["num_hidden_layers"]
+    h, layers = config["hidden_size"], config["num_hidden_layers"]
     G = group_size
     terms = dict.fromkeys(("linear_weight", "linear_packed", "linear_scales", "linear_zeros", "linear_absmax",
                            "linear_code", "linear_bias"), 0)
@@ -105,7 +117,7 @@ def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_S
     terms = {t: b * layers for t, b in terms.items()}
     terms["norms"] = 2 * h * (2 * layers + 1)
     terms["embedding_row"] = 2 * h
-    terms["lm_head"] = 2 * v * h
+    terms["lm_head"] = head_bytes(config, path_key, G)
     return terms
 
 
@@ -113,8 +125,8 @@ def projection_bytes(config: Mapping, path_key: str, layout: str = "hf",
                      group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
     """Bytes one call of each matrix product of a decoder layer reads for path `path_key` (byte_terms' terms of
     its linears: packed codes, scales, zeros, bias), in accounting.PROJECTIONS[layout] order (`fused`: the lean
-    decoder's qkv and gate_up, one layer each, as quant.fuse.fuse_linears builds them), and the LM head's (bf16 in every
-    path, the vocab x hidden table, tied or not). Every layer's products, the head, the norms and one embedding row
+    decoder's qkv and gate_up, one layer each, as quant.fuse.fuse_linears builds them), and the LM head's (`head_bytes`:
+    bf16 but in a path that quantises it, the vocab x hidden table, tied or not). Every layer's products, the head, the norms and one embedding row
     make up streamed_weight_bytes (for bf16: accounting's W_streamed)."""
     kind = _layout(path_key)
     if layout not in accounting.PROJECTIONS:
@@ -123,13 +135,13 @@ def projection_bytes(config: Mapping, path_key: str, layout: str = "hf",
            for name, k, n, bias in decoder_linears(config)}
     if layout == "fused":
         per = dict(qkv=per["q"] + per["k"] + per["v"], o=per["o"], gate_up=per["gate"] + per["up"], down=per["down"])
-    per["lm_head"] = 2 * config["vocab_size"] * config["hidden_size"]
+    per["lm_head"] = head_bytes(config, path_key, group_size)
     return per
 
 
 def streamed_weight_bytes(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE, ctx: int = 0) -> int:
     """Bytes a decode step streams for path `path_key`: every weight term of `byte_terms` (packed int4
-    weights, scales, zeros in each path's real dtype and layout, the unquantised LM head, norms, biases,
+    weights, scales, zeros in each path's real dtype and layout, the LM head (`head_bytes`), norms, biases,
     one embedding row), plus the KV cache at `ctx` (accounting.kv_bytes, bf16; 0 by default)."""
     weights = sum(byte_terms(config, path_key, group_size).values())
     return weights + (accounting.kv_bytes(config, ctx) if ctx else 0)

@@ -18,8 +18,12 @@ Paths (`PATHS`; the key is what the data's `quant` column holds):
   int4-tinygemm   int4 weight-only through PyTorch's tinygemm ops (`aten._weight_int4pack_mm`, group size 128);
                   on a CPU the `_for_cpu` variants of the same ops.
   int4-triton     the package's own Triton int4 GEMV (decodegap.kernels.int4_gemv).
-The LM head stays bf16 in EVERY path (as HF's GPTQ, AWQ and bitsandbytes loaders leave it), as do the
-embedding table and the norms; only the seven nn.Linear of each decoder layer are replaced. The formats and
+  int4-triton-head  int4-triton with the LM head quantised too, in the same format (as gpt-fast's int4 quantises
+                  every nn.Linear, its output layer included). A tied head is untied: the head becomes an int4
+                  layer of its own, the embedding table stays bf16.
+The LM head stays bf16 in every other path (as HF's GPTQ, AWQ and bitsandbytes loaders leave it), the embedding
+table and the norms in every path; otherwise only the seven nn.Linear of each decoder layer are replaced
+(`QuantPath.quantises_head`). The formats and
 their round-to-nearest are in quant.formats, the layers in quant.layers, the bytes they stream in quant.bytes.
 
 Every quantised path but int4-tinygemm on a CPU needs a CUDA device and its package; a missing package,
@@ -37,7 +41,7 @@ import torch
 from torch import nn
 
 from decodegap.quant import layers, loaders, power
-from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
+from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, HEAD_QUANTISED, LAYOUT_OF, decoder_linears
 from decodegap.quant.layers import QuantLinear
 from decodegap.quant.loaders import QuantUnavailable
 
@@ -67,6 +71,7 @@ class QuantPath:
     packages: tuple[tuple[str, str], ...]  # (import name, distribution name)
     layer: type = field(repr=False)
     lm_head: str = "bf16 (not quantised)"
+    quantises_head: bool = False  # the LM head is quantised too, as one more layer of the path's format
 
 
 PATHS: dict[str, QuantPath] = {p.key: p for p in (
@@ -88,12 +93,17 @@ PATHS: dict[str, QuantPath] = {p.key: p for p in (
     QuantPath("int4-triton", "int4 weight-only (decodegap Triton GEMV)",
               "decodegap.kernels.int4_gemv (Triton int4 GEMV, bf16, G=128; prefill: dequantise + matmul)",
               "int4-triton", "triton_int4", True, (("triton", "triton"),), layers.Int4TritonLinear),
+    QuantPath("int4-triton-head", "int4 weight-only (decodegap Triton GEMV), LM head int4 too",
+              "decodegap.kernels.int4_gemv (Triton int4 GEMV, bf16, G=128; prefill: dequantise + matmul), the LM head "
+              "included", "int4-triton", "triton_int4", True, (("triton", "triton"),), layers.Int4TritonLinear,
+              lm_head="int4 (the path's format, G=128)", quantises_head=True),
 )}
 
 ALIASES = {"awq": ("awq-marlin", "awq-triton")}
 """An alias runs the first of its paths that is available here; its rows carry the concrete key."""
 
 assert all(LAYOUT_OF[k] == p.layout for k, p in PATHS.items()), "quant_bytes.LAYOUT_OF and PATHS disagree"
+assert HEAD_QUANTISED == {k for k, p in PATHS.items() if p.quantises_head}, "quant_bytes.HEAD_QUANTISED and PATHS disagree"
 
 
 def path(key: str) -> QuantPath:
@@ -163,7 +173,7 @@ def _cuda_probe(key: str, device) -> str | None:
         elif key == "awq-triton":
             importlib.import_module("triton")
             loaders.awq_module("modules/triton/gemm.py")
-        elif key == "int4-triton":
+        elif key in ("int4-triton", "int4-triton-head"):
             from decodegap.kernels.int4_gemv import layer as int4_layer  # noqa: F401  (the layer imports here)
             importlib.import_module("triton")
         elif key == "gptq-exllamav2":
@@ -284,8 +294,8 @@ def layer_shapes(config: Mapping) -> dict[str, tuple[int, int]]:
 def quantise_model_(model, path_key: str, group_size: int | None = None, reference: bool = False,
                     checks: tuple[int, ...] | None = None, seed: int = 0) -> dict:
     """Replace every nn.Linear of the decoder layers (q/k/v/o_proj, gate/up/down_proj) of an HF causal LM by
-    path `path_key`'s layer quantised from that linear's own weight (its bias kept); the LM head, embedding and
-    norms stay bf16. `awq` resolves to the kernel available here. `group_size` None: 128, or for the tiny test
+    path `path_key`'s layer quantised from that linear's own weight (its bias kept), and the LM head too where the
+    path quantises it (`QuantPath.quantises_head`: `_quantise_head`); the embedding and norms stay bf16. `awq` resolves to the kernel available here. `group_size` None: 128, or for the tiny test
     configs the largest of 64/32 dividing their dims (`default_group_size`). `reference=True`: the reference
     product instead of the kernel (CPU tests). Returns what was done: path (concrete key), kernel, layers
     replaced, group size, LM head dtype, weights. Raises QuantUnavailable (before touching the model) when the
@@ -295,7 +305,7 @@ def quantise_model_(model, path_key: str, group_size: int | None = None, referen
     the bf16 weight it replaces: the elementwise format check (quant.power.format_check: |W_deq - W| against half
     the format's step) and, for each M of `checks`, its output on x [M, K] (N(0, 1), bf16, seeded by `seed`, K
     and M) against x @ W_deq^T in fp32 (the layer check, QUANT_TOL). info["checks"] then holds, per linear name
-    (q_proj ... down_proj), the worst over the decoder layers: {"format": (ratio, share past FORMAT_TOL, layer),
+    (q_proj ... down_proj, and lm_head where the head is quantised), the worst over the decoder layers: {"format": (ratio, share past FORMAT_TOL, layer),
     "rows": {M: (error, layer)}, "layers": how many}."""
     first = next(model.parameters())
     device = first.device
@@ -328,11 +338,29 @@ def quantise_model_(model, path_key: str, group_size: int | None = None, referen
                 setattr(parent, name.rsplit(".", 1)[-1], new)
                 del mod
                 info["layers"] += 1
+        if p.quantises_head:
+            _quantise_head(model, p, key, G, extra, info, inputs, checks, seed)
     inputs.clear()
     if device.type == "cuda":
         torch.cuda.empty_cache()
     model.decodegap_quant = info
     return info
+
+
+def _quantise_head(model, p: QuantPath, key: str, G: int, extra: dict, info: dict, inputs: dict, checks,
+                   seed: int) -> None:
+    """quantise_model_'s LM head for a path that quantises it (`quantises_head`): model.lm_head replaced by the path's
+    layer quantised from the head's own bf16 weight (for tied embeddings the shared table: the head is untied, the
+    embedding keeps the bf16 table), checked as the decoder linears are (`checks`, under the name lm_head)."""
+    head = model.lm_head
+    if type(head) is not nn.Linear:
+        raise ValueError(f"{key} quantises the LM head, an nn.Linear; this model's is {type(head).__name__}")
+    new = p.layer.from_weight(head.weight, head.bias, G, **extra)
+    if checks is not None:
+        _check_layer(info["checks"], "lm_head", 0, key, head.weight, new, G, checks, inputs, seed)
+    model.lm_head = new
+    info["layers"] += 1
+    info["head_untied"] = head.weight is model.get_input_embeddings().weight
 
 
 def _check_layer(out: dict, name: str, index: int, key: str, weight, layer, G: int, rows, inputs: dict,

@@ -63,7 +63,8 @@ FORMAT_TOL = 1.05
 NULL_DRAWS = 2
 """Noise draws of the null per model check (module docstring, 2)."""
 FORMAT_OF = {"gptq-exllamav2": "asymmetric", "awq-triton": "asymmetric", "awq-marlin": "symmetric",
-             "int4-tinygemm": "float zero", "int4-triton": "float zero", "bnb-nf4": "nf4"}
+             "int4-tinygemm": "float zero", "int4-triton": "float zero", "int4-triton-head": "float zero",
+             "bnb-nf4": "nf4"}
 """The rounding each quantised path applies (module docstring, 1)."""
 BNB_BLOCKSIZE = 64
 KERNEL_ONLY = ("int4-tinygemm", "bnb-nf4")
@@ -136,14 +137,15 @@ def _linears(model):
 
 
 @contextlib.contextmanager
-def noisy_linears(model, path_key: str, group_size: int = 128, seed: int = 0):
-    """Inside: every decoder nn.Linear of `model` (the LM head, embedding and norms untouched) holds its bf16 weight
-    plus U(-D/2, D/2) of path `path_key`'s own step (`step`), drawn with `seed`; the weights are put back on exit."""
+def noisy_linears(model, path_key: str, group_size: int = 128, seed: int = 0, modules=None):
+    """Inside: every decoder nn.Linear of `model` (the LM head, embedding and norms untouched), or the nn.Linear
+    `modules` given (the LM head's null: [model.lm_head]), holds its bf16 weight plus U(-D/2, D/2) of path
+    `path_key`'s own step (`step`), drawn with `seed`; the weights are put back on exit."""
     G = group_size_of(path_key, group_size)
     saved = []
     try:
         with torch.no_grad():
-            for i, mod in enumerate(_linears(model)):
+            for i, mod in enumerate(_linears(model) if modules is None else modules):
                 w = mod.weight.data
                 gen = torch.Generator(device=w.device).manual_seed(int(seed) * 100003 + i)
                 d = step(path_key, w, G)

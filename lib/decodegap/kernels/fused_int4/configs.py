@@ -19,7 +19,8 @@ INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "do
 """The products (kernels.fused.configs.products' names) the fused int4 step launches on int4 weights: qkv with the
 input norm; o with the residual, or with the post-attention norm in its epilogue too (o_norm, the norm-epilogue
 levers); gate_up with that norm as its prologue, or with none (gate_up_plain, after o_norm); down with SiLU(gate) *
-up as its prologue and the residual. The LM head stays bf16 (the bf16 fused GEMV's table)."""
+up as its prologue and the residual. The LM head stays bf16 (the bf16 fused GEMV's table); the int4 head of path int4-triton-head has no entry here (never
+timed by the bench): launch's tuner chooses its config in each process."""
 
 FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True),
                                   "residual": dict(RESIDUAL=True), "residual_norm": dict(RESIDUAL=True, OUT_NORM=True),

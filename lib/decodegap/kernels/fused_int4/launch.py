@@ -22,7 +22,8 @@ trigger) with a quarter of the bf16 step's weight bytes.
                  reason).
 The product's reference is decodegap.kernels.fused_int4.reference; FusedOps (decodegap.kernels.fused.launch) calls
 fused_int4_gemv for every weight that is an int4-triton layer (`int4_tensors`), fused_gemv for bf16 weights (the LM
-head stays bf16 in every quantisation path)."""
+head stays bf16 in every quantisation path but int4-triton-head, whose head is an int4-triton layer too: the NORM
+flavour, the final norm as its prologue)."""
 
 from __future__ import annotations
 
