@@ -186,10 +186,10 @@ class Products(fused.FusedOps):
     def attention(self, q, k_cache, v_cache, length, scale):
         return fused.decode_attention_reference(q, k_cache, v_cache, int(length), scale)
 
-for key in ("llama-tiny", "qwen2-tiny"):
+for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), ("llama-tiny", "int4-triton-head")):
     model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
     models.randomise_(model, seed=1, std=0.2)
-    quant.quantise_model_(model, "int4-triton", reference=True)
+    quant.quantise_model_(model, path, reference=True)  # int4-triton-head: the LM head through the kernel too
     with torch.inference_mode():
         plain = lean.LeanStep(model, 12, 16, feedback=False)
         ref = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
@@ -211,8 +211,9 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
     norm, the SiLU prologue) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
     within bf16 of the reference; a swapped nibble order fails the same comparison; and the fused step of a tiny
     int4-triton Llama and Qwen2 with its products through the kernel (also with the norm in o's epilogue; the
-    rotary, the attention and the bf16 LM head through their references) against the reference step and the unfused int4 step. In a
-    fresh process with TRITON_INTERPRET=1."""
+    rotary, the attention and the bf16 LM head through their references; an int4-triton-head Llama's int4 head
+    through the kernel too) against the reference step and the unfused int4 step. In a fresh process with
+    TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused int4 kernel ok")

@@ -29,12 +29,12 @@ def test_03_replay_tables_every_backend(replayed):
 
 def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(replayed):
     from decodegap import records
-    from decodegap.quant import paths as quant
+    from decodegap.analysis.quantisation import NOTEBOOK_PATHS
 
     _, figures = replayed
     out = figures.parent / "executed" / "04_quantisation_l4.ipynb"
     table = pd.read_csv(figures / "04_quant_table.csv")
-    assert sorted(set(table.ctx)) == [2048, 16384] and len(table) == 2 * len(quant.PATHS)
+    assert sorted(set(table.ctx)) == [2048, 16384] and len(table) == 2 * len(NOTEBOOK_PATHS) == 14
     assert table[table.ctx == 16384]["l4 ms (published)"].isna().all()  # the paper's context is unstated: first context only
     table = table[table.ctx == 2048].set_index("quant")
     assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24

@@ -94,6 +94,18 @@ def test_product_fits_recover_the_fixed_cost_and_rate_and_leave_the_bf16_head_ou
         pd.DataFrame(columns=["status", "kernel", "quant"]), {}))
     assert pdl.values["pdl"] and "these shares are lower bounds and the fixed cost an upper bound." in pdl
     assert quant_profile.target_obstacles(dict(t, quant="gptq-exllamav2"), fits.reset_index(), rows, target) is None
+    # a path whose int4 head is one of its products (int4-triton-head): the head is on the line, counted once
+    head = _products("int4-triton-head", 3.0, 2400.0, head_us=3.0 + 280e6 / 2400e3).replace({"projection": {}})
+    head.loc[head["projection"] == "lm_head", "bytes"] = 280e6
+    hfit = quant_profile.product_fits(head, specs)
+    assert int(hfit["products"].iloc[0]) == 129 and float(hfit["stream_gbps"].iloc[0]) == pytest.approx(2400.0)
+    hline = quant_profile.target_obstacles(dict(t, quant="int4-triton-head"), hfit, head, target)
+    assert hline.values["lm_head_ms"] == 0.0 and hline.values["layer_GB"] == pytest.approx((layer_bytes + 280e6) / 1e9)
+    assert hline.values["before_attention_ms"] == pytest.approx(hline.values["products_ms"])
+    assert "bf16 LM head" not in hline and "the int4 LM head among them" in hline
+    [hstep] = quant_profile.profile_findings(hfit, head, quant_profile.casts(pd.DataFrame(columns=["status", "kernel",
+                                                                                                    "quant"]), {}))
+    assert "lm_head_us" not in hstep.values and "bf16 LM head" not in hstep
 
 
 def _cell(model, ctx, quant, ms, failed=False, arm="lean_attn_graph"):

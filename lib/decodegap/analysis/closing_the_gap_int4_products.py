@@ -27,6 +27,7 @@ from decodegap.kernels.fused.launch import FusedOps
 from decodegap.kernels.fused_int4 import configs as int4_configs
 from decodegap.kernels.fused_int4.configs import config_key
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
+from decodegap.quant import bytes as quant_bytes
 
 DIAGNOSTIC = "fused_int4_gemv"
 SHAPE = ["device", "K", "N", "flavour", "launch"]
@@ -170,13 +171,20 @@ def step_products(table: pd.DataFrame, arm: str, config: dict, device: str,
 
 def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> str | None:
     """The fused int4 lever of a cell of the confirmation table (its chosen lever, else its runner-up, where that
-    runs the fused step on int4-triton), or None."""
+    runs the fused step on the int4-triton format: int4-triton, or int4-triton-head, whose decoder products are the
+    same), or None."""
+    found = _fused_lever(confirmation, gpu, model, ctx)
+    return found[0] if found else None
+
+
+def _fused_lever(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> tuple[str, str] | None:
+    """(arm, quant) of fused_lever_of's lever, or None."""
     c = confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
                      & (confirmation["kind"] == "int4")] if not confirmation.empty else confirmation
     for r in c.itertuples():
         for arm, quant in ((r.arm, r.quant), (r.runner_up_arm, r.runner_up_quant)):
-            if isinstance(arm, str) and quant == "int4-triton" and layer_products(arm):
-                return arm
+            if isinstance(arm, str) and quant_bytes.LAYOUT_OF.get(quant) == "triton_int4" and layer_products(arm):
+                return arm, quant
     return None
 
 
@@ -192,27 +200,29 @@ def target_step(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dict, 
     return p.assign(gpu=gpu, model=model, arm=arm, layers=int(configs[model]["num_hidden_layers"]))
 
 
-def _role(confirmation: pd.DataFrame, gpu: str, models, ctx: int, arm: str) -> str:
-    """Whether `arm` is the chosen lever or the runner-up of the models' cells at `ctx` (the confirmation table)."""
+def _role(confirmation: pd.DataFrame, gpu: str, models, ctx: int, arm: str, quant: str) -> str:
+    """Whether (`arm`, `quant`) is the chosen lever or the runner-up of the models' cells at `ctx` (the confirmation
+    table)."""
     c = confirmation[(confirmation["gpu"] == gpu) & confirmation["model"].isin(list(models))
                      & (confirmation["ctx"] == ctx) & (confirmation["kind"] == "int4")]
-    roles = {"the chosen lever" if r.arm == arm else "the runner-up" for r in c.itertuples()}
+    roles = {"the chosen lever" if (r.arm, r.quant) == (arm, quant) else "the runner-up" for r in c.itertuples()}
     return " or ".join(sorted(roles)) + f" at ctx {ctx}" if roles else f"at ctx {ctx}"
 
 
 def _lever_groups(table, confirmation, configs, gpu, device, ctx, bf16=None) -> list:
-    """[(arm, layers, [models], step_products frame)] of the GPU's models in the confirmation table with a fused int4
-    lever at `ctx`, models whose lever runs the same products over as many layers grouped (Mistral-7B-v0.3 and
+    """[(arm, quant, layers, [models], step_products frame)] of the GPU's models in the confirmation table with a fused
+    int4 lever at `ctx`, models whose lever runs the same products over as many layers grouped (Mistral-7B-v0.3 and
     Llama-3.1-8B: their lines would be one line twice)."""
     groups: dict = {}
     for model in sorted(set(confirmation[confirmation["gpu"] == gpu]["model"])):
-        arm = fused_lever_of(confirmation, gpu, model, ctx)
-        if arm is None or model not in configs:
+        found = _fused_lever(confirmation, gpu, model, ctx)
+        if found is None or model not in configs:
             continue
+        arm, quant = found
         p = step_products(table, arm, configs[model], device, bf16)
         shapes = tuple(map(tuple, p[["K", "N", "flavour", "launch"]].itertuples(index=False)))
         layers = int(configs[model]["num_hidden_layers"])
-        groups.setdefault((arm, layers, shapes), (arm, layers, [], p))[2].append(model)
+        groups.setdefault((arm, quant, layers, shapes), (arm, quant, layers, [], p))[3].append(model)
     return list(groups.values())
 
 
@@ -239,11 +249,11 @@ def product_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: d
     for device in sorted(set(table[table["gpu"].notna()]["device"])):
         gpu = table[table["device"] == device]["gpu"].iloc[0]
         bandwidth = float(specs.set_index("gpu").loc[gpu, "bandwidth_gbps"])
-        for arm, layers, group, p in _lever_groups(table, confirmation, configs, gpu, device, ctx, bf16):
+        for arm, quant, layers, group, p in _lever_groups(table, confirmation, configs, gpu, device, ctx, bf16):
             model = " and ".join(group)
             missing = p[~p["complete"]] if "complete" in p else p
-            role = _role(confirmation, gpu, group, ctx, arm)
-            head = f"{model} on the {gpu}, {arm} (int4-triton, {role})"
+            role = _role(confirmation, gpu, group, ctx, arm, quant)
+            head = f"{model} on the {gpu}, {arm} ({quant}, {role})"
             if not missing.empty:
                 timed = table.set_index(SHAPE)["configs"] if not table.empty else pd.Series(dtype=int)
                 untimed, partly = [], []
@@ -314,7 +324,7 @@ def tuner_findings(table: pd.DataFrame, confirmation: pd.DataFrame, configs: dic
                      f"{_us(most['tuned_us'])} against {most['fastest_config']} {_us(most['fastest_us'])})")
         saved = []
         groups = _lever_groups(table, confirmation, configs, gpu, device, ctx) if not confirmation.empty else []
-        for arm, layers, group, p in groups:
+        for _arm, _quant, layers, group, p in groups:
             if "tuned_us" not in p or p["tuned_us"].isna().any() or p["step_us"].isna().any():
                 continue
             saved.append((" and ".join(group), float((p["tuned_us"] - p["step_us"]).sum()) * layers / 1e3))

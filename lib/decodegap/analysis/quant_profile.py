@@ -17,6 +17,7 @@ import pandas as pd
 from decodegap.analysis import profiles
 from decodegap.analysis.quantisation import passing
 from decodegap.finding import Finding, span as _values
+from decodegap.quant import bytes as quant_bytes
 from decodegap.quant.layers import FP16_CASTS_PER_PRODUCT
 from decodegap.stats import span as _span
 
@@ -162,8 +163,9 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table
         gpu, model, ctx, arm, quant = key
         if quant == "bf16":
             continue
-        line = (f"{gpu} {model} ctx {ctx}, {quant} {arm} step (profiled): its {int(r['products'])} decoder-layer products "
-                f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
+        head_in = quant in quant_bytes.HEAD_QUANTISED  # its int4 head is one of the products the line is drawn through
+        line = (f"{gpu} {model} ctx {ctx}, {quant} {arm} step (profiled): its {int(r['products'])} "
+                + ("products (the int4 LM head among them) " if head_in else "decoder-layer products ") + f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
                 f"{r['fixed_us']:.1f} us fixed per product ({r['fixed_ms']:.2f} ms over the step) plus its bytes at "
                 f"{r['stream_gbps']:.0f} GB/s ({r['stream_of_datasheet']:.0%} of the datasheet's)")
         values = dict(zip(STEP, key), products=int(r["products"]), **{
@@ -175,7 +177,7 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table
             values.update(bf16_fixed_us=float(b["fixed_us"]), bf16_stream_gbps=float(b["stream_gbps"]))
         step = _step(by_projection, key)
         head = step[step["projection"] == "lm_head"]
-        if not head.empty:
+        if not head.empty and not head_in:
             line += f"; its bf16 LM head {head['gpu_us'].iloc[0]:.0f} us at {head['gbps'].iloc[0]:.0f} GB/s"
             values.update(lm_head_us=float(head["gpu_us"].iloc[0]), lm_head_gbps=float(head["gbps"].iloc[0]))
         if profiles.with_pdl(arm):
@@ -209,15 +211,18 @@ def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataF
         return None
     r = at.sort_values("arm", key=lambda a: a != "lean_attn_graph").iloc[0]
     step = _step(by_projection, tuple(r[STEP]))
-    layer_bytes = float(step.loc[step["projection"] != "lm_head", "bytes"].sum())
+    head_in = t["quant"] in quant_bytes.HEAD_QUANTISED  # the int4 head is one of the fitted products
+    layer_bytes = float(step.loc[(step["projection"] != "lm_head") | head_in, "bytes"].sum())
     head = step[step["projection"] == "lm_head"]
-    head_ms = float(head["gpu_us"].sum()) / 1e3
+    head_ms = 0.0 if head_in else float(head["gpu_us"].sum()) / 1e3
     at_copy = layer_bytes / (t["copy_gbps"] * 1e6)
+    products = "products (the int4 LM head among them)" if head_in else "decoder-layer products"
     return Finding(
         f"In the way of the int4 target, from the profiled {r['arm']} step of {t['quant']} at the same cell: its "
-        f"{int(r['products'])} decoder-layer products take {r['products_ms']:.2f} ms ({r['fixed_ms']:.2f} ms of it "
+        f"{int(r['products'])} {products} take {r['products_ms']:.2f} ms ({r['fixed_ms']:.2f} ms of it "
         f"the fixed {r['fixed_us']:.1f} us of each, the rest streaming {layer_bytes / 1e9:.2f} GB at "
-        f"{r['stream_gbps']:.0f} GB/s) and its bf16 LM head {head_ms:.2f} ms: {r['products_ms'] + head_ms:.2f} ms "
+        f"{r['stream_gbps']:.0f} GB/s)" + ("" if head_in else f" and its bf16 LM head {head_ms:.2f} ms")
+        + f": {r['products_ms'] + head_ms:.2f} ms "
         f"of the {target['step_ms']:g} ms before attention and the step's other kernels. At the measured copy "
         f"bandwidth those products' bytes would take {at_copy:.2f} ms: the int4 GEMV's streaming rate and fixed "
         f"cost per product are what stand in the way.", **dict(zip(STEP, r[STEP])), products=int(r["products"]),

@@ -29,7 +29,11 @@ REALISED_YES, REALISED_PART = 0.8, 0.3
 ARMS = ("eager", "graph", "lean_attn_graph", "lean_attn_compile")
 """Notebook 04's decode arms (its ARMS parameter's default): HF eager and graphed, the lean step (with the Triton
 attention) graphed and compiled."""
-INT4 = tuple(k for k in quant.PATHS if quant_bytes.LAYOUT_OF[k] not in ("bf16", "nf4"))
+NOTEBOOK_PATHS = tuple(k for k, p in quant.PATHS.items() if not p.quantises_head)
+"""The paths notebook 04 reads: every registered path but those that quantise the LM head too (int4-triton-head, one
+of notebook 06's levers: a model other than the paper's paths, whose heads stay bf16); experiments.quantisation leaves
+their rows out."""
+INT4 = tuple(k for k in NOTEBOOK_PATHS if quant_bytes.LAYOUT_OF[k] not in ("bf16", "nf4"))
 """The registered paths that store int4 codes with group scales (bnb-nf4's 4-bit NormalFloat is not among them)."""
 
 
@@ -148,7 +152,7 @@ def byte_table(configs: Mapping[str, Mapping], paths: Sequence[str] | None = Non
     for model, cfg in configs.items():
         G = _group(configs, model, group_size)
         bf16 = quant_bytes.step_bytes(cfg, "bf16", ctx)
-        for key in paths or quant.PATHS:
+        for key in paths or NOTEBOOK_PATHS:
             terms = quant_bytes.byte_terms(cfg, key, G)
             total = quant_bytes.step_bytes(cfg, key, ctx, G)
             rows.append(dict(model=model, quant=key, group_size=G if quant_bytes.LAYOUT_OF[key] not in ("bf16", "nf4") else None,
@@ -230,7 +234,7 @@ def paper_table(cell_table: pd.DataFrame, published: pd.DataFrame, specs: pd.Dat
     pub = _published(published)
     sel = cell_table[(cell_table["model"] == model) & cell_table["ctx"].isin(contexts) & (cell_table["attn"] == "sdpa")
                  & cell_table["arm"].isin(list(arms))] if not cell_table.empty else cell_table
-    keys = list(quant.PATHS) + sorted(set(sel["quant"]) - set(quant.PATHS) if not sel.empty else set())
+    keys = list(NOTEBOOK_PATHS) + sorted(set(sel["quant"]) - set(NOTEBOOK_PATHS) if not sel.empty else set())
     l4_bw = _bandwidth(specs, PUBLISHED_GPU)
     gpus = sorted(set(sel["gpu"])) if not sel.empty else []
     rows = []
@@ -407,7 +411,7 @@ def gpu_findings(cell_table: pd.DataFrame, contexts: Sequence[int], arms: Sequen
                                    f"{_span(bf16['r_floor_quant'])} against its own floor.",
                                    **cell, quant="bf16", **_values("step_ms", bf16["t_obs_ms"]), models=len(bf16),
                                    **_values("sessions", bf16["sessions"]), **_values("r_floor", bf16["r_floor_quant"])))
-                for key in dict.fromkeys(list(quant.PATHS) + sorted(set(here["quant"]))):
+                for key in dict.fromkeys(list(NOTEBOOK_PATHS) + sorted(set(here["quant"]))):
                     rows = here[here["quant"] == key]
                     if rows.empty or key == "bf16":
                         continue

@@ -80,7 +80,7 @@ def record_quant_layers(gpu: str, models, quant_paths=None, data=None, device: s
     from a stand-in bf16 weight, its output against x @ W_deq^T, W_deq read back from its own tensors) at each
     row count M of `rows` (1: a decode step; the contexts: a prefill), one verify.csv row each (check `layer`):
     `ok` within `tol`, `error` past it (NaN and inf included) or when the layer fails, `unavailable` with the
-    reason (package, device or shape). The LM head is bf16 in every path notebook 04 measures and is not checked here.
+    reason (package, device or shape). The LM head is bf16 in every path notebook 04 reads (quant_report.NOTEBOOK_PATHS) and is not checked here.
     `group_size` None: quant.default_group_size of each model (128 for the 7-8B models). Resumes. A run that fails
     before its first row leaves no env.json entry (runs.recorded); one that ends records the GPU's state after it."""
     keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
@@ -145,8 +145,16 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
     a passing check of its own run (vs_eager, and for a quantised cell the current rule's checks of its run:
-    checked.quantised_checks) as status rows `unchecked` (checked.labelled)."""
-    return quant_report.rows(checked.labelled(checked.load("decode", data)), arms, selection.run_plans(data))
+    checked.quantised_checks) as status rows `unchecked` (checked.labelled); the rows of the paths notebook 04 does
+    not read (quant_report.NOTEBOOK_PATHS: a path that quantises the LM head too) left out."""
+    return _notebook_paths(quant_report.rows(checked.labelled(checked.load("decode", data)), arms,
+                                             selection.run_plans(data)))
+
+
+def _notebook_paths(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`'s rows but those of a registered path notebook 04 does not read (quant_report.NOTEBOOK_PATHS)."""
+    other = set(quant.PATHS) - set(quant_report.NOTEBOOK_PATHS)
+    return frame[~frame["quant"].isin(other)] if "quant" in frame else frame
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,
@@ -171,10 +179,10 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
-    verify = records.load_experiment("verify", data)
+    verify = _notebook_paths(records.load_experiment("verify", data))
     decode_rows, cell_table, configs = cells(data, models=[table_model], arms=arms, group_size=group_size)
     pub = published.load(data)
-    breakdown = selection.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data)))
+    breakdown = _notebook_paths(selection.latest_profiles(checked.grid_rows(records.load_experiment("breakdown", data))))
     profile_configs = model_specs.configs(set(breakdown["model"]) | set(configs), data)
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cell_table["ctx"])) if not cell_table.empty else list(contexts)

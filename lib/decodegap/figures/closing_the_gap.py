@@ -11,6 +11,7 @@ from matplotlib.ticker import FuncFormatter
 
 from decodegap.figures import style
 from decodegap.analysis.profiles import fitted_products, step_label
+from decodegap.accounting import HEAD_QUANTISED
 from decodegap.levers import GRID_TARGET, LEVERS, TARGETS
 
 
@@ -85,8 +86,8 @@ PRODUCT_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "h", "*", "p")
 def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: str, ctx: int, datasheet_gbps: float,
              arms=None):
     """Per-call GPU time of each matrix product against the bytes it reads (log-log), one colour per profiled
-    step's arm (style.ARM_COLOR; a quantised step hollow and dashed) of one cell (profiles.projection_table; `arms`
-    picks arms), each product labelled (q, qkv, lm_head, ...), each step with its line (profiles.product_cost_fit),
+    step's arm (style.ARM_COLOR; a quantised step hollow and dashed, dash-dot where its int4 LM head is on its line)
+    of one cell (profiles.projection_table; `arms` picks arms), each product labelled (q, qkv, lm_head, ...), each step with its line (profiles.product_cost_fit),
     and the datasheet bandwidth's line through zero: the products sit above it by a fixed cost per product, which
     weighs most on the small ones."""
     style.apply()
@@ -117,7 +118,7 @@ def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: s
             span = on_line["bytes"] / on_line["calls"] / 1e6
             xs_fit = np.geomspace(float(span.min()) * 0.8, float(span.max()) * 1.25, 100)
             ax.plot(xs_fit, f["fixed_us"] + xs_fit * 1e3 / f["stream_gbps"], color=color, linewidth=0.9,
-                    linestyle="--" if hollow else "-",
+                    linestyle="-." if quant in HEAD_QUANTISED else "--" if hollow else "-",
                     label=f"  {f['fixed_us']:.1f} {style.MICRO} + bytes at {f['stream_gbps']:,.0f} GB/s")
     ax.plot(xs, xs * 1e3 / datasheet_gbps, color="black", linestyle=":", linewidth=1.0,
             label=f"bytes at the datasheet {datasheet_gbps:,.0f} GB/s")

@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 from decodegap.harness import decode, hf_attention, models
 from decodegap import paths, records
+from decodegap.accounting import HEAD_QUANTISED
 from decodegap.arms import COMPILED_ARMS
 from decodegap.harness.sweep import SPAWNED_AT, Cell, SweepPlan, free_device_memory, status_rows
 from decodegap.harness.verification import check_cell, passed_in_run, verify_row, wants_check
@@ -64,6 +65,8 @@ def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, 
 
 
 QUANT_CHECK_FAILED = "the quantised model failed its check against the bf16 model it was quantised from (verify.csv, check vs_bf16)"
+HEAD_CHECK_FAILED = ("the quantised LM head failed its check against the bf16 head it was quantised from (verify.csv, "
+                     "check vs_bf16_head)")
 LAYER_CHECK_FAILED = ("a quantised layer failed its check in this run (verify.csv, check layer or format: the model's "
                       "own layers against their dequantised weight, at one row or the prefill's rows)")
 
@@ -86,8 +89,10 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
 
     ctxs = sorted({c.ctx for c in cells})
     resolved = quant.resolve(plan.quant, plan.device)
-    todo = [ctx for ctx in ctxs if plan.verify and (plan.check_every_session or not passed_in_run(
-        plan, run_id, Cell(cells[0].model, ctx, "eager", plan.attn, resolved), data, "vs_bf16"))]
+    head_path = resolved in HEAD_QUANTISED  # its head is checked too: a context counts as checked with both checks
+    model_checks = ("vs_bf16", "vs_bf16_head") if head_path else ("vs_bf16",)
+    todo = [ctx for ctx in ctxs if plan.verify and (plan.check_every_session or not all(passed_in_run(
+        plan, run_id, Cell(cells[0].model, ctx, "eager", plan.attn, resolved), data, check) for check in model_checks))]
     if not todo:
         quant.quantise_model_(model, plan.quant)
         verify = paths.raw_dir(plan.gpu, data) / "verify.csv"
@@ -96,8 +101,8 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
             return {}
         mine = rows[(rows.status != "ok") & (rows.gpu == plan.gpu) & (rows.run_id == run_id)
                     & (rows.model == cells[0].model) & (rows.quant == resolved)]
-        out = {int(c): QUANT_CHECK_FAILED for c in mine[mine.check.isin(["vs_bf16", "vs_bf16_head"])].ctx
-               if int(c) in ctxs}
+        out = {int(r.ctx): QUANT_CHECK_FAILED if r.check == "vs_bf16" else HEAD_CHECK_FAILED
+               for r in mine[mine.check.isin(["vs_bf16", "vs_bf16_head"])].itertuples() if int(r.ctx) in ctxs}
         layer_bad = {0 if r.check == "format" else int(r.rows) for r in mine[mine.check.isin(["layer", "format"])].itertuples()}
         return {**out, **{ctx: LAYER_CHECK_FAILED for ctx in ctxs if layer_bad & {0, 1, ctx}}}
     ctxs = todo
@@ -110,7 +115,7 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
         tol, null, draws = model_tolerance(model, plan.quant, ctx, refs[ctx], seed=plan.seed)
         tols[ctx] = tol
         rows.append(null_row(base, ctx, tol, null, draws, resolved))
-    head = _head_nulls(plan, model, ctxs, base, resolved, rows) if quant.path(resolved).quantises_head else {}
+    head = _head_nulls(plan, model, ctxs, base, resolved, rows) if head_path else {}
     info = quant.quantise_model_(model, plan.quant, checks=(1, *ctxs), seed=plan.seed)
     checked_layers = layer_rows(info, base)
     rows += checked_layers
@@ -159,7 +164,7 @@ def _check_head(plan: SweepPlan, model, run_id: str, session: int, cell, head: t
         err = forced_head_error(model, cell.ctx, reference, seed=plan.seed)
         rows.append(dict(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16_head"), layer="lm_head"))
         if rows[-1]["status"] != "ok":
-            failed.setdefault(cell.ctx, QUANT_CHECK_FAILED)
+            failed.setdefault(cell.ctx, HEAD_CHECK_FAILED)
     except Exception as exc:  # noqa: BLE001 - as the model check
         traceback.print_exc()
         failed[cell.ctx] = f"the head check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"

@@ -322,6 +322,8 @@ def quantise_model_(model, path_key: str, group_size: int | None = None, referen
                 weights=WEIGHTS)
     if key == "bf16":
         return info
+    if p.quantises_head and type(model.lm_head) is not nn.Linear:  # refused before any layer is replaced
+        raise ValueError(f"{key} quantises the LM head, an nn.Linear; this model's is {type(model.lm_head).__name__}")
     extra = dict(reference=True) if reference else {}
     inputs: dict = {}
     if checks is not None:
@@ -353,8 +355,6 @@ def _quantise_head(model, p: QuantPath, key: str, G: int, extra: dict, info: dic
     layer quantised from the head's own bf16 weight (for tied embeddings the shared table: the head is untied, the
     embedding keeps the bf16 table), checked as the decoder linears are (`checks`, under the name lm_head)."""
     head = model.lm_head
-    if type(head) is not nn.Linear:
-        raise ValueError(f"{key} quantises the LM head, an nn.Linear; this model's is {type(head).__name__}")
     new = p.layer.from_weight(head.weight, head.bias, G, **extra)
     if checks is not None:
         _check_layer(info["checks"], "lm_head", 0, key, head.weight, new, G, checks, inputs, seed)
