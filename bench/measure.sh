@@ -41,7 +41,8 @@ carries on. Notebook 05 (cost) measures nothing.
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
     int4_configs  notebook 06: bench/fused_int4_gemv.py, the fused int4 product on every config of the int4 GEMV's
-               and each launch (none, PDL, early trigger) per product of the fused int4 step, beside the per-process
+               and each launch (none, PDL, early trigger) per product of the fused int4 step (the int4 LM head of
+               int4-triton-head among them), beside the per-process
                tuner's choice (OUTDIR/fused_int4_gemv.csv, committed as data/diagnostics/fused_int4_gemv.csv: the
                rows kernels.fused_int4.configs' table is read from; a compile per shape, config and launch; it
                resumes from the committed rows, INT4_CONFIGS_AGAIN=1 times every product again)

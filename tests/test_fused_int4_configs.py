@@ -21,16 +21,17 @@ TABLE_GPU = "NVIDIA H200"  # the table was timed on the H200 (kernels.fused_int4
 
 
 def test_the_int4_products_of_llama_and_qwen_by_hand():
-    """Llama-3.1-8B: hidden 4096, 32 + 2 x 8 heads of 128, intermediate 14336; Qwen2.5-7B: hidden 3584, 28 + 2 x 4
-    heads of 128, intermediate 18944, qkv with its bias."""
+    """Llama-3.1-8B: hidden 4096, 32 + 2 x 8 heads of 128, intermediate 14336, vocab 128256; Qwen2.5-7B: hidden 3584,
+    28 + 2 x 4 heads of 128, intermediate 18944, vocab 152064, qkv with its bias."""
     llama = configs.products(models.load_spec("llama-3.1-8b").config)
     assert llama == [("qkv", 4096, 6144, "norm"), ("o", 4096, 4096, "residual"),
                      ("gate_up_norm", 4096, 28672, "norm"), ("down_silu", 14336, 4096, "silu_residual"),
-                     ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain")]
+                     ("lm_head", 4096, 128256, "norm"), ("o_norm", 4096, 4096, "residual_norm"),
+                     ("gate_up_plain", 4096, 28672, "plain")]
     qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
                 configs.products(models.load_spec("qwen2.5-7b").config))
     assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")
-    assert "lm_head" not in qwen  # the LM head stays bf16
+    assert qwen["lm_head"] == (3584, 152064, "norm")  # the int4 head of int4-triton-head, the final norm first
 
 
 def test_the_flavour_and_launch_of_a_calls_flags():

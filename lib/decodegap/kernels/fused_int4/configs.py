@@ -15,12 +15,13 @@ from typing import Mapping
 
 from decodegap.kernels.fused import configs as fused_configs
 
-INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "down_silu")
+INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "down_silu", "lm_head")
 """The products (kernels.fused.configs.products' names) the fused int4 step launches on int4 weights: qkv with the
 input norm; o with the residual, or with the post-attention norm in its epilogue too (o_norm, the norm-epilogue
 levers); gate_up with that norm as its prologue, or with none (gate_up_plain, after o_norm); down with SiLU(gate) *
-up as its prologue and the residual. The LM head stays bf16 (the bf16 fused GEMV's table); the int4 head of path int4-triton-head has no entry here (never
-timed by the bench): launch's tuner chooses its config in each process."""
+up as its prologue and the residual; and the LM head with the final norm as its prologue where the path quantises it
+(int4-triton-head; in every other path it stays bf16, on the bf16 fused GEMV's table). The bench times each; a
+product without a table entry (the head until the bench has timed it) takes launch's tuner's choice."""
 
 FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True),
                                   "residual": dict(RESIDUAL=True), "residual_norm": dict(RESIDUAL=True, OUT_NORM=True),
