@@ -165,7 +165,8 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table
             continue
         head_in = quant in quant_bytes.HEAD_QUANTISED  # its int4 head is one of the products the line is drawn through
         line = (f"{gpu} {model} ctx {ctx}, {quant} {arm} step (profiled): its {int(r['products'])} "
-                + ("products (the int4 LM head among them) " if head_in else "decoder-layer products ") + f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
+                + ("products (the int4 LM head among them) " if head_in else "decoder-layer products ")
+                + f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
                 f"{r['fixed_us']:.1f} us fixed per product ({r['fixed_ms']:.2f} ms over the step) plus its bytes at "
                 f"{r['stream_gbps']:.0f} GB/s ({r['stream_of_datasheet']:.0%} of the datasheet's)")
         values = dict(zip(STEP, key), products=int(r["products"]), **{

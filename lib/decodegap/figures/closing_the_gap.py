@@ -87,9 +87,9 @@ def products(by_projection: pd.DataFrame, fits: pd.DataFrame, gpu: str, model: s
              arms=None):
     """Per-call GPU time of each matrix product against the bytes it reads (log-log), one colour per profiled
     step's arm (style.ARM_COLOR; a quantised step hollow and dashed, dash-dot where its int4 LM head is on its line)
-    of one cell (profiles.projection_table; `arms` picks arms), each product labelled (q, qkv, lm_head, ...), each step with its line (profiles.product_cost_fit),
-    and the datasheet bandwidth's line through zero: the products sit above it by a fixed cost per product, which
-    weighs most on the small ones."""
+    of one cell (profiles.projection_table; `arms` picks arms), each product labelled (q, qkv, lm_head, ...), each
+    step with its line (profiles.product_cost_fit), and the datasheet bandwidth's line through zero: the products
+    sit above it by a fixed cost per product, which weighs most on the small ones."""
     style.apply()
     rows = by_projection[(by_projection["gpu"] == gpu) & (by_projection["model"] == model)
                          & (by_projection["ctx"] == ctx)]

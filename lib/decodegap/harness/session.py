@@ -81,8 +81,8 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     its dequantised weight: format and layer rows of this run), and the quantised model's layers, fed the recorded
     inputs, are checked against the recorded outputs (verify.csv, check vs_bf16, tolerance MODEL_K_PASS x the
     null; layer by layer, teacher-forced: harness.quant_checks); a path that quantises the LM head has its head
-    checked the same way, with a null of its own (checks vs_bf16_head_null and vs_bf16_head). A context this run checked already is not checked again;
-    its cells are not timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose
+    checked the same way, with a null of its own (checks vs_bf16_head_null and vs_bf16_head). A context this run
+    checked already (both checks, for such a path) is not checked again; its cells are not timed where this run's check of it failed. Returns {ctx: reason} for the contexts whose
     checks failed or could not run: their cells are recorded as `error` and never timed. QuantUnavailable
     propagates (the model is left as it was)."""
     from decodegap.quant import paths as quant
