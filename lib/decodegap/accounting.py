@@ -23,7 +23,7 @@ BYTE_CONVENTIONS = ("W_all", "W_streamed")
 HEAD_QUANTISED = frozenset({"int4-triton-head"})
 """The quantisation paths (quant.paths keys) whose LM head is quantised too: their step reads the head in the path's
 own layout (quant.bytes.head_bytes), and their cells count only with the head check too (checked.quantised_checks).
-quant.paths holds the registry and asserts that its `quantises_head` paths are these."""
+quant.paths' QuantPath.quantises_head reads it."""
 
 
 def head_dim(config: Mapping) -> int:

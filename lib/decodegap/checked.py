@@ -64,7 +64,7 @@ checks but lacks one of them; the run has none (measured before in-run layer che
 UNDER_EARLIER_RULE = "unchecked under the current rule"
 """How a quantised cell measured before in-run layer checks is labelled (its note begins with it)."""
 HEAD_CHECKS = ("vs_bf16_head", "vs_bf16_head_null")
-"""The head check and its null, which a path that quantises the LM head (quant.bytes.HEAD_QUANTISED) needs as well."""
+"""The head check and its null, which a path that quantises the LM head (accounting.HEAD_QUANTISED) needs as well."""
 IN_RUN_CHECKS = ("format", "layer", "vs_bf16_null")
 """Checks a quantised sweep's session writes only since in-run layer checks (harness.session._quantise_checked): a run
 with none of them was checked under an earlier rule."""

@@ -12,7 +12,7 @@ from typing import Mapping, NamedTuple
 
 import pandas as pd
 
-from decodegap import roofline
+from decodegap import accounting, roofline
 from decodegap.analysis.profiles import (PDL_OVERLAP, SMALL_CATEGORIES, fitted_products, product_cost_fit, step_label,
                                          with_pdl)
 from decodegap.finding import Finding
@@ -207,7 +207,7 @@ def _head_projection(step: pd.DataFrame, fitted: pd.DataFrame, quant: str, confi
     int4-triton-head measures it) streamed at the rate the bf16 head was measured at, and the time that would save;
     None for bf16, a path that quantises the head, without the head's row or the model's config."""
     head = step.drop(fitted.index)
-    if quant == "bf16" or quant in quant_bytes.HEAD_QUANTISED or config is None or head.empty:
+    if quant == "bf16" or quant in accounting.HEAD_QUANTISED or config is None or head.empty:
         return None
     head_us, head_bytes = float(head["gpu_us"].sum()), int(head["bytes"].sum())
     k, n = config["hidden_size"], config["vocab_size"]

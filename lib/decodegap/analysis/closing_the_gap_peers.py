@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from decodegap.quant import bytes as quant_bytes
+from decodegap import accounting
 
 CELL = ["gpu", "model", "ctx", "run_id", "system", "arm", "quant"]
 COLUMNS = CELL + ["kind", "checks", "checks_passed", "steps", "step_ms", "status", "reason"]
@@ -67,7 +67,7 @@ def findings(table: pd.DataFrame, peer: str = "gpt-fast", ours: str = "decodegap
 def _heads(ours: pd.DataFrame) -> str:
     """For an int4 cell whose package step keeps a bf16 LM head: that gpt-fast's int4 (every nn.Linear of its model,
     harness.peers) quantises its output layer too, so the package's step reads the larger head."""
-    if ours.empty or ours.iloc[0]["kind"] != "int4" or ours.iloc[0]["quant"] in quant_bytes.HEAD_QUANTISED:
+    if ours.empty or ours.iloc[0]["kind"] != "int4" or ours.iloc[0]["quant"] in accounting.HEAD_QUANTISED:
         return ""
     return (" (gpt-fast's int4 quantises its output layer too; the package's step keeps a bf16 LM head, so it reads "
             "the larger head: path int4-triton-head quantises it as well)")

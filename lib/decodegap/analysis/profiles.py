@@ -139,8 +139,8 @@ def step_label(arm: str, quant: str) -> str:
 def fitted_products(by_projection: pd.DataFrame) -> pd.DataFrame:
     """The projection_table rows product_cost_fit draws its lines through: every product of a bf16 step, and of a
     quantised step all but the LM head, which stays bf16 on cuBLAS, except in a path that quantises the head too
-    (quant.bytes.HEAD_QUANTISED), where the head is one more of its products."""
-    same_kernel = by_projection["quant"].isin({"bf16", *quant_bytes.HEAD_QUANTISED})
+    (accounting.HEAD_QUANTISED), where the head is one more of its products."""
+    same_kernel = by_projection["quant"].isin({"bf16", *accounting.HEAD_QUANTISED})
     return by_projection[same_kernel | (by_projection["projection"] != "lm_head")]
 
 

@@ -14,10 +14,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from decodegap import accounting
 from decodegap.analysis import profiles
 from decodegap.analysis.quantisation import passing
 from decodegap.finding import Finding, span as _values
-from decodegap.quant import bytes as quant_bytes
 from decodegap.quant.layers import FP16_CASTS_PER_PRODUCT
 from decodegap.stats import span as _span
 
@@ -163,7 +163,7 @@ def profile_findings(fits: pd.DataFrame, by_projection: pd.DataFrame, cast_table
         gpu, model, ctx, arm, quant = key
         if quant == "bf16":
             continue
-        head_in = quant in quant_bytes.HEAD_QUANTISED  # its int4 head is one of the products the line is drawn through
+        head_in = quant in accounting.HEAD_QUANTISED  # its int4 head is one of the products the line is drawn through
         line = (f"{gpu} {model} ctx {ctx}, {quant} {arm} step (profiled): its {int(r['products'])} "
                 + ("products (the int4 LM head among them) " if head_in else "decoder-layer products ")
                 + f"take {r['products_ms']:.2f} ms of GPU time; a line through their per-call times gives "
@@ -212,7 +212,7 @@ def target_obstacles(t: dict | None, fits: pd.DataFrame, by_projection: pd.DataF
         return None
     r = at.sort_values("arm", key=lambda a: a != "lean_attn_graph").iloc[0]
     step = _step(by_projection, tuple(r[STEP]))
-    head_in = t["quant"] in quant_bytes.HEAD_QUANTISED  # the int4 head is one of the fitted products
+    head_in = t["quant"] in accounting.HEAD_QUANTISED  # the int4 head is one of the fitted products
     layer_bytes = float(step.loc[(step["projection"] != "lm_head") | head_in, "bytes"].sum())
     head = step[step["projection"] == "lm_head"]
     head_ms = 0.0 if head_in else float(head["gpu_us"].sum()) / 1e3

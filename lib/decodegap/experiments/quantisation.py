@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from decodegap import checked, hardware, levers, paths, published, records, selection
+from decodegap.accounting import HEAD_QUANTISED
 from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
@@ -153,8 +154,7 @@ def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
 
 def _notebook_paths(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame`'s rows but those of a registered path notebook 04 does not read (quant_report.NOTEBOOK_PATHS)."""
-    other = set(quant.PATHS) - set(quant_report.NOTEBOOK_PATHS)
-    return frame[~frame["quant"].isin(other)] if "quant" in frame else frame
+    return frame[~frame["quant"].isin(HEAD_QUANTISED)] if "quant" in frame else frame
 
 
 def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: Sequence[str] = ARMS,

@@ -106,17 +106,22 @@ def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]]
     return worst[0]
 
 
+def _teacher_forced(model, ctx: int, seed: int):
+    """checks.teacher_forced_logits of `model` at `ctx` and `seed`, as a call: the run every forced check records
+    and replays."""
+    return lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
+
+
 def record_layers(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
     """Per decoder layer, per forward call of checks.teacher_forced_logits (prefill, then the teacher-forced
     steps): (input, output) hidden states of the bf16 model. Holds 2 x layers x ctx x hidden values."""
-    return record_io(model.model.layers, lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed))
+    return record_io(model.model.layers, _teacher_forced(model, ctx, seed))
 
 
 def forced_layer_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0) -> float:
     """The worst layer error (see the module docstring) of `model` fed, layer by layer, the inputs `reference`
     holds (record_layers of the bf16 model, same ctx and seed). NaN if any layer gives NaN."""
-    return forced_error(model.model.layers, lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed),
-                        reference, "the quantised model")
+    return forced_error(model.model.layers, _teacher_forced(model, ctx, seed), reference, "the quantised model")
 
 
 def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size: int | None = None, seed: int = 0,
@@ -126,24 +131,27 @@ def model_tolerance(model, path_key: str, ctx: int, reference: list, group_size:
     model with every decoder linear's weight plus U(-D/2, D/2) of the format's own step (quant.power.noisy_linears),
     the null the largest of `draws` (quant.power.NULL_DRAWS) draws, the tolerance compare.MODEL_K_PASS x null. The
     model is left as it was."""
+    return _null(model, path_key, group_size, seed, draws, lambda: forced_layer_error(model, ctx, reference, seed=seed))
+
+
+def _null(model, path_key: str, group_size: int | None, seed: int, draws: int | None, error, modules=None) -> tuple:
+    """(MODEL_K_PASS x null, null, draws): `error()` with the weights of every decoder linear (or of `modules`) plus
+    U(-D/2, D/2) of path `path_key`'s own step (quant.power.noisy_linears), `draws` (quant.power.NULL_DRAWS) times,
+    the null the largest (NaN if any draw is)."""
     key = quant._reference_key(quant.resolve(path_key, next(model.parameters()).device))
     G = group_size or quant.default_group_size(model.config.to_dict())
     values = []
     for d in range(draws or power.NULL_DRAWS):
-        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1):
-            values.append(forced_layer_error(model, ctx, reference, seed=seed))
+        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1, modules=modules):
+            values.append(error())
     null = max(values) if all(v == v for v in values) else float("nan")
     return compare.MODEL_K_PASS * null, null, values
-
-
-def _head_run(model, ctx: int, seed: int):
-    return lambda: checks.teacher_forced_logits(model, "eager", ctx, seed=seed)
 
 
 def record_head(model, ctx: int, seed: int = 0) -> list[list[tuple]]:
     """The LM head's (input, logits) per forward call of checks.teacher_forced_logits (as record_layers keeps the
     decoder layers'), of the bf16 model: the reference of the head check of a path that quantises the head."""
-    return record_io([model.lm_head], _head_run(model, ctx, seed))
+    return record_io([model.lm_head], _teacher_forced(model, ctx, seed))
 
 
 def forced_head_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0) -> float:
@@ -152,7 +160,7 @@ def forced_head_error(model, ctx: int, reference: list[list[tuple]], seed: int =
     of its own, apart from the decoder layers' (`forced_layer_error`), since its error is relative to the logits,
     not to what a layer adds to the residual stream, and a fault in the head alone would hide under the layers'
     worst. NaN if the head gives NaN."""
-    return forced_error([model.lm_head], _head_run(model, ctx, seed), reference, "the quantised head",
+    return forced_error([model.lm_head], _teacher_forced(model, ctx, seed), reference, "the quantised head",
                         relative_to_added=False)
 
 
@@ -162,14 +170,8 @@ def head_tolerance(model, path_key: str, ctx: int, reference: list, group_size: 
     model_tolerance's for the decoder layers: each draw is forced_head_error of the model with the LM head's weight
     plus U(-D/2, D/2) of the format's own step (the decoder layers untouched), the null the largest draw, the
     tolerance compare.MODEL_K_PASS x null. The model is left as it was."""
-    key = quant._reference_key(quant.resolve(path_key, next(model.parameters()).device))
-    G = group_size or quant.default_group_size(model.config.to_dict())
-    values = []
-    for d in range(draws or power.NULL_DRAWS):
-        with power.noisy_linears(model, key, G, seed=seed * 1000 + d + 1, modules=[model.lm_head]):
-            values.append(forced_head_error(model, ctx, reference, seed=seed))
-    null = max(values) if all(v == v for v in values) else float("nan")
-    return compare.MODEL_K_PASS * null, null, values
+    return _null(model, path_key, group_size, seed, draws, lambda: forced_head_error(model, ctx, reference, seed=seed),
+                 modules=[model.lm_head])
 
 
 # ------------------------------------------------------------------------------ checks written with a run's rows

@@ -123,18 +123,13 @@ def _quantise_checked(plan: SweepPlan, model, cells, run_id: str, session: int, 
     failed = {ctx: LAYER_CHECK_FAILED for ctx in ctxs if bad_rows & {0, 1, ctx}}
     for ctx in ctxs:
         cell = Cell(cells[0].model, ctx, "eager", plan.attn, info["path"])
-        try:
-            err = forced_layer_error(model, ctx, refs.pop(ctx), seed=plan.seed)
-            rows.append(verify_row(plan, run_id, session, cell, err, tols[ctx], "vs_bf16"))
-            if rows[-1]["status"] != "ok":
-                failed.setdefault(ctx, QUANT_CHECK_FAILED)
-        except Exception as exc:  # noqa: BLE001 - a kernel that cannot run the check cannot be timed either
-            traceback.print_exc()
-            failed[ctx] = f"the check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        _forced_check(lambda: verify_row(plan, run_id, session, cell, forced_layer_error(
+            model, ctx, refs.pop(ctx), seed=plan.seed), tols[ctx], "vs_bf16"), ctx, QUANT_CHECK_FAILED,
+            "the check against bf16", rows, failed)
         if ctx in head:
             _check_head(plan, model, run_id, session, cell, head.pop(ctx), rows, failed)
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, rows)
-    del refs
+    refs.clear()  # what a failed check left: freed before the cells are timed
     free_device_memory(plan.device)
     return failed
 
@@ -160,14 +155,22 @@ def _check_head(plan: SweepPlan, model, run_id: str, session: int, cell, head: t
     from decodegap.harness.quant_checks import forced_head_error
 
     reference, tol = head
+    _forced_check(lambda: dict(verify_row(plan, run_id, session, cell, forced_head_error(
+        model, cell.ctx, reference, seed=plan.seed), tol, "vs_bf16_head"), layer="lm_head"), cell.ctx,
+        HEAD_CHECK_FAILED, "the head check against bf16", rows, failed)
+
+
+def _forced_check(row_of, ctx: int, failed_reason: str, what: str, rows: list, failed: dict) -> None:
+    """One check of a context against the bf16 model (the model's or the head's): `row_of()` computes it and gives
+    its verify row, appended to `rows`; a row that does not pass marks `ctx` failed with `failed_reason`, a check
+    that cannot run with why (`what` names the check)."""
     try:
-        err = forced_head_error(model, cell.ctx, reference, seed=plan.seed)
-        rows.append(dict(verify_row(plan, run_id, session, cell, err, tol, "vs_bf16_head"), layer="lm_head"))
+        rows.append(row_of())
         if rows[-1]["status"] != "ok":
-            failed.setdefault(cell.ctx, HEAD_CHECK_FAILED)
-    except Exception as exc:  # noqa: BLE001 - as the model check
+            failed.setdefault(ctx, failed_reason)
+    except Exception as exc:  # noqa: BLE001 - a kernel that cannot run the check cannot be timed either
         traceback.print_exc()
-        failed[cell.ctx] = f"the head check against bf16 could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        failed[ctx] = f"{what} could not run: {type(exc).__name__}: {str(exc).splitlines()[0]}"
 
 
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:

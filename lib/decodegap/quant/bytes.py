@@ -17,8 +17,6 @@ LAYOUT_OF = {"bf16": "bf16", "bnb-nf4": "nf4", "awq-marlin": "marlin", "awq-trit
              "gptq-exllamav2": "gptq", "int4-tinygemm": "tinygemm", "int4-triton": "triton_int4",
              "int4-triton-head": "triton_int4"}
 """Quantisation path (quant.PATHS key, or the alias `awq`) -> its byte layout."""
-HEAD_QUANTISED = accounting.HEAD_QUANTISED
-"""The paths whose LM head is quantised too, in the path's own layout (quant.PATHS' `quantises_head`)."""
 
 
 def _layout(path_key: str) -> str:
@@ -71,9 +69,9 @@ def linear_bytes(path_key: str, k: int, n: int, group_size: int = DEFAULT_GROUP_
 
 def head_bytes(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> int:
     """Bytes the LM head (vocab x hidden; the tied embedding table where tied) reads in one step under path
-    `path_key`: 2*V*H in bf16, or the path's linear_bytes where it quantises the head (HEAD_QUANTISED)."""
+    `path_key`: 2*V*H in bf16, or the path's linear_bytes where it quantises the head (accounting.HEAD_QUANTISED)."""
     v, h = config["vocab_size"], config["hidden_size"]
-    return linear_bytes(path_key, h, v, group_size) if path_key in HEAD_QUANTISED else 2 * v * h
+    return linear_bytes(path_key, h, v, group_size) if path_key in accounting.HEAD_QUANTISED else 2 * v * h
 
 
 def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_SIZE) -> dict[str, int]:
@@ -102,7 +100,7 @@ def byte_terms(config: Mapping, path_key: str, group_size: int = DEFAULT_GROUP_S
       norms           2*H per RMSNorm: 2 per layer + the final one
       embedding_row   2*H (one looked-up row of the input embedding)
       lm_head         2*V*H (bf16; for tied embeddings the table, read once as the head), or in the path's own
-                      layout where it quantises the head (HEAD_QUANTISED: `head_bytes`, a tied head untied)
+                      layout where it quantises the head (accounting.HEAD_QUANTISED: `head_bytes`, a tied head untied)
     KV is not a weight term: see `step_bytes`. Activations and the new token's KV write are left out.
     For bf16 the total equals accounting.weight_bytes(config, "W_streamed").
     """

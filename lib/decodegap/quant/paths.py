@@ -41,7 +41,8 @@ import torch
 from torch import nn
 
 from decodegap.quant import layers, loaders, power
-from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, HEAD_QUANTISED, LAYOUT_OF, decoder_linears
+from decodegap.accounting import HEAD_QUANTISED
+from decodegap.quant.bytes import DEFAULT_GROUP_SIZE, LAYOUT_OF, decoder_linears
 from decodegap.quant.layers import QuantLinear
 from decodegap.quant.loaders import QuantUnavailable
 
@@ -71,7 +72,11 @@ class QuantPath:
     packages: tuple[tuple[str, str], ...]  # (import name, distribution name)
     layer: type = field(repr=False)
     lm_head: str = "bf16 (not quantised)"
-    quantises_head: bool = False  # the LM head is quantised too, as one more layer of the path's format
+
+    @property
+    def quantises_head(self) -> bool:
+        """Whether the LM head is quantised too, as one more layer of the path's format (accounting.HEAD_QUANTISED)."""
+        return self.key in HEAD_QUANTISED
 
 
 PATHS: dict[str, QuantPath] = {p.key: p for p in (
@@ -96,14 +101,13 @@ PATHS: dict[str, QuantPath] = {p.key: p for p in (
     QuantPath("int4-triton-head", "int4 weight-only (decodegap Triton GEMV), LM head int4 too",
               "decodegap.kernels.int4_gemv (Triton int4 GEMV, bf16, G=128; prefill: dequantise + matmul), the LM head "
               "included", "int4-triton", "triton_int4", True, (("triton", "triton"),), layers.Int4TritonLinear,
-              lm_head="int4 (the path's format, G=128)", quantises_head=True),
+              lm_head="int4 (the path's format, G=128)"),
 )}
 
 ALIASES = {"awq": ("awq-marlin", "awq-triton")}
 """An alias runs the first of its paths that is available here; its rows carry the concrete key."""
 
 assert all(LAYOUT_OF[k] == p.layout for k, p in PATHS.items()), "quant_bytes.LAYOUT_OF and PATHS disagree"
-assert HEAD_QUANTISED == {k for k, p in PATHS.items() if p.quantises_head}, "quant_bytes.HEAD_QUANTISED and PATHS disagree"
 
 
 def path(key: str) -> QuantPath:
@@ -173,7 +177,7 @@ def _cuda_probe(key: str, device) -> str | None:
         elif key == "awq-triton":
             importlib.import_module("triton")
             loaders.awq_module("modules/triton/gemm.py")
-        elif key in ("int4-triton", "int4-triton-head"):
+        elif LAYOUT_OF[key] == "triton_int4":  # int4-triton, and int4-triton-head: the same kernel
             from decodegap.kernels.int4_gemv import layer as int4_layer  # noqa: F401  (the layer imports here)
             importlib.import_module("triton")
         elif key == "gptq-exllamav2":
