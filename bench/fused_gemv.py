@@ -4,7 +4,8 @@ with the post-attention norm and SiLU; the LM head with the final norm; and the 
 default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, down with SiLU(gate) * up as its
 prologue and the residual; and for lean_fused_pdl_norm_graph o_norm, o with the residual and the post-attention
 norm made by its last row block, and gate_up_plain, gate_up with no prologue; for lean_fused_pdl_epilogues_graph
-qkv_rotary, qkv with the rotary and the cache write as its epilogue), over each shape's candidate configs (fused_configs.candidate_configs: the table's first,
+qkv_rotary, qkv with the rotary and the cache write as its epilogue; for lean_fused_silu_epilogue_graph gate_up_silu,
+gate_up with no prologue and the SiLU epilogue, then down with the residual alone), over each shape's candidate configs (fused_configs.candidate_configs: the table's first,
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
@@ -84,7 +85,7 @@ def operands(K, N, flavour, gen):
     b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour.startswith("norm_bias") else None
     if flavour == "residual_norm":  # the output norm's weight, in b's place
         b = (1 + 0.1 * torch.randn(N, generator=gen, device=DEVICE)).bfloat16()
-    res = torch.randn(N // 2 if flavour == "gate_up" else N, generator=gen, device=DEVICE).bfloat16()
+    res = torch.randn(N // 2 if flavour.endswith("gate_up") else N, generator=gen, device=DEVICE).bfloat16()
     return x, w, nw, b, res
 
 
@@ -116,6 +117,9 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     if flavour == "gate_up":
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, gate_up=True, config=config, **launch),
                 lambda x, w: fused_reference.gate_up_silu_reference(x, nw, w, EPS))
+    if flavour == "plain_gate_up":
+        return (lambda x, w: fused.fused_gemv(x, w, gate_up=True, config=config, **launch),
+                lambda x, w: fused_reference.gate_up_plain_silu_reference(x, w))
     if flavour == "residual_norm":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, **launch),
                 lambda x, w: fused_reference.gemv_residual_norm_reference(x, w, res, b, EPS))

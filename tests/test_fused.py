@@ -126,6 +126,8 @@ def test_the_fused_kernel_names_and_their_rules():
         lean.kernel_set(("fused", "attention", "gemv"))
     with pytest.raises(ValueError, match="'pdl' launches the fused kernels"):
         lean.kernel_set(("gemv", "attention", "pdl"))
+    with pytest.raises(ValueError, match="'silu_epilogue' is a fused step's option"):
+        lean.kernel_set(("attention", "silu_epilogue"))
     with pytest.raises(ValueError, match="'merged_attention' is the split-KV attention's one-kernel form"):
         lean.kernel_set(("gemv", "merged_attention"))
     assert lean.kernel_set(("attention", "merged_attention")) == {"attention", "merged_attention"}
@@ -138,14 +140,16 @@ def test_the_fused_kernel_names_and_their_rules():
     (dict(early_trigger=True), [True] * 6),
     (dict(early_products=True), [False, False, False, True, True, True]),  # qkv, rotary, attention late; o, gate_up, down
     (dict(early_products=True, merged_attention=True), [False, False, False, True, True, True]),
+    (dict(early_products=True, silu_in_down=False), [False, False, False, True, True, True]),
 ])
 def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, options, early):
     """The launch each kernel of one fused layer (norm in o's epilogue, PDL) gets, in launch order: qkv, rotary_cache,
     the attention, o, gate_up, down; recorded by stand-ins for the launchers, so no kernel runs."""
-    launched = []
+    launched, flavours = [], []
 
     def gemv(x, weight, **kw):
         launched.append(kw["early_trigger"])
+        flavours.append((bool(kw.get("gate_up")), bool(kw.get("silu_x")), x.numel()))
         y = torch.zeros(weight.shape[0] // 2 if kw.get("gate_up") else weight.shape[0], dtype=x.dtype)
         return (y, y.clone()) if kw.get("out_norm") is not None else y
 
@@ -170,6 +174,60 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
                              start, start + 1, dec.k_cache_0, dec.v_cache_0)
     assert launched == early
     assert merges == [options.get("merged_attention", False)]  # the attention in one kernel where asked
+    # the MLP: gate_up on the hidden row, then down; the SiLU in gate_up's epilogue (down's x the intermediate
+    # row) or in down's prologue (down's x [gate; up], twice the intermediate)
+    hidden, inter = dec.layers[0].w_o.shape[0], dec.layers[0].w_down.shape[1]
+    silu_epilogue = not options.get("silu_in_down", True)
+    assert flavours[-2:] == [(silu_epilogue, False, hidden), (False, not silu_epilogue,
+                                                              inter if silu_epilogue else 2 * inter)]
+
+
+def _reference_launchers(monkeypatch, silu: bool = True):
+    """fused_gemv, rotary_cache and decode_attention replaced by their PyTorch references (the flags read as the kernel
+    reads them), so that FusedOps' own wiring runs on a CPU; `silu` False: a gate_up epilogue that forgets SiLU."""
+    def gemv(x, weight, *, norm_weight=None, eps=0.0, bias=None, residual=None, gate_up=False, silu_x=False,
+             out_norm=None, **_launch):
+        if silu_x:
+            x = fused_reference.silu_mul_reference(x)
+        elif norm_weight is not None:
+            x = fused_reference.rmsnorm_reference(x, norm_weight, eps)
+        y = fused_reference._linear(x, weight, bias)
+        if gate_up:
+            y = fused_reference.silu_mul_reference(y) if silu else y.chunk(2)[0] * y.chunk(2)[1]
+        if residual is not None:
+            y = (y.float() + residual.float()).to(residual.dtype)
+        return (y, fused_reference.rmsnorm_reference(y, *out_norm)) if out_norm is not None else y
+
+    monkeypatch.setattr(fused, "fused_gemv", gemv)
+    monkeypatch.setattr(fused, "rotary_cache", lambda *args, pdl, early_trigger: fused_reference.rotary_cache_reference(
+        *args))
+    monkeypatch.setattr(fused, "decode_attention", lambda q, k, v, length, scale, **_: kernels.decode_attention_reference(
+        q, k, v, int(length), scale))
+
+
+@pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
+def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key):
+    """The SiLU-epilogue lever's step (norm in o's epilogue, gate_up with no prologue and SiLU(gate) * up as its
+    epilogue, down with the residual alone) through FusedOps' launch path, each launcher its reference: the reference
+    step's logits within bf16 rounding, and the unfused lean step's; a gate_up epilogue without SiLU fails both."""
+    model = _tiny(key)
+    ops = fused.FusedOps.of_kernels(arms.REGISTRY["lean_fused_silu_epilogue_graph"].kernels)
+    assert not ops.silu_in_down and ops.norm_in_epilogue
+    with torch.inference_mode():
+        def steps(fused_ops):
+            step = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+            step.lean.fused = fused_ops
+            return step
+
+        _reference_launchers(monkeypatch)
+        plain = lean.LeanStep(model, 12, 16, feedback=False)
+        ref, got = steps(fused.FusedOps(reference=True)), steps(ops)
+        for _ in range(3):
+            a, b, c = plain.step().float(), ref.step().float(), got.step().float()
+            assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
+        _reference_launchers(monkeypatch, silu=False)
+        broken = steps(ops)
+        assert compare.max_relative_error(broken.step().float(), steps(fused.FusedOps(reference=True)).step().float()) > 0.2
 
 
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
@@ -183,9 +241,9 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         ops = lean.LeanDecoder(model, 8, arm.kernels).fused
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
-                ops.merged_attention) == (
+                ops.merged_attention, ops.silu_in_down) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
-            "early_products" in chosen, "merged_attention" in chosen), key
+            "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -538,6 +596,9 @@ def _call(flavour, x, w, nw, b, res, pdl=False, config=None):
         return torch.cat(got), torch.cat(fused_reference.gemv_residual_norm_reference(x, w, res, nw, 1e-5))
     if flavour == "plain":
         return fused.fused_gemv(x, w, pdl=pdl, config=config), F.linear(x, w)
+    if flavour == "plain_gate_up":
+        return (fused.fused_gemv(x, w, gate_up=True, pdl=pdl, config=config),
+                fused_reference.gate_up_plain_silu_reference(x, w))
     if flavour == "silu_residual":
         gu = torch.cat([x, x.flip(0)])  # [gate; up]
         return (fused.fused_gemv(gu, w, silu_x=True, residual=res, pdl=pdl, config=config),

@@ -90,10 +90,16 @@ def test_the_rotary_epilogue_arm_is_unavailable_on_an_int4_model_with_the_reason
 def test_product_names_what_the_int4_kernel_cannot_take():
     layer = Int4GemvLinear.from_weight(_rand(32, 64, std=0.1), group_size=32)
     x = _rand(64)
-    for options, word in ((dict(gate_up=True), "gate_up"), (dict(rotary=(1,)), "rotary"),
-                          (dict(bias=_rand(32)), "bias")):
+    for options, word in ((dict(rotary=(1,)), "rotary"), (dict(bias=_rand(32)), "bias")):
         with pytest.raises(ValueError, match=word):
             fused.product(x, layer, **options)
+    for options in (dict(residual=_rand(32)), dict(out_norm=(_rand(32), 1e-5)), dict(norm_weight=None, silu_x=True)):
+        gu = _rand(128) if options.get("silu_x") else x
+        with pytest.raises(ValueError, match="gate_up takes an even number of weight rows"):
+            fused_int4.fused_int4_gemv(gu, layer, gate_up=True, **options)
+    odd = Int4GemvLinear.from_weight(_rand(33, 64, std=0.1), group_size=32)
+    with pytest.raises(ValueError, match="gate_up takes an even number of weight rows"):
+        fused_int4.fused_int4_gemv(x, odd, gate_up=True)
     with pytest.raises(ValueError, match="int4-triton layer"):
         fused_int4.fused_int4_gemv(x, _rand(32, 64))
     with pytest.raises(ValueError, match="one row"):
@@ -163,6 +169,17 @@ for K, N, G in [(64, 37, 32), (256, 9, 64), (1280, 21, 128), (96, 8, 32)]:
     gu = rand(2 * K, std=2.0, seed=7)
     close(fused_int4.fused_int4_gemv(gu, plain, silu_x=True, residual=res),
           fused_reference.silu_gemv_residual_reference(gu, plain, res), ("silu_x", K, N, G))
+    # the SiLU epilogue on a [gate; up] weight of 2N rows: SiLU(gate) * up, N rows (after the norm prologue or none)
+    pair = Int4GemvLinear.from_weight(rand(2 * N, K, std=0.1, seed=8), group_size=G)
+    close(fused_int4.fused_int4_gemv(x, pair, gate_up=True), fused_reference.gate_up_plain_silu_reference(x, pair),
+          ("plain_gate_up", K, N, G))
+    close(fused_int4.fused_int4_gemv(x, pair, norm_weight=nw, eps=1e-5, gate_up=True),
+          fused_reference.gate_up_silu_reference(x, nw, pair, 1e-5), ("gate_up", K, N, G))
+    # a fault it must catch: gate and up read from each other's rows
+    crossed = Int4GemvLinear(*(torch.cat([t[N:], t[:N]]) for t in (pair.packed, pair.scales, pair.offsets)), G)
+    err = compare.max_relative_error(fused_int4.fused_int4_gemv(x, crossed, gate_up=True).float(),
+                                     fused_reference.gate_up_plain_silu_reference(x, pair).float())
+    assert err > 0.05, ("gate and up crossed pass", K, N, G, err)
     # a fault the comparison must catch: the codes of one group's rows read with the nibble order swapped
     swapped = Int4GemvLinear(((plain.packed & 0x0F0F0F0F) << 4) | ((plain.packed >> 4) & 0x0F0F0F0F),
                              plain.scales, plain.offsets, G)
@@ -198,19 +215,24 @@ for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), 
         got.lean.fused = Products()
         epi = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue"))
         epi.lean.fused = Products(norm_in_epilogue=True)
+        sil = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue",
+                                                                          "silu_epilogue"))
+        sil.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False)  # the SiLU in gate_up's epilogue
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
+            s = sil.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
-            assert compare.max_relative_error(e, b) < 0.02, key
+            assert compare.max_relative_error(e, b) < 0.02 and compare.max_relative_error(s, b) < 0.02, key
 print("interpreted fused int4 kernel ok")
 """
 
 
 def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
     """Every flavour of fused_int4_gemv (plain, norm, norm with the layer's bias, residual, residual with the output's
-    norm, the SiLU prologue) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
-    within bf16 of the reference; a swapped nibble order fails the same comparison; and the fused step of a tiny
-    int4-triton Llama and Qwen2 with its products through the kernel (also with the norm in o's epilogue; the
+    norm, the SiLU prologue, the SiLU epilogue after the norm prologue or none) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
+    within bf16 of the reference; a swapped nibble order, and gate and up crossed, fail the same comparison; and the
+    fused step of a tiny int4-triton Llama and Qwen2 with its products through the kernel (also with the norm in o's
+    epilogue, and with it the SiLU in gate_up's epilogue; the
     rotary, the attention and the bf16 LM head through their references; an int4-triton-head Llama's int4 head
     through the kernel too) against the reference step and the unfused int4 step. In a fresh process with
     TRITON_INTERPRET=1."""
@@ -222,18 +244,21 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
 # ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
 
 INT4_FLAVOURS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
-                 "residual_norm": dict(RESIDUAL=True, OUT_NORM=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True)}
+                 "residual_norm": dict(RESIDUAL=True, OUT_NORM=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True),
+                 "plain_gate_up": dict(GATE_UP=True)}
 
 
 def _int4_products(key):
-    """(name, K, N, flavour) of the four int4 products of a model's fused int4 step (the norm-epilogue arm's o too)."""
+    """(name, K, N, flavour) of the int4 products of a model's fused int4 steps: the four of the default step, the
+    norm-epilogue arm's o, and the SiLU-epilogue arm's gate_up and down."""
     c = models.load_spec(key).config
     hidden, inter, heads, kv = (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
                                 c["num_key_value_heads"])
     D = hidden // heads
     return [("qkv", hidden, (heads + 2 * kv) * D, "norm_bias" if c["model_type"] == "qwen2" else "norm"),
             ("o", heads * D, hidden, "residual"), ("o_norm", heads * D, hidden, "residual_norm"),
-            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down_silu", inter, hidden, "silu_residual")]
+            ("gate_up_norm", hidden, 2 * inter, "norm"), ("down_silu", inter, hidden, "silu_residual"),
+            ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"), ("down", inter, hidden, "residual")]
 
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])
@@ -258,7 +283,8 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
         for name, K, N, flavour in _int4_products(key):
             for block_n, sub, warps in ((8, 1, 4), (4, 2, 2)):
                 flags = dict(K=K, G=128, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
-                             SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16)
+                             SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16,
+                             GATE_UP=False)
                 flags.update(INT4_FLAVOURS[flavour])
                 if flags["NORM"]:
                     flags["XBLOCK"] = 1 << (K - 1).bit_length()

@@ -25,9 +25,10 @@ def test_the_int4_products_of_llama_and_qwen_by_hand():
     28 + 2 x 4 heads of 128, intermediate 18944, vocab 152064, qkv with its bias."""
     llama = configs.products(models.load_spec("llama-3.1-8b").config)
     assert llama == [("qkv", 4096, 6144, "norm"), ("o", 4096, 4096, "residual"),
-                     ("gate_up_norm", 4096, 28672, "norm"), ("down_silu", 14336, 4096, "silu_residual"),
-                     ("lm_head", 4096, 128256, "norm"), ("o_norm", 4096, 4096, "residual_norm"),
-                     ("gate_up_plain", 4096, 28672, "plain")]
+                     ("gate_up_norm", 4096, 28672, "norm"), ("down", 14336, 4096, "residual"),
+                     ("down_silu", 14336, 4096, "silu_residual"), ("lm_head", 4096, 128256, "norm"),
+                     ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain"),
+                     ("gate_up_silu", 4096, 28672, "plain_gate_up")]
     qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
                 configs.products(models.load_spec("qwen2.5-7b").config))
     assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")
@@ -38,6 +39,9 @@ def test_the_flavour_and_launch_of_a_calls_flags():
     flags = dict(NORM=False, BIAS=False, RESIDUAL=True, SILU_X=True, XBLOCK=16, USE_PDL=True, EARLY_TRIGGER=True)
     assert configs.flavour_of(flags, out_norm=False) == "silu_residual"
     assert configs.flavour_of(dict(flags, SILU_X=False), out_norm=True) == "residual_norm"
+    gate_up = dict(flags, RESIDUAL=False, SILU_X=False, GATE_UP=True)
+    assert configs.flavour_of(gate_up, out_norm=False) == "plain_gate_up"
+    assert configs.flavour_of(dict(gate_up, NORM=True), out_norm=False) == "gate_up"
     assert configs.flavour_of(dict(flags, SILU_X=False, RESIDUAL=False, NORM=True, BIAS=True), False) == "norm_bias"
     assert configs.flavour_of({}, False) == "plain"
     with pytest.raises(ValueError, match="no flavour"):
@@ -128,8 +132,11 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
     assert torch.equal(plain(x, layer), reference.linear_reference(x, layer))
     _, residual = flavours.flavour_product("residual", nw, res, on, 1e-5)
     assert torch.equal(residual(x, layer), (reference.linear_reference(x, layer).float() + 1).bfloat16())
-    with pytest.raises(ValueError, match="no flavour 'gate_up'"):
-        flavours.flavour_product("gate_up", nw, res, on, 1e-5)
+    _, silu = flavours.flavour_product("plain_gate_up", nw, res, on, 1e-5)  # the [gate; up] layer's 8 rows: 4 out
+    gate, up = reference.linear_reference(x, layer).float().chunk(2)
+    assert torch.equal(silu(x, layer), (torch.nn.functional.silu(gate).bfloat16().float() * up).bfloat16())
+    with pytest.raises(ValueError, match="no flavour 'gate_up_rotary'"):
+        flavours.flavour_product("gate_up_rotary", nw, res, on, 1e-5)
 
 
 def test_the_bench_resumes_config_by_config(tmp_path):

@@ -31,8 +31,11 @@ def test_the_products_a_layer_launches_and_how():
     assert FusedOps(pdl=True, norm_in_epilogue=True, early_products=True).layer_products() == [
         ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_plain", "early"), ("down_silu", "early")]
     assert FusedOps(pdl=True, early_trigger=True, rotary_in_qkv=True).layer_products()[0] == ("qkv_rotary", "early")
-    # without the SiLU in down's prologue the norm stays out of o's epilogue (o_and_mlp) and gate_up makes the SiLU
-    assert FusedOps(norm_in_epilogue=True, silu_in_down=False).layer_products() == [
+    # the SiLU in gate_up's epilogue: after o_norm gate_up has no prologue (gate_up_silu), without the norm epilogue
+    # gate_up has the norm prologue (gate_up); down takes the activation with the residual alone either way
+    assert FusedOps(pdl=True, norm_in_epilogue=True, early_products=True, silu_in_down=False).layer_products() == [
+        ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_silu", "early"), ("down", "early")]
+    assert FusedOps(silu_in_down=False).layer_products() == [
         ("qkv", "none"), ("o", "none"), ("gate_up", "none"), ("down", "none")]
     # early_trigger without pdl is no early trigger
     assert FusedOps(early_trigger=True).layer_products()[1] == ("o", "none")
@@ -43,6 +46,9 @@ def test_an_arms_kernels_make_its_fused_ops():
     assert (ops.pdl, ops.norm_in_epilogue, ops.early_products) == (True, True, True)
     assert not (ops.early_trigger or ops.rotary_in_qkv or ops.merged_attention or ops.reference)
     assert FusedOps.of_kernels(REGISTRY["lean_fused_merged_graph"].kernels).merged_attention
+    assert ops.silu_in_down and not FusedOps.of_kernels(REGISTRY["lean_fused_silu_epilogue_graph"].kernels).silu_in_down
+    assert ip.layer_products("lean_fused_silu_epilogue_graph") == [
+        ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_silu", "early"), ("down", "early")]
     assert ip.layer_products("lean_fused_early_products_graph") == [
         ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_plain", "early"), ("down_silu", "early")]
     assert ip.layer_products("lean_attn_compile") == [] and ip.layer_products("no_such_arm") == []

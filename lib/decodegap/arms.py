@@ -51,6 +51,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
         ("fused", "attention", "pdl", "norm_epilogue", "early_products")),
     Arm("lean_fused_merged_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "merged_attention")),
+    Arm("lean_fused_silu_epilogue_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

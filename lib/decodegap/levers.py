@@ -25,6 +25,8 @@ LEVERS = (
     ("lean graph, fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
      "bf16"),
     ("lean graph, fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "bf16"),
+    ("lean graph, fused step + PDL, products trigger early, SiLU in gate_up's epilogue",
+     "lean_fused_silu_epilogue_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -39,19 +41,26 @@ LEVERS = (
     ("int4 fused step + PDL, norm in o's epilogue, products trigger early", "lean_fused_early_products_graph",
      "int4-triton"),
     ("int4 fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "int4-triton"),
+    ("int4 fused step + PDL, products trigger early, SiLU in gate_up's epilogue", "lean_fused_silu_epilogue_graph",
+     "int4-triton"),
     ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
      "lean_fused_early_products_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, products trigger early, SiLU in gate_up's epilogue",
+     "lean_fused_silu_epilogue_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
 (decodegap.kernels.fused_int4: the int4 GEMV inside the fused step's design, its norms, residual adds and SiLU in the
 products' prologues and epilogues, the rotary in its own kernel), without PDL, with the two PDL levers that won the
-bf16 grid, and with the one-kernel attention. The last three (path int4-triton-head) are the three fastest int4 levers
-of the grid with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the
-int4 steps' largest term outside the decoder products was their bf16 head (quant.paths; the head then runs the int4
-GEMV, in the fused step with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
+bf16 grid, with the one-kernel attention, and with the MLP's SiLU(gate) * up in the gate_up product's epilogue
+instead of down's prologue (the SiLU-epilogue lever: down then streams its int4 weights with a plain x; the int4
+products pay for the work their prologues do per column, notebook 06's int4 products findings). The last four (path
+int4-triton-head) are the three fastest int4 levers of the grid and the SiLU-epilogue lever with the LM head
+quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
+outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
+with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
 int4 step keeps tinygemm for its decoder projections and takes the split-KV attention from the Triton
@@ -63,7 +72,8 @@ norm made in the o product's epilogue lean_fused_pdl_norm_graph, and with the ro
 product's epilogue too lean_fused_pdl_epilogues_graph, and the norm lever with every kernel triggering its
 dependents as it starts lean_fused_early_graph, or only the products another product follows (o, gate_up, down)
 lean_fused_early_products_graph; that lever with the split-KV attention in one kernel, its last program a kv head
-merging the splits, lean_fused_merged_graph): every
+merging the splits, lean_fused_merged_graph, or with the MLP's SiLU in gate_up's epilogue,
+lean_fused_silu_epilogue_graph): every
 decode kernel of the step is the package's own, the norms, rotary, cache write, SiLU-and-multiply and residual adds
 fused into the products beside them, graphed, and with programmatic dependent launch (each product loads its first
 weight tiles before it waits for the previous kernel). The profiled steps at the target cell (notebook 06's where-the-time-goes tables) found the
@@ -71,11 +81,13 @@ Triton GEMV's products slower than cuBLAS's and the step's small kernels worth a
 with only the Triton attention, graphed and compiled (compile fuses the small kernels)."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
-                              ("lean_kernels_graph", "int4-tinygemm")})
+                              ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
-06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`). The compiled
+06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`). So is the bf16
+SiLU-epilogue lever: the bf16 bench's rows (bench/fused_gemv.py) time its paired gate_up epilogue slower than the
+SiLU prologue it saves down, so it is measured where the target stands, not over the grid. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 

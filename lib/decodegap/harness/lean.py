@@ -60,7 +60,7 @@ random-weight logits that any rounding difference can flip (decode.teacher_token
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
-                  "early_products", "merged_attention")
+                  "early_products", "merged_attention", "silu_epilogue")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -69,7 +69,8 @@ with "attention" and replaces "gemv"); "pdl": those kernels launched with progra
 "early_trigger": with "pdl", each kernel lets the next launch as it starts (fused.FusedOps.early_trigger);
 "early_products": only the products another product follows do (fused.FusedOps.early_products);
 "merged_attention": the split-KV attention in one kernel, its last program a kv head merging the splits
-(decodegap.kernels.step.decode_attention's `merged`)."""
+(decodegap.kernels.step.decode_attention's `merged`); "silu_epilogue": the MLP's SiLU(gate) * up made in the gate_up
+product's epilogue, down then taking it with the residual alone (fused.FusedOps.silu_in_down False)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -84,7 +85,7 @@ def kernel_set(custom_kernels) -> frozenset:
     if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
-    for option in ("norm_epilogue", "rotary_epilogue"):
+    for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:

@@ -121,11 +121,12 @@ def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False
 def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     """(name, K, N weight rows, flavour) of each fused product of a model (its HF config dict), as
     bench/fused_gemv.py times them and names their rows. Flavour: norm (the norm prologue), norm_bias (and Qwen2's
-    bias), residual, gate_up (the SiLU epilogue), silu_residual (the SiLU prologue and the residual),
-    residual_norm (the residual and the output's norm, out_norm), plain, norm_rotary and norm_bias_rotary (the
-    qkv product with the rotary and the cache write as its epilogue). STEP_PRODUCTS are the default fused step's;
-    o_norm and gate_up_plain the norm-epilogue arm's, qkv_rotary the epilogues arm's too; gate_up and down the
-    versions they replaced."""
+    bias), residual, gate_up (the norm prologue and the SiLU epilogue), silu_residual (the SiLU prologue and the
+    residual), residual_norm (the residual and the output's norm, out_norm), plain, plain_gate_up (the SiLU
+    epilogue alone), norm_rotary and norm_bias_rotary (the qkv product with the rotary and the cache write as its
+    epilogue). STEP_PRODUCTS are the default fused step's; o_norm and gate_up_plain the norm-epilogue arm's,
+    qkv_rotary the epilogues arm's too; gate_up and down the versions they replaced; gate_up_silu and down the
+    SiLU-epilogue arm's MLP after o_norm."""
     hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
     D = hidden // heads
     heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
@@ -135,7 +136,7 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
             ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, config["vocab_size"], "norm"),
             ("o_norm", heads_dim, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain"),
-            ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary")]
+            ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary"), ("gate_up_silu", hidden, 2 * inter, "plain_gate_up")]
 
 
 STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
@@ -143,9 +144,9 @@ STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
 
 
 def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
-    """candidate_configs for a product of `flavour` (products): gate_up's, the rotary ones' and residual_norm's
+    """candidate_configs for a product of `flavour` (products): the gate_up ones', the rotary ones' and residual_norm's
     without split-K (an epilogue that needs the whole of each sum, or of the output), plain's and the rotary ones'
     with their own config first."""
-    out = candidate_configs(N, K, gate_up=flavour == "gate_up", plain=flavour == "plain",
+    out = candidate_configs(N, K, gate_up=flavour in ("gate_up", "plain_gate_up"), plain=flavour == "plain",
                             rotary=flavour.endswith("_rotary"))
     return tuple(c for c in out if c.split_k == 1) if flavour == "residual_norm" else out

@@ -142,14 +142,13 @@ def int4_weights(hf_model) -> bool:
 
 def product(x, weight, **options):
     """fused_gemv(x, weight, **options) for a bf16 weight; fused_int4_gemv for an int4-triton layer (its bias
-    inside; neither the gate_up nor the rotary epilogue, nor a config of fused_gemv's: ValueError naming them)."""
+    inside; no rotary epilogue, nor a config of fused_gemv's: ValueError naming them)."""
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
     missing = [name for name in UNSUPPORTED_EPILOGUES if options.get(name)]
     if missing or options.get("bias") is not None or options.get("config") is not None:
         raise ValueError(f"fused_int4_gemv has no {', '.join(missing) or 'bias argument or GemvConfig'}: "
-                         f"an int4-triton layer holds its bias, and its step makes SiLU(gate) * up in down's "
-                         f"prologue and the rotary in rotary_cache")
+                         f"an int4-triton layer holds its bias, and its step makes the rotary in rotary_cache")
     options = {k: v for k, v in options.items() if k not in ("bias", "config", *UNSUPPORTED_EPILOGUES)}
     return fused_int4_gemv(x, weight, **options)
 
@@ -268,9 +267,10 @@ class FusedOps:
     when `pdl`) or, with `reference`, their PyTorch references (any device; the attention's length read on the
     host). `silu_in_down` chooses where the MLP's SiLU(gate) * up is made: in the down product's prologue (True,
     the gate_up product then plain with the norm prologue: bench/fused_gemv.py's down_silu and gate_up_norm), or
-    in the gate_up product's epilogue (False: its gate_up). `norm_in_epilogue`: the post-attention RMSNorm made
-    in the o product's epilogue by its last row block (fused_gemv's out_norm), gate_up then a plain GEMV with no
-    prologue (with silu_in_down only). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
+    in the gate_up product's epilogue (False: its gate_up; down then takes the activation with the residual alone,
+    its down). `norm_in_epilogue`: the post-attention RMSNorm made in the o product's epilogue by its last row
+    block (fused_gemv's out_norm), gate_up then with no prologue (gate_up_plain, or gate_up_silu with the SiLU in
+    its epilogue). `rotary_in_qkv`: the rotary and the cache write made in the qkv product's
     epilogue (fused_gemv's rotary), so the rotary_cache kernel is not launched. `early_trigger` (with `pdl`):
     every kernel triggers its dependents as it starts; `early_products`: only the products another product follows
     (o, gate_up and down; down's successor is the next layer's qkv), the qkv product, rotary_cache, the attention and
@@ -289,10 +289,11 @@ class FusedOps:
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
-        "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options
-        (arms.Arm.kernels)."""
+        "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
+        "silu_epilogue" clears silu_in_down (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
-        return cls(pdl="pdl" in chosen, norm_in_epilogue="norm_epilogue" in chosen,
+        return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
+                   norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen)
 
@@ -311,8 +312,8 @@ class FusedOps:
         the methods below launch them (the LM head, launched once per step, is not a layer's)."""
         qkv = ("qkv_rotary" if self.rotary_in_qkv else "qkv", launch_of(**self._launch))
         between = launch_of(**self._between)
-        if self.norm_in_epilogue and self.silu_in_down:  # as o_and_mlp
-            middle = [("o_norm", between), ("gate_up_plain", between)]
+        if self.norm_in_epilogue:  # as o_and_mlp
+            middle = [("o_norm", between), ("gate_up_plain" if self.silu_in_down else "gate_up_silu", between)]
         else:
             middle = [("o", between), ("gate_up_norm" if self.silu_in_down else "gate_up", between)]
         return [qkv] + middle + [("down_silu" if self.silu_in_down else "down", between)]
@@ -330,9 +331,11 @@ class FusedOps:
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
         """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
-        if not self.norm_in_epilogue or self.reference or not self.silu_in_down:
+        if not self.norm_in_epilogue or self.reference:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
         x, h = product(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
+        if not self.silu_in_down:  # SiLU(gate) * up in gate_up's epilogue, down with the residual alone
+            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between), w_down, x)
         return self._silu_down(product(h, w_gate_up, **self._between), w_down, x)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):

@@ -59,6 +59,12 @@ def gate_up_silu_reference(x, norm_weight, weight, eps: float):
     return silu_mul_reference(_linear(rmsnorm_reference(x, norm_weight, eps), weight))
 
 
+def gate_up_plain_silu_reference(x, weight):
+    """SiLU(gate) * up of the fused [gate; up] weight on x itself, gate and up each rounded to the activation dtype
+    first (fused_gemv with GATE_UP and no prologue: after the o product's output norm)."""
+    return silu_mul_reference(_linear(x, weight))
+
+
 def silu_gemv_residual_reference(gate_up, weight, residual):
     """residual + F.linear(SiLU(gate) * up, weight) of gate_up = [gate; up] (fused_gemv with SILU_X and
     RESIDUAL)."""

@@ -14,7 +14,9 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
     taking (x, layer): `call` fused_int4_gemv with the flavour's prologue and epilogue (`launch`: its pdl,
     early_trigger and config), `reference` the same in PyTorch (kernels.fused.reference on the int4 layer's
     rounding). `norm_weight` feeds the norm prologue, `residual` the residual epilogue, `out_norm_weight` the output
-    norm of residual_norm (whose call and reference return (y, RMSNorm(y))); silu_residual takes x as [gate; up]."""
+    norm of residual_norm (whose call and reference return (y, RMSNorm(y))); silu_residual takes x as [gate; up]; the
+    gate_up flavours (the SiLU epilogue, after the norm prologue or none) take the [gate; up] layer and return
+    SiLU(gate) * up, half its rows."""
     if flavour in ("norm", "norm_bias"):  # Qwen2's bias sits inside the layer
         return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, **launch),
                 lambda x, layer: fused_reference.rmsnorm_gemv_reference(x, norm_weight, layer, None, eps))
@@ -31,5 +33,11 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
                 lambda x, layer: fused_reference.silu_gemv_residual_reference(x, layer, residual))
     if flavour == "plain":
         return (lambda x, layer: fused_int4_gemv(x, layer, **launch), linear_reference)
+    if flavour == "gate_up":
+        return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, gate_up=True, **launch),
+                lambda x, layer: fused_reference.gate_up_silu_reference(x, norm_weight, layer, eps))
+    if flavour == "plain_gate_up":
+        return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),
+                fused_reference.gate_up_plain_silu_reference)
     raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: norm, norm_bias, residual, "
-                     "residual_norm, silu_residual, plain")
+                     "residual_norm, silu_residual, plain, gate_up, plain_gate_up")

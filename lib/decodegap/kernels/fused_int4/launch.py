@@ -13,13 +13,17 @@ trigger) with a quarter of the bf16 step's weight bytes.
                    RESIDUAL  residual + the rounded product, rounded (the o and down products).
                    OUT_NORM  also RMSNorm(y), made by the row block that arrives last (fused_gemv's out_norm: the
                              post-attention norm in the o product's epilogue).
+                   GATE_UP   the weight is the fused [gate; up] (N rows) and the output SiLU(gate) * up [N / 2]: a
+                             program takes BLOCK_N / 2 rows of gate and the matching rows of up, one weight row set
+                             with the rows interleaved (gate, up, gate, up, ...), so its loop is the plain one; each
+                             sum rounded to bf16, then F.silu(gate) * up's rounding (the gate_up product's SiLU
+                             epilogue: the down product then takes the activation as a plain x).
                  The loop is the int4 GEMV's (its docstring: lanes along K, 16-byte loads, nibbles through float
                  mantissas, one scale and offset a load) with two changes: every program loads its first step's
                  words, scales and offsets before it waits for the previous kernel (PDL), and x's columns pass
-                 through the prologue before the sums. No split-K (the int4 GEMV has none), and neither the gate_up
-                 epilogue nor the rotary one: an int4 fused step makes SiLU(gate) * up in down's prologue and the
-                 rotary in the rotary_cache kernel (FusedOps refuses the other choices for int4 weights, with the
-                 reason).
+                 through the prologue before the sums. No split-K (the int4 GEMV has none), and no rotary
+                 epilogue: an int4 fused step makes the rotary in the rotary_cache kernel (FusedOps refuses the
+                 rotary epilogue for int4 weights, with the reason).
 The product's reference is decodegap.kernels.fused_int4.reference; FusedOps (decodegap.kernels.fused.launch) calls
 fused_int4_gemv for every weight that is an int4-triton layer (`int4_tensors`), fused_gemv for bf16 weights (the LM
 head stays bf16 in every quantisation path but int4-triton-head, whose head is an int4-triton layer too: the NORM
@@ -36,8 +40,9 @@ from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
 from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
 from decodegap.kernels.step import _interpreted, _triton
 
-UNSUPPORTED_EPILOGUES = ("gate_up", "rotary")
-"""fused_gemv's epilogues fused_int4_gemv does not have: their programs read two row sets of the weight at once."""
+UNSUPPORTED_EPILOGUES = ("rotary",)
+"""fused_gemv's epilogues fused_int4_gemv does not have: the rotary one's programs pair rows half a head apart with
+the bias added before the rotation, and the int4 step's rotary runs in its own kernel."""
 
 _TUNED: dict = {}
 
@@ -67,10 +72,10 @@ def _pairs(t, what: str):
 
 
 def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=None, silu_x: bool = False,
-                    out_norm=None, pdl: bool = False, early_trigger: bool = False, config=None):
+                    out_norm=None, gate_up: bool = False, pdl: bool = False, early_trigger: bool = False, config=None):
     """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
     docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
-    with `out_norm` = (norm weight [N], eps). `config`: (BLOCK_N, SUB_MAX, num_warps), else `choose_config`'s (the
+    with `out_norm` = (norm weight [N], eps), or SiLU(gate) * up [N / 2] with `gate_up` (the layer [gate; up]). `config`: (BLOCK_N, SUB_MAX, num_warps), else `choose_config`'s (the
     table's for this shape, flavour and launch, kernels.fused_int4.configs, else the tuned choice over the int4
     GEMV's configs, per weight shape and flavour, on the first call: warm up before capturing a CUDA graph)."""
     tensors = int4_tensors(layer)
@@ -89,10 +94,13 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
         raise ValueError("silu_x and norm_weight are two prologues: fused_int4_gemv takes one")
     if residual is not None and residual.numel() != N:
         raise ValueError(f"the residual has {residual.numel()} elements, the product {N} rows")
+    if gate_up and (N % 2 or bias is not None or residual is not None or out_norm is not None or silu_x):
+        raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias, residual, output "
+                         "norm or SiLU prologue")
     triton, _ = _triton()
     xb, xi = _pairs(x, "x")
     ni = _pairs(norm_weight, "norm weights")[1] if norm_weight is not None else xi
-    y = torch.empty(N, dtype=torch.bfloat16, device=x.device)
+    y = torch.empty(N // 2 if gate_up else N, dtype=torch.bfloat16, device=x.device)
     h = torch.empty_like(y) if out_norm is not None else y
     extra = dict(part_ptr=y, onorm_ptr=y, h_ptr=h, ncount_ptr=xi, eps_out=0.0, OUT_NORM=False, YBLOCK=16)
     if out_norm is not None:
@@ -101,7 +109,7 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
                      ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:], eps_out=float(out_norm[1]), OUT_NORM=True,
                      YBLOCK=triton.next_power_of_2(N))
     flags = dict(NORM=norm_weight is not None, XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16,
-                 SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, USE_PDL=pdl,
+                 SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl,
                  EARLY_TRIGGER=early_trigger)
     args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
             bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
@@ -139,7 +147,8 @@ def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -
 
 def tuned_configs() -> dict[str, str]:
     """Every choice `_tuned` made in this process, {'N=.. K=.. G=.. FLAGS': 'BLOCK_N=.. SUB_MAX=.. num_warps=..'}, the
-    flags those of the product's flavour that are set (NORM, SILU_X, BIAS, RESIDUAL, USE_PDL, EARLY_TRIGGER, OUT_NORM):
+    flags those of the product's flavour that are set (NORM, SILU_X, BIAS, RESIDUAL, GATE_UP, USE_PDL, EARLY_TRIGGER,
+    OUT_NORM):
     a session records them, since each fresh process tunes again and may choose otherwise."""
     out = {}
     for (N, K, G, flags, out_norm), (block_n, sub, warps) in _TUNED.items():

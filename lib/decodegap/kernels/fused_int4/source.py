@@ -3,7 +3,7 @@ decodegap.kernels.fused_int4.launch launches it, checks its arguments and docume
 is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
 (decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm, the gdc ops,
-_chunk_dot, _step_tiles, _unpack_pairs, _prologue) among this module's globals."""
+_chunk_dot, _step_tiles, _unpack_pairs, _prologue, _program_rows) among this module's globals."""
 
 from __future__ import annotations
 
@@ -50,7 +50,22 @@ def build():
                 x = _round_bf16(_round_bf16(x / (1.0 + tl.exp(-x))) * other)
             return x
 
-        globals().update(_round_bf16=fused_source._round_bf16, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
+        @triton.jit
+        def program_rows(N, BLOCK_N: tl.constexpr, GATE_UP: tl.constexpr):
+            """(output rows, weight rows read) of this program: BLOCK_N rows; with GATE_UP, BLOCK_N / 2 output rows and
+            their rows of gate and of up (N / 2 rows below), interleaved gate, up, gate, up. A row past the end reads
+            the last row and is neither stored nor summed."""
+            if GATE_UP:
+                j = tl.arange(0, BLOCK_N)
+                rows = tl.program_id(0) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+                read = tl.minimum(tl.program_id(0) * (BLOCK_N // 2) + j // 2, N // 2 - 1) + (j % 2) * (N // 2)
+            else:
+                rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+                read = tl.minimum(rows, N - 1)
+            return rows, read
+
+        globals().update(_round_bf16=fused_source._round_bf16, _program_rows=program_rows,
+                         _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
                          _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
                          _step_tiles=int4_kernel._step_tiles, _unpack_pairs=unpack_pairs, _prologue=prologue)
 
@@ -61,7 +76,7 @@ def build():
                                    SUB_MAX: tl.constexpr, NORM: tl.constexpr, XBLOCK: tl.constexpr,
                                    SILU_X: tl.constexpr, BIAS: tl.constexpr, RESIDUAL: tl.constexpr,
                                    OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
-                                   USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+                                   USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, GATE_UP: tl.constexpr):
             # x_ptr, norm_ptr: bf16 pairs read as int32 ([K/2]; x [K] of gate, then [K] of up, with SILU_X); xb_ptr: x
             # as bf16 (the norm's sum of squares)
             if USE_PDL:
@@ -73,8 +88,7 @@ def build():
             SUB: tl.constexpr = SUB_MAX if SUB_MAX <= CPG else CPG  # a lane's chunks share one group
             NCH: tl.constexpr = K // 32
             STEP: tl.constexpr = CHUNKS * SUB  # chunks a loop step
-            rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-            safe_rows = tl.minimum(rows, N - 1)  # rows past N read row N - 1 and are neither stored nor summed
+            rows, safe_rows = _program_rows(N, BLOCK_N, GATE_UP)
             c = tl.arange(0, CHUNKS)
             sub = tl.arange(0, SUB)
             vv = tl.arange(0, 4)[None, None, None, :]
@@ -117,8 +131,12 @@ def build():
             if USE_PDL:
                 if not EARLY_TRIGGER:
                     _gdc_launch_dependents()  # x, the previous kernel's output, is read
-            row_ok = rows < N
             y = _round_bf16(tl.sum(acc, axis=0))  # the product in bf16, as the int4 layer returns it
+            n_out = N
+            if GATE_UP:  # SiLU(gate) * up from the rounded gate and up, as F.silu(gate) * up in bf16
+                g, u = tl.split(tl.reshape(y, (BLOCK_N // 2, 2)))
+                y, n_out = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * u), N // 2
+            row_ok = rows < n_out
             if BIAS:
                 y = _round_bf16(y + tl.load(bias_ptr + safe_rows).to(tl.float32))
             if RESIDUAL:
