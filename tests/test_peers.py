@@ -287,6 +287,59 @@ def test_the_block_check_is_zero_on_its_own_blocks_and_sees_a_changed_one(gpt_fa
     assert peers.forced_block_error(gf, 12, io) > 0.05
 
 
+@pytest.mark.slow
+def test_the_output_layer_check_is_zero_on_its_own_layer_and_sees_a_changed_one(gpt_fast):
+    """gpt-fast's output layer through the head check's metric (record_output, forced_output_error): fed its own
+    recorded inputs it gives its recorded logits exactly; its weight scaled by 1.5 shows as an error of half the
+    logits' scale, past any int4 tolerance."""
+    import torch
+
+    gf_model, _ = gpt_fast
+    spec, hf = _tiny()
+    gf = peers.build_gpt_fast(gf_model, hf, spec.config)
+    io = peers.record_output(gf, 12)
+    assert len(io) == 1 and len(io[0]) > 1 and io[0][0][1].shape[-1] == spec.config["vocab_size"]
+    assert peers.forced_output_error(gf, 12, io) == 0.0
+    with torch.no_grad():
+        gf.output.weight.mul_(1.5)
+    assert peers.forced_output_error(gf, 12, io) == pytest.approx(0.5, rel=1e-3)  # |1.5 l - l| / max|l|
+
+
+def test_the_head_references_follow_the_packages_path_and_rows_carry_the_head_check(monkeypatch):
+    """head_references: the package's head reference only for a path that quantises the head (int4-triton-head), the
+    null and tolerance of the float-zero format on the HF head either way (tol = MODEL_K_PASS x null > 0); and
+    _package_levers writes a vs_bf16_head row before the lever's own rows where it has that reference, failing a
+    head that is not the bf16 model's."""
+    import torch
+
+    from decodegap.harness import quant_checks
+
+    spec, hf = _tiny(dtype="bf16")
+    plain = peers.head_references(hf, None, "int4-triton", 12)
+    head = peers.head_references(hf, None, "int4-triton-head", 12)
+    assert plain["hf"] is None and plain["gf"] is None and head["hf"] is not None
+    assert head["null"] > 0 and head["tol"] == pytest.approx(compare.MODEL_K_PASS * head["null"])
+    assert quant_checks.forced_head_error(hf, 12, head["hf"]) == 0.0
+
+    written = []
+    monkeypatch.setattr(peers, "PEER_LEVERS", {"bf16": ("lean_graph", "bf16"), "int4": ("lean_graph", "int4-x")})
+    monkeypatch.setattr(peers, "package_cell", lambda hf, base, arm, quant, *a, first=None, **k: list(first or []))
+    monkeypatch.setattr(quant_checks, "forced_layer_error", lambda *a, **k: 0.0)
+    quantised = []
+    monkeypatch.setattr("decodegap.quant.paths.quantise_model_", lambda model, path: quantised.append(path))
+    with torch.no_grad():
+        hf.lm_head.weight.mul_(1.5)  # the "quantised" head: far from the bf16 one
+    base = dict(run_id="r", session=1, gpu="h200", model="llama-tiny", ctx=12)
+    peers._package_levers(hf, base, 12, 1, 1, 0, ("int4",), None, [], 1.0, 0.1, written.extend, head)
+    checks = {r["check"]: r for r in written}
+    assert quantised == ["int4-x"] and set(checks) == {"vs_bf16_layers", "vs_bf16_head"}
+    assert checks["vs_bf16_head"]["status"] == "error" and checks["vs_bf16_head"]["max_rel_err"] == pytest.approx(
+        0.5, rel=1e-2)  # |1.5 l - l| / max|l|, bf16
+    written.clear()
+    peers._package_levers(hf, base, 12, 1, 1, 0, ("int4",), None, [], 1.0, 0.1, written.extend, plain)
+    assert [r["check"] for r in written] == ["vs_bf16_layers"]
+
+
 def test_the_peer_levers_are_the_shipped_choices_at_the_target_cell():
     """PEER_LEVERS names, per precision, the lever notebook 06's selection chose at the target cell (the
     confirmation table's `arm` and `quant` of each kind there, figures/06_confirmation.csv): a new winner there

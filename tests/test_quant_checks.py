@@ -157,3 +157,24 @@ def test_a_nan_in_any_layer_is_the_model_checks_answer(bf16):
         broken.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
     err = quant_check.forced_layer_error(broken, CTX, ref)
     assert err != err and not quant.passes(err, 1e9)
+
+
+def test_the_errors_maxima_by_chunks_are_those_of_the_whole():
+    """chunked_maxima, what the forced checks compare with (the LM head's prefill logits a chunk of rows at a time):
+    by hand on a 3 x 2 case, and on random [1, 7, 5] operands with chunks of 1, 2 and 3 rows equal to the maxima over
+    the whole; a NaN anywhere is the answer; operands of different shapes are refused."""
+    got = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0]])
+    ref = torch.tensor([[1.0, 2.5], [3.0, 4.0], [6.0, 8.0]])
+    base = torch.tensor([[0.0, 0.0], [0.0, 10.0], [0.0, 0.0]])
+    assert quant_check.chunked_maxima(got, ref, rows=1) == (1.0, 8.0)  # |5-6|, |9-8|; max|ref| 8
+    assert quant_check.chunked_maxima(got, ref, base, rows=2) == (1.0, 8.0)  # |4-10| = 6 < |8-0|
+    gen = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(1, 7, 5, generator=gen).bfloat16() for _ in range(3))
+    whole = (float((a.float() - b.float()).abs().max()), float((b.float() - c.float()).abs().max()))
+    for rows in (1, 2, 3, 1024):
+        assert quant_check.chunked_maxima(a, b, c, rows=rows) == whole, rows
+    a[0, 6, 4] = float("nan")
+    diff, _ = quant_check.chunked_maxima(a, b, rows=2)
+    assert diff != diff
+    with pytest.raises(ValueError, match="compared shapes differ"):
+        quant_check.chunked_maxima(a[:, :6], b)

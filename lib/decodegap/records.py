@@ -228,6 +228,11 @@ PEER_CHECKS = {
     "vs_bf16_layers": "an int4 model against the bf16 model it was quantised from, every decoder layer fed the bf16 "
                       "layer's input (harness.quant_checks' metric), tol compare.MODEL_K_PASS x the null of the "
                       "format's rounding on the same weights and ctx (quant_checks.model_tolerance)",
+    "vs_bf16_head": "an int4 output layer (gpt-fast's int4 quantises its own; the package's where its path quantises "
+                    "the LM head) against the bf16 one, fed the bf16 model's final hidden states, its logits relative "
+                    "to their largest value (quant_checks.forced_head_error's metric), tol compare.MODEL_K_PASS x the "
+                    "null of the format's rounding on the HF model's head, same weights and ctx "
+                    "(quant_checks.head_tolerance)",
 }
 """The `check` column of peers.csv (`-` on the rows of a step)."""
 

@@ -1,7 +1,8 @@
 """Notebook 06's peers: a public decode stack's compiled step (gpt-fast) timed beside the package's best levers in one
 process, on the same random weights (harness.peers; `bash bench/measure.sh <gpu> OUTDIR peers`). A cell counts only
 when it was timed and every check of its own run, system and path passed (the peer and the package's levers against
-HF eager; the int4 steps layer by layer against their bf16 model); otherwise it is said as unchecked, never counted."""
+HF eager; the int4 steps layer by layer against their bf16 model, and an int4 output layer against its bf16 one);
+otherwise it is said as unchecked, never counted."""
 
 from __future__ import annotations
 

@@ -12,8 +12,10 @@ which rotates the pairs (i, i + head_dim/2), to gpt-fast's, which rotates the pa
 q.k are unchanged, so the attention is the same). Before any step is timed each cell is checked (records.PEER_CHECKS):
 gpt-fast bf16 and the package's levers against the HF eager step on the same prompt, teacher-forced
 (compare.VERIFY_TOL); each int4 model against the bf16 model it was quantised from, layer by layer
-(harness.quant_checks' metric and tolerance, the null measured in this run on the same weights and ctx), and
-gpt-fast's compiled int4 step against its own eager step.
+(harness.quant_checks' metric and tolerance, the null measured in this run on the same weights and ctx), each int4
+output layer on its own (gpt-fast's int4 quantises its output layer; the package's lever where its path quantises
+the LM head: quant_checks' head check, `head_references`), and gpt-fast's compiled int4 step against its own eager
+step.
 
 What is timed for gpt-fast: the loop body of its generate.decode_n_tokens, one step of batch 1 at position ctx and
 on, after a prefill of ctx tokens: the forward `model(x, input_pos)` and the next token, compiled as its generate.py
@@ -384,6 +386,47 @@ def forced_block_error(model, ctx: int, reference: list[list[tuple]], seed: int 
                                      reference, "gpt-fast")
 
 
+def record_output(model, ctx: int, seed: int = 0, cache_len: int | None = None) -> list[list[tuple]]:
+    """gpt-fast's output layer's (input, logits) per forward call of gpt_fast_logits (eager), as
+    quant_checks.record_head keeps the HF model's LM head's."""
+    from decodegap.harness import quant_checks
+
+    return quant_checks.record_io([model.output], lambda: gpt_fast_logits(model, ctx, seed=seed, cache_len=cache_len))
+
+
+def forced_output_error(model, ctx: int, reference: list[list[tuple]], seed: int = 0,
+                        cache_len: int | None = None) -> float:
+    """quant_checks.forced_head_error's metric for gpt-fast's output layer: fed the reference's final hidden states,
+    its logits against the reference's, relative to their largest value; NaN if any is NaN."""
+    from decodegap.harness import quant_checks
+
+    return quant_checks.forced_error([model.output], lambda: gpt_fast_logits(model, ctx, seed=seed,
+                                                                             cache_len=cache_len),
+                                     reference, "gpt-fast's output layer", relative_to_added=False)
+
+
+def head_references(hf, gf, path_key: str, ctx: int, seed: int = 0, cache_len: int | None = None) -> dict:
+    """What the int4 cells' output-layer checks (vs_bf16_head) read, recorded on the bf16 models before either is
+    quantised: `hf` the HF model's LM head's (input, logits) (quant_checks.record_head) where the package's path
+    `path_key` quantises the head (accounting.HEAD_QUANTISED), else None; `gf` gpt-fast's output layer's (None
+    without gpt-fast); `tol` and `null` the head check's, from the float-zero format's rounding (NULL_PATH, which
+    gpt-fast's int4 shares) on the HF model's head (quant_checks.head_tolerance: same weights, ctx)."""
+    from decodegap import accounting
+    from decodegap.harness import quant_checks
+
+    reference = quant_checks.record_head(hf, ctx, seed=seed)
+    tol, null, _ = quant_checks.head_tolerance(hf, NULL_PATH, ctx, reference, seed=seed)
+    return dict(hf=reference if path_key in accounting.HEAD_QUANTISED else None,
+                gf=record_output(gf, ctx, seed=seed, cache_len=cache_len) if gf is not None else None,
+                tol=tol, null=null)
+
+
+def head_reason(null: float, ctx: int, what: str) -> str:
+    """The reason text of a vs_bf16_head row."""
+    return (f"{what}, fed the bf16 model's final hidden states; null {null:.4f} (the float-zero format's rounding, "
+            f"{NULL_PATH}'s, on the HF model's head, ctx {ctx}); tol MODEL_K_PASS x null")
+
+
 # ------------------------------------------------------------------------------------------------------------ rows
 
 def passes(err: float, tol: float) -> bool:
@@ -507,28 +550,31 @@ def measure(model_key: str, ctx: int, gpu: str | None = None, data=None, folder:
             int4_reason = (None if cuda else "tinygemm's int4 kernel and the package's int4 GEMV need a CUDA device")
             int4_reason = int4_reason or quant.unavailable_reason(NULL_PATH, device)
             package4_reason = int4_reason or quant.unavailable_reason(lever4[1], device)
-        hf_io = gf_io = None
+        hf_io = gf_io = heads = None
         tol4 = null4 = float("nan")
         if "int4" in quants and int4_reason is None:
             hf_io = quant_checks.record_layers(hf, ctx, seed=seed)
             tol4, null4, _ = quant_checks.model_tolerance(hf, NULL_PATH, ctx, hf_io, seed=seed)
+            heads = head_references(hf, gf, lever4[1], ctx, seed, cache_len)
             if gf is not None:
                 gf_io = record_blocks(gf, ctx, seed=seed, cache_len=cache_len)
 
         hf_io = _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason, hf_io, tol4, null4,
-                                write)
+                                write, heads)
         decode.release_compiled()
         del hf
         if cuda:
             torch.cuda.empty_cache()
         _gpt_fast_cells(gf, gf_quantize, base, ctx, warmup, steps, seed, quants, cache_len, cuda, tied, ref,
-                        peer_reason, int4_reason, gf_io, tol4, null4, write)
+                        peer_reason, int4_reason, gf_io, tol4, null4, write, heads)
     return run_id
 
 
-def _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason, hf_io, tol4, null4, write):
+def _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason, hf_io, tol4, null4, write,
+                    heads=None):
     """measure's first half: the package's bf16 lever, then its int4 lever (the HF model quantised in place,
-    checked layer by layer against its bf16 layers `hf_io` within `tol4`); returns what is left of hf_io (None)."""
+    checked layer by layer against its bf16 layers `hf_io` within `tol4`, and its LM head against the bf16 head where
+    its path quantises it, `heads`: head_references); returns what is left of hf_io (None)."""
     from decodegap.harness import quant_checks
     from decodegap.quant import paths as quant
 
@@ -546,14 +592,20 @@ def _package_levers(hf, base, ctx, warmup, steps, seed, quants, package4_reason,
                                f"null {null4:.4f} (the float-zero format's rounding, {NULL_PATH}'s, on these "
                                f"weights, ctx {ctx}); "
                                "tol MODEL_K_PASS x null")
-            write(package_cell(hf, base, *lever4, ctx, warmup, steps, seed, first=[layers]))
+            first = [layers]
+            if heads is not None and heads["hf"] is not None:
+                err = quant_checks.forced_head_error(hf, ctx, heads["hf"], seed=seed)
+                first.append(check_row(base, "decodegap", *lever4, "vs_bf16_head", err, heads["tol"],
+                                       head_reason(heads["null"], ctx, "its int4 LM head against the bf16 head")))
+            write(package_cell(hf, base, *lever4, ctx, warmup, steps, seed, first=first))
     return hf_io
 
 
 def _gpt_fast_cells(gf, gf_quantize, base, ctx, warmup, steps, seed, quants, cache_len, cuda, tied, ref, peer_reason,
-                    int4_reason, gf_io, tol4, null4, write):
+                    int4_reason, gf_io, tol4, null4, write, heads=None):
     """measure's second half: gpt-fast bf16 (checked against HF eager `ref`), then int4 (quantised in place, checked
-    layer by layer against its bf16 blocks `gf_io` within `tol4`, and its compiled step against its eager one)."""
+    layer by layer against its bf16 blocks `gf_io` within `tol4`, its output layer against its bf16 one, `heads`:
+    head_references, and its compiled step against its eager one)."""
     import torch
 
     note = ("the step: its forward and the argmax, compiled as its decode_one_token (reduce-overhead, fullgraph), "
@@ -574,12 +626,18 @@ def _gpt_fast_cells(gf, gf_quantize, base, ctx, warmup, steps, seed, quants, cac
             gf_io = None
             own = gpt_fast_logits(gf, ctx, seed=seed, cache_len=cache_len)  # eager: the compiled step's reference
             layers = check_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "vs_bf16_layers", err, tol4,
-                               f"its {n} linears (the output layer's outside the check) at group size "
-                               f"{GPT_FAST_GROUP_SIZE}, against gpt-fast bf16; tol from the null {null4:.4f} of "
+                               f"its {n} linears (the output layer's checked on its own, vs_bf16_head) at group "
+                               f"size {GPT_FAST_GROUP_SIZE}, against gpt-fast bf16; tol from the null {null4:.4f} of "
                                "the same float-zero format on the HF model's layers (same weights, ctx)")
+            first = [layers]
+            if heads is not None and heads["gf"] is not None:
+                err = forced_output_error(gf, ctx, heads["gf"], seed=seed, cache_len=cache_len)
+                first.append(check_row(base, "gpt-fast", GPT_FAST_ARM, "int4-gpt-fast", "vs_bf16_head", err,
+                                       heads["tol"], head_reason(heads["null"], ctx,
+                                                                 "its int4 output layer against its bf16 one")))
             write(gpt_fast_cell(gf, base, "int4-gpt-fast", ctx, warmup, steps, seed, cache_len, cuda,
                                 note + "; int4: its group_quantize_tensor and WeightOnlyInt4Linear (tinygemm)",
-                                ref=own, first=[layers], check="vs_own_eager"))
+                                ref=own, first=first, check="vs_own_eager"))
 
 
 def package_cell(hf, base: dict, arm: str, quant: str, ctx: int, warmup: int, steps: int, seed: int,

@@ -72,6 +72,31 @@ def record_io(layers, run: Callable[[], object]) -> list[list[tuple]]:
     return io
 
 
+CHUNK_ROWS = 1024
+"""Rows (positions) `chunked_maxima` compares at a time: at the LM head's prefill (ctx x vocab logits) an fp32 copy
+of the whole would take ctx x vocab x 4 bytes for each operand, several such copies at the peak (enough at the
+longest contexts to run a GPU with less memory than the H200 out of it); a chunk takes CHUNK_ROWS x vocab x 4 bytes."""
+
+
+def chunked_maxima(got, ref_out, ref_in=None, rows: int = CHUNK_ROWS) -> tuple[float, float]:
+    """(max|got - ref_out|, max|ref_out - ref_in|) in fp32 (ref_in None: max|ref_out|), over `rows` rows (the last
+    dimension's vectors) at a time, so that no fp32 copy of a whole operand is made: the same two maxima as on the
+    whole tensors, NaN if either has a NaN."""
+    width = ref_out.shape[-1]
+    got, ref_out = got.reshape(-1, width), ref_out.reshape(-1, width)
+    ref_in = ref_in.reshape(-1, width) if ref_in is not None else None
+    if got.shape != ref_out.shape or (ref_in is not None and ref_in.shape != ref_out.shape):
+        raise ValueError(f"compared shapes differ: {tuple(got.shape)}, {tuple(ref_out.shape)}"
+                         + (f", {tuple(ref_in.shape)}" if ref_in is not None else ""))
+    diff, scale = [], []
+    for i in range(0, max(ref_out.shape[0], 1), rows):
+        r = ref_out[i:i + rows].float()
+        diff.append((got[i:i + rows].float() - r).abs().amax() if r.numel() else r.new_zeros(()))
+        s = r - ref_in[i:i + rows].float() if ref_in is not None else r
+        scale.append(s.abs().amax() if s.numel() else s.new_zeros(()))
+    return float(torch.stack(diff).max()), float(torch.stack(scale).max())
+
+
 def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]], what: str = "the model",
                  relative_to_added: bool = True) -> float:
     """The worst error of `layers` while `run()` runs, each module fed, call by call, the input `reference` holds
@@ -92,9 +117,8 @@ def forced_error(layers, run: Callable[[], object], reference: list[list[tuple]]
     def post(i, args, kwargs, out):
         ref_in, ref_out = reference[i][calls[i]]
         calls[i] += 1
-        got = _hidden(out).float()
-        scale = ref_out.float() - ref_in.float() if relative_to_added else ref_out.float()
-        err = float((got - ref_out.float()).abs().max() / scale.abs().max().clamp_min(1e-12))
+        diff, scale = chunked_maxima(_hidden(out), ref_out, ref_in if relative_to_added else None)
+        err = diff / max(scale, 1e-12)
         if worst[0] == worst[0]:  # a NaN, once seen, stays the answer
             worst[0] = err if err != err else max(worst[0], err)
 
