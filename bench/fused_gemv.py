@@ -51,6 +51,7 @@ from decodegap import timing
 from decodegap.diagnostics import Rows
 from decodegap.harness import lean, models
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
+from decodegap.kernels.fused import rotary_args
 
 DEVICE = "cuda"
 TOL, LAYER_TOL = 1e-2, 5e-2
@@ -91,13 +92,8 @@ def operands(K, N, flavour, gen):
 
 def rotary_operands(key, gen):
     """(cos, sin, start_pos, k_cache, v_cache, H, Hkv) of the qkv product's rotary epilogue on model `key`'s heads:
-    random bf16 tables and caches of CTX + 8 positions, the token at CTX."""
-    c = models.load_spec(key).config
-    H, Hkv = c["num_attention_heads"], c["num_key_value_heads"]
-    D, L = c["hidden_size"] // H, CTX + 8
-    cos, sin = (torch.randn(L, D, generator=gen, device=DEVICE).bfloat16() for _ in range(2))
-    caches = [torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16, device=DEVICE) for _ in range(2)]
-    return (cos, sin, torch.tensor([CTX], device=DEVICE), *caches, H, Hkv)
+    random bf16 tables and caches of CTX + 8 positions, the token at CTX (rotary_args.random_rotary)."""
+    return rotary_args.random_rotary(models.load_spec(key).config, CTX, DEVICE, gen)
 
 
 def fused_call(flavour, nw, b, res, config, pdl, rotary=None):

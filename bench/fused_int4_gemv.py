@@ -40,7 +40,7 @@ import torch
 from decodegap import paths, timing
 from decodegap.diagnostics import Rows
 from decodegap.harness import models
-from decodegap.kernels.fused import launch as fused
+from decodegap.kernels.fused import launch as fused, rotary_args
 from decodegap.kernels.fused_int4 import configs as int4_configs, flavours, launch as fused_int4
 from decodegap.kernels.fused_int4.configs import config_key
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
@@ -48,6 +48,7 @@ from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 
 DEVICE = "cuda"
 TOL, EPS = 1e-2, 1e-5
+CTX = 2048  # the rotary flavours' position (bench/fused_gemv.py's)
 GRAPH_CALLS, GRAPH_REPLAYS = 20, 10
 L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the device's
 MODELS = ("llama-3.1-8b", "qwen2.5-7b")
@@ -73,7 +74,7 @@ def operands(K, N, flavour, gen):
     silu_residual; Qwen2's qkv bias inside the layer)."""
     x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
-    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour == "norm_bias" else None
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour.startswith("norm_bias") else None
     layer = Int4GemvLinear.from_weight(w, bias=b)
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
     res, on = (torch.randn(N, generator=gen, device=DEVICE).bfloat16() for _ in range(2))
@@ -106,11 +107,11 @@ def complete_cells(done: dict) -> set:
     return {cell for cell, configs in done.items() if wanted <= configs}
 
 
-def product_call(flavour, nw, res, on, config, launch):
+def product_call(flavour, nw, res, on, config, launch, rotary=None):
     """call(x, layer) of the fused int4 product of `flavour` on `config` and `launch`, and its reference
-    ref(x, layer) (kernels.fused_int4.flavours.flavour_product)."""
-    return flavours.flavour_product(flavour, nw, res, on, EPS, pdl=launch != "none",
-                                          early_trigger=launch == "early", config=config)
+    ref(x, layer) (kernels.fused_int4.flavours.flavour_product; `rotary`: the rotary flavours' operands)."""
+    return flavours.flavour_product(flavour, nw, res, on, EPS, rotary=rotary, pdl=launch != "none",
+                                    early_trigger=launch == "early", config=config)
 
 
 def time_graph(calls):
@@ -122,13 +123,13 @@ def time_graph(calls):
     return [ms * 1e3 / GRAPH_CALLS for ms in timing.graph_replay_ms(capture, GRAPH_REPLAYS, warm=calls[0])]
 
 
-def tuned_choice(x, layer, flavour, nw, res, on, launch) -> str:
+def tuned_choice(x, layer, flavour, nw, res, on, launch, rotary=None) -> str:
     """The tuner's config for this product and launch (an empty table: launch._tuned's do_bench), as config_key."""
     before = dict(fused_int4._TUNED)
     saved = dict(int4_configs.FUSED_INT4_CONFIGS)
     int4_configs.FUSED_INT4_CONFIGS.clear()
     try:
-        product_call(flavour, nw, res, on, None, launch)[0](x, layer)
+        product_call(flavour, nw, res, on, None, launch, rotary)[0](x, layer)
         torch.cuda.synchronize()
     finally:
         int4_configs.FUSED_INT4_CONFIGS.update(saved)
@@ -140,9 +141,9 @@ def time_launch(emit, base, x, layer, copies, operands_, launch, had):
     """Every config of INT4_CONFIGS not in `had` (those with rows already) for one product and launch, each checked
     against its reference before it is timed (a failing one a row of status `error`), then the tuner's choice
     unless `had` has it; rows through `emit`."""
-    flavour, nw, res, on = operands_
+    flavour, nw, res, on, rotary = operands_
     for config in (c for c in INT4_CONFIGS if config_key(c) not in had):
-        call, reference = product_call(flavour, nw, res, on, config, launch)
+        call, reference = product_call(flavour, nw, res, on, config, launch, rotary)
         try:
             err = rel_err(call(x, layer), reference(x, layer))
             if not err <= TOL:  # NaN included
@@ -156,7 +157,7 @@ def time_launch(emit, base, x, layer, copies, operands_, launch, had):
     if "tuned" in had:
         return
     try:
-        emit(config=tuned_choice(x, layer, flavour, nw, res, on, launch), launch=launch, mode="tuned",
+        emit(config=tuned_choice(x, layer, flavour, nw, res, on, launch, rotary), launch=launch, mode="tuned",
              times=None, reason="launch._tuned's choice (Triton's do_bench, kernel alone)", **base)
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
@@ -214,11 +215,13 @@ def main(argv=None):
                 print(f"{key} {name}: every config timed at {', '.join(launches)} already (--again times it again)")
                 continue
             x, layer, nw, res, on = operands(K, N, flavour, gen)
+            spec_config = models.load_spec(key).config
+            rotary = rotary_args.random_rotary(spec_config, CTX, DEVICE, gen) if flavour.endswith("_rotary") else None
             nbytes = layer_bytes(layer)
             copies = [layer] + [copy.deepcopy(layer) for _ in range(max(1, math.ceil(3 * l2 / nbytes)) - 1)]
             base = dict(model=key, shape=f"{key} {name}", K=K, N=N, flavour=flavour, bytes=nbytes)
             for launch in todo:
-                time_launch(emit, base, x, layer, copies, (flavour, nw, res, on), launch,
+                time_launch(emit, base, x, layer, copies, (flavour, nw, res, on, rotary), launch,
                             done.get((K, N, flavour, launch), set()))
             del copies
             torch.cuda.empty_cache()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decodegap import compare
+from decodegap import arms, compare
 from decodegap.harness import lean, models
-from decodegap.kernels.fused import launch as fused
+from decodegap.kernels.fused import launch as fused, reference as fused_reference, rotary_args
 from decodegap.kernels.fused_int4 import flavours, launch as fused_int4, reference as int4_reference
 from decodegap.kernels.int4_gemv.format import dequantise
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
@@ -60,8 +60,7 @@ def test_an_int4_triton_model_runs_the_fused_step_and_other_paths_are_refused():
     model = _tiny_int4("llama-tiny")
     assert fused.weights_unsupported(model) is None and fused.int4_weights(model)
     assert lean.LeanDecoder(model, 8, ("fused", "attention", "pdl", "norm_epilogue")).fused is not None
-    with pytest.raises(lean.LeanUnsupported, match="no rotary epilogue"):
-        lean.LeanDecoder(model, 8, ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue"))
+    assert lean.LeanDecoder(model, 8, ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")).fused.rotary_in_qkv
     other = _tiny_int4("llama-tiny")  # one layer of another path among the int4-triton ones
     down = other.model.layers[1].mlp.down_proj
     other.model.layers[1].mlp.down_proj = quant.build_linear("gptq-exllamav2", down.in_features, down.out_features,
@@ -70,9 +69,9 @@ def test_an_int4_triton_model_runs_the_fused_step_and_other_paths_are_refused():
                                                 "layers; layer 1 has GPTQExllamaV2Linear, Int4TritonLinear")
 
 
-def test_the_rotary_epilogue_arm_is_unavailable_on_an_int4_model_with_the_reason(monkeypatch):
-    """As on a GPU with PDL (its checks stood in for here): the fused arms run an int4-triton model, the one with the
-    rotary epilogue is `unavailable` with the reason, and a bf16 model still runs it."""
+def test_every_fused_arm_runs_an_int4_model(monkeypatch):
+    """As on a GPU with PDL (its checks stood in for here): every fused arm runs an int4-triton model, the rotary
+    epilogue's too (the int4 kernel pairs each head's rotary rows), as it runs a bf16 model."""
     from decodegap.harness import decode
     from decodegap.kernels import step as kernels_step
 
@@ -80,8 +79,9 @@ def test_the_rotary_epilogue_arm_is_unavailable_on_an_int4_model_with_the_reason
     monkeypatch.setattr(kernels_step, "available", lambda device="cuda": None)
     monkeypatch.setattr(fused, "pdl_unavailable", lambda device="cuda": None)
     model = _tiny_int4("qwen2-tiny")
-    assert decode.arm_available("lean_fused_pdl_epilogues_graph", model) == fused.INT4_NO_ROTARY
-    for arm in ("lean_fused_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_products_graph"):
+    fused_arms = [key for key, arm in arms.REGISTRY.items() if "fused" in arm.kernels]
+    assert "lean_fused_pdl_epilogues_graph" in fused_arms and "lean_fused_all_epilogues_graph" in fused_arms
+    for arm in fused_arms:
         assert decode.arm_available(arm, model) is None, arm
     bf16 = models.build_model(models.load_spec("qwen2-tiny"), device="cpu", dtype="bf16")
     assert decode.arm_available("lean_fused_pdl_epilogues_graph", bf16) is None
@@ -90,9 +90,15 @@ def test_the_rotary_epilogue_arm_is_unavailable_on_an_int4_model_with_the_reason
 def test_product_names_what_the_int4_kernel_cannot_take():
     layer = Int4GemvLinear.from_weight(_rand(32, 64, std=0.1), group_size=32)
     x = _rand(64)
-    for options, word in ((dict(rotary=(1,)), "rotary"), (dict(bias=_rand(32)), "bias")):
+    for options, word in ((dict(config=(8, 1, 2)), "GemvConfig"), (dict(bias=_rand(32)), "bias")):
         with pytest.raises(ValueError, match=word):
             fused.product(x, layer, **options)
+    cache = torch.zeros(1, 1, 8, 16, dtype=torch.bfloat16)  # head_dim 16: one kv head, 32 rows are 2 heads
+    with pytest.raises(ValueError, match="rotary needs the weight's rows to be"):
+        fused_int4.fused_int4_gemv(x, layer, rotary=(_rand(8, 16), _rand(8, 16), torch.tensor([3]), cache, cache, 1, 1))
+    with pytest.raises(ValueError, match="rotary is the qkv product's epilogue"):
+        fused_int4.fused_int4_gemv(x, layer, residual=_rand(32),
+                                   rotary=(_rand(8, 16), _rand(8, 16), torch.tensor([3]), cache, cache, 1, 1))
     for options in (dict(residual=_rand(32)), dict(out_norm=(_rand(32), 1e-5)), dict(norm_weight=None, silu_x=True)):
         gu = _rand(128) if options.get("silu_x") else x
         with pytest.raises(ValueError, match="gate_up takes an even number of weight rows"):
@@ -134,6 +140,7 @@ def test_the_fused_int4_reference_step_equals_the_unfused_int4_step(key):
 INTERPRETED_CHECKS = """
 import torch
 from decodegap import compare
+from decodegap import arms
 from decodegap.harness import lean, models
 from decodegap.kernels.fused import launch as fused, reference as fused_reference
 from decodegap.kernels.fused_int4 import launch as fused_int4
@@ -187,6 +194,23 @@ for K, N, G in [(64, 37, 32), (256, 9, 64), (1280, 21, 128), (96, 8, 32)]:
                                      fused_reference._linear(x, plain).float())
     assert err > 0.05, ("swapped nibbles pass", K, N, G, err)
 
+# the rotary epilogue on a qkv of 2 q heads and 1 kv head of 16 (64 rows; with a bias too), at position 5: q, and k
+# and v in the caches, as the reference writes them; cos and sin swapped must fail
+for K, G in [(64, 32), (256, 64)]:
+    x, nw = rand(K, std=2.0, seed=11), rand(K, seed=12)
+    for bias in (None, rand(64, seed=13)):
+        qkv = Int4GemvLinear.from_weight(rand(64, K, std=0.1, seed=14), bias=bias, group_size=G)
+        cos, sin = rand(9, 16, seed=15), rand(9, 16, seed=16)
+        caches = [torch.zeros(1, 1, 9, 16, dtype=torch.bfloat16) for _ in range(4)]
+        pos = torch.tensor([5])
+        q = fused_int4.fused_int4_gemv(x, qkv, norm_weight=nw, eps=1e-5, rotary=(cos, sin, pos, caches[0], caches[1], 2, 1))
+        q_ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, qkv, None, 1e-5, (cos, sin, pos, caches[2], caches[3], 2, 1))
+        close(q, q_ref, ("rotary q", K, G, bias is not None))
+        close(caches[0], caches[2], ("rotary k", K, G, bias is not None))
+        close(caches[1], caches[3], ("rotary v", K, G, bias is not None))
+        swapped = fused_int4.fused_int4_gemv(x, qkv, norm_weight=nw, eps=1e-5, rotary=(sin, cos, pos, caches[0], caches[1], 2, 1))
+        assert compare.max_relative_error(swapped.float(), q_ref.float()) > 0.05, ("cos and sin swapped pass", K, G)
+
 # the fused step of tiny int4-triton models with its products through the kernel: the reference step's logits, and
 # the unfused step's. The rotary and the attention run their references here: their kernels are the bf16 step's
 # (tests/test_fused.py), as is the LM head's product, and this Triton's interpreter refuses their scalar-and-vector
@@ -218,21 +242,25 @@ for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), 
         sil = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "norm_epilogue",
                                                                           "silu_epilogue"))
         sil.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False)  # the SiLU in gate_up's epilogue
+        every = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=arms.ARM_KERNELS["lean_fused_all_epilogues_graph"])
+        every.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False, rotary_in_qkv=True)  # and the rotary
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
-            s = sil.step().float()
+            s, r = sil.step().float(), every.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
             assert compare.max_relative_error(e, b) < 0.02 and compare.max_relative_error(s, b) < 0.02, key
+            assert compare.max_relative_error(r, b) < 0.02, key
 print("interpreted fused int4 kernel ok")
 """
 
 
 def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
     """Every flavour of fused_int4_gemv (plain, norm, norm with the layer's bias, residual, residual with the output's
-    norm, the SiLU prologue, the SiLU epilogue after the norm prologue or none) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
-    within bf16 of the reference; a swapped nibble order, and gate and up crossed, fail the same comparison; and the
-    fused step of a tiny int4-triton Llama and Qwen2 with its products through the kernel (also with the norm in o's
-    epilogue, and with it the SiLU in gate_up's epilogue; the
+    norm, the SiLU prologue, the SiLU epilogue after the norm prologue or none, the rotary epilogue with and without
+    a bias: q and both caches) on shapes with row-block tails, lanes past K, several loop steps and group sizes 32-128,
+    within bf16 of the reference; a swapped nibble order, gate and up crossed, and cos and sin swapped fail the same
+    comparison; and the fused step of a tiny int4-triton Llama and Qwen2 with its products through the kernel (also
+    with the norm in o's epilogue, with it the SiLU in gate_up's epilogue, and with the rotary in qkv's too; the
     rotary, the attention and the bf16 LM head through their references; an int4-triton-head Llama's int4 head
     through the kernel too) against the reference step and the unfused int4 step. In a fresh process with
     TRITON_INTERPRET=1."""
@@ -245,12 +273,13 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
 
 INT4_FLAVOURS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
                  "residual_norm": dict(RESIDUAL=True, OUT_NORM=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True),
-                 "plain_gate_up": dict(GATE_UP=True)}
+                 "plain_gate_up": dict(GATE_UP=True, PAIRED=True), "norm_rotary": dict(NORM=True, ROTARY=True, PAIRED=True),
+                 "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True, PAIRED=True)}
 
 
 def _int4_products(key):
     """(name, K, N, flavour) of the int4 products of a model's fused int4 steps: the four of the default step, the
-    norm-epilogue arm's o, and the SiLU-epilogue arm's gate_up and down."""
+    norm-epilogue arm's o, the SiLU-epilogue arm's gate_up and down, and qkv with the rotary epilogue."""
     c = models.load_spec(key).config
     hidden, inter, heads, kv = (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
                                 c["num_key_value_heads"])
@@ -258,7 +287,9 @@ def _int4_products(key):
     return [("qkv", hidden, (heads + 2 * kv) * D, "norm_bias" if c["model_type"] == "qwen2" else "norm"),
             ("o", heads * D, hidden, "residual"), ("o_norm", heads * D, hidden, "residual_norm"),
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down_silu", inter, hidden, "silu_residual"),
-            ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"), ("down", inter, hidden, "residual")]
+            ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"), ("down", inter, hidden, "residual"),
+            ("qkv_rotary", hidden, (heads + 2 * kv) * D, ("norm_bias" if c["model_type"] == "qwen2" else "norm")
+             + "_rotary")]
 
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])
@@ -277,14 +308,19 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
     types = dict(x_ptr="*i32", xb_ptr="*bf16", p_ptr="*i32", s_ptr="*bf16", m_ptr="*bf16", y_ptr="*bf16",
                  norm_ptr="*i32", bias_ptr="*bf16", res_ptr="*bf16", part_ptr="*fp32", onorm_ptr="*bf16",
                  h_ptr="*bf16", ncount_ptr="*i32", N="i32", E11="i32", E15="i32", E19="i32", eps="fp32",
-                 eps_out="fp32")
+                 eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16", pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16",
+                 L="i32")
     seen = {}
     for key in ("llama-3.1-8b", "qwen2.5-7b"):
         for name, K, N, flavour in _int4_products(key):
             for block_n, sub, warps in ((8, 1, 4), (4, 2, 2)):
                 flags = dict(K=K, G=128, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
                              SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16,
-                             GATE_UP=False)
+                             GATE_UP=False, ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1)
+                if flavour.endswith("_rotary"):
+                    c = models.load_spec(key).config
+                    flags.update(HEAD_D=c["hidden_size"] // c["num_attention_heads"], NQ=c["num_attention_heads"],
+                                 NKV=c["num_key_value_heads"])
                 flags.update(INT4_FLAVOURS[flavour])
                 if flags["NORM"]:
                     flags["XBLOCK"] = 1 << (K - 1).bit_length()
@@ -315,17 +351,27 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
 
 # ------------------------------------------------------------------------------------- on the GPU
 
-def _product_error(name, K, N, flavour, use_pdl, config, gen) -> float:
+def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b") -> float:
     """One int4 product of the fused int4 step on the GPU, on `config` (None: the autotuned choice), against its
-    reference (the int4 layer's rounding): the largest error relative to the reference's largest value."""
+    reference (the int4 layer's rounding): the largest error relative to the reference's largest value (the rotary
+    flavours: over q and the k and v rows written into the caches, model `key`'s heads at position 2048)."""
     x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device="cuda").bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
-    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour == "norm_bias" else None
+    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour.startswith("norm_bias") else None
     layer = Int4GemvLinear.from_weight(w, bias=b)
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
     res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
-    call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, pdl=use_pdl, config=config)
-    got, ref = call(x, layer), reference(x, layer)
+    if flavour.endswith("_rotary"):
+        rotary = rotary_args.random_rotary(models.load_spec(key).config, 2048, "cuda", gen)
+        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        q = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, rotary=rotary, pdl=use_pdl, config=config)
+        q_ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, layer, None, 1e-5, ref_rotary)
+        got = torch.cat([q.reshape(-1), rotary[3][0, :, 2048].reshape(-1), rotary[4][0, :, 2048].reshape(-1)])
+        ref = torch.cat([q_ref.reshape(-1), ref_rotary[3][0, :, 2048].reshape(-1),
+                         ref_rotary[4][0, :, 2048].reshape(-1)])
+    else:
+        call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, pdl=use_pdl, config=config)
+        got, ref = call(x, layer), reference(x, layer)
     if flavour == "residual_norm":  # the output norm's row: what the o product hands the MLP
         got, ref = got[1], ref[1]
     assert got.shape == ref.shape, (name, got.shape, ref.shape)
@@ -343,7 +389,7 @@ def test_fused_int4_gemv_on_every_product_shape_on_the_gpu(key):
     gen = torch.Generator(device="cuda").manual_seed(0)
     for name, K, N, flavour in _int4_products(key):
         for use_pdl in sorted({False, pdl}):
-            err = _product_error(name, K, N, flavour, use_pdl, INT4_CONFIGS[0], gen)
+            err = _product_error(name, K, N, flavour, use_pdl, INT4_CONFIGS[0], gen, key)
             assert err < 1e-2, (key, name, use_pdl, err)
     assert fused.workspace("cuda")[1].abs().sum().item() == 0
 

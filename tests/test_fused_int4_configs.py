@@ -28,10 +28,11 @@ def test_the_int4_products_of_llama_and_qwen_by_hand():
                      ("gate_up_norm", 4096, 28672, "norm"), ("down", 14336, 4096, "residual"),
                      ("down_silu", 14336, 4096, "silu_residual"), ("lm_head", 4096, 128256, "norm"),
                      ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain"),
-                     ("gate_up_silu", 4096, 28672, "plain_gate_up")]
+                     ("qkv_rotary", 4096, 6144, "norm_rotary"), ("gate_up_silu", 4096, 28672, "plain_gate_up")]
     qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
                 configs.products(models.load_spec("qwen2.5-7b").config))
     assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")
+    assert qwen["qkv_rotary"] == (3584, 4608, "norm_bias_rotary")
     assert qwen["lm_head"] == (3584, 152064, "norm")  # the int4 head of int4-triton-head, the final norm first
 
 
@@ -42,6 +43,9 @@ def test_the_flavour_and_launch_of_a_calls_flags():
     gate_up = dict(flags, RESIDUAL=False, SILU_X=False, GATE_UP=True)
     assert configs.flavour_of(gate_up, out_norm=False) == "plain_gate_up"
     assert configs.flavour_of(dict(gate_up, NORM=True), out_norm=False) == "gate_up"
+    rotary = dict(gate_up, GATE_UP=False, NORM=True, ROTARY=True)
+    assert configs.flavour_of(rotary, out_norm=False) == "norm_rotary"
+    assert configs.flavour_of(dict(rotary, BIAS=True), out_norm=False) == "norm_bias_rotary"
     assert configs.flavour_of(dict(flags, SILU_X=False, RESIDUAL=False, NORM=True, BIAS=True), False) == "norm_bias"
     assert configs.flavour_of({}, False) == "plain"
     with pytest.raises(ValueError, match="no flavour"):
@@ -125,9 +129,13 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
                                        .bfloat16(), group_size=32)
     x = torch.randn(64, generator=torch.Generator().manual_seed(1)).bfloat16()
     res, on, nw = torch.ones(8).bfloat16(), torch.ones(8).bfloat16(), torch.ones(64).bfloat16()
+    rotary = (torch.zeros(9, 16).bfloat16(),) * 2 + (torch.tensor([3]), torch.zeros(1, 1, 9, 16).bfloat16(),
+                                                       torch.zeros(1, 1, 9, 16).bfloat16(), 2, 1)
     for flavour in configs.FLAVOUR_FLAGS:
-        call, ref = flavours.flavour_product(flavour, nw, res, on, 1e-5)
+        call, ref = flavours.flavour_product(flavour, nw, res, on, 1e-5, rotary=rotary)
         assert callable(call) and callable(ref), flavour
+    with pytest.raises(ValueError, match="the norm_rotary product takes `rotary`"):
+        flavours.flavour_product("norm_rotary", nw, res, on, 1e-5)
     _, plain = flavours.flavour_product("plain", nw, res, on, 1e-5)
     assert torch.equal(plain(x, layer), reference.linear_reference(x, layer))
     _, residual = flavours.flavour_product("residual", nw, res, on, 1e-5)

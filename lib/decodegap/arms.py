@@ -53,6 +53,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "merged_attention")),
     Arm("lean_fused_silu_epilogue_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue")),
+    Arm("lean_fused_all_epilogues_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

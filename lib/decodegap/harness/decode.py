@@ -26,7 +26,8 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               the lean step with only its attention in decodegap.kernels.step (projections on cuBLAS, which the
               profiled steps of notebook 06 found faster than the Triton GEMV), graphed and torch.compile'd.
   lean_fused_graph, lean_fused_pdl_graph, lean_fused_pdl_norm_graph, lean_fused_pdl_epilogues_graph,
-  lean_fused_early_graph, lean_fused_early_products_graph, lean_fused_merged_graph, lean_fused_silu_epilogue_graph
+  lean_fused_early_graph, lean_fused_early_products_graph, lean_fused_merged_graph, lean_fused_silu_epilogue_graph,
+  lean_fused_all_epilogues_graph
               the lean step (T == 1) entirely in decodegap.kernels.fused.launch's kernels (norms, bias, rotary, cache write,
               residual adds and SiLU fused into the products; the split-KV attention), graphed; the second
               launches them with programmatic dependent launch (Hopper), the third also makes the
@@ -35,11 +36,11 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               starts, the sixth with only the products another product follows doing so, the seventh the sixth
               with the split-KV attention in one kernel (its last program a kv head merges), the eighth the sixth
               with the MLP's SiLU(gate) * up in the gate_up product's epilogue (down then takes it with the
-              residual alone, no prologue). bf16 and int4-triton
+              residual alone, no prologue), the ninth the eighth with the rotary and the cache write in the qkv
+              product's epilogue too. bf16 and int4-triton
               models (the fused int4 step, decodegap.kernels.fused_int4: its four decoder products the int4
-              GEMV with the same prologues and epilogues, no rotary epilogue); another quantised or a non-bf16
-              model, an int4-triton model on the rotary-epilogue arm, or a GPU without PDL for the PDL arms, is
-              `unavailable` with the reason.
+              GEMV with the same prologues and epilogues); another quantised or a non-bf16 model, or a GPU without
+              PDL for the PDL arms, is `unavailable` with the reason.
 
 Batch: a cell decodes `batch` sequences together (B different prompts of ctx tokens each, prompts.batch_prompt_ids;
 every sequence at the same position), and a timed step is one step of all of them. The HF arms and the lean decoder

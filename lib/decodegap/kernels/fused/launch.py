@@ -72,12 +72,13 @@ import torch
 from torch import nn
 
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
+from decodegap.kernels.fused.rotary_args import check_rotary
 from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_reference, rmsnorm_gemv_reference,
                                                rotary_cache_reference, silu_gemv_residual_reference)
 from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.configs import launch_of
-from decodegap.kernels.fused_int4.launch import UNSUPPORTED_EPILOGUES, fused_int4_gemv, int4_tensors
+from decodegap.kernels.fused_int4.launch import fused_int4_gemv, int4_tensors
 from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
 
 
@@ -107,17 +108,12 @@ def pdl_unavailable(device="cuda") -> str | None:
     return None
 
 
-INT4_NO_ROTARY = ("the fused int4 step has no rotary epilogue (decodegap.kernels.fused_int4: its programs read one "
-                  "row set); its rotary runs in the rotary_cache kernel, as the arms without 'rotary_epilogue' do")
-"""Why an int4-triton model refuses the fused arms with 'rotary_epilogue'."""
-
-
 def weights_unsupported(hf_model, kernels=()) -> str | None:
     """None when the fused step with the options `kernels` (lean.CUSTOM_KERNELS' names) can run `hf_model`'s decoder
     layers (bf16, every projection an nn.Linear, or every one an int4-triton layer: the fused int4 step,
-    decodegap.kernels.fused_int4, without the rotary epilogue), else the reason: the fused kernels read bf16 weights
-    or the int4-triton format with the activation's rounding, not another quantised layer's format nor another
-    dtype; the int4 kernel has no rotary epilogue (INT4_NO_ROTARY)."""
+    decodegap.kernels.fused_int4), else the reason: the fused kernels read bf16 weights or the int4-triton format
+    with the activation's rounding, not another quantised layer's format nor another dtype. `kernels` is read by
+    none of the fused step's options today: the int4 kernel has every epilogue the bf16 one has."""
     dtype = hf_model.model.embed_tokens.weight.dtype
     if dtype != torch.bfloat16:
         return f"the fused kernels run bf16 models; this one is {dtype}"
@@ -130,8 +126,6 @@ def weights_unsupported(hf_model, kernels=()) -> str | None:
         if kinds:
             return (f"the fused kernels read bf16 nn.Linear weights or int4-triton layers; layer {i} has "
                     f"{', '.join(sorted(kinds))}")
-    if "rotary_epilogue" in kernels and int4_weights(hf_model):
-        return INT4_NO_ROTARY
     return None
 
 
@@ -142,14 +136,13 @@ def int4_weights(hf_model) -> bool:
 
 def product(x, weight, **options):
     """fused_gemv(x, weight, **options) for a bf16 weight; fused_int4_gemv for an int4-triton layer (its bias
-    inside; no rotary epilogue, nor a config of fused_gemv's: ValueError naming them)."""
+    inside: a bias argument, or a config of fused_gemv's, is a ValueError naming it)."""
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
-    missing = [name for name in UNSUPPORTED_EPILOGUES if options.get(name)]
-    if missing or options.get("bias") is not None or options.get("config") is not None:
-        raise ValueError(f"fused_int4_gemv has no {', '.join(missing) or 'bias argument or GemvConfig'}: "
-                         f"an int4-triton layer holds its bias, and its step makes the rotary in rotary_cache")
-    options = {k: v for k, v in options.items() if k not in ("bias", "config", *UNSUPPORTED_EPILOGUES)}
+    if options.get("bias") is not None or options.get("config") is not None:
+        raise ValueError("fused_int4_gemv has no bias argument or GemvConfig: an int4-triton layer holds its bias, and "
+                         "its configs are kernels.fused_int4.configs'")
+    options = {k: v for k, v in options.items() if k not in ("bias", "config")}
     return fused_int4_gemv(x, weight, **options)
 
 
@@ -182,7 +175,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if gate_up and (N % 2 or bias is not None or residual is not None):
         raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias or residual")
     if rotary is not None:
-        _check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
+        check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
     plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
                  or out_norm is not None or rotary is not None)
     cfg = config or gemv_config(N, K, plain, rotary=rotary is not None)
@@ -227,22 +220,6 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
         num_stages=cfg.stages, launch_pdl=pdl, **extra)
     return y if out_norm is None else (y, h)
-
-
-def _check_rotary(N: int, rotary, other_epilogue: bool) -> None:
-    """Refuse a rotary epilogue fused_gemv cannot run: a weight that is not the model's q, k and v heads, caches
-    or tables of another shape, or a second epilogue."""
-    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
-    _, Hkv, _, D = k_cache.shape
-    if other_epilogue:
-        raise ValueError("rotary is the qkv product's epilogue: it takes no gate_up, silu_x, residual or out_norm")
-    if (Hkv != n_kv_heads or N != (n_heads + 2 * n_kv_heads) * D or D & (D - 1) or D < 2
-            or v_cache.shape != k_cache.shape or not (k_cache.is_contiguous() and v_cache.is_contiguous())
-            or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape):
-        raise ValueError(f"rotary needs the weight's rows to be (H + 2 Hkv) x head_dim, contiguous caches "
-                         f"[1, Hkv, L, head_dim] of one shape, cos and sin tables [L, head_dim] and a power-of-two "
-                         f"head_dim; got {N} rows, H {n_heads}, Hkv {n_kv_heads}, caches {tuple(k_cache.shape)} and "
-                         f"{tuple(v_cache.shape)}, tables {tuple(cos_table.shape)}")
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,

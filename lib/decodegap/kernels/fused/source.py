@@ -1,6 +1,7 @@
 """The Triton source of the fused decode-step kernels: fused_gemv_kernel and rotary_cache_kernel, built once on
 first use (`build`). decodegap.kernels.fused.launch launches them, checks their arguments and documents what they compute; the
-kernels find the helpers they call (_round_bf16, _output_norm and the gdc ops) among this module's globals."""
+kernels find the helpers they call (_round_bf16, _output_norm, _rotary_epilogue and the gdc ops) among this module's
+globals."""
 
 from __future__ import annotations
 
@@ -44,10 +45,42 @@ def build():
                 tl.store(h_ptr + yo, h.to(h_ptr.dtype.element_ty), mask=yo < N)
                 tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
 
+        @triton.jit
+        def rotary_epilogue(y1, y2, p, n_pairs, cos_ptr, sin_ptr, pos_ptr, q_ptr, kc_ptr, vc_ptr, L,
+                            HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr):
+            """The qkv product's rotary epilogue (fused_gemv's and fused_int4_gemv's) on pairs p < n_pairs (rows of the
+            first halves of the heads, y1, and their partners half a head below, y2, each rounded as the product
+            returns it): q and k rotated at the position with rotary_cache's rounding, q to q_ptr [NQ x HEAD_D], k
+            and v into the caches [NKV, L, HEAD_D] at the position."""
+            ok = p < n_pairs
+            head = p // (HEAD_D // 2)
+            d = p % (HEAD_D // 2)
+            pos = tl.load(pos_ptr)
+            t1 = pos * HEAD_D + d
+            t2 = t1 + HEAD_D // 2
+            c1, s1 = tl.load(cos_ptr + t1).to(tl.float32), tl.load(sin_ptr + t1).to(tl.float32)
+            c2, s2 = tl.load(cos_ptr + t2).to(tl.float32), tl.load(sin_ptr + t2).to(tl.float32)
+            rot = head < NQ + NKV  # q and k heads; v is written as it is
+            o1 = tl.where(rot, _round_bf16(_round_bf16(y1 * c1) + _round_bf16(-y2 * s1)), y1)
+            o2 = tl.where(rot, _round_bf16(_round_bf16(y2 * c2) + _round_bf16(y1 * s2)), y2)
+            o1, o2 = o1.to(q_ptr.dtype.element_ty), o2.to(q_ptr.dtype.element_ty)
+            row = head * HEAD_D + d
+            is_q, is_v = ok & (head < NQ), ok & (head >= NQ + NKV)
+            is_k = ok & rot & (head >= NQ)
+            tl.store(q_ptr + row, o1, mask=is_q)
+            tl.store(q_ptr + row + HEAD_D // 2, o2, mask=is_q)
+            k_at = kc_ptr + (head - NQ).to(tl.int64) * L * HEAD_D + t1
+            v_at = vc_ptr + (head - NQ - NKV).to(tl.int64) * L * HEAD_D + t1
+            tl.store(k_at, o1, mask=is_k)
+            tl.store(k_at + HEAD_D // 2, o2, mask=is_k)
+            tl.store(v_at, o1, mask=is_v)
+            tl.store(v_at + HEAD_D // 2, o2, mask=is_v)
+
+
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
-                         _output_norm=output_norm, tl=tl)
+                         _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, tl=tl)
 
         @triton.jit
         def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
@@ -141,25 +174,8 @@ def build():
                 if BIAS:
                     y1 += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
                     y2 += tl.load(bias_ptr + rows + HEAD_D // 2, mask=row_ok, other=0.0).to(tl.float32)
-                y1, y2 = _round_bf16(y1), _round_bf16(y2)
-                pos = tl.load(pos_ptr)
-                t1, t2 = pos * HEAD_D + d, pos * HEAD_D + d + HEAD_D // 2
-                c1, s1 = tl.load(cos_ptr + t1).to(tl.float32), tl.load(sin_ptr + t1).to(tl.float32)
-                c2, s2 = tl.load(cos_ptr + t2).to(tl.float32), tl.load(sin_ptr + t2).to(tl.float32)
-                rot = head < NQ + NKV  # q and k heads; v is written as it is
-                o1 = tl.where(rot, _round_bf16(_round_bf16(y1 * c1) + _round_bf16(-y2 * s1)), y1)
-                o2 = tl.where(rot, _round_bf16(_round_bf16(y2 * c2) + _round_bf16(y1 * s2)), y2)
-                o1, o2 = o1.to(y_ptr.dtype.element_ty), o2.to(y_ptr.dtype.element_ty)
-                is_q, is_v = row_ok & (head < NQ), row_ok & (head >= NQ + NKV)
-                is_k = row_ok & rot & (head >= NQ)
-                tl.store(y_ptr + rows, o1, mask=is_q)
-                tl.store(y_ptr + rows + HEAD_D // 2, o2, mask=is_q)
-                k_at = kc_ptr + (head - NQ).to(tl.int64) * L * HEAD_D + t1
-                v_at = vc_ptr + (head - NQ - NKV).to(tl.int64) * L * HEAD_D + t1
-                tl.store(k_at, o1, mask=is_k)
-                tl.store(k_at + HEAD_D // 2, o2, mask=is_k)
-                tl.store(v_at, o1, mask=is_v)
-                tl.store(v_at + HEAD_D // 2, o2, mask=is_v)
+                _rotary_epilogue(_round_bf16(y1), _round_bf16(y2), idx, N, cos_ptr, sin_ptr, pos_ptr, y_ptr, kc_ptr,
+                                 vc_ptr, L, HEAD_D, NQ, NKV)
             else:
                 if GATE_UP:
                     g = _round_bf16(acc)

@@ -16,19 +16,22 @@ from typing import Mapping
 from decodegap.kernels.fused import configs as fused_configs
 
 INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "down_silu", "gate_up_silu", "down",
-                      "lm_head")
+                      "qkv_rotary", "lm_head")
 """The products (kernels.fused.configs.products' names) the fused int4 step launches on int4 weights: qkv with the
 input norm; o with the residual, or with the post-attention norm in its epilogue too (o_norm, the norm-epilogue
 levers); gate_up with that norm as its prologue, or with none (gate_up_plain, after o_norm); down with SiLU(gate) *
 up as its prologue and the residual; or gate_up with no prologue and SiLU(gate) * up as its epilogue (gate_up_silu,
-after o_norm) and down with the residual alone (down: the SiLU-epilogue lever); and the LM head with the final norm as its prologue where the path quantises it
+after o_norm) and down with the residual alone (down: the SiLU-epilogue lever); qkv with the rotary and the cache
+write as its epilogue too (qkv_rotary, the rotary-epilogue levers); and the LM head with the final norm as its prologue where the path quantises it
 (int4-triton-head; in every other path it stays bf16, on the bf16 fused GEMV's table). The bench times each; a
 product without a table entry (the head until the bench has timed it) takes launch's tuner's choice."""
 
 FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True),
                                   "residual": dict(RESIDUAL=True), "residual_norm": dict(RESIDUAL=True, OUT_NORM=True),
                                   "plain": {}, "silu_residual": dict(SILU_X=True, RESIDUAL=True),
-                                  "gate_up": dict(NORM=True, GATE_UP=True), "plain_gate_up": dict(GATE_UP=True)}
+                                  "gate_up": dict(NORM=True, GATE_UP=True), "plain_gate_up": dict(GATE_UP=True),
+                                  "norm_rotary": dict(NORM=True, ROTARY=True),
+                                  "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True)}
 """The kernel's flags of each flavour of the fused int4 product (the rest False)."""
 
 LAUNCHES = ("none", "pdl", "early")
@@ -83,9 +86,9 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
 
 
 def flavour_of(flags: Mapping, out_norm: bool) -> str:
-    """The flavour (FLAVOUR_FLAGS) of a launch's flags (NORM, BIAS, RESIDUAL, SILU_X, GATE_UP) and output norm;
+    """The flavour (FLAVOUR_FLAGS) of a launch's flags (NORM, BIAS, RESIDUAL, SILU_X, GATE_UP, ROTARY) and output norm;
     ValueError for a combination the fused int4 step does not launch."""
-    set_flags = {name for name in ("NORM", "BIAS", "RESIDUAL", "SILU_X", "GATE_UP") if flags.get(name)} | (
+    set_flags = {name for name in ("NORM", "BIAS", "RESIDUAL", "SILU_X", "GATE_UP", "ROTARY") if flags.get(name)} | (
         {"OUT_NORM"} if out_norm else set())
     for flavour, wanted in FLAVOUR_FLAGS.items():
         if set(wanted) == set_flags:

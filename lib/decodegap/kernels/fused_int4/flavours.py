@@ -9,14 +9,23 @@ from decodegap.kernels.fused_int4.launch import fused_int4_gemv
 from decodegap.kernels.fused_int4.reference import linear_reference
 
 
-def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: float, **launch):
+def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: float, rotary=None, **launch):
     """(call, reference) of the fused int4 product of `flavour` (kernels.fused_int4.configs.FLAVOUR_FLAGS), each
     taking (x, layer): `call` fused_int4_gemv with the flavour's prologue and epilogue (`launch`: its pdl,
     early_trigger and config), `reference` the same in PyTorch (kernels.fused.reference on the int4 layer's
     rounding). `norm_weight` feeds the norm prologue, `residual` the residual epilogue, `out_norm_weight` the output
     norm of residual_norm (whose call and reference return (y, RMSNorm(y))); silu_residual takes x as [gate; up]; the
     gate_up flavours (the SiLU epilogue, after the norm prologue or none) take the [gate; up] layer and return
-    SiLU(gate) * up, half its rows."""
+    SiLU(gate) * up, half its rows; the rotary flavours (qkv with the rotary epilogue) take `rotary` (the tables,
+    position, caches and head counts, fused_int4_gemv's) and return the rotary q, the reference writing k and v into
+    its own copy of the caches."""
+    if flavour in ("norm_rotary", "norm_bias_rotary"):
+        if rotary is None:
+            raise ValueError(f"the {flavour} product takes `rotary`: (cos, sin, start_pos, k_cache, v_cache, H, Hkv)")
+        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, rotary=rotary, **launch),
+                lambda x, layer: fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, layer, None, eps,
+                                                                               ref_rotary))
     if flavour in ("norm", "norm_bias"):  # Qwen2's bias sits inside the layer
         return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, **launch),
                 lambda x, layer: fused_reference.rmsnorm_gemv_reference(x, norm_weight, layer, None, eps))
@@ -40,4 +49,4 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
         return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),
                 fused_reference.gate_up_plain_silu_reference)
     raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: norm, norm_bias, residual, "
-                     "residual_norm, silu_residual, plain, gate_up, plain_gate_up")
+                     "residual_norm, silu_residual, plain, gate_up, plain_gate_up, norm_rotary, norm_bias_rotary")

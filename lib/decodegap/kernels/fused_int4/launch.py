@@ -18,12 +18,17 @@ trigger) with a quarter of the bf16 step's weight bytes.
                              with the rows interleaved (gate, up, gate, up, ...), so its loop is the plain one; each
                              sum rounded to bf16, then F.silu(gate) * up's rounding (the gate_up product's SiLU
                              epilogue: the down product then takes the activation as a plain x).
+                   ROTARY    the qkv product's epilogue is rotary_cache's operation, its rows paired the same way: a
+                             program takes BLOCK_N / 2 rows of the first halves of the heads and their partners half
+                             a head below (the rows rotate_half pairs), interleaved; each sum rounded (+ the bias,
+                             rounded, as the int4 layer adds it), q and k rotated at the position with
+                             rotary_cache's rounding, q written out, k and v into the caches (fused_gemv's rotary
+                             epilogue: the rotary_cache kernel is then not launched).
                  The loop is the int4 GEMV's (its docstring: lanes along K, 16-byte loads, nibbles through float
                  mantissas, one scale and offset a load) with two changes: every program loads its first step's
                  words, scales and offsets before it waits for the previous kernel (PDL), and x's columns pass
-                 through the prologue before the sums. No split-K (the int4 GEMV has none), and no rotary
-                 epilogue: an int4 fused step makes the rotary in the rotary_cache kernel (FusedOps refuses the
-                 rotary epilogue for int4 weights, with the reason).
+                 through the prologue before the sums. No split-K (the int4 GEMV has none). The paired epilogues
+                 (GATE_UP, ROTARY) read one row set in the plain loop, where fused_gemv's read two.
 The product's reference is decodegap.kernels.fused_int4.reference; FusedOps (decodegap.kernels.fused.launch) calls
 fused_int4_gemv for every weight that is an int4-triton layer (`int4_tensors`), fused_gemv for bf16 weights (the LM
 head stays bf16 in every quantisation path but int4-triton-head, whose head is an int4-triton layer too: the NORM
@@ -34,15 +39,13 @@ from __future__ import annotations
 import torch
 
 from decodegap.kernels.fused_int4 import configs as int4_configs
+from decodegap.kernels.fused.rotary_args import check_rotary
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
 from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
 from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
 from decodegap.kernels.step import _interpreted, _triton
 
-UNSUPPORTED_EPILOGUES = ("rotary",)
-"""fused_gemv's epilogues fused_int4_gemv does not have: the rotary one's programs pair rows half a head apart with
-the bias added before the rotation, and the int4 step's rotary runs in its own kernel."""
 
 _TUNED: dict = {}
 
@@ -72,12 +75,16 @@ def _pairs(t, what: str):
 
 
 def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=None, silu_x: bool = False,
-                    out_norm=None, gate_up: bool = False, pdl: bool = False, early_trigger: bool = False, config=None):
+                    out_norm=None, gate_up: bool = False, rotary=None, pdl: bool = False, early_trigger: bool = False,
+                    config=None):
     """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
     docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
-    with `out_norm` = (norm weight [N], eps), or SiLU(gate) * up [N / 2] with `gate_up` (the layer [gate; up]). `config`: (BLOCK_N, SUB_MAX, num_warps), else `choose_config`'s (the
-    table's for this shape, flavour and launch, kernels.fused_int4.configs, else the tuned choice over the int4
-    GEMV's configs, per weight shape and flavour, on the first call: warm up before capturing a CUDA graph)."""
+    with `out_norm` = (norm weight [N], eps), or SiLU(gate) * up [N / 2] with `gate_up` (the layer [gate; up]), or
+    with `rotary` = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads) the rotary q [H x D]
+    (k and v written at start_pos of the caches [1, Hkv, L, D]; the layer the model's qkv). `config`: (BLOCK_N,
+    SUB_MAX, num_warps), else `choose_config`'s (the table's for this shape, flavour and launch,
+    kernels.fused_int4.configs, else the tuned choice over the int4 GEMV's configs, per weight shape and flavour, on
+    the first call: warm up before capturing a CUDA graph)."""
     tensors = int4_tensors(layer)
     if tensors is None:
         raise ValueError(f"fused_int4_gemv takes an int4-triton layer (Int4GemvLinear or a layer with one as "
@@ -97,10 +104,13 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     if gate_up and (N % 2 or bias is not None or residual is not None or out_norm is not None or silu_x):
         raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias, residual, output "
                          "norm or SiLU prologue")
+    if rotary is not None:
+        check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
     triton, _ = _triton()
     xb, xi = _pairs(x, "x")
     ni = _pairs(norm_weight, "norm weights")[1] if norm_weight is not None else xi
-    y = torch.empty(N // 2 if gate_up else N, dtype=torch.bfloat16, device=x.device)
+    rows = rotary[5] * rotary[3].shape[-1] if rotary is not None else N // 2 if gate_up else N  # q alone, rotary
+    y = torch.empty(rows, dtype=torch.bfloat16, device=x.device)
     h = torch.empty_like(y) if out_norm is not None else y
     extra = dict(part_ptr=y, onorm_ptr=y, h_ptr=h, ncount_ptr=xi, eps_out=0.0, OUT_NORM=False, YBLOCK=16)
     if out_norm is not None:
@@ -110,7 +120,8 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
                      YBLOCK=triton.next_power_of_2(N))
     flags = dict(NORM=norm_weight is not None, XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16,
                  SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl,
-                 EARLY_TRIGGER=early_trigger)
+                 EARLY_TRIGGER=early_trigger, ROTARY=rotary is not None)
+    extra.update(_rotary_args(rotary, xb), PAIRED=gate_up or rotary is not None)
     args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
             bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
     kernel = _kernel()
@@ -131,6 +142,17 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     else:
         launch(*(config or choose_config(N, K, G, flags, out_norm is not None, launch)))
     return y if out_norm is None else (y, h)
+
+
+def _rotary_args(rotary, stand_in) -> dict:
+    """The kernel's rotary arguments: the tables, position, caches and head counts of `rotary`, or `stand_in` (a
+    tensor the call reads anyway) in their place when there is no rotary epilogue."""
+    if rotary is None:
+        return dict(cos_ptr=stand_in, sin_ptr=stand_in, pos_ptr=stand_in, kc_ptr=stand_in, vc_ptr=stand_in, L=0,
+                    HEAD_D=2, NQ=1, NKV=1)
+    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+    return dict(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
+                L=k_cache.shape[2], HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads)
 
 
 def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:

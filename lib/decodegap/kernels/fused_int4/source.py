@@ -3,7 +3,8 @@ decodegap.kernels.fused_int4.launch launches it, checks its arguments and docume
 is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
 (decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm, the gdc ops,
-_chunk_dot, _step_tiles, _unpack_pairs, _prologue, _program_rows) among this module's globals."""
+_chunk_dot, _step_tiles, _unpack_pairs, _prologue, _program_rows, _input_rstd, _rotary_epilogue) among this
+module's globals."""
 
 from __future__ import annotations
 
@@ -51,21 +52,36 @@ def build():
             return x
 
         @triton.jit
-        def program_rows(N, BLOCK_N: tl.constexpr, GATE_UP: tl.constexpr):
-            """(output rows, weight rows read) of this program: BLOCK_N rows; with GATE_UP, BLOCK_N / 2 output rows and
-            their rows of gate and of up (N / 2 rows below), interleaved gate, up, gate, up. A row past the end reads
-            the last row and is neither stored nor summed."""
-            if GATE_UP:
+        def program_rows(N, BLOCK_N: tl.constexpr, PAIRED: tl.constexpr, ROTARY: tl.constexpr, HEAD_D: tl.constexpr):
+            """(output rows, weight rows read) of this program: BLOCK_N rows; PAIRED, BLOCK_N / 2 pairs p of the N / 2
+            and each pair's two rows, interleaved (first, second, first, second, ...): gate row p and up row p (N / 2
+            rows below), or with ROTARY the row of the first half of a head (head p // (HEAD_D / 2), d = p % (HEAD_D
+            / 2)) and its rotary partner half a head below. A row past the end reads the last and is never stored."""
+            if PAIRED:
                 j = tl.arange(0, BLOCK_N)
                 rows = tl.program_id(0) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-                read = tl.minimum(tl.program_id(0) * (BLOCK_N // 2) + j // 2, N // 2 - 1) + (j % 2) * (N // 2)
+                p = tl.minimum(tl.program_id(0) * (BLOCK_N // 2) + j // 2, N // 2 - 1)
+                if ROTARY:
+                    read = (p // (HEAD_D // 2)) * HEAD_D + p % (HEAD_D // 2) + (j % 2) * (HEAD_D // 2)
+                else:
+                    read = p + (j % 2) * (N // 2)
             else:
                 rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
                 read = tl.minimum(rows, N - 1)
             return rows, read
 
-        globals().update(_round_bf16=fused_source._round_bf16, _program_rows=program_rows,
-                         _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
+        @triton.jit
+        def input_rstd(xb_ptr, K, eps, NORM: tl.constexpr, XBLOCK: tl.constexpr):
+            """1 / rms(x) of the norm prologue, x read whole (bf16) by every program; 1.0 without NORM."""
+            rstd = 1.0
+            if NORM:
+                xo = tl.arange(0, XBLOCK)
+                xa = tl.load(xb_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
+                rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
+            return rstd
+
+        globals().update(_round_bf16=fused_source._round_bf16, _program_rows=program_rows, _input_rstd=input_rstd,
+                         _rotary_epilogue=fused_source._rotary_epilogue, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
                          _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
                          _step_tiles=int4_kernel._step_tiles, _unpack_pairs=unpack_pairs, _prologue=prologue)
 
@@ -76,7 +92,9 @@ def build():
                                    SUB_MAX: tl.constexpr, NORM: tl.constexpr, XBLOCK: tl.constexpr,
                                    SILU_X: tl.constexpr, BIAS: tl.constexpr, RESIDUAL: tl.constexpr,
                                    OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
-                                   USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, GATE_UP: tl.constexpr):
+                                   USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, GATE_UP: tl.constexpr,
+                                   cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L, ROTARY: tl.constexpr,
+                                   HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, PAIRED: tl.constexpr):
             # x_ptr, norm_ptr: bf16 pairs read as int32 ([K/2]; x [K] of gate, then [K] of up, with SILU_X); xb_ptr: x
             # as bf16 (the norm's sum of squares)
             if USE_PDL:
@@ -88,7 +106,7 @@ def build():
             SUB: tl.constexpr = SUB_MAX if SUB_MAX <= CPG else CPG  # a lane's chunks share one group
             NCH: tl.constexpr = K // 32
             STEP: tl.constexpr = CHUNKS * SUB  # chunks a loop step
-            rows, safe_rows = _program_rows(N, BLOCK_N, GATE_UP)
+            rows, safe_rows = _program_rows(N, BLOCK_N, PAIRED, ROTARY, HEAD_D)
             c = tl.arange(0, CHUNKS)
             sub = tl.arange(0, SUB)
             vv = tl.arange(0, 4)[None, None, None, :]
@@ -99,11 +117,7 @@ def build():
             s, m, w, word0 = _step_tiles(p_ptr, s_ptr, m_ptr, 0, c, sub, vv, row_off, sm_off, NCH, SUB, CPG, EVEN_K)
             if USE_PDL:
                 _gdc_wait()
-            rstd = 1.0
-            if NORM:
-                xo = tl.arange(0, XBLOCK)
-                xa = tl.load(xb_ptr + xo, mask=xo < K, other=0.0).to(tl.float32)
-                rstd = tl.rsqrt(tl.sum(xa * xa, axis=0) / K + eps)
+            rstd = _input_rstd(xb_ptr, K, eps, NORM, XBLOCK)
             acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
             for ch0 in range(0, NCH, STEP):
                 if ch0 > 0:  # this step's tiles (the first step's are loaded)
@@ -132,16 +146,22 @@ def build():
                 if not EARLY_TRIGGER:
                     _gdc_launch_dependents()  # x, the previous kernel's output, is read
             y = _round_bf16(tl.sum(acc, axis=0))  # the product in bf16, as the int4 layer returns it
-            n_out = N
-            if GATE_UP:  # SiLU(gate) * up from the rounded gate and up, as F.silu(gate) * up in bf16
-                g, u = tl.split(tl.reshape(y, (BLOCK_N // 2, 2)))
-                y, n_out = _round_bf16(_round_bf16(g / (1.0 + tl.exp(-g))) * u), N // 2
-            row_ok = rows < n_out
             if BIAS:
                 y = _round_bf16(y + tl.load(bias_ptr + safe_rows).to(tl.float32))
+            n_out = N
+            if PAIRED:  # each pair's two rows: gate and up, or a head's first-half row and its rotary partner
+                y1, y2 = tl.split(tl.reshape(y, (BLOCK_N // 2, 2)))
+                n_out = N // 2
+                if GATE_UP:  # SiLU(gate) * up from the rounded gate and up, as F.silu(gate) * up in bf16
+                    y = _round_bf16(_round_bf16(y1 / (1.0 + tl.exp(-y1))) * y2)
+                else:  # ROTARY: q out, k and v into the caches
+                    _rotary_epilogue(y1, y2, rows, n_out, cos_ptr, sin_ptr, pos_ptr, y_ptr, kc_ptr, vc_ptr, L,
+                                     HEAD_D, NQ, NKV)
+            row_ok = rows < n_out
             if RESIDUAL:
                 y = _round_bf16(y + tl.load(res_ptr + safe_rows).to(tl.float32))
-            tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok)
+            if not ROTARY:
+                tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (as fused_gemv's)
                 _output_norm(y, row_ok, tl.program_id(0), y_ptr, part_ptr, ncount_ptr, onorm_ptr, h_ptr, N, eps_out,
                              PBLOCK, YBLOCK)

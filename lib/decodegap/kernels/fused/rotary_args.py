@@ -1,0 +1,33 @@
+"""The argument check of the qkv product's rotary epilogue, shared by the bf16 fused GEMV
+(decodegap.kernels.fused.launch) and the fused int4 product (decodegap.kernels.fused_int4.launch): both take
+`rotary` = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads) and refuse the same misuses."""
+
+from __future__ import annotations
+
+
+def check_rotary(N: int, rotary, other_epilogue: bool) -> None:
+    """Refuse a rotary epilogue the kernels cannot run: a weight that is not the model's q, k and v heads (N rows),
+    caches or tables of another shape, or a second epilogue."""
+    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+    _, Hkv, _, D = k_cache.shape
+    if other_epilogue:
+        raise ValueError("rotary is the qkv product's epilogue: it takes no gate_up, silu_x, residual or out_norm")
+    if (Hkv != n_kv_heads or N != (n_heads + 2 * n_kv_heads) * D or D & (D - 1) or D < 2
+            or v_cache.shape != k_cache.shape or not (k_cache.is_contiguous() and v_cache.is_contiguous())
+            or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape):
+        raise ValueError(f"rotary needs the weight's rows to be (H + 2 Hkv) x head_dim, contiguous caches "
+                         f"[1, Hkv, L, head_dim] of one shape, cos and sin tables [L, head_dim] and a power-of-two "
+                         f"head_dim; got {N} rows, H {n_heads}, Hkv {n_kv_heads}, caches {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}, tables {tuple(cos_table.shape)}")
+
+
+def random_rotary(config, ctx: int, device, gen):
+    """`rotary` operands of model `config`'s heads (an HF config dict) for a bench or a test: random bf16 cos and sin
+    tables and zeroed caches of ctx + 8 positions, the token at ctx (start_pos a [1] device tensor)."""
+    import torch
+
+    H, Hkv = config["num_attention_heads"], config["num_key_value_heads"]
+    D, L = config["hidden_size"] // H, ctx + 8
+    cos, sin = (torch.randn(L, D, generator=gen, device=device).bfloat16() for _ in range(2))
+    caches = [torch.zeros(1, Hkv, L, D, dtype=torch.bfloat16, device=device) for _ in range(2)]
+    return (cos, sin, torch.tensor([ctx], device=device), *caches, H, Hkv)
