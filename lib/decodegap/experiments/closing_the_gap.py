@@ -11,6 +11,7 @@ import pandas as pd
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
 from decodegap.analysis import closing_the_gap_bands as bands, closing_the_gap_megakernel as megakernel
+from decodegap.analysis import closing_the_gap_int4_instructions as int4_instructions
 from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -174,7 +175,8 @@ def tables(data, model_keys=()) -> dict:
     sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
     `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products)
     and `bf16_products` (the bf16 fused products at their table's configs, beside them), `int4_step` (one layer's int4
-    products of the int4 target cell's fused lever, each beside its bf16 twin),
+    products of the int4 target cell's fused lever, each beside its bf16 twin), `int4_sass` (the fused int4
+    products' instructions a weight counted offline, analysis.closing_the_gap_int4_instructions),
     the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
@@ -203,6 +205,7 @@ def tables(data, model_keys=()) -> dict:
         bands=bands.agreement(band_rows), band_rows=band_rows,
         int4_products=int4_products.config_table(int4_products.load(data), specs),
         bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
+        int4_sass=int4_instructions.load(data),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
     target = TARGETS["int4"]
     out["int4_step"] = int4_products.target_step(out["int4_products"], out["confirmation"], configs, target["gpu"],
@@ -236,6 +239,7 @@ def findings(t: dict) -> dict:
                 int4_products.product_findings(t["int4_products"], t["confirmation"], t["configs"], t["specs"],
                                                TARGETS["int4"]["ctx"], bf16=t["bf16_products"])
                 + int4_products.tuner_findings(t["int4_products"], t["confirmation"], t["configs"],
-                                               TARGETS["int4"]["ctx"])),
+                                               TARGETS["int4"]["ctx"])
+                + int4_instructions.findings(t["int4_sass"])),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}
