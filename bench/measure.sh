@@ -45,7 +45,9 @@ carries on. Notebook 05 (cost) measures nothing.
                int4-triton-head among them), beside the per-process
                tuner's choice (OUTDIR/fused_int4_gemv.csv, committed as data/diagnostics/fused_int4_gemv.csv: the
                rows kernels.fused_int4.configs' table is read from; a compile per shape, config and launch; it
-               resumes from the committed rows, INT4_CONFIGS_AGAIN=1 times every product again)
+               resumes from the committed rows, INT4_CONFIGS_AGAIN=1 times every product again); then
+               bench/int4_sass.py, the same products' SASS counted by this Triton (OUTDIR/int4_sass.csv, committed as
+               data/diagnostics/int4_sass.csv; it runs on a CPU with Triton too)
     fused_int4  notebook 06: the fused int4 step's GPU tests (tests/test_fused_int4.py: every int4 product on the
                real shapes against its reference), then python -m decodegap measure --quant int4-triton on the
                fused int4 levers of levers.LEVERS (lean_fused_silu_epilogue_graph, lean_fused_graph,
@@ -335,6 +337,7 @@ step_int4_configs() {  # the fused int4 product's configs per shape, flavour and
   [ -n "${INT4_CONFIGS_AGAIN:-}" ] || [ -f "$OUTDIR/fused_int4_gemv.csv" ] ||
     [ ! -f data/diagnostics/fused_int4_gemv.csv ] || cp data/diagnostics/fused_int4_gemv.csv "$OUTDIR/fused_int4_gemv.csv"
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"} ${INT4_CONFIGS_AGAIN:+--again}
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_sass.py  # the same products' SASS counted (no GPU needed)
 }
 INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_silu_epilogue_graph,lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}
 step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured with their in-run checks, then each

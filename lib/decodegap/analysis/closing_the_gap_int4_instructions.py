@@ -47,8 +47,10 @@ def findings(rows: pd.DataFrame, model: str = MODEL, config: str = CONFIG) -> li
     commits = ", ".join(sorted({str(c)[:7] for c in rows.get("git_commit", pd.Series(dtype=str)).dropna()}))
     first = (f"Offline (no GPU): {model}'s fused int4 products compiled for sm_90 by Triton {version} at one config, "
              f"{config}, their SASS counted statically (data/diagnostics/int4_sass.csv, commit {commits or 'unknown'}; "
-             "not a timing): thread instructions a weight, the loop counted once a step, "
-             + ", ".join(f"{name} {value:.2f}" for name, value in per.items()) + ".")
+             "not a timing): thread instructions a weight, the loop's counted once for each loop step, "
+             + ", ".join(f"{name} {value:.2f}" for name, value in per.items())
+             + (" (o_norm's output-norm code, which one program runs, counted in every program: an upper bound)"
+                if "o_norm" in per.index else "") + ".")
     ratios = [f"{what} {per[a] / per[b]:.2f}x" for a, b, what in PAIRS if a in per.index and b in per.index]
     if not ratios:
         return [first]
