@@ -186,7 +186,9 @@ def _reference_launchers(monkeypatch, silu: bool = True):
     """fused_gemv, rotary_cache and decode_attention replaced by their PyTorch references (the flags read as the kernel
     reads them), so that FusedOps' own wiring runs on a CPU; `silu` False: a gate_up epilogue that forgets SiLU."""
     def gemv(x, weight, *, norm_weight=None, eps=0.0, bias=None, residual=None, gate_up=False, silu_x=False,
-             out_norm=None, **_launch):
+             out_norm=None, rotary=None, **_launch):
+        if rotary is not None:
+            return fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, weight, bias, eps, rotary)
         if silu_x:
             x = fused_reference.silu_mul_reference(x)
         elif norm_weight is not None:
@@ -206,13 +208,17 @@ def _reference_launchers(monkeypatch, silu: bool = True):
 
 
 @pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
-def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key):
-    """The SiLU-epilogue lever's step (norm in o's epilogue, gate_up with no prologue and SiLU(gate) * up as its
-    epilogue, down with the residual alone) through FusedOps' launch path, each launcher its reference: the reference
-    step's logits within bf16 rounding, and the unfused lean step's; a gate_up epilogue without SiLU fails both."""
+@pytest.mark.parametrize("arm", ["lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph"])
+def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key, arm):
+    """The SiLU-epilogue levers' steps (norm in o's epilogue, gate_up with no prologue and SiLU(gate) * up as its
+    epilogue, down with the residual alone; the all-epilogues lever also the rotary in qkv's epilogue and the final
+    norm in the last down's, the head then plain) through FusedOps' launch path, each launcher its reference: the
+    reference step's logits within bf16 rounding, and the unfused lean step's; a gate_up epilogue without SiLU fails
+    both."""
     model = _tiny(key)
-    ops = fused.FusedOps.of_kernels(arms.REGISTRY["lean_fused_silu_epilogue_graph"].kernels)
+    ops = fused.FusedOps.of_kernels(arms.REGISTRY[arm].kernels)
     assert not ops.silu_in_down and ops.norm_in_epilogue
+    assert ops.rotary_in_qkv == ops.head_norm_in_epilogue == (arm == "lean_fused_all_epilogues_graph")
     with torch.inference_mode():
         def steps(fused_ops):
             step = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
@@ -241,9 +247,10 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         ops = lean.LeanDecoder(model, 8, arm.kernels).fused
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
-                ops.merged_attention, ops.silu_in_down) == (
+                ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
-            "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen), key
+            "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
+            "head_norm_epilogue" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"

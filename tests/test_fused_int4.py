@@ -221,6 +221,11 @@ class Products(fused.FusedOps):
             return fused_reference.rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
         return super().rmsnorm_gemv(x, norm_weight, weight, bias, eps)
 
+    def gemv(self, x, weight):  # the bf16 LM head after the final norm in down's epilogue: its reference too
+        if isinstance(weight, torch.Tensor):
+            return fused_reference._linear(x, weight)
+        return super().gemv(x, weight)
+
     def rotary_cache(self, *args):
         return fused_reference.rotary_cache_reference(*args)
 
@@ -243,7 +248,8 @@ for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), 
                                                                           "silu_epilogue"))
         sil.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False)  # the SiLU in gate_up's epilogue
         every = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=arms.ARM_KERNELS["lean_fused_all_epilogues_graph"])
-        every.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False, rotary_in_qkv=True)  # and the rotary
+        every.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False, rotary_in_qkv=True,
+                                    head_norm_in_epilogue=True)  # the rotary and the final norm in epilogues too
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             s, r = sil.step().float(), every.step().float()

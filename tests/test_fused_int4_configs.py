@@ -28,7 +28,8 @@ def test_the_int4_products_of_llama_and_qwen_by_hand():
                      ("gate_up_norm", 4096, 28672, "norm"), ("down", 14336, 4096, "residual"),
                      ("down_silu", 14336, 4096, "silu_residual"), ("lm_head", 4096, 128256, "norm"),
                      ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain"),
-                     ("qkv_rotary", 4096, 6144, "norm_rotary"), ("gate_up_silu", 4096, 28672, "plain_gate_up")]
+                     ("qkv_rotary", 4096, 6144, "norm_rotary"), ("gate_up_silu", 4096, 28672, "plain_gate_up"),
+                     ("down_norm", 14336, 4096, "residual_norm"), ("lm_head_plain", 4096, 128256, "plain")]
     qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
                 configs.products(models.load_spec("qwen2.5-7b").config))
     assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")

@@ -54,7 +54,8 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_silu_epilogue_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue")),
     Arm("lean_fused_all_epilogues_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue")),
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
+         "head_norm_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

@@ -43,15 +43,15 @@ LEVERS = (
     ("int4 fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "int4-triton"),
     ("int4 fused step + PDL, products trigger early, SiLU epilogue", "lean_fused_silu_epilogue_graph",
      "int4-triton"),
-    ("int4 fused step + PDL, early products, SiLU + rotary epilogues", "lean_fused_all_epilogues_graph", "int4-triton"),
+    ("int4 fused step + PDL, early products, all epilogues", "lean_fused_all_epilogues_graph", "int4-triton"),
     ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
      "lean_fused_early_products_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, products trigger early, SiLU epilogue",
      "lean_fused_silu_epilogue_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, fused step + PDL, early products, SiLU + rotary epilogues",
-     "lean_fused_all_epilogues_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, early products, all epilogues", "lean_fused_all_epilogues_graph",
+     "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -60,9 +60,9 @@ products' prologues and epilogues, the rotary in its own kernel), without PDL, w
 bf16 grid, with the one-kernel attention, and with the MLP's SiLU(gate) * up in the gate_up product's epilogue
 instead of down's prologue (the SiLU-epilogue lever: down then streams its int4 weights with a plain x; the int4
 products pay for the work their prologues do per column, notebook 06's int4 products findings), and that lever with
-the rotary and the cache write in qkv's epilogue too (the all-epilogues lever: no rotary_cache kernel; the int4
-kernel pairs each head's rotary rows in its one row set, where the bf16 kernel's second row set made its rotary
-epilogue lose). The last five (path int4-triton-head) are the three fastest int4 levers of the grid and the two
+the rotary and the cache write in qkv's epilogue too and the final norm in the last down's epilogue (the
+all-epilogues lever: no rotary_cache kernel, and an LM head with no prologue; the int4 kernel pairs each head's
+rotary rows in its one row set, where the bf16 kernel's second row set made its rotary epilogue lose). The last five (path int4-triton-head) are the three fastest int4 levers of the grid and the two
 epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
 outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
 with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised

@@ -37,7 +37,8 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               with the split-KV attention in one kernel (its last program a kv head merges), the eighth the sixth
               with the MLP's SiLU(gate) * up in the gate_up product's epilogue (down then takes it with the
               residual alone, no prologue), the ninth the eighth with the rotary and the cache write in the qkv
-              product's epilogue too. bf16 and int4-triton
+              product's epilogue too and the final norm in the last down's (the LM head with no prologue). bf16
+              and int4-triton
               models (the fused int4 step, decodegap.kernels.fused_int4: its four decoder products the int4
               GEMV with the same prologues and epilogues); another quantised or a non-bf16 model, or a GPU without
               PDL for the PDL arms, is `unavailable` with the reason.

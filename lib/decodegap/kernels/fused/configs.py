@@ -126,7 +126,8 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     epilogue alone), norm_rotary and norm_bias_rotary (the qkv product with the rotary and the cache write as its
     epilogue). STEP_PRODUCTS are the default fused step's; o_norm and gate_up_plain the norm-epilogue arm's,
     qkv_rotary the epilogues arm's too; gate_up and down the versions they replaced; gate_up_silu and down the
-    SiLU-epilogue arm's MLP after o_norm."""
+    SiLU-epilogue arm's MLP after o_norm; down_norm (the last layer's down, the final norm in its epilogue) and
+    lm_head_plain (the head with no prologue) the all-epilogues arm's."""
     hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
     D = hidden // heads
     heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
@@ -136,7 +137,8 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
             ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, config["vocab_size"], "norm"),
             ("o_norm", heads_dim, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain"),
-            ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary"), ("gate_up_silu", hidden, 2 * inter, "plain_gate_up")]
+            ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary"), ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"),
+            ("down_norm", inter, hidden, "residual_norm"), ("lm_head_plain", hidden, config["vocab_size"], "plain")]
 
 
 STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")

@@ -73,8 +73,9 @@ from torch import nn
 
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
 from decodegap.kernels.fused.rotary_args import check_rotary
-from decodegap.kernels.fused.reference import (gate_up_silu_reference, gemv_residual_reference, rmsnorm_gemv_reference,
-                                               rotary_cache_reference, silu_gemv_residual_reference)
+from decodegap.kernels.fused.reference import (_linear, gate_up_silu_reference, gemv_residual_reference,
+                                               rmsnorm_gemv_reference, rmsnorm_reference, rotary_cache_reference,
+                                               silu_gemv_residual_reference)
 from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.configs import launch_of
@@ -252,7 +253,9 @@ class FusedOps:
     every kernel triggers its dependents as it starts; `early_products`: only the products another product follows
     (o, gate_up and down; down's successor is the next layer's qkv), the qkv product, rotary_cache, the attention and
     the LM head triggering after their reads as without it. `merged_attention`: the split-KV attention in one kernel
-    (decode_attention's `merged`: its last program a kv head merges the splits; no merge kernel)."""
+    (decode_attention's `merged`: its last program a kv head merges the splits; no merge kernel).
+    `head_norm_in_epilogue`: the final RMSNorm made in the last layer's down epilogue (out_norm, as o's with
+    norm_in_epilogue), the LM head then with no prologue (`gemv`): the decoder passes `out_norm` to that layer."""
 
     pdl: bool = False
     reference: bool = False
@@ -262,14 +265,16 @@ class FusedOps:
     early_trigger: bool = False
     early_products: bool = False
     merged_attention: bool = False
+    head_norm_in_epilogue: bool = False
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
-        "silu_epilogue" clears silu_in_down (arms.Arm.kernels)."""
+        "silu_epilogue" clears silu_in_down, "head_norm_epilogue" sets head_norm_in_epilogue (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
+                   head_norm_in_epilogue="head_norm_epilogue" in chosen,
                    norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen)
@@ -306,14 +311,16 @@ class FusedOps:
         q = product(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
         return q.reshape(n_heads, -1)
 
-    def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float):
-        """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp)."""
+    def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
+        """The layer after its attention: x + o @ w_o^T, then the MLP block with its residual (mlp); `out_norm`
+        (norm weight, eps): (x, RMSNorm(x)), the norm in down's epilogue."""
         if not self.norm_in_epilogue or self.reference:
-            return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps)
+            return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps, out_norm)
         x, h = product(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
         if not self.silu_in_down:  # SiLU(gate) * up in gate_up's epilogue, down with the residual alone
-            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between), w_down, x)
-        return self._silu_down(product(h, w_gate_up, **self._between), w_down, x)
+            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between), w_down, x,
+                                      out_norm=out_norm)
+        return self._silu_down(product(h, w_gate_up, **self._between), w_down, x, out_norm)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
@@ -331,24 +338,35 @@ class FusedOps:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
         return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention, **self._launch)
 
-    def gemv_residual(self, x, weight, residual):
+    def gemv_residual(self, x, weight, residual, out_norm=None):
+        """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""
         if self.reference:
-            return gemv_residual_reference(x, weight, residual)
-        return product(x, weight, residual=residual, **self._between)
+            y = gemv_residual_reference(x, weight, residual)
+            return y if out_norm is None else (y, rmsnorm_reference(y, *out_norm))
+        return product(x, weight, residual=residual, out_norm=out_norm, **self._between)
+
+    def gemv(self, x, weight):
+        """x @ weight^T with no prologue or epilogue (the LM head after head_norm_in_epilogue)."""
+        if self.reference:
+            return _linear(x, weight)
+        return product(x, weight, **self._launch)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
         return product(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
 
-    def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float):
-        """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels."""
+    def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
+        """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels;
+        `out_norm` (norm weight, eps): (y, RMSNorm(y)), the norm in down's epilogue."""
         if not self.silu_in_down:
-            return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x)
+            return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x, out_norm=out_norm)
         if self.reference:
-            return silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x)
+            y = silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
+            return y if out_norm is None else (y, rmsnorm_reference(y, *out_norm))
+        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x,
+                               out_norm)
 
-    def _silu_down(self, gate_up, w_down, x):
+    def _silu_down(self, gate_up, w_down, x, out_norm=None):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return product(gate_up, w_down, silu_x=True, residual=x, **self._between)
+        return product(gate_up, w_down, silu_x=True, residual=x, out_norm=out_norm, **self._between)

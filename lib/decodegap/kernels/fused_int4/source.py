@@ -81,9 +81,10 @@ def build():
             return rstd
 
         globals().update(_round_bf16=fused_source._round_bf16, _program_rows=program_rows, _input_rstd=input_rstd,
-                         _rotary_epilogue=fused_source._rotary_epilogue, _output_norm=fused_source._output_norm, _gdc_wait=gdc_wait,
-                         _gdc_launch_dependents=gdc_launch_dependents, _chunk_dot=int4_kernel._chunk_dot,
-                         _step_tiles=int4_kernel._step_tiles, _unpack_pairs=unpack_pairs, _prologue=prologue)
+                         _rotary_epilogue=fused_source._rotary_epilogue, _output_norm=fused_source._output_norm,
+                         _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
+                         _chunk_dot=int4_kernel._chunk_dot, _step_tiles=int4_kernel._step_tiles,
+                         _unpack_pairs=unpack_pairs, _prologue=prologue)
 
         @triton.jit
         def fused_int4_gemv_kernel(x_ptr, xb_ptr, p_ptr, s_ptr, m_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr,
