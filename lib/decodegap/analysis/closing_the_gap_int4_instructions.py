@@ -22,7 +22,9 @@ PAIRS = (("down_silu", "down", "down with SiLU(gate) * up as its prologue (down_
           "(gate_up_plain)"),
          ("qkv", "gate_up_plain", "qkv (the norm prologue) against gate_up_plain"),
          ("gate_up_silu", "gate_up_plain", "gate_up with the SiLU epilogue (gate_up_silu) against gate_up_plain"),
-         ("qkv_rotary", "qkv", "qkv with the rotary epilogue (qkv_rotary) against qkv"))
+         ("qkv_rotary", "qkv", "qkv with the rotary epilogue (qkv_rotary) against qkv"),
+         ("lm_head", "lm_head_plain", "the LM head with the final norm as its prologue (lm_head) against none "
+          "(lm_head_plain, the all-epilogues levers')"))
 """(product, baseline, what the comparison is) of the findings' ratios."""
 
 
@@ -44,13 +46,14 @@ def findings(rows: pd.DataFrame, model: str = MODEL, config: str = CONFIG) -> li
     version = sorted(rows["triton"].astype(str))[-1]
     rows = rows[rows["triton"].astype(str) == version].drop_duplicates("product", keep="last").set_index("product")
     per = rows["thread_instructions_per_weight"].astype(float)
+    normed = [name for name in ("o_norm", "down_norm") if name in per.index]
     commits = ", ".join(sorted({str(c)[:7] for c in rows.get("git_commit", pd.Series(dtype=str)).dropna()}))
     first = (f"Offline (no GPU): {model}'s fused int4 products compiled for sm_90 by Triton {version} at one config, "
              f"{config}, their SASS counted statically (data/diagnostics/int4_sass.csv, commit {commits or 'unknown'}; "
              "not a timing): thread instructions a weight, the loop's counted once for each loop step, "
              + ", ".join(f"{name} {value:.2f}" for name, value in per.items())
-             + (" (o_norm's output-norm code, which one program runs, counted in every program: an upper bound)"
-                if "o_norm" in per.index else "") + ".")
+             + (f" ({' and '.join(normed)}: the output-norm code, which one program runs, counted in every program, "
+                "an upper bound)" if normed else "") + ".")
     ratios = [f"{what} {per[a] / per[b]:.2f}x" for a, b, what in PAIRS if a in per.index and b in per.index]
     if not ratios:
         return [first]
