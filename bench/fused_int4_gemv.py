@@ -23,7 +23,8 @@ data/diagnostics/fused_int4_gemv.csv, is not timed again, nor the tuner's choice
 times every one (bench/measure.sh's INT4_CONFIGS_AGAIN=1 then starts a file of its own, not seeded with the committed
 rows, so no config pools two runs' times).
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_int4_gemv.py [--models llama-3.1-8b,qwen2.5-7b]
-    [--launches none,pdl,early] [--again]   (bench/measure.sh's `int4_configs` step)
+    [--launches none,pdl,early] [--products qkv,down,...] [--again]   (bench/measure.sh's `int4_configs` step;
+    INT4_LAUNCHES and INT4_PRODUCTS pass the two lists)
 """
 
 import argparse
@@ -165,10 +166,23 @@ def time_launch(emit, base, x, layer, copies, operands_, launch, had):
              reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
 
 
+def chosen_products(text: str) -> set:
+    """The product names of a --products value, each one of INT4_STEP_PRODUCTS; exits naming an unknown one (before
+    anything is written)."""
+    names = [x for x in text.split(",") if x]
+    unknown = [x for x in names if x not in int4_configs.INT4_STEP_PRODUCTS]
+    if unknown or not names:
+        sys.exit(f"fused_int4_gemv: --products takes names of {', '.join(int4_configs.INT4_STEP_PRODUCTS)}; got "
+                 f"{text!r}")
+    return set(names)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--launches", default=",".join(int4_configs.LAUNCHES))
+    parser.add_argument("--products", default=",".join(int4_configs.INT4_STEP_PRODUCTS),
+                        help="comma-separated product names of INT4_STEP_PRODUCTS (default: all of them)")
     parser.add_argument("--again", action="store_true", help="time the products and launches already timed too")
     args = parser.parse_args(argv)
     keys = [k for k in args.models.split(",") if k]
@@ -176,6 +190,7 @@ def main(argv=None):
     unknown = [x for x in launches if x not in int4_configs.LAUNCHES]
     if unknown or not launches:
         sys.exit(f"fused_int4_gemv: --launches takes {', '.join(int4_configs.LAUNCHES)}; got {args.launches!r}")
+    wanted = chosen_products(args.products)
     for key in keys:  # an unknown model is refused here, before anything is written
         try:
             models.load_spec(key)
@@ -207,7 +222,7 @@ def main(argv=None):
     timed = set()
     for key in keys:
         for name, K, N, flavour in int4_configs.products(models.load_spec(key).config):
-            if (K, N, flavour) in timed:
+            if name not in wanted or (K, N, flavour) in timed:
                 continue
             timed.add((K, N, flavour))
             todo = [launch for launch in launches if (K, N, flavour, launch) not in complete]

@@ -114,6 +114,9 @@ Options, as environment variables (all optional):
     INT4_ARMS          comma-separated fused int4 levers of the fused_int4 step, swept and profiled (default its five;
                        each lever adds its own checks and steps to every cell, so two of them, e.g.
                        lean_fused_early_products_graph,lean_fused_pdl_norm_graph, sweep the grid in about half the time)
+    INT4_PRODUCTS      comma-separated products of the int4_configs step (kernels.fused_int4.configs.INT4_STEP_PRODUCTS;
+                       default all), e.g. the new ones only: gate_up_silu,down,qkv_rotary,down_norm,lm_head,lm_head_plain
+    INT4_LAUNCHES      the int4_configs step's launches, of none,pdl,early (default all three)
     INT4_HEAD_ARMS     comma-separated levers of the int4_head step (default its five:
                        lean_fused_all_epilogues_graph,lean_fused_silu_epilogue_graph,lean_fused_early_products_graph,
                        lean_fused_pdl_norm_graph,lean_attn_compile)
@@ -336,7 +339,8 @@ step_int4_configs() {  # the fused int4 product's configs per shape, flavour and
   # (INT4_CONFIGS_AGAIN=1: a file of its own, every config timed again, so that no config pools two runs' times)
   [ -n "${INT4_CONFIGS_AGAIN:-}" ] || [ -f "$OUTDIR/fused_int4_gemv.csv" ] ||
     [ ! -f data/diagnostics/fused_int4_gemv.csv ] || cp data/diagnostics/fused_int4_gemv.csv "$OUTDIR/fused_int4_gemv.csv"
-  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"} ${INT4_CONFIGS_AGAIN:+--again}
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_int4_gemv.py ${MODELS:+--models "$MODELS"} \
+    ${INT4_LAUNCHES:+--launches "$INT4_LAUNCHES"} ${INT4_PRODUCTS:+--products "$INT4_PRODUCTS"} ${INT4_CONFIGS_AGAIN:+--again}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_sass.py  # the same products' SASS counted (no GPU needed)
 }
 INT4_FUSED_ARMS=${INT4_ARMS:-lean_fused_silu_epilogue_graph,lean_fused_graph,lean_fused_pdl_norm_graph,lean_fused_early_products_graph,lean_fused_merged_graph}

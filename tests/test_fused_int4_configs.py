@@ -175,3 +175,18 @@ def test_the_bench_resumes_config_by_config(tmp_path):
     assert keys[-1] in done[(4096, 4096, "residual", "pdl")]  # the failing config is not tried again
     assert (4096, 4096, "residual", "none") not in done
     assert bench.complete_cells(done) == {(4096, 4096, "residual", "early"), (4096, 4096, "residual", "pdl")}
+
+
+def test_the_bench_times_the_products_asked_for_and_refuses_an_unknown_one(tmp_path, monkeypatch):
+    """--products (measure.sh's INT4_PRODUCTS) narrows the bench to those products; a misspelled one exits naming the
+    known names before anything is written, as an unknown launch does."""
+    spec = importlib.util.spec_from_file_location("fused_int4_gemv", paths.REPO / "bench" / "fused_int4_gemv.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.chosen_products("down,lm_head_plain") == {"down", "lm_head_plain"}
+    monkeypatch.setenv("DECODEGAP_DIAG_DIR", str(tmp_path))
+    for argv, word in ((["--products", "donw"], "--products takes names of qkv"),
+                       (["--products", ""], "--products takes"), (["--launches", "eraly"], "--launches takes")):
+        with pytest.raises(SystemExit, match=word):
+            bench.main(argv)
+    assert list(tmp_path.iterdir()) == []
