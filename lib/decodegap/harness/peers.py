@@ -410,10 +410,13 @@ def head_references(hf, gf, path_key: str, ctx: int, seed: int = 0, cache_len: i
     quantised: `hf` the HF model's LM head's (input, logits) (quant_checks.record_head) where the package's path
     `path_key` quantises the head (accounting.HEAD_QUANTISED), else None; `gf` gpt-fast's output layer's (None
     without gpt-fast); `tol` and `null` the head check's, from the float-zero format's rounding (NULL_PATH, which
-    gpt-fast's int4 shares) on the HF model's head (quant_checks.head_tolerance: same weights, ctx)."""
+    gpt-fast's int4 shares) on the HF model's head (quant_checks.head_tolerance: same weights, ctx). With neither
+    side to check (no gpt-fast, a path with a bf16 head) nothing is recorded and `tol` and `null` are NaN."""
     from decodegap import accounting
     from decodegap.harness import quant_checks
 
+    if gf is None and path_key not in accounting.HEAD_QUANTISED:
+        return dict(hf=None, gf=None, tol=float("nan"), null=float("nan"))
     reference = quant_checks.record_head(hf, ctx, seed=seed)
     tol, null, _ = quant_checks.head_tolerance(hf, NULL_PATH, ctx, reference, seed=seed)
     return dict(hf=reference if path_key in accounting.HEAD_QUANTISED else None,

@@ -222,11 +222,10 @@ def layer_rows(info: dict, base: dict) -> list[dict]:
 
 
 def null_row(base: dict, ctx: int, tol: float, null: float, draws: list[float], path_key: str,
-             check: str = "vs_bf16_null") -> dict:
-    """The verify.csv row (check vs_bf16_null; the head check's: vs_bf16_head_null, layer lm_head) of a model check's
-    null: its largest draw, the tolerance it sets."""
-    return dict(base, ctx=ctx, arm="eager", attn="sdpa", rows=None, check=check,
-                layer="lm_head" if check == "vs_bf16_head_null" else "model",
+             check: str = "vs_bf16_null", layer: str = "model") -> dict:
+    """The verify.csv row (check vs_bf16_null, layer model; the head check's: vs_bf16_head_null, layer lm_head) of a
+    model check's null: its largest draw, the tolerance it sets."""
+    return dict(base, ctx=ctx, arm="eager", attn="sdpa", rows=None, check=check, layer=layer,
                 max_rel_err=null, tol=tol, status="ok" if null == null else "error",
                 reason=f"{len(draws)} draws " + ", ".join(f"{d:.4f}" for d in draws)
                        + f" of U(+-D/2), D the {power.FORMAT_OF.get(path_key, path_key)} step (quant.power)")

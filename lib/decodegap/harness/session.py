@@ -144,7 +144,7 @@ def _head_nulls(plan: SweepPlan, model, ctxs, base: dict, resolved: str, rows: l
     for ctx in ctxs:
         ref = record_head(model, ctx, seed=plan.seed)
         tol, null, draws = head_tolerance(model, plan.quant, ctx, ref, seed=plan.seed)
-        rows.append(null_row(base, ctx, tol, null, draws, resolved, check="vs_bf16_head_null"))
+        rows.append(null_row(base, ctx, tol, null, draws, resolved, check="vs_bf16_head_null", layer="lm_head"))
         out[ctx] = (ref, tol)
     return out
 
@@ -155,8 +155,8 @@ def _check_head(plan: SweepPlan, model, run_id: str, session: int, cell, head: t
     from decodegap.harness.quant_checks import forced_head_error
 
     reference, tol = head
-    _forced_check(lambda: dict(verify_row(plan, run_id, session, cell, forced_head_error(
-        model, cell.ctx, reference, seed=plan.seed), tol, "vs_bf16_head"), layer="lm_head"), cell.ctx,
+    _forced_check(lambda: verify_row(plan, run_id, session, cell, forced_head_error(
+        model, cell.ctx, reference, seed=plan.seed), tol, "vs_bf16_head", layer="lm_head"), cell.ctx,
         HEAD_CHECK_FAILED, "the head check against bf16", rows, failed)
 
 

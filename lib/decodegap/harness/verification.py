@@ -11,13 +11,14 @@ from decodegap.harness.sweep import Cell, SweepPlan
 
 
 def verify_row(plan: SweepPlan, run_id: str, session: int, cell: Cell, err: float, tol: float, check: str,
-               reason: str = "") -> dict:
-    """A verify.csv row of a model check (records.CHECKS): `ok` when the error passes `tol`, else `error`."""
+               reason: str = "", layer: str = "model") -> dict:
+    """A verify.csv row of a model check (records.CHECKS): `ok` when the error passes `tol`, else `error`; `layer`
+    what it checked (the model, or the LM head's `lm_head`)."""
     from decodegap.quant.paths import passes
 
     return dict(run_id=run_id, session=session, gpu=plan.gpu, model=cell.model, ctx=cell.ctx, batch=cell.batch,
                 arm=cell.arm, attn=cell.attn, quant=cell.quant, max_rel_err=err, tol=tol,
-                status="ok" if passes(err, tol) else "error", reason=reason, check=check, layer="model", rows=None)
+                status="ok" if passes(err, tol) else "error", reason=reason, check=check, layer=layer, rows=None)
 
 
 def check_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data, cache_len: int) -> None:
