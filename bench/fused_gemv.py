@@ -103,7 +103,7 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     launch = dict(pdl=bool(pdl), early_trigger=pdl == "early")
     if flavour.endswith("_rotary"):
         bias = b if "bias" in flavour else None
-        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        ref_rotary = rotary_args.with_own_caches(rotary)
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
                                               config=config, **launch),
                 lambda x, w: fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))

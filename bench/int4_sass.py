@@ -21,25 +21,20 @@ Usage (repository root; needs Triton, pip install triton, not a GPU): PYTHONPATH
 
 import csv
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from decodegap import paths
 from decodegap.diagnostics import Rows
 from decodegap.harness import models
-from decodegap.kernels.fused_int4 import configs as int4_configs
+from decodegap.kernels import offline
+from decodegap.kernels.fused_int4 import configs as int4_configs, signature
 
 MODELS = ("llama-3.1-8b", "qwen2.5-7b")
 LLAMA_CONFIG = (8, 1, 2)  # (BLOCK_N, SUB_MAX, num_warps): a config of INT4_CONFIGS every product can run
 GROUP_SIZE = 128
 FIELDS = ("model", "product", "K", "N", "flavour", "config", "static", "loop", "steps", "executed",
           "thread_instructions_per_weight", "triton")
-TYPES = dict(x_ptr="*i32", xb_ptr="*bf16", p_ptr="*i32", s_ptr="*bf16", m_ptr="*bf16", y_ptr="*bf16", norm_ptr="*i32",
-             bias_ptr="*bf16", res_ptr="*bf16", part_ptr="*fp32", onorm_ptr="*bf16", h_ptr="*bf16", ncount_ptr="*i32",
-             N="i32", E11="i32", E15="i32", E19="i32", eps="fp32", eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16",
-             pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16", L="i32")
 _ADDRESS = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*)$")
 _BRANCH = re.compile(r"\bBRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)")
 
@@ -82,43 +77,6 @@ def per_weight(static: int, loop: int, steps: int, config: tuple[int, int, int],
     return executed, executed * 32 * warps / (block_n * K)
 
 
-def constexprs(K: int, N: int, flavour: str, config: tuple[int, int, int], model_config: dict) -> dict:
-    """The kernel's constexprs for one product and config, without PDL (kernels.fused_int4.launch's, as the GPU
-    test of the offline compile sets them)."""
-    block_n, sub, warps = config
-    flags = dict(K=K, G=GROUP_SIZE, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
-                 SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16, GATE_UP=False,
-                 ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False)
-    flags.update(int4_configs.FLAVOUR_FLAGS[flavour])
-    flags["PAIRED"] = flags["GATE_UP"] or flags["ROTARY"]
-    if flags["NORM"]:
-        flags["XBLOCK"] = 1 << (K - 1).bit_length()
-    if flags["OUT_NORM"]:
-        flags.update(PBLOCK=1 << (-(-N // block_n) - 1).bit_length(), YBLOCK=1 << (N - 1).bit_length())
-    if flags["ROTARY"]:
-        heads = model_config["num_attention_heads"]
-        flags.update(HEAD_D=model_config["hidden_size"] // heads, NQ=heads, NKV=model_config["num_key_value_heads"])
-    return flags
-
-
-def sass_of(kernel, flags: dict, warps: int) -> str:
-    """The SASS listing of `kernel` compiled for sm_90 with `flags` (pointers and ints divisible by 16)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    names = kernel.arg_names
-    signature = {n: TYPES.get(n, "constexpr") for n in names}
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in TYPES.items() if t != "fp32"}
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs=flags, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps))
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "k.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        return subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-
-
 def configs_of(K: int, N: int, flavour: str) -> list[tuple[int, int, int]]:
     """LLAMA_CONFIG, then each config the table holds for this product (any launch)."""
     table = [c for (n, k, f, _), c in int4_configs.FUSED_INT4_CONFIGS.items() if (n, k, f) == (N, K, flavour)]
@@ -154,7 +112,9 @@ def main() -> None:
                 if (K, N, flavour, word) in had:
                     continue
                 had.add((K, N, flavour, word))
-                listing = instructions(sass_of(kernel, constexprs(K, N, flavour, config, model_config), config[2]))
+                flags = signature.constexprs(K, N, flavour, config, model_config, GROUP_SIZE)
+                compiled = offline.compile_sm90(kernel, signature.ARG_TYPES, flags, config[2])
+                listing = instructions(offline.cuobjdump(compiled, "-sass"))
                 loop, steps = loop_length(listing), loop_steps(K, config)
                 executed, weight = per_weight(len(listing), loop, steps, config, K)
                 out.add(model=key, product=name, K=K, N=N, flavour=flavour, config=word, static=len(listing),

@@ -460,27 +460,13 @@ FLAGS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "resi
 
 def _sm90(kernel, types, constexprs, warps, pdl):
     """(PTX, cuobjdump's resource line) of `kernel` compiled for sm_90 as a launch specialises it (pointers and
-    ints divisible by 16), without a GPU. `pdl`: False, True, or "early" (PDL with EARLY_TRIGGER)."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
+    ints divisible by 16), without a GPU (decodegap.kernels.offline). `pdl`: False, True, or "early" (PDL with
+    EARLY_TRIGGER)."""
+    from decodegap.kernels import offline
 
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    names = kernel.arg_names
-    signature = {n: types.get(n, "constexpr") for n in names}
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in types.items() if t != "fp32"}
     constexprs = dict(constexprs, USE_PDL=bool(pdl), EARLY_TRIGGER=pdl == "early")
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, launch_pdl=bool(pdl)))
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "k.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
-    return compiled.asm["ptx"], usage
+    compiled = offline.compile_sm90(kernel, types, constexprs, warps, pdl=bool(pdl))
+    return compiled.asm["ptx"], offline.cuobjdump(compiled, "--dump-resource-usage")
 
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])

@@ -277,12 +277,6 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
 
 # ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
 
-INT4_FLAVOURS = {"norm": dict(NORM=True), "norm_bias": dict(NORM=True, BIAS=True), "residual": dict(RESIDUAL=True),
-                 "residual_norm": dict(RESIDUAL=True, OUT_NORM=True), "silu_residual": dict(SILU_X=True, RESIDUAL=True),
-                 "plain_gate_up": dict(GATE_UP=True, PAIRED=True), "norm_rotary": dict(NORM=True, ROTARY=True, PAIRED=True),
-                 "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True, PAIRED=True)}
-
-
 def _int4_products(key):
     """(name, K, N, flavour) of the int4 products of a model's fused int4 steps: the four of the default step, the
     norm-epilogue arm's o, the SiLU-epilogue arm's gate_up and down, and qkv with the rotary epilogue."""
@@ -306,35 +300,19 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
     pytest.importorskip("triton")
     from test_fused import _sm90
 
-    from decodegap.kernels.fused_int4 import source as int4_source
+    from decodegap.kernels.fused_int4 import signature, source as int4_source
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(int4_source, "_COMPILED", {})
     kernel = int4_source.build()
-    types = dict(x_ptr="*i32", xb_ptr="*bf16", p_ptr="*i32", s_ptr="*bf16", m_ptr="*bf16", y_ptr="*bf16",
-                 norm_ptr="*i32", bias_ptr="*bf16", res_ptr="*bf16", part_ptr="*fp32", onorm_ptr="*bf16",
-                 h_ptr="*bf16", ncount_ptr="*i32", N="i32", E11="i32", E15="i32", E19="i32", eps="fp32",
-                 eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16", pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16",
-                 L="i32")
     seen = {}
     for key in ("llama-3.1-8b", "qwen2.5-7b"):
         for name, K, N, flavour in _int4_products(key):
             for block_n, sub, warps in ((8, 1, 4), (4, 2, 2)):
-                flags = dict(K=K, G=128, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
-                             SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16,
-                             GATE_UP=False, ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1)
-                if flavour.endswith("_rotary"):
-                    c = models.load_spec(key).config
-                    flags.update(HEAD_D=c["hidden_size"] // c["num_attention_heads"], NQ=c["num_attention_heads"],
-                                 NKV=c["num_key_value_heads"])
-                flags.update(INT4_FLAVOURS[flavour])
-                if flags["NORM"]:
-                    flags["XBLOCK"] = 1 << (K - 1).bit_length()
-                if flags["OUT_NORM"]:
-                    flags.update(PBLOCK=1 << (-(-N // block_n) - 1).bit_length(), YBLOCK=1 << (N - 1).bit_length())
+                flags = signature.constexprs(K, N, flavour, (block_n, sub, warps), models.load_spec(key).config)
                 cell = tuple(sorted(flags.items()))
                 if cell not in seen:
-                    seen[cell] = _sm90(kernel, types, flags, warps, pdl)
+                    seen[cell] = _sm90(kernel, signature.ARG_TYPES, flags, warps, pdl)
                 ptx, usage = seen[cell]
                 what = (key, name, block_n, sub, warps, pdl)
                 assert "ld.global" in ptx and ".v4.b32" in ptx and "LOCAL:0" in usage, (what, usage)
@@ -369,7 +347,7 @@ def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b"
     res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
     if flavour.endswith("_rotary"):
         rotary = rotary_args.random_rotary(models.load_spec(key).config, 2048, "cuda", gen)
-        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        ref_rotary = rotary_args.with_own_caches(rotary)
         q = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, rotary=rotary, pdl=use_pdl, config=config)
         q_ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, layer, None, 1e-5, ref_rotary)
         got = torch.cat([q.reshape(-1), rotary[3][0, :, 2048].reshape(-1), rotary[4][0, :, 2048].reshape(-1)])

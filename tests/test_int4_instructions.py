@@ -11,6 +11,7 @@ import pytest
 
 from decodegap import paths
 from decodegap.analysis import closing_the_gap_int4_instructions as instructions
+from decodegap.kernels.fused_int4 import signature
 
 SASS = """
         /*0000*/                   LDC R1, c[0x0][0x28] ;                       /* 0x00000a00ff017b82 */
@@ -43,8 +44,8 @@ def test_the_listing_its_loop_and_the_arithmetic_by_hand(bench):
     # 100 instructions, a loop of 30 over 7 steps: 280 a program; 64 threads over 8 x 14336 weights
     executed, weight = bench.per_weight(100, 30, 7, (8, 1, 2), 14336)
     assert executed == 280 and weight == pytest.approx(280 * 64 / (8 * 14336))
-    flags = bench.constexprs(4096, 6144, "norm_rotary", (8, 1, 2), dict(num_attention_heads=32, hidden_size=4096,
-                                                                         num_key_value_heads=8))
+    flags = signature.constexprs(4096, 6144, "norm_rotary", (8, 1, 2), dict(num_attention_heads=32, hidden_size=4096,
+                                                                             num_key_value_heads=8))
     assert flags["PAIRED"] and flags["ROTARY"] and flags["NORM"] and (flags["HEAD_D"], flags["NQ"], flags["NKV"]) == (
         128, 32, 8) and flags["XBLOCK"] == 4096 and not flags["GATE_UP"]
     assert bench.configs_of(4096, 6144, "norm")[0] == bench.LLAMA_CONFIG  # then the table's configs

@@ -29,6 +29,7 @@ base: paths, rows and the numbers every stage shares
   stats                     medians and seeded bootstrap CIs
 kernels: the Triton kernels
   kernels/step              the lean step's GEMV and split-KV decode attention
+  kernels/offline           a kernel compiled for sm_90 without a GPU, its cubin read back (cuobjdump)
   kernels/int4_gemv/format  the int4-triton format: packing, round to nearest, dequantise
   kernels/int4_gemv/kernel  the int4 GEMV of one row, autotuned per shape
   kernels/int4_gemv/ops     the int4 GEMV as the custom operator decodegap::int4_gemv
@@ -44,6 +45,7 @@ kernels: the Triton kernels
   kernels/fused_int4/source     its Triton source: the int4 GEMV's loop in the fused step's design
   kernels/fused_int4/reference  the int4 layer's rounding, which the fused references call for int4 weights
   kernels/fused_int4/flavours   each flavour's product beside its reference (the bench's and the GPU test's)
+  kernels/fused_int4/signature  its argument types and constexprs for an offline compile (no GPU)
 quant: the quantisation paths
   quant/paths               the registry of paths, the swap into a model, the layer check
   quant/formats             each format's round to nearest and packing

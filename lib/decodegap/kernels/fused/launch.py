@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
-from decodegap.kernels.fused.rotary_args import check_rotary
+from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.reference import (_linear, gate_up_silu_reference, gemv_residual_reference,
                                                rmsnorm_gemv_reference, rmsnorm_reference, rotary_cache_reference,
                                                silu_gemv_residual_reference)
@@ -205,13 +205,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
-    extra.update(cos_ptr=xc, sin_ptr=xc, pos_ptr=xc, kc_ptr=xc, vc_ptr=xc, L=0, ROTARY=False, HEAD_D=2, NQ=1, NKV=1,
-                 PAIRED=gate_up, EARLY_TRIGGER=early_trigger)
-    if rotary is not None:
-        cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
-        extra.update(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
-                     L=k_cache.shape[2], ROTARY=True, HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads,
-                     PAIRED=True)
+    extra.update(kernel_args(rotary, xc), PAIRED=gate_up or rotary is not None, EARLY_TRIGGER=early_trigger)
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
         xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),

@@ -1,4 +1,4 @@
-"""The argument check of the qkv product's rotary epilogue, shared by the bf16 fused GEMV
+"""The arguments of the qkv product's rotary epilogue (their check and the kernels' form of them), shared by the bf16 fused GEMV
 (decodegap.kernels.fused.launch) and the fused int4 product (decodegap.kernels.fused_int4.launch): both take
 `rotary` = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads) and refuse the same misuses."""
 
@@ -19,6 +19,23 @@ def check_rotary(N: int, rotary, other_epilogue: bool) -> None:
                          f"[1, Hkv, L, head_dim] of one shape, cos and sin tables [L, head_dim] and a power-of-two "
                          f"head_dim; got {N} rows, H {n_heads}, Hkv {n_kv_heads}, caches {tuple(k_cache.shape)} and "
                          f"{tuple(v_cache.shape)}, tables {tuple(cos_table.shape)}")
+
+
+def kernel_args(rotary, stand_in) -> dict:
+    """The rotary arguments of the kernels (fused_gemv_kernel's and fused_int4_gemv_kernel's): the tables, position,
+    caches and head counts of `rotary` with ROTARY set, or `stand_in` (a tensor the call reads anyway) in their
+    place and ROTARY unset when there is no rotary epilogue."""
+    if rotary is None:
+        return dict(cos_ptr=stand_in, sin_ptr=stand_in, pos_ptr=stand_in, kc_ptr=stand_in, vc_ptr=stand_in, L=0,
+                    ROTARY=False, HEAD_D=2, NQ=1, NKV=1)
+    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
+    return dict(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
+                L=k_cache.shape[2], ROTARY=True, HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads)
+
+
+def with_own_caches(rotary):
+    """`rotary` with copies of its two caches: what a reference writes into beside the kernel it is checked against."""
+    return rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
 
 
 def random_rotary(config, ctx: int, device, gen):

@@ -4,7 +4,7 @@ both run."""
 
 from __future__ import annotations
 
-from decodegap.kernels.fused import reference as fused_reference
+from decodegap.kernels.fused import reference as fused_reference, rotary_args
 from decodegap.kernels.fused_int4.launch import fused_int4_gemv
 from decodegap.kernels.fused_int4.reference import linear_reference
 
@@ -22,7 +22,7 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
     if flavour in ("norm_rotary", "norm_bias_rotary"):
         if rotary is None:
             raise ValueError(f"the {flavour} product takes `rotary`: (cos, sin, start_pos, k_cache, v_cache, H, Hkv)")
-        ref_rotary = rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
+        ref_rotary = rotary_args.with_own_caches(rotary)
         return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, rotary=rotary, **launch),
                 lambda x, layer: fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, layer, None, eps,
                                                                                ref_rotary))

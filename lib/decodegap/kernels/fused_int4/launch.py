@@ -39,7 +39,7 @@ from __future__ import annotations
 import torch
 
 from decodegap.kernels.fused_int4 import configs as int4_configs
-from decodegap.kernels.fused.rotary_args import check_rotary
+from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
 from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
@@ -118,10 +118,11 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
         extra.update(part_ptr=partials, onorm_ptr=out_norm[0].reshape(-1).contiguous(),
                      ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:], eps_out=float(out_norm[1]), OUT_NORM=True,
                      YBLOCK=triton.next_power_of_2(N))
+    rotary_args = kernel_args(rotary, xb)  # its ROTARY flag joins the flavour's flags, the rest the arguments
     flags = dict(NORM=norm_weight is not None, XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16,
                  SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl,
-                 EARLY_TRIGGER=early_trigger, ROTARY=rotary is not None)
-    extra.update(_rotary_args(rotary, xb), PAIRED=gate_up or rotary is not None)
+                 EARLY_TRIGGER=early_trigger, ROTARY=rotary_args.pop("ROTARY"))
+    extra.update(rotary_args, PAIRED=gate_up or rotary is not None)
     args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
             bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
     kernel = _kernel()
@@ -142,17 +143,6 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     else:
         launch(*(config or choose_config(N, K, G, flags, out_norm is not None, launch)))
     return y if out_norm is None else (y, h)
-
-
-def _rotary_args(rotary, stand_in) -> dict:
-    """The kernel's rotary arguments: the tables, position, caches and head counts of `rotary`, or `stand_in` (a
-    tensor the call reads anyway) in their place when there is no rotary epilogue."""
-    if rotary is None:
-        return dict(cos_ptr=stand_in, sin_ptr=stand_in, pos_ptr=stand_in, kc_ptr=stand_in, vc_ptr=stand_in, L=0,
-                    HEAD_D=2, NQ=1, NKV=1)
-    cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads = rotary
-    return dict(cos_ptr=cos_table, sin_ptr=sin_table, pos_ptr=start_pos, kc_ptr=k_cache, vc_ptr=v_cache,
-                L=k_cache.shape[2], HEAD_D=k_cache.shape[-1], NQ=n_heads, NKV=n_kv_heads)
 
 
 def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:
