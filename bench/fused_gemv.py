@@ -79,12 +79,13 @@ def rel_err(y, ref):
 
 
 def operands(K, N, flavour, gen):
-    """(x, weight, norm weight, bias, residual) of one product, on the GPU (x [gate; up] of 2K for silu_residual)."""
-    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
+    """(x, weight, norm weight, bias, residual) of one product, on the GPU (x [gate; up] of 2K for the silu_residual
+    flavours; the output norm's weight in the bias's place for the residual_norm ones)."""
+    x = torch.randn(2 * K if flavour.startswith("silu_residual") else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
-    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour.startswith("norm_bias") else None
-    if flavour == "residual_norm":  # the output norm's weight, in b's place
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if "bias" in flavour.split("_") else None
+    if flavour.endswith("residual_norm"):  # the output norm's weight, in b's place
         b = (1 + 0.1 * torch.randn(N, generator=gen, device=DEVICE)).bfloat16()
     res = torch.randn(N // 2 if flavour.endswith("gate_up") else N, generator=gen, device=DEVICE).bfloat16()
     return x, w, nw, b, res
@@ -104,6 +105,9 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     if flavour.endswith("_rotary"):
         bias = b if "bias" in flavour else None
         ref_rotary = rotary_args.with_own_caches(rotary)
+        if not flavour.startswith("norm"):  # after the norm in the previous down's epilogue: no prologue
+            return (lambda x, w: fused.fused_gemv(x, w, bias=bias, rotary=rotary, config=config, **launch),
+                    lambda x, w: fused_reference.gemv_rotary_reference(x, w, bias, ref_rotary))
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
                                               config=config, **launch),
                 lambda x, w: fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
@@ -119,11 +123,16 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     if flavour == "residual_norm":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, out_norm=(b, EPS), config=config, **launch),
                 lambda x, w: fused_reference.gemv_residual_norm_reference(x, w, res, b, EPS))
-    if flavour == "plain":
-        return (lambda x, w: fused.fused_gemv(x, w, config=config, **launch), lambda x, w: F.linear(x, w))
+    if flavour in ("plain", "bias"):
+        return (lambda x, w: fused.fused_gemv(x, w, bias=b, config=config, **launch), lambda x, w: F.linear(x, w, b))
     if flavour == "silu_residual":
         return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, config=config, **launch),
                 lambda x, w: fused_reference.silu_gemv_residual_reference(x, w, res))
+    if flavour == "silu_residual_norm":
+        return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, out_norm=(b, EPS), config=config,
+                                              **launch),
+                lambda x, w: (lambda y: (y, fused_reference.rmsnorm_reference(y, b, EPS)))(
+                    fused_reference.silu_gemv_residual_reference(x, w, res)))
     return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, **launch),
             lambda x, w: fused_reference.rmsnorm_gemv_reference(x, nw, w, b, EPS))
 
@@ -282,7 +291,8 @@ def summary(rows, gpu):
             med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
     med = {k: statistics.median(v) for k, v in med.items()}
     nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
-    table = {f"{key} {name}": fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary").key
+    table = {f"{key} {name}": fused_configs.gemv_config(N, K, plain=flavour == "plain",
+                                                             rotary=flavour.endswith("_rotary")).key
              for key in MODELS for name, K, N, flavour in products(key)}
     print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
     for shape in dict.fromkeys(r["shape"] for r in rows):

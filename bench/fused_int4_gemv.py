@@ -72,10 +72,10 @@ def rel_err(y, ref):
 
 def operands(K, N, flavour, gen):
     """(x, int4 layer, norm weight, residual, output-norm weight) of one product (x [gate; up] of 2K for
-    silu_residual; Qwen2's qkv bias inside the layer)."""
-    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device=DEVICE).bfloat16()
+    the silu_residual flavours; Qwen2's qkv bias inside the layer)."""
+    x = torch.randn(2 * K if flavour.startswith("silu_residual") else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
-    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if flavour.startswith("norm_bias") else None
+    b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if "bias" in flavour.split("_") else None
     layer = Int4GemvLinear.from_weight(w, bias=b)
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
     res, on = (torch.randn(N, generator=gen, device=DEVICE).bfloat16() for _ in range(2))

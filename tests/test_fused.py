@@ -30,6 +30,16 @@ def _tiny(key, dtype="bf16"):
     return model
 
 
+def _distinct_norms_(model, seed: int = 3):
+    """Each norm weight of `model` drawn around 1 (models.randomise_ fills them with 1), a different draw for each
+    layer and norm."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name and param.ndim == 1:
+                param.copy_(1 + 0.5 * torch.randn(param.shape, generator=gen))
+
+
 # ------------------------------------------------------------------ references = the unfused lean ops, exactly
 
 @pytest.mark.parametrize("shape", [(64,), (1, 1, 96)])
@@ -188,6 +198,8 @@ def _reference_launchers(monkeypatch, silu: bool = True):
     def gemv(x, weight, *, norm_weight=None, eps=0.0, bias=None, residual=None, gate_up=False, silu_x=False,
              out_norm=None, rotary=None, **_launch):
         if rotary is not None:
+            if norm_weight is None:  # after the norm in the previous down's epilogue
+                return fused_reference.gemv_rotary_reference(x, weight, bias, rotary)
             return fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, weight, bias, eps, rotary)
         if silu_x:
             x = fused_reference.silu_mul_reference(x)
@@ -208,17 +220,20 @@ def _reference_launchers(monkeypatch, silu: bool = True):
 
 
 @pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
-@pytest.mark.parametrize("arm", ["lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph"])
+@pytest.mark.parametrize("arm", ["lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph",
+                                 "lean_fused_epilogue_norms_graph"])
 def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key, arm):
     """The SiLU-epilogue levers' steps (norm in o's epilogue, gate_up with no prologue and SiLU(gate) * up as its
     epilogue, down with the residual alone; the all-epilogues lever also the rotary in qkv's epilogue and the final
-    norm in the last down's, the head then plain) through FusedOps' launch path, each launcher its reference: the
-    reference step's logits within bf16 rounding, and the unfused lean step's; a gate_up epilogue without SiLU fails
-    both."""
+    norm in the last down's, the head then plain; the epilogue-norms lever also each layer's input norm in the
+    previous down's, qkv then plain) through FusedOps' launch path, each launcher its reference: the reference
+    step's logits within bf16 rounding, and the unfused lean step's; a gate_up epilogue without SiLU fails both."""
     model = _tiny(key)
+    _distinct_norms_(model)  # so that a norm made with another layer's weight is caught
     ops = fused.FusedOps.of_kernels(arms.REGISTRY[arm].kernels)
     assert not ops.silu_in_down and ops.norm_in_epilogue
-    assert ops.rotary_in_qkv == ops.head_norm_in_epilogue == (arm == "lean_fused_all_epilogues_graph")
+    assert ops.rotary_in_qkv == ops.head_norm_in_epilogue == (arm != "lean_fused_silu_epilogue_graph")
+    assert ops.input_norm_in_epilogue == (arm == "lean_fused_epilogue_norms_graph")
     with torch.inference_mode():
         def steps(fused_ops):
             step = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
@@ -247,10 +262,10 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         ops = lean.LeanDecoder(model, 8, arm.kernels).fused
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
-                ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue) == (
+                ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
-            "head_norm_epilogue" in chosen), key
+            "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"

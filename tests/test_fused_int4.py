@@ -12,7 +12,7 @@ import torch
 
 from decodegap import arms, compare
 from decodegap.harness import lean, models
-from decodegap.kernels.fused import launch as fused, reference as fused_reference, rotary_args
+from decodegap.kernels.fused import launch as fused, rotary_args
 from decodegap.kernels.fused_int4 import flavours, launch as fused_int4, reference as int4_reference
 from decodegap.kernels.int4_gemv.format import dequantise
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
@@ -250,12 +250,15 @@ for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), 
         every = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=arms.ARM_KERNELS["lean_fused_all_epilogues_graph"])
         every.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False, rotary_in_qkv=True,
                                     head_norm_in_epilogue=True)  # the rotary and the final norm in epilogues too
+        norms = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=arms.ARM_KERNELS["lean_fused_epilogue_norms_graph"])
+        norms.lean.fused = Products(norm_in_epilogue=True, silu_in_down=False, rotary_in_qkv=True,
+                                    head_norm_in_epilogue=True, input_norm_in_epilogue=True)  # every norm in one
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
-            s, r = sil.step().float(), every.step().float()
+            s, r, n = sil.step().float(), every.step().float(), norms.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
             assert compare.max_relative_error(e, b) < 0.02 and compare.max_relative_error(s, b) < 0.02, key
-            assert compare.max_relative_error(r, b) < 0.02, key
+            assert compare.max_relative_error(r, b) < 0.02 and compare.max_relative_error(n, b) < 0.02, key
 print("interpreted fused int4 kernel ok")
 """
 
@@ -279,7 +282,8 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
 
 def _int4_products(key):
     """(name, K, N, flavour) of the int4 products of a model's fused int4 steps: the four of the default step, the
-    norm-epilogue arm's o, the SiLU-epilogue arm's gate_up and down, and qkv with the rotary epilogue."""
+    norm-epilogue arm's o, the SiLU-epilogue arm's gate_up and down, qkv with the rotary epilogue, and the
+    epilogue-norms arm's qkv with the rotary epilogue and no prologue and down with the next norm in its epilogue."""
     c = models.load_spec(key).config
     hidden, inter, heads, kv = (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
                                 c["num_key_value_heads"])
@@ -289,7 +293,9 @@ def _int4_products(key):
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down_silu", inter, hidden, "silu_residual"),
             ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"), ("down", inter, hidden, "residual"),
             ("qkv_rotary", hidden, (heads + 2 * kv) * D, ("norm_bias" if c["model_type"] == "qwen2" else "norm")
-             + "_rotary")]
+             + "_rotary"),
+            ("qkv_rotary_plain", hidden, (heads + 2 * kv) * D, ("bias" if c["model_type"] == "qwen2" else "plain")
+             + "_rotary"), ("down_norm", inter, hidden, "residual_norm")]
 
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])
@@ -339,24 +345,25 @@ def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b"
     """One int4 product of the fused int4 step on the GPU, on `config` (None: the autotuned choice), against its
     reference (the int4 layer's rounding): the largest error relative to the reference's largest value (the rotary
     flavours: over q and the k and v rows written into the caches, model `key`'s heads at position 2048)."""
-    x = torch.randn(2 * K if flavour == "silu_residual" else K, generator=gen, device="cuda").bfloat16()
+    x = torch.randn(2 * K if flavour.startswith("silu_residual") else K, generator=gen, device="cuda").bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
-    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if flavour.startswith("norm_bias") else None
+    b = torch.randn(N, generator=gen, device="cuda").bfloat16() if "bias" in flavour.split("_") else None
     layer = Int4GemvLinear.from_weight(w, bias=b)
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16()
     res, on = (torch.randn(N, generator=gen, device="cuda").bfloat16() for _ in range(2))
     if flavour.endswith("_rotary"):
         rotary = rotary_args.random_rotary(models.load_spec(key).config, 2048, "cuda", gen)
         ref_rotary = rotary_args.with_own_caches(rotary)
-        q = fused_int4.fused_int4_gemv(x, layer, norm_weight=nw, eps=1e-5, rotary=rotary, pdl=use_pdl, config=config)
-        q_ref = fused_reference.rmsnorm_gemv_rotary_reference(x, nw, layer, None, 1e-5, ref_rotary)
+        call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, rotary=rotary, pdl=use_pdl,
+                                                   config=config)
+        q, q_ref = call(x, layer), reference(x, layer)
         got = torch.cat([q.reshape(-1), rotary[3][0, :, 2048].reshape(-1), rotary[4][0, :, 2048].reshape(-1)])
         ref = torch.cat([q_ref.reshape(-1), ref_rotary[3][0, :, 2048].reshape(-1),
                          ref_rotary[4][0, :, 2048].reshape(-1)])
     else:
         call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, pdl=use_pdl, config=config)
         got, ref = call(x, layer), reference(x, layer)
-    if flavour == "residual_norm":  # the output norm's row: what the o product hands the MLP
+    if flavour.endswith("residual_norm"):  # the output norm's row: what the o product hands the MLP
         got, ref = got[1], ref[1]
     assert got.shape == ref.shape, (name, got.shape, ref.shape)
     return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()

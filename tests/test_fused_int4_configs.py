@@ -29,11 +29,14 @@ def test_the_int4_products_of_llama_and_qwen_by_hand():
                      ("down_silu", 14336, 4096, "silu_residual"), ("lm_head", 4096, 128256, "norm"),
                      ("o_norm", 4096, 4096, "residual_norm"), ("gate_up_plain", 4096, 28672, "plain"),
                      ("qkv_rotary", 4096, 6144, "norm_rotary"), ("gate_up_silu", 4096, 28672, "plain_gate_up"),
-                     ("down_norm", 14336, 4096, "residual_norm"), ("lm_head_plain", 4096, 128256, "plain")]
+                     ("down_norm", 14336, 4096, "residual_norm"), ("lm_head_plain", 4096, 128256, "plain"),
+                     ("qkv_rotary_plain", 4096, 6144, "plain_rotary"), ("qkv_plain", 4096, 6144, "plain"),
+                     ("down_silu_norm", 14336, 4096, "silu_residual_norm")]
     qwen = dict((name, (K, N, flavour)) for name, K, N, flavour in
                 configs.products(models.load_spec("qwen2.5-7b").config))
     assert qwen["qkv"] == (3584, 4608, "norm_bias") and qwen["down_silu"] == (18944, 3584, "silu_residual")
     assert qwen["qkv_rotary"] == (3584, 4608, "norm_bias_rotary")
+    assert qwen["qkv_rotary_plain"] == (3584, 4608, "bias_rotary") and qwen["qkv_plain"] == (3584, 4608, "bias")
     assert qwen["lm_head"] == (3584, 152064, "norm")  # the int4 head of int4-triton-head, the final norm first
 
 

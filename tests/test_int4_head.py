@@ -238,12 +238,14 @@ def test_the_int4_head_product_on_the_real_shape_on_the_gpu(key):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("arm", ["lean_fused_early_products_graph", "lean_attn_compile",
-                                 "lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph"])
+                                 "lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph",
+                                 "lean_fused_epilogue_norms_graph"])
 def test_the_head_levers_run_the_int4_head_on_the_gpu(arm):
     """Two layers of Llama-3.1-8B's widths (its 128256 x 4096 head) quantised with the head: the lever's graphed
     (or compiled) step through the real kernels, the head an int4 product (the fused step: with the final norm as its
-    prologue, or with the all-epilogues lever made in the last down's epilogue and the head plain; the SiLU in
-    gate_up's epilogue and the rotary in qkv's on the epilogue levers), against HF eager of the same quantised model
+    prologue, or with the all-epilogues levers made in the last down's epilogue and the head plain; the SiLU in
+    gate_up's epilogue and the rotary in qkv's on the epilogue levers, every layer's input norm in the previous
+    down's on the epilogue-norms lever), against HF eager of the same quantised model
     (checks.verify_arm) and against the plain lean step."""
     from test_fused import _two_layers
 

@@ -37,6 +37,11 @@ def test_the_products_a_layer_launches_and_how():
         ("qkv", "pdl"), ("o_norm", "early"), ("gate_up_silu", "early"), ("down", "early")]
     assert FusedOps(silu_in_down=False).layer_products() == [
         ("qkv", "none"), ("o", "none"), ("gate_up", "none"), ("down", "none")]
+    # every norm in an epilogue: qkv reads the norm the previous down made (no prologue), down makes the next one
+    assert ip.layer_products("lean_fused_epilogue_norms_graph") == [
+        ("qkv_rotary_plain", "pdl"), ("o_norm", "early"), ("gate_up_silu", "early"), ("down_norm", "early")]
+    assert FusedOps(input_norm_in_epilogue=True).layer_products() == [
+        ("qkv_plain", "none"), ("o", "none"), ("gate_up_norm", "none"), ("down_silu_norm", "none")]
     # early_trigger without pdl is no early trigger
     assert FusedOps(early_trigger=True).layer_products()[1] == ("o", "none")
 

@@ -56,6 +56,9 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_all_epilogues_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
          "head_norm_epilogue")),
+    Arm("lean_fused_epilogue_norms_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
+         "head_norm_epilogue", "input_norm_epilogue")),
 )}
 
 ARMS = tuple(REGISTRY)

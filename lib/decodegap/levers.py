@@ -44,6 +44,8 @@ LEVERS = (
     ("int4 fused step + PDL, products trigger early, SiLU epilogue", "lean_fused_silu_epilogue_graph",
      "int4-triton"),
     ("int4 fused step + PDL, early products, all epilogues", "lean_fused_all_epilogues_graph", "int4-triton"),
+    ("int4 fused step + PDL, early products, all epilogues, every norm in one", "lean_fused_epilogue_norms_graph",
+     "int4-triton"),
     ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
@@ -52,6 +54,8 @@ LEVERS = (
      "lean_fused_silu_epilogue_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, early products, all epilogues", "lean_fused_all_epilogues_graph",
      "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, early products, all epilogues, every norm in one",
+     "lean_fused_epilogue_norms_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -62,8 +66,11 @@ instead of down's prologue (the SiLU-epilogue lever: down then streams its int4 
 products pay for the work their prologues do per column, notebook 06's int4 products findings), and that lever with
 the rotary and the cache write in qkv's epilogue too and the final norm in the last down's epilogue (the
 all-epilogues lever: no rotary_cache kernel, and an LM head with no prologue; the int4 kernel pairs each head's
-rotary rows in its one row set, where the bf16 kernel's second row set made its rotary epilogue lose). The last five (path int4-triton-head) are the three fastest int4 levers of the grid and the two
-epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
+rotary rows in its one row set, where the bf16 kernel's second row set made its rotary epilogue lose), and that lever
+with each layer's input norm made in the previous down's epilogue too (the epilogue-norms lever: every norm in an
+epilogue, so no qkv but the first layer's runs the norm prologue, which the offline instruction counts put at 1.39x
+the plain product's instructions a weight). The last six (path int4-triton-head) are the three fastest int4 levers
+of the grid and the three epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
 outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
 with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
@@ -87,14 +94,16 @@ with only the Triton attention, graphed and compiled (compile fuses the small ke
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
-                              ("lean_fused_all_epilogues_graph", "int4-triton")})
+                              ("lean_fused_all_epilogues_graph", "int4-triton"),
+                              ("lean_fused_epilogue_norms_graph", "int4-triton")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
 06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`). So is the bf16
 SiLU-epilogue lever: the bf16 bench's rows (bench/fused_gemv.py) time its paired gate_up epilogue slower than the
 SiLU prologue it saves down, so it is measured where the target stands, not over the grid; and the int4 lever with
-every epilogue on the int4-triton path, whose grid the same lever with the int4 LM head covers. The compiled
+every epilogue on the int4-triton path, whose grid the same lever with the int4 LM head covers, and so the
+epilogue-norms lever on that path. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 

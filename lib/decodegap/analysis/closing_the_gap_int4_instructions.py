@@ -24,7 +24,9 @@ PAIRS = (("down_silu", "down", "down with SiLU(gate) * up as its prologue (down_
          ("gate_up_silu", "gate_up_plain", "gate_up with the SiLU epilogue (gate_up_silu) against gate_up_plain"),
          ("qkv_rotary", "qkv", "qkv with the rotary epilogue (qkv_rotary) against qkv"),
          ("lm_head", "lm_head_plain", "the LM head with the final norm as its prologue (lm_head) against none "
-          "(lm_head_plain, the all-epilogues levers')"))
+          "(lm_head_plain, the all-epilogues levers')"),
+         ("qkv_rotary", "qkv_rotary_plain", "qkv with the rotary epilogue and the norm prologue (qkv_rotary) against "
+          "none (qkv_rotary_plain, the epilogue-norms levers')"))
 """(product, baseline, what the comparison is) of the findings' ratios."""
 
 

@@ -60,7 +60,7 @@ random-weight logits that any rounding difference can flip (decode.teacher_token
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
-                  "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue")
+                  "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -72,7 +72,8 @@ with "attention" and replaces "gemv"); "pdl": those kernels launched with progra
 (decodegap.kernels.step.decode_attention's `merged`); "silu_epilogue": the MLP's SiLU(gate) * up made in the gate_up
 product's epilogue, down then taking it with the residual alone (fused.FusedOps.silu_in_down False);
 "head_norm_epilogue": the final norm made in the last layer's down epilogue, the LM head then with no prologue
-(fused.FusedOps.head_norm_in_epilogue)."""
+(fused.FusedOps.head_norm_in_epilogue); "input_norm_epilogue": each layer's input norm but the first's made in the
+previous layer's down epilogue, its qkv product then with no prologue (fused.FusedOps.input_norm_in_epilogue)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -87,7 +88,7 @@ def kernel_set(custom_kernels) -> frozenset:
     if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
-    for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue"):
+    for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
@@ -191,15 +192,22 @@ class LeanDecoder(nn.Module):
     def fused_step(self, ids, start_pos):
         """One decode step (ids [1, 1]) through self.fused (decodegap.kernels.fused.launch.FusedOps): per layer seven
         kernels (LeanLayer.fused_step), then the LM head with the final norm as its prologue, or with
-        FusedOps.head_norm_in_epilogue the final norm made in the last layer's down epilogue and the head plain;
-        logits [1, 1, vocab]. The residual stream is one flat [hidden] row; the attention reads `start_pos + 1`
-        positions (one add a step)."""
+        FusedOps.head_norm_in_epilogue the final norm made in the last layer's down epilogue and the head plain
+        (with FusedOps.input_norm_in_epilogue each down makes the next layer's input norm too, which that layer's qkv
+        reads); logits [1, 1, vocab]. The residual stream is one flat [hidden] row; the attention reads
+        `start_pos + 1` positions (one add a step)."""
         x = F.embedding(ids, self.embed).reshape(-1)
         length = start_pos + 1
         final = (self.final_norm, self.eps) if self.fused.head_norm_in_epilogue else None
+        normed = None  # RMSNorm(x) of this layer's input, where the previous down made it
         for i, layer in enumerate(self.layers):
+            last = i == len(self.layers) - 1
+            out_norm = final if last else (self.layers[i + 1].ln_attn, self.eps) if self.fused.input_norm_in_epilogue \
+                else None
             x = layer.fused_step(x, self.fused, self.cos, self.sin, start_pos, length, getattr(self, f"k_cache_{i}"),
-                                 getattr(self, f"v_cache_{i}"), out_norm=final if i == len(self.layers) - 1 else None)
+                                 getattr(self, f"v_cache_{i}"), out_norm=out_norm, normed=normed)
+            if out_norm is not None and not last:
+                x, normed = x
         if final is not None:  # (x, RMSNorm(x)) from the last down
             return self.fused.gemv(x[1], self.lm_head).reshape(1, 1, -1)
         return self.fused.rmsnorm_gemv(x, self.final_norm, self.lm_head, None, self.eps).reshape(1, 1, -1)
@@ -263,14 +271,15 @@ class LeanLayer(nn.Module):
         gate, up = _project(h, self.w_gate_up, None, kernels).chunk(2, dim=-1)
         return x + _project(F.silu(gate) * up, self.w_down, None, kernels)
 
-    def fused_step(self, x, ops, cos, sin, start_pos, length, k_cache, v_cache, out_norm=None):
+    def fused_step(self, x, ops, cos, sin, start_pos, length, k_cache, v_cache, out_norm=None, normed=None):
         """x [hidden] (one token at position start_pos) -> x after this layer, through `ops` (fused.FusedOps):
         qkv with the input norm (and Qwen2's bias); rotary q and k with the K/V cache write; the split-KV
         attention over `length` positions; o plus the residual and the MLP (ops.o_and_mlp: gate_up with the
         post-attention norm, SiLU(gate) * up, down plus the residual). cos, sin: the decoder's tables [max_len, D].
-        `out_norm` (norm weight, eps): returns (x, RMSNorm(x)), the norm made in down's epilogue."""
+        `out_norm` (norm weight, eps): returns (x, RMSNorm(x)), the norm made in down's epilogue; `normed`: this
+        layer's input norm RMSNorm(x), made so by the previous layer's down, which qkv then reads."""
         q = ops.qkv_rotary(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps, cos, sin, start_pos, k_cache, v_cache,
-                           self.n_heads, self.n_kv_heads)
+                           self.n_heads, self.n_kv_heads, normed=normed)
         o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
         return ops.o_and_mlp(o.reshape(-1), self.w_o, x, self.ln_mlp, self.w_gate_up, self.w_down, self.eps,
                              out_norm=out_norm)

@@ -127,18 +127,24 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     epilogue). STEP_PRODUCTS are the default fused step's; o_norm and gate_up_plain the norm-epilogue arm's,
     qkv_rotary the epilogues arm's too; gate_up and down the versions they replaced; gate_up_silu and down the
     SiLU-epilogue arm's MLP after o_norm; down_norm (the last layer's down, the final norm in its epilogue) and
-    lm_head_plain (the head with no prologue) the all-epilogues arm's."""
+    lm_head_plain (the head with no prologue) the all-epilogues arm's; with the input norm in the previous down's
+    epilogue too (FusedOps.input_norm_in_epilogue), every layer's down is down_norm (down_silu_norm with the SiLU
+    prologue) and qkv takes no prologue: qkv_rotary_plain (flavours plain_rotary, bias_rotary) or qkv_plain (plain,
+    bias)."""
     hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
     D = hidden // heads
     heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
     qkv_flavour = "norm_bias" if config.get("model_type") == "qwen2" else "norm"
+    plain_qkv = "bias" if config.get("model_type") == "qwen2" else "plain"
     return [("qkv", hidden, qkv, qkv_flavour),
             ("o", heads_dim, hidden, "residual"), ("gate_up", hidden, 2 * inter, "gate_up"),
             ("gate_up_norm", hidden, 2 * inter, "norm"), ("down", inter, hidden, "residual"),
             ("down_silu", inter, hidden, "silu_residual"), ("lm_head", hidden, config["vocab_size"], "norm"),
             ("o_norm", heads_dim, hidden, "residual_norm"), ("gate_up_plain", hidden, 2 * inter, "plain"),
             ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary"), ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"),
-            ("down_norm", inter, hidden, "residual_norm"), ("lm_head_plain", hidden, config["vocab_size"], "plain")]
+            ("down_norm", inter, hidden, "residual_norm"), ("lm_head_plain", hidden, config["vocab_size"], "plain"),
+            ("qkv_rotary_plain", hidden, qkv, plain_qkv + "_rotary"), ("qkv_plain", hidden, qkv, plain_qkv),
+            ("down_silu_norm", inter, hidden, "silu_residual_norm")]
 
 
 STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
@@ -151,4 +157,4 @@ def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
     with their own config first."""
     out = candidate_configs(N, K, gate_up=flavour in ("gate_up", "plain_gate_up"), plain=flavour == "plain",
                             rotary=flavour.endswith("_rotary"))
-    return tuple(c for c in out if c.split_k == 1) if flavour == "residual_norm" else out
+    return tuple(c for c in out if c.split_k == 1) if flavour.endswith("residual_norm") else out

@@ -249,7 +249,10 @@ class FusedOps:
     the LM head triggering after their reads as without it. `merged_attention`: the split-KV attention in one kernel
     (decode_attention's `merged`: its last program a kv head merges the splits; no merge kernel).
     `head_norm_in_epilogue`: the final RMSNorm made in the last layer's down epilogue (out_norm, as o's with
-    norm_in_epilogue), the LM head then with no prologue (`gemv`): the decoder passes `out_norm` to that layer."""
+    norm_in_epilogue), the LM head then with no prologue (`gemv`): the decoder passes `out_norm` to that layer.
+    `input_norm_in_epilogue`: each layer's input RMSNorm but the first's made in the previous layer's down epilogue
+    the same way, its qkv product then with no prologue (qkv_rotary's `normed`): the decoder passes each layer the
+    next layer's norm as `out_norm` and the RMSNorm it returns on to that layer."""
 
     pdl: bool = False
     reference: bool = False
@@ -260,15 +263,18 @@ class FusedOps:
     early_products: bool = False
     merged_attention: bool = False
     head_norm_in_epilogue: bool = False
+    input_norm_in_epilogue: bool = False
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
-        "silu_epilogue" clears silu_in_down, "head_norm_epilogue" sets head_norm_in_epilogue (arms.Arm.kernels)."""
+        "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
+        and input_norm_in_epilogue (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
+                   input_norm_in_epilogue="input_norm_epilogue" in chosen,
                    norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen)
@@ -286,23 +292,28 @@ class FusedOps:
         """(product, launch) of each product one decoder layer's step launches, in order: the product's name in
         kernels.fused.configs.products and its launch, "none", "pdl" or "early" (PDL with the early trigger), as
         the methods below launch them (the LM head, launched once per step, is not a layer's)."""
-        qkv = ("qkv_rotary" if self.rotary_in_qkv else "qkv", launch_of(**self._launch))
+        qkv = ("qkv" + ("_rotary" if self.rotary_in_qkv else "") + ("_plain" if self.input_norm_in_epilogue else ""),
+               launch_of(**self._launch))
         between = launch_of(**self._between)
         if self.norm_in_epilogue:  # as o_and_mlp
             middle = [("o_norm", between), ("gate_up_plain" if self.silu_in_down else "gate_up_silu", between)]
         else:
             middle = [("o", between), ("gate_up_norm" if self.silu_in_down else "gate_up", between)]
-        return [qkv] + middle + [("down_silu" if self.silu_in_down else "down", between)]
+        down = ("down_silu" if self.silu_in_down else "down") + ("_norm" if self.input_norm_in_epilogue else "")
+        return [qkv] + middle + [(down, between)]
 
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
-                   v_cache, n_heads: int, n_kv_heads: int):
+                   v_cache, n_heads: int, n_kv_heads: int, normed=None):
         """Rotary q [H, D] of qkv(RMSNorm(x)) (+ bias), k and v written at start_pos of the caches [1, Hkv, L, D]:
-        the qkv product and rotary_cache, or one kernel with rotary_in_qkv."""
+        the qkv product and rotary_cache, or one kernel with rotary_in_qkv. `normed`: RMSNorm(x) already made (the
+        previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
         if not self.rotary_in_qkv or self.reference:
-            qkv = self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps)
+            qkv = (self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps) if normed is None else
+                   self.gemv_bias(normed, w_qkv, b_qkv))
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        q = product(x, w_qkv, norm_weight=norm_weight, eps=eps, bias=b_qkv, rotary=rotary, **self._launch)
+        prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
+        q = product(x if normed is None else normed, w_qkv, bias=b_qkv, rotary=rotary, **prologue, **self._launch)
         return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
@@ -341,9 +352,14 @@ class FusedOps:
 
     def gemv(self, x, weight):
         """x @ weight^T with no prologue or epilogue (the LM head after head_norm_in_epilogue)."""
+        return self.gemv_bias(x, weight, None)
+
+    def gemv_bias(self, x, weight, bias):
+        """x @ weight^T (+ bias) with no prologue (the qkv product after input_norm_in_epilogue without
+        rotary_in_qkv)."""
         if self.reference:
-            return _linear(x, weight)
-        return product(x, weight, **self._launch)
+            return _linear(x, weight, bias)
+        return product(x, weight, bias=bias, **self._launch)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:

@@ -78,6 +78,12 @@ def rmsnorm_gemv_rotary_reference(x, norm_weight, weight, bias, eps: float, rota
     return rotary_cache_reference(rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps), *rotary).reshape(-1)
 
 
+def gemv_rotary_reference(x, weight, bias, rotary):
+    """rotary_cache_reference of the qkv product F.linear(x, weight, bias) of an input already normalised (the
+    previous down's epilogue made it): fused_gemv with rotary and no prologue."""
+    return rotary_cache_reference(_linear(x, weight, bias), *rotary).reshape(-1)
+
+
 def rotate_half_reference(x):
     """rotate_half of the last dimension: (-x2, x1)."""
     half = x.shape[-1] // 2

@@ -16,14 +16,18 @@ from typing import Mapping
 from decodegap.kernels.fused import configs as fused_configs
 
 INT4_STEP_PRODUCTS = ("qkv", "o", "o_norm", "gate_up_norm", "gate_up_plain", "down_silu", "gate_up_silu", "down",
-                      "qkv_rotary", "down_norm", "lm_head", "lm_head_plain")
+                      "qkv_rotary", "down_norm", "lm_head", "lm_head_plain", "qkv_rotary_plain", "qkv_plain",
+                      "down_silu_norm")
 """The products (kernels.fused.configs.products' names) the fused int4 step launches on int4 weights: qkv with the input
 norm; o with the residual, or with the post-attention norm in its epilogue too (o_norm, the norm-epilogue levers);
 gate_up with that norm as its prologue, or with none (gate_up_plain, after o_norm); down with SiLU(gate) * up as its
 prologue and the residual; or gate_up with no prologue and SiLU(gate) * up as its epilogue (gate_up_silu, after
 o_norm) and down with the residual alone (down: the SiLU-epilogue lever); qkv with the rotary and the cache write as
 its epilogue too (qkv_rotary, the rotary-epilogue levers); the last layer's down with the final norm in its epilogue
-(down_norm) and the head then with no prologue (lm_head_plain: the all-epilogues lever); and the LM head with the
+(down_norm) and the head then with no prologue (lm_head_plain: the all-epilogues lever); with each layer's input
+norm made in the previous down's epilogue, every down is down_norm (down_silu_norm with the SiLU prologue) and qkv
+takes no prologue (qkv_rotary_plain, or qkv_plain without the rotary epilogue: the epilogue-norms lever); and the LM
+head with the
 final norm as its prologue where the path quantises it (int4-triton-head; in every other path it stays bf16, on the
 bf16 fused GEMV's table). The bench times each; a product without a table entry (the head until the bench has timed
 it) takes launch's tuner's choice."""
@@ -33,7 +37,10 @@ FLAVOUR_FLAGS: dict[str, dict] = {"norm": dict(NORM=True), "norm_bias": dict(NOR
                                   "plain": {}, "silu_residual": dict(SILU_X=True, RESIDUAL=True),
                                   "gate_up": dict(NORM=True, GATE_UP=True), "plain_gate_up": dict(GATE_UP=True),
                                   "norm_rotary": dict(NORM=True, ROTARY=True),
-                                  "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True)}
+                                  "norm_bias_rotary": dict(NORM=True, BIAS=True, ROTARY=True),
+                                  "bias": dict(BIAS=True), "plain_rotary": dict(ROTARY=True),
+                                  "bias_rotary": dict(BIAS=True, ROTARY=True),
+                                  "silu_residual_norm": dict(SILU_X=True, RESIDUAL=True, OUT_NORM=True)}
 """The kernel's flags of each flavour of the fused int4 product (the rest False)."""
 
 LAUNCHES = ("none", "pdl", "early")

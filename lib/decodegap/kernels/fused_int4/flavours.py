@@ -5,6 +5,7 @@ both run."""
 from __future__ import annotations
 
 from decodegap.kernels.fused import reference as fused_reference, rotary_args
+from decodegap.kernels.fused_int4.configs import FLAVOUR_FLAGS
 from decodegap.kernels.fused_int4.launch import fused_int4_gemv
 from decodegap.kernels.fused_int4.reference import linear_reference
 
@@ -14,39 +15,44 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
     taking (x, layer): `call` fused_int4_gemv with the flavour's prologue and epilogue (`launch`: its pdl,
     early_trigger and config), `reference` the same in PyTorch (kernels.fused.reference on the int4 layer's
     rounding). `norm_weight` feeds the norm prologue, `residual` the residual epilogue, `out_norm_weight` the output
-    norm of residual_norm (whose call and reference return (y, RMSNorm(y))); silu_residual takes x as [gate; up]; the
+    norm of residual_norm and silu_residual_norm (whose calls and references return (y, RMSNorm(y))); the silu_residual
+    flavours take x as [gate; up]; bias and plain are the same call (Qwen2's bias sits inside the layer); the
     gate_up flavours (the SiLU epilogue, after the norm prologue or none) take the [gate; up] layer and return
-    SiLU(gate) * up, half its rows; the rotary flavours (qkv with the rotary epilogue) take `rotary` (the tables,
+    SiLU(gate) * up, half its rows; the rotary flavours (qkv with the rotary epilogue, after the norm prologue or
+    none) take `rotary` (the tables,
     position, caches and head counts, fused_int4_gemv's) and return the rotary q, the reference writing k and v into
     its own copy of the caches."""
-    if flavour in ("norm_rotary", "norm_bias_rotary"):
+    if flavour not in FLAVOUR_FLAGS:
+        raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: {', '.join(FLAVOUR_FLAGS)}")
+    if flavour.endswith("_rotary"):
         if rotary is None:
             raise ValueError(f"the {flavour} product takes `rotary`: (cos, sin, start_pos, k_cache, v_cache, H, Hkv)")
         ref_rotary = rotary_args.with_own_caches(rotary)
-        return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, rotary=rotary, **launch),
-                lambda x, layer: fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, layer, None, eps,
-                                                                               ref_rotary))
+        if flavour.startswith("norm"):
+            return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, rotary=rotary,
+                                                     **launch),
+                    lambda x, layer: fused_reference.rmsnorm_gemv_rotary_reference(x, norm_weight, layer, None, eps,
+                                                                                   ref_rotary))
+        return (lambda x, layer: fused_int4_gemv(x, layer, rotary=rotary, **launch),  # after the norm in an epilogue
+                lambda x, layer: fused_reference.gemv_rotary_reference(x, layer, None, ref_rotary))
     if flavour in ("norm", "norm_bias"):  # Qwen2's bias sits inside the layer
         return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, **launch),
                 lambda x, layer: fused_reference.rmsnorm_gemv_reference(x, norm_weight, layer, None, eps))
-    if flavour == "residual":
-        return (lambda x, layer: fused_int4_gemv(x, layer, residual=residual, **launch),
-                lambda x, layer: fused_reference.gemv_residual_reference(x, layer, residual))
-    if flavour == "residual_norm":
-        return (lambda x, layer: fused_int4_gemv(x, layer, residual=residual, out_norm=(out_norm_weight, eps),
-                                                 **launch),
-                lambda x, layer: fused_reference.gemv_residual_norm_reference(x, layer, residual, out_norm_weight,
-                                                                              eps))
-    if flavour == "silu_residual":
-        return (lambda x, layer: fused_int4_gemv(x, layer, silu_x=True, residual=residual, **launch),
-                lambda x, layer: fused_reference.silu_gemv_residual_reference(x, layer, residual))
-    if flavour == "plain":
+    if flavour in ("residual", "residual_norm", "silu_residual", "silu_residual_norm"):
+        silu = flavour.startswith("silu")
+        out_norm = (out_norm_weight, eps) if flavour.endswith("_norm") else None
+
+        def reference(x, layer):
+            y = (fused_reference.silu_gemv_residual_reference if silu else
+                 fused_reference.gemv_residual_reference)(x, layer, residual)
+            return y if out_norm is None else (y, fused_reference.rmsnorm_reference(y, *out_norm))
+
+        return (lambda x, layer: fused_int4_gemv(x, layer, silu_x=silu, residual=residual, out_norm=out_norm,
+                                                 **launch), reference)
+    if flavour in ("plain", "bias"):
         return (lambda x, layer: fused_int4_gemv(x, layer, **launch), linear_reference)
     if flavour == "gate_up":
         return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, gate_up=True, **launch),
                 lambda x, layer: fused_reference.gate_up_silu_reference(x, norm_weight, layer, eps))
-    if flavour == "plain_gate_up":
-        return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),
-                fused_reference.gate_up_plain_silu_reference)
-    raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: norm, norm_bias, residual, "
-                     "residual_norm, silu_residual, plain, gate_up, plain_gate_up, norm_rotary, norm_bias_rotary")
+    return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),  # plain_gate_up
+            fused_reference.gate_up_plain_silu_reference)
