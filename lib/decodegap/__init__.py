@@ -29,6 +29,7 @@ base: paths, rows and the numbers every stage shares
   stats                     medians and seeded bootstrap CIs
 kernels: the Triton kernels
   kernels/step              the lean step's GEMV and split-KV decode attention
+  kernels/next_token        the greedy next token (argmax, position + 1) in one kernel
   kernels/offline           a kernel compiled for sm_90 without a GPU, its cubin read back (cuobjdump)
   kernels/int4_gemv/format  the int4-triton format: packing, round to nearest, dequantise
   kernels/int4_gemv/kernel  the int4 GEMV of one row, autotuned per shape

@@ -59,6 +59,11 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_fused_epilogue_norms_graph", "lean", "graph",
         ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
          "head_norm_epilogue", "input_norm_epilogue")),
+    Arm("lean_fused_next_token_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "next_token")),
+    Arm("lean_fused_norms_next_token_graph", "lean", "graph",
+        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
+         "head_norm_epilogue", "input_norm_epilogue", "next_token")),
 )}
 
 ARMS = tuple(REGISTRY)

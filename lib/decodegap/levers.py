@@ -27,6 +27,8 @@ LEVERS = (
     ("lean graph, fused step + PDL, products trigger early, one-kernel attention", "lean_fused_merged_graph", "bf16"),
     ("lean graph, fused step + PDL, products trigger early, SiLU epilogue",
      "lean_fused_silu_epilogue_graph", "bf16"),
+    ("lean graph, fused step + PDL, products trigger early, next token in one kernel", "lean_fused_next_token_graph",
+     "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -46,6 +48,8 @@ LEVERS = (
     ("int4 fused step + PDL, early products, all epilogues", "lean_fused_all_epilogues_graph", "int4-triton"),
     ("int4 fused step + PDL, early products, all epilogues, every norm in one", "lean_fused_epilogue_norms_graph",
      "int4-triton"),
+    ("int4 fused step + PDL, every norm in an epilogue, next token in one kernel", "lean_fused_norms_next_token_graph",
+     "int4-triton"),
     ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
@@ -56,6 +60,8 @@ LEVERS = (
      "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, early products, all epilogues, every norm in one",
      "lean_fused_epilogue_norms_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, every norm in an epilogue, next token in one kernel",
+     "lean_fused_norms_next_token_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -68,9 +74,11 @@ the rotary and the cache write in qkv's epilogue too and the final norm in the l
 all-epilogues lever: no rotary_cache kernel, and an LM head with no prologue; the int4 kernel pairs each head's
 rotary rows in its one row set, where the bf16 kernel's second row set made its rotary epilogue lose), and that lever
 with each layer's input norm made in the previous down's epilogue too (the epilogue-norms lever: every norm in an
-epilogue, so no qkv but the first layer's runs the norm prologue, which the offline instruction counts put at 1.39x
-the plain product's instructions a weight). The last six (path int4-triton-head) are the three fastest int4 levers
-of the grid and the three epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
+epilogue, so no qkv but the first layer's runs the norm prologue, whose instructions the offline counts of notebook
+06 set against the plain product's), and that lever with the greedy next token in one kernel (the profiled steps
+show torch's argmax, a one-block reduction over the vocabulary, as the largest kernel outside the products and the
+attention; decodegap.kernels.next_token). The last seven (path int4-triton-head) are the three fastest int4 levers of the grid
+and the four epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
 outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
 with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
@@ -95,7 +103,8 @@ with only the Triton attention, graphed and compiled (compile fuses the small ke
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
                               ("lean_fused_all_epilogues_graph", "int4-triton"),
-                              ("lean_fused_epilogue_norms_graph", "int4-triton")})
+                              ("lean_fused_epilogue_norms_graph", "int4-triton"),
+                              ("lean_fused_norms_next_token_graph", "int4-triton")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook

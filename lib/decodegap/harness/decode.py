@@ -27,7 +27,8 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               profiled steps of notebook 06 found faster than the Triton GEMV), graphed and torch.compile'd.
   lean_fused_graph, lean_fused_pdl_graph, lean_fused_pdl_norm_graph, lean_fused_pdl_epilogues_graph,
   lean_fused_early_graph, lean_fused_early_products_graph, lean_fused_merged_graph, lean_fused_silu_epilogue_graph,
-  lean_fused_all_epilogues_graph, lean_fused_epilogue_norms_graph
+  lean_fused_all_epilogues_graph, lean_fused_epilogue_norms_graph, lean_fused_next_token_graph,
+  lean_fused_norms_next_token_graph
               the lean step (T == 1) entirely in decodegap.kernels.fused.launch's kernels (norms, bias, rotary, cache write,
               residual adds and SiLU fused into the products; the split-KV attention), graphed; the second
               launches them with programmatic dependent launch (Hopper), the third also makes the
@@ -39,7 +40,10 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               residual alone, no prologue), the ninth the eighth with the rotary and the cache write in the qkv
               product's epilogue too and the final norm in the last down's (the LM head with no prologue), the
               tenth the ninth with each layer's input norm made in the previous down's epilogue too (every qkv
-              but the first layer's with no prologue: every norm in an epilogue). bf16 and int4-triton
+              but the first layer's with no prologue: every norm in an epilogue), the eleventh and twelfth the
+              sixth and the tenth with the greedy next token (argmax into the token, the position advanced) in
+              one kernel of the package's (decodegap.kernels.next_token) instead of torch's argmax, a copy and an
+              add, checked against torch.argmax on the prefill's logits first. bf16 and int4-triton
               models (the fused int4 step, decodegap.kernels.fused_int4: its four decoder products the int4
               GEMV with the same prologues and epilogues); another quantised or a non-bf16 model, or a GPU without
               PDL for the PDL arms, is `unavailable` with the reason.

@@ -47,6 +47,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 
 from decodegap.arms import BATCH_KERNELS
 from decodegap.kernels.fused import launch as fused
+from decodegap.kernels.next_token import next_token_
 from decodegap.kernels.step import decode_attention, gemv
 from decodegap.quant import fuse as quant_fuse, layers as quant_layers
 
@@ -60,7 +61,8 @@ random-weight logits that any rounding difference can flip (decode.teacher_token
 since), and a flip gives errors of that size. Kept so that the code is the one the lean rows were measured
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
-                  "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue")
+                  "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
+                  "next_token")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -73,7 +75,9 @@ with "attention" and replaces "gemv"); "pdl": those kernels launched with progra
 product's epilogue, down then taking it with the residual alone (fused.FusedOps.silu_in_down False);
 "head_norm_epilogue": the final norm made in the last layer's down epilogue, the LM head then with no prologue
 (fused.FusedOps.head_norm_in_epilogue); "input_norm_epilogue": each layer's input norm but the first's made in the
-previous layer's down epilogue, its qkv product then with no prologue (fused.FusedOps.input_norm_in_epilogue)."""
+previous layer's down epilogue, its qkv product then with no prologue (fused.FusedOps.input_norm_in_epilogue);
+"next_token": the step's greedy next token (argmax of the logits into the token, the position advanced) in one
+kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -88,7 +92,8 @@ def kernel_set(custom_kernels) -> frozenset:
     if "fused" in chosen and ("attention" not in chosen or "gemv" in chosen):
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
-    for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue"):
+    for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
+                   "next_token"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
@@ -341,10 +346,28 @@ class LeanStep:
         logits = self.lean(ids, torch.zeros(1, dtype=torch.long, device=device))
         self.tok = logits[:, -1:].argmax(-1)  # [batch, 1], static: updated in place
         self.pos = torch.full((1,), ctx, dtype=torch.long, device=device)
+        self.next_token = "next_token" in self.lean.custom_kernels
+        if self.next_token:
+            check_next_token(logits[:, -1:])
 
     def step(self):
         logits = self.forward(self.tok, self.pos)
+        if self.feedback and self.next_token:  # argmax into tok and pos + 1 in one kernel
+            next_token_(logits, self.tok, self.pos)
+            return logits
         if self.feedback:
             self.tok.copy_(logits[:, -1:].argmax(-1))
         self.pos.add_(1)
         return logits
+
+
+def check_next_token(logits) -> None:
+    """The next-token kernel on a step's own logits against torch.argmax (the token and the position it advances),
+    before the step is timed: LeanUnsupported naming both tokens where they differ."""
+    tok, pos = torch.zeros(1, 1, dtype=torch.long, device=logits.device), torch.zeros(1, dtype=torch.long,
+                                                                                       device=logits.device)
+    next_token_(logits, tok, pos)
+    want = int(logits.reshape(-1).argmax())
+    if int(tok) != want or int(pos) != 1:
+        raise LeanUnsupported(f"the next-token kernel gave token {int(tok)} (position + {int(pos)}) where "
+                              f"torch.argmax gives {want} (position + 1)")
