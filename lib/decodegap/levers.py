@@ -50,6 +50,8 @@ LEVERS = (
      "int4-triton"),
     ("int4 fused step + PDL, every norm in an epilogue, next token in one kernel", "lean_fused_norms_next_token_graph",
      "int4-triton"),
+    ("int4 fused step + PDL, all epilogues, next token in one kernel", "lean_fused_all_next_token_graph",
+     "int4-triton"),
     ("int4 + int4 LM head, lean compiled + Triton attention", "lean_attn_compile", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue", "lean_fused_pdl_norm_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, norm in o's epilogue, products trigger early",
@@ -62,6 +64,8 @@ LEVERS = (
      "lean_fused_epilogue_norms_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, every norm in an epilogue, next token in one kernel",
      "lean_fused_norms_next_token_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, all epilogues, next token in one kernel",
+     "lean_fused_all_next_token_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -77,8 +81,10 @@ with each layer's input norm made in the previous down's epilogue too (the epilo
 epilogue, so no qkv but the first layer's runs the norm prologue, whose instructions the offline counts of notebook
 06 set against the plain product's), and that lever with the greedy next token in one kernel (the profiled steps
 show torch's argmax, a one-block reduction over the vocabulary, as the largest kernel outside the products and the
-attention; decodegap.kernels.next_token). The last seven (path int4-triton-head) are the three fastest int4 levers of the grid
-and the four epilogue levers with the LM head quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
+attention; decodegap.kernels.next_token), and the all-epilogues lever with that kernel too (added after the first
+rows of the epilogue-norms levers timed them slower than the all-epilogues lever). The last eight (path
+int4-triton-head) are the three fastest int4 levers of the grid and the five epilogue levers with the LM head
+quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
 outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
 with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
@@ -104,7 +110,8 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
                               ("lean_fused_all_epilogues_graph", "int4-triton"),
                               ("lean_fused_epilogue_norms_graph", "int4-triton"),
-                              ("lean_fused_norms_next_token_graph", "int4-triton")})
+                              ("lean_fused_norms_next_token_graph", "int4-triton"),
+                              ("lean_fused_all_next_token_graph", "int4-triton")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook

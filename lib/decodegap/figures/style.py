@@ -23,7 +23,7 @@ ARM_COLOR = {
     "lean_fused_early_products_graph": "#e7969c", "lean_fused_merged_graph": "#7b4173",
     "lean_fused_silu_epilogue_graph": "#3182bd", "lean_fused_all_epilogues_graph": "#31a354",
     "lean_fused_epilogue_norms_graph": "#e6550d", "lean_fused_next_token_graph": "#756bb1",
-    "lean_fused_norms_next_token_graph": "#636363",
+    "lean_fused_norms_next_token_graph": "#636363", "lean_fused_all_next_token_graph": "#8c2d04",
 }
 """One colour per arm, the same in every figure (arms.ARMS)."""
 ARM_STYLE = {

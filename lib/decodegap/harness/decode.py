@@ -28,7 +28,7 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
   lean_fused_graph, lean_fused_pdl_graph, lean_fused_pdl_norm_graph, lean_fused_pdl_epilogues_graph,
   lean_fused_early_graph, lean_fused_early_products_graph, lean_fused_merged_graph, lean_fused_silu_epilogue_graph,
   lean_fused_all_epilogues_graph, lean_fused_epilogue_norms_graph, lean_fused_next_token_graph,
-  lean_fused_norms_next_token_graph
+  lean_fused_norms_next_token_graph, lean_fused_all_next_token_graph
               the lean step (T == 1) entirely in decodegap.kernels.fused.launch's kernels (norms, bias, rotary, cache write,
               residual adds and SiLU fused into the products; the split-KV attention), graphed; the second
               launches them with programmatic dependent launch (Hopper), the third also makes the
@@ -43,7 +43,8 @@ Arms (all time the same step: one token through the HF model, argmax fed back as
               but the first layer's with no prologue: every norm in an epilogue), the eleventh and twelfth the
               sixth and the tenth with the greedy next token (argmax into the token, the position advanced) in
               one kernel of the package's (decodegap.kernels.next_token) instead of torch's argmax, a copy and an
-              add, checked against torch.argmax on the prefill's logits first. bf16 and int4-triton
+              add, checked against torch.argmax on the prefill's logits first, the thirteenth the ninth with that
+              kernel too. bf16 and int4-triton
               models (the fused int4 step, decodegap.kernels.fused_int4: its four decoder products the int4
               GEMV with the same prologues and epilogues); another quantised or a non-bf16 model, or a GPU without
               PDL for the PDL arms, is `unavailable` with the reason.
