@@ -133,7 +133,7 @@ def test_the_confirmation_plans_of_the_targets_cell_alone():
 
     plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(2048,))
     assert {(p.models, p.contexts) for p in plans} == {(("llama-3.1-8b",), (2048,))}
-    assert {p.quant for p in plans} == {"bf16", "int4-triton"}
+    assert {confirm.kind(p.quant) for p in plans} == {"bf16", "int4"}  # the int4 pair on its chosen int4 path
     assert sum(len(p.arms) for p in plans) == 4  # each chosen lever beside its runner-up
     assert experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(32,)) == []
 
@@ -234,3 +234,22 @@ def test_the_cli_passes_again_to_the_confirmation(monkeypatch, tmp_path):
     assert seen["again"] is True and list(seen["kinds"]) == ["int4"] and seen["gpu"] == "h200"
     assert cli.main(["closing-the-gap", "--gpu", "h200", "--confirm", "--kinds", "int4"]) == 0
     assert seen["again"] is False
+
+
+def test_the_confirmed_fastest_lever_needs_its_sessions_and_its_kind():
+    """Of the levers timed by confirmation sweeps at a cell, the fastest with at least CONFIRM_SESSIONS sessions, of
+    the kind asked for: a faster lever with fewer sessions, another cell's or another kind's does not count."""
+    cell = dict(gpu="h200", model="m", ctx=2048)
+
+    def rows(arm, quant, ms, sessions, **where):
+        at = dict(cell, **where)
+        return [dict(at, run_id="r", session=CONFIRM_FIRST_SESSION + s, arm=arm, quant=quant, step_ms=ms + 0.01 * s,
+                     status="ok", batch=1) for s in range(sessions) for _ in range(3)]
+
+    frame = pd.DataFrame(rows("a", "bf16", 4.2, CONFIRM_SESSIONS) + rows("b", "bf16", 4.1, CONFIRM_SESSIONS - 1)
+                         + rows("c", "bf16", 4.0, CONFIRM_SESSIONS, ctx=4096) + rows("d", "int4-triton", 2.1, 3)
+                         + rows("e", "bf16", 4.3, CONFIRM_SESSIONS))
+    assert confirm.confirmed_fastest(frame, cell, "bf16") == ("a", "bf16")
+    assert confirm.confirmed_fastest(frame, cell, "int4") == ("d", "int4-triton")
+    assert confirm.confirmed_fastest(frame[frame.arm != "a"], cell, "bf16") == ("e", "bf16")
+    assert confirm.confirmed_fastest(frame.iloc[:0], cell, "bf16") is None

@@ -81,16 +81,16 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     assert table.loc[(4096, "int4 tinygemm, lean graph + Triton attention"), "status"] == "not measured"
 
 
-def _confirmed(table: pd.DataFrame, sessions: int = 3) -> pd.DataFrame:
-    """The confirmation table of `table`'s chosen levers, each confirmed at its selection median in `sessions`
-    sessions of a confirmation sweep, the runner-up 1 % slower in each."""
+def _confirmed(table: pd.DataFrame, sessions: int = 3, fresh: float = 1.0) -> pd.DataFrame:
+    """The confirmation table of `table`'s chosen levers, each confirmed at its selection median (times `fresh`) in
+    `sessions` sessions of a confirmation sweep, the runner-up 1 % slower in each."""
     from decodegap.analysis import closing_the_gap_confirmation as confirm
     from decodegap.levers import CONFIRM_FIRST_SESSION
 
     choice = confirm.choices(table)
     rows = []
     for c in choice.to_dict("records"):
-        arms = [(c["arm"], c["quant"], 1.0)] + ([(c["runner_up_arm"], c["runner_up_quant"], 1.01)]
+        arms = [(c["arm"], c["quant"], fresh)] + ([(c["runner_up_arm"], c["runner_up_quant"], 1.01 * fresh)]
                                                if pd.notna(c["runner_up_arm"]) else [])
         rows += [dict(gpu=c["gpu"], model=c["model"], ctx=c["ctx"], run_id="conf", session=CONFIRM_FIRST_SESSION + s,
                       arm=arm, quant=quant, step_ms=c["selected_ms"] * f, status="ok", batch=1)
@@ -119,6 +119,10 @@ def test_targets_met_and_not_met():
     assert all(line.values["status"] == "not confirmed" and "not counted" in line for line in unconfirmed)
     partly = ladder_targets.target_findings(t, _confirmed(t, sessions=2))
     assert partly[0].values["status"] == "partly confirmed" and not partly[0].values["met"]
+    # partly confirmed and slower in its fresh sessions than in the selection: the line states the fresh sessions
+    partly = ladder_targets.target_findings(t, _confirmed(t, sessions=2, fresh=1.1))
+    assert partly[1].values["fresh_ms"] == pytest.approx(1.9 * 1.1) and partly[1].values["selected_ms"] == 1.9
+    assert "its 2 fresh sessions so far take 2.09 ms" in partly[1] and not partly[1].values["met"]
     [none] = ladder_targets.target_findings(ladder.ladder_table(_cells({}, floor)))[:1]
     assert none.values == {"kind": "bf16", "measured": False}
 

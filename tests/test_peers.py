@@ -340,16 +340,13 @@ def test_the_head_references_follow_the_packages_path_and_rows_carry_the_head_ch
     assert [r["check"] for r in written] == ["vs_bf16_layers"]
 
 
-def test_the_peer_levers_are_the_shipped_choices_at_the_target_cell():
-    """PEER_LEVERS names, per precision, the lever notebook 06's selection chose at the target cell (the
-    confirmation table's `arm` and `quant` of each kind there, figures/06_confirmation.csv): a new winner there
-    fails this until the peer step times it."""
-    import pandas as pd
+def test_the_peer_levers_are_the_confirmed_choices_at_the_target_cell():
+    """PEER_LEVERS names, per precision, the fastest lever confirmed at notebook 06's target cell (at least
+    levers.CONFIRM_SESSIONS fresh sessions of its confirmation sweeps: experiments.closing_the_gap.confirmed_at_target):
+    a new winner there, once confirmed, fails this until the peer step times it; a pick of the selection sweeps
+    alone moves nothing."""
+    from decodegap import paths
+    from decodegap.experiments import closing_the_gap as experiment
 
-    from decodegap import levers, paths
-
-    target = levers.TARGETS["bf16"]
-    table = pd.read_csv(paths.REPO / "figures" / "06_confirmation.csv")
-    at = table[(table.gpu == target["gpu"]) & (table.model == target["model"]) & (table.ctx == target["ctx"])]
-    chosen = {kind: (row.arm, row.quant) for kind, row in at.set_index("kind").iterrows()}
-    assert chosen == {"bf16": peers.PEER_LEVERS["bf16"], "int4": peers.PEER_LEVERS["int4"]}
+    assert experiment.confirmed_at_target(paths.DATA) == {"bf16": peers.PEER_LEVERS["bf16"],
+                                                          "int4": peers.PEER_LEVERS["int4"]}

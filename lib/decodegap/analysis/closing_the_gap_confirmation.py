@@ -73,6 +73,23 @@ def confirmation_rows(decode_rows: pd.DataFrame, plans) -> pd.DataFrame:
     return decode_rows[keep]
 
 
+def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str) -> tuple[str, str] | None:
+    """(arm, quant) of the fastest lever of `of_kind` (bf16 or int4, `kind`) confirmed at `cell` (gpu, model, ctx):
+    among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps there (`rows`:
+    confirmation_rows), the smallest median of their session medians; None where none has. What the choices made
+    downstream of notebook 06 follow (notebook 07's lean lever, the peer step's levers): a lever the selection sweeps
+    pick moves them only once its confirmation holds as many sessions."""
+    if rows.empty:
+        return None
+    at = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])]
+    best = None
+    for arm, quant in sorted(set(zip(at["arm"], at["quant"]))):
+        per = _session_medians(at, cell, arm, quant)
+        if kind(quant) == of_kind and len(per) >= CONFIRM_SESSIONS and (best is None or per.median() < best[0]):
+            best = (float(per.median()), arm, quant)
+    return None if best is None else (best[1], best[2])
+
+
 def _session_medians(rows: pd.DataFrame, cell: dict, arm: str, quant: str) -> pd.Series:
     """{(run_id, session): that session's median step (ms)} of one arm at one cell."""
     sel = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])

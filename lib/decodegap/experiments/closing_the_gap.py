@@ -118,6 +118,19 @@ def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, 
                                                            contexts, kinds, again)]
 
 
+def confirmed_at_target(data) -> dict:
+    """{kind: (arm, quant)} of the fastest lever of each kind (bf16, int4) confirmed at the target cell
+    (levers.TARGETS; analysis.closing_the_gap_confirmation.confirmed_fastest over the confirmation sweeps' checked
+    rows in `data`): the levers notebook 07 and the peer step take from notebook 06. A kind with no lever confirmed
+    there is left out."""
+    target = levers.TARGETS["bf16"]
+    rows = confirmation.confirmation_rows(checked.labelled(checked.load("decode", data, grid=False)),
+                                          selection.run_plans(data))
+    cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
+    found = {kind: confirmation.confirmed_fastest(rows, cell, kind) for kind in ("bf16", "int4")}
+    return {kind: lever for kind, lever in found.items() if lever is not None}
+
+
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
                      warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
     """The sweeps of the megakernel cell (levers.MEGAKERNEL_CELL, bf16): the selection, every lever of the cell in

@@ -27,7 +27,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     if rows.empty:
         return style.empty(f"No measured lever on {gpu}.")
     names = [lever for lever, _, _ in LEVERS]
-    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, 0.26 * len(names) + 1.6), sharey=True)
+    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, 0.22 * len(names) + 1.6), sharey=True)
     contexts = sorted(set(rows["ctx"]))
     offset = {c: (i - (len(contexts) - 1) / 2) * 0.16 for i, c in enumerate(contexts)}
     target = TARGETS["bf16"]
@@ -54,9 +54,9 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_ms.set_xscale("log")
     ax_ms.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax_ms.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v in (3, 5, 20, 30) else ""))
-    ax_ms.set_xlabel("ms per decode step (log scale; dashes: bf16 floor)")
+    ax_ms.set_xlabel("ms per step (log scale; dashes: bf16 floor)")
     ax_r.set_xlabel("R_floor (bf16 floor / step time)")
-    ax_ms.set_yticks(range(len(names)), names, fontsize=7.5)
+    ax_ms.set_yticks(range(len(names)), names, fontsize=7)
     ax_ms.set_ylim(len(names) - 0.5, -0.5)  # the ladder's first lever on top
     for ax in (ax_ms, ax_r):
         ax.grid(axis="y", alpha=0.15)

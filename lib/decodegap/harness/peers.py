@@ -58,9 +58,9 @@ GPT_FAST_ARM = "compiled_decode"
 
 PEER_LEVERS = {"bf16": ("lean_fused_early_products_graph", "bf16"),
                "int4": ("lean_fused_early_products_graph", "int4-triton")}
-"""The package's levers timed beside the peer, per precision: the fastest checked lever of each kind in notebook 06's
-selection sweeps at the target cell (levers.TARGETS; figures/06_ladder.csv and 06_confirmation.csv give their
-times), bf16 the fused step with PDL, the norm in o's epilogue and the products' early trigger, int4 the same design
+"""The package's levers timed beside the peer, per precision: the fastest lever of each kind confirmed at notebook
+06's target cell (levers.TARGETS; experiments.closing_the_gap.confirmed_at_target, which tests/test_peers.py checks
+them against; a lever the selection sweeps pick there moves them once its confirmation holds), bf16 the fused step with PDL, the norm in o's epilogue and the products' early trigger, int4 the same design
 on the package's int4 GEMV (`int4-triton`, kernels.fused_int4). The int4 lever was `lean_attn_compile` on
 `int4-triton` until the fused int4 step overtook it (2026-12-04); rows name the arm they timed."""
 
