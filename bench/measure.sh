@@ -58,7 +58,7 @@ carries on. Notebook 05 (cost) measures nothing.
                breakdown.csv), the profile notebook 06's int4 target reads
     int4_head  notebook 06: the int4 LM head (path int4-triton-head: the head quantised too, in the int4-triton
                format): its GPU tests (tests/test_int4_head.py, tests/test_next_token.py), then python -m decodegap measure --quant
-               int4-triton-head on INT4_HEAD_ARMS (default its seven levers of levers.LEVERS) over MODELS and
+               int4-triton-head on INT4_HEAD_ARMS (default its eight levers of levers.LEVERS) over MODELS and
                CONTEXTS, INT4_SESSIONS fresh sessions, each session checking the head against the bf16 head with a
                null of its own beside the model check before it times (INT4_AGAIN=1: again); then those levers'
                steps profiled at llama-3.1-8b ctx 2048
@@ -117,8 +117,9 @@ Options, as environment variables (all optional):
     INT4_PRODUCTS      comma-separated products of the int4_configs step (kernels.fused_int4.configs.INT4_STEP_PRODUCTS;
                        default all), e.g. the new ones only: gate_up_silu,down,qkv_rotary,down_norm,lm_head,lm_head_plain
     INT4_LAUNCHES      the int4_configs step's launches, of none,pdl,early (default all three)
-    INT4_HEAD_ARMS     comma-separated levers of the int4_head step (default its seven:
-                       lean_fused_norms_next_token_graph,lean_fused_epilogue_norms_graph,
+    INT4_HEAD_ARMS     comma-separated levers of the int4_head step (default its eight:
+                       lean_fused_all_next_token_graph,lean_fused_norms_next_token_graph,
+                       lean_fused_epilogue_norms_graph,
                        lean_fused_all_epilogues_graph,lean_fused_silu_epilogue_graph,
                        lean_fused_early_products_graph,
                        lean_fused_pdl_norm_graph,lean_attn_compile)
@@ -354,7 +355,7 @@ step_fused_int4() {  # the fused int4 step: its GPU tests, its levers measured w
   save
   dg kernel-counts --gpu "$GPU" --models llama-3.1-8b --contexts 2048 --quant int4-triton --arms "$INT4_FUSED_ARMS"
 }
-INT4_HEAD_ARMS=${INT4_HEAD_ARMS:-lean_fused_norms_next_token_graph,lean_fused_epilogue_norms_graph,lean_fused_all_epilogues_graph,lean_fused_silu_epilogue_graph,lean_fused_early_products_graph,lean_fused_pdl_norm_graph,lean_attn_compile}
+INT4_HEAD_ARMS=${INT4_HEAD_ARMS:-lean_fused_all_next_token_graph,lean_fused_norms_next_token_graph,lean_fused_epilogue_norms_graph,lean_fused_all_epilogues_graph,lean_fused_silu_epilogue_graph,lean_fused_early_products_graph,lean_fused_pdl_norm_graph,lean_attn_compile}
 step_int4_head() {  # the int4 LM head (int4-triton-head): its GPU tests, its levers over the grid with their in-run
   # checks (the head check and its null beside the model check), then each lever's step profiled at the target cell
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests int4_head tests/test_int4_head.py tests/test_next_token.py
