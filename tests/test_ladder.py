@@ -117,6 +117,18 @@ def test_targets_met_and_not_met():
     unconfirmed = ladder_targets.target_findings(t)
     assert [line.values["met"] for line in unconfirmed] == [False, False]
     assert all(line.values["status"] == "not confirmed" and "not counted" in line for line in unconfirmed)
+    # a lever confirmed at the cell before the current pick: the target counts its confirmed time, met or not
+    for held_ms, met in ((4.0, True), (4.5, False)):
+        held = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="bf16", arm="compile",
+                                  quant="bf16", confirmed_ms=held_ms, confirmed_min_ms=held_ms,
+                                  confirmed_max_ms=held_ms + 0.02, sessions=9)])
+        line = ladder_targets.target_findings(t, confirmed=held)[0]
+        assert line.values["status"] == "not confirmed" and line.values["met"] is met
+        assert line.values["counted_ms"] == held_ms and line.values["counted_r_floor"] == pytest.approx(3.4 / held_ms)
+        assert "The fastest lever confirmed there (9 fresh sessions" in line and "HF compiled" in line
+    same = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="bf16", arm="lean_graph",
+                              quant="bf16", confirmed_ms=4.0, confirmed_min_ms=4.0, confirmed_max_ms=4.0, sessions=3)])
+    assert "counted_ms" not in ladder_targets.target_findings(t, confirmed=same)[0].values  # the pick itself
     partly = ladder_targets.target_findings(t, _confirmed(t, sessions=2))
     assert partly[0].values["status"] == "partly confirmed" and not partly[0].values["met"]
     # partly confirmed and slower in its fresh sessions than in the selection: the line states the fresh sessions

@@ -73,21 +73,40 @@ def confirmation_rows(decode_rows: pd.DataFrame, plans) -> pd.DataFrame:
     return decode_rows[keep]
 
 
-def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str) -> tuple[str, str] | None:
-    """(arm, quant) of the fastest lever of `of_kind` (bf16 or int4, `kind`) confirmed at `cell` (gpu, model, ctx):
-    among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps there (`rows`:
-    confirmation_rows), the smallest median of their session medians; None where none has. What the choices made
-    downstream of notebook 06 follow (notebook 07's lean lever, the peer step's levers): a lever the selection sweeps
-    pick moves them only once its confirmation holds as many sessions."""
+CONFIRMED_COLUMNS = ["gpu", "model", "ctx", "kind", "arm", "quant", "confirmed_ms", "confirmed_min_ms",
+                     "confirmed_max_ms", "sessions"]
+
+
+def confirmed_levers(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, model, ctx, kind) of the confirmation sweeps' rows (`rows`: confirmation_rows), the fastest lever
+    confirmed there: among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps at the cell, the
+    smallest median of their session medians, with its range and sessions (CONFIRMED_COLUMNS). Whatever the selection
+    sweeps now pick at the cell, this is the fastest time a fresh sweep has held there."""
+    out = []
     if rows.empty:
-        return None
-    at = rows[(rows["gpu"] == cell["gpu"]) & (rows["model"] == cell["model"]) & (rows["ctx"] == cell["ctx"])]
-    best = None
-    for arm, quant in sorted(set(zip(at["arm"], at["quant"]))):
-        per = _session_medians(at, cell, arm, quant)
-        if kind(quant) == of_kind and len(per) >= CONFIRM_SESSIONS and (best is None or per.median() < best[0]):
-            best = (float(per.median()), arm, quant)
-    return None if best is None else (best[1], best[2])
+        return pd.DataFrame(columns=CONFIRMED_COLUMNS)
+    for (gpu, model, ctx), at in rows.groupby(["gpu", "model", "ctx"]):
+        cell = dict(gpu=gpu, model=model, ctx=ctx)
+        best: dict = {}
+        for arm, quant in sorted(set(zip(at["arm"], at["quant"]))):
+            per = _session_medians(at, cell, arm, quant)
+            k = kind(quant)
+            if len(per) >= CONFIRM_SESSIONS and (k not in best or per.median() < best[k]["confirmed_ms"]):
+                best[k] = dict(cell, ctx=int(ctx), kind=k, arm=arm, quant=quant, confirmed_ms=float(per.median()),
+                               confirmed_min_ms=float(per.min()), confirmed_max_ms=float(per.max()), sessions=len(per))
+        out += [best[k] for k in sorted(best)]
+    return pd.DataFrame(out, columns=CONFIRMED_COLUMNS)
+
+
+def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str) -> tuple[str, str] | None:
+    """(arm, quant) of the fastest lever of `of_kind` (bf16 or int4, `kind`) confirmed at `cell` (gpu, model, ctx;
+    confirmed_levers), or None. What the choices made downstream of notebook 06 follow (notebook 07's lean lever, the
+    peer step's levers): a lever the selection sweeps pick moves them only once its confirmation holds as many
+    sessions."""
+    table = confirmed_levers(rows)
+    at = table[(table["gpu"] == cell["gpu"]) & (table["model"] == cell["model"]) & (table["ctx"] == cell["ctx"])
+               & (table["kind"] == of_kind)]
+    return None if at.empty else (at.iloc[0]["arm"], at.iloc[0]["quant"])
 
 
 def _session_medians(rows: pd.DataFrame, cell: dict, arm: str, quant: str) -> pd.Series:

@@ -14,7 +14,7 @@ from decodegap.finding import Finding
 from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
 from decodegap.analysis import closing_the_gap_confirmation as confirm
-from decodegap.levers import CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, TARGETS
+from decodegap.levers import CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, LEVERS, TARGETS
 
 
 def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.Series | None:
@@ -32,12 +32,15 @@ def _or_unconfirmed(ladder: pd.DataFrame, confirmation: pd.DataFrame | None) -> 
 
 
 def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
-                    by_category: pd.DataFrame | None = None, targets: Mapping = TARGETS) -> list[str]:
+                    by_category: pd.DataFrame | None = None, targets: Mapping = TARGETS,
+                    confirmed: pd.DataFrame | None = None) -> list[str]:
     """Where the chosen lever stands against each target (`targets`, {kind: target}), read from its confirmation sweep
     (`confirmation`: closing_the_gap_confirmation.confirmation_table of the ladder's choices): a lever chosen as the
     fastest of the selection sweeps counts only once confirmed; before that the finding says `not confirmed` with its
-    selection median, which no target reads. A target not met, given the profiled steps (`by_category`:
-    profiles.category_table), names the term that stands in the way (`_in_the_way`)."""
+    selection median, which no target reads, and, where `confirmed` (confirmation.confirmed_levers) holds a lever
+    confirmed at the cell earlier, judges the target on that lever's confirmed time (`counted_*` values). A target not
+    met, given the profiled steps (`by_category`: profiles.category_table), names the term that stands in the way
+    (`_in_the_way`)."""
     confirmation = _or_unconfirmed(ladder, confirmation)
     out = []
     for kind, target in targets.items():
@@ -56,13 +59,15 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
             way, more = _in_the_way(by_category, target, row, t_ms, goal_ms, basis)
             so_far = (f": its {int(row['sessions'])} fresh sessions so far take {row['confirmed_ms']:.2f} ms "
                       f"({row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms)" if fresh else "")
+            held_text, held = _held_before(confirmed, target, kind, row, goal_ms)
             out.append(Finding(
                 f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
                 f"(runner-up {row['runner_up']} {row['runner_up_selected_ms']:.2f} ms); {row['status']} by a fresh "
-                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions{so_far}), so not counted." + way,
+                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions{so_far}), so not counted." + held_text
+                + way,
                 kind=kind, measured=True, confirmed=False, lever=row["lever"], selected_ms=row["selected_ms"],
-                goal_ms=goal_ms, met=False, status=row["status"],
-                **({"fresh_ms": row["confirmed_ms"]} if fresh else {}), **more))
+                goal_ms=goal_ms, met=bool(held.get("counted_met", False)), status=row["status"],
+                **({"fresh_ms": row["confirmed_ms"]} if fresh else {}), **held, **more))
             continue
         t = row["confirmed_ms"]
         met = bool(row["r_floor_bf16"] >= target["r_floor"]) if kind == "bf16" else bool(t <= target["step_ms"])
@@ -78,6 +83,34 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
             goal_ms=goal_ms, met=met, over_goal=over, status="met" if met else "not met",
             margin_median=row["margin_median"], margin_min=row["margin_min"], margin_max=row["margin_max"], **more))
     return out
+
+
+def _held_before(confirmed: pd.DataFrame | None, target: Mapping, kind: str, row: pd.Series,
+                 goal_ms: float) -> tuple[str, dict]:
+    """(' The fastest lever confirmed there ...', its values) of the target's cell and kind where `confirmed`
+    (confirmation.confirmed_levers) holds a lever confirmed there other than the current pick: its confirmed time
+    (and R_floor against the cell's bf16 floor) judged against the target, which counts it; ("", {}) otherwise."""
+    if confirmed is None or confirmed.empty:
+        return "", {}
+    at = _at(confirmed, target)
+    at = at[at["kind"] == kind]
+    if at.empty or (at.iloc[0]["arm"], at.iloc[0]["quant"]) == (row["arm"], row["quant"]):
+        return "", {}
+    c = at.iloc[0]
+    lever = _lever_name(c["arm"], c["quant"])
+    r_floor = float(row["t_floor_bf16_ms"]) / float(c["confirmed_ms"])
+    met = bool(r_floor >= target["r_floor"]) if kind == "bf16" else bool(c["confirmed_ms"] <= target["step_ms"])
+    measured = f"{c['confirmed_ms']:.2f} ms" + (f", R_floor {r_floor:.3f}" if kind == "bf16" else "")
+    text = (f" The fastest lever confirmed there ({int(c['sessions'])} fresh sessions, "
+            f"{c['confirmed_min_ms']:.2f}-{c['confirmed_max_ms']:.2f} ms) is {lever} at {measured}, which the target "
+            f"counts: " + ("met." if met else f"not met ({float(c['confirmed_ms']) / goal_ms:.2f}x the target time)."))
+    return text, dict(counted_lever=lever, counted_ms=float(c["confirmed_ms"]), counted_r_floor=r_floor,
+                      counted_met=met)
+
+
+def _lever_name(arm: str, quant: str) -> str:
+    """The ladder's name of (arm, quant) (levers.LEVERS), else `arm (quant)`."""
+    return next((name for name, a, q in LEVERS if (a, q) == (arm, quant)), f"{arm} ({quant})")
 
 
 def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Series, t_ms: float,
@@ -257,13 +290,13 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
 
 
 def earlier_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
-                            earlier=EARLIER_TARGETS) -> list[str]:
+                            earlier=EARLIER_TARGETS, confirmed: pd.DataFrame | None = None) -> list[str]:
     """Each earlier target (levers.EARLIER_TARGETS) judged as the current ones are, on the same rows, its line led by
     the dates it held and why it changed: a raised bar keeps where the rows stood against the old one."""
     out = []
     for e in earlier:
         lines = (grid_target_findings(ladder, target=e["target"], confirmation=confirmation) if e["name"] == "grid"
-                 else target_findings(ladder, confirmation, targets={e["name"]: e["target"]}))
+                 else target_findings(ladder, confirmation, targets={e["name"]: e["target"]}, confirmed=confirmed))
         for line in lines:
             out.append(Finding(f"Earlier target (held {e['since']} to {e['until']}; {e['why']}): {line}",
                                **{**line.values, "earlier": e["name"], "since": e["since"], "until": e["until"]}))

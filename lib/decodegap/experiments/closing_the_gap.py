@@ -204,12 +204,13 @@ def tables(data, model_keys=()) -> dict:
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     commit_of = confirmation.commits_of_runs(hardware.load_env(data))
+    confirming = confirmation.confirmation_rows(every_row, selection.run_plans(data))
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
-            confirmation.choices(lever_table), confirmation.confirmation_rows(every_row, selection.run_plans(data)),
-            commit_of), commit_of),
+            confirmation.choices(lever_table), confirming, commit_of), commit_of),
+        confirmed_levers=confirmation.confirmed_levers(confirming),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
@@ -234,12 +235,15 @@ def datasheet_gbps(t: dict, target: str = "bf16") -> float:
 def findings(t: dict) -> dict:
     """Per figures stem: the ladder against the targets, where the time goes, the products and the budget, the
     check's sensitivity, and the reading's numbers."""
-    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"], t["breakdown"])
+    held = t.get("confirmed_levers")
+    return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"], t["breakdown"],
+                                                                   confirmed=held)
                                     + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"],
                                                                           confirmation=t["confirmation"])
                                     + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"])
                                     + confirmation.order_findings(t["confirmation"])
-                                    + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"])
+                                    + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"],
+                                                                             confirmed=held)
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
             "06_findings_where_the_time_goes": ladder.gap_findings(t["breakdown"], t["ladder"], t["specs"],
                                                                    t["measured_gbps"]),
