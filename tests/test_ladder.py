@@ -560,3 +560,30 @@ def test_levers_with_no_timed_cell_are_named():
     assert never.startswith("Not measured on the h200 in any cell")
     assert never.values["unmeasured_levers"] == len(levers.LEVERS) - 2
     assert "lean graph, fused Triton step + PDL" in never and "HF eager;" not in never
+
+
+def test_a_cell_awaiting_its_picks_confirmation_counts_the_lever_confirmed_there_before():
+    """The grids count a cell whose current pick awaits confirmation on the lever confirmed there before (its
+    confirmed time and R_floor), and leave a confirmed cell and a cell with no earlier lever as they are."""
+    from decodegap.analysis import closing_the_gap_confirmation as confirm
+
+    base = dict(gpu="h200", kind="bf16", t_floor_bf16_ms=3.4, runner_up=None, selected_ms=4.0,
+                confirmed_min_ms=float("nan"), confirmed_max_ms=float("nan"))
+    cells = pd.DataFrame([
+        dict(base, model="a", ctx=2048, lever="new", arm="lean_graph", quant="bf16", status="not confirmed",
+             confirmed_ms=float("nan"), r_floor_bf16=float("nan")),
+        dict(base, model="a", ctx=4096, lever="x", arm="lean_graph", quant="bf16", status=confirm.CONFIRMED,
+             confirmed_ms=4.1, r_floor_bf16=3.4 / 4.1),
+        dict(base, model="b", ctx=2048, lever="y", arm="lean_graph", quant="bf16", status="not confirmed",
+             confirmed_ms=float("nan"), r_floor_bf16=float("nan"))])
+    held = pd.DataFrame([dict(gpu="h200", model=m, ctx=c, kind="bf16", arm="compile", quant="bf16",
+                              confirmed_ms=4.25, confirmed_min_ms=4.2, confirmed_max_ms=4.3, sessions=3)
+                         for m, c in (("a", 2048), ("a", 4096))])
+    out, n = ladder_targets._with_held(cells, held)
+    assert n == 1 and list(out["status"]) == [confirm.CONFIRMED, confirm.CONFIRMED, "not confirmed"]
+    assert out.loc[0, "lever"] == "HF compiled" and out.loc[0, "confirmed_ms"] == 4.25
+    assert out.loc[0, "r_floor_bf16"] == pytest.approx(3.4 / 4.25)
+    assert out.loc[1, "confirmed_ms"] == 4.1 and out.loc[1, "lever"] == "x"  # its own confirmation stands
+    line = ladder_targets.grid_target_findings(pd.DataFrame(), target=dict(gpu="h200", r_floor=0.8),
+                                               confirmation=cells, confirmed=held)[0]
+    assert line.values["cells_confirmed"] == 2 and line.values["cells_held"] == 1 and "1 of them on the lever" in line

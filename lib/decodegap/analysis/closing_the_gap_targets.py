@@ -198,8 +198,35 @@ def _selection_and_verdict(values: Mapping, selected_span: str) -> str:
                                           f"confirmation)." if done < cells else "not met."))
 
 
+def _with_held(cells: pd.DataFrame, confirmed: pd.DataFrame | None) -> tuple[pd.DataFrame, int]:
+    """(`cells`, rows of the confirmation table, with each cell whose current pick is not confirmed but which holds a
+    lever confirmed earlier (`confirmed`: confirmation.confirmed_levers) counted on that lever: its name, confirmed
+    time, range and R_floor against the cell's bf16 floor, status confirmed; how many cells that is)."""
+    if confirmed is None or confirmed.empty or cells.empty:
+        return cells, 0
+    out, held = cells.copy(), 0
+    index = confirmed.set_index(["gpu", "model", "ctx", "kind"])
+    for i, row in cells.iterrows():
+        key = (row["gpu"], row["model"], int(row["ctx"]), row["kind"])
+        if row["status"] == confirm.CONFIRMED or key not in index.index:
+            continue
+        c = index.loc[key]
+        out.loc[i, ["lever", "arm", "quant", "status"]] = [_lever_name(c["arm"], c["quant"]), c["arm"], c["quant"],
+                                                           confirm.CONFIRMED]
+        out.loc[i, ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "r_floor_bf16"]] = [
+            float(c["confirmed_ms"]), float(c["confirmed_min_ms"]), float(c["confirmed_max_ms"]),
+            float(row["t_floor_bf16_ms"]) / float(c["confirmed_ms"])]
+        held += 1
+    return out, held
+
+
+def _held_text(held: int) -> str:
+    return f" ({held} of them on the lever confirmed there before the selection's current pick)" if held else ""
+
+
 def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None = None,
-                         target: Mapping = GRID_TARGET, confirmation: pd.DataFrame | None = None) -> list[str]:
+                         target: Mapping = GRID_TARGET, confirmation: pd.DataFrame | None = None,
+                         confirmed: pd.DataFrame | None = None) -> list[str]:
     """Every bf16 cell of the target's GPU against R_floor >= target['r_floor'] with its chosen lever, counted only
     where the confirmation sweep confirmed it (`confirmation`, as target_findings): how many cells are confirmed, how
     many of those meet it, the range of their R_floor, and the weakest confirmed cell with its lever, its time
@@ -213,13 +240,14 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
         return [Finding(f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: no lever measured yet.",
                         measured=False)]
     selected_r = cells["t_floor_bf16_ms"] / cells["selected_ms"]
+    cells, held = _with_held(cells, confirmed)
     done = cells[cells["status"] == confirm.CONFIRMED]
     n_met = int((done["r_floor_bf16"] >= r).sum())
     met = len(done) == len(cells) and n_met == len(cells)
     values = dict(measured=True, cells=len(cells), cells_confirmed=len(done), cells_met=n_met, met=bool(met),
-                  cells_selected_met=int((selected_r >= r).sum()))
+                  cells_selected_met=int((selected_r >= r).sum()), cells_held=held)
     text = (f"grid target R_floor >= {r:.2f} in every bf16 cell on the {gpu}: {len(done)} of {len(cells)} cells' "
-            f"chosen levers confirmed by a fresh sweep")
+            f"chosen levers confirmed by a fresh sweep" + _held_text(held))
     if not done.empty:
         weakest = done.loc[done["r_floor_bf16"].idxmin()]
         goal_ms = weakest["t_floor_bf16_ms"] / r
@@ -259,7 +287,7 @@ def _weakest_cell(cell: pd.Series, t_ms: float, goal_ms: float, who: str, by_cat
 
 
 def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
-                              target: Mapping = INT4_GRID_TARGET) -> list[str]:
+                              target: Mapping = INT4_GRID_TARGET, confirmed: pd.DataFrame | None = None) -> list[str]:
     """Every int4 cell of the target's GPU against target['step_ms'] per step with its chosen int4 lever, counted only
     where the confirmation sweep confirmed it (as grid_target_findings): how many cells are confirmed, how many of
     those meet it, and the slowest confirmed cell with its lever; what the selection sweeps alone reach is said beside
@@ -270,12 +298,15 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
     cells = confirmation[(confirmation["gpu"] == gpu) & (confirmation["kind"] == confirm.KIND_INT4)]
     if cells.empty:
         return [Finding(f"{head}: no int4 lever measured yet.", measured=False)]
+    selected_met = int((cells["selected_ms"] <= goal).sum())
+    cells, held = _with_held(cells, confirmed)
     done = cells[cells["status"] == confirm.CONFIRMED]
     n_met = int((done["confirmed_ms"] <= goal).sum())
     met = len(done) == len(cells) and n_met == len(cells)
     values = dict(measured=True, cells=len(cells), cells_confirmed=len(done), cells_met=n_met, met=bool(met),
-                  cells_selected_met=int((cells["selected_ms"] <= goal).sum()), goal_ms=goal)
-    text = f"{head}: {len(done)} of {len(cells)} cells' chosen int4 levers confirmed by a fresh sweep"
+                  cells_selected_met=selected_met, goal_ms=goal, cells_held=held)
+    text = (f"{head}: {len(done)} of {len(cells)} cells' chosen int4 levers confirmed by a fresh sweep"
+            + _held_text(held))
     if not done.empty:
         slowest = done.loc[done["confirmed_ms"].idxmax()]
         values.update(confirmed_ms_min=float(done["confirmed_ms"].min()), confirmed_ms_max=float(slowest["confirmed_ms"]),
@@ -295,7 +326,8 @@ def earlier_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | N
     the dates it held and why it changed: a raised bar keeps where the rows stood against the old one."""
     out = []
     for e in earlier:
-        lines = (grid_target_findings(ladder, target=e["target"], confirmation=confirmation) if e["name"] == "grid"
+        lines = (grid_target_findings(ladder, target=e["target"], confirmation=confirmation, confirmed=confirmed)
+                 if e["name"] == "grid"
                  else target_findings(ladder, confirmation, targets={e["name"]: e["target"]}, confirmed=confirmed))
         for line in lines:
             out.append(Finding(f"Earlier target (held {e['since']} to {e['until']}; {e['why']}): {line}",

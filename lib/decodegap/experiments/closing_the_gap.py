@@ -239,8 +239,10 @@ def findings(t: dict) -> dict:
     return {"06_findings_targets": (ladder_targets.target_findings(t["ladder"], t["confirmation"], t["breakdown"],
                                                                    confirmed=held)
                                     + ladder_targets.grid_target_findings(t["ladder"], t["breakdown"],
-                                                                          confirmation=t["confirmation"])
-                                    + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"])
+                                                                          confirmation=t["confirmation"],
+                                                                          confirmed=held)
+                                    + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"],
+                                                                               confirmed=held)
                                     + confirmation.order_findings(t["confirmation"])
                                     + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"],
                                                                              confirmed=held)
