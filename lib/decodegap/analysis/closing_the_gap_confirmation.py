@@ -77,11 +77,12 @@ CONFIRMED_COLUMNS = ["gpu", "model", "ctx", "kind", "arm", "quant", "confirmed_m
                      "confirmed_max_ms", "sessions"]
 
 
-def confirmed_levers(rows: pd.DataFrame) -> pd.DataFrame:
+def confirmed_levers(rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:
     """Per (gpu, model, ctx, kind) of the confirmation sweeps' rows (`rows`: confirmation_rows), the fastest lever
-    confirmed there: among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps at the cell, the
-    smallest median of their session medians, with its range and sessions (CONFIRMED_COLUMNS). Whatever the selection
-    sweeps now pick at the cell, this is the fastest time a fresh sweep has held there."""
+    confirmed there: among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps at the cell (with
+    `commit_of`, the runs of each lever's newest commit only, as confirmation_table counts them: newest_commit_runs),
+    the smallest median of their session medians, with its range and sessions (CONFIRMED_COLUMNS). Whatever the
+    selection sweeps now pick at the cell, this is the fastest time a fresh sweep has held there."""
     out = []
     if rows.empty:
         return pd.DataFrame(columns=CONFIRMED_COLUMNS)
@@ -89,7 +90,8 @@ def confirmed_levers(rows: pd.DataFrame) -> pd.DataFrame:
         cell = dict(gpu=gpu, model=model, ctx=ctx)
         best: dict = {}
         for arm, quant in sorted(set(zip(at["arm"], at["quant"]))):
-            per = _session_medians(at, cell, arm, quant)
+            kept, _ = newest_commit_runs(at, cell, arm, quant, commit_of)
+            per = _session_medians(at[at["run_id"].isin(kept)], cell, arm, quant)
             k = kind(quant)
             if len(per) >= CONFIRM_SESSIONS and (k not in best or per.median() < best[k]["confirmed_ms"]):
                 best[k] = dict(cell, ctx=int(ctx), kind=k, arm=arm, quant=quant, confirmed_ms=float(per.median()),
@@ -98,12 +100,13 @@ def confirmed_levers(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=CONFIRMED_COLUMNS)
 
 
-def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str) -> tuple[str, str] | None:
+def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str,
+                      commit_of: dict | None = None) -> tuple[str, str] | None:
     """(arm, quant) of the fastest lever of `of_kind` (bf16 or int4, `kind`) confirmed at `cell` (gpu, model, ctx;
     confirmed_levers), or None. What the choices made downstream of notebook 06 follow (notebook 07's lean lever, the
     peer step's levers): a lever the selection sweeps pick moves them only once its confirmation holds as many
     sessions."""
-    table = confirmed_levers(rows)
+    table = confirmed_levers(rows, commit_of)
     at = table[(table["gpu"] == cell["gpu"]) & (table["model"] == cell["model"]) & (table["ctx"] == cell["ctx"])
                & (table["kind"] == of_kind)]
     return None if at.empty else (at.iloc[0]["arm"], at.iloc[0]["quant"])

@@ -88,24 +88,36 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
 def _held_before(confirmed: pd.DataFrame | None, target: Mapping, kind: str, row: pd.Series,
                  goal_ms: float) -> tuple[str, dict]:
     """(' The fastest lever confirmed there ...', its values) of the target's cell and kind where `confirmed`
-    (confirmation.confirmed_levers) holds a lever confirmed there other than the current pick: its confirmed time
-    (and R_floor against the cell's bf16 floor) judged against the target, which counts it; ("", {}) otherwise."""
-    if confirmed is None or confirmed.empty:
+    holds a lever confirmed there other than the current pick (_held_lever): its confirmed time (and R_floor against
+    the cell's bf16 floor) judged against the target, which counts it; ("", {}) otherwise."""
+    c = _held_lever(confirmed, row)
+    if c is None:
         return "", {}
-    at = _at(confirmed, target)
-    at = at[at["kind"] == kind]
-    if at.empty or (at.iloc[0]["arm"], at.iloc[0]["quant"]) == (row["arm"], row["quant"]):
-        return "", {}
-    c = at.iloc[0]
-    lever = _lever_name(c["arm"], c["quant"])
-    r_floor = float(row["t_floor_bf16_ms"]) / float(c["confirmed_ms"])
-    met = bool(r_floor >= target["r_floor"]) if kind == "bf16" else bool(c["confirmed_ms"] <= target["step_ms"])
-    measured = f"{c['confirmed_ms']:.2f} ms" + (f", R_floor {r_floor:.3f}" if kind == "bf16" else "")
-    text = (f" The fastest lever confirmed there ({int(c['sessions'])} fresh sessions, "
-            f"{c['confirmed_min_ms']:.2f}-{c['confirmed_max_ms']:.2f} ms) is {lever} at {measured}, which the target "
-            f"counts: " + ("met." if met else f"not met ({float(c['confirmed_ms']) / goal_ms:.2f}x the target time)."))
-    return text, dict(counted_lever=lever, counted_ms=float(c["confirmed_ms"]), counted_r_floor=r_floor,
+    met = (bool(c["r_floor_bf16"] >= target["r_floor"]) if kind == "bf16"
+           else bool(c["confirmed_ms"] <= target["step_ms"]))
+    measured = f"{c['confirmed_ms']:.2f} ms" + (f", R_floor {c['r_floor_bf16']:.3f}" if kind == "bf16" else "")
+    text = (f" The fastest lever confirmed there ({c['sessions']} fresh sessions, "
+            f"{c['confirmed_min_ms']:.2f}-{c['confirmed_max_ms']:.2f} ms) is {c['lever']} at {measured}, which the "
+            f"target counts: " + ("met." if met else f"not met ({c['confirmed_ms'] / goal_ms:.2f}x the target time)."))
+    return text, dict(counted_lever=c["lever"], counted_ms=c["confirmed_ms"], counted_r_floor=c["r_floor_bf16"],
                       counted_met=met)
+
+
+def _held_lever(confirmed: pd.DataFrame | None, row: pd.Series) -> dict | None:
+    """The lever `confirmed` (confirmation.confirmed_levers) holds at the cell and kind of `row` (a confirmation_table
+    row), where it is not the row's current pick: its ladder name, arm, quant, confirmed time and range, sessions and
+    R_floor against the cell's bf16 floor; else None."""
+    if confirmed is None or confirmed.empty:
+        return None
+    at = confirmed[(confirmed["gpu"] == row["gpu"]) & (confirmed["model"] == row["model"])
+                   & (confirmed["ctx"] == int(row["ctx"])) & (confirmed["kind"] == row["kind"])]
+    if at.empty or (at.iloc[0]["arm"], at.iloc[0]["quant"]) == (row["arm"], row["quant"]):
+        return None
+    c = at.iloc[0]
+    return dict(lever=_lever_name(c["arm"], c["quant"]), arm=c["arm"], quant=c["quant"],
+                confirmed_ms=float(c["confirmed_ms"]), confirmed_min_ms=float(c["confirmed_min_ms"]),
+                confirmed_max_ms=float(c["confirmed_max_ms"]), sessions=int(c["sessions"]),
+                r_floor_bf16=float(row["t_floor_bf16_ms"]) / float(c["confirmed_ms"]))
 
 
 def _lever_name(arm: str, quant: str) -> str:
@@ -199,23 +211,17 @@ def _selection_and_verdict(values: Mapping, selected_span: str) -> str:
 
 
 def _with_held(cells: pd.DataFrame, confirmed: pd.DataFrame | None) -> tuple[pd.DataFrame, int]:
-    """(`cells`, rows of the confirmation table, with each cell whose current pick is not confirmed but which holds a
-    lever confirmed earlier (`confirmed`: confirmation.confirmed_levers) counted on that lever: its name, confirmed
-    time, range and R_floor against the cell's bf16 floor, status confirmed; how many cells that is)."""
-    if confirmed is None or confirmed.empty or cells.empty:
-        return cells, 0
+    """(`cells`, rows of the confirmation table, with each cell whose current pick is not confirmed but which holds
+    another lever confirmed earlier (_held_lever of `confirmed`: confirmation.confirmed_levers) counted on that lever:
+    its name, confirmed time, range and R_floor against the cell's bf16 floor, status confirmed; how many cells that
+    is)."""
     out, held = cells.copy(), 0
-    index = confirmed.set_index(["gpu", "model", "ctx", "kind"])
     for i, row in cells.iterrows():
-        key = (row["gpu"], row["model"], int(row["ctx"]), row["kind"])
-        if row["status"] == confirm.CONFIRMED or key not in index.index:
+        c = None if row["status"] == confirm.CONFIRMED else _held_lever(confirmed, row)
+        if c is None:
             continue
-        c = index.loc[key]
-        out.loc[i, ["lever", "arm", "quant", "status"]] = [_lever_name(c["arm"], c["quant"]), c["arm"], c["quant"],
-                                                           confirm.CONFIRMED]
-        out.loc[i, ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "r_floor_bf16"]] = [
-            float(c["confirmed_ms"]), float(c["confirmed_min_ms"]), float(c["confirmed_max_ms"]),
-            float(row["t_floor_bf16_ms"]) / float(c["confirmed_ms"])]
+        names = ["lever", "arm", "quant", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "r_floor_bf16"]
+        out.loc[i, names + ["status"]] = [c[n] for n in names] + [confirm.CONFIRMED]
         held += 1
     return out, held
 

@@ -127,7 +127,8 @@ def confirmed_at_target(data) -> dict:
     rows = confirmation.confirmation_rows(checked.labelled(checked.load("decode", data, grid=False)),
                                           selection.run_plans(data))
     cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
-    found = {kind: confirmation.confirmed_fastest(rows, cell, kind) for kind in ("bf16", "int4")}
+    commit_of = confirmation.commits_of_runs(hardware.load_env(data))
+    found = {kind: confirmation.confirmed_fastest(rows, cell, kind, commit_of) for kind in ("bf16", "int4")}
     return {kind: lever for kind, lever in found.items() if lever is not None}
 
 
@@ -210,7 +211,7 @@ def tables(data, model_keys=()) -> dict:
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
             confirmation.choices(lever_table), confirming, commit_of), commit_of),
-        confirmed_levers=confirmation.confirmed_levers(confirming),
+        confirmed_levers=confirmation.confirmed_levers(confirming, commit_of),
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
