@@ -131,8 +131,8 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
     if flavour == "silu_residual_norm":
         return (lambda x, w: fused.fused_gemv(x, w, silu_x=True, residual=res, out_norm=(b, EPS), config=config,
                                               **launch),
-                lambda x, w: (lambda y: (y, fused_reference.rmsnorm_reference(y, b, EPS)))(
-                    fused_reference.silu_gemv_residual_reference(x, w, res)))
+                lambda x, w: fused_reference.with_output_norm(fused_reference.silu_gemv_residual_reference(x, w, res),
+                                                              (b, EPS)))
     return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, **launch),
             lambda x, w: fused_reference.rmsnorm_gemv_reference(x, nw, w, b, EPS))
 

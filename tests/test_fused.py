@@ -210,7 +210,7 @@ def _reference_launchers(monkeypatch, silu: bool = True):
             y = fused_reference.silu_mul_reference(y) if silu else y.chunk(2)[0] * y.chunk(2)[1]
         if residual is not None:
             y = (y.float() + residual.float()).to(residual.dtype)
-        return (y, fused_reference.rmsnorm_reference(y, *out_norm)) if out_norm is not None else y
+        return fused_reference.with_output_norm(y, out_norm)
 
     monkeypatch.setattr(fused, "fused_gemv", gemv)
     monkeypatch.setattr(fused, "rotary_cache", lambda *args, pdl, early_trigger: fused_reference.rotary_cache_reference(

@@ -47,7 +47,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 
 from decodegap.arms import BATCH_KERNELS
 from decodegap.kernels.fused import launch as fused
-from decodegap.kernels.next_token import next_token_
+from decodegap.kernels.next_token import next_token_, next_token_reference_
 from decodegap.kernels.step import decode_attention, gemv
 from decodegap.quant import fuse as quant_fuse, layers as quant_layers
 
@@ -207,8 +207,9 @@ class LeanDecoder(nn.Module):
         normed = None  # RMSNorm(x) of this layer's input, where the previous down made it
         for i, layer in enumerate(self.layers):
             last = i == len(self.layers) - 1
-            out_norm = final if last else (self.layers[i + 1].ln_attn, self.eps) if self.fused.input_norm_in_epilogue \
-                else None
+            out_norm = final  # the last down's output norm: the final norm's, or none
+            if not last:  # another layer's down: the next layer's input norm, or none
+                out_norm = (self.layers[i + 1].ln_attn, self.eps) if self.fused.input_norm_in_epilogue else None
             x = layer.fused_step(x, self.fused, self.cos, self.sin, start_pos, length, getattr(self, f"k_cache_{i}"),
                                  getattr(self, f"v_cache_{i}"), out_norm=out_norm, normed=normed)
             if out_norm is not None and not last:
@@ -366,8 +367,9 @@ def check_next_token(logits) -> None:
     before the step is timed: LeanUnsupported naming both tokens where they differ."""
     tok, pos = torch.zeros(1, 1, dtype=torch.long, device=logits.device), torch.zeros(1, dtype=torch.long,
                                                                                        device=logits.device)
+    want_tok, want_pos = tok.clone(), pos.clone()
     next_token_(logits, tok, pos)
-    want = int(logits.reshape(-1).argmax())
-    if int(tok) != want or int(pos) != 1:
+    next_token_reference_(logits, want_tok, want_pos)
+    if int(tok) != int(want_tok) or int(pos) != int(want_pos):
         raise LeanUnsupported(f"the next-token kernel gave token {int(tok)} (position + {int(pos)}) where "
-                              f"torch.argmax gives {want} (position + 1)")
+                              f"torch.argmax gives {int(want_tok)} (position + {int(want_pos)})")

@@ -74,8 +74,8 @@ from torch import nn
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
 from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.reference import (_linear, gate_up_silu_reference, gemv_residual_reference,
-                                               rmsnorm_gemv_reference, rmsnorm_reference, rotary_cache_reference,
-                                               silu_gemv_residual_reference)
+                                               rmsnorm_gemv_reference, rotary_cache_reference,
+                                               silu_gemv_residual_reference, with_output_norm)
 from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.configs import launch_of
@@ -346,8 +346,7 @@ class FusedOps:
     def gemv_residual(self, x, weight, residual, out_norm=None):
         """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""
         if self.reference:
-            y = gemv_residual_reference(x, weight, residual)
-            return y if out_norm is None else (y, rmsnorm_reference(y, *out_norm))
+            return with_output_norm(gemv_residual_reference(x, weight, residual), out_norm)
         return product(x, weight, residual=residual, out_norm=out_norm, **self._between)
 
     def gemv(self, x, weight):
@@ -372,8 +371,8 @@ class FusedOps:
         if not self.silu_in_down:
             return self.gemv_residual(self.gate_up_silu(x, norm_weight, w_gate_up, eps), w_down, x, out_norm=out_norm)
         if self.reference:
-            y = silu_gemv_residual_reference(rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x)
-            return y if out_norm is None else (y, rmsnorm_reference(y, *out_norm))
+            return with_output_norm(silu_gemv_residual_reference(
+                rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x), out_norm)
         return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x,
                                out_norm)
 

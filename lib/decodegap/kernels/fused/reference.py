@@ -42,8 +42,12 @@ def gemv_residual_reference(x, weight, residual):
 
 def gemv_residual_norm_reference(x, weight, residual, norm_weight, eps: float):
     """(y, RMSNorm(y)) of y = residual + F.linear(x, weight) (fused_gemv with RESIDUAL and OUT_NORM)."""
-    y = gemv_residual_reference(x, weight, residual)
-    return y, rmsnorm_reference(y, norm_weight, eps)
+    return with_output_norm(gemv_residual_reference(x, weight, residual), (norm_weight, eps))
+
+
+def with_output_norm(y, out_norm):
+    """y, or with `out_norm` (norm weight, eps) (y, RMSNorm(y)): what a product with the output norm returns."""
+    return y if out_norm is None else (y, rmsnorm_reference(y, *out_norm))
 
 
 def silu_mul_reference(gate_up):

@@ -43,9 +43,9 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
         out_norm = (out_norm_weight, eps) if flavour.endswith("_norm") else None
 
         def reference(x, layer):
-            y = (fused_reference.silu_gemv_residual_reference if silu else
-                 fused_reference.gemv_residual_reference)(x, layer, residual)
-            return y if out_norm is None else (y, fused_reference.rmsnorm_reference(y, *out_norm))
+            return fused_reference.with_output_norm((fused_reference.silu_gemv_residual_reference if silu else
+                                                     fused_reference.gemv_residual_reference)(x, layer, residual),
+                                                    out_norm)
 
         return (lambda x, layer: fused_int4_gemv(x, layer, silu_x=silu, residual=residual, out_norm=out_norm,
                                                  **launch), reference)
