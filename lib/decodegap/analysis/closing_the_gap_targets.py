@@ -40,7 +40,14 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
     selection median, which no target reads, and, where `confirmed` (confirmation.confirmed_levers) holds a lever
     confirmed at the cell earlier, judges the target on that lever's confirmed time (`counted_*` values). A target not
     met, given the profiled steps (`by_category`: profiles.category_table), names the term that stands in the way
-    (`_in_the_way`)."""
+    (`_in_the_way`).
+
+    The held lever's rule, and its history: until 2026-12-05 a target whose current pick awaited its confirmation
+    counted nothing (met False), whatever had been confirmed at the cell before; since then it counts the fastest
+    lever confirmed there (the grids likewise, _with_held). Written after the selection sweeps picked new levers at
+    the target cell, not yet confirmed: under the earlier rule the earlier bf16 target (R_floor 0.80), met by
+    confirmed rows, read as not counted; under this one every verdict reads as it did before those picks. It reads
+    only confirmation rows, and a held lever can leave a target met or not met alike."""
     confirmation = _or_unconfirmed(ladder, confirmation)
     out = []
     for kind, target in targets.items():

@@ -74,7 +74,8 @@ SIZE_COMPILE_CONTEXTS = (2048,)
 LEAN_BEST = "lean_fused_early_products_graph"
 """The fastest bf16 lever confirmed at notebook 06's target cell (levers.TARGETS: llama-3.1-8b, ctx 2048, H200;
 experiments.closing_the_gap.confirmed_at_target, which tests/test_where_the_thesis_ends.py checks it against): a
-lever the selection sweeps pick there moves it once its confirmation holds."""
+lever the selection sweeps pick there moves it once its confirmation holds (until 2026-12-05 the test read the
+ladder's fastest checked lever, figures/06_ladder.csv)."""
 LEAN_FALLBACK = arm_registry.batch_fallback(LEAN_BEST)
 """What LEAN_BEST's step is measured as at batch > 1 (its reason says so): the graphed lean step on cuBLAS products
 and the split-KV attention kernel (lean_attn_graph)."""

@@ -60,7 +60,8 @@ PEER_LEVERS = {"bf16": ("lean_fused_early_products_graph", "bf16"),
                "int4": ("lean_fused_early_products_graph", "int4-triton")}
 """The package's levers timed beside the peer, per precision: the fastest lever of each kind confirmed at notebook
 06's target cell (levers.TARGETS; experiments.closing_the_gap.confirmed_at_target, which tests/test_peers.py checks
-them against; a lever the selection sweeps pick there moves them once its confirmation holds), bf16 the fused step with PDL, the norm in o's epilogue and the products' early trigger, int4 the same design
+them against; a lever the selection sweeps pick there moves them once its confirmation holds; until 2026-12-05 the
+test read the selection's pick, figures/06_confirmation.csv), bf16 the fused step with PDL, the norm in o's epilogue and the products' early trigger, int4 the same design
 on the package's int4 GEMV (`int4-triton`, kernels.fused_int4). The int4 lever was `lean_attn_compile` on
 `int4-triton` until the fused int4 step overtook it (2026-12-04); rows name the arm they timed."""
 
