@@ -74,12 +74,25 @@ FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {
     (37888, 3584, 'norm', 'none'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
     (37888, 3584, 'norm', 'pdl'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
     (37888, 3584, 'norm', 'early'): (16, 1, 2),  # qwen2.5-7b gate_up_norm
+    (4096, 14336, 'residual', 'pdl'): (4, 1, 2),  # llama-3.1-8b down
+    (4096, 14336, 'residual', 'early'): (4, 1, 2),  # llama-3.1-8b down
+    (28672, 4096, 'plain_gate_up', 'pdl'): (8, 2, 2),  # llama-3.1-8b gate_up_silu
+    (28672, 4096, 'plain_gate_up', 'early'): (8, 2, 2),  # llama-3.1-8b gate_up_silu
+    (4096, 14336, 'residual_norm', 'pdl'): (4, 1, 2),  # llama-3.1-8b down_norm
+    (4096, 14336, 'residual_norm', 'early'): (4, 1, 2),  # llama-3.1-8b down_norm
+    (128256, 4096, 'plain', 'pdl'): (8, 2, 2),  # llama-3.1-8b lm_head_plain
+    (128256, 4096, 'plain', 'early'): (8, 2, 2),  # llama-3.1-8b lm_head_plain
+    (6144, 4096, 'plain_rotary', 'pdl'): (8, 1, 2),  # llama-3.1-8b qkv_rotary_plain
 }
 """(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch) at the int4 format's default group size (128, the
 bench's; launch.choose_config reads the table at that group size only): see the module docstring. Mistral-7B-v0.3's
 products are Llama-3.1-8B's widths. Qwen2.5-7B's down, o_norm and gate_up_plain products have no entry: the bench's
 first run on the H200 was cut part-way through its down product (10 of the 12 configs timed at one launch) and never
-reached the other two, so the tuner chooses there."""
+reached the other two, so the tuner chooses there. A second run (commit 0e4e9c8) timed Llama's products of the
+all-epilogues lever at PDL and the early trigger (down, gate_up_silu, down_norm, lm_head_plain) and qkv_rotary_plain at
+PDL; it was cut in qkv_rotary_plain's early-trigger configs, which therefore have no entry. Where the tuner chose
+before these entries, its choice moved between processes (down's sessions at the target cell picked different
+configs), and the step's time moved with it."""
 
 
 def config_key(config) -> str:
