@@ -253,3 +253,37 @@ def test_the_confirmed_fastest_lever_needs_its_sessions_and_its_kind():
     assert confirm.confirmed_fastest(frame, cell, "int4") == ("d", "int4-triton")
     assert confirm.confirmed_fastest(frame[frame.arm != "a"], cell, "bf16") == ("e", "bf16")
     assert confirm.confirmed_fastest(frame.iloc[:0], cell, "bf16") is None
+
+
+def test_a_pair_resumes_only_runs_that_timed_that_pair(tmp_path):
+    """unpaired_runs: confirmation rows of the pair's arms at its cells from a run whose plan timed other arms (the
+    runner-up confirmed before as the chosen lever of another pair) are named, and confirmation_plans then measures the
+    pair in a run of its own; a run of the same pair in the other order, a selection row and another cell's row are
+    not. Run 20261205T053526-b283dc resumed from such rows and timed the chosen lever alone."""
+    import json
+
+    from decodegap.experiments import closing_the_gap as experiment
+    from decodegap.harness.sweep import SweepPlan
+
+    s0 = CONFIRM_FIRST_SESSION
+    chosen, runner_up = "lean_fused_next_token_graph", "lean_fused_early_products_graph"
+    other = "lean_fused_pdl_norm_graph"
+    raw = tmp_path / "raw" / "h200"
+    raw.mkdir(parents=True)
+    cell = dict(gpu="h200", model="llama-3.1-8b", quant="bf16")
+    rows = pd.DataFrame([dict(run_id="old", session=s0, ctx=2048, arm=runner_up, **cell),  # paired with `other`
+                         dict(run_id="same", session=s0 + 1, ctx=2048, arm=chosen, **cell),  # this pair, reversed
+                         dict(run_id="sel", session=0, ctx=2048, arm=runner_up, **cell),  # a selection row
+                         dict(run_id="far", session=s0, ctx=4096, arm=runner_up, **cell)])  # another cell
+    rows.to_csv(raw / "decode.csv", index=False)
+    plans = {"old": (runner_up, other), "same": (runner_up, chosen), "sel": ("lean_graph",), "far": ("lean_graph",)}
+    (raw / "env.json").write_text(json.dumps({r: {"plan": {"arms": list(a)}} for r, a in plans.items()}))
+    plan = SweepPlan(gpu="h200", models=("llama-3.1-8b",), contexts=(2048,), arms=(chosen, runner_up),
+                     quant="bf16", sessions=3, steps=30, warmup=5, device="cuda", first_session=s0,
+                     check_every_session=True)
+    assert plan.csv_path(tmp_path) == raw / "decode.csv"
+    assert experiment.unpaired_runs(plan, tmp_path) == ["old"]
+    (raw / "env.json").write_text(json.dumps({r: {"plan": {"arms": [chosen, runner_up]}} for r in plans}))
+    assert experiment.unpaired_runs(plan, tmp_path) == []
+    (raw / "decode.csv").unlink()
+    assert experiment.unpaired_runs(plan, tmp_path) == []

@@ -354,8 +354,8 @@ def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b"
     if flavour.endswith("_rotary"):
         rotary = rotary_args.random_rotary(models.load_spec(key).config, 2048, "cuda", gen)
         ref_rotary = rotary_args.with_own_caches(rotary)
-        call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, rotary=rotary, pdl=use_pdl,
-                                                   config=config)
+        call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, rotary=rotary,
+                                                   reference_rotary=ref_rotary, pdl=use_pdl, config=config)
         q, q_ref = call(x, layer), reference(x, layer)
         got = torch.cat([q.reshape(-1), rotary[3][0, :, 2048].reshape(-1), rotary[4][0, :, 2048].reshape(-1)])
         ref = torch.cat([q_ref.reshape(-1), ref_rotary[3][0, :, 2048].reshape(-1),

@@ -126,6 +126,7 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
     each flavour of the table; the plain product's reference is the int4 layer's own rounding."""
     import torch
 
+    from decodegap.kernels.fused import rotary_args
     from decodegap.kernels.fused_int4 import flavours, reference
     from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 
@@ -149,6 +150,16 @@ def test_every_flavour_has_its_product_and_reference_and_an_unknown_one_is_refus
     assert torch.equal(silu(x, layer), (torch.nn.functional.silu(gate).bfloat16().float() * up).bfloat16())
     with pytest.raises(ValueError, match="no flavour 'gate_up_rotary'"):
         flavours.flavour_product("gate_up_rotary", nw, res, on, 1e-5)
+    # a rotary reference writes v's row (and k's) into the caches it is handed, never the kernel's: a test comparing
+    # the rows written reads them there (the GPU test once compared against caches the reference never wrote)
+    qkv = Int4GemvLinear.from_weight((0.02 * torch.randn(64, 64, generator=torch.Generator().manual_seed(2)))
+                                     .bfloat16(), group_size=32)  # (2 + 2 x 1) heads of 16
+    own = rotary_args.with_own_caches(rotary)
+    _, rotary_ref = flavours.flavour_product("plain_rotary", nw, res, on, 1e-5, rotary=rotary, reference_rotary=own)
+    rotary_ref(x, qkv)
+    v_row = reference.linear_reference(x, qkv)[48:]
+    assert torch.equal(own[4][0, 0, 3], v_row) and v_row.abs().sum() > 0
+    assert rotary[3].abs().sum() == 0 and rotary[4].abs().sum() == 0
 
 
 def test_the_bench_resumes_config_by_config(tmp_path):

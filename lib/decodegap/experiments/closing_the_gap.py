@@ -6,6 +6,8 @@ lines, the check's sensitivity) and its findings (against the targets, where the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
@@ -15,6 +17,7 @@ from decodegap.analysis import closing_the_gap_int4_instructions as int4_instruc
 from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
+from decodegap import sessions as session_bands
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
 from decodegap.experiments import cuda_graphs_ab
@@ -85,7 +88,11 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     models and contexts only, e.g. the targets' cell first in a short run; `kinds` (default both) the cells of those
     kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell).
     `again`: measure cells already confirmed again, in a run of their own (after a change to a lever's code: the
-    confirmation table then reads the newest commit's runs)."""
+    confirmation table then reads the newest commit's runs). A pair whose arms have confirmation rows at its cells from
+    a run that did not time this pair (the runner-up confirmed earlier as another cell's chosen lever, say) is measured
+    in a run of its own as well (unpaired_runs): resuming would skip the arm those rows cover and time the other one
+    alone. History: before 2026-12-05 a pair resumed from any confirmation rows of its arms, and run
+    20261205T053526-b283dc timed the bf16 target cell's chosen lever without its runner-up that way."""
     choice = confirmation.choices(tables(data)["ladder"])
     choice = choice[choice["gpu"] == gpu]
     if kinds is not None:
@@ -101,10 +108,26 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
         for quant in dict.fromkeys(q for q, _ in pairs):
             arms = tuple(a for q, a in pairs if q == quant)
             groups.setdefault((c["model"], quant, arms), []).append(int(c["ctx"]))
-    return [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(contexts)), arms=arms, quant=quant,
-                      sessions=sessions, steps=steps, warmup=warmup, device=device,
-                      first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
-            for (model, quant, arms), contexts in sorted(groups.items())]
+    plans = [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(contexts)), arms=arms, quant=quant,
+                       sessions=sessions, steps=steps, warmup=warmup, device=device,
+                       first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
+             for (model, quant, arms), contexts in sorted(groups.items())]
+    return [p if p.again or not unpaired_runs(p, data) else replace(p, again=True) for p in plans]
+
+
+def unpaired_runs(plan: SweepPlan, data) -> list[str]:
+    """Run ids with confirmation rows (levers.CONFIRM_FIRST_SESSION's band) of `plan`'s arms at its cells whose own
+    plan (env.json) timed other arms than `plan`'s pair: the runs a resumed confirmation must not build on."""
+    path = plan.csv_path(data)
+    if not path.exists():
+        return []
+    rows = pd.read_csv(path, usecols=["run_id", "session", "gpu", "model", "ctx", "arm", "quant"])
+    rows = rows[rows["session"].isin(list(session_bands.CONFIRM)) & (rows["gpu"] == plan.gpu)
+                & rows["model"].isin(plan.models) & rows["ctx"].isin(plan.contexts)
+                & rows["arm"].isin(plan.arms) & (rows["quant"] == plan.quant)]
+    plans = selection.run_plans(data)
+    return sorted(r for r in rows["run_id"].unique()
+                  if set((plans.get((plan.gpu, r)) or {}).get("arms", ())) != set(plan.arms))
 
 
 def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,

@@ -83,6 +83,9 @@ FUSED_INT4_CONFIGS: dict[tuple[int, int, str, str], tuple[int, int, int]] = {
     (128256, 4096, 'plain', 'pdl'): (8, 2, 2),  # llama-3.1-8b lm_head_plain
     (128256, 4096, 'plain', 'early'): (8, 2, 2),  # llama-3.1-8b lm_head_plain
     (6144, 4096, 'plain_rotary', 'pdl'): (8, 1, 2),  # llama-3.1-8b qkv_rotary_plain
+    (6144, 4096, 'plain_rotary', 'early'): (4, 1, 2),  # llama-3.1-8b qkv_rotary_plain
+    (6144, 4096, 'norm_rotary', 'pdl'): (8, 1, 2),  # llama-3.1-8b qkv_rotary
+    (6144, 4096, 'norm_rotary', 'early'): (8, 2, 2),  # llama-3.1-8b qkv_rotary
 }
 """(BLOCK_N, SUB_MAX, num_warps) per (N, K, flavour, launch) at the int4 format's default group size (128, the
 bench's; launch.choose_config reads the table at that group size only): see the module docstring. Mistral-7B-v0.3's
@@ -90,8 +93,8 @@ products are Llama-3.1-8B's widths. Qwen2.5-7B's down, o_norm and gate_up_plain 
 first run on the H200 was cut part-way through its down product (10 of the 12 configs timed at one launch) and never
 reached the other two, so the tuner chooses there. A second run (commit 0e4e9c8) timed Llama's products of the
 all-epilogues lever at PDL and the early trigger (down, gate_up_silu, down_norm, lm_head_plain) and qkv_rotary_plain at
-PDL; it was cut in qkv_rotary_plain's early-trigger configs, which therefore have no entry. Where the tuner chose
-before these entries, its choice moved between processes (down's sessions at the target cell picked different
+PDL; it was cut in qkv_rotary_plain's early-trigger configs. A third run (commit 952da62) timed those and qkv_rotary
+(the norm prologue and the rotary epilogue) at both launches. Where the tuner chose before these entries, its choice moved between processes (down's sessions at the target cell picked different
 configs), and the step's time moved with it."""
 
 

@@ -10,7 +10,8 @@ from decodegap.kernels.fused_int4.launch import fused_int4_gemv
 from decodegap.kernels.fused_int4.reference import linear_reference
 
 
-def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: float, rotary=None, **launch):
+def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: float, rotary=None,
+                    reference_rotary=None, **launch):
     """(call, reference) of the fused int4 product of `flavour` (kernels.fused_int4.configs.FLAVOUR_FLAGS), each
     taking (x, layer): `call` fused_int4_gemv with the flavour's prologue and epilogue (`launch`: its pdl,
     early_trigger and config), `reference` the same in PyTorch (kernels.fused.reference on the int4 layer's
@@ -21,13 +22,14 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
     SiLU(gate) * up, half its rows; the rotary flavours (qkv with the rotary epilogue, after the norm prologue or
     none) take `rotary` (the tables,
     position, caches and head counts, fused_int4_gemv's) and return the rotary q, the reference writing k and v into
-    its own copy of the caches."""
+    `reference_rotary`'s caches (default: its own copy of the caches; a caller that compares the rows written passes
+    rotary_args.with_own_caches(rotary) and reads them there)."""
     if flavour not in FLAVOUR_FLAGS:
         raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: {', '.join(FLAVOUR_FLAGS)}")
     if flavour.endswith("_rotary"):
         if rotary is None:
             raise ValueError(f"the {flavour} product takes `rotary`: (cos, sin, start_pos, k_cache, v_cache, H, Hkv)")
-        ref_rotary = rotary_args.with_own_caches(rotary)
+        ref_rotary = rotary_args.with_own_caches(rotary) if reference_rotary is None else reference_rotary
         if flavour.startswith("norm"):
             return (lambda x, layer: fused_int4_gemv(x, layer, norm_weight=norm_weight, eps=eps, rotary=rotary,
                                                      **launch),
