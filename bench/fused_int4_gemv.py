@@ -65,7 +65,7 @@ def layer_bytes(layer) -> int:
 
 
 def rel_err(y, ref):
-    if isinstance(y, tuple):  # out_norm's (y, h): the larger of the two errors
+    if isinstance(y, tuple):  # out_norm's (y, h), a rotary product's (q, k rows, v rows): the largest error
         return max(rel_err(a, b) for a, b in zip(y, ref))
     return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
 
@@ -108,11 +108,21 @@ def complete_cells(done: dict) -> set:
     return {cell for cell, configs in done.items() if wanted <= configs}
 
 
-def product_call(flavour, nw, res, on, config, launch, rotary=None):
+def product_call(flavour, nw, res, on, config, launch, rotary=None, reference_rotary=None):
     """call(x, layer) of the fused int4 product of `flavour` on `config` and `launch`, and its reference
-    ref(x, layer) (kernels.fused_int4.flavours.flavour_product; `rotary`: the rotary flavours' operands)."""
-    return flavours.flavour_product(flavour, nw, res, on, EPS, rotary=rotary, pdl=launch != "none",
-                                    early_trigger=launch == "early", config=config)
+    ref(x, layer) (kernels.fused_int4.flavours.flavour_product; `rotary`: the rotary flavours' operands,
+    `reference_rotary` the caches the reference writes)."""
+    return flavours.flavour_product(flavour, nw, res, on, EPS, rotary=rotary, reference_rotary=reference_rotary,
+                                    pdl=launch != "none", early_trigger=launch == "early", config=config)
+
+
+def checked_error(call, reference, x, layer, rotary, reference_rotary) -> float:
+    """The product's largest error against its reference (rel_err); a rotary product's over q and the k and v rows it
+    wrote into the caches too (flavours.rotary_rows), each against the row its reference wrote."""
+    got, ref = call(x, layer), reference(x, layer)
+    if rotary is not None:
+        got, ref = (got, *flavours.rotary_rows(rotary)), (ref, *flavours.rotary_rows(reference_rotary))
+    return rel_err(got, ref)
 
 
 def time_graph(calls):
@@ -143,10 +153,11 @@ def time_launch(emit, base, x, layer, copies, operands_, launch, had):
     against its reference before it is timed (a failing one a row of status `error`), then the tuner's choice
     unless `had` has it; rows through `emit`."""
     flavour, nw, res, on, rotary = operands_
+    ref_rotary = None if rotary is None else rotary_args.with_own_caches(rotary)
     for config in (c for c in INT4_CONFIGS if config_key(c) not in had):
-        call, reference = product_call(flavour, nw, res, on, config, launch, rotary)
+        call, reference = product_call(flavour, nw, res, on, config, launch, rotary, ref_rotary)
         try:
-            err = rel_err(call(x, layer), reference(x, layer))
+            err = checked_error(call, reference, x, layer, rotary, ref_rotary)
             if not err <= TOL:  # NaN included
                 raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
             emit(config=config_key(config), launch=launch, mode="graph", err=err,

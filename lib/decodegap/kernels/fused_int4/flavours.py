@@ -58,3 +58,10 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
                 lambda x, layer: fused_reference.gate_up_silu_reference(x, norm_weight, layer, eps))
     return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),  # plain_gate_up
             fused_reference.gate_up_plain_silu_reference)
+
+
+def rotary_rows(rotary) -> tuple:
+    """(k rows, v rows) a rotary product wrote: its two caches at the token's position (`rotary`'s start_pos), every kv
+    head ([Hkv, head_dim] each): what a check compares beside q, the kernel's caches against its reference's."""
+    pos = int(rotary[2].reshape(-1)[0])
+    return rotary[3][0, :, pos], rotary[4][0, :, pos]
