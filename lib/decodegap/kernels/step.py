@@ -168,7 +168,7 @@ def _attention_kernels():
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
                          USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, count_ptr, out_ptr,
-                         MERGE: tl.constexpr):
+                         MERGE: tl.constexpr, S: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
@@ -221,22 +221,20 @@ def _attention_kernels():
                 tl.debug_barrier()  # every thread's partials stored before the (one-thread) release below
                 arrived = tl.atomic_add(count_ptr + h, 1, sem="acq_rel")
                 if arrived == n_splits - 1:
-                    mm = tl.full((G,), -1e30, dtype=tl.float32)
-                    ll = tl.zeros((G,), dtype=tl.float32)
-                    oo = tl.zeros((G, D), dtype=tl.float32)
-                    for t in range(0, n_splits):  # split order: the same sum every run
-                        pt = (h * n_splits + t) * G + gi
-                        m_t = tl.load(m_ptr + pt, cache_modifier=".cg")
-                        l_t = tl.load(l_ptr + pt, cache_modifier=".cg")
-                        o_t = tl.load(o_ptr + pt[:, None] * D + d[None, :], cache_modifier=".cg")
-                        m_new = tl.maximum(mm, m_t)
-                        w_old, w_t = tl.exp(mm - m_new), tl.exp(m_t - m_new)
-                        ll = ll * w_old + l_t * w_t
-                        oo = oo * w_old[:, None] + o_t * w_t[:, None]
-                        mm = m_new
-                    out = oo / ll[:, None]
-                    tl.store(out_ptr + (h * group + gi)[:, None] * D + d[None, :],
-                             out.to(out_ptr.dtype.element_ty), mask=gi[:, None] < group)
+                    # as merge_kernel does, per query head of the group: all its splits' partials in one load each
+                    # (S, a power of two >= n_splits), the same sums in the same order; no step depends on the one
+                    # before, so the loads of the group's heads are not serialised split by split
+                    sv = tl.arange(0, S)
+                    ok = sv < n_splits
+                    for g in range(0, group):
+                        part_g = (h * n_splits + sv) * G + g
+                        m_g = tl.load(m_ptr + part_g, mask=ok, other=-1e30, cache_modifier=".cg")
+                        l_g = tl.load(l_ptr + part_g, mask=ok, other=0.0, cache_modifier=".cg")
+                        o_g = tl.load(o_ptr + part_g[:, None] * D + d[None, :], mask=ok[:, None], other=0.0,
+                                      cache_modifier=".cg")
+                        w = tl.where(ok, tl.exp(m_g - tl.max(m_g, axis=0)), 0.0)
+                        out = tl.sum(w[:, None] * o_g, axis=0) / tl.sum(w * l_g, axis=0)
+                        tl.store(out_ptr + (h * group + g) * D + d, out.to(out_ptr.dtype.element_ty))
                     tl.atomic_xchg(count_ptr + h, 0)  # ready for the next layer's call
 
         @triton.jit
@@ -308,8 +306,12 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     fused.pdl_unavailable): each waits for the kernel before it first and lets the next one launch once its reads
     are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch). `merged`: one kernel, not two:
     each program stores its split's partials and bumps its kv head's arrival counter (merge_counters), and the
-    program that arrives last merges the head's splits in split order and writes the output (as the fused GEMV's
-    split-K does), so the merge kernel is not launched."""
+    program that arrives last merges the head's splits and writes the output (as the fused GEMV's split-K does), so
+    the merge kernel is not launched. History: until 2026-12-05 that program merged split after split, each step
+    waiting on the one before (run 20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than
+    lean_fused_early_products_graph, the same lever with the two kernels, in the same session); it now reads each
+    query head's partials in one load, as the merge kernel does (not timed yet: the ladder's rows of the lever name
+    the commit that ran them)."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
@@ -337,7 +339,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     merge = (dict(count_ptr=merge_counters(q.device), out_ptr=out) if merged else dict(count_ptr=length, out_ptr=qc))
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                  EARLY_TRIGGER=early_trigger, MERGE=merged, **merge, **launch)
+                                  EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:
