@@ -357,8 +357,8 @@ def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b"
         call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, rotary=rotary,
                                                    reference_rotary=ref_rotary, pdl=use_pdl, config=config)
         q, q_ref = call(x, layer), reference(x, layer)
-        got = torch.cat([t.reshape(-1) for t in (q, *flavours.rotary_rows(rotary))])
-        ref = torch.cat([t.reshape(-1) for t in (q_ref, *flavours.rotary_rows(ref_rotary))])
+        got = torch.cat([t.reshape(-1) for t in (q, *rotary_args.rotary_rows(rotary))])
+        ref = torch.cat([t.reshape(-1) for t in (q_ref, *rotary_args.rotary_rows(ref_rotary))])
     else:
         call, reference = flavours.flavour_product(flavour, nw, res, on, 1e-5, pdl=use_pdl, config=config)
         got, ref = call(x, layer), reference(x, layer)

@@ -112,22 +112,34 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
                        sessions=sessions, steps=steps, warmup=warmup, device=device,
                        first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
              for (model, quant, arms), contexts in sorted(groups.items())]
-    return [p if p.again or not unpaired_runs(p, data) else replace(p, again=True) for p in plans]
+    if not plans or all(p.again for p in plans):
+        return plans
+    rows, run_plans = _confirmation_band_rows(plans[0], data), selection.run_plans(data)  # read once for every pair
+    return [p if p.again or not unpaired_runs(p, data, rows, run_plans) else replace(p, again=True) for p in plans]
 
 
-def unpaired_runs(plan: SweepPlan, data) -> list[str]:
-    """Run ids with confirmation rows (levers.CONFIRM_FIRST_SESSION's band) of `plan`'s arms at its cells whose own
-    plan (env.json) timed other arms than `plan`'s pair: the runs a resumed confirmation must not build on."""
+def _confirmation_band_rows(plan: SweepPlan, data) -> pd.DataFrame:
+    """The rows of `plan`'s CSV (decode.csv of its GPU) in the confirmation sweeps' band of sessions (sessions.CONFIRM),
+    only the columns unpaired_runs reads; empty where the file is absent."""
+    columns = ["run_id", "session", "gpu", "model", "ctx", "arm", "quant"]
     path = plan.csv_path(data)
     if not path.exists():
-        return []
-    rows = pd.read_csv(path, usecols=["run_id", "session", "gpu", "model", "ctx", "arm", "quant"])
-    rows = rows[rows["session"].isin(list(session_bands.CONFIRM)) & (rows["gpu"] == plan.gpu)
-                & rows["model"].isin(plan.models) & rows["ctx"].isin(plan.contexts)
+        return pd.DataFrame(columns=columns)
+    rows = pd.read_csv(path, usecols=columns)
+    return rows[rows["session"].isin(list(session_bands.CONFIRM))]
+
+
+def unpaired_runs(plan: SweepPlan, data, rows: pd.DataFrame | None = None,
+                  run_plans: dict | None = None) -> list[str]:
+    """Run ids with confirmation rows (levers.CONFIRM_FIRST_SESSION's band) of `plan`'s arms at its cells whose own
+    plan (env.json) timed other arms than `plan`'s pair: the runs a resumed confirmation must not build on. `rows`
+    (_confirmation_band_rows) and `run_plans` (selection.run_plans) are read from `data` where not given."""
+    rows = _confirmation_band_rows(plan, data) if rows is None else rows
+    run_plans = selection.run_plans(data) if run_plans is None else run_plans
+    rows = rows[(rows["gpu"] == plan.gpu) & rows["model"].isin(plan.models) & rows["ctx"].isin(plan.contexts)
                 & rows["arm"].isin(plan.arms) & (rows["quant"] == plan.quant)]
-    plans = selection.run_plans(data)
     return sorted(r for r in rows["run_id"].unique()
-                  if set((plans.get((plan.gpu, r)) or {}).get("arms", ())) != set(plan.arms))
+                  if set((run_plans.get((plan.gpu, r)) or {}).get("arms", ())) != set(plan.arms))
 
 
 def confirm(gpu: str, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,

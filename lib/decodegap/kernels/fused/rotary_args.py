@@ -38,6 +38,13 @@ def with_own_caches(rotary):
     return rotary[:3] + (rotary[3].clone(), rotary[4].clone()) + rotary[5:]
 
 
+def rotary_rows(rotary) -> tuple:
+    """(k rows, v rows) a rotary product wrote: its two caches at the token's position (`rotary`'s start_pos), every kv
+    head ([Hkv, head_dim] each): what a check compares beside q, the kernel's caches against its reference's."""
+    pos = int(rotary[2].reshape(-1)[0])
+    return rotary[3][0, :, pos], rotary[4][0, :, pos]
+
+
 def random_rotary(config, ctx: int, device, gen):
     """`rotary` operands of model `config`'s heads (an HF config dict) for a bench or a test: random bf16 cos and sin
     tables and zeroed caches of ctx + 8 positions, the token at ctx (start_pos a [1] device tensor)."""

@@ -20,10 +20,10 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
     flavours take x as [gate; up]; bias and plain are the same call (Qwen2's bias sits inside the layer); the
     gate_up flavours (the SiLU epilogue, after the norm prologue or none) take the [gate; up] layer and return
     SiLU(gate) * up, half its rows; the rotary flavours (qkv with the rotary epilogue, after the norm prologue or
-    none) take `rotary` (the tables,
-    position, caches and head counts, fused_int4_gemv's) and return the rotary q, the reference writing k and v into
-    `reference_rotary`'s caches (default: its own copy of the caches; a caller that compares the rows written passes
-    rotary_args.with_own_caches(rotary) and reads them there)."""
+    none) take `rotary` (the tables, position, caches and head counts, fused_int4_gemv's) and return the rotary q,
+    the reference writing k and v into `reference_rotary`'s caches (default: its own copy of the caches; a caller
+    that compares the rows written passes rotary_args.with_own_caches(rotary) and reads them there with
+    rotary_args.rotary_rows)."""
     if flavour not in FLAVOUR_FLAGS:
         raise ValueError(f"no flavour {flavour!r} of the fused int4 product; known: {', '.join(FLAVOUR_FLAGS)}")
     if flavour.endswith("_rotary"):
@@ -58,10 +58,3 @@ def flavour_product(flavour: str, norm_weight, residual, out_norm_weight, eps: f
                 lambda x, layer: fused_reference.gate_up_silu_reference(x, norm_weight, layer, eps))
     return (lambda x, layer: fused_int4_gemv(x, layer, gate_up=True, **launch),  # plain_gate_up
             fused_reference.gate_up_plain_silu_reference)
-
-
-def rotary_rows(rotary) -> tuple:
-    """(k rows, v rows) a rotary product wrote: its two caches at the token's position (`rotary`'s start_pos), every kv
-    head ([Hkv, head_dim] each): what a check compares beside q, the kernel's caches against its reference's."""
-    pos = int(rotary[2].reshape(-1)[0])
-    return rotary[3][0, :, pos], rotary[4][0, :, pos]
