@@ -101,3 +101,18 @@ def test_the_confirmation_plan_takes_the_selections_two_fastest_checked_levers()
     assert list(plan.session_ids) == [200, 201, 202]
     t = closing_the_gap.megakernel_table(paths.DATA)
     assert set(t[t.role == "confirmation"].arm) == set(plan.arms)
+
+
+def test_a_lever_timed_before_its_code_changed_names_the_change():
+    """The one-kernel attention's merge changed at c640ad5 (2026-12-05 06:08 UTC, levers.CODE_CHANGES): a run of it
+    that began before then names that commit, one that began after and another lever's run name none."""
+    specs, configs = _specs_configs()
+    rows = pd.DataFrame(_decode("20261204T135637-aaaaaa", 0, "lean_fused_merged_graph", [0.97] * 3)
+                        + _decode("20261204T135637-aaaaaa", 0, "lean_fused_early_graph", [0.95] * 3)
+                        + _decode("20261205T070000-bbbbbb", CONFIRM_FIRST_SESSION, "lean_fused_merged_graph",
+                                  [0.96] * 3))
+    t = megakernel.table(rows, specs, configs)
+    measured = t[t["source"] == "measured"].set_index(["arm", "role"])["changed_since"]
+    assert measured[("lean_fused_merged_graph", "selection")] == "c640ad5"
+    assert measured[("lean_fused_merged_graph", "confirmation")] == ""
+    assert measured[("lean_fused_early_graph", "selection")] == ""

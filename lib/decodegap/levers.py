@@ -4,6 +4,9 @@ experiments.closing_the_gap.measure sweeps. Measuring reads this module only; th
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from typing import NamedTuple
+
 from decodegap import sessions
 from decodegap.arms import is_lean
 
@@ -153,6 +156,67 @@ EARLIER_TARGETS = (
 """Notebook 06's earlier targets, kept with the dates they held and why they changed: analysis.closing_the_gap_targets
 judges them as it judges the current ones (`name`: the TARGETS key or "grid"), so a raised bar never hides where the
 rows stood against the old one."""
+class CodeChange(NamedTuple):
+    """A change to the code a lever runs, made after some of its rows were measured: the `commit` that made it (short
+    sha), when it was committed (`committed_utc`, ISO 8601), `what` changed, and the `levers` ((arm, quant) of
+    LEVERS) and `models` (() for every model) whose steps it changed."""
+    commit: str
+    committed_utc: str
+    what: str
+    levers: tuple
+    models: tuple = ()
+
+
+_INT4_TABLE_LEVERS = tuple((arm, quant) for arm in ("lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph",
+                                                    "lean_fused_epilogue_norms_graph",
+                                                    "lean_fused_norms_next_token_graph",
+                                                    "lean_fused_all_next_token_graph")
+                           for quant in ("int4-triton", "int4-triton-head"))
+CODE_CHANGES = (
+    CodeChange("952da62", "2026-12-05T05:19:23+00:00",
+               "the int4 config table's entries for down, gate_up_silu, down_norm, lm_head_plain and qkv_rotary_plain, "
+               "which each process had tuned for itself", _INT4_TABLE_LEVERS, ("llama-3.1-8b", "mistral-7b-v0.3")),
+    CodeChange("224377f", "2026-12-05T05:46:24+00:00",
+               "the int4 config table's entries for qkv_rotary, which each process had tuned for itself",
+               tuple((arm, quant) for arm, quant in _INT4_TABLE_LEVERS
+                     if arm in ("lean_fused_all_epilogues_graph", "lean_fused_all_next_token_graph")),
+               ("llama-3.1-8b", "mistral-7b-v0.3")),
+    CodeChange("c640ad5", "2026-12-05T06:08:08+00:00",
+               "the one-kernel attention's merge reading each query head's partials over all splits in one load, "
+               "where it had merged the splits one after another",
+               (("lean_fused_merged_graph", "bf16"), ("lean_fused_merged_graph", "int4-triton"))),
+)
+"""The changes to a lever's code made after rows of it were measured, oldest first, each written when it was made:
+the ladder (analysis.closing_the_gap.changed_cells) names, beside a lever's time, every change its rows were measured
+before, so that a row of code that no longer runs is not read as the code's time now; the rows stay. A change
+that leaves what the GPU runs the same (a refactor, a docstring) is not one. Kept from 2026-12-05: the changes
+before it are in the repository's history only. The int4 table's levers are those whose products (at Llama-3.1-8B's
+widths, which Mistral-7B-v0.3 shares but for its LM head) gained entries: tests/test_code_changes.py derives them from
+the products each arm launches."""
+
+
+def run_started_utc(run_id: str) -> datetime | None:
+    """When a run began (UTC), from its id (records' `YYYYMMDDTHHMMSS-xxxxxx`, the device's clock in UTC); None for
+    an id of another form."""
+    try:
+        return datetime.strptime(str(run_id)[:15], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def changes_after(run_id: str, arm: str, quant: str, model: str, changes=CODE_CHANGES) -> list:
+    """The changes (CODE_CHANGES) to the code of lever (arm, quant) on `model` committed after run `run_id` began:
+    a run that began before a change cannot have run it. A run that began after it ran it where the run measured
+    the newest commit of the history (as every run of the package has: tests/test_code_changes.py checks it against
+    the history where a clone has it), so the rule needs no git. A run id that names no start time places the run
+    before no change."""
+    began = run_started_utc(run_id)
+    if began is None:
+        return []
+    return [c for c in changes if (arm, quant) in c.levers and (not c.models or model in c.models)
+            and began < datetime.fromisoformat(c.committed_utc)]
+
+
 CONFIRM_FIRST_SESSION = sessions.CONFIRM.start
 """The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): the start of the
 confirmations' band (decodegap.sessions), apart from the grid's sessions and notebook 07's, so that no selection reader counts a confirmation row and the confirmation reader

@@ -17,7 +17,7 @@ from decodegap.analysis.profiles import (PDL_OVERLAP, SMALL_CATEGORIES, fitted_p
                                          with_pdl)
 from decodegap.finding import Finding
 from decodegap.quant import bytes as quant_bytes
-from decodegap.levers import LEVERS, TARGET_CELL_ONLY, TARGETS
+from decodegap.levers import CODE_CHANGES, LEVERS, TARGET_CELL_ONLY, TARGETS, changes_after
 from decodegap.selection import WEIGHTS_SUPERSEDED
 
 class StepTerms(NamedTuple):
@@ -74,15 +74,37 @@ def superseded_cells(decode_rows: pd.DataFrame) -> set:
         index=False, name=None)}
 
 
-def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset()) -> pd.DataFrame:
+def changed_cells(decode_rows: pd.DataFrame, changes=CODE_CHANGES) -> dict:
+    """{(gpu, model, ctx, arm, quant): [CodeChange, ...]} of the timed cells whose newest run began before a change
+    to their lever's code (levers.changes_after): their rows time code the lever no longer runs."""
+    if decode_rows.empty or not changes:
+        return {}
+    ok = decode_rows[decode_rows["status"] == "ok"]
+    newest = ok.groupby(["gpu", "model", "ctx", "arm", "quant"])["run_id"].max()
+    out = {}
+    for (g, model, ctx, arm, quant), run in newest.items():
+        hit = changes_after(run, arm, quant, model, changes)
+        if hit:
+            out[(g, model, int(ctx), arm, quant)] = hit
+    return out
+
+
+def changed_reason(changes) -> str:
+    """What a ladder row says of the changes its lever's code went through after it (changed_cells)."""
+    return "; ".join(f"measured before {c.what} ({c.commit})" for c in changes)
+
+
+def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset(), changed=None) -> pd.DataFrame:
     """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
     roofline.cell_table rows (default attention). A lever with no timed rows keeps the status and reason of its
     failed cell (`error`: its check against HF eager failed, say), else says `not measured`, or `target cell
     only` for a TARGET_CELL_ONLY lever away from the target cell. A timed cell among `superseded`
-    (superseded_cells) says so in its reason (SUPERSEDED_REASON).
+    (superseded_cells) says so in its reason (SUPERSEDED_REASON), and one among `changed` (changed_cells) names the
+    changes to its lever's code made after its rows (changed_reason; their commits in `changed_since`): its time
+    stands for the code that ran.
     The floor is bf16's for every lever: a quantised lever is measured against what a bf16 step must move."""
     columns = ["gpu", "model", "ctx", "order", "lever", "arm", "quant", "t_obs_ms", "sessions", "t_floor_bf16_ms",
-               "r_floor_bf16", "status", "reason"]
+               "r_floor_bf16", "status", "reason", "changed_since"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     cells = cells[cells["attn"] == "sdpa"]
@@ -99,6 +121,9 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
             status, reason = "ok", ""
             if not hit.empty and (g, model, int(ctx), arm, quant) in superseded:
                 reason = SUPERSEDED_REASON
+            since = (changed or {}).get((g, model, int(ctx), arm, quant), []) if not hit.empty else []
+            if since:
+                reason = "; ".join(filter(None, [reason, changed_reason(since)]))
             if hit.empty:
                 key = (g, model, ctx, arm, quant)
                 if key in failed.index:
@@ -108,7 +133,8 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
                     status = _gap(g, model, ctx, arm, quant)
             rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
                              t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
-                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason))
+                             t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason,
+                             changed_since=" ".join(c.commit for c in since)))
     return pd.DataFrame(rows, columns=columns)
 
 

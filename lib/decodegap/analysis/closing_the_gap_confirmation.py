@@ -21,7 +21,7 @@ import pandas as pd
 
 from decodegap import hardware, stats
 from decodegap.finding import Finding
-from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS
+from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, changes_after
 
 KIND_BF16, KIND_INT4 = "bf16", "int4"
 CHOICE_COLUMNS = ["gpu", "model", "ctx", "kind", "lever", "arm", "quant", "selected_ms", "runner_up", "runner_up_arm",
@@ -142,8 +142,10 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
     sessions of each session's median step), `sessions`, `r_floor_bf16` (the cell's bf16 floor over it), the runner-up's
     `runner_up_ms` on the same sessions, the paired margin (`margin_median`, `margin_min`, `margin_max`: the runner-up
     over the winner per session, minus one), `order` (ORDER_HELD, ORDER_REVERSED or ORDER_MIXED by the paired margins'
-    signs; None without them), `run_ids` (the runs of the chosen lever's sessions), `superseded_runs` and `status`:
-    CONFIRMED with CONFIRM_SESSIONS sessions or more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever.
+    signs; None without them), `run_ids` (the runs of the chosen lever's sessions), `changed_since` (the
+    commits of levers.CODE_CHANGES to the chosen lever's code made after its newest confirmation run began: its
+    sessions time the code as it was), `superseded_runs` and `status`: CONFIRMED with CONFIRM_SESSIONS sessions or
+    more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever.
 
     Which runs count, and its history: until 2026-12-04 every confirmation run of a cell counted (each session paired
     in its own run). Since then, with `commit_of` ({run id: commit}), a cell whose lever was confirmed at two commits
@@ -174,12 +176,14 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
                         margin_min=float(paired.min()) if len(paired) else np.nan,
                         margin_max=float(paired.max()) if len(paired) else np.nan, order=order,
                         run_ids=" ".join(sorted({run for run, _ in mine.index})),
+                        changed_since=" ".join(c.commit for c in changes_after(
+                            max(run for run, _ in mine.index), cell["arm"], cell["quant"], cell["model"])) if n else "",
                         superseded_runs=" ".join(superseded),
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
     return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
                                                        "sessions", "r_floor_bf16", "runner_up_ms", "paired_sessions",
                                                        "margin_median", "margin_min", "margin_max", "order",
-                                                       "run_ids", "superseded_runs", "status"])
+                                                       "run_ids", "changed_since", "superseded_runs", "status"])
 
 
 def commits_of_runs(env: dict) -> dict:

@@ -14,7 +14,8 @@ from decodegap.finding import Finding
 from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
 from decodegap.analysis import closing_the_gap_confirmation as confirm
-from decodegap.levers import CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, LEVERS, TARGETS
+from decodegap.levers import (CODE_CHANGES, CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, LEVERS,
+                              TARGETS)
 
 
 def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.Series | None:
@@ -67,11 +68,12 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
             so_far = (f": its {int(row['sessions'])} fresh sessions so far take {row['confirmed_ms']:.2f} ms "
                       f"({row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms)" if fresh else "")
             held_text, held = _held_before(confirmed, target, kind, row, goal_ms)
+            changed = _changed_text(row, ladder)
             out.append(Finding(
                 f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
                 f"(runner-up {row['runner_up']} {row['runner_up_selected_ms']:.2f} ms); {row['status']} by a fresh "
-                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions{so_far}), so not counted." + held_text
-                + way,
+                f"sweep ({int(row['sessions'])} of {CONFIRM_SESSIONS} sessions{so_far}), so not counted." + changed
+                + held_text + way,
                 kind=kind, measured=True, confirmed=False, lever=row["lever"], selected_ms=row["selected_ms"],
                 goal_ms=goal_ms, met=bool(held.get("counted_met", False)), status=row["status"],
                 **({"fresh_ms": row["confirmed_ms"]} if fresh else {}), **held, **more))
@@ -85,11 +87,27 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
         way, more = ("", {}) if met else _in_the_way(by_category, target, row, t, goal_ms, "its confirmed time")
         out.append(Finding(
             f"{head}: chosen lever {measured}: " + ("met." if met else f"not met ({over:.2f}x the target time).")
-            + way,
+            + _changed_text(row, ladder) + way,
             kind=kind, measured=True, confirmed=True, lever=row["lever"], t_obs_ms=t, r_floor=row["r_floor_bf16"],
             goal_ms=goal_ms, met=met, over_goal=over, status="met" if met else "not met",
             margin_median=row["margin_median"], margin_min=row["margin_min"], margin_max=row["margin_max"], **more))
     return out
+
+
+def _changed_text(row: pd.Series, ladder: pd.DataFrame) -> str:
+    """' Its fresh sessions ... were measured before <change> (<commit>) ...' where changes to the chosen lever's code
+    (levers.CODE_CHANGES) were made after its confirmation sessions (`row`'s changed_since) or its selection rows (the
+    ladder's changed_since of the lever at the cell); "" where neither."""
+    fresh = str(row.get("changed_since", "") or "").split() if int(row["sessions"]) else []
+    at = _at(ladder, row)
+    at = at[(at["arm"] == row["arm"]) & (at["quant"] == row["quant"])] if "changed_since" in ladder else at.iloc[:0]
+    selected = str(at.iloc[0]["changed_since"] or "").split() if not at.empty else []
+    commits = list(dict.fromkeys(fresh + selected))
+    if not commits:
+        return ""
+    which = " and ".join(w for w, hit in (("fresh sessions", fresh), ("selection rows", selected)) if hit)
+    changes = "; ".join(f"{c.what} ({c.commit})" for c in CODE_CHANGES if c.commit in commits)
+    return f" Its {which} were measured before {changes}: they time code the lever no longer runs."
 
 
 def _held_before(confirmed: pd.DataFrame | None, target: Mapping, kind: str, row: pd.Series,

@@ -236,7 +236,8 @@ def tables(data, model_keys=()) -> dict:
                   pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
     breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
-    lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows))
+    lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
+                                      changed=ladder.changed_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     commit_of = confirmation.commits_of_runs(hardware.load_env(data))
