@@ -159,12 +159,19 @@ def confirmed_at_target(data) -> dict:
     rows in `data`): the levers notebook 07 and the peer step take from notebook 06. A kind with no lever confirmed
     there is left out."""
     target = levers.TARGETS["bf16"]
-    rows = confirmation.confirmation_rows(checked.labelled(checked.load("decode", data, grid=False)),
-                                          selection.run_plans(data))
+    rows, commit_of = confirming_rows(data)
     cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
-    commit_of = confirmation.commits_of_runs(hardware.load_env(data))
     found = {kind: confirmation.confirmed_fastest(rows, cell, kind, commit_of) for kind in ("bf16", "int4")}
     return {kind: lever for kind, lever in found.items() if lever is not None}
+
+
+def confirming_rows(data, every_row: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+    """(the confirmation sweeps' checked rows, {run id: commit}) in `data`: what the confirmation table and
+    confirmed_at_target read (`every_row`: decode.csv's checked rows, grid and beyond, read here when not given)."""
+    if every_row is None:
+        every_row = checked.labelled(checked.load("decode", data, grid=False))
+    return (confirmation.confirmation_rows(every_row, selection.run_plans(data)),
+            confirmation.commits_of_runs(hardware.load_env(data)))
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
@@ -240,8 +247,7 @@ def tables(data, model_keys=()) -> dict:
                                       changed=ladder.changed_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
-    commit_of = confirmation.commits_of_runs(hardware.load_env(data))
-    confirming = confirmation.confirmation_rows(every_row, selection.run_plans(data))
+    confirming, commit_of = confirming_rows(data, every_row)
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
