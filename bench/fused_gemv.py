@@ -9,8 +9,9 @@ gate_up with no prologue and the SiLU epilogue, then down with the residual alon
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
-(fused.*_reference; cuBLAS against the fp32 product; max|y - ref| / max|ref| <= TOL, else status `error` and no
-timing); then
+(fused.*_reference; cuBLAS against the fp32 product; max|y - ref| / max|ref| <= TOL, a rotary product's the
+largest over q and the k and v rows it wrote into the caches, each against its reference's; else status `error` and
+no timing); then
   events  REPS single calls, each between two CUDA events after an L2 flush and a short GPU sleep (so the kernel is
           queued when its start event fires: GPU time, not launch time), no PDL;
   graph   a CUDA graph of GRAPH_CALLS back-to-back calls, replayed GRAPH_REPLAYS times, us per call (what a
@@ -73,9 +74,27 @@ def products(key):
 
 
 def rel_err(y, ref):
-    if isinstance(y, tuple):  # out_norm's (y, h): the larger of the two errors
+    """max|y - ref| / max|ref|; of tuples (out_norm's (y, h), a rotary product's (q, k rows, v rows)) the largest."""
+    if isinstance(y, tuple):
         return max(rel_err(a, b) for a, b in zip(y, ref))
     return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def product_error(got, ref, rotary=None, reference_rotary=None) -> float:
+    """The error of a product's output `got` against its reference's `ref` (rel_err); with `rotary`, the largest over q
+    and the k and v rows at the token's position (rotary_args.rotary_rows), the kernel's caches against those its
+    reference wrote (`reference_rotary`): a cache write that is wrong fails the check even where q is right."""
+    if rotary is None:
+        return rel_err(got, ref)
+    return rel_err((got, *rotary_args.rotary_rows(rotary)), (ref, *rotary_args.rotary_rows(reference_rotary)))
+
+
+def checked_error(call, reference, x, w, rotary=None, reference_rotary=None) -> float:
+    """product_error of call(x, w) against reference(x, w). The kernel's k and v rows are zeroed before its call, so
+    that rows an earlier config or launch wrote into the shared caches cannot pass for this call's."""
+    if rotary is not None:
+        rotary_args.clear_rows(rotary)
+    return product_error(call(x, w), reference(x, w), rotary, reference_rotary)
 
 
 def operands(K, N, flavour, gen):
@@ -97,14 +116,14 @@ def rotary_operands(key, gen):
     return rotary_args.random_rotary(models.load_spec(key).config, CTX, DEVICE, gen)
 
 
-def fused_call(flavour, nw, b, res, config, pdl, rotary=None):
+def fused_call(flavour, nw, b, res, config, pdl, rotary=None, reference_rotary=None):
     """call(x, w) of the fused kernel for `flavour`, and its reference ref(x, w) (`rotary`: the rotary flavours'
-    operands, rotary_operands; the reference writes its own copy of the caches). `pdl`: False, True or "early" (PDL
-    with the early trigger)."""
+    operands, rotary_operands; the reference writes into `reference_rotary`'s caches, a copy of them made here where
+    it is None). `pdl`: False, True or "early" (PDL with the early trigger)."""
     launch = dict(pdl=bool(pdl), early_trigger=pdl == "early")
     if flavour.endswith("_rotary"):
         bias = b if "bias" in flavour else None
-        ref_rotary = rotary_args.with_own_caches(rotary)
+        ref_rotary = rotary_args.with_own_caches(rotary) if reference_rotary is None else reference_rotary
         if not flavour.startswith("norm"):  # after the norm in the previous down's epilogue: no prologue
             return (lambda x, w: fused.fused_gemv(x, w, bias=bias, rotary=rotary, config=config, **launch),
                     lambda x, w: fused_reference.gemv_rotary_reference(x, w, bias, ref_rotary))
@@ -259,10 +278,11 @@ def main():
                      reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
             for i, config in enumerate(fused_configs.flavour_candidates(N, K, flavour)):
                 for pdl in sorted({False, pdl_ok}) + (["early"] if pdl_ok and i == 0 else []):  # the table's early
-                    call, reference = fused_call(flavour, nw, b, res, config, pdl, rotary)
+                    own = None if rotary is None else rotary_args.with_own_caches(rotary)
+                    call, reference = fused_call(flavour, nw, b, res, config, pdl, rotary, own)
                     kernel = "fused_early" if pdl == "early" else "fused"
                     try:
-                        err = rel_err(call(x, w), reference(x, w))
+                        err = checked_error(call, reference, x, w, rotary, own)
                         if not err <= TOL:  # NaN included
                             raise AssertionError(f"max_rel_err {err:.3e} > {TOL}")
                         if not pdl:

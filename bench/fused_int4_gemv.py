@@ -118,7 +118,10 @@ def product_call(flavour, nw, res, on, config, launch, rotary=None, reference_ro
 
 def checked_error(call, reference, x, layer, rotary, reference_rotary) -> float:
     """The product's largest error against its reference (rel_err); a rotary product's over q and the k and v rows it
-    wrote into the caches too (rotary_args.rotary_rows), each against the row its reference wrote."""
+    wrote into the caches too (rotary_args.rotary_rows), each against the row its reference wrote. The kernel's rows
+    are zeroed before its call (rotary_args.clear_rows): every config and launch writes into the same caches."""
+    if rotary is not None:
+        rotary_args.clear_rows(rotary)
     got, ref = call(x, layer), reference(x, layer)
     if rotary is not None:
         got, ref = (got, *rotary_args.rotary_rows(rotary)), (ref, *rotary_args.rotary_rows(reference_rotary))

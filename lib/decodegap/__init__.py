@@ -20,7 +20,7 @@ base: paths, rows and the numbers every stage shares
   hardware                  the GPU registry, detection, env.json capture, the source digest
   published                 the paper's numbers (data/published/paper.csv)
   arms                      the arms registry: decoder x runner x kernels
-  levers                    notebook 06's levers, targets and plan
+  levers                    notebook 06's levers, targets, plan and the changes made to their code
   timing                    device-event timing, written once
   prompts                   the check's prompts and teacher token
   compare                   how every check compares outputs, and its tolerance
@@ -30,6 +30,7 @@ base: paths, rows and the numbers every stage shares
 kernels: the Triton kernels
   kernels/step              the lean step's GEMV and split-KV decode attention
   kernels/next_token        the greedy next token (argmax, position + 1) in one kernel
+  kernels/device_buffers    the kernels' workspaces, made once a device and kept (a graph holds their addresses)
   kernels/offline           a kernel compiled for sm_90 without a GPU, its cubin read back (cuobjdump)
   kernels/int4_gemv/format  the int4-triton format: packing, round to nearest, dequantise
   kernels/int4_gemv/kernel  the int4 GEMV of one row, autotuned per shape

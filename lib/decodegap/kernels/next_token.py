@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from decodegap.kernels.device_buffers import DeviceBuffers
 from decodegap.kernels.step import _triton
 
 BLOCK = 2048
@@ -23,7 +24,9 @@ MAX_PROGRAMS = 1 << 12
 """Programs the workspace holds partial results for: vocabularies up to BLOCK x MAX_PROGRAMS logits."""
 
 _COMPILED: dict = {}
-_WORKSPACES: dict = {}
+_WORKSPACES = DeviceBuffers(lambda device: (torch.empty(MAX_PROGRAMS, dtype=torch.float32, device=device),
+                                            torch.empty(MAX_PROGRAMS, dtype=torch.int32, device=device),
+                                            torch.zeros(1, dtype=torch.int32, device=device)))
 
 
 def _kernel():
@@ -56,12 +59,7 @@ def _kernel():
 def _workspace(device) -> tuple:
     """(fp32 values [MAX_PROGRAMS], int32 indices [MAX_PROGRAMS], int32 counter [1] at zero) of `device`: allocated
     once (a captured graph keeps its addresses); each launch leaves the counter at zero."""
-    key = str(torch.device(device))
-    if key not in _WORKSPACES:
-        _WORKSPACES[key] = (torch.empty(MAX_PROGRAMS, dtype=torch.float32, device=device),
-                            torch.empty(MAX_PROGRAMS, dtype=torch.int32, device=device),
-                            torch.zeros(1, dtype=torch.int32, device=device))
-    return _WORKSPACES[key]
+    return _WORKSPACES(device)
 
 
 def _check(logits, tok, pos) -> int:

@@ -28,6 +28,8 @@ import os
 import torch
 import torch.nn.functional as F
 
+from decodegap.kernels.device_buffers import DeviceBuffers
+
 H200_SMS = 132  # streaming multiprocessors of the H200 (and H100 SXM): the split count aims at a few waves
 
 
@@ -284,16 +286,13 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
 MERGE_COUNTERS = 1 << 12
 """Arrival counters of the one-kernel attention (decode_attention's `merged`), one a kv head of a call: every call
 leaves them at zero."""
-_COUNTERS: dict = {}
+_COUNTERS = DeviceBuffers(lambda device: torch.zeros(MERGE_COUNTERS, dtype=torch.int32, device=device))
 
 
 def merge_counters(device):
     """The one-kernel attention's arrival counters on `device` (int32 [MERGE_COUNTERS], zero), allocated once and
     never reallocated (a captured graph keeps the address)."""
-    key = str(torch.device(device))
-    if key not in _COUNTERS:
-        _COUNTERS[key] = torch.zeros(MERGE_COUNTERS, dtype=torch.int32, device=device)
-    return _COUNTERS[key]
+    return _COUNTERS(device)
 
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,

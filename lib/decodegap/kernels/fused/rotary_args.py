@@ -45,6 +45,13 @@ def rotary_rows(rotary) -> tuple:
     return rotary[3][0, :, pos], rotary[4][0, :, pos]
 
 
+def clear_rows(rotary) -> None:
+    """Zero the k and v rows at the token's position (rotary_rows) of `rotary`'s caches: before a check's call, so that
+    rows an earlier call wrote into the same caches cannot pass for this call's."""
+    for rows in rotary_rows(rotary):
+        rows.zero_()
+
+
 def random_rotary(config, ctx: int, device, gen):
     """`rotary` operands of model `config`'s heads (an HF config dict) for a bench or a test: random bf16 cos and sin
     tables and zeroed caches of ctx + 8 positions, the token at ctx (start_pos a [1] device tensor)."""

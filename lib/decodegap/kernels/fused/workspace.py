@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import torch
 
+from decodegap.kernels.device_buffers import DeviceBuffers
+
 WORKSPACE_FLOATS = 1 << 20
 """fp32 partial sums the split-K workspace holds (SPLIT_K x N of one product): 4 MiB a device."""
 WORKSPACE_ROW_BLOCKS = 1 << 16
 """Arrival counters of the split-K workspace (one a row block of one product)."""
 
-_WORKSPACES: dict = {}
+_WORKSPACES = DeviceBuffers(lambda device: (torch.empty(WORKSPACE_FLOATS, dtype=torch.float32, device=device),
+                                            torch.zeros(WORKSPACE_ROW_BLOCKS, dtype=torch.int32, device=device)))
 
 
 def workspace(device) -> tuple:
@@ -19,8 +22,4 @@ def workspace(device) -> tuple:
     kernels of one stream share it: each split-K kernel leaves every counter at zero when it completes, and the
     next touches it only after its wait (PDL) or its launch. Two streams running split-K products at once
     would need one workspace each."""
-    key = str(torch.device(device))
-    if key not in _WORKSPACES:
-        _WORKSPACES[key] = (torch.empty(WORKSPACE_FLOATS, dtype=torch.float32, device=device),
-                            torch.zeros(WORKSPACE_ROW_BLOCKS, dtype=torch.int32, device=device))
-    return _WORKSPACES[key]
+    return _WORKSPACES(device)
