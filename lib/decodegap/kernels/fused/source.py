@@ -167,7 +167,8 @@ def build():
                 last = arrived == SPLIT_K - 1
                 acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
                 for s in tl.static_range(SPLIT_K):  # split order: the same sum every run
-                    acc += tl.load(part_ptr + s * N + rows, mask=row_ok & last, other=0.0, cache_modifier=".cg")
+                    acc += tl.load(part_ptr + s * N + rows, mask=tl.where(last, row_ok, False), other=0.0,
+                                   cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
             if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches
                 y1, y2 = acc, acc_u
@@ -185,10 +186,11 @@ def build():
                     if BIAS:
                         y += tl.load(bias_ptr + rows, mask=row_ok, other=0.0).to(tl.float32)
                     if RESIDUAL:
-                        res = tl.load(res_ptr + rows, mask=row_ok & last, other=0.0).to(tl.float32)
+                        res = tl.load(res_ptr + rows, mask=tl.where(last, row_ok, False), other=0.0).to(tl.float32)
                         y = _round_bf16(y) + res
                     y = _round_bf16(y)
-                tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok & last)
+                # where(last, row_ok, False): row_ok & last, which Triton 3.9's interpreter refuses as a mask
+                tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=tl.where(last, row_ok, False))
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
                 _output_norm(y.to(y_ptr.dtype.element_ty).to(tl.float32), row_ok, pid_n, y_ptr, part_ptr, ncount_ptr,
                              onorm_ptr, h_ptr, N, eps_out, PBLOCK, YBLOCK)
@@ -219,10 +221,11 @@ def build():
             is_k = (i >= H) & (i < H + HKV)
             is_v = i >= H + HKV
             out = tl.where(is_v, x, r.to(x.dtype))
-            tl.store(q_ptr + i * D + d, out, mask=(d < D) & (i < H))
+            # where(head's kind, d < D, False): (d < D) & the kind, which Triton 3.9's interpreter refuses as a mask
+            tl.store(q_ptr + i * D + d, out, mask=tl.where(i < H, d < D, False))
             slot = pos * D + d
-            tl.store(k_cache_ptr + (i - H) * L * D + slot, out, mask=(d < D) & is_k)
-            tl.store(v_cache_ptr + (i - H - HKV) * L * D + slot, out, mask=(d < D) & is_v)
+            tl.store(k_cache_ptr + (i - H) * L * D + slot, out, mask=tl.where(is_k, d < D, False))
+            tl.store(v_cache_ptr + (i - H - HKV) * L * D + slot, out, mask=tl.where(is_v, d < D, False))
 
         _COMPILED["fused"] = (fused_gemv_kernel, rotary_cache_kernel)
     return _COMPILED["fused"]
