@@ -37,7 +37,7 @@ carries on. Notebook 05 (cost) measures nothing.
                (OUTDIR/marlin_prefill_gpu.csv, committed as data/diagnostics/marlin_prefill_gpu.csv)
     gemv       notebook 04: bench/int4_gemv.py, the int4 GEMV by itself against tinygemm
                and bf16 per product shape (OUTDIR/int4_gemv.csv, committed as data/diagnostics/int4_gemv.csv)
-    fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py), then
+    fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py, tests/test_norm_scale.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
     int4_configs  notebook 06: bench/fused_int4_gemv.py, the fused int4 product on every config of the int4 GEMV's
@@ -333,7 +333,7 @@ step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_fused() {
-  gpu_tests fused tests/test_fused.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
+  gpu_tests fused tests/test_fused.py tests/test_norm_scale.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows): the

@@ -13,6 +13,7 @@ from decodegap import accounting, arms, compare, paths
 from decodegap.harness import checks, decode, lean, models, profile
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import source as fused_kernels
+from decodegap.kernels.fused.signature import GEMV_ARG_TYPES, GEMV_OFF
 from decodegap.kernels import step as kernels
 from decodegap.quant import paths as quant
 
@@ -495,10 +496,7 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(fused_kernels, "_COMPILED", {})
     gemv, _ = fused._kernels()
-    types = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf16", bias_ptr="*bf16", res_ptr="*bf16",
-                 part_ptr="*fp32", count_ptr="*i32", N="i32", K="i32", K_SPLIT="i32", eps="fp32", onorm_ptr="*bf16",
-                 h_ptr="*bf16", ncount_ptr="*i32", eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16",
-                 pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16", L="i32")
+    types = GEMV_ARG_TYPES
     seen = {}
     for key in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3"):
         c = models.load_spec(key).config
@@ -513,7 +511,7 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
                          PBLOCK=1 << (-(-N // config.block_n) - 1).bit_length() if out_norm else 16,
                          YBLOCK=1 << (N - 1).bit_length() if out_norm else 16, ROTARY=False, PAIRED=False,
                          HEAD_D=c["hidden_size"] // c["num_attention_heads"], NQ=c["num_attention_heads"],
-                         NKV=c["num_key_value_heads"])
+                         NKV=c["num_key_value_heads"], **GEMV_OFF)
             flags.update(FLAGS[flavour])
             if flags["NORM"]:
                 flags["XBLOCK"] = 1 << (K - 1).bit_length()

@@ -32,6 +32,8 @@ LEVERS = (
      "lean_fused_silu_epilogue_graph", "bf16"),
     ("lean graph, fused step + PDL, products trigger early, next token in one kernel", "lean_fused_next_token_graph",
      "bf16"),
+    ("lean graph, fused step + PDL, products trigger early, next token in one kernel, every norm in an epilogue as "
+     "a scale", "lean_fused_norm_scale_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -107,14 +109,20 @@ decode kernel of the step is the package's own, the norms, rotary, cache write, 
 fused into the products beside them, graphed, and with programmatic dependent launch (each product loads its first
 weight tiles before it waits for the previous kernel). The profiled steps at the target cell (notebook 06's where-the-time-goes tables) found the
 Triton GEMV's products slower than cuBLAS's and the step's small kernels worth a large share of it, hence the levers
-with only the Triton attention, graphed and compiled (compile fuses the small kernels)."""
+with only the Triton attention, graphed and compiled (compile fuses the small kernels). The norm-scale lever
+(lean_fused_norm_scale_graph): the next-token lever with every norm but the first made in an epilogue (o's, and each
+down's for the next layer or the LM head), each left to the next product as a scale (kernels.fused.norm_scale): the
+bench's rows (bench/fused_gemv.py) time o with the norm in its epilogue, and gate_up with the norm as its prologue,
+each slower than the same product without the norm, by about as much as each other, since either way the norm waits
+for the whole of its input; as a scale no program waits, and the product after it applies 1 / rms to its sums."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
                               ("lean_fused_all_epilogues_graph", "int4-triton"),
                               ("lean_fused_epilogue_norms_graph", "int4-triton"),
                               ("lean_fused_norms_next_token_graph", "int4-triton"),
-                              ("lean_fused_all_next_token_graph", "int4-triton")})
+                              ("lean_fused_all_next_token_graph", "int4-triton"),
+                              ("lean_fused_norm_scale_graph", "bf16")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
@@ -122,7 +130,8 @@ Triton attention (the fastest bf16 path); the other int4 lean levers, which the 
 SiLU-epilogue lever: the bf16 bench's rows (bench/fused_gemv.py) time its paired gate_up epilogue slower than the
 SiLU prologue it saves down, so it is measured where the target stands, not over the grid; and the int4 lever with
 every epilogue on the int4-triton path, whose grid the same lever with the int4 LM head covers, and so the
-epilogue-norms lever on that path. The compiled
+epilogue-norms lever on that path; and the bf16 norm-scale lever until its rows at the target cell show it faster
+than the lever it extends (the bench had not timed its products when it was added). The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 

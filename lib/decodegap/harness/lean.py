@@ -62,7 +62,7 @@ since), and a flip gives errors of that size. Kept so that the code is the one t
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
                   "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                  "next_token")
+                  "next_token", "norm_scale")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -77,7 +77,9 @@ product's epilogue, down then taking it with the residual alone (fused.FusedOps.
 (fused.FusedOps.head_norm_in_epilogue); "input_norm_epilogue": each layer's input norm but the first's made in the
 previous layer's down epilogue, its qkv product then with no prologue (fused.FusedOps.input_norm_in_epilogue);
 "next_token": the step's greedy next token (argmax of the logits into the token, the position advanced) in one
-kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence)."""
+kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence); "norm_scale": each
+norm the options above make in an epilogue left to the next product as a scale, which applies 1 / rms to its sums
+(fused.FusedOps.norm_scale, fused.NormScale; bf16 weights)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -93,7 +95,7 @@ def kernel_set(custom_kernels) -> frozenset:
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
     for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                   "next_token"):
+                   "next_token", "norm_scale"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
@@ -101,6 +103,9 @@ def kernel_set(custom_kernels) -> frozenset:
     for option in ("early_trigger", "early_products"):
         if option in chosen and "pdl" not in chosen:
             raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
+    if "norm_scale" in chosen and not chosen & {"norm_epilogue", "head_norm_epilogue", "input_norm_epilogue"}:
+        raise ValueError(f"'norm_scale' changes how a norm made in an epilogue reaches the next product: it needs "
+                         f"'norm_epilogue', 'head_norm_epilogue' or 'input_norm_epilogue', got {sorted(chosen)}")
     if "merged_attention" in chosen and "attention" not in chosen:
         raise ValueError(f"'merged_attention' is the split-KV attention's one-kernel form: it needs 'attention', got "
                          f"{sorted(chosen)}")

@@ -72,6 +72,7 @@ import torch
 from torch import nn
 
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
+from decodegap.kernels.fused.norm_scale import NormScale
 from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.reference import (_linear, gate_up_silu_reference, gemv_residual_reference,
                                                rmsnorm_gemv_reference, rotary_cache_reference,
@@ -113,8 +114,9 @@ def weights_unsupported(hf_model, kernels=()) -> str | None:
     """None when the fused step with the options `kernels` (lean.CUSTOM_KERNELS' names) can run `hf_model`'s decoder
     layers (bf16, every projection an nn.Linear, or every one an int4-triton layer: the fused int4 step,
     decodegap.kernels.fused_int4), else the reason: the fused kernels read bf16 weights or the int4-triton format
-    with the activation's rounding, not another quantised layer's format nor another dtype. `kernels` is read by
-    none of the fused step's options today: the int4 kernel has every epilogue the bf16 one has."""
+    with the activation's rounding, not another quantised layer's format nor another dtype. Of the options
+    `kernels`, "norm_scale" is the bf16 kernel's alone (NormScale): the int4 kernel has every other epilogue the bf16
+    one has."""
     dtype = hf_model.model.embed_tokens.weight.dtype
     if dtype != torch.bfloat16:
         return f"the fused kernels run bf16 models; this one is {dtype}"
@@ -122,6 +124,9 @@ def weights_unsupported(hf_model, kernels=()) -> str | None:
         a, m = layer.self_attn, layer.mlp
         parts = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
         if all(int4_tensors(p) is not None for p in parts):
+            if "norm_scale" in kernels:
+                return ("the norm as a scale (norm_scale) is the bf16 fused kernel's; the fused int4 product has no "
+                        "such epilogue or prologue yet")
             continue
         kinds = {type(p).__name__ for p in parts if type(p) is not nn.Linear}
         if kinds:
@@ -137,9 +142,16 @@ def int4_weights(hf_model) -> bool:
 
 def product(x, weight, **options):
     """fused_gemv(x, weight, **options) for a bf16 weight; fused_int4_gemv for an int4-triton layer (its bias
-    inside: a bias argument, or a config of fused_gemv's, is a ValueError naming it)."""
+    inside: a bias argument, or a config of fused_gemv's, is a ValueError naming it). `x` a NormScale: its x_scaled
+    read with the norm's scale (fused_gemv's norm_scale; bf16 weights only, as out_scale)."""
+    if isinstance(x, NormScale):
+        x, options = x.x_scaled, dict(options, norm_scale=x)
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
+    if options.get("norm_scale") is not None or options.get("out_scale") is not None:
+        raise ValueError("the norm as a scale (norm_scale, out_scale) is fused_gemv's, for bf16 weights: the fused "
+                         "int4 product has no such epilogue or prologue")
+    options = {k: v for k, v in options.items() if k not in ("norm_scale", "out_scale")}
     if options.get("bias") is not None or options.get("config") is not None:
         raise ValueError("fused_int4_gemv has no bias argument or GemvConfig: an int4-triton layer holds its bias, and "
                          "its configs are kernels.fused_int4.configs'")
@@ -149,7 +161,7 @@ def product(x, weight, **options):
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
                silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False,
-               early_trigger: bool = False):
+               early_trigger: bool = False, out_scale=None, norm_scale: NormScale | None = None):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
     x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
     and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
@@ -163,7 +175,11 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     n_kv_heads), for the qkv product: rotary_cache's operation as the epilogue (rotary_cache_qkv_reference), each
     program taking the rows of the first halves of its heads and their partners half a head below (as gate_up
     takes gate's rows and up's), so no kernel of its own is launched: returns rotary q [H x D] and writes k and v
-    at start_pos of the caches [1, Hkv, L, D]."""
+    at start_pos of the caches [1, Hkv, L, D]. `out_scale` (norm weight [N], eps): RMSNorm(y) left to the next
+    product as a scale instead, returned as (y, NormScale): each row block writes its rows of y times the norm weight
+    and its sum of squares of y, and no program waits for another (split-K allowed); `norm_scale` (a NormScale, x its
+    x_scaled): this product's sums scaled by the norm's 1 / rms before its epilogue, in place of the norm prologue
+    (NormScale says how the two roundings differ)."""
     N, K = weight.shape
     if x.numel() != (2 * K if silu_x else K):
         raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
@@ -178,13 +194,15 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if rotary is not None:
         check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
     plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
-                 or out_norm is not None or rotary is not None)
+                 or out_norm is not None or rotary is not None or out_scale is not None or norm_scale is not None)
     cfg = config or gemv_config(N, K, plain, rotary=rotary is not None)
     k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
     split = _cdiv(K, k_split)
     if split > 1 and (gate_up or rotary is not None):
         raise ValueError("split-K is not implemented for gate_up or rotary (their epilogues need the whole of both "
                          "sums)")
+    _check_scale(out_scale, norm_scale, gate_up or rotary is not None or out_norm is not None,
+                 norm_weight is not None or silu_x)
     if out_norm is not None and (split > 1 or gate_up):
         raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
                          "gate_up)")
@@ -206,6 +224,9 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
     extra.update(kernel_args(rotary, xc), PAIRED=gate_up or rotary is not None, EARLY_TRIGGER=early_trigger)
+    scale_args, scaled = _scale_args(xc, y, blocks, out_scale, norm_scale)
+    extra.update(scale_args)
+    eps = eps if norm_scale is None else norm_scale.eps
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
         xc, wc, y, xc if norm_weight is None else norm_weight.contiguous(), xc if bias is None else bias.contiguous(),
@@ -214,7 +235,41 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16, BIAS=bias is not None,
         RESIDUAL=residual is not None, GATE_UP=gate_up, SILU_X=silu_x, USE_PDL=pdl, num_warps=cfg.warps,
         num_stages=cfg.stages, launch_pdl=pdl, **extra)
+    if scaled is not None:
+        return y, scaled
     return y if out_norm is None else (y, h)
+
+
+def _check_scale(out_scale, norm_scale, other_output: bool, prologue: bool) -> None:
+    """Refuse a norm scale the kernel cannot run: out_scale beside another output (`other_output`: gate_up, rotary or
+    out_norm), norm_scale beside a prologue (norm_weight or silu_x) or with more sums of squares than it reads."""
+    if out_scale is not None and other_output:
+        raise ValueError("out_scale is implemented for a product with one output per row and no other output norm "
+                         "(no gate_up, rotary or out_norm)")
+    if norm_scale is not None and (prologue or norm_scale.squares.numel() > 1 << 16):
+        raise ValueError("norm_scale replaces the norm prologue: it takes no norm_weight or silu_x, and at most 65536 "
+                         "sums of squares")
+
+
+def _scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormScale | None]:
+    """The kernel's arguments of out_scale and norm_scale (OUT_SCALE with y times the norm weight and one sum of
+    squares a row block written to buffers made here; SCALE_IN with the NormScale's squares), `xc` in the place of
+    the buffers neither uses; and the NormScale out_scale returns beside y (None without it)."""
+    triton, _ = _triton()
+    args = dict(onorm_ptr=xc, sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+    scaled = None
+    if out_scale is not None:
+        scaled = NormScale(torch.empty_like(y), torch.empty(blocks, dtype=torch.float32, device=y.device),
+                           float(out_scale[1]))
+        args.update(onorm_ptr=out_scale[0].contiguous(), h_ptr=scaled.x_scaled, sq_out_ptr=scaled.squares,
+                    OUT_SCALE=True)
+    if norm_scale is not None:
+        parts = norm_scale.squares.numel()
+        args.update(sq_in_ptr=norm_scale.squares, n_parts=parts, SCALE_IN=True,
+                    QBLOCK=max(16, triton.next_power_of_2(parts)))
+    if out_scale is None:
+        del args["onorm_ptr"]  # out_norm's, where it has one
+    return args, scaled
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
@@ -252,7 +307,10 @@ class FusedOps:
     norm_in_epilogue), the LM head then with no prologue (`gemv`): the decoder passes `out_norm` to that layer.
     `input_norm_in_epilogue`: each layer's input RMSNorm but the first's made in the previous layer's down epilogue
     the same way, its qkv product then with no prologue (qkv_rotary's `normed`): the decoder passes each layer the
-    next layer's norm as `out_norm` and the RMSNorm it returns on to that layer."""
+    next layer's norm as `out_norm` and the RMSNorm it returns on to that layer. `norm_scale`: each of those norms
+    made in an epilogue is left to the next product as a scale (fused_gemv's out_scale and norm_scale, NormScale):
+    no program of the product before it waits for the whole output, and the product after it applies 1 / rms to its
+    sums instead of reading a normalised x (bf16 weights; the first layer's input norm stays qkv's prologue)."""
 
     pdl: bool = False
     reference: bool = False
@@ -264,20 +322,22 @@ class FusedOps:
     merged_attention: bool = False
     head_norm_in_epilogue: bool = False
     input_norm_in_epilogue: bool = False
+    norm_scale: bool = False
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
         "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
-        and input_norm_in_epilogue (arms.Arm.kernels)."""
+        and input_norm_in_epilogue, "norm_scale" norm_scale (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
                    input_norm_in_epilogue="input_norm_epilogue" in chosen,
                    norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
-                   early_products="early_products" in chosen, merged_attention="merged_attention" in chosen)
+                   early_products="early_products" in chosen, merged_attention="merged_attention" in chosen,
+                   norm_scale="norm_scale" in chosen)
 
     @property
     def _launch(self) -> dict:
@@ -287,6 +347,13 @@ class FusedOps:
     def _between(self) -> dict:
         """The launch of a product another product follows (o, gate_up, down)."""
         return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.early_products))
+
+    def _out(self, out_norm) -> dict:
+        """A product's output-norm option: out_norm (the norm made by the last row block), or with norm_scale
+        out_scale (left to the next product as a scale); none without `out_norm` (norm weight, eps)."""
+        if out_norm is None:
+            return {}
+        return dict(out_scale=out_norm) if self.norm_scale else dict(out_norm=out_norm)
 
     def layer_products(self) -> list[tuple[str, str]]:
         """(product, launch) of each product one decoder layer's step launches, in order: the product's name in
@@ -321,7 +388,7 @@ class FusedOps:
         (norm weight, eps): (x, RMSNorm(x)), the norm in down's epilogue."""
         if not self.norm_in_epilogue or self.reference:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps, out_norm)
-        x, h = product(o, w_o, residual=x, out_norm=(norm_weight, eps), **self._between)
+        x, h = product(o, w_o, residual=x, **self._out((norm_weight, eps)), **self._between)
         if not self.silu_in_down:  # SiLU(gate) * up in gate_up's epilogue, down with the residual alone
             return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between), w_down, x,
                                       out_norm=out_norm)
@@ -347,7 +414,7 @@ class FusedOps:
         """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""
         if self.reference:
             return with_output_norm(gemv_residual_reference(x, weight, residual), out_norm)
-        return product(x, weight, residual=residual, out_norm=out_norm, **self._between)
+        return product(x, weight, residual=residual, **self._out(out_norm), **self._between)
 
     def gemv(self, x, weight):
         """x @ weight^T with no prologue or epilogue (the LM head after head_norm_in_epilogue)."""
@@ -378,4 +445,4 @@ class FusedOps:
 
     def _silu_down(self, gate_up, w_down, x, out_norm=None):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return product(gate_up, w_down, silu_x=True, residual=x, out_norm=out_norm, **self._between)
+        return product(gate_up, w_down, silu_x=True, residual=x, **self._out(out_norm), **self._between)

@@ -1,7 +1,7 @@
 """The Triton source of the fused decode-step kernels: fused_gemv_kernel and rotary_cache_kernel, built once on
 first use (`build`). decodegap.kernels.fused.launch launches them, checks their arguments and documents what they compute; the
-kernels find the helpers they call (_round_bf16, _output_norm, _rotary_epilogue and the gdc ops) among this module's
-globals."""
+kernels find the helpers they call (_round_bf16, _output_norm, _output_scale, _input_scale, _rotary_epilogue and the gdc
+ops) among this module's globals."""
 
 from __future__ import annotations
 
@@ -46,6 +46,23 @@ def build():
                 tl.atomic_xchg(ncount_ptr, 0)  # ready for the next product
 
         @triton.jit
+        def output_scale(yb, rows, row_ok, last, block, onorm_ptr, h_ptr, sq_ptr):
+            """RMSNorm of a product's output y left to the next product as a scale (NormScale): each row block writes
+            its rows of y times the norm weight, rounded (h_ptr), and the sum of squares of its rows of y (yb: as
+            rounded and stored, fp32) to sq_ptr[block]. No program waits for another: the product that reads h sums
+            the squares and applies 1 / rms to its own sums (input_scale)."""
+            ok = tl.where(last, row_ok, False)
+            nw = tl.load(onorm_ptr + rows, mask=ok, other=0.0).to(tl.float32)
+            tl.store(h_ptr + rows, _round_bf16(yb * nw).to(h_ptr.dtype.element_ty), mask=ok)
+            tl.store(sq_ptr + block, tl.sum(tl.where(ok, yb * yb, 0.0), axis=0), mask=last)
+
+        @triton.jit
+        def input_scale(sq, K, eps):
+            """1 / rms of the previous product's output, from the sums of squares its row blocks wrote (output_scale;
+            `sq`: loaded after the wait, zero past their count), over the K values this product reads."""
+            return tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
+
+        @triton.jit
         def rotary_epilogue(y1, y2, p, n_pairs, cos_ptr, sin_ptr, pos_ptr, q_ptr, kc_ptr, vc_ptr, L,
                             HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr):
             """The qkv product's rotary epilogue (fused_gemv's and fused_int4_gemv's) on pairs p < n_pairs (rows of the
@@ -80,7 +97,8 @@ def build():
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
-                         _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, tl=tl)
+                         _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, _output_scale=output_scale,
+                         _input_scale=input_scale, tl=tl)
 
         @triton.jit
         def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
@@ -92,7 +110,9 @@ def build():
                               OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
                               cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L,
                               ROTARY: tl.constexpr, HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr,
-                              PAIRED: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+                              PAIRED: tl.constexpr, EARLY_TRIGGER: tl.constexpr,
+                              sq_in_ptr, sq_out_ptr, n_parts, SCALE_IN: tl.constexpr, QBLOCK: tl.constexpr,
+                              OUT_SCALE: tl.constexpr):
             if USE_PDL:
                 if EARLY_TRIGGER:  # at once: the next kernel may launch and load its first weights (see fused_gemv)
                     _gdc_launch_dependents()
@@ -122,6 +142,10 @@ def build():
                 u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
             if USE_PDL:
                 _gdc_wait()
+            sq_in = tl.zeros((QBLOCK,), dtype=tl.float32)
+            if SCALE_IN:  # the norm's sums of squares (NormScale): loaded now, summed after the loop, under its loads
+                qo = tl.arange(0, QBLOCK)
+                sq_in = tl.load(sq_in_ptr + qo, mask=qo < n_parts, other=0.0, cache_modifier=".cg")
             rstd = 1.0
             if NORM:
                 xo = tl.arange(0, XBLOCK)
@@ -170,6 +194,10 @@ def build():
                     acc += tl.load(part_ptr + s * N + rows, mask=tl.where(last, row_ok, False), other=0.0,
                                    cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
+            if SCALE_IN:  # x was the previous output times the norm weight: its 1 / rms scales the sums
+                rstd_in = _input_scale(sq_in, K, eps)
+                acc = acc * rstd_in
+                acc_u = acc_u * rstd_in
             if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches
                 y1, y2 = acc, acc_u
                 if BIAS:
@@ -191,6 +219,9 @@ def build():
                     y = _round_bf16(y)
                 # where(last, row_ok, False): row_ok & last, which Triton 3.9's interpreter refuses as a mask
                 tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=tl.where(last, row_ok, False))
+                if OUT_SCALE:  # RMSNorm(y) left to the next product as a scale (see fused_gemv's out_scale)
+                    _output_scale(y.to(y_ptr.dtype.element_ty).to(tl.float32), rows, row_ok, last, pid_n, onorm_ptr,
+                                  h_ptr, sq_out_ptr)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (see fused_gemv)
                 _output_norm(y.to(y_ptr.dtype.element_ty).to(tl.float32), row_ok, pid_n, y_ptr, part_ptr, ncount_ptr,
                              onorm_ptr, h_ptr, N, eps_out, PBLOCK, YBLOCK)
