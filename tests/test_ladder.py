@@ -68,7 +68,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("int4-triton-head", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096),
          ("lean_attn_compile", "lean_fused_pdl_norm_graph", "lean_fused_early_products_graph",
           "lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph", "lean_fused_epilogue_norms_graph",
-          "lean_fused_norms_next_token_graph", "lean_fused_all_next_token_graph"))]
+          "lean_fused_norms_next_token_graph", "lean_fused_all_next_token_graph")),
+        ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",))]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 4  # no target cell in the grid
     assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 4
     only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))

@@ -189,6 +189,7 @@ LONG_ON_PURPOSE = {
     "kernels/fused/source.py:fused_gemv_kernel": "that kernel body itself (inside build)",
     "kernels/int4_gemv/kernel.py:_kernel": "the int4 GEMV's Triton kernel and its autotuned configs",
     "kernels/fused_int4/source.py:build": "the fused int4 GEMV's Triton source: one kernel body and its helpers",
+    "kernels/fused_int4/source.py:fused_int4_gemv_kernel": "that kernel body itself (inside build), as the bf16 one's",
     "kernels/step.py:_attention_kernels": "the split-KV attention's builder: its two Triton kernels, compiled once",
 }
 """Functions allowed over LONGEST_LINES, by file (under lib/decodegap/) and name, with why."""

@@ -32,8 +32,8 @@ LEVERS = (
      "lean_fused_silu_epilogue_graph", "bf16"),
     ("lean graph, fused step + PDL, products trigger early, next token in one kernel", "lean_fused_next_token_graph",
      "bf16"),
-    ("lean graph, fused step + PDL, products trigger early, next token in one kernel, every norm in an epilogue as "
-     "a scale", "lean_fused_norm_scale_graph", "bf16"),
+    ("lean graph, fused step + PDL, early products, next token in one kernel, norms as scales",
+     "lean_fused_norm_scale_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -71,6 +71,8 @@ LEVERS = (
      "lean_fused_norms_next_token_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, all epilogues, next token in one kernel",
      "lean_fused_all_next_token_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, fused step + PDL, every norm as a scale, next token in one kernel",
+     "lean_fused_all_norm_scale_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -87,10 +89,10 @@ epilogue, so no qkv but the first layer's runs the norm prologue, whose instruct
 06 set against the plain product's), and that lever with the greedy next token in one kernel (the profiled steps
 show torch's argmax, a one-block reduction over the vocabulary, as the largest kernel outside the products and the
 attention; decodegap.kernels.next_token), and the all-epilogues lever with that kernel too (added after the first
-rows of the epilogue-norms levers timed them slower than the all-epilogues lever). The last eight (path
+rows of the epilogue-norms levers timed them slower than the all-epilogues lever). The last nine (path
 int4-triton-head) are the three fastest int4 levers of the grid and the five epilogue levers with the LM head
-quantised too, in the same format (as gpt-fast's int4 quantises its output layer): the int4 steps' largest term
-outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
+quantised too (and the norm-scale lever, below), in the same format (as gpt-fast's int4 quantises its output
+layer): the int4 steps' largest term outside the decoder products was their bf16 head (quant.paths; the head then runs the int4 GEMV, in the fused step
 with the final norm as its prologue). The lean decoder reads the int4-tinygemm weights of the quantised
 HF model too (q/k/v and gate/up fused into one int4 layer each, every projection through tinygemm's
 kernel), so the int4 levers run on the HF graph arm and then on the lean arms; on the lean kernels arm an
@@ -114,7 +116,10 @@ with only the Triton attention, graphed and compiled (compile fuses the small ke
 down's for the next layer or the LM head), each left to the next product as a scale (kernels.fused.norm_scale): the
 bench's rows (bench/fused_gemv.py) time o with the norm in its epilogue, and gate_up with the norm as its prologue,
 each slower than the same product without the norm, by about as much as each other, since either way the norm waits
-for the whole of its input; as a scale no program waits, and the product after it applies 1 / rms to its sums."""
+for the whole of its input; as a scale no program waits, and the product after it applies 1 / rms to its sums. Its
+int4 twin (lean_fused_all_norm_scale_graph, int4-triton-head): the epilogue-norms lever with the next token in one
+kernel, every norm but the first as a scale, the int4 products' rows showing the same cost of a norm (notebook 06's
+int4 products findings)."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -122,7 +127,8 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_epilogue_norms_graph", "int4-triton"),
                               ("lean_fused_norms_next_token_graph", "int4-triton"),
                               ("lean_fused_all_next_token_graph", "int4-triton"),
-                              ("lean_fused_norm_scale_graph", "bf16")})
+                              ("lean_fused_norm_scale_graph", "bf16"),
+                              ("lean_fused_all_norm_scale_graph", "int4-triton-head")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
@@ -130,8 +136,9 @@ Triton attention (the fastest bf16 path); the other int4 lean levers, which the 
 SiLU-epilogue lever: the bf16 bench's rows (bench/fused_gemv.py) time its paired gate_up epilogue slower than the
 SiLU prologue it saves down, so it is measured where the target stands, not over the grid; and the int4 lever with
 every epilogue on the int4-triton path, whose grid the same lever with the int4 LM head covers, and so the
-epilogue-norms lever on that path; and the bf16 norm-scale lever until its rows at the target cell show it faster
-than the lever it extends (the bench had not timed its products when it was added). The compiled
+epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head) until their rows at
+the target cell show them faster than the levers they extend (the benches had not timed their products when they
+were added). The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 

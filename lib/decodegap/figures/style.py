@@ -24,7 +24,7 @@ ARM_COLOR = {
     "lean_fused_silu_epilogue_graph": "#3182bd", "lean_fused_all_epilogues_graph": "#31a354",
     "lean_fused_epilogue_norms_graph": "#e6550d", "lean_fused_next_token_graph": "#756bb1",
     "lean_fused_norms_next_token_graph": "#636363", "lean_fused_all_next_token_graph": "#8c2d04",
-    "lean_fused_norm_scale_graph": "#54278f",
+    "lean_fused_norm_scale_graph": "#54278f", "lean_fused_all_norm_scale_graph": "#a63603",
 }
 """One colour per arm, the same in every figure (arms.ARMS)."""
 ARM_STYLE = {

@@ -79,7 +79,7 @@ previous layer's down epilogue, its qkv product then with no prologue (fused.Fus
 "next_token": the step's greedy next token (argmax of the logits into the token, the position advanced) in one
 kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence); "norm_scale": each
 norm the options above make in an epilogue left to the next product as a scale, which applies 1 / rms to its sums
-(fused.FusedOps.norm_scale, fused.NormScale; bf16 weights)."""
+(fused.FusedOps.norm_scale, kernels.fused.norm_scale.NormScale)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 

@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from decodegap.kernels.fused.configs import GemvConfig, _cdiv, gemv_config
-from decodegap.kernels.fused.norm_scale import NormScale
+from decodegap.kernels.fused.norm_scale import NormScale, check_scale, scale_args
 from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.reference import (_linear, gate_up_silu_reference, gemv_residual_reference,
                                                rmsnorm_gemv_reference, rotary_cache_reference,
@@ -114,9 +114,8 @@ def weights_unsupported(hf_model, kernels=()) -> str | None:
     """None when the fused step with the options `kernels` (lean.CUSTOM_KERNELS' names) can run `hf_model`'s decoder
     layers (bf16, every projection an nn.Linear, or every one an int4-triton layer: the fused int4 step,
     decodegap.kernels.fused_int4), else the reason: the fused kernels read bf16 weights or the int4-triton format
-    with the activation's rounding, not another quantised layer's format nor another dtype. Of the options
-    `kernels`, "norm_scale" is the bf16 kernel's alone (NormScale): the int4 kernel has every other epilogue the bf16
-    one has."""
+    with the activation's rounding, not another quantised layer's format nor another dtype. `kernels` is read by
+    none of the fused step's options today: the int4 kernel has every epilogue the bf16 one has."""
     dtype = hf_model.model.embed_tokens.weight.dtype
     if dtype != torch.bfloat16:
         return f"the fused kernels run bf16 models; this one is {dtype}"
@@ -124,9 +123,6 @@ def weights_unsupported(hf_model, kernels=()) -> str | None:
         a, m = layer.self_attn, layer.mlp
         parts = (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
         if all(int4_tensors(p) is not None for p in parts):
-            if "norm_scale" in kernels:
-                return ("the norm as a scale (norm_scale) is the bf16 fused kernel's; the fused int4 product has no "
-                        "such epilogue or prologue yet")
             continue
         kinds = {type(p).__name__ for p in parts if type(p) is not nn.Linear}
         if kinds:
@@ -143,15 +139,11 @@ def int4_weights(hf_model) -> bool:
 def product(x, weight, **options):
     """fused_gemv(x, weight, **options) for a bf16 weight; fused_int4_gemv for an int4-triton layer (its bias
     inside: a bias argument, or a config of fused_gemv's, is a ValueError naming it). `x` a NormScale: its x_scaled
-    read with the norm's scale (fused_gemv's norm_scale; bf16 weights only, as out_scale)."""
+    read with the norm's scale (norm_scale, either kernel's)."""
     if isinstance(x, NormScale):
         x, options = x.x_scaled, dict(options, norm_scale=x)
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
-    if options.get("norm_scale") is not None or options.get("out_scale") is not None:
-        raise ValueError("the norm as a scale (norm_scale, out_scale) is fused_gemv's, for bf16 weights: the fused "
-                         "int4 product has no such epilogue or prologue")
-    options = {k: v for k, v in options.items() if k not in ("norm_scale", "out_scale")}
     if options.get("bias") is not None or options.get("config") is not None:
         raise ValueError("fused_int4_gemv has no bias argument or GemvConfig: an int4-triton layer holds its bias, and "
                          "its configs are kernels.fused_int4.configs'")
@@ -201,7 +193,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if split > 1 and (gate_up or rotary is not None):
         raise ValueError("split-K is not implemented for gate_up or rotary (their epilogues need the whole of both "
                          "sums)")
-    _check_scale(out_scale, norm_scale, gate_up or rotary is not None or out_norm is not None,
+    check_scale(out_scale, norm_scale, gate_up or rotary is not None or out_norm is not None,
                  norm_weight is not None or silu_x)
     if out_norm is not None and (split > 1 or gate_up):
         raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
@@ -224,8 +216,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
     extra.update(kernel_args(rotary, xc), PAIRED=gate_up or rotary is not None, EARLY_TRIGGER=early_trigger)
-    scale_args, scaled = _scale_args(xc, y, blocks, out_scale, norm_scale)
-    extra.update(scale_args)
+    scale_extra, scaled = scale_args(xc, y, blocks, out_scale, norm_scale)
+    extra.update(scale_extra)
     eps = eps if norm_scale is None else norm_scale.eps
     gemv_kernel, _ = _kernels()
     gemv_kernel[(blocks, split)](
@@ -238,38 +230,6 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if scaled is not None:
         return y, scaled
     return y if out_norm is None else (y, h)
-
-
-def _check_scale(out_scale, norm_scale, other_output: bool, prologue: bool) -> None:
-    """Refuse a norm scale the kernel cannot run: out_scale beside another output (`other_output`: gate_up, rotary or
-    out_norm), norm_scale beside a prologue (norm_weight or silu_x) or with more sums of squares than it reads."""
-    if out_scale is not None and other_output:
-        raise ValueError("out_scale is implemented for a product with one output per row and no other output norm "
-                         "(no gate_up, rotary or out_norm)")
-    if norm_scale is not None and (prologue or norm_scale.squares.numel() > 1 << 16):
-        raise ValueError("norm_scale replaces the norm prologue: it takes no norm_weight or silu_x, and at most 65536 "
-                         "sums of squares")
-
-
-def _scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormScale | None]:
-    """The kernel's arguments of out_scale and norm_scale (OUT_SCALE with y times the norm weight and one sum of
-    squares a row block written to buffers made here; SCALE_IN with the NormScale's squares), `xc` in the place of
-    the buffers neither uses; and the NormScale out_scale returns beside y (None without it)."""
-    triton, _ = _triton()
-    args = dict(onorm_ptr=xc, sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
-    scaled = None
-    if out_scale is not None:
-        scaled = NormScale(torch.empty_like(y), torch.empty(blocks, dtype=torch.float32, device=y.device),
-                           float(out_scale[1]))
-        args.update(onorm_ptr=out_scale[0].contiguous(), h_ptr=scaled.x_scaled, sq_out_ptr=scaled.squares,
-                    OUT_SCALE=True)
-    if norm_scale is not None:
-        parts = norm_scale.squares.numel()
-        args.update(sq_in_ptr=norm_scale.squares, n_parts=parts, SCALE_IN=True,
-                    QBLOCK=max(16, triton.next_power_of_2(parts)))
-    if out_scale is None:
-        del args["onorm_ptr"]  # out_norm's, where it has one
-    return args, scaled
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
@@ -310,7 +270,8 @@ class FusedOps:
     next layer's norm as `out_norm` and the RMSNorm it returns on to that layer. `norm_scale`: each of those norms
     made in an epilogue is left to the next product as a scale (fused_gemv's out_scale and norm_scale, NormScale):
     no program of the product before it waits for the whole output, and the product after it applies 1 / rms to its
-    sums instead of reading a normalised x (bf16 weights; the first layer's input norm stays qkv's prologue)."""
+    sums instead of reading a normalised x (the bf16 and the int4 kernels alike; the first layer's input norm stays
+    qkv's prologue)."""
 
     pdl: bool = False
     reference: bool = False

@@ -1,5 +1,6 @@
-"""The RMSNorm left to the next product as a scale (fused_gemv's out_scale and norm_scale; FusedOps.norm_scale): its
-operand, NormScale, and the PyTorch references of the two products written to the kernel's rounding."""
+"""The RMSNorm left to the next product as a scale (fused_gemv's and fused_int4_gemv's out_scale and norm_scale;
+FusedOps.norm_scale): its operand, NormScale, and the two kernels' arguments of it (their references:
+decodegap.kernels.fused.reference's output_scale_reference and scaled_linear_reference)."""
 
 from __future__ import annotations
 
@@ -21,20 +22,33 @@ class NormScale(NamedTuple):
     eps: float
 
 
-def output_scale_reference(y, norm_weight, eps: float) -> NormScale:
-    """The NormScale a product with out_scale returns beside y: y times the norm weight in fp32, rounded to y's dtype,
-    and y's sum of squares (fp32) as one part (the kernel writes one a row block; the next product sums them)."""
-    squares = y.float().pow(2).sum().reshape(1)
-    return NormScale((y.float() * norm_weight.float()).to(y.dtype), squares, float(eps))
+def check_scale(out_scale, norm_scale, other_output: bool, prologue: bool) -> None:
+    """Refuse a norm scale the kernel cannot run: out_scale beside another output (`other_output`: gate_up, rotary or
+    out_norm), norm_scale beside a prologue (norm_weight or silu_x) or with more sums of squares than it reads."""
+    if out_scale is not None and other_output:
+        raise ValueError("out_scale is implemented for a product with one output per row and no other output norm "
+                         "(no gate_up, rotary or out_norm)")
+    if norm_scale is not None and (prologue or norm_scale.squares.numel() > 1 << 16):
+        raise ValueError("norm_scale replaces the norm prologue: it takes no norm_weight or silu_x, and at most 65536 "
+                         "sums of squares")
 
 
-def scaled_linear_reference(scale: NormScale, weight, bias=None):
-    """F.linear(RMSNorm(y), weight, bias) as a product with norm_scale makes it: the fp32 sums of x_scaled against the
-    weight times 1 / rms (rsqrt(sum(squares) / K + eps)), plus the bias in fp32, rounded once to the activation
-    dtype."""
-    x = scale.x_scaled
-    rstd = torch.rsqrt(scale.squares.float().sum() / x.numel() + scale.eps)
-    y = (weight.float() @ x.float().reshape(-1)) * rstd
-    if bias is not None:
-        y = y + bias.float()
-    return y.to(x.dtype)
+def scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormScale | None]:
+    """The kernels' arguments (fused_gemv's and fused_int4_gemv's) of out_scale and norm_scale (OUT_SCALE with y times
+    the norm weight and one sum of squares a row block, `blocks` of them at most, written to buffers made here;
+    SCALE_IN with the NormScale's squares), `xc` in the place of the buffers neither uses; and the NormScale out_scale
+    returns beside y (None without it; a caller whose launch runs fewer row blocks keeps only theirs)."""
+    args = dict(onorm_ptr=xc, sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+    scaled = None
+    if out_scale is not None:
+        scaled = NormScale(torch.empty_like(y), torch.empty(blocks, dtype=torch.float32, device=y.device),
+                           float(out_scale[1]))
+        args.update(onorm_ptr=out_scale[0].contiguous(), h_ptr=scaled.x_scaled, sq_out_ptr=scaled.squares,
+                    OUT_SCALE=True)
+    if norm_scale is not None:
+        parts = norm_scale.squares.numel()
+        args.update(sq_in_ptr=norm_scale.squares, n_parts=parts, SCALE_IN=True,
+                    QBLOCK=max(16, 1 << (parts - 1).bit_length()))
+    if out_scale is None:
+        del args["onorm_ptr"]  # out_norm's, where it has one
+    return args, scaled

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from decodegap.kernels.fused.norm_scale import NormScale
+
 
 def _linear(x, weight, bias=None):
     """F.linear(x, weight, bias) of a bf16 weight; an int4-triton layer's product (its bias inside) otherwise."""
@@ -111,3 +113,26 @@ def rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cach
     k_cache.index_copy_(2, start_pos, rotary_reference(k, cos, sin)[None, :, None])
     v_cache.index_copy_(2, start_pos, v[None, :, None])
     return rotary_reference(q, cos, sin)
+
+
+def output_scale_reference(y, norm_weight, eps: float) -> NormScale:
+    """The NormScale a product with out_scale returns beside y: y times the norm weight in fp32, rounded to y's dtype,
+    and y's sum of squares (fp32) as one part (the kernel writes one a row block; the next product sums them)."""
+    squares = y.float().pow(2).sum().reshape(1)
+    return NormScale((y.float() * norm_weight.float()).to(y.dtype), squares, float(eps))
+
+
+def scaled_linear_reference(scale: NormScale, weight, bias=None):
+    """F.linear(RMSNorm(y), weight, bias) as a product with norm_scale makes it: the fp32 sums of x_scaled against the
+    weight times 1 / rms (rsqrt(sum(squares) / K + eps)), plus the bias in fp32, rounded once to the activation
+    dtype; of an int4-triton layer (any weight not a tensor; its bias inside it), that layer's rounding."""
+    x = scale.x_scaled
+    rstd = torch.rsqrt(scale.squares.float().sum() / x.numel() + scale.eps)
+    if not isinstance(weight, torch.Tensor):  # an int4-triton layer: its own rounding, then its bias
+        from decodegap.kernels.fused_int4.reference import scaled_linear_reference as int4_scaled
+
+        return int4_scaled(x, weight, rstd)
+    y = (weight.float() @ x.float().reshape(-1)) * rstd
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)

@@ -1,7 +1,7 @@
 """The Triton source of the fused decode-step kernels: fused_gemv_kernel and rotary_cache_kernel, built once on
 first use (`build`). decodegap.kernels.fused.launch launches them, checks their arguments and documents what they compute; the
-kernels find the helpers they call (_round_bf16, _output_norm, _output_scale, _input_scale, _rotary_epilogue and the gdc
-ops) among this module's globals."""
+kernels find the helpers they call (_round_bf16, _output_norm, _output_scale, _load_squares, _input_scale,
+_rotary_epilogue and the gdc ops) among this module's globals."""
 
 from __future__ import annotations
 
@@ -57,10 +57,23 @@ def build():
             tl.store(sq_ptr + block, tl.sum(tl.where(ok, yb * yb, 0.0), axis=0), mask=last)
 
         @triton.jit
-        def input_scale(sq, K, eps):
-            """1 / rms of the previous product's output, from the sums of squares its row blocks wrote (output_scale;
-            `sq`: loaded after the wait, zero past their count), over the K values this product reads."""
-            return tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
+        def load_squares(sq_ptr, n_parts, SCALE_IN: tl.constexpr, QBLOCK: tl.constexpr):
+            """The previous product's sums of squares (output_scale's, `n_parts` of them; zero past them), or zeros
+            without SCALE_IN: loaded after the wait and summed after the loop (input_scale), under its loads."""
+            sq = tl.zeros((QBLOCK,), dtype=tl.float32)
+            if SCALE_IN:
+                qo = tl.arange(0, QBLOCK)
+                sq = tl.load(sq_ptr + qo, mask=qo < n_parts, other=0.0, cache_modifier=".cg")
+            return sq
+
+        @triton.jit
+        def input_scale(sq, K, eps, SCALE_IN: tl.constexpr):
+            """1 / rms of the previous product's output, from the sums of squares its row blocks wrote (load_squares),
+            over the K values this product reads; 1.0 without SCALE_IN."""
+            scale = 1.0
+            if SCALE_IN:
+                scale = tl.rsqrt(tl.sum(sq, axis=0) / K + eps)
+            return scale
 
         @triton.jit
         def rotary_epilogue(y1, y2, p, n_pairs, cos_ptr, sin_ptr, pos_ptr, q_ptr, kc_ptr, vc_ptr, L,
@@ -98,7 +111,7 @@ def build():
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
                          _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, _output_scale=output_scale,
-                         _input_scale=input_scale, tl=tl)
+                         _load_squares=load_squares, _input_scale=input_scale, tl=tl)
 
         @triton.jit
         def fused_gemv_kernel(x_ptr, w_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
@@ -142,10 +155,7 @@ def build():
                 u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
             if USE_PDL:
                 _gdc_wait()
-            sq_in = tl.zeros((QBLOCK,), dtype=tl.float32)
-            if SCALE_IN:  # the norm's sums of squares (NormScale): loaded now, summed after the loop, under its loads
-                qo = tl.arange(0, QBLOCK)
-                sq_in = tl.load(sq_in_ptr + qo, mask=qo < n_parts, other=0.0, cache_modifier=".cg")
+            sq_in = _load_squares(sq_in_ptr, n_parts, SCALE_IN, QBLOCK)  # NormScale's: summed after the loop
             rstd = 1.0
             if NORM:
                 xo = tl.arange(0, XBLOCK)
@@ -195,7 +205,7 @@ def build():
                                    cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
             if SCALE_IN:  # x was the previous output times the norm weight: its 1 / rms scales the sums
-                rstd_in = _input_scale(sq_in, K, eps)
+                rstd_in = _input_scale(sq_in, K, eps, SCALE_IN)
                 acc = acc * rstd_in
                 acc_u = acc_u * rstd_in
             if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches

@@ -39,6 +39,7 @@ from __future__ import annotations
 import torch
 
 from decodegap.kernels.fused_int4 import configs as int4_configs
+from decodegap.kernels.fused.norm_scale import check_scale, scale_args
 from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
@@ -76,7 +77,7 @@ def _pairs(t, what: str):
 
 def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=None, silu_x: bool = False,
                     out_norm=None, gate_up: bool = False, rotary=None, pdl: bool = False, early_trigger: bool = False,
-                    config=None):
+                    config=None, out_scale=None, norm_scale=None):
     """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
     docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
     with `out_norm` = (norm weight [N], eps), or SiLU(gate) * up [N / 2] with `gate_up` (the layer [gate; up]), or
@@ -84,28 +85,20 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     (k and v written at start_pos of the caches [1, Hkv, L, D]; the layer the model's qkv). `config`: (BLOCK_N,
     SUB_MAX, num_warps), else `choose_config`'s (the table's for this shape, flavour and launch,
     kernels.fused_int4.configs, else the tuned choice over the int4 GEMV's configs, per weight shape and flavour, on
-    the first call: warm up before capturing a CUDA graph)."""
+    the first call: warm up before capturing a CUDA graph). `out_scale` and `norm_scale`: the norm left to the next
+    product as a scale, as fused_gemv's (kernels.fused.norm_scale; x is then norm_scale's x_scaled): (y, NormScale)
+    with out_scale, its squares one a row block of the config that ran."""
     tensors = int4_tensors(layer)
     if tensors is None:
         raise ValueError(f"fused_int4_gemv takes an int4-triton layer (Int4GemvLinear or a layer with one as "
                          f"`inner`), got {type(layer).__name__}")
     packed, scales, offsets, G, bias = tensors
     N, K = packed.shape[0], packed.shape[1] * 8
-    check_format(K, G)
-    if G < 32:
-        raise ValueError(f"fused_int4_gemv needs a group size >= 32 (its 16-byte loads stay in one group), got {G}")
-    if x.numel() != (2 * K if silu_x else K):
-        raise ValueError(f"fused_int4_gemv takes one row: x has {x.numel()} elements, the weight has K = {K}"
-                         + (" (silu_x takes [gate; up], 2K)" if silu_x else ""))
-    if silu_x and norm_weight is not None:
-        raise ValueError("silu_x and norm_weight are two prologues: fused_int4_gemv takes one")
-    if residual is not None and residual.numel() != N:
-        raise ValueError(f"the residual has {residual.numel()} elements, the product {N} rows")
-    if gate_up and (N % 2 or bias is not None or residual is not None or out_norm is not None or silu_x):
-        raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias, residual, output "
-                         "norm or SiLU prologue")
+    _check_operands(x, N, K, G, bias, norm_weight, residual, silu_x, gate_up, out_norm)
     if rotary is not None:
         check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
+    check_scale(out_scale, norm_scale, gate_up or rotary is not None or out_norm is not None,
+                norm_weight is not None or silu_x)
     triton, _ = _triton()
     xb, xi = _pairs(x, "x")
     ni = _pairs(norm_weight, "norm weights")[1] if norm_weight is not None else xi
@@ -123,6 +116,12 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
                  SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl,
                  EARLY_TRIGGER=early_trigger, ROTARY=rotary_args.pop("ROTARY"))
     extra.update(rotary_args, PAIRED=gate_up or rotary is not None)
+    # squares for as many row blocks as any config runs: the tuner's launches too; NormScale keeps the chosen one's
+    scale_extra, scaled = scale_args(xb, y, triton.cdiv(N, min(c[0] for c in INT4_CONFIGS + (INT4_INTERPRETED,))),
+                                     out_scale, norm_scale)
+    flags.update(SCALE_IN=scale_extra.pop("SCALE_IN"), OUT_SCALE=scale_extra.pop("OUT_SCALE"))  # the tuner's key
+    extra.update(scale_extra)
+    eps = eps if norm_scale is None else norm_scale.eps
     args = (xi, xb, packed.contiguous(), scales.contiguous(), offsets.contiguous(), y, ni,
             bias if bias is not None else xb, residual.reshape(-1).contiguous() if residual is not None else xb)
     kernel = _kernel()
@@ -141,14 +140,39 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
         block_n, sub, chunks = INT4_INTERPRETED
         launch(block_n, sub, 1, chunks)
     else:
-        launch(*(config or choose_config(N, K, G, flags, out_norm is not None, launch)))
+        chosen = config or choose_config(N, K, G, flags, out_norm is not None, launch)
+        launch(*chosen)
+        block_n = chosen[0]
+    if scaled is not None:
+        return y, scaled._replace(squares=scaled.squares[:triton.cdiv(N, block_n)])
     return y if out_norm is None else (y, h)
+
+
+def _check_operands(x, N: int, K: int, G: int, bias, norm_weight, residual, silu_x: bool, gate_up: bool,
+                    out_norm) -> None:
+    """Refuse, before any launch, operands the kernel cannot take: a format or group size it does not read, an x that
+    is not one row of K (2K with silu_x), two prologues, a residual of another length, or gate_up on an odd weight or
+    beside a bias, residual, output norm or SiLU prologue."""
+    check_format(K, G)
+    if G < 32:
+        raise ValueError(f"fused_int4_gemv needs a group size >= 32 (its 16-byte loads stay in one group), got {G}")
+    if x.numel() != (2 * K if silu_x else K):
+        raise ValueError(f"fused_int4_gemv takes one row: x has {x.numel()} elements, the weight has K = {K}"
+                         + (" (silu_x takes [gate; up], 2K)" if silu_x else ""))
+    if silu_x and norm_weight is not None:
+        raise ValueError("silu_x and norm_weight are two prologues: fused_int4_gemv takes one")
+    if residual is not None and residual.numel() != N:
+        raise ValueError(f"the residual has {residual.numel()} elements, the product {N} rows")
+    if gate_up and (N % 2 or bias is not None or residual is not None or out_norm is not None or silu_x):
+        raise ValueError("gate_up takes an even number of weight rows ([gate; up]) and no bias, residual, output "
+                         "norm or SiLU prologue")
 
 
 def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:
     """(BLOCK_N, SUB_MAX, num_warps) of one product: the table's (kernels.fused_int4.configs.FUSED_INT4_CONFIGS, by
-    shape, flavour and launch, timed at the default group size: consulted at that group size only), else the tuned
-    choice (`_tuned`, kept per process)."""
+    shape, flavour and launch, timed at the default group size: consulted at that group size only; a product with the
+    norm as a scale takes its flavour's entry without it, int4_configs.flavour_of reading no scale flag), else the
+    tuned choice (`_tuned`, kept per process)."""
     chosen = None
     if G == DEFAULT_GROUP_SIZE:
         flavour = int4_configs.flavour_of(flags, out_norm)

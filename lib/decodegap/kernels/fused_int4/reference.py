@@ -20,3 +20,13 @@ def linear_reference(x, layer):
     packed, scales, offsets, group_size, bias = tensors
     y = (x.float() @ dequantise(packed, scales, offsets, group_size).T).to(torch.bfloat16)
     return y if bias is None else (y.float() + bias.float()).to(torch.bfloat16)
+
+
+def scaled_linear_reference(x, layer, rstd):
+    """x [K] (a NormScale's x_scaled) through an int4-triton `layer` as the fused int4 product with norm_scale makes
+    it (kernels.fused.reference.scaled_linear_reference's int4 case): the fp32 sums against the dequantised weight
+    times `rstd` (the norm's 1 / rms), rounded to bf16, then the layer's bias added and rounded, as linear_reference
+    rounds its product."""
+    packed, scales, offsets, group_size, bias = int4_tensors(layer)
+    y = ((dequantise(packed, scales, offsets, group_size).float() @ x.float().reshape(-1)) * rstd).to(torch.bfloat16)
+    return y if bias is None else (y.float() + bias.float()).to(torch.bfloat16)

@@ -11,7 +11,7 @@ ARG_TYPES = dict(x_ptr="*i32", xb_ptr="*bf16", p_ptr="*i32", s_ptr="*bf16", m_pt
                  norm_ptr="*i32", bias_ptr="*bf16", res_ptr="*bf16", part_ptr="*fp32", onorm_ptr="*bf16",
                  h_ptr="*bf16", ncount_ptr="*i32", N="i32", E11="i32", E15="i32", E19="i32", eps="fp32",
                  eps_out="fp32", cos_ptr="*bf16", sin_ptr="*bf16", pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16",
-                 L="i32")
+                 L="i32", sq_in_ptr="*fp32", sq_out_ptr="*fp32", n_parts="i32")
 """fused_int4_gemv_kernel's runtime arguments and their Triton types (the rest are constexprs)."""
 
 
@@ -22,7 +22,8 @@ def constexprs(K: int, N: int, flavour: str, config: tuple[int, int, int], model
     block_n, sub, warps = config
     flags = dict(K=K, G=group_size, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
                  SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16, GATE_UP=False,
-                 ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False)
+                 ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False,
+                 SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
     flags.update(FLAVOUR_FLAGS[flavour])
     flags["PAIRED"] = flags["GATE_UP"] or flags["ROTARY"]
     if flags["NORM"]:

@@ -2,9 +2,9 @@
 decodegap.kernels.fused_int4.launch launches it, checks its arguments and documents what it computes. Its inner loop
 is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed words, nibbles read through float
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
-(decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm, the gdc ops,
-_chunk_dot, _step_tiles, _unpack_pairs, _prologue, _program_rows, _input_rstd, _rotary_epilogue) among this
-module's globals."""
+(decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm,
+_output_scale, _load_squares, _input_scale, the gdc ops, _chunk_dot, _step_tiles, _unpack_pairs, _prologue,
+_program_rows, _input_rstd, _rotary_epilogue) among this module's globals."""
 
 from __future__ import annotations
 
@@ -82,6 +82,8 @@ def build():
 
         globals().update(_round_bf16=fused_source._round_bf16, _program_rows=program_rows, _input_rstd=input_rstd,
                          _rotary_epilogue=fused_source._rotary_epilogue, _output_norm=fused_source._output_norm,
+                         _output_scale=fused_source._output_scale, _input_scale=fused_source._input_scale,
+                         _load_squares=fused_source._load_squares,
                          _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
                          _chunk_dot=int4_kernel._chunk_dot, _step_tiles=int4_kernel._step_tiles,
                          _unpack_pairs=unpack_pairs, _prologue=prologue)
@@ -95,7 +97,9 @@ def build():
                                    OUT_NORM: tl.constexpr, PBLOCK: tl.constexpr, YBLOCK: tl.constexpr,
                                    USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, GATE_UP: tl.constexpr,
                                    cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L, ROTARY: tl.constexpr,
-                                   HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, PAIRED: tl.constexpr):
+                                   HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, PAIRED: tl.constexpr,
+                                   sq_in_ptr, sq_out_ptr, n_parts, SCALE_IN: tl.constexpr, QBLOCK: tl.constexpr,
+                                   OUT_SCALE: tl.constexpr):
             # x_ptr, norm_ptr: bf16 pairs read as int32 ([K/2]; x [K] of gate, then [K] of up, with SILU_X); xb_ptr: x
             # as bf16 (the norm's sum of squares)
             if USE_PDL:
@@ -119,6 +123,7 @@ def build():
             if USE_PDL:
                 _gdc_wait()
             rstd = _input_rstd(xb_ptr, K, eps, NORM, XBLOCK)
+            sq_in = _load_squares(sq_in_ptr, n_parts, SCALE_IN, QBLOCK)  # NormScale's: summed after the loop
             acc = tl.zeros((CHUNKS, BLOCK_N), dtype=tl.float32)
             for ch0 in range(0, NCH, STEP):
                 if ch0 > 0:  # this step's tiles (the first step's are loaded)
@@ -146,7 +151,8 @@ def build():
             if USE_PDL:
                 if not EARLY_TRIGGER:
                     _gdc_launch_dependents()  # x, the previous kernel's output, is read
-            y = _round_bf16(tl.sum(acc, axis=0))  # the product in bf16, as the int4 layer returns it
+            # the product in bf16, as the int4 layer returns it (with SCALE_IN its sums times the norm's 1 / rms)
+            y = _round_bf16(tl.sum(acc, axis=0) * _input_scale(sq_in, K, eps, SCALE_IN))
             if BIAS:
                 y = _round_bf16(y + tl.load(bias_ptr + safe_rows).to(tl.float32))
             n_out = N
@@ -163,6 +169,8 @@ def build():
                 y = _round_bf16(y + tl.load(res_ptr + safe_rows).to(tl.float32))
             if not ROTARY:
                 tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=row_ok)
+            if OUT_SCALE:  # RMSNorm(y) left to the next product as a scale (as fused_gemv's)
+                _output_scale(y, rows, row_ok, tl.program_id(0) >= 0, tl.program_id(0), onorm_ptr, h_ptr, sq_out_ptr)
             if OUT_NORM:  # RMSNorm of the whole output, made by the row block that arrives last (as fused_gemv's)
                 _output_norm(y, row_ok, tl.program_id(0), y_ptr, part_ptr, ncount_ptr, onorm_ptr, h_ptr, N, eps_out,
                              PBLOCK, YBLOCK)
