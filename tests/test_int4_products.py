@@ -44,6 +44,11 @@ def test_the_products_a_layer_launches_and_how():
         ("qkv_plain", "none"), ("o", "none"), ("gate_up_norm", "none"), ("down_silu_norm", "none")]
     # early_trigger without pdl is no early trigger
     assert FusedOps(early_trigger=True).layer_products()[1] == ("o", "none")
+    # the norms as scales: products of their own, which no bench row stands for
+    assert FusedOps(norm_in_epilogue=True, input_norm_in_epilogue=True, norm_scale=True).layer_products() == [
+        ("qkv_scaled", "none"), ("o_scale", "none"), ("gate_up_plain_scaled", "none"), ("down_silu_scale", "none")]
+    assert ip.layer_products("lean_fused_all_norm_scale_graph") == []
+    assert ip.layer_products("lean_fused_norms_next_token_graph")[0] == ("qkv_rotary_plain", "pdl")
 
 
 def test_an_arms_kernels_make_its_fused_ops():

@@ -130,9 +130,10 @@ def config_table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
 
 def layer_products(arm: str) -> list[tuple[str, str]]:
     """(product, launch) of the int4 products one decoder layer of a fused arm launches (INT4_STEP_PRODUCTS; its
-    LM head stays bf16); [] for an arm that does not run the fused step."""
+    LM head stays bf16); [] for an arm that does not run the fused step, or runs its norms as scales (FusedOps
+    .norm_scale: the bench has timed no product of that flavour, so no sum of its products is stated)."""
     kernels = REGISTRY[arm].kernels if arm in REGISTRY else ()
-    if "fused" not in kernels:
+    if "fused" not in kernels or "norm_scale" in kernels:
         return []
     return [(p, launch) for p, launch in FusedOps.of_kernels(kernels).layer_products()
             if p in int4_configs.INT4_STEP_PRODUCTS]

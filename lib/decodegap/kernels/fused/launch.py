@@ -248,6 +248,13 @@ def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads
     return q
 
 
+SCALE_PRODUCTS = {"o_norm": "o_scale", "gate_up_plain": "gate_up_plain_scaled", "gate_up_silu": "gate_up_silu_scaled",
+                  "down_norm": "down_scale", "down_silu_norm": "down_silu_scale", "qkv_plain": "qkv_scaled",
+                  "qkv_rotary_plain": "qkv_rotary_scaled"}
+"""FusedOps.layer_products' names of the products whose norm made in an epilogue is a scale (FusedOps.norm_scale):
+the product that made it whole, or read it, of the same name without the scale."""
+
+
 @dataclass(frozen=True)
 class FusedOps:
     """The fused step's operations, as LeanLayer.fused_step calls them: the Triton kernels (launched with PDL
@@ -328,7 +335,10 @@ class FusedOps:
         else:
             middle = [("o", between), ("gate_up_norm" if self.silu_in_down else "gate_up", between)]
         down = ("down_silu" if self.silu_in_down else "down") + ("_norm" if self.input_norm_in_epilogue else "")
-        return [qkv] + middle + [(down, between)]
+        products = [qkv] + middle + [(down, between)]
+        if self.norm_scale:  # the norms as scales: products of their own (no bench flavour of them yet)
+            products = [(SCALE_PRODUCTS.get(name, name), launch) for name, launch in products]
+        return products
 
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
                    v_cache, n_heads: int, n_kv_heads: int, normed=None):
