@@ -254,8 +254,9 @@ def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key, ar
 
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
     """Every arm of the registry whose kernels include "fused": the lean decoder it builds runs the fused step with
-    the options its kernels name (PDL, the norm and the rotary in the epilogues, the early triggers), it is refused
-    on a CPU as a graph (the fused step runs captured) and its products are the lean decoder's four."""
+    the options its kernels name (PDL, the norm and the rotary in the epilogues, the early triggers, the norms as
+    scales), it is refused on a CPU as a graph (the fused step runs captured) and its products are the lean decoder's
+    four."""
     model = _tiny("llama-tiny")
     fused_arms = {key: arm for key, arm in arms.REGISTRY.items() if "fused" in arm.kernels}
     assert fused_arms  # the registry has fused arms for this test to read
@@ -263,10 +264,11 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         ops = lean.LeanDecoder(model, 8, arm.kernels).fused
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
-                ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue) == (
+                ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue,
+                ops.norm_scale) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
-            "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen), key
+            "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
