@@ -143,6 +143,33 @@ def test_the_ladder_line_says_how_each_kinds_chosen_lever_stands_in_its_confirma
                                                  "over the runner-up")
     assert gallery._confirmation_words(done, r_floor=False) == ("confirmed at 2.35 ms in 3 fresh sessions, +2.1 % over "
                                                                 "the runner-up")
+    unpaired = done.assign(margin_median=float("nan"))  # the runner-up not timed in the confirmation's sessions
+    assert gallery._confirmation_words(unpaired) == ("confirmed at 2.35 ms (R_floor 0.812) in 3 fresh sessions, no "
+                                                     "runner-up timed in those sessions")
     line = _gallery_lines()["06_ladder.png"]
+    assert "nan" not in line, line
     assert re.search(r"best int4 lever \(.*\) takes \d\.\d\d ms against the 2\.0 ms target, (not yet confirmed|"
                      r"confirmed at)", line), line
+
+
+def test_the_best_bf16_levers_span_names_its_contexts_as_they_are():
+    """One cell: that cell alone and no span; several: the span over the contexts they hold."""
+    one = pd.DataFrame([dict(ctx=2048, t_obs_ms=4.17)])
+    assert gallery._best_path_words(one, pd.Series([6.70]), 12) == (
+        "The best bf16 lever has rows in 1 of the grid's 12 cells (at ctx 2048 alone), HF compiled 6.70 ms there")
+    two = pd.DataFrame([dict(ctx=2048, t_obs_ms=4.17), dict(ctx=16384, t_obs_ms=4.70)])
+    assert gallery._best_path_words(two, pd.Series([6.70, 10.05]), 12) == (
+        "The best bf16 lever has rows in 2 of the grid's 12 cells, where it takes 4.17-4.70 ms from 2k to 16k tokens, "
+        "HF compiled 6.70-10.05 ms")
+
+
+def test_the_int4_products_line_states_the_timed_products_without_a_bf16_twin(tmp_path):
+    """The int4 target model's products timed alone with no bf16 twin at their launches: their times, not "none
+    timed"."""
+    row = dict(finding="x", gpu=gallery.GPU, model="llama-3.1-8b", arm="lean_fused_all_next_token_graph",
+               layer_us=50.4, products_ms=1.61, floor_ms=0.77, gbps_min=1190.0, gbps_max=3000.0,
+               bf16_layer_us=float("nan"), bytes_ratio=float("nan"), time_ratio=float("nan"))
+    pd.DataFrame([row]).to_csv(tmp_path / "06_findings_int4_products.csv", index=False)
+    line = gallery._int4_products(tmp_path)["06_int4_products.png"]
+    assert line.startswith("On the H200 (llama-3.1-8b) one layer's lean_fused_all_next_token_graph int4 products")
+    assert "50.4 us" in line and "no bf16 time stands beside them" in line and "nan" not in line

@@ -186,8 +186,10 @@ def _confirmation_words(row: pd.DataFrame, r_floor: bool = True) -> str:
     if row.empty or row.iloc[0].status != "confirmed":
         return "not yet confirmed by a fresh sweep (a best of many, not counted)"
     r = row.iloc[0]
+    margin = (f"{100 * r.margin_median:+.1f} % over the runner-up" if pd.notna(r.margin_median) else
+              "no runner-up timed in those sessions")
     return (f"confirmed at {r.confirmed_ms:.2f} ms" + (f" (R_floor {r.r_floor_bf16:.3f})" if r_floor else "")
-            + f" in {int(r.sessions)} fresh sessions, {100 * r.margin_median:+.1f} % over the runner-up")
+            + f" in {int(r.sessions)} fresh sessions, {margin}")
 
 
 def _int4_products(f: Path) -> dict[str, str]:
@@ -199,16 +201,18 @@ def _int4_products(f: Path) -> dict[str, str]:
     if not rows.empty:
         rows = rows[(rows["gpu"] == GPU).to_numpy()
                     & np.array([model in str(m).split(" and ") for m in rows["model"]], bool)]
-    if rows.empty or pd.isna(rows.iloc[0]["bf16_layer_us"]):
+    if rows.empty:
         return {"06_int4_products.png": "No fused int4 products timed alone on the H200 yet "
                                         "(bench/fused_int4_gemv.py, `bash bench/measure.sh h200 OUT int4_configs`)."}
     r = rows.iloc[0]
+    bf16 = (f"the same products in bf16 take {r.bf16_layer_us:.1f} us: int4 reads {r.bytes_ratio:.1f}x fewer bytes "
+            f"and takes {r.time_ratio:.2f}x less time." if pd.notna(r.bf16_layer_us) else
+            "the bf16 bench has not timed the same products at these launches, so no bf16 time stands beside them.")
     return {"06_int4_products.png":
             f"On the H200 ({model}) one layer's {r.arm} int4 products, each timed alone, take {r.layer_us:.1f} us "
             f"({r.products_ms:.2f} ms a step, {r.products_ms / r.floor_ms:.1f}x their weight floor) and stream at "
             f"{r.gbps_min:,.0f}-{r.gbps_max:,.0f} GB/s ({r.gbps_min / DATASHEET_GBPS:.0%}-{r.gbps_max / DATASHEET_GBPS:.0%} "
-            f"of the datasheet); the same products in bf16 take {r.bf16_layer_us:.1f} us: int4 reads "
-            f"{r.bytes_ratio:.1f}x fewer bytes and takes {r.time_ratio:.2f}x less time."}
+            f"of the datasheet); " + bf16}
 
 
 def _ladder(f: Path) -> dict[str, str]:
@@ -240,14 +244,27 @@ def _ladder(f: Path) -> dict[str, str]:
                             f"{_confirmation_words(c['int4_confirmation'], r_floor=False)}. " if best_int4 is not None else
                             f"no int4 lever there is counted against the {TARGETS['int4']['step_ms']:.1f} ms target "
                             f"({c['int4_unchecked']} int4 cells there drawn unchecked under the current rule). ")
-                         + f"The best bf16 lever has rows in {len(best_path)} of the grid's {c['grid_cells']} cells, where it takes "
-                         f"{best_path.t_obs_ms.min():.2f}-{best_path.t_obs_ms.max():.2f} ms from 2k to 16k tokens, HF compiled "
-                         f"{c['hf_compiled'].min():.2f}-{c['hf_compiled'].max():.2f} ms; with each cell's fastest bf16 lever "
+                         + _best_path_words(best_path, c["hf_compiled"], c["grid_cells"])
+                         + f"; with each cell's fastest bf16 lever "
                          f"of the selection sweeps {int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} "
                          f"cells reach R_floor {GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}); "
                          f"{len(c['confirmed'])} of them confirmed by a fresh sweep, "
                          f"{int((c['confirmed'].r_floor_bf16 >= GRID_TARGET['r_floor']).sum())} reaching it there.",
     }
+
+
+def _best_path_words(best_path: pd.DataFrame, hf_compiled: pd.Series, grid_cells: int) -> str:
+    """Where the target cell's best bf16 lever has rows over the grid: its span and HF compiled's beside it over
+    those cells, their contexts named as they are (one cell: that cell alone, no span)."""
+    ctxs = sorted({int(c) for c in best_path.ctx})
+    where = (f"at ctx {ctxs[0]} alone" if len(ctxs) == 1 else
+             f"from {ctxs[0] // 1024}k to {ctxs[-1] // 1024}k tokens")
+    if len(best_path) == 1:
+        return (f"The best bf16 lever has rows in 1 of the grid's {grid_cells} cells ({where}), HF compiled "
+                f"{hf_compiled.min():.2f} ms there")
+    return (f"The best bf16 lever has rows in {len(best_path)} of the grid's {grid_cells} cells, where it takes "
+            f"{best_path.t_obs_ms.min():.2f}-{best_path.t_obs_ms.max():.2f} ms {where}, HF compiled "
+            f"{hf_compiled.min():.2f}-{hf_compiled.max():.2f} ms")
 
 
 def _scope(f: Path) -> dict[str, str]:
