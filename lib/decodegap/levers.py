@@ -136,9 +136,10 @@ Triton attention (the fastest bf16 path); the other int4 lean levers, which the 
 SiLU-epilogue lever: the bf16 bench's rows (bench/fused_gemv.py) time its paired gate_up epilogue slower than the
 SiLU prologue it saves down, so it is measured where the target stands, not over the grid; and the int4 lever with
 every epilogue on the int4-triton path, whose grid the same lever with the int4 LM head covers, and so the
-epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head) until their rows at
-the target cell show them faster than the levers they extend (the benches had not timed their products when they
-were added). The compiled
+epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head), the benches having
+timed none of their products when they were added: each goes over the grid once a confirmation sweep holds it as the
+fastest lever of its kind at the target cell (closing_the_gap_confirmation.confirmed_fastest), a rule written on
+2026-12-05 before any row of either. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 
