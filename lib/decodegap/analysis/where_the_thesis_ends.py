@@ -548,8 +548,8 @@ def findings(t: Mapping) -> list[str]:
         out.append(f"{r.gpu} {r.model} ctx {r.ctx}: launch share {r.f_1:.2f} at batch 1, {r.f_max:.2f} at batch "
                    f"{r.b_max} (launch tax {r.launch_1_ms:.2f} -> {r.launch_max_ms:.2f} ms): {r.outcome}.")
     for o in t["published_outcome"].itertuples():
-        out.append(f"{o.gpu} ({PUBLISHED}) under the model: a {o.a_lo:.2f}-{o.a_hi:.2f}, fixed cost "
-                   f"{o.fixed_lo_ms:.2f}-{o.fixed_hi_ms:.2f} ms: {o.outcome}.")
+        out.append(f"{o.gpu} ({PUBLISHED}) under the model: a {stats.span([o.a_lo, o.a_hi])}, fixed cost "
+                   f"{stats.span([o.fixed_lo_ms, o.fixed_hi_ms], unit=' ms')}: {o.outcome}.")
     for r in t["transferred"].itertuples():
         out.append(f"{r.gpu} {r.arm} ({PUBLISHED}) {r.published_ms:.2f} ms against {r.predicted_ms:.2f} ms predicted by "
                    f"the {r.fit_from} fit moved to its bandwidth: residual {r.residual:+.0%}.")
