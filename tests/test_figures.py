@@ -99,8 +99,8 @@ def test_the_gallery_line_starts_with_the_figure_title():
 
 
 def test_no_sentence_prints_a_range_whose_two_ends_are_the_same():
-    """A span of one value reads as that value (stats.span), never "4.17-4.17 ms": in every committed findings file
-    and the README's gallery."""
+    """A span of one value reads as that value (stats.span), never "4.17-4.17 ms", and no number prints as "nan": in
+    every committed findings file and the README's gallery."""
     import re
 
     texts = {p.name: p.read_text() for p in sorted((paths.REPO / "figures").glob("*findings*.md"))}
@@ -108,3 +108,6 @@ def test_no_sentence_prints_a_range_whose_two_ends_are_the_same():
     same = [(name, m.group(0)) for name, text in texts.items()
             for m in re.finditer(r"(?<![\d.])(\d+\.\d+)-(\d+\.\d+)(?![\d.])", text) if m.group(1) == m.group(2)]
     assert not same, same
+    missing = [(name, text[max(0, m.start() - 60):m.end()]) for name, text in texts.items()
+               for m in re.finditer(r"[+-]?\bnan\b", text)]
+    assert not missing, missing  # a number no row gave, printed as a number
