@@ -62,6 +62,8 @@ def test_fused_gemv_refuses_a_scale_beside_another_norm_before_it_launches():
     scale = NormScale(x, torch.ones(1), 1e-5)
     with pytest.raises(ValueError, match="norm_scale replaces the norm prologue"):
         fused.fused_gemv(x, w, norm_weight=torch.ones(8).bfloat16(), norm_scale=scale)
+    with pytest.raises(ValueError, match="at most 4096 sums of squares"):
+        fused.fused_gemv(x, w, norm_scale=NormScale(x, torch.ones(4097), 1e-5))
     with pytest.raises(ValueError, match="out_scale is implemented"):
         fused.fused_gemv(x, torch.ones(8, 8).bfloat16(), gate_up=True, out_scale=(torch.ones(4).bfloat16(), 1e-5))
 

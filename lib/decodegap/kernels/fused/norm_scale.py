@@ -22,15 +22,21 @@ class NormScale(NamedTuple):
     eps: float
 
 
+MAX_SQUARES = 1 << 12
+"""The most sums of squares a consumer loads (one a row block of the product before it: 4096 rows of a 16k hidden
+size at BLOCK_N 4); every program holds them in registers until its loop ends."""
+
+
 def check_scale(out_scale, norm_scale, other_output: bool, prologue: bool) -> None:
     """Refuse a norm scale the kernel cannot run: out_scale beside another output (`other_output`: gate_up, rotary or
     out_norm), norm_scale beside a prologue (norm_weight or silu_x) or with more sums of squares than it reads."""
     if out_scale is not None and other_output:
         raise ValueError("out_scale is implemented for a product with one output per row and no other output norm "
                          "(no gate_up, rotary or out_norm)")
-    if norm_scale is not None and (prologue or norm_scale.squares.numel() > 1 << 16):
-        raise ValueError("norm_scale replaces the norm prologue: it takes no norm_weight or silu_x, and at most 65536 "
-                         "sums of squares")
+    if norm_scale is not None and (prologue or norm_scale.squares.numel() > MAX_SQUARES):
+        raise ValueError(f"norm_scale replaces the norm prologue: it takes no norm_weight or silu_x, and at most "
+                         f"{MAX_SQUARES} sums of squares (every program loads them all); got "
+                         f"{norm_scale.squares.numel()}")
 
 
 def scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormScale | None]:
