@@ -42,9 +42,10 @@ def check_scale(out_scale, norm_scale, other_output: bool, prologue: bool) -> No
 def scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormScale | None]:
     """The kernels' arguments (fused_gemv's and fused_int4_gemv's) of out_scale and norm_scale (OUT_SCALE with y times
     the norm weight and one sum of squares a row block, `blocks` of them at most, written to buffers made here;
-    SCALE_IN with the NormScale's squares), `xc` in the place of the buffers neither uses; and the NormScale out_scale
-    returns beside y (None without it; a caller whose launch runs fewer row blocks keeps only theirs)."""
-    args = dict(onorm_ptr=xc, sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+    SCALE_IN with the NormScale's squares; out_scale's norm weight and x_scaled in onorm_ptr and h_ptr, which out_norm
+    fills otherwise), `xc` in the place of the buffers neither uses; and the NormScale out_scale returns beside y (None
+    without it; a caller whose launch runs fewer row blocks keeps only theirs)."""
+    args = dict(sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
     scaled = None
     if out_scale is not None:
         scaled = NormScale(torch.empty_like(y), torch.empty(blocks, dtype=torch.float32, device=y.device),
@@ -55,6 +56,4 @@ def scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormSca
         parts = norm_scale.squares.numel()
         args.update(sq_in_ptr=norm_scale.squares, n_parts=parts, SCALE_IN=True,
                     QBLOCK=max(16, 1 << (parts - 1).bit_length()))
-    if out_scale is None:
-        del args["onorm_ptr"]  # out_norm's, where it has one
     return args, scaled

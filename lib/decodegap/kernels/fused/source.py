@@ -204,10 +204,8 @@ def build():
                     acc += tl.load(part_ptr + s * N + rows, mask=tl.where(last, row_ok, False), other=0.0,
                                    cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + pid_n, 0, mask=last)  # ready for the next product
-            if SCALE_IN:  # x was the previous output times the norm weight: its 1 / rms scales the sums
-                rstd_in = _input_scale(sq_in, K, eps, SCALE_IN)
-                acc = acc * rstd_in
-                acc_u = acc_u * rstd_in
+            rstd_in = _input_scale(sq_in, K, eps, SCALE_IN)  # with SCALE_IN, the norm's 1 / rms scales the sums
+            acc, acc_u = acc * rstd_in, acc_u * rstd_in
             if ROTARY:  # q and k rotated at the position, as rotary_cache does; q to y, k and v into the caches
                 y1, y2 = acc, acc_u
                 if BIAS:
