@@ -53,6 +53,7 @@ from decodegap.diagnostics import Rows
 from decodegap.harness import lean, models
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import rotary_args
+from decodegap.kernels.fused.product_check import checked_error, rel_err
 
 DEVICE = "cuda"
 TOL, LAYER_TOL = 1e-2, 5e-2
@@ -71,30 +72,6 @@ FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", 
 def products(key):
     """(shape, K, N weight rows, flavour) of a model's fused products (fused_configs.products)."""
     return fused_configs.products(models.load_spec(key).config)
-
-
-def rel_err(y, ref):
-    """max|y - ref| / max|ref|; of tuples (out_norm's (y, h), a rotary product's (q, k rows, v rows)) the largest."""
-    if isinstance(y, tuple):
-        return max(rel_err(a, b) for a, b in zip(y, ref))
-    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-
-
-def product_error(got, ref, rotary=None, reference_rotary=None) -> float:
-    """The error of a product's output `got` against its reference's `ref` (rel_err); with `rotary`, the largest over q
-    and the k and v rows at the token's position (rotary_args.rotary_rows), the kernel's caches against those its
-    reference wrote (`reference_rotary`): a cache write that is wrong fails the check even where q is right."""
-    if rotary is None:
-        return rel_err(got, ref)
-    return rel_err((got, *rotary_args.rotary_rows(rotary)), (ref, *rotary_args.rotary_rows(reference_rotary)))
-
-
-def checked_error(call, reference, x, w, rotary=None, reference_rotary=None) -> float:
-    """product_error of call(x, w) against reference(x, w). The kernel's k and v rows are zeroed before its call, so
-    that rows an earlier config or launch wrote into the shared caches cannot pass for this call's."""
-    if rotary is not None:
-        rotary_args.clear_rows(rotary)
-    return product_error(call(x, w), reference(x, w), rotary, reference_rotary)
 
 
 def operands(K, N, flavour, gen):

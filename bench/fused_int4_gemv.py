@@ -42,6 +42,7 @@ from decodegap import paths, timing
 from decodegap.diagnostics import Rows
 from decodegap.harness import models
 from decodegap.kernels.fused import launch as fused, rotary_args
+from decodegap.kernels.fused.product_check import checked_error
 from decodegap.kernels.fused_int4 import configs as int4_configs, flavours, launch as fused_int4
 from decodegap.kernels.fused_int4.configs import config_key
 from decodegap.kernels.int4_gemv.kernel import INT4_CONFIGS
@@ -62,12 +63,6 @@ def layer_bytes(layer) -> int:
     tensors = fused_int4.int4_tensors(layer)
     return sum(t.numel() * t.element_size() for t in (tensors[0], tensors[1], tensors[2], tensors[4])
                if t is not None)
-
-
-def rel_err(y, ref):
-    if isinstance(y, tuple):  # out_norm's (y, h), a rotary product's (q, k rows, v rows): the largest error
-        return max(rel_err(a, b) for a, b in zip(y, ref))
-    return ((y.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
 
 
 def operands(K, N, flavour, gen):
@@ -114,18 +109,6 @@ def product_call(flavour, nw, res, on, config, launch, rotary=None, reference_ro
     `reference_rotary` the caches the reference writes)."""
     return flavours.flavour_product(flavour, nw, res, on, EPS, rotary=rotary, reference_rotary=reference_rotary,
                                     pdl=launch != "none", early_trigger=launch == "early", config=config)
-
-
-def checked_error(call, reference, x, layer, rotary, reference_rotary) -> float:
-    """The product's largest error against its reference (rel_err); a rotary product's over q and the k and v rows it
-    wrote into the caches too (rotary_args.rotary_rows), each against the row its reference wrote. The kernel's rows
-    are zeroed before its call (rotary_args.clear_rows): every config and launch writes into the same caches."""
-    if rotary is not None:
-        rotary_args.clear_rows(rotary)
-    got, ref = call(x, layer), reference(x, layer)
-    if rotary is not None:
-        got, ref = (got, *rotary_args.rotary_rows(rotary)), (ref, *rotary_args.rotary_rows(reference_rotary))
-    return rel_err(got, ref)
 
 
 def time_graph(calls):

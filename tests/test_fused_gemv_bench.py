@@ -1,6 +1,6 @@
-"""bench/fused_gemv.py's check (and bench/fused_int4_gemv.py's) on a CPU: a rotary product's error covers q and the k
-and v rows the kernel wrote into its caches, each against the rows its reference wrote into its own copy (the kernel
-stood in for by the reference)."""
+"""The product benches' check on a CPU (kernels.fused.product_check, which bench/fused_gemv.py and
+bench/fused_int4_gemv.py both run): a rotary product's error covers q and the k and v rows the kernel wrote into its
+caches, each against the rows its reference wrote into its own copy (the kernel stood in for by the reference)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from decodegap import paths
-from decodegap.kernels.fused import reference as fused_reference, rotary_args
+from decodegap.kernels.fused import product_check, reference as fused_reference, rotary_args
 
 HEADS = dict(num_attention_heads=2, num_key_value_heads=1, hidden_size=32)  # head_dim 16, qkv rows (2 + 2) x 16
 CTX = 4
@@ -58,15 +58,15 @@ def test_product_error_is_zero_for_identical_rows_and_above_the_tolerance_for_a_
     _, _, rotary = _operands()
     own = rotary_args.with_own_caches(rotary)
     q, q_ref = _written(rotary, own)
-    assert bench.product_error(q, q_ref, rotary, own) == 0.0
+    assert product_check.product_error(q, q_ref, rotary, own) == 0.0
     for rows in rotary_args.rotary_rows(rotary):  # k, then v: 10 % off while q stays right
         saved = rows.clone()
         rows.mul_(1.1)
-        err = bench.product_error(q, q_ref, rotary, own)
+        err = product_check.product_error(q, q_ref, rotary, own)
         assert err > bench.TOL and abs(err - 0.1) < 0.01
-        assert bench.product_error(q, q_ref) == 0.0  # q alone: what the check saw before
+        assert product_check.product_error(q, q_ref) == 0.0  # q alone: what the check saw before
         rows.copy_(saved)
-    assert bench.product_error(q * 1.1, q_ref, rotary, own) > bench.TOL
+    assert product_check.product_error(q * 1.1, q_ref, rotary, own) > bench.TOL
 
 
 @pytest.mark.parametrize("name", ["fused_gemv", "fused_int4_gemv"])
@@ -74,6 +74,7 @@ def test_checked_error_fails_a_kernel_whose_rows_are_off_or_never_written(name):
     """Rows an earlier call wrote into the kernel's caches do not pass for this call's: the check zeroes them first
     (the bf16 bench's and the int4 bench's checks alike; their calls take (x, weight or layer) the same way)."""
     bench = _bench(name)
+    assert bench.checked_error is product_check.checked_error  # one check, both benches
     x, w, rotary = _operands()
     own = rotary_args.with_own_caches(rotary)
     reference = (lambda x, w: fused_reference.gemv_rotary_reference(x, w, None, own))

@@ -44,6 +44,7 @@ kernels: the Triton kernels
   kernels/fused/rotary_args the rotary epilogue's argument check (bf16 and int4), random operands, the rows it wrote
   kernels/fused/norm_scale  the norm left to the next product as a scale: its operand, the kernels' arguments of it
   kernels/fused/signature   the fused bf16 kernel's argument types for an offline compile
+  kernels/fused/product_check the product benches' check: output and rotary cache rows against the reference
   kernels/fused_int4/configs    their launch configs per shape, flavour and launch (bench/fused_int4_gemv.py's rows)
   kernels/fused_int4/launch     the fused step's products on int4-triton weights (fused_int4_gemv)
   kernels/fused_int4/source     its Triton source: the int4 GEMV's loop in the fused step's design
