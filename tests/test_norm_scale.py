@@ -68,9 +68,9 @@ def test_fused_gemv_refuses_a_scale_beside_another_norm_before_it_launches():
         fused.fused_gemv(x, torch.ones(8, 8).bfloat16(), gate_up=True, out_scale=(torch.ones(4).bfloat16(), 1e-5))
 
 
-INTERPRETED = """
+PREAMBLE = """
 import torch
-from decodegap import compare
+from decodegap import arms, compare
 from decodegap.harness import lean, models
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused.norm_scale import NormScale
@@ -82,7 +82,10 @@ def rand(*shape, std=1.0, seed=0):
 
 def err(got, ref):
     return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+"""
+"""What both interpreted scripts below start with: their imports, random bf16 operands and the error they compare."""
 
+INTERPRETED = PREAMBLE + """
 C = fused_configs.GemvConfig
 for K, N in [(100, 37), (64, 48)]:
     x, res, nw, w = rand(K, std=2.0, seed=1), rand(N, seed=2), rand(N, seed=3), rand(N, K, std=0.1, seed=4)
@@ -144,23 +147,10 @@ def test_the_norm_scale_products_and_step_equal_their_references_in_tritons_inte
     run_interpreted(INTERPRETED, "interpreted norm scale ok")
 
 
-INTERPRETED_INT4 = """
-import torch
-from decodegap import arms, compare
-from decodegap.harness import lean, models
-from decodegap.kernels.fused import launch as fused, reference as fused_reference
-from decodegap.kernels.fused.norm_scale import NormScale
-from decodegap.kernels.fused.reference import output_scale_reference, scaled_linear_reference
+INTERPRETED_INT4 = PREAMBLE + """
 from decodegap.kernels.fused_int4 import launch as fused_int4
 from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
 from decodegap.quant import paths as quant
-
-def rand(*shape, std=1.0, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return (std * torch.randn(*shape, generator=gen)).bfloat16()
-
-def err(got, ref):
-    return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
 
 for K, N, G in [(64, 37, 32), (256, 24, 64)]:
     x, res, on = rand(K, std=2.0, seed=1), rand(N, seed=2), rand(N, seed=3)
