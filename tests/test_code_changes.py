@@ -13,7 +13,7 @@ from decodegap import levers
 from decodegap.analysis import closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_targets as targets
 from decodegap.analysis.closing_the_gap_int4_products import layer_products
-from decodegap.levers import CODE_CHANGES, CodeChange, changes_after
+from decodegap.levers import CODE_CHANGES, CodeChange, changed_since, changes_after
 
 ROOT = Path(__file__).resolve().parents[1]
 CHANGE = CodeChange("abc1234", "2026-12-05T06:00:00+00:00", "a faster merge", (("arm_a", "bf16"),), ("model-x",))
@@ -28,6 +28,13 @@ def test_a_run_that_began_before_a_change_predates_it_and_one_after_does_not():
     assert changes_after("20261204T000000-aaaaaa", "arm_a", "bf16", "model-y", (CHANGE,)) == []
     every_model = CHANGE._replace(models=())
     assert changes_after("20261204T000000-aaaaaa", "arm_a", "bf16", "model-y", (every_model,)) == [every_model]
+
+
+def test_changed_since_lists_the_commits_a_run_predates_oldest_first():
+    later = CHANGE._replace(commit="def5678", committed_utc="2026-12-05T07:00:00+00:00")
+    assert changed_since("20261205T055959-aaaaaa", "arm_a", "bf16", "model-x", (CHANGE, later)) == "abc1234 def5678"
+    assert changed_since("20261205T063000-aaaaaa", "arm_a", "bf16", "model-x", (CHANGE, later)) == "def5678"
+    assert changed_since("20261205T073000-aaaaaa", "arm_a", "bf16", "model-x", (CHANGE, later)) == ""
 
 
 def _rows(*runs):

@@ -236,6 +236,12 @@ def changes_after(run_id: str, arm: str, quant: str, model: str, changes=CODE_CH
             and began < datetime.fromisoformat(c.committed_utc)]
 
 
+def changed_since(run_id: str, arm: str, quant: str, model: str, changes=CODE_CHANGES) -> str:
+    """The commits of changes_after, space-separated ("" where none): the `changed_since` column of the ladder, the
+    confirmation table and the megakernel table."""
+    return " ".join(c.commit for c in changes_after(run_id, arm, quant, model, changes))
+
+
 CONFIRM_FIRST_SESSION = sessions.CONFIRM.start
 """The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): the start of the
 confirmations' band (decodegap.sessions), apart from the grid's sessions and notebook 07's, so that no selection reader counts a confirmation row and the confirmation reader

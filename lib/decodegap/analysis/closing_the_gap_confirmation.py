@@ -21,7 +21,7 @@ import pandas as pd
 
 from decodegap import hardware, stats
 from decodegap.finding import Finding
-from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, changes_after
+from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, changed_since
 
 KIND_BF16, KIND_INT4 = "bf16", "int4"
 CHOICE_COLUMNS = ["gpu", "model", "ctx", "kind", "lever", "arm", "quant", "selected_ms", "runner_up", "runner_up_arm",
@@ -176,8 +176,8 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
                         margin_min=float(paired.min()) if len(paired) else np.nan,
                         margin_max=float(paired.max()) if len(paired) else np.nan, order=order,
                         run_ids=" ".join(sorted({run for run, _ in mine.index})),
-                        changed_since=" ".join(c.commit for c in changes_after(
-                            max(run for run, _ in mine.index), cell["arm"], cell["quant"], cell["model"])) if n else "",
+                        changed_since=changed_since(max(run for run, _ in mine.index), cell["arm"], cell["quant"],
+                                                    cell["model"]) if n else "",
                         superseded_runs=" ".join(superseded),
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
     return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",

@@ -14,7 +14,7 @@ import pandas as pd
 
 from decodegap import accounting, roofline
 from decodegap.finding import Finding
-from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changes_after
+from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
 
 COLUMNS = ["gpu", "model", "ctx", "lever", "arm", "source", "run_id", "role", "sessions", "steps_per_session",
            "t_obs_ms", "t_obs_min_ms", "t_obs_max_ms", "t_floor_ms_W_all", "r_floor_W_all", "status", "changed_since"]
@@ -59,7 +59,7 @@ def table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
     out = pd.concat(timed, ignore_index=True)
     out["lever"] = out["arm"].map(_NAMES).fillna(out["arm"])
     out["source"] = "measured"
-    out["changed_since"] = [" ".join(c.commit for c in changes_after(run, arm, "bf16", cell["model"]))
+    out["changed_since"] = [changed_since(run, arm, "bf16", cell["model"])
                             for run, arm in zip(out["run_id"], out["arm"])]
     return pd.concat([out, published], ignore_index=True).reindex(columns=COLUMNS)
 
