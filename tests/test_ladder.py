@@ -140,6 +140,21 @@ def test_targets_met_and_not_met():
     assert none.values == {"kind": "bf16", "measured": False}
 
 
+def test_a_partly_confirmed_pick_beside_a_counted_lever_states_both_gaps():
+    """The pick's 2 fresh sessions at 2.15 ms (int4 goal 2.0 ms: 0.15 ms short) and the lever the target counts,
+    confirmed at 2.49 ms (0.49 ms short): the sentence names whose time each gap is taken from."""
+    t = ladder.ladder_table(_cells({("lean_fused_early_products_graph", "int4-triton"): 2.0}, 3.4))
+    held = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4", arm="lean_attn_graph",
+                              quant="int4-triton", confirmed_ms=2.49, confirmed_min_ms=2.48, confirmed_max_ms=2.61,
+                              sessions=3)])
+    profile = _profile_at_target("lean_fused_early_products_graph", "int4-triton", 1400.0, 1000.0, 10.0)
+    int4 = ladder_targets.target_findings(t, _confirmed(t, sessions=2, fresh=1.075), profile, confirmed=held)[1]
+    assert int4.values["short_ms"] == pytest.approx(0.15) and int4.values["counted_ms"] == 2.49
+    assert ("What stands in the way: 0.15 ms to remove from the median of the chosen lever's fresh sessions; 0.49 ms "
+            "from the 2.49 ms of the lever the target counts.") in int4
+    assert "(no runner-up timed at the cell)" in int4 and "nan" not in int4  # one lever at the cell
+
+
 def _profile_at_target(arm: str, quant: str, matmul_us: float, matmul_floor_us: float, small_us: float) -> pd.DataFrame:
     """A category_table of one profiled step at the target cell: its products, 64 attention kernels at 300 us against
     a 100 us floor, and its small kernels."""
