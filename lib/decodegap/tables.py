@@ -12,7 +12,7 @@ from decodegap import finding
 def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, preamble: str = "") -> tuple[Path, Path]:
     """Write `frame` as <stem>.csv and <stem>.md in out_dir; floats rounded to `digits` significant
     decimals in both so that regenerating from the same data gives identical files. `preamble` (Markdown)
-    goes above the table in the .md file."""
+    goes above the table in the .md file, where a missing value reads "-" (the CSV leaves it empty)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rounded = frame.copy()
@@ -21,7 +21,8 @@ def write_table(frame: pd.DataFrame, stem: str, out_dir: Path, digits: int = 3, 
             rounded[col] = rounded[col].round(digits + 3 if "bytes" in col else digits)
     csv_path, md_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
     rounded.to_csv(csv_path, index=False)
-    md_path.write_text(preamble + rounded.to_markdown(index=False, floatfmt=f".{digits}f") + "\n")
+    shown = rounded.astype(object).where(rounded.notna(), None)  # a missing value reads "-", not "nan"
+    md_path.write_text(preamble + shown.to_markdown(index=False, floatfmt=f".{digits}f", missingval="-") + "\n")
     return csv_path, md_path
 
 
