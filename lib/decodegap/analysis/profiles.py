@@ -6,6 +6,7 @@ are negligible at batch 1), and the matrix products one by one with the line thr
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Mapping
 
@@ -38,6 +39,7 @@ INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per)_")
 misread it; a matrix product stays an extern call (cuBLAS) or a `triton_tem_` template."""
 
 
+@functools.cache  # a few thousand names over the ~200,000 kernel rows the notebooks read
 def category(kernel: str) -> str:
     """The category of a kernel by its name (CATEGORIES). A torch.compile pointwise/reduction kernel
     (INDUCTOR_KERNEL) is `norm` when it takes an rsqrt, else `elementwise`."""
