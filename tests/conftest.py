@@ -90,8 +90,9 @@ def replayed(tmp_path_factory):
 
 SHARED_FIXTURES = ("replayed", "swept", "small_data", "shipped_evidence", "replayed_two_gpus")
 """Fixtures that take long to build (every notebook replayed, a sweep of session processes, a data folder, what the
-claims read, notebooks 01, 02 and 05 replayed with a second GPU): where the tests run on several workers (pytest-xdist's --dist loadgroup, as `make test` runs them),
-the tests using one of them run on one worker, which builds it once."""
+claims read, notebooks 01, 02 and 05 replayed with a second GPU): where the tests run on several workers
+(pytest-xdist's --dist loadgroup, as `make test` runs them), the tests using one of them run on one worker, which
+builds it once."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
