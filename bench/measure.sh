@@ -9,8 +9,9 @@ Measures this machine's GPU for the notebooks, step by step, into data/raw/GPU/ 
 OUTDIR). Every step resumes: the sweeps skip the cells already in the CSVs, so after a cut run the same command
 carries on. Notebook 05 (cost) measures nothing.
 
-  GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm; python -m decodegap gpus);
-          the library checks it against the device before anything is written.
+  GPU     the registry key of this machine's GPU (data/specs/gpus.csv, e.g. h200, h100-sxm; python -m decodegap gpus),
+          checked against the device before the first step (python -m decodegap gpus --this-machine --expect GPU);
+          `detect`: the key of this machine's GPU, whichever it is (a machine lent as one kind may be another).
   OUTDIR  a folder for what a run leaves: OUTDIR/raw-GPU.tgz (data/raw/GPU packed every 20 s and after each step, so a
           run cut short keeps what it measured; tar xzf it in data/raw), OUTDIR/STEP.log per step, the builds' logs,
           the tuners' and diagnostics' CSVs (copy them to data/diagnostics/ to commit them), and OUTDIR/ext.tgz
@@ -177,6 +178,9 @@ DATA=${DATA_DIR:-data}
 if [ ! -f "$DATA/specs/gpus.csv" ]; then
   mkdir -p "$DATA" && cp -r data/models data/specs data/published "$DATA"/
 fi
+EXPECT=(--expect "$GPU"); [ "$GPU" = detect ] && EXPECT=()  # the key checked, or found, before any step
+GPU=$(python3 -m decodegap --data-dir "$DATA" gpus --this-machine "${EXPECT[@]}") || exit 2
+echo "measure.sh: measuring this machine's $GPU"
 RAW=$DATA/raw/$GPU
 GRID=()
 [ -n "${MODELS:-}" ] && GRID+=(--models "$MODELS")

@@ -6,6 +6,7 @@ import csv
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,24 @@ def test_the_quant_step_builds_only_the_extensions_its_paths_need(want, name, ne
     function = re.search(r"^needs\(\) \{.*?^\}", (BENCH / "measure.sh").read_text(), re.M | re.S).group(0)
     out = subprocess.run(["bash", "-c", f'{function}\nneeds "$1" "$2"', "-", want, name])
     assert (out.returncode == 0) is needed
+
+
+def test_measure_sh_checks_the_gpu_key_against_the_device_before_its_first_step(tmp_path):
+    """A key that is not this machine's GPU (here: no CUDA device at all, or a misspelled key) stops measure.sh with
+    the library's one-line message, before any step runs or any row is written. Run in a folder of links to bench/,
+    lib/ and data/, so that what bench/gpu_env.sh sets up (.ext/, .site/) stays out of the checkout."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    for name in ("bench", "lib", "data"):
+        (tmp_path / name).symlink_to(paths.REPO / name)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    for key, message in (("h200", "no CUDA device is visible, so GPU 'h200' cannot be measured"),
+                         ("detect", "no CUDA device is visible, so no GPU can be measured"),
+                         ("h100", "did you mean 'h100-sxm'?")):
+        out = subprocess.run(["bash", "bench/measure.sh", key, str(tmp_path / "out"), "roofline"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert message in out.stderr and "== roofline" not in out.stdout
+    assert list((tmp_path / "out").iterdir()) == []  # no step's log, no tarball of rows

@@ -97,6 +97,29 @@ def test_the_gpu_key_must_be_the_cuda_device_measured(data_dir, monkeypatch):
         keys.gpu_to_measure("h200", "cuda", data_dir)
 
 
+def test_gpus_this_machine_names_the_device_and_checks_an_expected_key(data_dir, monkeypatch, capsys):
+    """`python -m decodegap gpus --this-machine` (bench/measure.sh's check before its first step, and its `detect`)."""
+    import torch
+
+    from decodegap import cli as cli_module
+
+    def gpus(*extra):
+        return cli_module.main(["--data-dir", str(data_dir), "gpus", "--this-machine", *extra])
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert gpus() == 0 and capsys.readouterr().out == "h100-sxm\n"
+    assert gpus("--expect", "h100-sxm") == 0 and capsys.readouterr().out == "h100-sxm\n"
+    assert gpus("--expect", "h200") == 2
+    assert "GPU key 'h200' names an NVIDIA H200 SXM 141GB, but this machine's cuda is a 'NVIDIA H100 80GB HBM3' " \
+           "(key 'h100-sxm')" in capsys.readouterr().err
+    assert gpus("--expect", "h100") == 2 and "did you mean 'h100-sxm'?" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA GeForce RTX 4090")
+    assert gpus() == 2 and "RTX 4090" in capsys.readouterr().err  # not in the registry: named, never guessed
+    assert cli_module.main(["--data-dir", str(data_dir), "gpus", "--expect", "h200"]) == 2
+    assert "it takes --this-machine" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_without_cuda_a_named_gpu_gets_the_same_one_line_message_as_none(data_dir, tmp_path):
     import torch

@@ -223,8 +223,19 @@ def cmd_session(args) -> int:
 
 
 def cmd_gpus(args) -> int:
-    from decodegap import hardware
+    """The GPU registry; with --this-machine, the key of this machine's CUDA device alone (detected by its name, and
+    where --expect names a key, checked to be that GPU: bench/measure.sh asks before its first step)."""
+    from decodegap import hardware, inputs, validate
+    from decodegap.harness import keys
 
+    if args.expect is not None and not args.this_machine:
+        raise inputs.InputError("--expect names the key this machine's GPU should have; it takes --this-machine")
+    if args.this_machine:
+        data = inputs.data_folder(args.data_dir)
+        if args.expect is not None:
+            validate.gpu_key(args.expect, data, "--expect")
+        print(keys.gpu_to_measure(args.expect, "cuda", data))
+        return 0
     print(hardware.specs_table(args.data_dir).to_string(index=False))
     return 0
 
@@ -552,7 +563,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run-id", required=True)
     s.set_defaults(func=cmd_session)
 
-    g = sub.add_parser("gpus", help="list the GPU registry")
+    g = sub.add_parser("gpus", help="list the GPU registry, or name this machine's GPU (--this-machine)")
+    g.add_argument("--this-machine", action="store_true",
+                   help="print only the registry key of this machine's CUDA device (an error where there is none, or "
+                        "where its name is not in the registry)")
+    g.add_argument("--expect", default=None, metavar="KEY",
+                   help="with --this-machine: the key the device should be; an error, naming the device, if not")
     g.set_defaults(func=cmd_gpus)
 
     gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/")

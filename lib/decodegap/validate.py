@@ -226,7 +226,9 @@ def gpu_key(value, data=None, where: str = "") -> str:
     if isinstance(value, str) and value in known:
         return value
     text = str(value)
-    near = [k for k in known if k == text.strip().lower()] or difflib.get_close_matches(text.strip().lower(), known, 1)
+    typed = text.strip().lower()
+    near = ([k for k in known if k == typed] or [k for k in known if typed and k.startswith(typed + "-")]
+            or difflib.get_close_matches(typed, known, 1))  # h100 -> h100-sxm, the key that names its form
     hint = f"did you mean {near[0]!r}? " if near else ""
     raise InputError(f"unknown GPU key {value!r}{f' ({where})' if where else ''}: {hint}Known: {', '.join(known)} "
                      f"({paths_of(data)}/specs/gpus.csv; `python -m decodegap gpus` lists them)")
