@@ -1,7 +1,8 @@
 """The RMSNorm left to the next product as a scale (kernels.fused.norm_scale, fused_gemv's out_scale and norm_scale,
 the norm-scale lever): its references against HF's norm by hand, its refusals, and in Triton's interpreter the two
 products against their references and a tiny model's step against the reference step; offline for sm_90 the kernel
-with both flags compiles without spills."""
+with both flags compiles without spills; on the GPU (marker gpu) the bf16 and int4 products on Llama-3.1-8B's
+shapes."""
 
 from __future__ import annotations
 
@@ -307,3 +308,57 @@ def test_the_int4_scale_flags_compile_for_sm90_without_spills(monkeypatch, pdl):
         compiled = offline.compile_sm90(kernel, signature.ARG_TYPES, flags, 2, pdl=bool(pdl))
         assert "LOCAL:0" in offline.cuobjdump(compiled, "--dump-resource-usage"), (flavour, scale)
         assert "atom.global" not in compiled.asm["ptx"], (flavour, scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pdl", [False, "early"])
+def test_the_int4_norm_scale_products_on_llamas_shapes_equal_their_references_on_the_gpu(pdl):
+    """Llama-3.1-8B's int4 products of the int4 norm-scale lever on the GPU, at their table configs: o and down (down
+    with SiLU(gate) * up as its prologue too) with out_scale, then gate_up with the SiLU epilogue, qkv with the rotary
+    epilogue and its cache rows, and the int4 LM head reading the scale, each against its reference on the same int4
+    layer (1e-2 of the largest output; 2e-2 after the SiLU, as in the interpreter)."""
+    from decodegap.harness import models
+    from decodegap.kernels.fused import reference as ref_kernels
+    from decodegap.kernels.fused_int4 import launch as fused_int4
+    from decodegap.kernels.int4_gemv.layer import Int4GemvLinear
+
+    if pdl and fused.pdl_unavailable("cuda"):
+        pytest.skip(fused.pdl_unavailable("cuda"))
+    c = models.load_spec("llama-3.1-8b").config
+    H, I, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    NQ, NKV = c["num_attention_heads"], c["num_key_value_heads"]
+    D, L = H // NQ, 64
+    gen = torch.Generator(device="cuda").manual_seed(0)
+
+    def rand(*shape, std=1.0):
+        return (std * torch.randn(*shape, generator=gen, device="cuda")).bfloat16()
+
+    def int4(n, k):
+        return Int4GemvLinear.from_weight(rand(n, k, std=0.02))
+
+    def err(got, ref):
+        return ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+    launch = dict(pdl=bool(pdl), early_trigger=pdl == "early")
+    x, res, nw = rand(H), rand(H), (1 + 0.1 * torch.randn(H, generator=gen, device="cuda")).bfloat16()
+    o, down, gu = int4(H, H), int4(H, I), rand(2 * I)
+    gate_up, qkv, head = int4(2 * I, H), int4((NQ + 2 * NKV) * D, H), int4(V, H)
+    cos, sin, pos = rand(L, D), rand(L, D), torch.tensor([5], device="cuda")
+    for y, scale, ref_y in (fused_int4.fused_int4_gemv(x, o, residual=res, out_scale=(nw, 1e-5), **launch)
+                            + (ref_kernels.gemv_residual_reference(x, o, res),),
+                            fused_int4.fused_int4_gemv(gu, down, silu_x=True, residual=res, out_scale=(nw, 1e-5),
+                                                       **launch)
+                            + (ref_kernels.silu_gemv_residual_reference(gu, down, res),)):
+        assert err(y, ref_y) < 1e-2
+        ref = output_scale_reference(y, nw, 1e-5)
+        assert torch.equal(scale.x_scaled, ref.x_scaled)
+        assert abs(scale.squares.sum().item() / ref.squares.item() - 1) < 1e-4
+        got = fused.product(scale, gate_up, gate_up=True, **launch)
+        assert err(got, ref_kernels.silu_mul_reference(scaled_linear_reference(ref, gate_up))) < 2e-2
+        assert err(fused.product(scale, head, **launch), scaled_linear_reference(ref, head)) < 1e-2
+        caches = [torch.zeros(1, NKV, L, D, dtype=torch.bfloat16, device="cuda") for _ in range(4)]
+        q = fused.product(scale, qkv, rotary=(cos, sin, pos, caches[0], caches[1], NQ, NKV), **launch)
+        q_ref = ref_kernels.rotary_cache_reference(scaled_linear_reference(ref, qkv), cos, sin, pos, caches[2],
+                                                   caches[3], NQ, NKV).reshape(-1)
+        assert err(q, q_ref) < 1e-2 and err(caches[0], caches[2]) < 1e-2 and err(caches[1], caches[3]) < 1e-2
+    torch.cuda.synchronize()
