@@ -77,7 +77,8 @@ carries on. Notebook 05 (cost) measures nothing.
                their own, after a change to a lever's code)
     megakernel  notebook 06: python -m decodegap closing-the-gap --megakernel (the cell of a public megakernel
                study, levers.MEGAKERNEL_CELL: llama-3.2-1b in bf16, 32 prompt tokens, 127 timed steps, its levers in
-               3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions)
+               3 fresh sessions each checked, then the fastest and its runner-up again in 3 fresh sessions, then
+               those two levers' steps profiled at the cell: kernels.csv and breakdown.csv)
     batch      notebook 07: python -m decodegap where-the-thesis-ends --axis batch --sweep timed (llama-3.1-8b at
                ctx 2048, batch 1 to 64: eager, graph and the lean levers at every batch in 3 sessions, each cell
                checked against eager per sequence; then one profiled eager, lean and lean_attn_graph step per

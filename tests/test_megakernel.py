@@ -116,3 +116,54 @@ def test_a_lever_timed_before_its_code_changed_names_the_change():
     assert measured[("lean_fused_merged_graph", "selection")] == "c640ad5"
     assert measured[("lean_fused_merged_graph", "confirmation")] == ""
     assert measured[("lean_fused_early_graph", "selection")] == ""
+
+
+def _profile(arm: str, matmul_us: float, attention_us: float, small_us: float) -> pd.DataFrame:
+    """A category_table of one profiled step at the cell: 65 products against a 500 us weight floor, 32 attention
+    kernels against a 10 us KV floor, and its small kernels."""
+    cell = dict(CELL, arm=arm, quant="bf16")
+    return pd.DataFrame([dict(cell, category="matmul", kernels=65, gpu_us=matmul_us, floor_us=500.0),
+                         dict(cell, category="attention", kernels=32, gpu_us=attention_us, floor_us=10.0),
+                         dict(cell, category="elementwise", kernels=20, gpu_us=small_us, floor_us=0.0)])
+
+
+def test_a_target_not_met_names_the_term_in_the_way_from_the_cells_profile():
+    """Confirmed at 0.95 ms against the 0.70 ms target: 250 us to remove. The lever's profiled step: products 800 us
+    against their 500 us floor (300 us above it), attention 110 us against 10 (100 above), small kernels 40 us: the
+    products are the largest term. Without a profile of that lever the line says its step was not profiled."""
+    specs, configs = _specs_configs()
+    arm = "lean_fused_early_graph"
+    rows = pd.DataFrame(_decode("r1", 0, arm, [0.94] * 5) + sum(
+        (_decode("r2", CONFIRM_FIRST_SESSION + i, arm, [0.95] * 5) for i in range(3)), []))
+    t = megakernel.table(rows, specs, configs)
+    (line,) = megakernel.findings(t, by_category=_profile(arm, 800.0, 110.0, 40.0))
+    assert line.values["met"] is False and line.values["short_ms"] == pytest.approx(0.25)
+    assert line.values["products_excess_ms"] == pytest.approx(0.30)
+    assert line.values["largest_term"] == "the matrix products above their weight floor"
+    assert "What stands in the way: 250 us to remove from its confirmed time." in line
+    assert "matrix products 0.80 ms against their weight floor 0.50 ms" in line
+    (other,) = megakernel.findings(t, by_category=_profile("graph", 800.0, 110.0, 40.0))
+    assert "That step was not profiled." in other and "products_ms" not in other.values
+    (none,) = megakernel.findings(t)
+    assert "Its step was not profiled at the cell." in none
+
+
+def test_the_megakernel_step_profiles_the_confirmed_levers_after_their_confirmation(monkeypatch):
+    """measure_megakernel: the selection sweep, the confirmation sweep, then one profiled step of each confirmed
+    lever at the cell (what the finding above reads), in that order."""
+    from decodegap.experiments import closing_the_gap
+    from decodegap.harness.sweep import SweepPlan
+
+    calls = []
+    plan = SweepPlan(gpu="h200", models=("llama-3.2-1b",), contexts=(32,), arms=("lean_fused_early_graph",
+                                                                               "lean_attn_graph"))
+    monkeypatch.setattr(closing_the_gap.keys, "gpu_to_measure", lambda *a, **k: "h200")
+    monkeypatch.setattr(closing_the_gap, "megakernel_plans",
+                        lambda gpu, data, confirm=False, **k: [plan] if confirm else [plan.__class__(
+                            gpu="h200", models=("llama-3.2-1b",), contexts=(32,), arms=("graph",))])
+    monkeypatch.setattr(closing_the_gap, "run_sweep", lambda p, data: calls.append(("sweep", p.arms)) or "run")
+    monkeypatch.setattr(closing_the_gap.profile, "record_kernels",
+                        lambda gpu, models_, contexts, arms, **k: calls.append(("profile", models_, contexts, arms)))
+    assert closing_the_gap.measure_megakernel("h200") == ["run", "run"]
+    assert calls == [("sweep", ("graph",)), ("sweep", plan.arms),
+                     ("profile", ["llama-3.2-1b"], [32], plan.arms)]

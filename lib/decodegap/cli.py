@@ -117,7 +117,7 @@ def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
 
-    if args.megakernel:  # the megakernel cell: its selection, then its confirmation
+    if args.megakernel:  # the megakernel cell: its selection, its confirmation, then the profiled steps
         from decodegap.inputs import InputError
 
         if args.levers or args.again or args.retry_errors or args.confirm:
@@ -503,7 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--kinds", help="with --confirm: the cells of these kinds only, bf16 and/or int4 (default both)")
     lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
                      "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
-                     "fastest and its runner-up again (experiments.closing_the_gap.measure_megakernel)")
+                     "fastest and its runner-up again, then their steps profiled "
+                     "(experiments.closing_the_gap.measure_megakernel)")
     lad.set_defaults(func=cmd_closing_the_gap)
 
     sc = sub.add_parser("where-the-thesis-ends", aliases=["scope"],

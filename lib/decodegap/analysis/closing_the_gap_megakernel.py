@@ -13,6 +13,7 @@ from typing import Mapping
 import pandas as pd
 
 from decodegap import accounting, roofline
+from decodegap.analysis.closing_the_gap_targets import profiled_budget
 from decodegap.finding import Finding
 from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
 
@@ -64,10 +65,13 @@ def table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, 
     return pd.concat([out, published], ignore_index=True).reindex(columns=COLUMNS)
 
 
-def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL) -> list[Finding]:
+def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.DataFrame | None = None
+             ) -> list[Finding]:
     """The cell against its target: the floor, the study's published times against it, the selection run's fastest
     checked lever and, once a later run has timed it in CONFIRM_SESSIONS fresh sessions, its confirmed time against
-    `step_ms`."""
+    `step_ms`; a target not met, the time to remove and, given the cell's profiled steps (`by_category`:
+    profiles.category_table of the cell's breakdown rows), the confirmed lever's step split into its terms above their
+    floors (closing_the_gap_targets.profiled_budget)."""
     where = (f"{cell['model']} at batch 1 on the {cell['gpu']} ({cell['ctx']} prompt tokens, {cell['steps']} timed "
              f"steps)")
     pub = t[t["source"] == "published"]
@@ -97,10 +101,23 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL) -> list[Finding]:
     ms = float(conf["t_obs_ms"])
     met = ms <= cell["step_ms"]
     fastest_pub = float(pub["t_obs_ms"].min())
+    way, more = ("", {}) if met else _in_the_way(by_category, cell, conf["arm"], ms)
     return [Finding(head + sel + f"; confirmed in {int(conf['sessions'])} fresh sessions at {ms * 1e3:.1f} us "
                     f"({conf['t_obs_min_ms'] * 1e3:.1f}-{conf['t_obs_max_ms'] * 1e3:.1f} us over the sessions), "
                     f"R_floor {floor / ms:.3f}: target " + ("met" if met else f"not met ({ms / cell['step_ms']:.2f}x)")
                     + f"; {ms / fastest_pub:.2f}x the study's fastest published time ({fastest_pub * 1e3:.1f} us, "
-                    + ("this step faster" if ms < fastest_pub else "this step slower") + ").",
+                    + ("this step faster" if ms < fastest_pub else "this step slower") + ")." + way,
                     measured=True, confirmed=True, lever=best["lever"], t_obs_ms=ms, r_floor=floor / ms,
-                    floor_ms=floor, target_ms=cell["step_ms"], met=bool(met), vs_published_fastest=ms / fastest_pub)]
+                    floor_ms=floor, target_ms=cell["step_ms"], met=bool(met), vs_published_fastest=ms / fastest_pub,
+                    **more)]
+
+
+def _in_the_way(by_category: pd.DataFrame | None, cell: Mapping, arm: str, ms: float) -> tuple[str, dict]:
+    """(' What stands in the way: ...', its values) of the cell's target not met by `arm` at `ms`: the time to
+    remove, and the arm's profiled step at the cell in its terms (profiled_budget), or that it was not profiled."""
+    short = ms - cell["step_ms"]
+    text = f" What stands in the way: {short * 1e3:.0f} us to remove from its confirmed time."
+    if by_category is None or by_category.empty:
+        return text + " Its step was not profiled at the cell.", dict(short_ms=short)
+    budget, values = profiled_budget(by_category, cell["gpu"], cell["model"], int(cell["ctx"]), arm)
+    return text + budget, dict(values, short_ms=short)

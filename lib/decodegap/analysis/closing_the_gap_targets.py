@@ -164,7 +164,7 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
                 goal_ms: float, basis: str) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
     `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms
-    above their floors (`_budget`); where that lever's step was not profiled, the profiled step of its design (the same
+    above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step of its design (the same
     arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation path, else
     of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty without
     profiles. The profiled step is the chosen lever's, whose time `basis` names first."""
@@ -187,7 +187,7 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
         note = (f" The chosen lever's step was not profiled; the profiled step nearest to it there (its design, the "
                 f"same arm, in another path where profiled, else its quantisation path, else its kind; the least "
                 f"kernel time) is {arm} in {quant}.")
-    budget, values = _budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant)
+    budget, values = profiled_budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant)
     kernels_ms = values.get("products_ms", 0.0) + values.get("attention_ms", 0.0) + values.get("small_ms", 0.0)
     if values and not note and kernels_ms > t_ms:  # the lever's own profile overlaps: under PDL a kernel starts early
         values["overlap_ms"] = kernels_ms - t_ms
@@ -210,7 +210,7 @@ def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
 
 
 
-def _budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str,
+def profiled_budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str,
             quant: str = "bf16") -> tuple[str, dict]:
     """The profiled step of one cell, arm and quantisation path, as ' Its profiled step: ...' and its values; empty
     where the cell was not profiled with that arm."""
@@ -317,13 +317,13 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
 
 def _weakest_cell(cell: pd.Series, t_ms: float, goal_ms: float, who: str, by_category: pd.DataFrame | None,
                   gpu: str) -> tuple[str, dict]:
-    """(' The weakest `who`, ... against its goal ...' with its profiled step's terms where given (`_budget`), those
+    """(' The weakest `who`, ... against its goal ...' with its profiled step's terms where given (`profiled_budget`), those
     terms' values) of one bf16 grid cell timed at `t_ms`."""
     text = (f" The weakest {who}, {cell['model']} ctx {int(cell['ctx'])}, takes {t_ms:.2f} ms with {cell['lever']} "
             f"against its goal {goal_ms:.2f} ms ({t_ms / goal_ms:.2f}x).")
     if by_category is None:
         return text, {}
-    budget, values = _budget(by_category, gpu, cell["model"], int(cell["ctx"]), cell["arm"])
+    budget, values = profiled_budget(by_category, gpu, cell["model"], int(cell["ctx"]), cell["arm"])
     return text + budget, values
 
 

@@ -195,11 +195,16 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
 
 
 def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None) -> list[str]:
-    """The megakernel cell's selection sweep, then its confirmation (megakernel_plans), each resumable; returns
-    their run ids."""
+    """The megakernel cell's selection sweep, then its confirmation (megakernel_plans), each resumable, then the
+    confirmed levers' steps profiled at the cell (profile.record_kernels: what stands in the way of its target);
+    returns the sweeps' run ids."""
     keys.gpu_to_measure(gpu, device, data)
     runs = [run_sweep(p, data) for p in megakernel_plans(gpu, data, warmup=warmup, device=device)]
-    return runs + [run_sweep(p, data) for p in megakernel_plans(gpu, data, True, warmup=warmup, device=device)]
+    confirmation = megakernel_plans(gpu, data, True, warmup=warmup, device=device)
+    runs += [run_sweep(p, data) for p in confirmation]
+    cell = levers.MEGAKERNEL_CELL
+    profile.record_kernels(gpu, [cell["model"]], [cell["ctx"]], arms=confirmation[0].arms, data=data, device=device)
+    return runs
 
 
 def megakernel_table(data, every_row: pd.DataFrame | None = None, specs: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -210,6 +215,17 @@ def megakernel_table(data, every_row: pd.DataFrame | None = None, specs: pd.Data
         every_row = checked.labelled(checked.load("decode", data, grid=False))
     specs = hardware.specs_table(data) if specs is None else specs
     return megakernel.table(every_row, specs, models.configs({levers.MEGAKERNEL_CELL["model"]}, data))
+
+
+def megakernel_profiles(breakdown_rows: pd.DataFrame, data, specs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """profiles.category_table of the megakernel cell's profiled steps (levers.MEGAKERNEL_CELL; the cell's model is
+    not a grid model, so checked.grid_rows leaves them out of the grid's breakdown), each step's latest profile,
+    from `breakdown_rows` (breakdown.csv with the superseded rows)."""
+    cell = levers.MEGAKERNEL_CELL
+    at = (breakdown_rows[(breakdown_rows["model"] == cell["model"]) & (breakdown_rows["ctx"] == cell["ctx"])
+                         & (breakdown_rows["gpu"] == cell["gpu"])] if not breakdown_rows.empty else breakdown_rows)
+    specs = hardware.specs_table(data) if specs is None else specs
+    return profiles.category_table(selection.latest_profiles(at), models.configs({cell["model"]}, data), specs)
 
 
 def rows(data) -> pd.DataFrame:
@@ -227,7 +243,8 @@ def tables(data, model_keys=()) -> dict:
     (each cell's chosen lever and runner-up timed again in the confirmation sweeps, which the targets read),
     `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
     package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
-    beside its published times, analysis.closing_the_gap_megakernel), `band_rows` and `bands` (the same cells measured by
+    beside its published times, analysis.closing_the_gap_megakernel) and `megakernel_breakdown` (its profiled steps
+    by category, megakernel_profiles), `band_rows` and `bands` (the same cells measured by
     sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
     `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products)
     and `bf16_products` (the bf16 fused products at their table's configs, beside them), `int4_step` (one layer's int4
@@ -241,7 +258,8 @@ def tables(data, model_keys=()) -> dict:
     configs = models.configs(set(decode_rows["model"]) | set(model_keys), data)
     cell_table = (roofline.cell_table(decode_rows, specs, configs, bandwidth_rows) if not decode_rows.empty else
                   pd.DataFrame(columns=roofline.CELL + ["t_obs_ms", "sessions", "status", "t_floor_ms_W_all"]))
-    breakdown_rows = selection.latest_profiles(checked.grid_rows(selection.with_superseded("breakdown", data)))
+    every_profile = selection.with_superseded("breakdown", data)
+    breakdown_rows = selection.latest_profiles(checked.grid_rows(every_profile))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
                                       changed=ladder.changed_cells(decode_rows))
@@ -259,6 +277,7 @@ def tables(data, model_keys=()) -> dict:
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
         peers=peers.peer_table(records.load_experiment("peers", data)),
         megakernel=megakernel_table(data, every_row, specs),
+        megakernel_breakdown=megakernel_profiles(every_profile, data, specs),
         bands=bands.agreement(band_rows), band_rows=band_rows,
         int4_products=int4_products.config_table(int4_products.load(data), specs),
         bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
@@ -295,7 +314,8 @@ def findings(t: dict) -> dict:
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"],
                                                            t["configs"])),
-            "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(t["megakernel"]),
+            "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(
+                t["megakernel"], by_category=t.get("megakernel_breakdown")),
             "06_findings_bands": bands.findings(t["band_rows"]),
             "06_findings_int4_products": (
                 int4_products.product_findings(t["int4_products"], t["confirmation"], t["configs"], t["specs"],
