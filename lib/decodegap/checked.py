@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from decodegap import sessions
+from decodegap import records, sessions
 from decodegap.compare import MODEL_K_FAIL, MODEL_K_PASS
 from decodegap.accounting import HEAD_QUANTISED
 
@@ -73,10 +73,8 @@ with none of them was checked under an earlier rule."""
 def measured_at(run_id: str) -> str:
     """A run's UTC start from its id (YYYYMMDDTHHMMSS-xxxxxx) as 'YYYY-MM-DD HH:MM UTC'; an id of another form as
     'in run <id>'."""
-    try:
-        return pd.Timestamp(str(run_id)[:15]).strftime("%Y-%m-%d %H:%M UTC")
-    except ValueError:
-        return f"in run {run_id}"
+    started = records.run_started(run_id)
+    return started.strftime("%Y-%m-%d %H:%M UTC") if started is not None else f"in run {run_id}"
 
 
 def _worst_failure(rows: pd.DataFrame, what: str) -> str:
@@ -322,8 +320,6 @@ def labelled(marked: pd.DataFrame) -> pd.DataFrame:
 def verify_rows(data, superseded: bool = True) -> pd.DataFrame:
     """verify.csv of every GPU, and with `superseded` verify_synthesised_weights.csv (the checks of the runs whose
     rows moved to the superseded files: their run ids are their own, so the two never mix)."""
-    from decodegap import records
-
     frames = [records.load_experiment("verify", Path(data))]
     if superseded:
         frames.append(records.load_experiment("verify" + records.SYNTHESISED, Path(data)))
@@ -359,7 +355,7 @@ def load(experiment: str, data, mode: str = "mark", superseded: bool = False, gr
     """An experiment's rows (records.load_experiment, or selection.with_superseded with `superseded`) joined with the
     checks of their own runs (join_checks in `mode`, both verify files); with `grid` (notebooks 01-06) only the
     grid's rows (grid_rows), else every row (notebook 07)."""
-    from decodegap import records, selection
+    from decodegap import selection
 
     rows = (selection.with_superseded(experiment, Path(data)) if superseded
             else records.load_experiment(experiment, Path(data)))

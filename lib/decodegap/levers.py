@@ -4,10 +4,10 @@ experiments.closing_the_gap.measure sweeps. Measuring reads this module only; th
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import NamedTuple
 
-from decodegap import sessions
+from decodegap import records, sessions
 from decodegap.arms import is_lean
 
 LEVERS = (
@@ -214,26 +214,17 @@ widths, which Mistral-7B-v0.3 shares but for its LM head) gained entries: tests/
 the products each arm launches."""
 
 
-def run_started_utc(run_id: str) -> datetime | None:
-    """When a run began (UTC), from its id (records' `YYYYMMDDTHHMMSS-xxxxxx`, the device's clock in UTC); None for
-    an id of another form."""
-    try:
-        return datetime.strptime(str(run_id)[:15], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
-
-
 def changes_after(run_id: str, arm: str, quant: str, model: str, changes=CODE_CHANGES) -> list:
     """The changes (CODE_CHANGES) to the code of lever (arm, quant) on `model` committed after run `run_id` began:
     a run that began before a change cannot have run it. A run that began after it ran it where the run measured
     the newest commit of the history (as every run of the package has: tests/test_code_changes.py checks it against
     the history where a clone has it), so the rule needs no git. A run id that names no start time places the run
     before no change."""
-    began = run_started_utc(run_id)
+    began = records.run_started(run_id)
     if began is None:
         return []
     return [c for c in changes if (arm, quant) in c.levers and (not c.models or model in c.models)
-            and began < datetime.fromisoformat(c.committed_utc)]
+            and began.tz_localize("UTC") < datetime.fromisoformat(c.committed_utc)]
 
 
 def changed_since(run_id: str, arm: str, quant: str, model: str, changes=CODE_CHANGES) -> str:

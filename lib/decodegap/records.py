@@ -26,6 +26,16 @@ STATUSES = ("ok", "warmup", "oom", "unavailable", "error", "skipped")
 The others are status rows of a cell that produced no timing, with the reason."""
 
 
+def run_started(run_id) -> pd.Timestamp | None:
+    """When a run began (UTC, tz-naive), from its id: a run id begins with its start time (harness.runs.new_run_id,
+    `YYYYMMDDTHHMMSS-xxxxxx`); None for an id that names none."""
+    try:
+        started = pd.Timestamp(str(run_id)[:15])
+    except ValueError:
+        return None
+    return None if pd.isna(started) else started
+
+
 class SchemaError(ValueError):
     """A raw CSV that does not follow its schema; the message names file, line and column."""
 

@@ -22,7 +22,10 @@ CELL_COLUMNS = ("gpu", "model", "ctx", "batch", "arm", "attn", "quant", "check",
 
 def run_time(run_id: str) -> str:
     """The UTC start of a run (its id's timestamp) as YYYY-MM-DDTHH:MM."""
-    return pd.Timestamp(str(run_id)[:15]).strftime("%Y-%m-%dT%H:%M")
+    started = records.run_started(run_id)
+    if started is None:
+        raise ValueError(f"run id {run_id!r} names no start time (YYYYMMDDTHHMMSS-xxxxxx)")
+    return started.strftime("%Y-%m-%dT%H:%M")
 
 
 def _env_runs(data) -> set[str]:
