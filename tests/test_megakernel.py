@@ -142,6 +142,10 @@ def test_a_target_not_met_names_the_term_in_the_way_from_the_cells_profile():
     assert line.values["largest_term"] == "the matrix products above their weight floor"
     assert "What stands in the way: 250 us to remove from its confirmed time." in line
     assert "matrix products 0.80 ms against their weight floor 0.50 ms" in line
+    # under PDL the kernels' times overlap: 900 + 110 + 40 = 1050 us, 100 us more than the step, each an upper bound
+    (overlapping,) = megakernel.findings(t, by_category=_profile(arm, 900.0, 110.0, 40.0))
+    assert overlapping.values["overlap_ms"] == pytest.approx(0.10)
+    assert "Those kernel times sum to 1.05 ms, 0.10 ms more than the step's 0.95 ms" in overlapping
     (other,) = megakernel.findings(t, by_category=_profile("graph", 800.0, 110.0, 40.0))
     assert "That step was not profiled." in other and "products_ms" not in other.values
     (none,) = megakernel.findings(t)

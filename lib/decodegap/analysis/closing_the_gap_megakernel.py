@@ -114,10 +114,11 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.D
 
 def _in_the_way(by_category: pd.DataFrame | None, cell: Mapping, arm: str, ms: float) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of the cell's target not met by `arm` at `ms`: the time to
-    remove, and the arm's profiled step at the cell in its terms (profiled_budget), or that it was not profiled."""
+    remove, and the arm's profiled step at the cell in its terms (profiled_budget, with its PDL overlap against
+    `ms`), or that it was not profiled."""
     short = ms - cell["step_ms"]
     text = f" What stands in the way: {short * 1e3:.0f} us to remove from its confirmed time."
     if by_category is None or by_category.empty:
         return text + " Its step was not profiled at the cell.", dict(short_ms=short)
-    budget, values = profiled_budget(by_category, cell["gpu"], cell["model"], int(cell["ctx"]), arm)
+    budget, values = profiled_budget(by_category, cell["gpu"], cell["model"], int(cell["ctx"]), arm, step_ms=ms)
     return text + budget, dict(values, short_ms=short)

@@ -164,10 +164,10 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
                 goal_ms: float, basis: str) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
     `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms
-    above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step of its design (the same
-    arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation path, else
-    of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty without
-    profiles. The profiled step is the chosen lever's, whose time `basis` names first."""
+    above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step of its design
+    (the same arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation
+    path, else of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty
+    without profiles. The profiled step is the chosen lever's, whose time `basis` names first."""
     if by_category is None or by_category.empty:
         return "", {}
     gap = dict(short_ms=float(t_ms - goal_ms))
@@ -187,13 +187,8 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
         note = (f" The chosen lever's step was not profiled; the profiled step nearest to it there (its design, the "
                 f"same arm, in another path where profiled, else its quantisation path, else its kind; the least "
                 f"kernel time) is {arm} in {quant}.")
-    budget, values = profiled_budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant)
-    kernels_ms = values.get("products_ms", 0.0) + values.get("attention_ms", 0.0) + values.get("small_ms", 0.0)
-    if values and not note and kernels_ms > t_ms:  # the lever's own profile overlaps: under PDL a kernel starts early
-        values["overlap_ms"] = kernels_ms - t_ms
-        budget += (f" Those kernel times sum to {kernels_ms:.2f} ms, {values['overlap_ms']:.2f} ms more than the "
-                   f"step's {t_ms:.2f} ms: under PDL a kernel starts before the one it waits for ends and its time "
-                   f"includes that wait, so the terms overlap and each is an upper bound.")
+    budget, values = profiled_budget(by_category, target["gpu"], target["model"], target["ctx"], arm, quant,
+                                     step_ms=None if note else t_ms)  # a stand-in's kernels are not this step's
     return text + note + budget, dict(gap, profiled_arm=arm, profiled_quant=quant, **values)
 
 
@@ -210,10 +205,11 @@ def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
 
 
 
-def profiled_budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str,
-            quant: str = "bf16") -> tuple[str, dict]:
+def profiled_budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, arm: str, quant: str = "bf16",
+                    step_ms: float | None = None) -> tuple[str, dict]:
     """The profiled step of one cell, arm and quantisation path, as ' Its profiled step: ...' and its values; empty
-    where the cell was not profiled with that arm."""
+    where the cell was not profiled with that arm. `step_ms`: the time of the step profiled (the lever's own), against
+    which kernel times summing to more are said to overlap (`overlap_ms`: under PDL each term is an upper bound)."""
     prof = _at(by_category, dict(gpu=gpu, model=model, ctx=ctx))
     prof = prof[(prof["arm"] == arm) & (prof["quant"] == quant)]
     if prof.empty:
@@ -230,10 +226,17 @@ def profiled_budget(by_category: pd.DataFrame, gpu: str, model: str, ctx: int, a
              "the small kernels": values["small_ms"]}
     largest = max(terms, key=terms.get)
     values["largest_term"] = largest
-    return (f" Its profiled step ({step_label(arm, quant)}): matrix products {values['products_ms']:.2f} ms against "
+    text = (f" Its profiled step ({step_label(arm, quant)}): matrix products {values['products_ms']:.2f} ms against "
             f"their weight floor {values['products_floor_ms']:.2f} ms, attention {values['attention_ms']:.2f} ms "
             f"against {values['attention_floor_ms']:.2f} ms, small kernels {values['small_ms']:.2f} ms; the largest "
-            f"term above the floor is {largest} ({terms[largest]:.2f} ms)."), values
+            f"term above the floor is {largest} ({terms[largest]:.2f} ms).")
+    kernels_ms = values["products_ms"] + values["attention_ms"] + values["small_ms"]
+    if step_ms is not None and kernels_ms > step_ms:  # the step's own profile overlaps: under PDL a kernel starts early
+        values["overlap_ms"] = kernels_ms - step_ms
+        text += (f" Those kernel times sum to {kernels_ms:.2f} ms, {values['overlap_ms']:.2f} ms more than the "
+                 f"step's {step_ms:.2f} ms: under PDL a kernel starts before the one it waits for ends and its time "
+                 f"includes that wait, so the terms overlap and each is an upper bound.")
+    return text, values
 
 
 def _selection_and_verdict(values: Mapping, selected_span: str) -> str:
@@ -317,8 +320,8 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
 
 def _weakest_cell(cell: pd.Series, t_ms: float, goal_ms: float, who: str, by_category: pd.DataFrame | None,
                   gpu: str) -> tuple[str, dict]:
-    """(' The weakest `who`, ... against its goal ...' with its profiled step's terms where given (`profiled_budget`), those
-    terms' values) of one bf16 grid cell timed at `t_ms`."""
+    """(' The weakest `who`, ... against its goal ...' with its profiled step's terms where given
+    (`profiled_budget`), those terms' values) of one bf16 grid cell timed at `t_ms`."""
     text = (f" The weakest {who}, {cell['model']} ctx {int(cell['ctx'])}, takes {t_ms:.2f} ms with {cell['lever']} "
             f"against its goal {goal_ms:.2f} ms ({t_ms / goal_ms:.2f}x).")
     if by_category is None:
