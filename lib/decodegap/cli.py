@@ -31,13 +31,14 @@ def _csv_list(text: str, kind=str, option: str = "--models") -> tuple:
     return tuple(out)
 
 
-def _resolve_gpu(gpu: str | None, data, device: str = "cuda") -> str:
-    """The key the rows will carry, checked against the device measured (keys.gpu_to_measure)."""
+def _resolve_gpu(gpu: str | None, data, device: str = "cuda", flag: str = "--gpu") -> str:
+    """The key the rows will carry, checked against the device measured (keys.gpu_to_measure); `flag` names the
+    option a misspelled key came from."""
     from decodegap import validate
     from decodegap.harness import keys
 
     if gpu is not None:
-        validate.gpu_key(gpu, data, "--gpu")
+        validate.gpu_key(gpu, data, flag)
     return keys.gpu_to_measure(gpu, device, data)
 
 
@@ -225,16 +226,12 @@ def cmd_session(args) -> int:
 def cmd_gpus(args) -> int:
     """The GPU registry; with --this-machine, the key of this machine's CUDA device alone (detected by its name, and
     where --expect names a key, checked to be that GPU: bench/measure.sh asks before its first step)."""
-    from decodegap import hardware, inputs, validate
-    from decodegap.harness import keys
+    from decodegap import hardware, inputs
 
     if args.expect is not None and not args.this_machine:
         raise inputs.InputError("--expect names the key this machine's GPU should have; it takes --this-machine")
     if args.this_machine:
-        data = inputs.data_folder(args.data_dir)
-        if args.expect is not None:
-            validate.gpu_key(args.expect, data, "--expect")
-        print(keys.gpu_to_measure(args.expect, "cuda", data))
+        print(_resolve_gpu(args.expect, inputs.data_folder(args.data_dir), flag="--expect"))
         return 0
     print(hardware.specs_table(args.data_dir).to_string(index=False))
     return 0
