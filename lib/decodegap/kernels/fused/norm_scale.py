@@ -22,6 +22,9 @@ class NormScale(NamedTuple):
     eps: float
 
 
+SCALE_OFF = dict(SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+"""The norm-scale constexprs of a product without out_scale or norm_scale (both kernels')."""
+
 MAX_SQUARES = 1 << 12
 """The most sums of squares a consumer loads (one a row block of the product before it: 4096 rows of a 16k hidden
 size at BLOCK_N 4); every program holds them in registers until its loop ends."""
@@ -45,7 +48,7 @@ def scale_args(xc, y, blocks: int, out_scale, norm_scale) -> tuple[dict, NormSca
     SCALE_IN with the NormScale's squares; out_scale's norm weight and x_scaled in onorm_ptr and h_ptr, which out_norm
     fills otherwise), `xc` in the place of the buffers neither uses; and the NormScale out_scale returns beside y (None
     without it; a caller whose launch runs fewer row blocks keeps only theirs)."""
-    args = dict(sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+    args = dict(sq_in_ptr=xc, sq_out_ptr=xc, n_parts=1, **SCALE_OFF)
     scaled = None
     if out_scale is not None:
         scaled = NormScale(torch.empty_like(y), torch.empty(blocks, dtype=torch.float32, device=y.device),

@@ -4,6 +4,7 @@ compile test (tests/test_fused_int4.py) and the instruction count (bench/int4_sa
 
 from __future__ import annotations
 
+from decodegap.kernels.fused.norm_scale import SCALE_OFF
 from decodegap.kernels.fused_int4.configs import FLAVOUR_FLAGS
 from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE
 
@@ -23,7 +24,7 @@ def constexprs(K: int, N: int, flavour: str, config: tuple[int, int, int], model
     flags = dict(K=K, G=group_size, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
                  SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16, GATE_UP=False,
                  ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False,
-                 SCALE_IN=False, QBLOCK=16, OUT_SCALE=False)
+                 **SCALE_OFF)
     flags.update(FLAVOUR_FLAGS[flavour])
     flags["PAIRED"] = flags["GATE_UP"] or flags["ROTARY"]
     if flags["NORM"]:
