@@ -146,6 +146,14 @@ def test_the_ladder_line_says_how_each_kinds_chosen_lever_stands_in_its_confirma
     unpaired = done.assign(margin_median=float("nan"))  # the runner-up not timed in the confirmation's sessions
     assert gallery._confirmation_words(unpaired) == ("confirmed at 2.35 ms (R_floor 0.812) in 3 fresh sessions, no "
                                                      "runner-up timed in those sessions")
+    held = pd.Series(dict(counted_lever="lever A", counted_ms=4.1658, counted_r_floor=0.8166))
+    assert gallery._confirmation_words(pending, counted=held) == (
+        "not yet confirmed by a fresh sweep (a best of many, not counted; the target counts lever A, confirmed at "
+        "4.17 ms, R_floor 0.817)")
+    grid = pd.Series(dict(cells_confirmed=12.0, cells_met=8.0, cells_held=1.0))
+    assert gallery._grid_confirmed_words(grid) == ("12 of them confirmed by a fresh sweep (1 on the lever confirmed "
+                                                   "there before the selection's current pick), 8 reaching it there.")
+    assert gallery._grid_confirmed_words(grid.drop("cells_held")) == "12 of them confirmed by a fresh sweep, 8 reaching it there."
     line = _gallery_lines()["06_ladder.png"]
     assert "nan" not in line, line
     assert re.search(r"best int4 lever \(.*\) takes \d\.\d\d ms against the 2\.0 ms target, (not yet confirmed|"

@@ -155,6 +155,22 @@ def test_a_partly_confirmed_pick_beside_a_counted_lever_states_both_gaps():
     assert "(no runner-up timed at the cell)" in int4 and "nan" not in int4  # one lever at the cell
 
 
+def test_an_unconfirmed_pick_within_the_goal_names_its_confirmation_not_a_negative_time():
+    """The pick's selection median at 1.88 ms (int4 goal 2.0 ms), no fresh session yet, beside the lever the target
+    counts at 2.49 ms: what stands in the way is the pick's confirmation, with 0.12 ms to spare, and the counted
+    lever's 0.49 ms; never "-0.12 ms to remove"."""
+    t = ladder.ladder_table(_cells({("lean_fused_early_products_graph", "int4-triton"): 1.88}, 3.4))
+    held = pd.DataFrame([dict(gpu="h200", model="llama-3.1-8b", ctx=2048, kind="int4", arm="lean_attn_graph",
+                              quant="int4-triton", confirmed_ms=2.49, confirmed_min_ms=2.48, confirmed_max_ms=2.61,
+                              sessions=3)])
+    profile = _profile_at_target("lean_fused_early_products_graph", "int4-triton", 1400.0, 1000.0, 10.0)
+    int4 = ladder_targets.target_findings(t, _confirmed(t, sessions=0), profile, confirmed=held)[1]
+    assert int4.values["short_ms"] == pytest.approx(-0.12) and not int4.values["met"]
+    assert ("What stands in the way: its confirmation. The chosen lever's selection median is 0.12 ms within the "
+            "goal; the 2.49 ms of the lever the target counts are 0.49 ms over it.") in int4
+    assert "-0.12" not in int4
+
+
 def _profile_at_target(arm: str, quant: str, matmul_us: float, matmul_floor_us: float, small_us: float) -> pd.DataFrame:
     """A category_table of one profiled step at the target cell: its products, 64 attention kernels at 300 us against
     a 100 us floor, and its small kernels."""

@@ -65,10 +65,8 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
             t_ms, basis = ((row["confirmed_ms"], "the median of the chosen lever's fresh sessions") if fresh else
                            (row["selected_ms"], "the chosen lever's selection median"))
             held_text, held = _held_before(confirmed, target, kind, row, goal_ms)
-            if held and not held["counted_met"]:  # the gap of the time the target counts, then the chosen lever's
-                basis += (f"; {held['counted_ms'] - goal_ms:.2f} ms from the {held['counted_ms']:.2f} ms of the "
-                          f"lever the target counts")
-            way, more = _in_the_way(by_category, target, row, t_ms, goal_ms, basis)
+            counted_ms = held["counted_ms"] if held and not held["counted_met"] else None
+            way, more = _in_the_way(by_category, target, row, t_ms, goal_ms, basis, counted_ms)
             so_far = (f": its {int(row['sessions'])} fresh sessions so far take {row['confirmed_ms']:.2f} ms "
                       f"({row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms)" if fresh else "")
             changed = _changed_text(row, ladder)
@@ -161,9 +159,11 @@ def _lever_name(arm: str, quant: str) -> str:
 
 
 def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Series, t_ms: float,
-                goal_ms: float, basis: str) -> tuple[str, dict]:
+                goal_ms: float, basis: str, counted_ms: float | None = None) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
-    `goal_ms`: the time to remove, and the profiled step of the chosen lever at the target's cell split into its terms
+    `goal_ms`: the time to remove, then that of `counted_ms`, the time the target counts where it is another lever's
+    and misses; where `t_ms`, a time the target does not count, is within the goal already, the confirmation that
+    must hold it and the time it has to spare. Then the profiled step of the chosen lever at the target's cell split into its terms
     above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step of its design
     (the same arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation
     path, else of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty
@@ -171,7 +171,15 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
     if by_category is None or by_category.empty:
         return "", {}
     gap = dict(short_ms=float(t_ms - goal_ms))
-    text = f" What stands in the way: {gap['short_ms']:.2f} ms to remove from {basis}."
+    if gap["short_ms"] > 0:
+        counted = (f"; {counted_ms - goal_ms:.2f} ms from the {counted_ms:.2f} ms of the lever the target counts"
+                   if counted_ms is not None else "")
+        text = f" What stands in the way: {gap['short_ms']:.2f} ms to remove from {basis}{counted}."
+    else:  # only an unconfirmed time can be within the goal here: a confirmed one within it met the target
+        counted = (f"; the {counted_ms:.2f} ms of the lever the target counts are {counted_ms - goal_ms:.2f} ms over it"
+                   if counted_ms is not None else "")
+        text = (f" What stands in the way: its confirmation. {basis[0].upper()}{basis[1:]} is "
+                f"{-gap['short_ms']:.2f} ms within the goal{counted}.")
     at = _at(by_category, target)
     mine = at[(at["arm"] == row["arm"]) & (at["quant"] == row["quant"])]
     arm, quant, note = row["arm"], row["quant"], ""

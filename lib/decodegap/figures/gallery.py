@@ -171,8 +171,13 @@ def _ladder_cells(f: Path) -> dict:
     conf_all = pd.read_csv(f / "06_confirmation.csv")
     conf_all = conf_all[conf_all.gpu == GPU]
     conf = conf_all[conf_all.kind == "bf16"]
+    targets = pd.read_csv(f / "06_findings_targets.csv")
+    current = targets[targets.earlier.isna() & targets.measured.eq(True)]
+    counted = {k: r for k, r in current[current.kind.isin(["bf16", "int4"])].set_index("kind").iterrows()
+               if pd.notna(r.counted_ms)}
     return dict(best6=best6, best_int4=best_int4, int4_unchecked=int((target.status == "unchecked").sum()),
-                levers6=int(bf16_6.t_obs_ms.notna().sum()), confirmed=conf[conf.status == "confirmed"],
+                levers6=int(bf16_6.t_obs_ms.notna().sum()), counted=counted,
+                grid=current[current.finding.str.startswith("grid target")].iloc[0],
                 target_confirmation=conf[(conf.model == "llama-3.1-8b") & (conf.ctx == 2048)],
                 int4_confirmation=conf_all[(conf_all.kind == "int4") & (conf_all.model == "llama-3.1-8b")
                                            & (conf_all.ctx == 2048)],
@@ -181,10 +186,23 @@ def _ladder_cells(f: Path) -> dict:
                 fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
 
 
-def _confirmation_words(row: pd.DataFrame, r_floor: bool = True) -> str:
-    """How the target cell's chosen lever of one kind stands in its confirmation sweep (06_confirmation.csv)."""
+def _grid_confirmed_words(grid: pd.Series) -> str:
+    """'; N of them confirmed by a fresh sweep (H on the lever confirmed before the current pick), M reaching it
+    there.' from the bf16 grid target's line of 06_findings_targets.csv, the count the target itself reads."""
+    held = int(grid.get("cells_held", 0) if pd.notna(grid.get("cells_held")) else 0)
+    return (f"{int(grid.cells_confirmed)} of them confirmed by a fresh sweep"
+            + (f" ({held} on the lever confirmed there before the selection's current pick)" if held else "")
+            + f", {int(grid.cells_met)} reaching it there.")
+
+
+def _confirmation_words(row: pd.DataFrame, r_floor: bool = True, counted: pd.Series | None = None) -> str:
+    """How the target cell's chosen lever of one kind stands in its confirmation sweep (06_confirmation.csv); where
+    it is not confirmed and the target counts another lever confirmed there (`counted`: the target's line of
+    06_findings_targets.csv), that lever and its confirmed time too."""
     if row.empty or row.iloc[0].status != "confirmed":
-        return "not yet confirmed by a fresh sweep (a best of many, not counted)"
+        held = ("" if counted is None else f"; the target counts {counted.counted_lever}, confirmed at "
+                f"{counted.counted_ms:.2f} ms" + (f", R_floor {counted.counted_r_floor:.3f}" if r_floor else ""))
+        return "not yet confirmed by a fresh sweep (a best of many, not counted" + held + ")"
     r = row.iloc[0]
     margin = (f"{100 * r.margin_median:+.1f} % over the runner-up" if pd.notna(r.margin_median) else
               "no runner-up timed in those sessions")
@@ -237,19 +255,20 @@ def _ladder(f: Path) -> dict[str, str]:
                            f"{tinygemm.stream_gbps:.0f} GB/s ({tinygemm.stream_gbps / DATASHEET_GBPS:.0%}).",
         "06_ladder.png": f"On the H200 (Llama-3.1-8B, ctx 2048) the fastest of {c['levers6']} bf16 levers on the selection "
                          f"sweeps is {best6.lever} at {best6.t_obs_ms:.2f} ms, R_floor {best6.r_floor_bf16:.3f} against the "
-                         f"{TARGETS['bf16']['r_floor']:.2f} target, {_confirmation_words(c['target_confirmation'])} (HF compiled "
+                         f"{TARGETS['bf16']['r_floor']:.2f} target, "
+                         f"{_confirmation_words(c['target_confirmation'], counted=c['counted'].get('bf16'))} (HF compiled "
                          f"{lean['HF compiled']:.2f} ms, the lean decoder graphed {lean['lean graph']:.2f} ms); "
                          + (f"the best int4 lever ({best_int4.lever}) takes {best_int4.t_obs_ms:.2f} ms against the "
                             f"{TARGETS['int4']['step_ms']:.1f} ms target, "
-                            f"{_confirmation_words(c['int4_confirmation'], r_floor=False)}. " if best_int4 is not None else
+                            f"{_confirmation_words(c['int4_confirmation'], r_floor=False, counted=c['counted'].get('int4'))}. "
+                            if best_int4 is not None else
                             f"no int4 lever there is counted against the {TARGETS['int4']['step_ms']:.1f} ms target "
                             f"({c['int4_unchecked']} int4 cells there drawn unchecked under the current rule). ")
                          + _best_path_words(best_path, c["hf_compiled"], c["grid_cells"])
                          + f"; with each cell's fastest bf16 lever "
                          f"of the selection sweeps {int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} "
                          f"cells reach R_floor {GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}); "
-                         f"{len(c['confirmed'])} of them confirmed by a fresh sweep, "
-                         f"{int((c['confirmed'].r_floor_bf16 >= GRID_TARGET['r_floor']).sum())} reaching it there.",
+                         + _grid_confirmed_words(c["grid"]),
     }
 
 
