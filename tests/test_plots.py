@@ -102,7 +102,7 @@ def test_speedup_labels_are_readable():
 
 def test_every_figure_function_titles_its_finding():
     cells = pd.read_csv(F / "01_roofline_cells.csv")
-    cells["bandwidth_gbps"] = 4800.0
+    cells["bandwidth_gbps"] = cells["gpu"].map({"h200": 4800.0, "h100-sxm": 3350.0})
     pub = pd.DataFrame(dict(gpu=["l4", "h100-sxm"], value=[0.81, 0.27], bandwidth_gbps=[300.0, 3350.0]))
     fig = roofline_plots.r_floor_vs_bandwidth(cells, pub)
     assert _title(fig).splitlines()[0] == style.TITLES["01_r_floor_vs_bandwidth.png"]

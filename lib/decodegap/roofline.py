@@ -167,11 +167,13 @@ def findings(cells: pd.DataFrame, published: pd.DataFrame) -> list[str]:
         if {"eager", "hf_default"} <= set(wide.columns):
             ratio = (wide["hf_default"] / wide["eager"]).dropna()
             for model, r in ratio.groupby(level="model"):
+                ctxs = r.index.get_level_values("ctx")
+                over = "over contexts" if len(set(ctxs)) > 1 else f"at ctx {int(ctxs[0])}"
                 out.append(f"{gpu} {model}: HF default dynamic cache / static cache step time = "
-                           f"{r.min():.2f}-{r.max():.2f}x over contexts.")
+                           f"{stats.span(r)}x {over}.")
         if {"eager", "graph"} <= set(wide.columns):
             ratio = (wide["eager"] / wide["graph"]).dropna()
-            out.append(f"{gpu}: graph replay is {ratio.min():.2f}-{ratio.max():.2f}x faster than eager over "
+            out.append(f"{gpu}: graph replay is {stats.span(ratio)}x faster than eager over "
                        f"{len(ratio)} cells; best graph R_floor {g.loc[g['arm'] == 'graph', 'r_floor_W_all'].max():.2f}.")
         head = g[(g["model"] == "qwen2.5-7b") & (g["ctx"] == 2048) & (g["arm"] == "eager")]
         pub = published[(published["quantity"] == "r_floor") & (published["model"] == "qwen2.5-7b")]

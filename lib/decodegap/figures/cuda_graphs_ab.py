@@ -17,11 +17,11 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
     the published points; colour: arm (graph, compile), the same colours as every other figure. Each point names its
     sessions, the sweep they are from (ab.headline) where `speed` has one, and its interval's kind."""
     style.apply()
-    fig, ax = plt.subplots(figsize=(7.4, 3.9))
     groups = list(dict.fromkeys(zip(speed["gpu"], speed["model"]))) if not speed.empty else []
+    fig, ax = plt.subplots(figsize=(max(7.4, 1.25 * (len(groups) + len(published)) + 1.0), 3.9))  # a tick's room
     arms = [a for a in ("graph", "compile") if a in set(speed.get("arm", []))] or ["graph"]
     width = 0.8 / max(1, len(arms))
-    labels, top = [], 1.0
+    labels, top, labelled = [], 1.0, set()
     for i, (gpu, model) in enumerate(groups):
         labels.append(f"{model}\n{gpu}")
         for j, arm in enumerate(arms):
@@ -37,7 +37,8 @@ def speedup_ci(speed: pd.DataFrame, published: pd.DataFrame):
             x = i - 0.4 + width * (j + 0.5)
             ax.errorbar([x], [row["speedup"]], yerr=yerr, color=style.arm_color(arm), capsize=3, linestyle="none",
                         marker=style.ARM_STYLE.get(arm, {}).get("marker", "o"), markersize=7,
-                        label=f"{arm} (measured)" if i == 0 else None)
+                        label=None if arm in labelled else f"{arm} (measured)")  # each arm once, wherever first
+            labelled.add(arm)
             sweep = row.get("sweep", "")
             top = max(top, high if has_interval else row["speedup"])
             ax.annotate(f"N={int(row['sessions'])} " + (f"{sweep} " if isinstance(sweep, str) and sweep else "")

@@ -101,9 +101,12 @@ def _roofline(f: Path, pub: dict) -> dict[str, str]:
     cells = pd.read_csv(f / "01_roofline_cells.csv")
     eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
     head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
+    h100 = cells[(cells.gpu == "h100-sxm") & (cells.arm == "eager") & (cells.model == "qwen2.5-7b")
+                 & (cells.ctx == 2048)]
+    measured = (f"H100 SXM {h100.iloc[0].r_floor_W_all:.2f} and " if not h100.empty else "")
     return {
         "01_r_floor_vs_bandwidth.png": f"L4 {pub['r_l4']:.2f} and H100 {pub['r_h100']:.2f} (published), "
-                                       f"H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
+                                       f"{measured}H200 {head.r_floor_W_all:.2f} (measured, eager, Qwen-2.5-7B ctx 2048).",
         "01_step_time_vs_context.png": f"The H200 eager step stays between {eager.t_obs_ms.min():.1f} and "
                                        f"{eager.t_obs_ms.max():.1f} ms from 2k to 16k tokens, {1 / eager.r_floor_W_all.max():.0f}-"
                                        f"{1 / eager.r_floor_W_all.min():.0f}x its memory floor: it is not paying for bytes.",
@@ -113,8 +116,12 @@ def _roofline(f: Path, pub: dict) -> dict[str, str]:
 def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     """Notebook 02's figures: the headline speed-ups, the decomposition, R_floor per arm (every arm at ctx 2048,
     the cells of one selection)."""
-    sp = pd.read_csv(f / "02_speedups.csv")
-    sp = sp[(sp.gpu == GPU) & (sp.ctx == 2048) & (sp.arm == "graph")]
+    speedups = pd.read_csv(f / "02_speedups.csv")
+    sp = speedups[(speedups.gpu == GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")]
+    h100 = speedups[(speedups.gpu == "h100-sxm") & (speedups.ctx == 2048) & (speedups.arm == "graph")
+                    & (speedups.sweep == "headline")]
+    ours_h100 = (f"; on an H100 SXM measured here {h100.speedup.min():.2f}-{h100.speedup.max():.2f}x (N = "
+                 f"{int(h100.sessions.min())} sessions each, of its headline sweep)" if not h100.empty else "")
     hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
     ab = pd.read_csv(f / "02_ab_cells.csv")
     h = ab[(ab.gpu == GPU) & (ab.ctx == 2048)]
@@ -125,7 +132,8 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
         "02_speedup_ci.png": f"CUDA graphs: {hs.speedup.min():.2f}-{hs.speedup.max():.2f}x faster than eager on the H200 at "
                              f"ctx 2048 (N = {int(hs.sessions.min())} sessions each, of the headline sweep alone; the grid "
                              f"sweep's {int(gs.sessions.min())} sessions of those cells, kept apart, give "
-                             f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x), against {pub['graphs']:.3f}x published for the H100.",
+                             f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x){ours_h100}, against {pub['graphs']:.3f}x published for the "
+                             f"H100.",
         "02_decomposition.png": f"Launch overhead is {_pct(d2.min(), d2.max())} of the H200 eager step at ctx 2048 and "
                                 f"{_pct(d16.min(), d16.max())} at 16k (the paper: ~{pub['launch'] * 100:.0f} % on the H100).",
         "02_r_floor_per_arm.png": f"On the H200 at ctx 2048 ({h.model.nunique()} models), R_floor is "
@@ -140,9 +148,11 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
     att = pd.read_csv(f / "03_attention_cells.csv")
     qt = pd.read_csv(f / "04_quant_table.csv")
     q = qt[qt.ctx == qt.ctx.min()].set_index("quant")["l4 R_floor (our floor, published ms)"]
-    lad = pd.read_csv(f / "05_cost_ladder.csv").set_index(["gpu", "kernels"])
+    ladder = pd.read_csv(f / "05_cost_ladder.csv")
+    lad = ladder.set_index(["gpu", "kernels"])
+    paper = ladder[ladder.source.str.startswith("published")].set_index(["gpu", "kernels"])  # the paper's ladder
     floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
-    l4, h100 = lad.loc[("l4", "best")], lad.loc[("h100-sxm", "best")]
+    l4, h100 = paper.loc[("l4", "best")], paper.loc[("h100-sxm", "best")]
     return {
         "03_attention_us_vs_context.png": _attention(att, pub["sdpa"], pd.read_csv(f / "03_attention_ranking.csv"),
                                                      _claim_verdict(f, "R3e")),
@@ -150,10 +160,22 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
                                     "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
-                              f"the graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
+                              f"the paper's graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
-                              + _h200_cost(lad),
+                              + _measured_h100_cost(ladder) + _h200_cost(lad),
     }
+
+
+def _measured_h100_cost(ladder: pd.DataFrame) -> str:
+    """The H100 SXM measured here on the cost ladder (05_cost_ladder.csv's measured rows), beside the paper's; "" where
+    no H100 SXM rows are shipped."""
+    ours = ladder[(ladder.gpu == "h100-sxm") & (ladder.source == "measured")].set_index("kernels")
+    if ours.empty:
+        return ""
+    naive, best = ours.loc["naive"], ours.loc["best"]
+    return (f"An H100 SXM measured here costs ${naive.usd_per_mtok:.2f}/Mtok naive ({naive.configuration}, "
+            f"{naive.step_ms:.2f} ms) and ${best.usd_per_mtok:.2f} at its best ({best.configuration}, {best.step_ms:.2f} ms) "
+            f"at Modal's price. ")
 
 
 def _ladder_cells(f: Path) -> dict:
