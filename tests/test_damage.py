@@ -50,13 +50,20 @@ def _cut_last_line(path: Path) -> None:
     path.write_text(text[: len(text) - 7])
 
 
+def _unlink_on_every_gpu(path: Path) -> None:
+    """`path`'s file deleted from every GPU's folder beside it (raw/<gpu>/<name>): a GPU measured in part may lack a
+    file, so only a file no GPU has is missing."""
+    for other in path.parent.parent.glob(f"*/{path.name}"):
+        other.unlink()
+
+
 def _header_only(path: Path) -> None:
     path.write_text(path.read_text().splitlines(keepends=True)[0])
 
 
 DAMAGE = {
-    "decode.csv deleted": ("raw/h200/decode.csv", lambda p: p.unlink(), r"decode\.csv: missing on every GPU"),
-    "ab.csv deleted": ("raw/h200/ab.csv", lambda p: p.unlink(), r"ab\.csv: missing on every GPU"),
+    "decode.csv deleted": ("raw/h200/decode.csv", _unlink_on_every_gpu, r"decode\.csv: missing on every GPU"),
+    "ab.csv deleted": ("raw/h200/ab.csv", _unlink_on_every_gpu, r"ab\.csv: missing on every GPU"),
     "attention.csv deleted": ("raw/h200/attention.csv", lambda p: p.unlink(), r"attention\.csv: missing"),
     "bandwidth.csv empty": ("raw/h200/bandwidth.csv", lambda p: p.write_text(""), r"bandwidth\.csv:1: empty file"),
     "bandwidth.csv header only": ("raw/h200/bandwidth.csv", _header_only, r"bandwidth\.csv:2: header only"),
