@@ -62,8 +62,13 @@ def _header_only(path: Path) -> None:
 
 
 DAMAGE = {
-    "decode.csv deleted": ("raw/h200/decode.csv", _unlink_on_every_gpu, r"decode\.csv: missing on every GPU"),
-    "ab.csv deleted": ("raw/h200/ab.csv", _unlink_on_every_gpu, r"ab\.csv: missing on every GPU"),
+    "decode.csv deleted": ("raw/h200/decode.csv", _unlink_on_every_gpu, r"decode\.csv: missing, though"),
+    "ab.csv deleted": ("raw/h200/ab.csv", _unlink_on_every_gpu, r"ab\.csv: missing, though"),
+    "decode.csv deleted on one GPU": ("raw/h200/decode.csv", lambda p: p.unlink(),
+                                      r"h200/decode\.csv: missing, though .*env\.json records \d+ run\(s\) of "
+                                      r"experiment 'decode'"),
+    "ab.csv deleted on one GPU": ("raw/h200/ab.csv", lambda p: p.unlink(),
+                                  r"h200/ab\.csv: missing, though .*env\.json records \d+ run\(s\) of experiment 'ab'"),
     "attention.csv deleted": ("raw/h200/attention.csv", lambda p: p.unlink(), r"attention\.csv: missing"),
     "bandwidth.csv empty": ("raw/h200/bandwidth.csv", lambda p: p.write_text(""), r"bandwidth\.csv:1: empty file"),
     "bandwidth.csv header only": ("raw/h200/bandwidth.csv", _header_only, r"bandwidth\.csv:2: header only"),
@@ -268,3 +273,17 @@ def test_check_env_reads_env_json_once_and_still_names_the_line(tmp_path, monkey
     env.write_text('{\n "20261202T170333-a665bb": {"git_commit": "53a9f22"},\n "bad-id": {"git_commit": "x"}\n}')
     with pytest.raises(validate.InputError, match=r"env\.json:3: .*'bad-id' is no run id"):
         validate.check_env(env)
+
+
+def test_a_file_no_gpu_has_is_refused_for_the_notebook_that_reads_it(tmp_path, monkeypatch):
+    """With every file whole (the file checks stubbed), a notebook whose rows no GPU folder holds is refused by name:
+    a GPU measured in part may lack a file, the data folder may not lack it on every GPU."""
+    data = tmp_path / "data"
+    (data / "raw" / "h200").mkdir(parents=True)
+    shutil.copytree(paths.DATA / "specs", data / "specs")  # what makes a folder a data folder
+    (data / "raw" / "h200" / "bandwidth.csv").write_text("")  # a GPU with another file only
+    monkeypatch.setattr(validate, "_file_checks", lambda folder: iter(()))
+    with pytest.raises(validate.InputError, match=r"raw/<gpu>/ab\.csv: missing on every GPU, and notebook "
+                                                  r"02_cuda_graphs_ab reads its rows"):
+        validate.data_whole(data, notebooks=["02_cuda_graphs_ab"])
+    assert validate.data_whole(data, notebooks=[]) == data.resolve()  # no notebook named: nothing it reads

@@ -116,6 +116,20 @@ def runs_recorded(env_path: Path, env: dict, frames: dict) -> None:
                              "env.json from git, or remove that run's rows")
 
 
+def files_of_recorded_runs(env_path: Path, env: dict) -> None:
+    """Every experiment a notebook reads (READS) that env.json records runs of has its CSV beside it: a GPU measured in
+    part may lack a file, but not one its own runs wrote, so a deleted file is refused even where another GPU has
+    one. The first such file is an InputError naming it and a run that wrote it."""
+    needed = {e for reads in READS.values() for e in reads}
+    for experiment in sorted(needed):
+        runs = [run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment]
+        path = env_path.parent / f"{experiment}.csv"
+        if runs and not path.is_file():
+            raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
+                             f"{experiment!r} here (run {runs[0]} among them); restore it from git (git checkout "
+                             f"{path.parent.parent.parent.name}/raw), or measure again")
+
+
 def check_raw_csv(path: Path):
     """One raw CSV: its schema (records.read_csv, whose errors name the line), and at least one row."""
     from decodegap import records
@@ -193,6 +207,7 @@ def _gpu_checks(folder: Path):
                              "it from git (or measure again: a sweep writes it)")
         env = check_env(env_path)
         runs_recorded(env_path, env, frames)
+        files_of_recorded_runs(env_path, env)
         check_corrections(env_path, env)
     yield env_step
 
