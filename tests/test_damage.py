@@ -5,6 +5,8 @@ leaves nothing partial behind (issue 30, items 1-4)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -287,3 +289,20 @@ def test_a_file_no_gpu_has_is_refused_for_the_notebook_that_reads_it(tmp_path, m
                                                   r"02_cuda_graphs_ab reads its rows"):
         validate.data_whole(data, notebooks=["02_cuda_graphs_ab"])
     assert validate.data_whole(data, notebooks=[]) == data.resolve()  # no notebook named: nothing it reads
+
+
+def test_a_run_killed_before_its_first_row_leaves_an_entry_that_refuses_nothing(copy, capsys):
+    """An env.json entry of an experiment whose CSV the folder lacks is refused only where that run left rows in
+    another CSV (a deleted file): an entry alone, of a run killed before it wrote a row, is no damage."""
+    folder = copy / "raw" / "h100-sxm"  # measured in part: no attention.csv
+    env = json.loads((folder / "env.json").read_text())
+    env["20260101T000000-abcdef"] = {"experiment": "attention", "git_commit": "x"}
+    (folder / "env.json").write_text(json.dumps(env))
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 0
+    verify = (folder / "verify.csv").read_text().splitlines(keepends=True)
+    run = verify[1].split(",", 1)[0]
+    (folder / "verify.csv").write_text("".join(verify) + verify[1].replace(run, "20260101T000000-abcdef", 1))
+    capsys.readouterr()
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
+    assert re.search(r"h100-sxm/attention\.csv: missing, though .*run 20260101T000000-abcdef with rows in "
+                     r"verify\.csv", capsys.readouterr().err)

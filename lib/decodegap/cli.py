@@ -305,8 +305,7 @@ def cmd_check(args) -> int:
     for path in sorted(raw.glob("*/env.json")):
         try:
             env = validate.check_env(path)
-            validate.runs_recorded(path, env, {p: f for p, f in frames.items() if p.parent == path.parent})
-            fixes = validate.check_corrections(path, env)
+            fixes = validate.env_checks(path, env, {p: f for p, f in frames.items() if p.parent == path.parent})
         except (inputs.InputError, hardware.EnvError) as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)

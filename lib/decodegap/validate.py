@@ -116,18 +116,33 @@ def runs_recorded(env_path: Path, env: dict, frames: dict) -> None:
                              "env.json from git, or remove that run's rows")
 
 
-def files_of_recorded_runs(env_path: Path, env: dict) -> None:
-    """Every experiment a notebook reads (READS) that env.json records runs of has its CSV beside it: a GPU measured in
-    part may lack a file, but not one its own runs wrote, so a deleted file is refused even where another GPU has
-    one. The first such file is an InputError naming it and a run that wrote it."""
-    needed = {e for reads in READS.values() for e in reads}
-    for experiment in sorted(needed):
-        runs = [run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment]
+def env_checks(env_path: Path, env: dict, frames: dict) -> dict:
+    """A GPU folder's env.json (`env`, check_env's) against the rows beside it (`frames`: {csv path: its rows}):
+    runs_recorded, files_of_recorded_runs, then check_corrections, whose reviewed corrections it returns. Replay and
+    `check` both run it."""
+    runs_recorded(env_path, env, frames)
+    files_of_recorded_runs(env_path, env, frames)
+    return check_corrections(env_path, env)
+
+
+def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
+    """Every experiment a notebook reads (READS) whose runs env.json records, and whose rows those runs left in another
+    CSV of the folder (`frames`: {csv path: its rows}; their checks in verify.csv, say), has its own CSV beside them:
+    a GPU measured in part may lack a file, and a run killed before it wrote a row leaves only its entry, but a file its
+    runs wrote rows beside is refused missing even where another GPU has one. The first such file is an InputError
+    naming it, a run and the file that holds that run's other rows."""
+    needed = sorted({e for reads in READS.values() for e in reads})
+    for experiment in needed:
         path = env_path.parent / f"{experiment}.csv"
-        if runs and not path.is_file():
-            raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
-                             f"{experiment!r} here (run {runs[0]} among them); restore it from git (git checkout "
-                             f"{path.parent.parent.parent.name}/raw), or measure again")
+        if path.is_file():
+            continue
+        runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment}
+        for other, frame in sorted(frames.items()):
+            wrote = sorted(runs & set(frame["run_id"]))
+            if wrote:
+                raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
+                                 f"{experiment!r} here, run {wrote[0]} with rows in {other.name}; restore it from git "
+                                 f"(git checkout {path.parent.parent.parent.name}/raw), or measure again")
 
 
 def check_raw_csv(path: Path):
@@ -205,10 +220,7 @@ def _gpu_checks(folder: Path):
         if not env_path.is_file():
             raise InputError(f"{env_path}: missing; it records the run behind every row of {folder}/*.csv. Restore "
                              "it from git (or measure again: a sweep writes it)")
-        env = check_env(env_path)
-        runs_recorded(env_path, env, frames)
-        files_of_recorded_runs(env_path, env)
-        check_corrections(env_path, env)
+        env_checks(env_path, check_env(env_path), frames)
     yield env_step
 
 

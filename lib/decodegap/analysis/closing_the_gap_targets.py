@@ -163,11 +163,11 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
     """(' What stands in the way: ...', its values) of a target not met at `t_ms` (`basis`: which time it is) against
     `goal_ms`: the time to remove, then that of `counted_ms`, the time the target counts where it is another lever's
     and misses; where `t_ms`, a time the target does not count, is within the goal already, the confirmation that
-    must hold it and the time it has to spare. Then the profiled step of the chosen lever at the target's cell split into its terms
-    above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step of its design
-    (the same arm in another quantisation path: the same attention, small kernels and gaps), else of its quantisation
-    path, else of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such. Empty
-    without profiles. The profiled step is the chosen lever's, whose time `basis` names first."""
+    must hold it and the time it has to spare. Then the profiled step of the chosen lever at the target's cell split
+    into its terms above their floors (`profiled_budget`); where that lever's step was not profiled, the profiled step
+    of its design (the same arm in another quantisation path: the same attention, small kernels and gaps), else of its
+    quantisation path, else of its kind (bf16 or quantised), whose kernels sum to the least time there, named as such.
+    Empty without profiles. The profiled step is the chosen lever's, whose time `basis` names first."""
     if by_category is None or by_category.empty:
         return "", {}
     gap = dict(short_ms=float(t_ms - goal_ms))

@@ -211,7 +211,8 @@ def _ladder_cells(f: Path) -> dict:
 def _grid_confirmed_words(grid: pd.Series) -> str:
     """'; N of them confirmed by a fresh sweep (H on the lever confirmed before the current pick), M reaching it
     there.' from the bf16 grid target's line of 06_findings_targets.csv, the count the target itself reads."""
-    held = int(grid.get("cells_held", 0) if pd.notna(grid.get("cells_held")) else 0)
+    held = grid.get("cells_held")
+    held = int(held) if pd.notna(held) else 0
     return (f"{int(grid.cells_confirmed)} of them confirmed by a fresh sweep"
             + (f" ({held} on the lever confirmed there before the selection's current pick)" if held else "")
             + f", {int(grid.cells_met)} reaching it there.")
