@@ -22,6 +22,7 @@ from decodegap.analysis.where_the_thesis_ends import REL_TOL
 QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
                "gptq-exllamav2": "GPTQ + ExLlamaV2", "awq-marlin": "AutoAWQ + Marlin", "awq-triton": "AWQ's Triton GEMM"}
 GPU = "h200"
+PAPER_GPU = "h100-sxm"  # the paper's fast GPU, published and (in part) measured here too
 DATASHEET_GBPS = 4800  # the H200's datasheet bandwidth (data/specs/gpus.csv), checked in `findings`
 
 
@@ -89,10 +90,10 @@ def _published() -> dict[str, float]:
     pub = published.load()
     r_pub = published.select(pub, "inverted_ladder", "r_floor").set_index("gpu")["value"]
     one = lambda claim, quantity, **w: float(published.select(pub, claim, quantity, **w)["value"].iloc[0])
-    return dict(r_l4=float(r_pub["l4"]), r_h100=float(r_pub["h100-sxm"]),
-                graphs=one("cuda_graphs", "speedup", gpu="h100-sxm"),
-                launch=one("cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm"),
-                sdpa=one("attention_backends", "us_per_layer", gpu="h100-sxm", attn="sdpa"),
+    return dict(r_l4=float(r_pub["l4"]), r_h100=float(r_pub[PAPER_GPU]),
+                graphs=one("cuda_graphs", "speedup", gpu=PAPER_GPU),
+                launch=one("cuda_graphs", "launch_overhead_fraction", gpu=PAPER_GPU),
+                sdpa=one("attention_backends", "us_per_layer", gpu=PAPER_GPU, attn="sdpa"),
                 cost=one("cost", "cost_ratio", gpu="l4"))
 
 
@@ -101,7 +102,7 @@ def _roofline(f: Path, pub: dict) -> dict[str, str]:
     cells = pd.read_csv(f / "01_roofline_cells.csv")
     eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
     head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
-    h100 = cells[(cells.gpu == "h100-sxm") & (cells.arm == "eager") & (cells.model == "qwen2.5-7b")
+    h100 = cells[(cells.gpu == PAPER_GPU) & (cells.arm == "eager") & (cells.model == "qwen2.5-7b")
                  & (cells.ctx == 2048)]
     measured = (f"H100 SXM {h100.iloc[0].r_floor_W_all:.2f} and " if not h100.empty else "")
     return {
@@ -118,7 +119,7 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     the cells of one selection)."""
     speedups = pd.read_csv(f / "02_speedups.csv")
     sp = speedups[(speedups.gpu == GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")]
-    h100 = speedups[(speedups.gpu == "h100-sxm") & (speedups.ctx == 2048) & (speedups.arm == "graph")
+    h100 = speedups[(speedups.gpu == PAPER_GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")
                     & (speedups.sweep == "headline")]
     ours_h100 = (f"; on an H100 SXM measured here {h100.speedup.min():.2f}-{h100.speedup.max():.2f}x (N = "
                  f"{int(h100.sessions.min())} sessions each, of its headline sweep)" if not h100.empty else "")
@@ -152,7 +153,7 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
     lad = ladder.set_index(["gpu", "kernels"])
     paper = ladder[ladder.source.str.startswith("published")].set_index(["gpu", "kernels"])  # the paper's ladder
     floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
-    l4, h100 = paper.loc[("l4", "best")], paper.loc[("h100-sxm", "best")]
+    l4, h100 = paper.loc[("l4", "best")], paper.loc[(PAPER_GPU, "best")]
     return {
         "03_attention_us_vs_context.png": _attention(att, pub["sdpa"], pd.read_csv(f / "03_attention_ranking.csv"),
                                                      _claim_verdict(f, "R3e")),
@@ -169,7 +170,7 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
 def _measured_h100_cost(ladder: pd.DataFrame) -> str:
     """The H100 SXM measured here on the cost ladder (05_cost_ladder.csv's measured rows), beside the paper's; "" where
     no H100 SXM rows are shipped."""
-    ours = ladder[(ladder.gpu == "h100-sxm") & (ladder.source == "measured")].set_index("kernels")
+    ours = ladder[(ladder.gpu == PAPER_GPU) & (ladder.source == "measured")].set_index("kernels")
     if ours.empty:
         return ""
     naive, best = ours.loc["naive"], ours.loc["best"]
