@@ -426,3 +426,15 @@ def test_t5_both_directions(evidence):
         assert _row(evidence, "T5", cells=high)["category"] == verdicts.REPRODUCED
 
 
+
+
+def test_a_runs_gpu_time_runs_from_its_id_to_its_last_recorded_time():
+    """remeasure.run_seconds: a run's id names its start; its env.json entry's latest `time` (the run's or a
+    session's after-state) its end. 12:00:00 to 12:01:30 is 90 s; an id naming no time gives None, not a guess."""
+    from decodegap.claims import remeasure
+
+    entry = {"gpu_state_after": {"time": "2026-12-05T12:01:00+00:00"},
+             "sessions": {"0": {"after": {"time": "2026-12-05T12:01:30+00:00"}}, "1": "killed"}}
+    assert remeasure.run_seconds("20261205T120000-abc123", entry) == 90.0
+    assert remeasure.run_seconds("not-a-time-abc123", entry) is None
+    assert remeasure.run_seconds("20261205T120000-abc123", {}) is None

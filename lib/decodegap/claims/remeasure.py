@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from decodegap.claims import rules
+from decodegap.records import run_started
 
 NOTEBOOK_OF_FILE = {"ab.csv": "02_cuda_graphs_ab", "attention.csv": "03_attention_backends",
                     "verify.csv": "04_quantisation_l4", "breakdown.csv": "06_closing_the_gap"}
@@ -55,9 +56,10 @@ def run_seconds(run_id: str, entry: dict) -> float | None:
                                                   if isinstance(s, dict)]]:
         if isinstance(state, dict) and state.get("time"):
             times.append(pd.Timestamp(state["time"]).tz_convert("UTC").tz_localize(None))
-    if not times:
+    started = run_started(run_id)
+    if not times or started is None:
         return None
-    return max(0.0, (max(times) - pd.Timestamp(run_id[:15])).total_seconds())
+    return max(0.0, (max(times) - started).total_seconds())
 
 
 def _listed(values) -> str:
