@@ -40,6 +40,7 @@ Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py (bench/
 """
 
 import math
+import os
 import statistics
 import sys
 import time
@@ -61,10 +62,11 @@ REPS, GRAPH_CALLS, GRAPH_REPLAYS = 30, 20, 10
 LAYERS, CTX = 4, 2048
 EPS = 1e-5
 L2_BYTES_DEFAULT = 50 * 2 ** 20  # H100/H200 L2, where torch does not report the device's
-MODELS = ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.3")
-"""The models whose products are timed; a product whose (K, N, flavour) an earlier model already had (Mistral's
-layers are Llama's widths) is not timed again, and a model whose every layer product was is given no layer chain:
-Mistral adds its LM head (32768 rows) only."""
+MODELS = tuple(os.environ.get("FUSED_GEMV_MODELS", "llama-3.1-8b,qwen2.5-7b,mistral-7b-v0.3").split(","))
+"""The models whose products are timed (FUSED_GEMV_MODELS, comma-separated keys of data/models/; default the grid's
+three: FUSED_GEMV_MODELS=llama-3.2-1b times the megakernel cell's); a product whose (K, N, flavour) an earlier model
+already had (Mistral's layers are Llama's widths) is not timed again, and a model whose every layer product was is
+given no layer chain: Mistral adds its LM head (32768 rows) only."""
 FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", "rep", "us", "bytes", "gbps",
           "max_rel_err", "status", "reason")
 

@@ -125,6 +125,8 @@ Options, as environment variables (all optional):
                        lean_fused_all_epilogues_graph,lean_fused_silu_epilogue_graph,
                        lean_fused_early_products_graph,
                        lean_fused_pdl_norm_graph,lean_attn_compile)
+    FUSED_GEMV_MODELS  the fused step's models whose products it times (default llama-3.1-8b,qwen2.5-7b,
+                       mistral-7b-v0.3; llama-3.2-1b: the megakernel cell's widths)
     CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
                        on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant step without its GPU tests
