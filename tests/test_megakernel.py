@@ -103,6 +103,24 @@ def test_the_confirmation_plan_takes_the_selections_two_fastest_checked_levers()
     assert set(t[t.role == "confirmation"].arm) == set(plan.arms)
 
 
+def test_a_new_pair_is_confirmed_in_a_run_of_its_own(monkeypatch):
+    """The shipped confirmation run 20261204T135805-a2346c timed lean_fused_early_graph beside
+    lean_fused_early_products_graph (sessions 200-202). A selection that now ranks lean_fused_norm_scale_graph first
+    and lean_fused_early_graph second must not resume from that run (the resumed sweep would time the new lever
+    alone): its plan measures the pair again, in a run of its own. The shipped pair itself resumes."""
+    from decodegap.experiments import closing_the_gap
+
+    (plan,) = closing_the_gap.megakernel_plans("h200", paths.DATA, confirm=True)
+    assert not plan.again
+    ranked = pd.DataFrame(dict(source="measured", role="selection", status="ok",
+                               arm=["lean_fused_norm_scale_graph", "lean_fused_early_graph", "graph"],
+                               t_obs_ms=[0.90, 0.95, 2.4]))
+    monkeypatch.setattr(closing_the_gap, "megakernel_table", lambda data: ranked)
+    (plan,) = closing_the_gap.megakernel_plans("h200", paths.DATA, confirm=True)
+    assert plan.arms == ("lean_fused_norm_scale_graph", "lean_fused_early_graph") and plan.again
+    assert list(plan.session_ids) == [200, 201, 202]
+
+
 def test_a_lever_timed_before_its_code_changed_names_the_change():
     """The one-kernel attention's merge changed at c640ad5 (2026-12-05 06:08 UTC, levers.CODE_CHANGES): a run of it
     that began before then names that commit, one that began after and another lever's run name none."""

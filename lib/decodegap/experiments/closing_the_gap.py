@@ -179,7 +179,8 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
     """The sweeps of the megakernel cell (levers.MEGAKERNEL_CELL, bf16): the selection, every lever of the cell in
     `sessions` fresh sessions of the cell's steps, each session checked; with `confirm`, the selection's fastest
     checked lever and its runner-up again, numbered from levers.CONFIRM_FIRST_SESSION (analysis
-    .closing_the_gap_megakernel reads them as the confirmation). ValueError for a confirmation before a selection."""
+    .closing_the_gap_megakernel reads them as the confirmation; in a run of its own where one of the two has confirmation
+    rows from a run that timed another pair, unpaired_runs). ValueError for a confirmation before a selection."""
     cell = levers.MEGAKERNEL_CELL
     arms = tuple(cell["arms"])
     first = 0
@@ -189,9 +190,12 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
         if chosen.empty:
             raise ValueError("the megakernel cell has no checked selection run to confirm: measure its selection first")
         arms, first = tuple(chosen.sort_values("t_obs_ms")["arm"].head(2)), levers.CONFIRM_FIRST_SESSION
-    return [SweepPlan(gpu=gpu, models=(cell["model"],), contexts=(cell["ctx"],), arms=arms, quant="bf16",
-                      sessions=sessions, steps=cell["steps"], warmup=warmup, device=device, first_session=first,
-                      check_every_session=True)]
+    plan = SweepPlan(gpu=gpu, models=(cell["model"],), contexts=(cell["ctx"],), arms=arms, quant="bf16",
+                     sessions=sessions, steps=cell["steps"], warmup=warmup, device=device, first_session=first,
+                     check_every_session=True)
+    # as confirmation_plans: a pair one of whose arms has confirmation rows from a run that timed another pairing is
+    # measured in a run of its own, so that the resumed sweep does not time the other arm alone
+    return [replace(plan, again=True) if confirm and unpaired_runs(plan, data) else plan]
 
 
 def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None) -> list[str]:
