@@ -211,7 +211,7 @@ def margin_text(row) -> str:
     """'N sessions, a-b ms; runner-up R +a % (b to c %)' of one confirmation_table row, or that it has no runner-up
     rows; where the runner-up was faster in every paired session, it says so."""
     commits = str(row.get("commits") or "").split()
-    head = (f"{int(row['sessions'])} sessions, {row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms over "
+    head = (f"{int(row['sessions'])} sessions, {stats.span([row['confirmed_min_ms'], row['confirmed_max_ms']])} ms over "
             f"them" + (f", measured at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}" if commits else ""))
     if not row["paired_sessions"]:
         return f"{head}; no runner-up timed in them"

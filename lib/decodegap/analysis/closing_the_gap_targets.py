@@ -11,6 +11,7 @@ from typing import Mapping
 import pandas as pd
 
 from decodegap.finding import Finding
+from decodegap.stats import span
 from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
 from decodegap.analysis import closing_the_gap_confirmation as confirm
@@ -68,7 +69,7 @@ def target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = No
             counted_ms = held["counted_ms"] if held and not held["counted_met"] else None
             way, more = _in_the_way(by_category, target, row, t_ms, goal_ms, basis, counted_ms)
             so_far = (f": its {int(row['sessions'])} fresh sessions so far take {row['confirmed_ms']:.2f} ms "
-                      f"({row['confirmed_min_ms']:.2f}-{row['confirmed_max_ms']:.2f} ms)" if fresh else "")
+                      f"({span([row['confirmed_min_ms'], row['confirmed_max_ms']])} ms)" if fresh else "")
             changed = _changed_text(row, ladder)
             out.append(Finding(
                 f"{head}: the selection sweeps' fastest lever is {row['lever']} at {row['selected_ms']:.2f} ms "
@@ -130,7 +131,7 @@ def _held_before(confirmed: pd.DataFrame | None, target: Mapping, kind: str, row
            else bool(c["confirmed_ms"] <= target["step_ms"]))
     measured = f"{c['confirmed_ms']:.2f} ms" + (f", R_floor {c['r_floor_bf16']:.3f}" if kind == "bf16" else "")
     text = (f" The fastest lever confirmed there ({c['sessions']} fresh sessions, "
-            f"{c['confirmed_min_ms']:.2f}-{c['confirmed_max_ms']:.2f} ms) is {c['lever']} at {measured}, which the "
+            f"{span([c['confirmed_min_ms'], c['confirmed_max_ms']])} ms) is {c['lever']} at {measured}, which the "
             f"target counts: " + ("met." if met else f"not met ({c['confirmed_ms'] / goal_ms:.2f}x the target time)."))
     return text, dict(counted_lever=c["lever"], counted_ms=c["confirmed_ms"], counted_r_floor=c["r_floor_bf16"],
                       counted_met=met)
@@ -363,9 +364,9 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
         slowest = done.loc[done["confirmed_ms"].idxmax()]
         values.update(confirmed_ms_min=float(done["confirmed_ms"].min()), confirmed_ms_max=float(slowest["confirmed_ms"]),
                       slowest_model=slowest["model"], slowest_ctx=int(slowest["ctx"]), slowest_lever=slowest["lever"])
-        span = (f"{values['confirmed_ms_max']:.2f} ms; the one cell" if len(done) == 1 else
-                f"{values['confirmed_ms_min']:.2f}-{values['confirmed_ms_max']:.2f} ms; the slowest")
-        text += (f", {n_met} of them meeting it ({span} {slowest['model']} ctx {int(slowest['ctx'])} with "
+        which = (f"{values['confirmed_ms_max']:.2f} ms; the one cell" if len(done) == 1 else
+                 f"{span([values['confirmed_ms_min'], values['confirmed_ms_max']])} ms; the slowest")
+        text += (f", {n_met} of them meeting it ({which} {slowest['model']} ctx {int(slowest['ctx'])} with "
                  f"{slowest['lever']})")
     low, high = f"{cells['selected_ms'].min():.2f}", f"{cells['selected_ms'].max():.2f}"
     text += _selection_and_verdict(values, f"{low} ms" if low == high else f"{low}-{high} ms")

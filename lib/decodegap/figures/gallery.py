@@ -197,7 +197,7 @@ def _ladder_cells(f: Path) -> dict:
     targets = pd.read_csv(f / "06_findings_targets.csv")
     current = targets[targets.earlier.isna() & targets.measured.eq(True)]
     counted = {k: r for k, r in current[current.kind.isin(["bf16", "int4"])].set_index("kind").iterrows()
-               if pd.notna(r.counted_ms)}
+               if pd.notna(r.get("counted_ms"))}  # only a target whose pick awaits confirmation has one
     return dict(best6=best6, best_int4=best_int4, int4_unchecked=int((target.status == "unchecked").sum()),
                 levers6=int(bf16_6.t_obs_ms.notna().sum()), counted=counted,
                 grid=current[current.finding.str.startswith("grid target")].iloc[0],

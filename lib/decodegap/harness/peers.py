@@ -56,17 +56,20 @@ GPT_FAST_INDUCTOR = {"coordinate_descent_tuning": True, "triton.unique_kernel_na
 levers are timed (so that they do not change the package's compiled lever)."""
 GPT_FAST_ARM = "compiled_decode"
 
-PEER_LEVERS = {"bf16": ("lean_fused_next_token_graph", "bf16"),
-               "int4": ("lean_fused_early_products_graph", "int4-triton")}
+PEER_LEVERS = {"bf16": ("lean_fused_norm_scale_graph", "bf16"),
+               "int4": ("lean_fused_all_norm_scale_graph", "int4-triton-head")}
 """The package's levers timed beside the peer, per precision: the fastest lever of each kind confirmed at notebook
 06's target cell (levers.TARGETS; experiments.closing_the_gap.confirmed_at_target, which tests/test_peers.py checks
 them against; a lever the selection sweeps pick there moves them once its confirmation holds; until 2026-12-05 the
-test read the selection's pick, figures/06_confirmation.csv): bf16 the fused step with PDL, the norm in o's
-epilogue, the products' early trigger and the next token in one kernel; int4 the fused step without that kernel on
-the package's int4 GEMV (`int4-triton`, kernels.fused_int4). The int4 lever was `lean_attn_compile` on `int4-triton`
-until the fused int4 step overtook it (2026-12-04); the bf16 lever was lean_fused_early_products_graph until run
-20261205T053526-b283dc confirmed lean_fused_next_token_graph (2026-12-05; the peer rows before it name the earlier
-lever); rows name the arm they timed."""
+test read the selection's pick, figures/06_confirmation.csv): bf16 the fused step with PDL, the products' early
+trigger, the next token in one kernel and every norm made in an epilogue left to the next product as a scale; int4
+its twin on the package's int4 GEMV with the LM head quantised too (`int4-triton-head`, kernels.fused_int4). History:
+the int4 lever was `lean_attn_compile` on `int4-triton` until the fused int4 step overtook it (2026-12-04), then
+lean_fused_early_products_graph on `int4-triton` until run 20261205T142347-17d6dd confirmed
+lean_fused_all_norm_scale_graph (2026-12-05); the bf16 lever was lean_fused_early_products_graph until run
+20261205T053526-b283dc confirmed lean_fused_next_token_graph, and that until run 20261205T143337-c9c069 confirmed
+lean_fused_norm_scale_graph (both 2026-12-05). The peer rows measured before a move name the earlier lever: rows
+name the arm they timed."""
 
 NULL_PATH = "int4-tinygemm"
 """The path whose format's rounding sets the int4 checks' null (quant_checks.model_tolerance): the float-zero format
