@@ -189,3 +189,50 @@ def test_the_megakernel_step_profiles_the_confirmed_levers_after_their_confirmat
     assert closing_the_gap.measure_megakernel("h200") == ["run", "run"]
     assert calls == [("sweep", ("graph",)), ("sweep", plan.arms),
                      ("profile", ["llama-3.2-1b"], [32], plan.arms)]
+
+
+def _gemv_rows(times: dict, device: str = "NVIDIA H200", launch: str = "pdl") -> list:
+    """bench/fused_gemv.py's graphed rows as closing_the_gap_int4_products.load_bf16 gives them: per product
+    {config: us}, at Llama-3.2-1B's widths."""
+    shapes = dict(qkv=(2048, 3072), o_norm=(2048, 2048), gate_up_plain=(2048, 16384), down_silu=(8192, 2048),
+                  lm_head=(2048, 128256), lm_head_plain=(2048, 128256))
+    return [dict(device=device, product=p, K=shapes[p][0], N=shapes[p][1], launch=launch, config=c, us=us,
+                 bytes=2 * shapes[p][0] * shapes[p][1]) for p, by in times.items() for c, us in by.items()]
+
+
+def test_the_products_on_their_configs_bound_what_configs_can_give():
+    """lean_fused_early_graph on the cell launches qkv, o_norm, gate_up_plain and down_silu in each of 16 layers and
+    the LM head once. On the rule's configs (no table entry at 1B's widths) 6 + 6 + 20 + 12 us a layer and 150 us for
+    the head: 16 x 44 + 150 = 854 us a step; on the fastest 5 + 6 + 18 + 11 and 120: 16 x 40 + 120 = 760 us, so the
+    configs give at most 94 us, of 252 us between a 952 us lever and the 700 us target; 760 us > 700 us, so even the
+    fastest configs miss it. Their weights at 4.8 TB/s: 2 x (3072 + 2048 + 16384) x 2048 + 2 x 2048 x 8192 bytes a
+    layer and 2 x 128256 x 2048 for the head. Another GPU's rows and rows without PDL, faster still, are not read."""
+    from decodegap.kernels.fused.configs import gemv_config
+
+    specs, configs = _specs_configs()
+    rule = {p: gemv_config(N, K, plain=p == "gate_up_plain").key for p, (K, N) in dict(
+        qkv=(2048, 3072), o_norm=(2048, 2048), gate_up_plain=(2048, 16384), down_silu=(8192, 2048),
+        lm_head=(2048, 128256)).items()}
+    times = {p: {rule[p]: us, "other": best} for p, (us, best) in dict(
+        qkv=(6.0, 5.0), o_norm=(6.0, 6.5), gate_up_plain=(20.0, 18.0), down_silu=(12.0, 11.0),
+        lm_head=(150.0, 120.0)).items()}
+    times["lm_head_plain"] = {gemv_config(128256, 2048, plain=True).key: 118.0}
+    fast = {p: {c: us / 10 for c, us in by.items()} for p, by in times.items()}
+    rows = pd.DataFrame(_gemv_rows(times) + _gemv_rows(fast, device="NVIDIA H100 80GB HBM3")
+                        + _gemv_rows(fast, launch="none"))
+    t = megakernel.product_configs(rows, configs, specs, "lean_fused_early_graph")
+    assert list(t["product"]) == ["qkv", "o_norm", "gate_up_plain", "down_silu", "lm_head"]
+    assert list(t["per_step"]) == [16, 16, 16, 16, 1] and not t["table_entry"].any()
+    assert t.set_index("product").loc["o_norm", "fastest_config"] == rule["o_norm"]
+    (line,) = megakernel.product_findings(t, 0.952)
+    assert line.values["step_us"] == pytest.approx(854.0) and line.values["fastest_us"] == pytest.approx(760.0)
+    assert line.values["gain_us"] == pytest.approx(94.0) and line.values["gap_us"] == pytest.approx(252.0)
+    layer_bytes = 2 * (3072 + 2048 + 16384) * 2048 + 2 * 2048 * 8192
+    assert line.values["floor_us"] == pytest.approx((16 * layer_bytes + 2 * 128256 * 2048) / 4800e3)
+    assert "at most 94 us of the 252 us" in line and "fewer kernels" in line
+    # the norm-scale lever's products have no bench flavour: the finding says which were not timed
+    (scaled,) = megakernel.product_findings(megakernel.product_configs(rows, configs, specs,
+                                                                      "lean_fused_norm_scale_graph"), None)
+    assert "qkv_scaled" in scaled.values["missing"] and "fewer kernels" not in scaled
+    assert scaled.values["step_us"] == pytest.approx(118.0)  # the LM head alone, the one product timed
+    assert megakernel.product_findings(t.iloc[0:0], None)[0].values["measured"] is False

@@ -13,7 +13,11 @@ from typing import Mapping
 import pandas as pd
 
 from decodegap import accounting, roofline
+from decodegap.analysis.closing_the_gap_int4_products import gpu_keys
 from decodegap.analysis.closing_the_gap_targets import profiled_budget
+from decodegap.arms import REGISTRY
+from decodegap.kernels.fused import configs as fused_configs
+from decodegap.kernels.fused.launch import FusedOps
 from decodegap.finding import Finding
 from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
 
@@ -112,6 +116,26 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.D
                     **more)]
 
 
+def _table_words(timed: pd.DataFrame) -> str:
+    held = int(timed["table_entry"].sum())
+    if not held:
+        return "the fused GEMV's rule: its table has no entry for these widths"
+    return f"{held} of {len(timed)} from the fused GEMV's table, the others its rule's"
+
+
+def chosen_lever(t: pd.DataFrame) -> tuple[str | None, float | None]:
+    """(arm, confirmed ms) of the cell's chosen lever as `findings` reads it from the table: the selection run's
+    fastest checked lever and its time in a confirmation run of CONFIRM_SESSIONS sessions or more (None where it has
+    none); (None, None) without a checked selection."""
+    ok = t[(t["source"] == "measured") & (t["status"] == "ok")]
+    chosen = ok[ok["role"] == "selection"]
+    if chosen.empty:
+        return None, None
+    arm = chosen.loc[chosen["t_obs_ms"].idxmin(), "arm"]
+    again = ok[(ok["role"] == "confirmation") & (ok["arm"] == arm) & (ok["sessions"] >= CONFIRM_SESSIONS)]
+    return arm, (float(again["t_obs_ms"].iloc[-1]) if not again.empty else None)
+
+
 def _in_the_way(by_category: pd.DataFrame | None, cell: Mapping, arm: str, ms: float) -> tuple[str, dict]:
     """(' What stands in the way: ...', its values) of the cell's target not met by `arm` at `ms`: the time to
     remove, and the arm's profiled step at the cell in its terms (profiled_budget, with its PDL overlap against
@@ -122,3 +146,84 @@ def _in_the_way(by_category: pd.DataFrame | None, cell: Mapping, arm: str, ms: f
         return text + " Its step was not profiled at the cell.", dict(short_ms=short)
     budget, values = profiled_budget(by_category, cell["gpu"], cell["model"], int(cell["ctx"]), arm, step_ms=ms)
     return text + budget, dict(values, short_ms=short)
+
+
+PRODUCT_COLUMNS = ["gpu", "model", "arm", "product", "K", "N", "per_step", "step_config", "table_entry", "step_us",
+                   "fastest_config", "fastest_us", "configs", "floor_us"]
+"""The columns of figures/06_megakernel_products: per product of `arm`'s step on the cell's model (one decoder
+layer's, `per_step` times a step, then the LM head, once), its median us per call on the config the step runs
+(`step_config`: kernels.fused.configs.gemv_config; `table_entry`: whether its tables hold the shape, else its
+rule's) and on the fastest of the `configs` candidates the bench timed, and
+its weights at the datasheet bandwidth (`floor_us`)."""
+
+
+def product_configs(gemv_rows: pd.DataFrame, configs: Mapping[str, Mapping], specs: pd.DataFrame, arm: str,
+                    cell: Mapping = MEGAKERNEL_CELL) -> pd.DataFrame:
+    """The products `arm`'s step launches on the cell's model, from bench/fused_gemv.py's rows (`gemv_rows`:
+    closing_the_gap_int4_products.load_bf16, graph mode) on the cell's GPU: each product alone, graphed back to back
+    over copies of its weights, launched with PDL (the bench times the early trigger at the step's config only, so
+    configs are compared at PDL's launch). A product the bench did not time (the norm-scale products: no flavour of
+    theirs yet) has no times. Empty without rows of the model's widths."""
+    config = configs[cell["model"]]
+    if arm not in REGISTRY or "fused" not in REGISTRY[arm].kernels or gemv_rows.empty:
+        return pd.DataFrame(columns=PRODUCT_COLUMNS)
+    names = gpu_keys(specs)
+    rows = gemv_rows[(gemv_rows["device"].map(names) == cell["gpu"]) & (gemv_rows["launch"] == "pdl")]
+    ops = FusedOps.of_kernels(REGISTRY[arm].kernels)
+    layers = int(config["num_hidden_layers"])
+    launched = [(p, layers) for p, _ in ops.layer_products()]
+    launched.append(("lm_head_plain" if ops.head_norm_in_epilogue else "lm_head", 1))
+    shapes = {name: (K, N, flavour) for name, K, N, flavour in fused_configs.products(config)}
+    gbps = float(specs.set_index("gpu").loc[cell["gpu"], "bandwidth_gbps"])
+    out = []
+    for product, per_step in launched:
+        K, N, flavour = shapes.get(product, (None, None, None))
+        at = rows[(rows["product"] == product) & (rows["K"] == K) & (rows["N"] == N)] if K else rows.iloc[0:0]
+        step = (fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=flavour.endswith("_rotary")).key
+                if K else None)
+        med = at.groupby("config")["us"].median()
+        out.append(dict(gpu=cell["gpu"], model=cell["model"], arm=arm, product=product, K=K, N=N, per_step=per_step,
+                        step_config=step, table_entry=bool(K) and any(
+                            (N, K) in table for table in (fused_configs.GEMV_CONFIGS, fused_configs.ROTARY_CONFIGS
+                                                          if flavour.endswith("_rotary") else {},
+                                                          fused_configs.PLAIN_CONFIGS if flavour == "plain" else {})),
+                        step_us=float(med.get(step, float("nan"))),
+                        fastest_config=med.idxmin() if not med.empty else None,
+                        fastest_us=float(med.min()) if not med.empty else float("nan"), configs=len(med),
+                        floor_us=2 * N * K / gbps / 1e3 if K else float("nan")))
+    return pd.DataFrame(out, columns=PRODUCT_COLUMNS)
+
+
+def product_findings(products: pd.DataFrame, confirmed_ms: float | None, cell: Mapping = MEGAKERNEL_CELL
+                     ) -> list[Finding]:
+    """What the products' configs can give the cell's target: the step's products one by one on the configs it runs
+    and on the fastest timed, summed over a step (per_step times each), against their weight floor, the target and
+    the confirmed lever's time (`confirmed_ms`)."""
+    if products.empty or products["step_us"].isna().all():
+        return [Finding("Megakernel cell's products: not timed alone on the cell's widths yet "
+                        "(FUSED_GEMV_MODELS=llama-3.2-1b python3 bench/fused_gemv.py).", measured=False)]
+    arm = products["arm"].iloc[0]
+    timed = products.dropna(subset=["step_us"])
+    missing = sorted(set(products["product"]) - set(timed["product"]))
+    step_us = float((timed["step_us"] * timed["per_step"]).sum())
+    fastest_us = float((timed["fastest_us"] * timed["per_step"]).sum())
+    floor_us = float((timed["floor_us"] * timed["per_step"]).sum())
+    listed = ", ".join(f"{r.product} {r.step_us:.1f} us ({r.fastest_us:.1f} on {r.fastest_config})"
+                       for r in timed.itertuples())
+    text = (f"Megakernel cell's products ({arm}, {cell['model']} on the {cell['gpu']}), each alone, graphed back to back "
+            f"with PDL, on the configs the step runs ({_table_words(timed)}) "
+            f"and on the fastest of the candidates timed: {listed}. A step's products"
+            + ("" if not missing else f" that were timed (not {', '.join(missing)})")
+            + f" take {step_us:.0f} us on the step's configs and {fastest_us:.0f} us on the fastest, against their "
+            f"weight floor {floor_us:.0f} us and the {cell['step_ms'] * 1e3:.0f} us target: the configs could give at "
+            f"most {step_us - fastest_us:.0f} us")
+    values = dict(measured=True, arm=arm, step_us=step_us, fastest_us=fastest_us, floor_us=floor_us,
+                  gain_us=step_us - fastest_us, missing=missing)
+    if confirmed_ms is not None:
+        gap_us = confirmed_ms * 1e3 - cell["step_ms"] * 1e3
+        text += f" of the {gap_us:.0f} us between the confirmed lever ({confirmed_ms * 1e3:.1f} us) and the target"
+        values["gap_us"] = gap_us
+    text += (". Even on the fastest configs the products alone, one kernel each as the bench launches them, take "
+             "longer than the target: on this reading it needs fewer kernels, not better configs."
+             if not missing and fastest_us > cell["step_ms"] * 1e3 else ".")
+    return [Finding(text, **values)]

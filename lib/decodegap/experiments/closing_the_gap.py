@@ -248,7 +248,8 @@ def tables(data, model_keys=()) -> dict:
     `check_sensitivity` (the decode check against injected faults), `peers` (a peer's compiled decode beside the
     package's levers, analysis.closing_the_gap_peers), `megakernel` (the levers on a public megakernel study's cell
     beside its published times, analysis.closing_the_gap_megakernel) and `megakernel_breakdown` (its profiled steps
-    by category, megakernel_profiles), `band_rows` and `bands` (the same cells measured by
+    by category, megakernel_profiles), `megakernel_products` (its chosen lever's products alone on the configs it runs
+    and on the fastest timed, analysis.closing_the_gap_megakernel.product_configs), `band_rows` and `bands` (the same cells measured by
     sweeps of different session bands, each band's time, and whether they agree: analysis.closing_the_gap_bands),
     `int4_products` (the fused int4 products alone on every config and launch, analysis.closing_the_gap_int4_products)
     and `bf16_products` (the bf16 fused products at their table's configs, beside them), `int4_step` (one layer's int4
@@ -270,6 +271,7 @@ def tables(data, model_keys=()) -> dict:
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     confirming, commit_of = confirming_rows(data, every_row)
+    gemv_rows = int4_products.load_bf16(data)  # bench/fused_gemv.py's graphed rows
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
@@ -284,9 +286,13 @@ def tables(data, model_keys=()) -> dict:
         megakernel_breakdown=megakernel_profiles(every_profile, data, specs),
         bands=bands.agreement(band_rows), band_rows=band_rows,
         int4_products=int4_products.config_table(int4_products.load(data), specs),
-        bf16_products=int4_products.bf16_table(int4_products.load_bf16(data)),
+        bf16_products=int4_products.bf16_table(gemv_rows),
         int4_sass=int4_instructions.load(data),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
+    arm, _ = megakernel.chosen_lever(out["megakernel"])
+    out["megakernel_products"] = (megakernel.product_configs(gemv_rows, models.configs({levers.MEGAKERNEL_CELL["model"]}, data),
+                                                             specs, arm) if arm else
+                                  pd.DataFrame(columns=megakernel.PRODUCT_COLUMNS))
     target = TARGETS["int4"]
     out["int4_step"] = int4_products.target_step(out["int4_products"], out["confirmation"], configs, target["gpu"],
                                                  target["model"], target["ctx"], out["bf16_products"])
@@ -318,8 +324,9 @@ def findings(t: dict) -> dict:
             "06_findings_products": (ladder.projection_findings(t["projections"])
                                      + ladder.budget_findings(t["breakdown"], t["projections"], t["ladder"],
                                                            t["configs"])),
-            "06_findings_peers": peers.findings(t["peers"]) + megakernel.findings(
-                t["megakernel"], by_category=t.get("megakernel_breakdown")),
+            "06_findings_peers": (peers.findings(t["peers"]) + megakernel.findings(
+                t["megakernel"], by_category=t.get("megakernel_breakdown"))
+                + megakernel.product_findings(t["megakernel_products"], megakernel.chosen_lever(t["megakernel"])[1])),
             "06_findings_bands": bands.findings(t["band_rows"]),
             "06_findings_int4_products": (
                 int4_products.product_findings(t["int4_products"], t["confirmation"], t["configs"], t["specs"],
