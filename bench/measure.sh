@@ -137,6 +137,8 @@ Options, as environment variables (all optional):
     ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds
     CONFIRM_AGAIN=1    the confirm step confirms the cells already confirmed again, in a run of their own (after a
                        change to a lever's code; the confirmation table reads each cell's newest commit's runs)
+    MEGAKERNEL_AGAIN=1  the megakernel step measures the cell's selection and confirmation again, each in a run of
+                       its own (after a change to the code its levers run, e.g. config table entries at its widths)
     INT4_CONFIGS_AGAIN=1  the int4_configs step times every product and launch again, not only those it lacks
     INT4_AGAIN=1       the fused_int4 step measures its cells again in a run of their own (after a change to the
                        fused int4 kernels or their config table)
@@ -389,7 +391,7 @@ step_confirm() {  # notebook 06's winners confirmed, not selected: run after the
     ${CONFIRM_AGAIN:+--again}
 }
 step_megakernel() {  # notebook 06's megakernel cell: its selection, then its confirmation
-  dg closing-the-gap --megakernel --gpu "$GPU"
+  dg closing-the-gap --megakernel --gpu "$GPU" ${MEGAKERNEL_AGAIN:+--again}
 }
 scope_sweep() {  # notebook 07: one sweep (timed: then its profiled steps; compiled) of one axis
   dg where-the-thesis-ends --axis "$1" --sweep "$2" --gpu "$GPU" --no-progress "${RETRY_FLAG[@]}" ${SCOPE_ARGS:-}

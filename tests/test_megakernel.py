@@ -236,3 +236,23 @@ def test_the_products_on_their_configs_bound_what_configs_can_give():
     assert "qkv_scaled" in scaled.values["missing"] and "fewer kernels" not in scaled
     assert scaled.values["step_us"] == pytest.approx(118.0)  # the LM head alone, the one product timed
     assert megakernel.product_findings(t.iloc[0:0], None)[0].values["measured"] is False
+
+
+def test_again_measures_the_cell_in_runs_of_their_own(monkeypatch):
+    """megakernel_plans(again=True) plans the selection and the confirmation in runs of their own (on the shipped rows,
+    whose pair would otherwise resume), and `closing-the-gap --megakernel --again` passes it to measure_megakernel;
+    --megakernel still refuses --confirm."""
+    from decodegap import cli
+    from decodegap.experiments import closing_the_gap
+
+    (selection,) = closing_the_gap.megakernel_plans("h200", paths.DATA, again=True)
+    (confirmation,) = closing_the_gap.megakernel_plans("h200", paths.DATA, confirm=True, again=True)
+    assert selection.again and confirmation.again and list(confirmation.session_ids) == [200, 201, 202]
+    assert not closing_the_gap.megakernel_plans("h200", paths.DATA)[0].again
+    seen = {}
+    monkeypatch.setattr(closing_the_gap, "measure_megakernel", lambda gpu, **kw: seen.update(kw, gpu=gpu) or [])
+    monkeypatch.setattr(cli, "_resolve_gpu", lambda gpu, data, device=None: gpu)
+    assert cli.main(["closing-the-gap", "--gpu", "h200", "--megakernel", "--again"]) == 0
+    assert seen["again"] is True and seen["gpu"] == "h200"
+    assert cli.main(["closing-the-gap", "--gpu", "h200", "--megakernel"]) == 0 and seen["again"] is False
+    assert cli.main(["closing-the-gap", "--gpu", "h200", "--megakernel", "--confirm"]) != 0

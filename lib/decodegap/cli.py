@@ -121,11 +121,13 @@ def cmd_closing_the_gap(args) -> int:
     if args.megakernel:  # the megakernel cell: its selection, its confirmation, then the profiled steps
         from decodegap.inputs import InputError
 
-        if args.levers or args.again or args.retry_errors or args.confirm:
+        if args.levers or args.retry_errors or args.confirm:
             raise InputError("--megakernel measures the cell of levers.MEGAKERNEL_CELL, its selection and then its "
-                             "confirmation; it takes none of --levers, --again, --retry-errors, --confirm")
+                             "confirmation; it takes none of --levers, --retry-errors, --confirm (--again: both in "
+                             "runs of their own)")
         gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
-        closing_the_gap.measure_megakernel(gpu, warmup=args.warmup, device=args.device, data=args.data_dir)
+        closing_the_gap.measure_megakernel(gpu, warmup=args.warmup, device=args.device, data=args.data_dir,
+                                           again=args.again)
         return 0
     if args.confirm:  # the chosen levers and their runners-up again, after the selection (its own sweeps)
         from decodegap.inputs import InputError

@@ -175,12 +175,14 @@ def confirming_rows(data, every_row: pd.DataFrame | None = None) -> tuple[pd.Dat
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
-                     warmup: int = 5, device: str = "cuda") -> list[SweepPlan]:
+                     warmup: int = 5, device: str = "cuda", again: bool = False) -> list[SweepPlan]:
     """The sweeps of the megakernel cell (levers.MEGAKERNEL_CELL, bf16): the selection, every lever of the cell in
     `sessions` fresh sessions of the cell's steps, each session checked; with `confirm`, the selection's fastest
     checked lever and its runner-up again, numbered from levers.CONFIRM_FIRST_SESSION (analysis
     .closing_the_gap_megakernel reads them as the confirmation; in a run of its own where one of the two has confirmation
-    rows from a run that timed another pair, unpaired_runs). ValueError for a confirmation before a selection."""
+    rows from a run that timed another pair, unpaired_runs). `again`: in a run of its own whatever rows there are
+    (after a change to the code the cell's levers run; the table reads each lever's latest run of each role).
+    ValueError for a confirmation before a selection."""
     cell = levers.MEGAKERNEL_CELL
     arms = tuple(cell["arms"])
     first = 0
@@ -195,16 +197,16 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
                      check_every_session=True)
     # as confirmation_plans: a pair one of whose arms has confirmation rows from a run that timed another pairing is
     # measured in a run of its own, so that the resumed sweep does not time the other arm alone
-    return [replace(plan, again=True) if confirm and unpaired_runs(plan, data) else plan]
+    return [replace(plan, again=True) if again or (confirm and unpaired_runs(plan, data)) else plan]
 
 
-def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None) -> list[str]:
-    """The megakernel cell's selection sweep, then its confirmation (megakernel_plans), each resumable, then the
-    confirmed levers' steps profiled at the cell (profile.record_kernels: what stands in the way of its target);
-    returns the sweeps' run ids."""
+def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None, again: bool = False) -> list[str]:
+    """The megakernel cell's selection sweep, then its confirmation (megakernel_plans), each resumable (`again`: both
+    in runs of their own), then the confirmed levers' steps profiled at the cell (profile.record_kernels: what stands
+    in the way of its target); returns the sweeps' run ids."""
     keys.gpu_to_measure(gpu, device, data)
-    runs = [run_sweep(p, data) for p in megakernel_plans(gpu, data, warmup=warmup, device=device)]
-    confirmation = megakernel_plans(gpu, data, True, warmup=warmup, device=device)
+    runs = [run_sweep(p, data) for p in megakernel_plans(gpu, data, warmup=warmup, device=device, again=again)]
+    confirmation = megakernel_plans(gpu, data, True, warmup=warmup, device=device, again=again)
     runs += [run_sweep(p, data) for p in confirmation]
     cell = levers.MEGAKERNEL_CELL
     profile.record_kernels(gpu, [cell["model"]], [cell["ctx"]], arms=confirmation[0].arms, data=data, device=device)
