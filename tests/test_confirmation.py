@@ -3,8 +3,6 @@ hand-made rows whose answers are checked by hand."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -217,10 +215,13 @@ def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(
                                           kinds=("int4",), again=True)
     assert plans and all(p.again for p in plans)
     # without --again a pair is measured in a run of its own only where earlier confirmation rows of one of its arms,
-    # from another pairing, would make the resumed sweep time the other arm alone (unpaired_runs)
-    for p in experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
-                                           kinds=("int4",)):
-        assert p.again == bool(experiment.unpaired_runs(dataclasses.replace(p, again=False), paths.DATA)), p
+    # from another pairing, would make the resumed sweep time the other arm alone (unpaired_runs), unless a run of the
+    # pair itself has timed it whole: on the shipped rows run 20261205T142347-17d6dd timed the int4 target cell's pair
+    # in its 3 sessions, so its runner-up's rows from run 20261205T034524-09ce5e (another pairing) ask for no new run
+    (p,) = experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
+                                         kinds=("int4",))
+    assert p.arms == ("lean_fused_all_norm_scale_graph", "lean_fused_all_next_token_graph") and not p.again
+    assert experiment.unpaired_runs(p, paths.DATA) == ["20261205T034524-09ce5e"]
     assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200", "--confirm", "--levers",
                  "lean_fused_graph"]) != 0
     assert "neither --levers nor --retry-errors" in capsys.readouterr().err
@@ -292,3 +293,27 @@ def test_a_pair_resumes_only_runs_that_timed_that_pair(tmp_path):
     assert experiment.unpaired_runs(plan, tmp_path) == []
     (raw / "decode.csv").unlink()
     assert experiment.unpaired_runs(plan, tmp_path) == []
+
+
+def test_a_pair_its_own_run_confirmed_whole_is_not_measured_again():
+    """paired_run_covers: run "pair" timed exactly this pair (either order) at both contexts in the 3 sessions, so the
+    pair is confirmed and another pairing's rows of its runner-up (run "old") ask for no run of its own; one missing
+    session of one arm, or the pair's rows split over two runs, leave it uncovered."""
+    from decodegap.experiments import closing_the_gap as experiment
+    from decodegap.harness.sweep import SweepPlan
+
+    s0 = CONFIRM_FIRST_SESSION
+    chosen, runner_up = "lean_fused_norm_scale_graph", "lean_fused_next_token_graph"
+    cell = dict(gpu="h200", model="llama-3.1-8b", quant="bf16")
+    plan = SweepPlan(gpu="h200", models=("llama-3.1-8b",), contexts=(2048, 4096), arms=(chosen, runner_up),
+                     quant="bf16", sessions=3, first_session=s0)
+    whole = [dict(run_id="pair", session=s, ctx=c, arm=a, **cell) for s in plan.session_ids for c in (2048, 4096)
+             for a in (chosen, runner_up)]
+    old = [dict(run_id="old", session=s0, ctx=2048, arm=runner_up, **cell)]
+    run_plans = {("h200", "pair"): {"arms": [runner_up, chosen]}, ("h200", "old"): {"arms": [runner_up, "x"]}}
+    assert experiment.paired_run_covers(plan, pd.DataFrame(whole + old), run_plans)
+    assert not experiment.paired_run_covers(plan, pd.DataFrame(whole[:-1] + old), run_plans)
+    split = [dict(r, run_id="pair2") if r["ctx"] == 4096 else r for r in whole]
+    assert not experiment.paired_run_covers(plan, pd.DataFrame(split), {
+        **run_plans, ("h200", "pair2"): {"arms": [chosen, runner_up]}})
+    assert not experiment.paired_run_covers(plan, pd.DataFrame(whole), {("h200", "pair"): {"arms": [chosen]}})

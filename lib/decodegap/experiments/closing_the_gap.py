@@ -91,8 +91,10 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     confirmation table then reads the newest commit's runs). A pair whose arms have confirmation rows at its cells from
     a run that did not time this pair (the runner-up confirmed earlier as another cell's chosen lever, say) is measured
     in a run of its own as well (unpaired_runs): resuming would skip the arm those rows cover and time the other one
-    alone. History: before 2026-12-05 a pair resumed from any confirmation rows of its arms, and run
-    20261205T053526-b283dc timed the bf16 target cell's chosen lever without its runner-up that way."""
+    alone; not where a run of the pair itself has timed it whole (paired_run_covers: resuming times nothing). History:
+    before 2026-12-05 a pair resumed from any confirmation rows of its arms, and run 20261205T053526-b283dc timed the
+    bf16 target cell's chosen lever without its runner-up that way; until 2026-12-05 afternoon a pair confirmed whole in
+    its own run was planned again whenever another pairing's run had rows of one of its arms."""
     choice = confirmation.choices(tables(data)["ladder"])
     choice = choice[choice["gpu"] == gpu]
     if kinds is not None:
@@ -115,7 +117,22 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     if not plans or all(p.again for p in plans):
         return plans
     rows, run_plans = _confirmation_band_rows(plans[0], data), selection.run_plans(data)  # read once for every pair
-    return [p if p.again or not unpaired_runs(p, data, rows, run_plans) else replace(p, again=True) for p in plans]
+    return [p if p.again or paired_run_covers(p, rows, run_plans) or not unpaired_runs(p, data, rows, run_plans)
+            else replace(p, again=True) for p in plans]
+
+
+def paired_run_covers(plan: SweepPlan, rows: pd.DataFrame, run_plans: dict) -> bool:
+    """Whether one run whose own plan timed exactly `plan`'s arms has confirmation rows of each of them at every cell
+    and session of `plan`: the pair is confirmed already, resuming times nothing, and other pairings' runs of its arms
+    (unpaired_runs) need no run of its own. `rows`: _confirmation_band_rows; `run_plans`: selection.run_plans."""
+    rows = rows[(rows["gpu"] == plan.gpu) & rows["model"].isin(plan.models) & rows["ctx"].isin(plan.contexts)
+                & rows["arm"].isin(plan.arms) & (rows["quant"] == plan.quant)]
+    wanted = {(m, c, a, s) for m in plan.models for c in plan.contexts for a in plan.arms for s in plan.session_ids}
+    for run, g in rows.groupby("run_id"):
+        if set((run_plans.get((plan.gpu, run)) or {}).get("arms", ())) == set(plan.arms) and wanted <= set(
+                zip(g["model"], g["ctx"].astype(int), g["arm"], g["session"].astype(int))):
+            return True
+    return False
 
 
 def _confirmation_band_rows(plan: SweepPlan, data) -> pd.DataFrame:
@@ -197,7 +214,9 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
                      check_every_session=True)
     # as confirmation_plans: a pair one of whose arms has confirmation rows from a run that timed another pairing is
     # measured in a run of its own, so that the resumed sweep does not time the other arm alone
-    return [replace(plan, again=True) if again or (confirm and unpaired_runs(plan, data)) else plan]
+    if confirm and not again and unpaired_runs(plan, data):
+        again = not paired_run_covers(plan, _confirmation_band_rows(plan, data), selection.run_plans(data))
+    return [replace(plan, again=again)]
 
 
 def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None, again: bool = False) -> list[str]:
