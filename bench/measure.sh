@@ -129,7 +129,7 @@ Options, as environment variables (all optional):
                        mistral-7b-v0.3; llama-3.2-1b: the megakernel cell's widths)
     CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
                        on a compiled lever compiles in every session)
-    SKIP_TESTS=1       the quant step without its GPU tests
+    SKIP_TESTS=1       the quant, fused, fused_int4 and int4_head steps without their GPU tests
   Measuring again
     RETRY=1            measure again the cells recorded as `error` (--retry-errors), once their cause is fixed
     RETRY_UNAVAILABLE=1  the attention steps measure again the cells recorded as `unavailable` (e.g. fa2 once
@@ -342,7 +342,7 @@ step_gemv() {
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/int4_gemv.py
 }
 step_fused() {
-  gpu_tests fused tests/test_fused.py tests/test_norm_scale.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
+  [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused tests/test_fused.py tests/test_norm_scale.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
 }
 step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows): the
