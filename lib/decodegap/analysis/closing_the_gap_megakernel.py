@@ -84,19 +84,15 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.D
     head = (f"Megakernel cell, {where}: floor {floor * 1e3:.0f} us (W_all at the datasheet), so the "
             f"{cell['step_ms']:.2f} ms target is R_floor {floor / cell['step_ms']:.3f}; the study's published times "
             f"(not measured here): {study}.")
-    ok = t[(t["source"] == "measured") & (t["status"] == "ok")]
-    chosen = ok[ok["role"] == "selection"]
-    if chosen.empty:
+    chosen, best, again = _choice(t)
+    if best is None:
         return [Finding(head + " No checked lever timed on the cell yet (bench/measure.sh's megakernel step).",
                         measured=False, floor_ms=floor, target_ms=cell["step_ms"])]
-    best = chosen.loc[chosen["t_obs_ms"].idxmin()]
     runner = chosen.drop(best.name)
     runner_text = (f", runner-up {runner.loc[runner['t_obs_ms'].idxmin(), 'lever']} "
                    f"{runner['t_obs_ms'].min() * 1e3:.1f} us" if not runner.empty else "")
     sel = (f" The selection run's fastest of {len(chosen)} checked levers is {best['lever']} at "
            f"{best['t_obs_ms'] * 1e3:.1f} us ({int(best['sessions'])} sessions{runner_text})")
-    again = ok[(ok["role"] == "confirmation") & (ok["arm"] == best["arm"])]
-    again = again[again["sessions"] >= CONFIRM_SESSIONS]
     if again.empty:
         return [Finding(head + sel + "; not confirmed by a fresh run yet, so not counted against the target.",
                         measured=True, confirmed=False, lever=best["lever"], selected_ms=float(best["t_obs_ms"]),
@@ -123,17 +119,26 @@ def _table_words(timed: pd.DataFrame) -> str:
     return f"{held} of {len(timed)} from the fused GEMV's table, the others its rule's"
 
 
-def chosen_lever(t: pd.DataFrame) -> tuple[str | None, float | None]:
-    """(arm, confirmed ms) of the cell's chosen lever as `findings` reads it from the table: the selection run's
-    fastest checked lever and its time in a confirmation run of CONFIRM_SESSIONS sessions or more (None where it has
-    none); (None, None) without a checked selection."""
+def _choice(t: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series | None, pd.DataFrame]:
+    """(the selection's checked levers, the fastest of them or None, its confirmation rows of CONFIRM_SESSIONS
+    sessions or more) of the cell's table."""
     ok = t[(t["source"] == "measured") & (t["status"] == "ok")]
     chosen = ok[ok["role"] == "selection"]
     if chosen.empty:
+        return chosen, None, ok.iloc[0:0]
+    best = chosen.loc[chosen["t_obs_ms"].idxmin()]
+    again = ok[(ok["role"] == "confirmation") & (ok["arm"] == best["arm"]) & (ok["sessions"] >= CONFIRM_SESSIONS)]
+    return chosen, best, again
+
+
+def chosen_lever(t: pd.DataFrame) -> tuple[str | None, float | None]:
+    """(arm, confirmed ms) of the cell's chosen lever, as `findings` reads it from the table: the selection run's
+    fastest checked lever and its time in a confirmation run of CONFIRM_SESSIONS sessions or more (None where it has
+    none); (None, None) without a checked selection."""
+    _, best, again = _choice(t)
+    if best is None:
         return None, None
-    arm = chosen.loc[chosen["t_obs_ms"].idxmin(), "arm"]
-    again = ok[(ok["role"] == "confirmation") & (ok["arm"] == arm) & (ok["sessions"] >= CONFIRM_SESSIONS)]
-    return arm, (float(again["t_obs_ms"].iloc[-1]) if not again.empty else None)
+    return best["arm"], (float(again["t_obs_ms"].iloc[-1]) if not again.empty else None)
 
 
 def _in_the_way(by_category: pd.DataFrame | None, cell: Mapping, arm: str, ms: float) -> tuple[str, dict]:
@@ -179,14 +184,11 @@ def product_configs(gemv_rows: pd.DataFrame, configs: Mapping[str, Mapping], spe
     for product, per_step in launched:
         K, N, flavour = shapes.get(product, (None, None, None))
         at = rows[(rows["product"] == product) & (rows["K"] == K) & (rows["N"] == N)] if K else rows.iloc[0:0]
-        step = (fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=flavour.endswith("_rotary")).key
-                if K else None)
+        how = dict(plain=flavour == "plain", rotary=flavour.endswith("_rotary")) if K else {}
+        step = fused_configs.gemv_config(N, K, **how).key if K else None
         med = at.groupby("config")["us"].median()
         out.append(dict(gpu=cell["gpu"], model=cell["model"], arm=arm, product=product, K=K, N=N, per_step=per_step,
-                        step_config=step, table_entry=bool(K) and any(
-                            (N, K) in table for table in (fused_configs.GEMV_CONFIGS, fused_configs.ROTARY_CONFIGS
-                                                          if flavour.endswith("_rotary") else {},
-                                                          fused_configs.PLAIN_CONFIGS if flavour == "plain" else {})),
+                        step_config=step, table_entry=bool(K) and fused_configs.table_entry(N, K, **how) is not None,
                         step_us=float(med.get(step, float("nan"))),
                         fastest_config=med.idxmin() if not med.empty else None,
                         fastest_us=float(med.min()) if not med.empty else float("nan"), configs=len(med),

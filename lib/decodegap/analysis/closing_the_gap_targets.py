@@ -368,8 +368,7 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
                  f"{span([values['confirmed_ms_min'], values['confirmed_ms_max']])} ms; the slowest")
         text += (f", {n_met} of them meeting it ({which} {slowest['model']} ctx {int(slowest['ctx'])} with "
                  f"{slowest['lever']})")
-    low, high = f"{cells['selected_ms'].min():.2f}", f"{cells['selected_ms'].max():.2f}"
-    text += _selection_and_verdict(values, f"{low} ms" if low == high else f"{low}-{high} ms")
+    text += _selection_and_verdict(values, f"{span(cells['selected_ms'])} ms")
     return [Finding(text, **values)]
 
 

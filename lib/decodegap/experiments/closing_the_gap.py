@@ -117,8 +117,16 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     if not plans or all(p.again for p in plans):
         return plans
     rows, run_plans = _confirmation_band_rows(plans[0], data), selection.run_plans(data)  # read once for every pair
-    return [p if p.again or paired_run_covers(p, rows, run_plans) or not unpaired_runs(p, data, rows, run_plans)
-            else replace(p, again=True) for p in plans]
+    return [p if p.again or not needs_own_run(p, data, rows, run_plans) else replace(p, again=True) for p in plans]
+
+
+def needs_own_run(plan: SweepPlan, data, rows: pd.DataFrame | None = None, run_plans: dict | None = None) -> bool:
+    """Whether a confirmation `plan` must be measured in a run of its own rather than resumed: another pairing's run
+    has confirmation rows of one of its arms at its cells (unpaired_runs), and no run of the pair itself has timed it
+    whole (paired_run_covers). `rows` and `run_plans` are read from `data` where not given."""
+    rows = _confirmation_band_rows(plan, data) if rows is None else rows
+    run_plans = selection.run_plans(data) if run_plans is None else run_plans
+    return bool(unpaired_runs(plan, data, rows, run_plans)) and not paired_run_covers(plan, rows, run_plans)
 
 
 def paired_run_covers(plan: SweepPlan, rows: pd.DataFrame, run_plans: dict) -> bool:
@@ -214,9 +222,7 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
                      check_every_session=True)
     # as confirmation_plans: a pair one of whose arms has confirmation rows from a run that timed another pairing is
     # measured in a run of its own, so that the resumed sweep does not time the other arm alone
-    if confirm and not again and unpaired_runs(plan, data):
-        again = not paired_run_covers(plan, _confirmation_band_rows(plan, data), selection.run_plans(data))
-    return [replace(plan, again=again)]
+    return [replace(plan, again=again or (confirm and needs_own_run(plan, data)))]
 
 
 def measure_megakernel(gpu: str, warmup: int = 5, device: str = "cuda", data=None, again: bool = False) -> list[str]:

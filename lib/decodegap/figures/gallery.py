@@ -121,7 +121,7 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     sp = speedups[(speedups.gpu == GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")]
     h100 = speedups[(speedups.gpu == PAPER_GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")
                     & (speedups.sweep == "headline")]
-    ours_h100 = (f"; on an H100 SXM measured here {h100.speedup.min():.2f}-{h100.speedup.max():.2f}x (N = "
+    ours_h100 = (f"; on an H100 SXM measured here {_span(h100.speedup)}x (N = "
                  f"{int(h100.sessions.min())} sessions each, of its headline sweep)" if not h100.empty else "")
     hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
     ab = pd.read_csv(f / "02_ab_cells.csv")

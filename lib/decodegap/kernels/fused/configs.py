@@ -77,6 +77,16 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def table_entry(N: int, K: int, plain: bool = False, rotary: bool = False) -> GemvConfig | None:
+    """The tables' config of weight shape (N, K), as gemv_config looks it up (`plain`: PLAIN_CONFIGS's first;
+    `rotary`: ROTARY_CONFIGS's first; then GEMV_CONFIGS's); None where they hold none and the rule decides."""
+    if plain and (N, K) in PLAIN_CONFIGS:
+        return PLAIN_CONFIGS[(N, K)]
+    if rotary and (N, K) in ROTARY_CONFIGS:
+        return ROTARY_CONFIGS[(N, K)]
+    return GEMV_CONFIGS.get((N, K))
+
+
 def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> GemvConfig:
     """The config of weight shape (N, K) (`plain`: of a product with no prologue or epilogue, PLAIN_CONFIGS's
     first; `rotary`: of the qkv product with the rotary epilogue, ROTARY_CONFIGS's first): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
@@ -84,12 +94,9 @@ def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> Ge
     programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
     if _interpreted():
         return GemvConfig(8, INTERPRETED_BLOCK_K)
-    if plain and (N, K) in PLAIN_CONFIGS:
-        return PLAIN_CONFIGS[(N, K)]
-    if rotary and (N, K) in ROTARY_CONFIGS:
-        return ROTARY_CONFIGS[(N, K)]
-    if (N, K) in GEMV_CONFIGS:
-        return GEMV_CONFIGS[(N, K)]
+    entry = table_entry(N, K, plain, rotary)
+    if entry is not None:
+        return entry
     block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
     split = 1
     while split < 4 and _cdiv(N, 8) * split < 4 * H200_SMS and K // (2 * split) >= 4 * block_k:
