@@ -41,6 +41,9 @@ carries on. Notebook 05 (cost) measures nothing.
     fused      notebook 06: the fused Triton step's GPU tests (tests/test_fused.py, tests/test_norm_scale.py), then
                bench/fused_gemv.py, its GEMV against cuBLAS per product shape, configs, split-K
                and PDL (OUTDIR/fused_gemv.csv, committed as data/diagnostics/fused_gemv.csv)
+    attention_splits  notebook 06: bench/attention_splits.py, the split-KV attention by itself on the grid's
+               attention shapes and contexts over block, split, load order and merge, each checked, with PDL
+               (OUTDIR/attention_splits.csv, committed as data/diagnostics/attention_splits.csv)
     int4_configs  notebook 06: bench/fused_int4_gemv.py, the fused int4 product on every config of the int4 GEMV's
                and each launch (none, PDL, early trigger) per product of the fused int4 step (the int4 LM head of
                int4-triton-head among them), beside the per-process
@@ -171,7 +174,7 @@ fi
 GPU=$1
 OUTDIR=$2
 shift 2
-ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
+ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused attention_splits int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
@@ -344,6 +347,9 @@ step_gemv() {
 step_fused() {
   [ -n "${SKIP_TESTS:-}" ] || gpu_tests fused tests/test_fused.py tests/test_norm_scale.py ${FUSED_TESTS:+-k "$FUSED_TESTS"}
   DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/fused_gemv.py
+}
+step_attention_splits() {
+  DECODEGAP_DIAG_DIR="$OUTDIR" bounded python3 bench/attention_splits.py
 }
 step_int4_configs() {  # the fused int4 product's configs per shape, flavour and launch (its table's rows): the
   # committed rows first, so that the bench resumes from them (it skips what they time whole) and OUTDIR's file is the

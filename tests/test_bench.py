@@ -86,13 +86,13 @@ def test_bench_readme_has_a_row_for_every_step_and_names_every_file():
     readme = (BENCH / "README.md").read_text()
     steps = _steps_of_measure_sh()
     assert steps == ["env", "tests", "roofline", "ab", "attention", "attention_step", "quant", "quant_power",
-                     "marlin_prefill", "gemv", "fused", "int4_configs", "fused_int4", "int4_head", "check_sensitivity",
-                     "ladder", "confirm", "megakernel", "batch", "batch_compile", "size", "size_compile", "peers"]
+                     "marlin_prefill", "gemv", "fused", "attention_splits", "int4_configs", "fused_int4", "int4_head",
+                     "check_sensitivity", "ladder", "confirm", "megakernel", "batch", "batch_compile", "size", "size_compile", "peers"]
     rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d\d|all) \|", readme, re.M)
     assert [step for step, _ in rows] == steps
     assert dict(rows) == {"env": "all", "tests": "all", "roofline": "01", "ab": "02", "attention": "03",
                           "attention_step": "03", "quant": "04", "quant_power": "04", "marlin_prefill": "04",
-                          "gemv": "04", "fused": "06", "int4_configs": "06", "fused_int4": "06", "int4_head": "06",
+                          "gemv": "04", "fused": "06", "attention_splits": "06", "int4_configs": "06", "fused_int4": "06", "int4_head": "06",
                           "check_sensitivity": "06", "ladder": "06", "confirm": "06", "megakernel": "06", "batch": "07",
                           "batch_compile": "07", "size": "07", "size_compile": "07", "peers": "06"}
     for path in sorted(BENCH.iterdir()):

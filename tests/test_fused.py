@@ -142,6 +142,8 @@ def test_the_fused_kernel_names_and_their_rules():
     with pytest.raises(ValueError, match="'merged_attention' is the split-KV attention's one-kernel form"):
         lean.kernel_set(("gemv", "merged_attention"))
     assert lean.kernel_set(("attention", "merged_attention")) == {"attention", "merged_attention"}
+    with pytest.raises(ValueError, match="'kv_together' is how the split-KV attention loads its blocks"):
+        lean.kernel_set(("gemv", "kv_together"))
     decoder = lean.LeanDecoder(_tiny("llama-tiny"), 8, ("fused", "attention", "pdl"))
     assert decoder.fused == fused.FusedOps(pdl=True) and lean.LeanDecoder(_tiny("llama-tiny"), 8).fused is None
 
@@ -265,10 +267,11 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
                 ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue,
-                ops.norm_scale) == (
+                ops.norm_scale, ops.kv_together) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
-            "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen), key
+            "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen,
+            "kv_together" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -448,11 +451,14 @@ for key in ("llama-tiny", "qwen2-tiny"):
         both = lean.LeanStep(model, 12, 16, feedback=False,
                              custom_kernels=("fused", "attention", "norm_epilogue", "rotary_epilogue"))
         assert both.lean.fused == fused.FusedOps(norm_in_epilogue=True, rotary_in_qkv=True)
+        kv = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "kv_together"))
+        assert kv.lean.fused == fused.FusedOps(kv_together=True)
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
             assert compare.max_relative_error(e, b) < 0.02, key
             assert compare.max_relative_error(both.step().float(), b) < 0.02, key
+            assert compare.max_relative_error(kv.step().float(), b) < 0.02, key  # V beside K, blocks of 64
 print("interpreted fused kernels ok")
 """
 
@@ -462,7 +468,7 @@ def test_fused_kernels_equal_their_references_in_tritons_interpreter():
     prologue) over five configs (split-K 2 to 4
     included) on shapes with odd N and K; split-K's determinism and its counters reset; rotary_cache exactly, on
     three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels (also with the norm in o's
-    epilogue), against the reference step and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
+    epilogue, and with the attention's V loaded beside K), against the reference step and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")

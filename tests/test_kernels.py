@@ -79,6 +79,9 @@ for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
     one = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16, merged=True)
     assert (one.float() - got.float()).abs().max() < 1e-2, (Hq, Hkv, L, length)
     assert kernels.merge_counters("cpu").abs().sum() == 0
+    # V loaded beside K: the same loads and the same sums, so the same output as the default order, bit for bit
+    both = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16, kv_together=True)
+    assert torch.equal(both, got), (Hq, Hkv, L, length)
 q, k, v = qkv(8, 2, 2048, 16)  # a cache far longer than the live length: its splits share the 77 positions
 got = kernels.decode_attention(q, k, v, torch.tensor([77]), 0.25, block=16)
 assert (got.float() - kernels.decode_attention_reference(q, k, v, 77, 0.25).float()).abs().max() < 2e-2
@@ -93,10 +96,12 @@ with torch.inference_mode():
     fast = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=True)
     attn = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",))  # cuBLAS projections
     one = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention", "merged_attention"))
+    kv = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention", "kv_together"))
     for _ in range(3):
         a, b, c, e = plain.step().float(), fast.step().float(), attn.step().float(), one.step().float()
         assert (a - b).abs().max() < 0.05 * a.abs().max() and (a - c).abs().max() < 0.05 * a.abs().max()
         assert (e - c).abs().max() < 0.02 * a.abs().max()  # the attention in one kernel: the two-kernel step's
+        assert (kv.step().float() - c).abs().max() < 0.02 * a.abs().max()  # V beside K, blocks of 64
     # a batch of 3 sequences: the split-KV attention reads them as 3 x kv_heads heads, against SDPA under the mask
     plain3 = lean.LeanStep(model, 12, 16, feedback=False, batch=3)
     attn3 = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("attention",), batch=3)
@@ -157,6 +162,10 @@ def test_split_kv_attention_on_the_gpu(model, L, length):
     assert (got.float() - ref.float()).abs().max() < 2e-2
     one = kernels.decode_attention(q, k, v, torch.tensor([length], device="cuda"), 128 ** -0.5, merged=True)
     assert (one.float() - got.float()).abs().max() < 1e-2 and kernels.merge_counters("cuda").abs().sum().item() == 0
+    for block in (32, 64):  # V loaded beside K, one block a program where the split allows: the same output
+        both = kernels.decode_attention(q, k, v, torch.tensor([length], device="cuda"), 128 ** -0.5, block=block,
+                                        split=block, kv_together=True)
+        assert (both.float() - ref.float()).abs().max() < 2e-2, block
 
 
 @pytest.mark.gpu

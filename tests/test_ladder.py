@@ -40,8 +40,8 @@ def test_ladder_table_orders_levers_and_marks_the_unmeasured():
 def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone():
     """int4 on the fastest path: over the grid int4 runs on the HF graph and the Triton-attention lean levers (the
     int4 GEMV's also on the fused int4 step's five, and with the int4 LM head on its three fastest and the four
-    epilogue levers); the other int4 lean levers, the bf16 SiLU-epilogue and norm-scale levers and the int4-triton
-    levers with every epilogue at the target cell (h200, llama-3.1-8b, ctx 2048) only."""
+    epilogue levers); the other int4 lean levers, the bf16 SiLU-epilogue, norm-scale and kv-together levers and the
+    int4-triton levers with every epilogue at the target cell (h200, llama-3.1-8b, ctx 2048) only."""
     plan = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
     assert plan == [
         ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
@@ -53,7 +53,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                               "lean_fused_early_products_graph",
                                                               "lean_fused_merged_graph",
                                                               "lean_fused_next_token_graph")),
-        ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph", "lean_fused_norm_scale_graph")),
+        ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph", "lean_fused_norm_scale_graph",
+                                               "lean_fused_kv_together_graph", "lean_fused_kv_together_merged_graph")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile",
@@ -69,7 +70,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
          ("lean_attn_compile", "lean_fused_pdl_norm_graph", "lean_fused_early_products_graph",
           "lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph", "lean_fused_epilogue_norms_graph",
           "lean_fused_norms_next_token_graph", "lean_fused_all_next_token_graph")),
-        ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",))]
+        ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",
+                                                          "lean_fused_all_kv_together_graph"))]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 4  # no target cell in the grid
     assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 4
     only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))

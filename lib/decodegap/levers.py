@@ -34,6 +34,10 @@ LEVERS = (
      "bf16"),
     ("lean graph, fused step + PDL, early products, next token in one kernel, norms as scales",
      "lean_fused_norm_scale_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, attention's V loaded beside K",
+     "lean_fused_kv_together_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, V beside K, one-kernel attention",
+     "lean_fused_kv_together_merged_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -73,6 +77,8 @@ LEVERS = (
      "lean_fused_all_next_token_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, every norm as a scale, next token in one kernel",
      "lean_fused_all_norm_scale_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, every norm as a scale, next token in one kernel, attention's V loaded beside K",
+     "lean_fused_all_kv_together_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -119,7 +125,11 @@ each slower than the same product without the norm, by about as much as each oth
 for the whole of its input; as a scale no program waits, and the product after it applies 1 / rms to its sums. Its
 int4 twin (lean_fused_all_norm_scale_graph, int4-triton-head): the epilogue-norms lever with the next token in one
 kernel, every norm but the first as a scale, the int4 products' rows showing the same cost of a norm (notebook 06's
-int4 products findings)."""
+int4 products findings). The kv-together levers (lean_fused_kv_together_graph and its one-kernel-attention form
+lean_fused_kv_together_merged_graph, bf16; lean_fused_all_kv_together_graph, int4-triton-head): the norm-scale levers
+with the split-KV attention loading each block's V beside its K, in blocks of 64 positions (kernels.step.attention_blocks):
+the profiled step at the target cell spends about four times the attention's KV floor in its attention, each
+program of the default waiting on K, then the scores, then V, twice over."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -128,7 +138,9 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_norms_next_token_graph", "int4-triton"),
                               ("lean_fused_all_next_token_graph", "int4-triton"),
                               ("lean_fused_norm_scale_graph", "bf16"),
-                              ("lean_fused_all_norm_scale_graph", "int4-triton-head")})
+                              ("lean_fused_all_norm_scale_graph", "int4-triton-head"),
+                              ("lean_fused_kv_together_graph", "bf16"), ("lean_fused_kv_together_merged_graph", "bf16"),
+                              ("lean_fused_all_kv_together_graph", "int4-triton-head")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
@@ -139,7 +151,7 @@ every epilogue on the int4-triton path, whose grid the same lever with the int4 
 epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head), the benches having
 timed none of their products when they were added: each goes over the grid once a confirmation sweep holds it as the
 fastest lever of its kind at the target cell (closing_the_gap_confirmation.confirmed_fastest), a rule written on
-2026-12-05 before any row of either. The compiled
+2026-12-05 before any row of either; the kv-together levers under the same rule, from their addition. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 

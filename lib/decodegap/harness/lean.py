@@ -48,7 +48,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from decodegap.arms import BATCH_KERNELS
 from decodegap.kernels.fused import launch as fused
 from decodegap.kernels.next_token import next_token_, next_token_reference_
-from decodegap.kernels.step import decode_attention, gemv
+from decodegap.kernels.step import attention_blocks, decode_attention, gemv
 from decodegap.quant import fuse as quant_fuse, layers as quant_layers
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
@@ -62,7 +62,7 @@ since), and a flip gives errors of that size. Kept so that the code is the one t
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
                   "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                  "next_token", "norm_scale")
+                  "next_token", "norm_scale", "kv_together")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -79,7 +79,8 @@ previous layer's down epilogue, its qkv product then with no prologue (fused.Fus
 "next_token": the step's greedy next token (argmax of the logits into the token, the position advanced) in one
 kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence); "norm_scale": each
 norm the options above make in an epilogue left to the next product as a scale, which applies 1 / rms to its sums
-(fused.FusedOps.norm_scale, kernels.fused.norm_scale.NormScale)."""
+(fused.FusedOps.norm_scale, kernels.fused.norm_scale.NormScale); "kv_together": the split-KV attention loading each
+block's V beside its K, in blocks of KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -106,9 +107,10 @@ def kernel_set(custom_kernels) -> frozenset:
     if "norm_scale" in chosen and not chosen & {"norm_epilogue", "head_norm_epilogue", "input_norm_epilogue"}:
         raise ValueError(f"'norm_scale' changes how a norm made in an epilogue reaches the next product: it needs "
                          f"'norm_epilogue', 'head_norm_epilogue' or 'input_norm_epilogue', got {sorted(chosen)}")
-    if "merged_attention" in chosen and "attention" not in chosen:
-        raise ValueError(f"'merged_attention' is the split-KV attention's one-kernel form: it needs 'attention', got "
-                         f"{sorted(chosen)}")
+    for option, what in (("merged_attention", "the split-KV attention's one-kernel form"),
+                         ("kv_together", "how the split-KV attention loads its blocks")):
+        if option in chosen and "attention" not in chosen:
+            raise ValueError(f"'{option}' is {what}: it needs 'attention', got {sorted(chosen)}")
     return chosen
 
 
@@ -273,7 +275,8 @@ class LeanLayer(nn.Module):
             L = k_cache.shape[2]
             o = decode_attention(q[:, :, 0].reshape(B * H, D), k_cache.view(B * Hkv, L, D),
                                  v_cache.view(B * Hkv, L, D), start_pos + 1, self.scale,
-                                 merged="merged_attention" in self.custom_kernels)  # [B * H, D]
+                                 merged="merged_attention" in self.custom_kernels,
+                                 **attention_blocks("kv_together" in self.custom_kernels))  # [B * H, D]
         else:  # as HF does under a mask: K/V expanded to every query head
             keys, values = repeat_kv(k_cache, H // Hkv), repeat_kv(v_cache, H // Hkv)
             o = _attention(q, keys, values, mask, self.scale, prefill=T > 1)

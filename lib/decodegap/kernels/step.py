@@ -170,7 +170,7 @@ def _attention_kernels():
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
                          USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, count_ptr, out_ptr,
-                         MERGE: tl.constexpr, S: tl.constexpr):
+                         MERGE: tl.constexpr, S: tl.constexpr, KV_TOGETHER: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
@@ -197,6 +197,8 @@ def _attention_kernels():
                 valid = pos < end
                 kv_off = h * L * D + pos[:, None] * D + d[None, :]
                 k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
+                if KV_TOGETHER:  # V's load issued beside K's, before the scores: one memory latency a block, not two
+                    v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
                 if UPCAST:
                     k = k.to(tl.float32)
                 # [G, BLOCK] on the tensor cores, fp32 accumulation; the cast keeps the loop's types fixed when
@@ -206,7 +208,8 @@ def _attention_kernels():
                 m_new = tl.maximum(m, tl.max(scores, axis=1))
                 alpha = tl.exp(m - m_new)
                 p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
-                v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                if not KV_TOGETHER:
+                    v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
                 if UPCAST:
                     v = v.to(tl.float32)
                 lsum = lsum * alpha + tl.sum(p, axis=1)
@@ -283,6 +286,19 @@ def split_size(max_len: int, kv_heads: int, block: int = 32, sms: int = H200_SMS
     return max(block, 1 << max(0, math.ceil(math.log2(max(1, math.ceil(max_len / target))))))
 
 
+KV_TOGETHER_BLOCK = 64
+"""Cache positions a program of the kv-together attention loads per iteration (attention_blocks). Chosen on
+2026-12-05 before any row of it: at the grid's shortest context (ctx 2048, a cache of about 2090 positions, 8 kv
+heads) split_size gives 64 positions a program, so each program loads its K and V in one block, one memory latency
+where the default's two blocks of 32 with V after the scores wait on four."""
+
+
+def attention_blocks(kv_together: bool) -> dict:
+    """decode_attention's load options for the kernel option "kv_together" (harness.lean.CUSTOM_KERNELS): V beside
+    K in blocks of KV_TOGETHER_BLOCK (the split from split_size at that block); none without it."""
+    return dict(kv_together=True, block=KV_TOGETHER_BLOCK) if kv_together else {}
+
+
 MERGE_COUNTERS = 1 << 12
 """Arrival counters of the one-kernel attention (decode_attention's `merged`), one a kv head of a call: every call
 leaves them at zero."""
@@ -296,7 +312,7 @@ def merge_counters(device):
 
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
-                     pdl: bool = False, early_trigger: bool = False, merged: bool = False):
+                     pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
@@ -306,7 +322,8 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch). `merged`: one kernel, not two:
     each program stores its split's partials and bumps its kv head's arrival counter (merge_counters), and the
     program that arrives last merges the head's splits and writes the output (as the fused GEMV's split-K does), so
-    the merge kernel is not launched. History: until 2026-12-05 that program merged split after split, each step
+    the merge kernel is not launched. `kv_together`: each block's V loaded beside its K, before the scores are made
+    (by default V's load follows the first product). History: until 2026-12-05 that program merged split after split, each step
     waiting on the one before (run 20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than
     lean_fused_early_products_graph, the same lever with the two kernels, in the same session); it now reads each
     query head's partials in one load, as the merge kernel does (not timed yet: the ladder's rows of the lever name
@@ -338,7 +355,8 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     merge = (dict(count_ptr=merge_counters(q.device), out_ptr=out) if merged else dict(count_ptr=length, out_ptr=qc))
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
-                                  EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1, **merge, **launch)
+                                  EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
+                                  KV_TOGETHER=kv_together, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:

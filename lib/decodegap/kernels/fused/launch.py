@@ -81,7 +81,8 @@ from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.configs import launch_of
 from decodegap.kernels.fused_int4.launch import fused_int4_gemv, int4_tensors
-from decodegap.kernels.step import _gdc, _interpreted, _triton, available, decode_attention, decode_attention_reference
+from decodegap.kernels.step import (_gdc, _interpreted, _triton, attention_blocks, available, decode_attention,
+                                    decode_attention_reference)
 
 
 def pdl_unavailable(device="cuda") -> str | None:
@@ -278,7 +279,8 @@ class FusedOps:
     made in an epilogue is left to the next product as a scale (fused_gemv's out_scale and norm_scale, NormScale):
     no program of the product before it waits for the whole output, and the product after it applies 1 / rms to its
     sums instead of reading a normalised x (the bf16 and the int4 kernels alike; the first layer's input norm stays
-    qkv's prologue)."""
+    qkv's prologue). `kv_together`: the attention loads each block's V beside its K, in blocks of
+    kernels.step.KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`)."""
 
     pdl: bool = False
     reference: bool = False
@@ -291,13 +293,14 @@ class FusedOps:
     head_norm_in_epilogue: bool = False
     input_norm_in_epilogue: bool = False
     norm_scale: bool = False
+    kv_together: bool = False
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
         "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
-        and input_norm_in_epilogue, "norm_scale" norm_scale (arms.Arm.kernels)."""
+        and input_norm_in_epilogue, "norm_scale" norm_scale, "kv_together" kv_together (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
@@ -305,7 +308,7 @@ class FusedOps:
                    norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen,
-                   norm_scale="norm_scale" in chosen)
+                   norm_scale="norm_scale" in chosen, kv_together="kv_together" in chosen)
 
     @property
     def _launch(self) -> dict:
@@ -379,7 +382,8 @@ class FusedOps:
         """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
         if self.reference:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
-        return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention, **self._launch)
+        return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention,
+                                **attention_blocks(self.kv_together), **self._launch)
 
     def gemv_residual(self, x, weight, residual, out_norm=None):
         """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""

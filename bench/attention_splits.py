@@ -1,0 +1,149 @@
+"""The split-KV decode attention (decodegap.kernels.step.decode_attention) by itself, on the grid's attention shapes,
+over how it is split and launched: which split, block and load order the fused step's attention should use.
+
+Per (model, ctx) the caches of all of the model's layers are allocated (bf16 [Hkv, L, D] K and V a layer, L = ctx + 40
+as a step's cache, `length` = ctx + 20 live positions), so a graph that calls the attention once per layer streams
+as much KV as a step does and finds none of it in L2. Per variant:
+  block        positions a program loads per iteration (32, 64, 128);
+  waves        programs per SM the split aims at (kernels.step.split_size: split = the cache positions a program
+               covers, a power of two >= block); split == block means one iteration a program;
+  kv_together  V's load issued beside K's (decode_attention's kv_together) or after the first product;
+  merged       the merge in the split kernel's last program of a kv head, or a merge kernel;
+each checked first against decode_attention_reference (max |out - ref| <= TOL, else status `error`, no timing),
+then timed as a CUDA graph of one call a layer, with PDL where the GPU has it (as the fused step launches it),
+replayed REPLAYS times: us per call. bytes: the K and V of `length` positions a layer; gbps = bytes / us.
+
+Writes data/diagnostics/attention_splits.csv (DECODEGAP_DIAG_DIR=OUTDIR writes OUTDIR/attention_splits.csv), one row
+per replay (gpu, model, ctx, L, length, Hq, Hkv, block, waves, split, n_splits, kv_together, merged, pdl, rep, us,
+bytes, gbps, max_abs_err, status, reason, then the run's provenance), and prints each cell's default (block 32,
+waves 2, V after the product, two kernels: the step's attention until now) beside its fastest variant.
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/attention_splits.py
+(ATTENTION_MODELS, ATTENTION_CONTEXTS: comma-separated, default the grid's attention shapes and contexts)
+"""
+
+import itertools
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+from decodegap import timing
+from decodegap.diagnostics import Rows
+from decodegap.harness import models
+from decodegap.kernels import step as kernels
+from decodegap.kernels.fused import launch as fused
+
+DEVICE = "cuda"
+TOL = 2e-2
+REPLAYS = 20
+CACHE_EXTRA, LIVE_EXTRA = 40, 20
+MODELS = tuple(os.environ.get("ATTENTION_MODELS", "llama-3.1-8b,qwen2.5-7b").split(","))
+"""Mistral-7B-v0.3 has Llama-3.1-8B's attention shape (32 query heads, 8 kv heads, head dim 128, 32 layers)."""
+CONTEXTS = tuple(int(c) for c in os.environ.get("ATTENTION_CONTEXTS", "2048,4096,8192,16384").split(","))
+BLOCKS, WAVES = (32, 64, 128), (1, 2, 4, 8)
+DEFAULT = dict(block=32, waves=2, kv_together=False, merged=False)
+FIELDS = ("gpu", "model", "ctx", "L", "length", "Hq", "Hkv", "block", "waves", "split", "n_splits", "kv_together",
+          "merged", "pdl", "rep", "us", "bytes", "gbps", "max_abs_err", "status", "reason")
+
+
+def shape(key):
+    """(layers, Hq, Hkv, head_dim) of model `key`."""
+    c = models.load_spec(key).config
+    return (c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
+            c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
+
+
+def variants(L, Hkv):
+    """(block, waves, split, kv_together, merged), each split once: waves giving a split another waves gave
+    already (split_size's power of two) are not timed again."""
+    seen = set()
+    for block, waves, kv_together, merged in itertools.product(BLOCKS, WAVES, (False, True), (False, True)):
+        split = kernels.split_size(L, Hkv, block, waves=waves)
+        if (block, split, kv_together, merged) not in seen:
+            seen.add((block, split, kv_together, merged))
+            yield block, waves, split, kv_together, merged
+
+
+def cell(key, ctx, pdl, emit, gen):
+    layers, Hq, Hkv, D = shape(key)
+    L, length = ctx + CACHE_EXTRA, ctx + LIVE_EXTRA
+    caches = [((torch.randn(Hkv, L, D, generator=gen, device=DEVICE)).bfloat16(),
+               torch.randn(Hkv, L, D, generator=gen, device=DEVICE).bfloat16()) for _ in range(layers)]
+    q = torch.randn(Hq, D, generator=gen, device=DEVICE).bfloat16()
+    live = torch.tensor([length], device=DEVICE, dtype=torch.int32)
+    scale = D ** -0.5
+    ref = kernels.decode_attention_reference(q, *caches[0], length, scale).float()
+    nbytes = 2 * Hkv * length * D * 2
+    for block, waves, split, kv_together, merged in variants(L, Hkv):
+        base = dict(model=key, ctx=ctx, L=L, length=length, Hq=Hq, Hkv=Hkv, block=block, waves=waves, split=split,
+                    n_splits=-(-L // split), kv_together=int(kv_together), merged=int(merged), pdl=int(pdl),
+                    bytes=nbytes)
+
+        def call(k, v, block=block, split=split, kv_together=kv_together, merged=merged):
+            return kernels.decode_attention(q, k, v, live, scale, split=split, block=block, pdl=pdl,
+                                            kv_together=kv_together, merged=merged)
+        try:
+            err = (call(*caches[0]).float() - ref).abs().max().item()
+            if not err <= TOL:  # NaN included
+                raise AssertionError(f"max_abs_err {err:.3e} > {TOL}")
+            times = timing.graph_replay_ms(lambda: [call(k, v) for k, v in caches], REPLAYS)
+            emit(times=[ms * 1e3 / layers for ms in times], err=err, **base)
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            emit(times=None, err=None, status="error", reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
+    caches.clear()
+    torch.cuda.empty_cache()
+
+
+def main():
+    t0 = time.time()
+    out = Rows("attention_splits", FIELDS)
+    gpu = torch.cuda.get_device_name()
+    pdl = fused.pdl_unavailable(DEVICE) is None
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    rows = []
+
+    def emit(times, err, status="ok", reason="", **base):
+        for rep, us in enumerate(times or [None]):
+            row = dict(gpu=gpu, rep=rep, us="" if us is None else f"{us:.3f}",
+                       gbps="" if us is None else f"{base['bytes'] / us / 1e3:.1f}",
+                       max_abs_err="" if err is None else f"{err:.3e}", status=status, reason=reason, **base)
+            rows.append(row)
+            out.add(**row)
+
+    for key in MODELS:
+        for ctx in CONTEXTS:
+            cell(key, ctx, pdl, emit, gen)
+            print(f"{key} ctx {ctx}: done at {time.time() - t0:.0f} s", flush=True)
+    summary(rows)
+    print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")
+
+
+def summary(rows):
+    """Per cell: the default variant's (DEFAULT) and the fastest variant's median us per call."""
+    med, cells = {}, {}
+    for r in rows:
+        if r["status"] == "ok":
+            cell_key = (r["model"], r["ctx"])
+            cells[cell_key] = (int(r["L"]), int(r["Hkv"]))
+            med.setdefault(cell_key + (r["block"], r["split"], r["kv_together"], r["merged"]), []).append(float(r["us"]))
+    med = {k: statistics.median(v) for k, v in med.items()}
+    for cell_key, (L, Hkv) in cells.items():
+        mine = {k[2:]: v for k, v in med.items() if k[:2] == cell_key}
+        best = min(mine, key=mine.get)
+        split = kernels.split_size(L, Hkv, DEFAULT["block"], waves=DEFAULT["waves"])
+        default = mine.get((DEFAULT["block"], split, 0, 0))
+        print(f"{cell_key[0]} ctx {cell_key[1]}: default {default if default is None else round(default, 2)} us; "
+              f"fastest (block, split, kv_together, merged) {best} {mine[best]:.2f} us, of {len(mine)} variants")
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"  ERROR {r['model']} ctx {r['ctx']} block {r['block']} split {r['split']}: {r['reason']}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 1:
+        sys.exit("usage: PYTHONPATH=lib python3 bench/attention_splits.py (DECODEGAP_DIAG_DIR=OUTDIR elsewhere)")
+    main()
