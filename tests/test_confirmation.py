@@ -217,11 +217,13 @@ def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(
     # without --again a pair is measured in a run of its own only where earlier confirmation rows of one of its arms,
     # from another pairing, would make the resumed sweep time the other arm alone (unpaired_runs), unless a run of the
     # pair itself has timed it whole: on the shipped rows run 20261205T142347-17d6dd timed the int4 target cell's pair
-    # in its 3 sessions, so its runner-up's rows from run 20261205T034524-09ce5e (another pairing) ask for no new run
+    # in its 3 sessions, so its runner-up's rows from run 20261205T034524-09ce5e (another pairing) asked for no new run;
+    # since, run 20261205T160920-09b2e3 timed the kv-together lever beside it whole in 3 sessions of its own, so the
+    # norm-scale lever's rows from run 142347 (now the other pairing) ask for none either
     (p,) = experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
                                          kinds=("int4",))
-    assert p.arms == ("lean_fused_all_norm_scale_graph", "lean_fused_all_next_token_graph") and not p.again
-    assert experiment.unpaired_runs(p, paths.DATA) == ["20261205T034524-09ce5e"]
+    assert p.arms == ("lean_fused_all_kv_together_graph", "lean_fused_all_norm_scale_graph") and not p.again
+    assert experiment.unpaired_runs(p, paths.DATA) == ["20261205T142347-17d6dd"]
     assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200", "--confirm", "--levers",
                  "lean_fused_graph"]) != 0
     assert "neither --levers nor --retry-errors" in capsys.readouterr().err

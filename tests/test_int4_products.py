@@ -51,6 +51,25 @@ def test_the_products_a_layer_launches_and_how():
     assert ip.layer_products("lean_fused_norms_next_token_graph")[0] == ("qkv_rotary_plain", "pdl")
 
 
+def test_the_scale_levers_of_a_cell_are_its_confirmed_levers_with_norms_as_scales():
+    """scale_levers names the chosen lever and the runner-up of the cell's int4 confirmation that run the norms as
+    scales (no bench flavour of their products), in that order; a bf16 row, another cell and a lever whose products
+    the bench has are left out."""
+    import pandas as pd
+
+    rows = pd.DataFrame([
+        dict(gpu="h200", model="m", ctx=2048, kind="int4", arm="lean_fused_all_kv_together_graph",
+             runner_up_arm="lean_fused_all_norm_scale_graph"),
+        dict(gpu="h200", model="m", ctx=2048, kind="bf16", arm="lean_fused_norm_scale_graph",
+             runner_up_arm="lean_fused_next_token_graph"),
+        dict(gpu="h200", model="m", ctx=4096, kind="int4", arm="lean_fused_all_norm_scale_graph", runner_up_arm=None)])
+    assert ip.scale_levers(rows, "h200", "m", 2048) == ["lean_fused_all_kv_together_graph",
+                                                        "lean_fused_all_norm_scale_graph"]
+    rows.loc[0, "runner_up_arm"] = "lean_fused_all_next_token_graph"  # its products are the bench's
+    assert ip.scale_levers(rows, "h200", "m", 2048) == ["lean_fused_all_kv_together_graph"]
+    assert ip.scale_levers(rows, "h100-sxm", "m", 2048) == [] and ip.scale_levers(rows.iloc[0:0], "h200", "m", 2048) == []
+
+
 def test_an_arms_kernels_make_its_fused_ops():
     ops = FusedOps.of_kernels(REGISTRY["lean_fused_early_products_graph"].kernels)
     assert (ops.pdl, ops.norm_in_epilogue, ops.early_products) == (True, True, True)
@@ -259,3 +278,9 @@ def test_the_gallery_line_without_products_says_so(tmp_path):
     for text in ("finding\n", "finding,gpu,cells,other\nThe per-process tuner ...,h200,27,16\n"):
         (tmp_path / "06_findings_int4_products.csv").write_text(text)
         assert "No fused int4 products timed alone" in gallery._int4_products(tmp_path)["06_int4_products.png"]
+    # confirmed levers that run the norms as scales: the products exist, not their flavour, and the line says which
+    (tmp_path / "06_confirmation.csv").write_text(
+        "gpu,model,ctx,kind,arm,runner_up_arm\nh200,llama-3.1-8b,2048,int4,lean_fused_all_kv_together_graph,"
+        "lean_fused_all_next_token_graph\n")
+    line = gallery._int4_products(tmp_path)["06_int4_products.png"]
+    assert "(lean_fused_all_kv_together_graph) leave each norm to the next product as a scale" in line

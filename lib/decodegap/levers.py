@@ -34,8 +34,7 @@ LEVERS = (
      "bf16"),
     ("lean graph, fused step + PDL, early products, next token in one kernel, norms as scales",
      "lean_fused_norm_scale_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, attention's V loaded beside K",
-     "lean_fused_kv_together_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, V beside K", "lean_fused_kv_together_graph", "bf16"),
     ("lean graph, norms as scales, next token in one kernel, V beside K, one-kernel attention",
      "lean_fused_kv_together_merged_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
@@ -77,8 +76,8 @@ LEVERS = (
      "lean_fused_all_next_token_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, every norm as a scale, next token in one kernel",
      "lean_fused_all_norm_scale_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, every norm as a scale, next token in one kernel, attention's V loaded beside K",
-     "lean_fused_all_kv_together_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, V beside K", "lean_fused_all_kv_together_graph",
+     "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step

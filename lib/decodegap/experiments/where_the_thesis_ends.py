@@ -71,14 +71,15 @@ SIZE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen
 SIZE_CONTEXTS = (2048, 8192)
 SIZE_COMPILE_CONTEXTS = (2048,)
 
-LEAN_BEST = "lean_fused_norm_scale_graph"
+LEAN_BEST = "lean_fused_kv_together_graph"
 """The fastest bf16 lever confirmed at notebook 06's target cell (levers.TARGETS: llama-3.1-8b, ctx 2048, H200;
 experiments.closing_the_gap.confirmed_at_target, which tests/test_where_the_thesis_ends.py checks it against): a
 lever the selection sweeps pick there moves it once its confirmation holds (until 2026-12-05 the test read the
 ladder's fastest checked lever, figures/06_ladder.csv). History: lean_fused_early_products_graph until 2026-12-05,
 when run 20261205T053526-b283dc confirmed lean_fused_next_token_graph in 3 fresh sessions (its runner-up was not
 timed in them: notebook 06 says so); that lever until run 20261205T143337-c9c069 (2026-12-05) confirmed
-lean_fused_norm_scale_graph beside it. The rows of both axes were measured with lean_fused_early_products_graph and
+lean_fused_norm_scale_graph beside it; that lever until run 20261205T155814-2be9f5 (2026-12-05) confirmed
+lean_fused_kv_together_graph beside it. The rows of both axes were measured with lean_fused_early_products_graph and
 name it; a sweep of an axis adds the new lever's cells beside them (at batch > 1 both are measured as
 LEAN_FALLBACK)."""
 LEAN_FALLBACK = arm_registry.batch_fallback(LEAN_BEST)

@@ -54,7 +54,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_ms.set_xscale("log")
     ax_ms.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax_ms.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v in (3, 5, 20, 30) else ""))
-    ax_ms.set_xlabel("ms per step (log scale; dashes: bf16 floor)")
+    ax_ms.set_xlabel("ms per step (log; dashes: bf16 floor)")
     ax_r.set_xlabel("R_floor (bf16 floor / step time)")
     ax_ms.set_yticks(range(len(names)), names, fontsize=7)
     ax_ms.set_ylim(len(names) - 0.5, -0.5)  # the ladder's first lever on top
@@ -142,7 +142,11 @@ def int4_products(step: pd.DataFrame, datasheet_gbps: float):
     than the bf16 bars do above theirs."""
     style.apply()
     if step.empty or "step_us" not in step or step["step_us"].isna().all():
-        return style.empty("No fused int4 products timed alone (bench/fused_int4_gemv.py) for this cell.")
+        fig = style.empty("Nothing drawn: no product of this cell's confirmed fused int4 levers is timed alone\n"
+                          "(bench/fused_int4_gemv.py has no rows of their products' flavour).")
+        fig.set_size_inches(8.0, 1.6)
+        style.title(fig, "06_int4_products.png", "no rows to draw for this cell's confirmed levers (below)")
+        return fig
     first = step.iloc[0]
     fig, ax = plt.subplots(figsize=(8.0, 3.6))
     y = np.arange(len(step))

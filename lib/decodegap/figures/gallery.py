@@ -17,6 +17,7 @@ import pandas as pd
 from decodegap import paths, published
 from decodegap.stats import span as _span
 from decodegap.levers import GRID_TARGET, TARGETS
+from decodegap.analysis.closing_the_gap_int4_products import scale_levers
 from decodegap.analysis.where_the_thesis_ends import REL_TOL
 
 QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
@@ -244,6 +245,14 @@ def _int4_products(f: Path) -> dict[str, str]:
         rows = rows[(rows["gpu"] == GPU).to_numpy()
                     & np.array([model in str(m).split(" and ") for m in rows["model"]], bool)]
     if rows.empty:
+        ctx = TARGETS["int4"]["ctx"]
+        confirmation = f / "06_confirmation.csv"
+        scaled = scale_levers(pd.read_csv(confirmation), GPU, model, ctx) if confirmation.exists() else []
+        if scaled:  # the products exist, but not the flavour these levers launch
+            return {"06_int4_products.png": f"On the H200 ({model}, ctx {ctx}) the confirmed int4 levers "
+                                            f"({' and '.join(scaled)}) leave each norm to the next product as a scale: "
+                                            "the int4 bench (bench/fused_int4_gemv.py) has no flavour of those "
+                                            "products yet, so none of them is timed alone."}
         return {"06_int4_products.png": "No fused int4 products timed alone on the H200 yet "
                                         "(bench/fused_int4_gemv.py, `bash bench/measure.sh h200 OUT int4_configs`)."}
     r = rows.iloc[0]

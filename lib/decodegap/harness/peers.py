@@ -56,19 +56,21 @@ GPT_FAST_INDUCTOR = {"coordinate_descent_tuning": True, "triton.unique_kernel_na
 levers are timed (so that they do not change the package's compiled lever)."""
 GPT_FAST_ARM = "compiled_decode"
 
-PEER_LEVERS = {"bf16": ("lean_fused_norm_scale_graph", "bf16"),
-               "int4": ("lean_fused_all_norm_scale_graph", "int4-triton-head")}
+PEER_LEVERS = {"bf16": ("lean_fused_kv_together_graph", "bf16"),
+               "int4": ("lean_fused_all_kv_together_graph", "int4-triton-head")}
 """The package's levers timed beside the peer, per precision: the fastest lever of each kind confirmed at notebook
 06's target cell (levers.TARGETS; experiments.closing_the_gap.confirmed_at_target, which tests/test_peers.py checks
 them against; a lever the selection sweeps pick there moves them once its confirmation holds; until 2026-12-05 the
 test read the selection's pick, figures/06_confirmation.csv): bf16 the fused step with PDL, the products' early
-trigger, the next token in one kernel and every norm made in an epilogue left to the next product as a scale; int4
-its twin on the package's int4 GEMV with the LM head quantised too (`int4-triton-head`, kernels.fused_int4). History:
+trigger, the next token in one kernel, every norm made in an epilogue left to the next product as a scale and the
+attention's V loaded beside K; int4 its twin on the package's int4 GEMV with the LM head quantised too (`int4-triton-head`, kernels.fused_int4). History:
 the int4 lever was `lean_attn_compile` on `int4-triton` until the fused int4 step overtook it (2026-12-04), then
 lean_fused_early_products_graph on `int4-triton` until run 20261205T142347-17d6dd confirmed
-lean_fused_all_norm_scale_graph (2026-12-05); the bf16 lever was lean_fused_early_products_graph until run
-20261205T053526-b283dc confirmed lean_fused_next_token_graph, and that until run 20261205T143337-c9c069 confirmed
-lean_fused_norm_scale_graph (both 2026-12-05). The peer rows measured before a move name the earlier lever: rows
+lean_fused_all_norm_scale_graph, and that until runs 20261205T155920-fac1a2 and 20261205T160920-09b2e3 confirmed
+lean_fused_all_kv_together_graph (all 2026-12-05); the bf16 lever was lean_fused_early_products_graph until run
+20261205T053526-b283dc confirmed lean_fused_next_token_graph, that until run 20261205T143337-c9c069 confirmed
+lean_fused_norm_scale_graph, and that until run 20261205T155814-2be9f5 confirmed lean_fused_kv_together_graph (all
+2026-12-05). The peer rows measured before a move name the earlier lever: rows
 name the arm they timed."""
 
 NULL_PATH = "int4-tinygemm"
