@@ -14,6 +14,7 @@ from decodegap.analysis import check_sensitivity, closing_the_gap as ladder
 from decodegap.analysis import closing_the_gap_confirmation as confirmation, closing_the_gap_peers as peers
 from decodegap.analysis import closing_the_gap_bands as bands, closing_the_gap_megakernel as megakernel
 from decodegap.analysis import closing_the_gap_int4_instructions as int4_instructions
+from decodegap.analysis import closing_the_gap_attention as attention_splits
 from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
 from decodegap import checked, compare, hardware, levers, records, roofline, selection
@@ -282,6 +283,7 @@ def tables(data, model_keys=()) -> dict:
     and `bf16_products` (the bf16 fused products at their table's configs, beside them), `int4_step` (one layer's int4
     products of the int4 target cell's fused lever, each beside its bf16 twin), `int4_sass` (the fused int4
     products' instructions a weight counted offline, analysis.closing_the_gap_int4_instructions),
+    `attention_splits` (the split-KV attention alone over its splits and loads, analysis.closing_the_gap_attention),
     the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
@@ -315,6 +317,7 @@ def tables(data, model_keys=()) -> dict:
         int4_products=int4_products.config_table(int4_products.load(data), specs),
         bf16_products=int4_products.bf16_table(gemv_rows),
         int4_sass=int4_instructions.load(data),
+        attention_splits=attention_splits.table(attention_splits.load(data), specs),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
     arm, _ = megakernel.chosen_lever(out["megakernel"])
     out["megakernel_products"] = (megakernel.product_configs(gemv_rows, models.configs({levers.MEGAKERNEL_CELL["model"]}, data),
@@ -362,4 +365,6 @@ def findings(t: dict) -> dict:
                                                TARGETS["int4"]["ctx"])
                 + int4_instructions.findings(t["int4_sass"])),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
+            "06_findings_attention": attention_splits.findings(
+                t["attention_splits"], {m: c["num_hidden_layers"] for m, c in t["configs"].items()}),
             "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}
