@@ -72,7 +72,8 @@ carries on. Notebook 05 (cost) measures nothing.
                bench/sharp_noise_gpu.py, the decode check on the real shapes at sharpening factors 1, 2, 4 and 16,
                correct arms against the faults it must catch (OUTDIR/sharp_noise_gpu.csv, committed as
                data/diagnostics/sharp_noise_gpu.csv: the 06_check_sensitivity table)
-    ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps)
+    ladder     notebook 06: python -m decodegap closing-the-gap (every lean lever, then the profiled steps; a
+               target-cell-only lever over the grid once a confirmation holds it fastest at the target cell)
     confirm    notebook 06: python -m decodegap closing-the-gap --confirm (after ladder: each cell's chosen lever
                beside its runner-up again, 3 fresh sessions, arm order alternated; the targets read only these),
                the cells of MODELS and CONTEXTS (MODELS=llama-3.1-8b CONTEXTS=2048: the targets' cell first;

@@ -72,6 +72,14 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
           "lean_fused_norms_next_token_graph", "lean_fused_all_next_token_graph")),
         ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",
                                                           "lean_fused_all_kv_together_graph"))]
+    # a target-cell-only lever a confirmation holds fastest at the target cell goes over the grid with the others
+    promoted = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200",
+                                  promoted={("lean_fused_kv_together_graph", "bf16")})
+    assert promoted[0][3][-1] == "lean_fused_kv_together_graph" and promoted[0][1:3] == plan[0][1:3]
+    assert promoted[1] == ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph",
+                                                                "lean_fused_norm_scale_graph",
+                                                                "lean_fused_kv_together_merged_graph"))
+    assert promoted[2:] == plan[2:]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 4  # no target cell in the grid
     assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 4
     only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))
@@ -82,6 +90,10 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     assert table.loc[(2048, "int4 tinygemm, lean graph"), "status"] == "not measured"
     assert table.loc[(4096, "int4 tinygemm, lean graph"), "status"] == "target cell only"
     assert table.loc[(4096, "int4 tinygemm, lean graph + Triton attention"), "status"] == "not measured"
+    promoted = ladder.ladder_table(pd.concat([_cells({("eager", "bf16"): 24.0}), elsewhere]),
+                                   promoted={("lean_graph", "int4-tinygemm")}).set_index(["ctx", "lever"])
+    assert promoted.loc[(4096, "int4 tinygemm, lean graph"), "status"] == "not measured"  # the plan sweeps it there
+    assert promoted.loc[(4096, "int4 tinygemm, lean compiled"), "status"] == "target cell only"
 
 
 def _confirmed(table: pd.DataFrame, sessions: int = 3, fresh: float = 1.0) -> pd.DataFrame:
@@ -621,3 +633,21 @@ def test_a_cell_awaiting_its_picks_confirmation_counts_the_lever_confirmed_there
     line = ladder_targets.grid_target_findings(pd.DataFrame(), target=dict(gpu="h200", r_floor=0.8),
                                                confirmation=cells, confirmed=held)[0]
     assert line.values["cells_confirmed"] == 2 and line.values["cells_held"] == 1 and "1 of them on the lever" in line
+
+
+def test_the_ladder_promotes_the_levers_confirmed_fastest_at_the_target_cell(tmp_path):
+    """On the shipped rows the kv-together levers are confirmed fastest of their kinds at the target cell (runs
+    20261205T155814-2be9f5, bf16, and 20261205T155920-fac1a2 with 20261205T160920-09b2e3, int4), so the ladder's plan
+    sweeps them over the grid; the norm-scale levers they overtook stay at the target cell. A data folder without
+    confirmation rows promotes none."""
+    from decodegap.experiments import closing_the_gap as experiment
+
+    assert experiment.promoted_levers(None) == {("lean_fused_kv_together_graph", "bf16"),
+                                                ("lean_fused_all_kv_together_graph", "int4-triton-head")}
+    grid = {quant: arms for quant, models, contexts, arms in experiment.plan("h200", ["llama-3.1-8b", "qwen2.5-7b"],
+                                                                             [2048, 4096])
+            if len(models) == 2}
+    assert "lean_fused_kv_together_graph" in grid["bf16"] and "lean_fused_norm_scale_graph" not in grid["bf16"]
+    assert "lean_fused_all_kv_together_graph" in grid["int4-triton-head"]
+    assert "lean_fused_all_norm_scale_graph" not in grid["int4-triton-head"]
+    assert experiment.promoted_levers(tmp_path) == frozenset()

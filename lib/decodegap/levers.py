@@ -150,7 +150,9 @@ every epilogue on the int4-triton path, whose grid the same lever with the int4 
 epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head), the benches having
 timed none of their products when they were added: each goes over the grid once a confirmation sweep holds it as the
 fastest lever of its kind at the target cell (closing_the_gap_confirmation.confirmed_fastest), a rule written on
-2026-12-05 before any row of either; the kv-together levers under the same rule, from their addition. The compiled
+2026-12-05 before any row of either; the kv-together levers under the same rule, from their addition. Since
+2026-12-05 evening the ladder's plan applies the rule itself (experiments.closing_the_gap.promoted_levers); before,
+the command of a run checked it. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the
 grid."""
 
@@ -252,19 +254,23 @@ CONFIRM_SESSIONS = 3
 """Fresh sessions of a confirmation sweep: a chosen lever counts towards a target only when confirmed in this many."""
 
 
-def ladder_plan(model_keys, contexts, gpu: str, only=None) -> list[tuple[str, tuple, tuple, tuple]]:
+def ladder_plan(model_keys, contexts, gpu: str, only=None, promoted=()) -> list[tuple[str, tuple, tuple, tuple]]:
     """What experiments.closing_the_gap.measure sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
     levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
     HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
-    grid holds it. `only`: these arms of LEVERS and no others (ladder --levers)."""
+    grid holds it. `only`: these arms of LEVERS and no others (ladder --levers). `promoted`: (arm, quant) of
+    TARGET_CELL_ONLY levers that go over the grid like the others: those a confirmation sweep holds as the fastest of
+    their kind at the target cell (experiments.closing_the_gap.promoted_levers, the rule of 2026-12-05 in
+    TARGET_CELL_ONLY's docstring; before 2026-12-05 evening the command of a run checked it by hand)."""
     target = TARGETS["bf16"]
     sweeps = []
     for quant in dict.fromkeys(q for _, _, q in LEVERS):
         levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16") and (not only or a in only)]
-        grid = tuple(a for a in levers if (a, quant) not in TARGET_CELL_ONLY)
+        only_target = TARGET_CELL_ONLY - set(promoted)
+        grid = tuple(a for a in levers if (a, quant) not in only_target)
         if grid:
             sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
-        extra = tuple(a for a in levers if (a, quant) in TARGET_CELL_ONLY)
+        extra = tuple(a for a in levers if (a, quant) in only_target)
         if extra and target_in_grid(model_keys, contexts, gpu):
             sweeps.append((quant, (target["model"],), (target["ctx"],), extra))
     return sweeps

@@ -94,11 +94,13 @@ def changed_reason(changes) -> str:
     return "; ".join(f"measured before {c.what} ({c.commit})" for c in changes)
 
 
-def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset(), changed=None) -> pd.DataFrame:
+def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozenset(), changed=None,
+                 promoted=frozenset()) -> pd.DataFrame:
     """One row per (gpu, model, ctx, lever) with ms/step and R_floor (W_all, datasheet) from
     roofline.cell_table rows (default attention). A lever with no timed rows keeps the status and reason of its
     failed cell (`error`: its check against HF eager failed, say), else says `not measured`, or `target cell
-    only` for a TARGET_CELL_ONLY lever away from the target cell. A timed cell among `superseded`
+    only` for a TARGET_CELL_ONLY lever away from the target cell (`not measured` for one of `promoted`, (arm, quant)
+    of the levers the ladder's plan sweeps over the grid: experiments.closing_the_gap.promoted_levers). A timed cell among `superseded`
     (superseded_cells) says so in its reason (SUPERSEDED_REASON), and one among `changed` (changed_cells) names the
     changes to its lever's code made after its rows (changed_reason; their commits in `changed_since`): its time
     stands for the code that ran.
@@ -130,7 +132,7 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
                     lost = failed.loc[[key]].iloc[0]
                     status, reason = str(lost["status"]), str(lost.get("reason", ""))
                 else:
-                    status = _gap(g, model, ctx, arm, quant)
+                    status = _gap(g, model, ctx, arm, quant, promoted)
             rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
                              t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
                              t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason,
@@ -138,11 +140,13 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
     return pd.DataFrame(rows, columns=columns)
 
 
-def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str) -> str:
-    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from it) or `not measured`."""
+def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str, promoted=frozenset()) -> str:
+    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from it, unless `promoted`) or
+    `not measured`."""
     target = TARGETS["bf16"]
     at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
-    return "target cell only" if (arm, quant) in TARGET_CELL_ONLY and not at_target else "not measured"
+    only_target = (arm, quant) in TARGET_CELL_ONLY and (arm, quant) not in promoted
+    return "target cell only" if only_target and not at_target else "not measured"
 
 
 def projection_findings(by_projection: pd.DataFrame) -> list[str]:

@@ -17,7 +17,7 @@ from decodegap.analysis import closing_the_gap_int4_instructions as int4_instruc
 from decodegap.analysis import closing_the_gap_attention as attention_splits
 from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
 from decodegap.analysis import profiles
-from decodegap import checked, compare, hardware, levers, records, roofline, selection
+from decodegap import checked, compare, hardware, levers, paths, records, roofline, selection
 from decodegap import sessions as session_bands
 from decodegap.arms import ARM_KERNELS
 from decodegap.harness import keys, models, profile
@@ -41,17 +41,29 @@ LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
 """The quantisations of the target-cell profiles: bf16 and int4 weight-only on the fastest path, one per target."""
 
 
-def plan(gpu: str, model_keys, contexts) -> list:
-    """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan); measure adds the
-    profiled steps."""
-    return levers.ladder_plan(model_keys, contexts, gpu)
+def plan(gpu: str, model_keys, contexts, data=None, only=None) -> list:
+    """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan, with the levers that
+    promoted_levers names over the grid); measure adds the profiled steps."""
+    return levers.ladder_plan(model_keys, contexts, gpu, only, promoted=promoted_levers(data))
+
+
+def promoted_levers(data) -> frozenset:
+    """(arm, quant) of the levers.TARGET_CELL_ONLY levers that a confirmation sweep holds as the fastest of their
+    kind at the target cell (confirmed_at_target): the ladder then sweeps them over the grid (levers.ladder_plan)."""
+    return _promoted(*confirming_rows(paths.DATA if data is None else data))
+
+
+def _promoted(confirming: pd.DataFrame, commit_of: dict) -> frozenset:
+    """promoted_levers of the confirmation rows `confirming` (confirming_rows)."""
+    return frozenset(_at_target(confirming, commit_of).values()) & levers.TARGET_CELL_ONLY
 
 
 def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
             data=None, retry_errors: bool = False, only=None, again: bool = False) -> None:
     """Notebook 06's measurements, resumable: the sweeps of levers.ladder_plan in fresh sessions (per
     quantisation path, bf16 then int4 tinygemm, the lean levers over the grid, int4 also on the HF graph; the
-    levers of levers.TARGET_CELL_ONLY at the target cell only; the other HF levers come from notebooks 01 and
+    levers of levers.TARGET_CELL_ONLY at the target cell only, but those promoted_levers names, over the grid too; the
+    other HF levers come from notebooks 01 and
     02), then one profiled step per cell (kernel counts and the per-kernel breakdown) of the HF eager
     and lean eager steps and of the step each Triton lever's graph replays (lean_kernels_graph: GEMV and
     split-KV attention; lean_attn_graph: the attention only), and at the target cell the compiled lean step with the
@@ -64,7 +76,7 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
     keys.models(model_keys, data)
     plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=plan_contexts, arms=arms, quant=quant, sessions=sessions,
                        steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
-             for quant, plan_models, plan_contexts, arms in levers.ladder_plan(model_keys, contexts, gpu, only)]
+             for quant, plan_models, plan_contexts, arms in plan(gpu, model_keys, contexts, data, only)]
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
     profiled = tuple(a for a in LADDER_PROFILED_ARMS if not only or a in only)
@@ -184,10 +196,14 @@ def confirmed_at_target(data) -> dict:
     (levers.TARGETS; analysis.closing_the_gap_confirmation.confirmed_fastest over the confirmation sweeps' checked
     rows in `data`): the levers notebook 07 and the peer step take from notebook 06. A kind with no lever confirmed
     there is left out."""
+    return _at_target(*confirming_rows(data))
+
+
+def _at_target(confirming: pd.DataFrame, commit_of: dict) -> dict:
+    """confirmed_at_target of the confirmation rows `confirming` (confirming_rows)."""
     target = levers.TARGETS["bf16"]
-    rows, commit_of = confirming_rows(data)
     cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
-    found = {kind: confirmation.confirmed_fastest(rows, cell, kind, commit_of) for kind in ("bf16", "int4")}
+    found = {kind: confirmation.confirmed_fastest(confirming, cell, kind, commit_of) for kind in ("bf16", "int4")}
     return {kind: lever for kind, lever in found.items() if lever is not None}
 
 
@@ -295,11 +311,12 @@ def tables(data, model_keys=()) -> dict:
     every_profile = selection.with_superseded("breakdown", data)
     breakdown_rows = selection.latest_profiles(checked.grid_rows(every_profile))
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
-    lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
-                                      changed=ladder.changed_cells(decode_rows))
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     confirming, commit_of = confirming_rows(data, every_row)
+    lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
+                                      changed=ladder.changed_cells(decode_rows),
+                                      promoted=_promoted(confirming, commit_of))
     gemv_rows = int4_products.load_bf16(data)  # bench/fused_gemv.py's graphed rows
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
