@@ -7,7 +7,8 @@ as much KV as a step does and finds none of it in L2. Per variant:
   block        positions a program loads per iteration (32, 64, 128);
   waves        programs per SM the split aims at (kernels.step.split_size: split = the cache positions a program
                covers, a power of two >= block); split == block means one iteration a program;
-  kv_together  V's load issued beside K's (decode_attention's kv_together) or after the first product;
+  kv_together  V's load written beside K's (decode_attention's kv_together) or after the first product (on sm_90 both
+               compile to the same instructions: a control of the bench's noise);
   merged       the merge in the split kernel's last program of a kv head, or a merge kernel;
 each checked first against decode_attention_reference (max |out - ref| <= TOL, else status `error`, no timing),
 then timed as a CUDA graph of one call a layer, with PDL where the GPU has it (as the fused step launches it),

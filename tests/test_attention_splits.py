@@ -31,7 +31,7 @@ def test_the_forms_and_the_floor_by_hand():
     assert r.fastest == "block 128, split 128, V beside K no, two kernels"
     (line,) = attention.findings(attention.table(_rows(), SPECS), {"m": 32})
     assert "0.13 ms a step above the floor at best" in line  # 32 layers x (5.0 - 1.0) us
-    assert "8.00 us by default, 6.00 with the kv-together levers' loads" in line and "one-kernel form 15.00 us" in line
+    assert "8.00 us by default, 6.00 in the kv-together levers' form (block 64)" in line and "one-kernel form 15.00 us" in line
 
 
 def test_a_device_the_registry_lacks_is_left_out():

@@ -238,3 +238,40 @@ def test_decode_attention_names_what_it_cannot_take():
         kernels.decode_attention(q[:7], k, k, torch.tensor([4]), 1.0)
     with pytest.raises(ValueError, match="one dtype.*torch.float32"):
         kernels.decode_attention(q.float(), k, k, torch.tensor([4]), 1.0)
+
+
+# ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
+
+def _split_kernel_sass(block: int, kv_together: bool, merged: bool) -> list[str]:
+    """The split-KV attention's split kernel compiled offline for sm_90 (decodegap.kernels.offline) as the step launches
+    it on Llama-3.1-8B's heads (group 4 padded to 16 rows, head dim 128, PDL), its SASS instructions without their
+    addresses."""
+    import re
+
+    from decodegap.kernels import offline
+
+    split_kernel, _ = kernels._attention_kernels()
+    types = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
+                 l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32", count_ptr="*i32", out_ptr="*bf16")
+    compiled = offline.compile_sm90(split_kernel, types, dict(BLOCK=block, G=16, D=128, UPCAST=False, USE_PDL=True,
+                                                              EARLY_TRIGGER=False, MERGE=merged, S=64 if merged else 1,
+                                                              KV_TOGETHER=kv_together), 4, pdl=True)
+    sass = offline.cuobjdump(compiled, "-sass")
+    return [re.sub(r"/\*[0-9a-f]+\*/", "", line).strip() for line in sass.splitlines()
+            if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+
+
+@pytest.mark.parametrize("block", [32, 64])
+def test_v_beside_k_compiles_as_the_default_order_on_sm90(monkeypatch, block):
+    """The kv-together levers wrote V's load beside K's; this Triton compiles the split kernel to the same
+    instructions in both orders (the compiler issues V's loads with K's either way), so what those levers change on
+    the GPU is their block (kernels.step.KV_TOGETHER_BLOCK). A Triton that orders them apart fails here: the levers'
+    docstrings would then be wrong. The merged form is checked to differ, so that a compile ignoring its constexprs
+    cannot pass."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    default = _split_kernel_sass(block, kv_together=False, merged=False)
+    assert sum("LDG" in i for i in default) >= 4  # q, K, V and the length: real loads were compiled
+    assert _split_kernel_sass(block, kv_together=True, merged=False) == default
+    assert _split_kernel_sass(block, kv_together=False, merged=True) != default

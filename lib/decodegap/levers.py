@@ -34,8 +34,9 @@ LEVERS = (
      "bf16"),
     ("lean graph, fused step + PDL, early products, next token in one kernel, norms as scales",
      "lean_fused_norm_scale_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, V beside K", "lean_fused_kv_together_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, V beside K, one-kernel attention",
+    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64", "lean_fused_kv_together_graph",
+     "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, in one kernel",
      "lean_fused_kv_together_merged_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
@@ -76,8 +77,8 @@ LEVERS = (
      "lean_fused_all_next_token_graph", "int4-triton-head"),
     ("int4 + int4 LM head, fused step + PDL, every norm as a scale, next token in one kernel",
      "lean_fused_all_norm_scale_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, norms as scales, next token in one kernel, V beside K", "lean_fused_all_kv_together_graph",
-     "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64",
+     "lean_fused_all_kv_together_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -128,7 +129,11 @@ int4 products findings). The kv-together levers (lean_fused_kv_together_graph an
 lean_fused_kv_together_merged_graph, bf16; lean_fused_all_kv_together_graph, int4-triton-head): the norm-scale levers
 with the split-KV attention loading each block's V beside its K, in blocks of 64 positions (kernels.step.attention_blocks):
 the profiled step at the target cell spends about four times the attention's KV floor in its attention, each
-program of the default waiting on K, then the scores, then V, twice over."""
+program of the default waiting on K, then the scores, then V, twice over. Found after their rows: on sm_90 the split
+kernel compiles to the same instructions with V's load written beside K's as after the scores (the compiler issues
+them together either way; tests/test_kernels.py compiles both offline), so what these levers change on the GPU is
+the block, 64 positions where the default's is 32: one iteration a program at ctx 2048. Their names say so since
+2026-12-05 evening (they said "V beside K" until then); their arms keep the names their rows carry."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),

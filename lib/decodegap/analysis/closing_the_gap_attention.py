@@ -2,7 +2,9 @@
 GPU, model and context, one call a layer in a CUDA graph with PDL, the step's default form (block 32, the split from
 kernels.step.split_size, V loaded after the scores, a merge kernel) beside the kv-together levers' (block
 KV_TOGETHER_BLOCK, V beside K), the one-kernel form of that (its last program merging), and the fastest variant the
-bench timed; each against the KV it reads at the datasheet bandwidth (the attention's floor a layer)."""
+bench timed; each against the KV it reads at the datasheet bandwidth (the attention's floor a layer). On sm_90 V's
+load beside K's compiles as the default order does (tests/test_kernels.py), so two variants that differ in it alone
+run the same kernel: their times differ by the bench's noise."""
 
 from __future__ import annotations
 
@@ -67,8 +69,8 @@ def findings(t: pd.DataFrame, layers: dict) -> list[str]:
         n = int(layers.get(model, 0))
         parts = []
         for r in g.sort_values("ctx").itertuples():
-            parts.append(f"ctx {r.ctx}: {r.default_us:.2f} us by default, {r.kv_together_us:.2f} with the kv-together "
-                         f"levers' loads, {r.fastest_us:.2f} at the fastest of {r.variants} variants ({r.fastest}), "
+            parts.append(f"ctx {r.ctx}: {r.default_us:.2f} us by default, {r.kv_together_us:.2f} in the kv-together "
+                         f"levers' form (block {KV_TOGETHER_BLOCK}), {r.fastest_us:.2f} at the fastest of {r.variants} variants ({r.fastest}), "
                          f"against a floor of {r.floor_us:.2f} us"
                          + (f", so {n * (r.fastest_us - r.floor_us) / 1e3:.2f} ms a step above the floor at "
                             f"best; the one-kernel form {r.one_kernel_us:.2f} us" if n else ""))

@@ -80,7 +80,8 @@ previous layer's down epilogue, its qkv product then with no prologue (fused.Fus
 kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an add (one sequence); "norm_scale": each
 norm the options above make in an epilogue left to the next product as a scale, which applies 1 / rms to its sums
 (fused.FusedOps.norm_scale, kernels.fused.norm_scale.NormScale); "kv_together": the split-KV attention loading each
-block's V beside its K, in blocks of KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`)."""
+block's V beside its K, in blocks of KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 the
+load order compiles as the default's, so the block is what it changes there)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 

@@ -63,7 +63,7 @@ PEER_LEVERS = {"bf16": ("lean_fused_kv_together_graph", "bf16"),
 them against; a lever the selection sweeps pick there moves them once its confirmation holds; until 2026-12-05 the
 test read the selection's pick, figures/06_confirmation.csv): bf16 the fused step with PDL, the products' early
 trigger, the next token in one kernel, every norm made in an epilogue left to the next product as a scale and the
-attention's V loaded beside K; int4 its twin on the package's int4 GEMV with the LM head quantised too (`int4-triton-head`, kernels.fused_int4). History:
+attention in blocks of 64 positions (kernels.step.attention_blocks); int4 its twin on the package's int4 GEMV with the LM head quantised too (`int4-triton-head`, kernels.fused_int4). History:
 the int4 lever was `lean_attn_compile` on `int4-triton` until the fused int4 step overtook it (2026-12-04), then
 lean_fused_early_products_graph on `int4-triton` until run 20261205T142347-17d6dd confirmed
 lean_fused_all_norm_scale_graph, and that until runs 20261205T155920-fac1a2 and 20261205T160920-09b2e3 confirmed

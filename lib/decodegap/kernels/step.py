@@ -290,7 +290,9 @@ KV_TOGETHER_BLOCK = 64
 """Cache positions a program of the kv-together attention loads per iteration (attention_blocks). Chosen on
 2026-12-05 before any row of it: at the grid's shortest context (ctx 2048, a cache of about 2090 positions, 8 kv
 heads) split_size gives 64 positions a program, so each program loads its K and V in one block, one memory latency
-where the default's two blocks of 32 with V after the scores wait on four."""
+where the default's two blocks of 32 with V after the scores wait on four. Found after its rows: on sm_90 the
+compiler issues V's load beside K's in both orders (the same instructions; tests/test_kernels.py), so of the two
+changes only the block reaches the GPU."""
 
 
 def attention_blocks(kv_together: bool) -> dict:
@@ -322,8 +324,9 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     are issued (`early_trigger`: as it starts; see decodegap.kernels.fused.launch). `merged`: one kernel, not two:
     each program stores its split's partials and bumps its kv head's arrival counter (merge_counters), and the
     program that arrives last merges the head's splits and writes the output (as the fused GEMV's split-K does), so
-    the merge kernel is not launched. `kv_together`: each block's V loaded beside its K, before the scores are made
-    (by default V's load follows the first product). History: until 2026-12-05 that program merged split after split, each step
+    the merge kernel is not launched. `kv_together`: each block's V loaded beside its K in the source, before the
+    scores are made (by default V's load follows the first product); on sm_90 both orders compile to the same
+    instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. History: until 2026-12-05 that program merged split after split, each step
     waiting on the one before (run 20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than
     lean_fused_early_products_graph, the same lever with the two kernels, in the same session); it now reads each
     query head's partials in one load, as the merge kernel does (not timed yet: the ladder's rows of the lever name

@@ -280,7 +280,8 @@ class FusedOps:
     no program of the product before it waits for the whole output, and the product after it applies 1 / rms to its
     sums instead of reading a normalised x (the bf16 and the int4 kernels alike; the first layer's input norm stays
     qkv's prologue). `kv_together`: the attention loads each block's V beside its K, in blocks of
-    kernels.step.KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`)."""
+    kernels.step.KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 only the block changes the
+    compiled kernel)."""
 
     pdl: bool = False
     reference: bool = False
