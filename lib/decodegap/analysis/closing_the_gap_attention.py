@@ -70,10 +70,10 @@ def findings(t: pd.DataFrame, layers: dict) -> list[str]:
         parts = []
         for r in g.sort_values("ctx").itertuples():
             parts.append(f"ctx {r.ctx}: {r.default_us:.2f} us by default, {r.kv_together_us:.2f} in the kv-together "
-                         f"levers' form (block {KV_TOGETHER_BLOCK}), {r.fastest_us:.2f} at the fastest of {r.variants} variants ({r.fastest}), "
-                         f"against a floor of {r.floor_us:.2f} us"
+                         f"levers' form (block {KV_TOGETHER_BLOCK}), {r.fastest_us:.2f} at the fastest of "
+                         f"{r.variants} variants ({r.fastest}), against a floor of {r.floor_us:.2f} us"
                          + (f", so {n * (r.fastest_us - r.floor_us) / 1e3:.2f} ms a step above the floor at "
                             f"best; the one-kernel form {r.one_kernel_us:.2f} us" if n else ""))
-        lines.append(f"The split-KV attention alone on the {gpu} ({model}'s shape, one call a layer, graphed with PDL): "
-                     + "; ".join(parts) + ".")
+        lines.append(f"The split-KV attention alone on the {gpu} ({model}'s shape, one call a layer, graphed with "
+                     f"PDL): " + "; ".join(parts) + ".")
     return lines

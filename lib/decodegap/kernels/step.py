@@ -197,7 +197,7 @@ def _attention_kernels():
                 valid = pos < end
                 kv_off = h * L * D + pos[:, None] * D + d[None, :]
                 k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
-                if KV_TOGETHER:  # V's load issued beside K's, before the scores: one memory latency a block, not two
+                if KV_TOGETHER:  # V's load written beside K's (on sm_90 the compiler issues it there either way)
                     v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
                 if UPCAST:
                     k = k.to(tl.float32)
@@ -326,11 +326,13 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     program that arrives last merges the head's splits and writes the output (as the fused GEMV's split-K does), so
     the merge kernel is not launched. `kv_together`: each block's V loaded beside its K in the source, before the
     scores are made (by default V's load follows the first product); on sm_90 both orders compile to the same
-    instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. History: until 2026-12-05 that program merged split after split, each step
-    waiting on the one before (run 20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than
-    lean_fused_early_products_graph, the same lever with the two kernels, in the same session); it now reads each
-    query head's partials in one load, as the merge kernel does (not timed yet: the ladder's rows of the lever name
-    the commit that ran them)."""
+    instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. History: until
+    2026-12-05 that program merged split after split, each step waiting on the one before (run
+    20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
+    the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
+    as the merge kernel does, a loop over the group's query heads. Timed since: still about twice the two kernels'
+    time by itself (bench/attention_splits.py, notebook 06's 06_attention_splits), and slower in the step (the
+    ladder's lean_fused_kv_together_merged_graph against lean_fused_kv_together_graph)."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
