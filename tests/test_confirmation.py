@@ -66,8 +66,30 @@ def test_the_confirmed_time_and_the_paired_margin_by_hand():
     assert bf16["margin_median"] == pytest.approx(sorted(margins)[1])
     assert (bf16["margin_min"], bf16["margin_max"]) == (pytest.approx(min(margins)), pytest.approx(max(margins)))
     assert bf16["runner_up_ms"] == pytest.approx(4.2)
+    assert bf16["runner_up_own_sessions"] == 0 and np.isnan(bf16["runner_up_own_ms"])  # paired: no unpaired margin
     assert "margin +2.4 % (-2.3 to +2.4 % over 3 paired sessions)" in confirm.margin_text(bf16)
     assert t.loc["int4", "status"] == confirm.NOT_CONFIRMED and np.isnan(t.loc["int4", "confirmed_ms"])
+
+
+def test_a_runner_up_confirmed_in_a_run_of_its_own_gives_an_unpaired_margin_by_hand():
+    """A runner-up of another quantisation is confirmed in a sweep of its own: no session pairs it with the chosen
+    lever, so its own sessions' median stands beside the chosen lever's, named unpaired; where it has no rows the text
+    says no runner-up was timed, and a paired cell has no own-run columns."""
+    s0 = CONFIRM_FIRST_SESSION
+    ladder = _ladder({("int4 a", "lean_fused_graph", "int4-triton-head"): 1.9,
+                      ("int4 b", "lean_attn_graph", "int4-triton"): 2.4})
+    mine = [r for s, ms in {s0: [2.0], s0 + 1: [1.9], s0 + 2: [1.8]}.items()
+            for r in _decode("a", s, "lean_fused_graph", ms, "int4-triton-head")]
+    theirs = [r for s, ms in {s0: [2.5, 2.5], s0 + 1: [2.3], s0 + 2: [2.4]}.items()
+              for r in _decode("b", s, "lean_attn_graph", ms, "int4-triton")]
+    (row,) = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine + theirs)).to_dict("records")
+    assert (row["paired_sessions"], row["confirmed_ms"]) == (0, pytest.approx(1.9))
+    assert (row["runner_up_own_ms"], row["runner_up_own_sessions"], row["runner_up_own_runs"]) == (
+        pytest.approx(2.4), 3, "b")  # the median of 2.5, 2.3, 2.4
+    text = confirm.margin_text(row)
+    assert "confirmed in a run of its own: 2.40 ms over 3 sessions, +26.3 % on the medians, unpaired" in text
+    (alone,) = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine)).to_dict("records")
+    assert alone["runner_up_own_sessions"] == 0 and confirm.margin_text(alone).endswith("no runner-up timed in them")
 
 
 def test_two_runs_count_every_session_each_paired_in_its_own_run_and_the_order_is_named():

@@ -145,7 +145,11 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
     signs; None without them), `run_ids` (the runs of the chosen lever's sessions), `changed_since` (the
     commits of levers.CODE_CHANGES to the chosen lever's code made after its newest confirmation run began: its
     sessions time the code as it was), `superseded_runs` and `status`: CONFIRMED with CONFIRM_SESSIONS sessions or
-    more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever.
+    more, PARTLY with fewer, NOT_CONFIRMED with none of the chosen lever. Where no session pairs them (a runner-up
+    of another quantisation is confirmed in a sweep of its own: experiments.closing_the_gap.confirmation_plans), the
+    runner-up's own confirmation sessions (its newest commit's runs) give `runner_up_own_ms` (their median),
+    `runner_up_own_sessions` and `runner_up_own_runs`: set beside the chosen lever's median, an unpaired margin
+    (margin_text says so; added 2026-12-05 evening, descriptive: no target reads it).
 
     Which runs count, and its history: until 2026-12-04 every confirmation run of a cell counted (each session paired
     in its own run). Since then, with `commit_of` ({run id: commit}), a cell whose lever was confirmed at two commits
@@ -165,6 +169,8 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
         paired = (theirs.reindex(mine.index) / mine - 1).dropna()
         n = len(mine)
         confirmed_ms = float(mine.median()) if n else np.nan
+        own = (_own_confirmation(rows, cell, commit_of) if n and not len(paired) and pd.notna(cell["runner_up_arm"])
+               else pd.Series(dtype=float))
         order = (None if not len(paired) else ORDER_HELD if paired.min() > 0 else ORDER_REVERSED if paired.max() < 0
                  else ORDER_MIXED)
         out.append(dict(cell, confirmed_ms=confirmed_ms, confirmed_min_ms=float(mine.min()) if n else np.nan,
@@ -179,11 +185,23 @@ def confirmation_table(choice: pd.DataFrame, rows: pd.DataFrame, commit_of: dict
                         changed_since=changed_since(max(run for run, _ in mine.index), cell["arm"], cell["quant"],
                                                     cell["model"]) if n else "",
                         superseded_runs=" ".join(superseded),
+                        runner_up_own_ms=float(own.median()) if len(own) else np.nan,
+                        runner_up_own_sessions=len(own),
+                        runner_up_own_runs=" ".join(sorted({run for run, _ in own.index})),
                         status=(CONFIRMED if n >= CONFIRM_SESSIONS else PARTLY if n else NOT_CONFIRMED)))
     return pd.DataFrame(out, columns=CHOICE_COLUMNS + ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
                                                        "sessions", "r_floor_bf16", "runner_up_ms", "paired_sessions",
                                                        "margin_median", "margin_min", "margin_max", "order",
-                                                       "run_ids", "changed_since", "superseded_runs", "status"])
+                                                       "run_ids", "changed_since", "superseded_runs",
+                                                       "runner_up_own_ms", "runner_up_own_sessions",
+                                                       "runner_up_own_runs", "status"])
+
+
+def _own_confirmation(rows: pd.DataFrame, cell: dict, commit_of: dict | None) -> pd.Series:
+    """The runner-up's confirmation session medians at `cell` in its newest commit's runs (newest_commit_runs)."""
+    arm, quant = cell["runner_up_arm"], cell["runner_up_quant"]
+    kept, _ = newest_commit_runs(rows, cell, arm, quant, commit_of)
+    return _session_medians(rows[rows["run_id"].isin(kept)], cell, arm, quant) if kept else pd.Series(dtype=float)
 
 
 def commits_of_runs(env: dict) -> dict:
@@ -214,7 +232,12 @@ def margin_text(row) -> str:
     head = (f"{int(row['sessions'])} sessions, {stats.span([row['confirmed_min_ms'], row['confirmed_max_ms']])} ms over "
             f"them" + (f", measured at commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}" if commits else ""))
     if not row["paired_sessions"]:
-        return f"{head}; no runner-up timed in them"
+        own = int(row.get("runner_up_own_sessions") or 0)
+        if not own:
+            return f"{head}; no runner-up timed in them"
+        return (f"{head}; no runner-up timed in them; the runner-up, {row['runner_up']}, confirmed in a run of its "
+                f"own: {row['runner_up_own_ms']:.2f} ms over {own} session{'s' if own > 1 else ''}, "
+                f"{100 * (row['runner_up_own_ms'] / row['confirmed_ms'] - 1):+.1f} % on the medians, unpaired")
     return (f"{head}; the runner-up, {row['runner_up']}, {row['runner_up_ms']:.2f} ms: "
             f"margin {100 * row['margin_median']:+.1f} % ({100 * row['margin_min']:+.1f} to "
             f"{100 * row['margin_max']:+.1f} % over {int(row['paired_sessions'])} paired sessions"
