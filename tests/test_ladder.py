@@ -651,3 +651,23 @@ def test_the_ladder_promotes_the_levers_confirmed_fastest_at_the_target_cell(tmp
     assert "lean_fused_all_kv_together_graph" in grid["int4-triton-head"]
     assert "lean_fused_all_norm_scale_graph" not in grid["int4-triton-head"]
     assert experiment.promoted_levers(tmp_path) == frozenset()
+
+
+def test_each_lever_is_profiled_on_its_own_path():
+    """measure's profiles (profiled_levers): in bf16 only the profiled arms that have a bf16 lever, at every cell; an
+    int4 lever's arm on its own path at the target cell only, and only where the grid holds the target cell. (The
+    ladder's run of 2026-12-05 profiled the int4-only lean_fused_all_kv_together_graph on the bf16 model.)"""
+    from decodegap.experiments import closing_the_gap as experiment
+
+    grid = (("llama-3.1-8b",), (2048, 4096))
+    sweeps = [("bf16", *grid, ("lean_fused_kv_together_graph",)),
+              ("int4-triton-head", *grid, ("lean_fused_all_kv_together_graph", "lean_attn_compile"))]
+    only = ("lean_fused_kv_together_graph", "lean_fused_all_kv_together_graph", "lean_attn_compile")
+    assert experiment.profiled_levers(sweeps, only, "h200", *grid) == [
+        ("bf16", ("lean_fused_kv_together_graph",), False),
+        ("int4-triton-head", ("lean_fused_all_kv_together_graph",), True)]  # the compiled arm is not profiled here
+    assert experiment.profiled_levers(sweeps, only, "h100-sxm", *grid) == [
+        ("bf16", ("lean_fused_kv_together_graph",), False)]  # no target cell in that grid
+    (quant, everything, _), *_ = experiment.profiled_levers(sweeps, None, "h200", *grid)
+    assert quant == "bf16" and "lean_fused_kv_together_graph" in everything and "eager" in everything
+    assert not {"lean_fused_all_kv_together_graph", "lean_fused_all_next_token_graph"} & set(everything)

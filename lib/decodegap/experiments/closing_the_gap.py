@@ -74,20 +74,43 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
     lever's kernels; roofline.one_sweep and selection.latest_profiles read the new rows)."""
     keys.gpu_to_measure(gpu, device, data)
     keys.models(model_keys, data)
+    sweeps = plan(gpu, model_keys, contexts, data, only)
     plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=plan_contexts, arms=arms, quant=quant, sessions=sessions,
                        steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
-             for quant, plan_models, plan_contexts, arms in plan(gpu, model_keys, contexts, data, only)]
+             for quant, plan_models, plan_contexts, arms in sweeps]
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
-    profiled = tuple(a for a in LADDER_PROFILED_ARMS if not only or a in only)
-    if profiled:
-        profile.record_kernels(gpu, model_keys, contexts, arms=profiled, data=data, device=device, again=again)
+    for quant, arms, at_target in profiled_levers(sweeps, only, gpu, model_keys, contexts):
+        profile.record_kernels(gpu, [levers.TARGETS["bf16"]["model"]] if at_target else model_keys,
+                               [levers.TARGETS["bf16"]["ctx"]] if at_target else contexts, arms=arms, data=data,
+                               device=device, quant=quant, again=again)
     target_arms = tuple(a for a in LADDER_TARGET_PROFILED_ARMS if not only or a in only)
     if target_arms and levers.target_in_grid(model_keys, contexts, gpu):
         target = levers.TARGETS["bf16"]
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             profile.record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
                                    device=device, quant=quant, again=again)
+
+
+def profiled_levers(sweeps, only, gpu: str, model_keys, contexts) -> list[tuple[str, tuple, bool]]:
+    """(quant, arms, at the target cell only) of the profiles measure records after its sweeps: in bf16 the
+    LADDER_PROFILED_ARMS that have a bf16 lever (levers.LEVERS), at every cell; in each other quantisation the
+    LADDER_PROFILED_ARMS its sweeps ran, at the target cell only (where the grid holds it), as the int4 steps of
+    bench/measure.sh profile theirs. History: until 2026-12-05 evening every LADDER_PROFILED_ARMS arm was profiled in
+    bf16, so the ladder's run of lean_fused_all_kv_together_graph (an int4-triton-head lever only) profiled it on the
+    bf16 model (run 20261205T155729-8a1d95, labelled bf16: kept as what it is) and not on its own path."""
+    bf16_arms = {arm for _, arm, quant in levers.LEVERS if quant == "bf16"}
+    out = []
+    bf16 = tuple(a for a in LADDER_PROFILED_ARMS if a in bf16_arms and (not only or a in only))
+    if bf16:
+        out.append(("bf16", bf16, False))
+    if levers.target_in_grid(model_keys, contexts, gpu):
+        for quant in dict.fromkeys(q for q, *_ in sweeps if q != "bf16"):
+            arms = tuple(dict.fromkeys(a for q, _, _, swept in sweeps if q == quant for a in swept
+                                       if a in LADDER_PROFILED_ARMS))
+            if arms:
+                out.append((quant, arms, True))
+    return out
 
 
 def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
