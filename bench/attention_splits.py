@@ -19,7 +19,9 @@ per replay (gpu, model, ctx, L, length, Hq, Hkv, block, waves, split, n_splits, 
 bytes, gbps, max_abs_err, status, reason, then the run's provenance), and prints each cell's default (block 32,
 waves 2, V after the product, two kernels: the step's attention until now) beside its fastest variant.
 Usage (repository root, GPU): PYTHONPATH=lib python3 bench/attention_splits.py
-(ATTENTION_MODELS, ATTENTION_CONTEXTS: comma-separated, default the grid's attention shapes and contexts)
+(ATTENTION_MODELS, ATTENTION_CONTEXTS: comma-separated, default the grid's attention shapes and contexts; an unknown
+model or a context that is not a positive integer is refused before the CSV is opened, and a cell whose caches do not
+fit in the GPU's memory is one `error` row saying how much they need, the next cell measured after it)
 """
 
 import itertools
@@ -43,7 +45,7 @@ REPLAYS = 20
 CACHE_EXTRA, LIVE_EXTRA = 40, 20
 MODELS = tuple(os.environ.get("ATTENTION_MODELS", "llama-3.1-8b,qwen2.5-7b").split(","))
 """Mistral-7B-v0.3 has Llama-3.1-8B's attention shape (32 query heads, 8 kv heads, head dim 128, 32 layers)."""
-CONTEXTS = tuple(int(c) for c in os.environ.get("ATTENTION_CONTEXTS", "2048,4096,8192,16384").split(","))
+CONTEXTS = os.environ.get("ATTENTION_CONTEXTS", "2048,4096,8192,16384")
 BLOCKS, WAVES = (32, 64, 128), (1, 2, 4, 8)
 DEFAULT = dict(block=32, waves=2, kv_together=False, merged=False)
 FIELDS = ("gpu", "model", "ctx", "L", "length", "Hq", "Hkv", "block", "waves", "split", "n_splits", "kv_together",
@@ -68,11 +70,30 @@ def variants(L, Hkv):
             yield block, waves, split, kv_together, merged
 
 
+def contexts(text: str) -> tuple:
+    """ATTENTION_CONTEXTS as positive ints, or an exit naming what is wrong."""
+    try:
+        out = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        out = ()
+    if not out or min(out) < 1:
+        sys.exit(f"ATTENTION_CONTEXTS={text!r}: give comma-separated positive context lengths, e.g. 2048,16384")
+    return out
+
+
 def cell(key, ctx, pdl, emit, gen):
     layers, Hq, Hkv, D = shape(key)
     L, length = ctx + CACHE_EXTRA, ctx + LIVE_EXTRA
-    caches = [((torch.randn(Hkv, L, D, generator=gen, device=DEVICE)).bfloat16(),
-               torch.randn(Hkv, L, D, generator=gen, device=DEVICE).bfloat16()) for _ in range(layers)]
+    try:
+        caches = [((torch.randn(Hkv, L, D, generator=gen, device=DEVICE)).bfloat16(),
+                   torch.randn(Hkv, L, D, generator=gen, device=DEVICE).bfloat16()) for _ in range(layers)]
+    except torch.cuda.OutOfMemoryError:  # the cell's caches do not fit: its row says so, the next cell runs
+        torch.cuda.empty_cache()
+        need = 2 * layers * Hkv * L * D * 2 / 1e9
+        emit(times=None, err=None, status="error", reason=f"out of memory: {need:.1f} GB of K and V caches for "
+             f"{layers} layers at ctx {ctx}", model=key, ctx=ctx, L=L, length=length, Hq=Hq, Hkv=Hkv, block="",
+             waves="", split="", n_splits="", kv_together="", merged="", pdl=int(pdl), bytes=2 * Hkv * length * D * 2)
+        return
     q = torch.randn(Hq, D, generator=gen, device=DEVICE).bfloat16()
     live = torch.tensor([length], device=DEVICE, dtype=torch.int32)
     scale = D ** -0.5
@@ -101,6 +122,9 @@ def cell(key, ctx, pdl, emit, gen):
 
 def main():
     t0 = time.time()
+    cells = contexts(CONTEXTS)
+    for key in MODELS:  # every model known before a row is written (models.UnknownModelError names the known ones)
+        shape(key)
     out = Rows("attention_splits", FIELDS)
     gpu = torch.cuda.get_device_name()
     pdl = fused.pdl_unavailable(DEVICE) is None
@@ -116,7 +140,7 @@ def main():
             out.add(**row)
 
     for key in MODELS:
-        for ctx in CONTEXTS:
+        for ctx in cells:
             cell(key, ctx, pdl, emit, gen)
             print(f"{key} ctx {ctx}: done at {time.time() - t0:.0f} s", flush=True)
     summary(rows)

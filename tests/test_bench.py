@@ -266,3 +266,19 @@ def test_measure_sh_checks_the_gpu_key_against_the_device_before_its_first_step(
         assert out.returncode == 2, out.stdout + out.stderr
         assert message in out.stderr and "== roofline" not in out.stdout
     assert list((tmp_path / "out").iterdir()) == []  # no step's log, no tarball of rows
+
+
+@pytest.mark.parametrize("env,message", [
+    (dict(ATTENTION_CONTEXTS="2048,x"), "ATTENTION_CONTEXTS='2048,x': give comma-separated positive context lengths"),
+    (dict(ATTENTION_CONTEXTS="0"), "ATTENTION_CONTEXTS='0': give comma-separated positive context lengths"),
+    (dict(ATTENTION_MODELS="llama-3.1-8bb"), "unknown model 'llama-3.1-8bb'. Known: llama-3.1-8b")])
+def test_the_attention_bench_refuses_bad_input_before_it_writes(tmp_path, env, message):
+    """bench/attention_splits.py checks its contexts and models before its CSV is opened: a bad value exits with a
+    message naming it, and no file is written."""
+    import os
+
+    run_env = dict(os.environ, PYTHONPATH=str(paths.REPO / "lib"), DECODEGAP_DIAG_DIR=str(tmp_path), **env)
+    out = subprocess.run([sys.executable, "bench/attention_splits.py"], cwd=paths.REPO, env=run_env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and message in out.stderr + out.stdout
+    assert not list(tmp_path.iterdir())
