@@ -46,6 +46,9 @@ def test_split_size_by_hand():
     assert kernels.split_size(16384, 8) == 512  # 2 x 132 / 8 = 33 programs per head -> 16384 / 33 -> 497 -> 512
     assert kernels.split_size(2083, 4) == 32  # 66 per head -> 2083 / 66 -> 32
     assert kernels.split_size(100, 8, block=64) == 64  # never below the block
+    # the kv-together levers' block: one block a program at the target cell's cache (ctx 2048 and a few dozen steps)
+    assert kernels.split_size(2088, 8, kernels.KV_TOGETHER_BLOCK) == kernels.KV_TOGETHER_BLOCK == 64
+    assert kernels.attention_blocks(True) == dict(kv_together=True, block=64) and kernels.attention_blocks(False) == {}
 
 
 def test_kernels_without_triton_or_a_gpu_say_why(monkeypatch):

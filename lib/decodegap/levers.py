@@ -128,8 +128,9 @@ kernel, every norm but the first as a scale, the int4 products' rows showing the
 int4 products findings). The kv-together levers (lean_fused_kv_together_graph and its one-kernel-attention form
 lean_fused_kv_together_merged_graph, bf16; lean_fused_all_kv_together_graph, int4-triton-head): the norm-scale levers
 with the split-KV attention loading each block's V beside its K, in blocks of 64 positions
-(kernels.step.attention_blocks): the profiled step at the target cell spends about four times the attention's KV floor in its attention, each
-program of the default waiting on K, then the scores, then V, twice over. Found after their rows: on sm_90 the split
+(kernels.step.attention_blocks): the profiled step at the target cell spends several times the attention's KV floor
+in its attention (notebook 06's where-the-time-goes findings give the numbers), each program of the default waiting
+on K, then the scores, then V, once for each of its two blocks. Found after their rows: on sm_90 the split
 kernel compiles to the same instructions with V's load written beside K's as after the scores (the compiler issues
 them together either way; tests/test_kernels.py compiles both offline), so what these levers change on the GPU is
 the block, 64 positions where the default's is 32: one iteration a program at ctx 2048. Their names say so since

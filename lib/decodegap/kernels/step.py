@@ -330,8 +330,8 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     2026-12-05 that program merged split after split, each step waiting on the one before (run
     20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
     the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
-    as the merge kernel does, a loop over the group's query heads. Timed since: still about twice the two kernels'
-    time by itself (bench/attention_splits.py, notebook 06's 06_attention_splits), and slower in the step (the
+    as the merge kernel does, a loop over the group's query heads. Timed since: slower than the two kernels by
+    itself (bench/attention_splits.py; notebook 06's 06_attention_splits gives the times) and in the step (the
     ladder's lean_fused_kv_together_merged_graph against lean_fused_kv_together_graph)."""
     Hq, D = q.shape
     Hkv, L, _ = k_cache.shape
