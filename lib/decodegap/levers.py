@@ -270,9 +270,9 @@ def ladder_plan(model_keys, contexts, gpu: str, only=None, promoted=()) -> list[
     TARGET_CELL_ONLY's docstring; before 2026-12-05 evening the command of a run checked it by hand)."""
     target = TARGETS["bf16"]
     sweeps = []
+    only_target = TARGET_CELL_ONLY - set(promoted)
     for quant in dict.fromkeys(q for _, _, q in LEVERS):
         levers = [a for _, a, q in LEVERS if q == quant and (is_lean(a) or q != "bf16") and (not only or a in only)]
-        only_target = TARGET_CELL_ONLY - set(promoted)
         grid = tuple(a for a in levers if (a, quant) not in only_target)
         if grid:
             sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))

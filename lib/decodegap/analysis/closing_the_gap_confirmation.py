@@ -106,9 +106,14 @@ def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str,
     confirmed_levers), or None. What the choices made downstream of notebook 06 follow (notebook 07's lean lever, the
     peer step's levers): a lever the selection sweeps pick moves them only once its confirmation holds as many
     sessions."""
-    table = confirmed_levers(rows, commit_of)
-    at = table[(table["gpu"] == cell["gpu"]) & (table["model"] == cell["model"]) & (table["ctx"] == cell["ctx"])
-               & (table["kind"] == of_kind)]
+    return fastest_held(confirmed_levers(rows, commit_of), cell, of_kind)
+
+
+def fastest_held(held: pd.DataFrame, cell: dict, of_kind: str) -> tuple[str, str] | None:
+    """confirmed_fastest read from `held`, a confirmed_levers table already made (one table for several cells or
+    kinds)."""
+    at = held[(held["gpu"] == cell["gpu"]) & (held["model"] == cell["model"]) & (held["ctx"] == cell["ctx"])
+              & (held["kind"] == of_kind)]
     return None if at.empty else (at.iloc[0]["arm"], at.iloc[0]["quant"])
 
 

@@ -178,21 +178,26 @@ def fused_lever_of(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -
     return found[0] if found else None
 
 
+def _int4_cell(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> pd.DataFrame:
+    """The int4 rows of one cell of the confirmation table (empty for an empty table)."""
+    if confirmation.empty:
+        return confirmation
+    return confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
+                        & (confirmation["kind"] == "int4")]
+
+
 def scale_levers(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> list[str]:
     """The arms of a cell's int4 confirmation (its chosen lever and runner-up) that run the fused step with the norms as
     scales, whose products the int4 bench has no flavour of (layer_products gives none), in that order."""
-    c = confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
-                     & (confirmation["kind"] == "int4")] if not confirmation.empty else confirmation
-    arms = [arm for r in c.itertuples() for arm in (r.arm, r.runner_up_arm) if isinstance(arm, str)]
+    arms = [arm for r in _int4_cell(confirmation, gpu, model, ctx).itertuples() for arm in (r.arm, r.runner_up_arm)
+            if isinstance(arm, str)]
     return [arm for arm in dict.fromkeys(arms)
             if arm in REGISTRY and {"fused", "norm_scale"} <= set(REGISTRY[arm].kernels)]
 
 
 def _fused_lever(confirmation: pd.DataFrame, gpu: str, model: str, ctx: int) -> tuple[str, str] | None:
     """(arm, quant) of fused_lever_of's lever, or None."""
-    c = confirmation[(confirmation["gpu"] == gpu) & (confirmation["model"] == model) & (confirmation["ctx"] == ctx)
-                     & (confirmation["kind"] == "int4")] if not confirmation.empty else confirmation
-    for r in c.itertuples():
+    for r in _int4_cell(confirmation, gpu, model, ctx).itertuples():
         for arm, quant in ((r.arm, r.quant), (r.runner_up_arm, r.runner_up_quant)):
             if isinstance(arm, str) and quant_bytes.LAYOUT_OF.get(quant) == "triton_int4" and layer_products(arm):
                 return arm, quant

@@ -50,12 +50,12 @@ def plan(gpu: str, model_keys, contexts, data=None, only=None) -> list:
 def promoted_levers(data) -> frozenset:
     """(arm, quant) of the levers.TARGET_CELL_ONLY levers that a confirmation sweep holds as the fastest of their
     kind at the target cell (confirmed_at_target): the ladder then sweeps them over the grid (levers.ladder_plan)."""
-    return _promoted(*confirming_rows(paths.DATA if data is None else data))
+    return _promoted(confirmation.confirmed_levers(*confirming_rows(paths.DATA if data is None else data)))
 
 
-def _promoted(confirming: pd.DataFrame, commit_of: dict) -> frozenset:
-    """promoted_levers of the confirmation rows `confirming` (confirming_rows)."""
-    return frozenset(_at_target(confirming, commit_of).values()) & levers.TARGET_CELL_ONLY
+def _promoted(held: pd.DataFrame) -> frozenset:
+    """promoted_levers of `held`, the confirmed levers (confirmation.confirmed_levers of confirming_rows)."""
+    return frozenset(_at_target(held).values()) & levers.TARGET_CELL_ONLY
 
 
 def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5, device: str = "cuda",
@@ -219,14 +219,14 @@ def confirmed_at_target(data) -> dict:
     (levers.TARGETS; analysis.closing_the_gap_confirmation.confirmed_fastest over the confirmation sweeps' checked
     rows in `data`): the levers notebook 07 and the peer step take from notebook 06. A kind with no lever confirmed
     there is left out."""
-    return _at_target(*confirming_rows(data))
+    return _at_target(confirmation.confirmed_levers(*confirming_rows(data)))
 
 
-def _at_target(confirming: pd.DataFrame, commit_of: dict) -> dict:
-    """confirmed_at_target of the confirmation rows `confirming` (confirming_rows)."""
+def _at_target(held: pd.DataFrame) -> dict:
+    """confirmed_at_target of `held`, the confirmed levers (confirmation.confirmed_levers of confirming_rows)."""
     target = levers.TARGETS["bf16"]
     cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
-    found = {kind: confirmation.confirmed_fastest(confirming, cell, kind, commit_of) for kind in ("bf16", "int4")}
+    found = {kind: confirmation.fastest_held(held, cell, kind) for kind in ("bf16", "int4")}
     return {kind: lever for kind, lever in found.items() if lever is not None}
 
 
@@ -337,16 +337,16 @@ def tables(data, model_keys=()) -> dict:
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
     confirming, commit_of = confirming_rows(data, every_row)
+    held = confirmation.confirmed_levers(confirming, commit_of)  # read by the targets and, for promotion, the ladder
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
-                                      changed=ladder.changed_cells(decode_rows),
-                                      promoted=_promoted(confirming, commit_of))
+                                      changed=ladder.changed_cells(decode_rows), promoted=_promoted(held))
     gemv_rows = int4_products.load_bf16(data)  # bench/fused_gemv.py's graphed rows
     out = dict(
         rows=decode_rows, cells=cell_table, configs=configs, specs=specs,
         ladder=lever_table.assign(checked=checked.column(lever_table["status"])),
         confirmation=confirmation.with_commits(confirmation.confirmation_table(
             confirmation.choices(lever_table), confirming, commit_of), commit_of),
-        confirmed_levers=confirmation.confirmed_levers(confirming, commit_of),
+        confirmed_levers=held,
         breakdown=profiles.category_table(breakdown_rows, configs, specs),
         projections=by_projection, product_fits=profiles.product_cost_fit(by_projection),
         check_sensitivity=check_sensitivity.table(check_sensitivity.load(data)),
