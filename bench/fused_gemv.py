@@ -5,7 +5,9 @@ default: gate_up_norm, gate_up with the norm and no epilogue, and down_silu, dow
 prologue and the residual; and for lean_fused_pdl_norm_graph o_norm, o with the residual and the post-attention
 norm made by its last row block, and gate_up_plain, gate_up with no prologue; for lean_fused_pdl_epilogues_graph
 qkv_rotary, qkv with the rotary and the cache write as its epilogue; for lean_fused_silu_epilogue_graph gate_up_silu,
-gate_up with no prologue and the SiLU epilogue, then down with the residual alone), over each shape's candidate configs (fused_configs.candidate_configs: the table's first,
+gate_up with no prologue and the SiLU epilogue, then down with the residual alone; for the norm-scale levers
+(lean_fused_norm_scale_graph, lean_fused_kv_together_graph) qkv_scaled, o_scale, gate_up_plain_scaled and
+down_silu_scale, each norm left to the next product as a scale), over each shape's candidate configs (fused_configs.candidate_configs: the table's first,
 split-K where the shape has few row blocks), and one layer's chain.
 
 Per (shape, kernel, config): a random bf16 weight (std 0.02), the result checked against its reference first
@@ -36,7 +38,8 @@ one row per repetition (gpu, model, shape, K, N, kernel, config, pdl, mode, rep,
 status, reason, then the run's provenance: bytes are the weights streamed, for a layer its four products and the
 KV it reads), and prints a summary: per shape the median us and GB/s of cuBLAS and of the table's config and the
 fastest candidate, per model the layer chains; the fastest candidate of each shape is what configs.py's tables hold.
-Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py (bench/measure.sh's `fused` step)
+Usage (repository root, GPU): PYTHONPATH=lib python3 bench/fused_gemv.py (bench/measure.sh's `fused` step;
+FUSED_GEMV_PRODUCTS=qkv_scaled,o_scale,... times those products alone)
 """
 
 import math
@@ -54,6 +57,7 @@ from decodegap.diagnostics import Rows
 from decodegap.harness import lean, models
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import rotary_args
+from decodegap.kernels.fused.norm_scale import NormScale
 from decodegap.kernels.fused.product_check import checked_error, rel_err
 
 DEVICE = "cuda"
@@ -67,6 +71,13 @@ MODELS = tuple(os.environ.get("FUSED_GEMV_MODELS", "llama-3.1-8b,qwen2.5-7b,mist
 three: FUSED_GEMV_MODELS=llama-3.2-1b times the megakernel cell's); a product whose (K, N, flavour) an earlier model
 already had (Mistral's layers are Llama's widths) is not timed again, and a model whose every layer product was is
 given no layer chain: Mistral adds its LM head (32768 rows) only."""
+PRODUCTS = tuple(p for p in os.environ.get("FUSED_GEMV_PRODUCTS", "").split(",") if p)
+"""The products timed (FUSED_GEMV_PRODUCTS, comma-separated names of kernels.fused.configs.products, e.g. the
+norm-scale levers' qkv_scaled,o_scale,gate_up_plain_scaled,down_silu_scale; default every product, then the layer
+chains): with it no layer chain is timed; a name no model has is refused before the CSV is opened."""
+SQUARE_ROWS = 16
+"""Elements of x a sum of squares covers in a scaled product's operands: the producer's row block (BLOCK_N 16, the
+table's o and down)."""
 FIELDS = ("gpu", "model", "shape", "K", "N", "kernel", "config", "pdl", "mode", "rep", "us", "bytes", "gbps",
           "max_rel_err", "status", "reason")
 
@@ -78,12 +89,16 @@ def products(key):
 
 def operands(K, N, flavour, gen):
     """(x, weight, norm weight, bias, residual) of one product, on the GPU (x [gate; up] of 2K for the silu_residual
-    flavours; the output norm's weight in the bias's place for the residual_norm ones)."""
+    flavours; the output norm's weight in the bias's place for the residual_norm and the out_scale ones; for the
+    scaled ones, x_scaled and, in the norm weight's place, its producer's sums of squares, one every SQUARE_ROWS
+    elements of x as a producer's row blocks write them)."""
     x = torch.randn(2 * K if flavour.startswith("silu_residual") else K, generator=gen, device=DEVICE).bfloat16()
     w = (0.02 * torch.randn(N, K, generator=gen, device=DEVICE)).bfloat16()
     nw = (1 + 0.1 * torch.randn(K, generator=gen, device=DEVICE)).bfloat16()
+    if flavour.endswith("scaled"):  # the sums of squares in nw's place
+        nw = x.float().pow(2).reshape(-1, SQUARE_ROWS).sum(1)
     b = torch.randn(N, generator=gen, device=DEVICE).bfloat16() if "bias" in flavour.split("_") else None
-    if flavour.endswith("residual_norm"):  # the output norm's weight, in b's place
+    if flavour.endswith(("residual_norm", "_scale")):  # the output norm's weight, in b's place
         b = (1 + 0.1 * torch.randn(N, generator=gen, device=DEVICE)).bfloat16()
     res = torch.randn(N // 2 if flavour.endswith("gate_up") else N, generator=gen, device=DEVICE).bfloat16()
     return x, w, nw, b, res
@@ -109,6 +124,17 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None, reference_rotary=N
         return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=bias, rotary=rotary,
                                               config=config, **launch),
                 lambda x, w: fused_reference.rmsnorm_gemv_rotary_reference(x, nw, w, bias, EPS, ref_rotary))
+    if flavour.endswith("scaled"):  # x is x_scaled, nw its producer's sums of squares
+        bias = b if flavour == "bias_scaled" else None
+        return (lambda x, w: fused.fused_gemv(x, w, bias=bias, norm_scale=NormScale(x, nw, EPS), config=config,
+                                              **launch),
+                lambda x, w: fused_reference.scaled_linear_reference(NormScale(x, nw, EPS), w, bias))
+    if flavour.endswith("residual_scale"):  # b is the output norm's weight
+        silu = flavour.startswith("silu")
+        reference = fused_reference.silu_gemv_residual_reference if silu else fused_reference.gemv_residual_reference
+        return (lambda x, w: _scale_outputs(*fused.fused_gemv(x, w, silu_x=silu, residual=res, out_scale=(b, EPS),
+                                                               config=config, **launch)),
+                lambda x, w: _scale_outputs(reference(x, w, res), norm_weight=b))
     if flavour == "residual":
         return (lambda x, w: fused.fused_gemv(x, w, residual=res, config=config, **launch),
                 lambda x, w: fused_reference.gemv_residual_reference(x, w, res))
@@ -133,6 +159,14 @@ def fused_call(flavour, nw, b, res, config, pdl, rotary=None, reference_rotary=N
                                                               (b, EPS)))
     return (lambda x, w: fused.fused_gemv(x, w, norm_weight=nw, eps=EPS, bias=b, config=config, **launch),
             lambda x, w: fused_reference.rmsnorm_gemv_reference(x, nw, w, b, EPS))
+
+
+def _scale_outputs(y, scaled=None, norm_weight=None):
+    """What an out_scale product's check compares: (y, x_scaled, the sum of its sums of squares); of a reference's y
+    (`scaled` None), those of output_scale_reference(y, norm_weight)."""
+    if scaled is None:
+        scaled = fused_reference.output_scale_reference(y, norm_weight, EPS)
+    return y, scaled.x_scaled, scaled.squares.sum().reshape(1)
 
 
 def time_events(call, flush):
@@ -210,8 +244,17 @@ def layer_chain(key, pdl_ok, emit):
     torch.cuda.empty_cache()
 
 
+def chosen(key):
+    """Model `key`'s products to time: PRODUCTS' where given, else all of them."""
+    return [p for p in products(key) if not PRODUCTS or p[0] in PRODUCTS]
+
+
 def main():
     t0 = time.time()
+    known = {p[0] for key in MODELS for p in products(key)}  # models.UnknownModelError names an unknown model
+    if set(PRODUCTS) - known:
+        sys.exit(f"FUSED_GEMV_PRODUCTS names {sorted(set(PRODUCTS) - known)}, which no model of FUSED_GEMV_MODELS has; "
+                 f"known: {', '.join(sorted(known))}")
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or L2_BYTES_DEFAULT
     out = Rows("fused_gemv", FIELDS)
     gpu = torch.cuda.get_device_name()
@@ -233,7 +276,7 @@ def main():
 
     timed = set()
     for key in MODELS:
-        fresh = [p for p in products(key) if p[1:] not in timed]
+        fresh = [p for p in chosen(key) if p[1:] not in timed]
         timed |= {p[1:] for p in fresh}
         for name, K, N, flavour in fresh:
             shape, nbytes = f"{key} {name}", 2 * N * K
@@ -275,7 +318,7 @@ def main():
                              status="error", reason=f"{type(exc).__name__}: {str(exc)[:300]}", **base)
             torch.cuda.empty_cache()
             print(f"{shape}: done at {time.time() - t0:.0f} s", flush=True)
-        if any(name != "lm_head" for name, *_ in fresh):
+        if not PRODUCTS and any(name != "lm_head" for name, *_ in fresh):
             layer_chain(key, pdl_ok, emit)
     summary(rows, gpu)
     print(f"wrote {out.path} ({len(rows)} rows) in {time.time() - t0:.0f} s")

@@ -131,6 +131,8 @@ Options, as environment variables (all optional):
                        lean_fused_pdl_norm_graph,lean_attn_compile)
     FUSED_GEMV_MODELS  the fused step's models whose products it times (default llama-3.1-8b,qwen2.5-7b,
                        mistral-7b-v0.3; llama-3.2-1b: the megakernel cell's widths)
+    FUSED_GEMV_PRODUCTS  the fused step's products by name only, no layer chain (e.g. the norm-scale levers':
+                       qkv_scaled,o_scale,gate_up_plain_scaled,down_silu_scale)
     CONFIRM_KINDS      the confirm step's cells of these kinds only, bf16 and/or int4 (default both; an int4 pair
                        on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant, fused, fused_int4 and int4_head steps without their GPU tests

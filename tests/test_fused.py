@@ -327,7 +327,9 @@ def test_the_config_table_is_the_fastest_config_measured():
     """Each table entry against data/diagnostics/fused_gemv.csv (graph mode, with PDL, the H200) for the product
     the fused step launches with it: the table's config is the fastest candidate timed, or within 2 % of it (the
     spread of one config timed twice); a product with neither prologue nor epilogue (gate_up_plain) against
-    gemv_config(plain=True), qkv with the rotary epilogue (qkv_rotary) against gemv_config(rotary=True). Products with no rows yet are skipped, and at least qkv, o and the LM head of both
+    gemv_config(plain=True), qkv with the rotary epilogue (qkv_rotary) against gemv_config(rotary=True), the
+    norm-scale levers' products (configs.SCALE_FLAVOURS) against gemv_config's entry for their weight. Products with no
+    rows yet are skipped, and at least qkv, o and the LM head of both
     models have rows."""
     import pandas as pd
 
@@ -337,7 +339,8 @@ def test_the_config_table_is_the_fastest_config_measured():
     checked = []
     for key in REAL + ("mistral-7b-v0.3",):  # Mistral: its LM head, once the diagnostic has timed it
         step = _products(key, step_only=True) + [p for p in _products(key)
-                                                 if p[0] in ("o_norm", "gate_up_plain", "qkv_rotary")]
+                                                 if p[0] in ("o_norm", "gate_up_plain", "qkv_rotary")
+                                                 or p[3] in fused_configs.SCALE_FLAVOURS]
         for name, K, N, flavour in step:
             shape = f"{key} {name}"
             if shape not in median.index.get_level_values("shape"):
@@ -631,6 +634,8 @@ def test_fused_gemv_on_every_product_shape_on_the_gpu(key):
     pdl = fused.pdl_unavailable("cuda") is None
     gen = torch.Generator(device="cuda").manual_seed(0)
     for name, K, N, flavour in _products(key):
+        if flavour in fused_configs.SCALE_FLAVOURS:  # tests/test_norm_scale.py's GPU tests check those products
+            continue
         x = torch.randn(K, generator=gen, device="cuda").bfloat16()
         w = (0.02 * torch.randn(N, K, generator=gen, device="cuda")).bfloat16()
         nw, b = (1 + 0.1 * torch.randn(K, generator=gen, device="cuda")).bfloat16(), torch.randn(N, device="cuda").bfloat16()

@@ -97,3 +97,35 @@ def test_the_rotary_reference_of_fused_call_writes_the_caches_it_is_handed_never
     assert rotary[3].abs().sum() == 0 and rotary[4].abs().sum() == 0
     _, own_copy = bench.fused_call("plain_rotary", None, None, None, None, False, rotary)  # a copy of its own
     assert torch.equal(own_copy(x, w), q_ref) and rotary[3].abs().sum() == 0
+
+
+BENCH_SCALE_CHECKS = """
+import importlib.util, torch
+from decodegap import paths
+from decodegap.kernels.fused import configs
+from decodegap.kernels.fused.product_check import checked_error
+spec = importlib.util.spec_from_file_location("fused_gemv", paths.REPO / "bench" / "fused_gemv.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+bench.DEVICE = "cpu"
+gen = torch.Generator().manual_seed(0)
+for flavour in configs.SCALE_FLAVOURS:
+    x, w, nw, b, res = bench.operands(64, 32, flavour, gen)
+    call, reference = bench.fused_call(flavour, nw, b, res, configs.GemvConfig(8, 32), False)
+    err = checked_error(call, reference, x, w)
+    assert err <= bench.TOL, (flavour, err)
+    # the check can fail: a reference with another norm weight (out_scale) or other squares (scaled) is far off
+    wrong = bench.fused_call(flavour, 2 * nw if flavour.endswith("scaled") else nw, None if b is None else 2 * b,
+                             res, configs.GemvConfig(8, 32), False)[1]
+    assert checked_error(call, wrong, x, w) > 10 * bench.TOL, flavour
+print("bench scale flavours ok")
+"""
+
+
+def test_the_bench_checks_the_norm_scale_products_in_tritons_interpreter():
+    """bench/fused_gemv.py's norm-scale flavours (configs.SCALE_FLAVOURS: qkv_scaled, o_scale, gate_up_plain_scaled,
+    down_silu_scale and Qwen's biased qkv_scaled) on a small shape: the fused kernel passes the bench's check against
+    its reference, and the same check fails against a reference with another norm weight or other sums of squares."""
+    from conftest import run_interpreted
+
+    run_interpreted(BENCH_SCALE_CHECKS, "bench scale flavours ok")

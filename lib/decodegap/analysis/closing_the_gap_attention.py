@@ -14,10 +14,10 @@ import pandas as pd
 
 from decodegap import paths
 from decodegap.analysis.closing_the_gap_int4_products import gpu_keys
-from decodegap.kernels.step import KV_TOGETHER_BLOCK, split_size
+from decodegap.kernels.step import KV_TOGETHER_BLOCK, SPLIT_STAGES, SPLIT_WARPS, split_size
 
 DIAGNOSTIC = "attention_splits"
-VARIANT = ["block", "split", "kv_together", "merged"]
+VARIANT = ["block", "split", "kv_together", "merged", "warps", "stages"]
 COLUMNS = ["gpu", "model", "ctx", "length", "floor_us", "default_us", "kv_together_us", "one_kernel_us",
            "fastest_us", "fastest", "variants"]
 """The columns of figures/06_attention_splits: per GPU (registry key), model and context, the live `length`, the
@@ -27,12 +27,16 @@ variant timed (`fastest`: its block, split, V beside K, one kernel), and how man
 
 
 def load(data: Path | None = None) -> pd.DataFrame:
-    """The bench's `ok` rows (empty where it has none)."""
+    """The bench's `ok` rows (empty where it has none); warps and stages blank (rows from before the launch sweep,
+    which passed neither) read as Triton's defaults, SPLIT_WARPS and SPLIT_STAGES."""
     path = Path(data or paths.DATA) / "diagnostics" / f"{DIAGNOSTIC}.csv"
     if not path.exists():
         return pd.DataFrame(columns=["gpu", "model", "ctx", "L", "length", "Hkv", *VARIANT, "us", "bytes"])
     rows = pd.read_csv(path)
-    return rows[rows["status"] == "ok"]
+    rows = rows[rows["status"] == "ok"].copy()
+    for column, default in (("warps", SPLIT_WARPS), ("stages", SPLIT_STAGES)):
+        rows[column] = rows[column].fillna(default).astype(int) if column in rows else default
+    return rows
 
 
 def table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
@@ -48,7 +52,8 @@ def table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
         L, Hkv = int(cell["L"].iloc[0]), int(cell["Hkv"].iloc[0])
 
         def of(block, kv_together, merged):
-            return float(us.get((block, split_size(L, Hkv, block), int(kv_together), int(merged)), float("nan")))
+            key = (block, split_size(L, Hkv, block), int(kv_together), int(merged), SPLIT_WARPS, SPLIT_STAGES)
+            return float(us.get(key, float("nan")))
 
         fastest = us.idxmin()
         out.append(dict(gpu=gpu, model=model, ctx=int(ctx), length=int(cell["length"].iloc[0]),
@@ -56,7 +61,8 @@ def table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
                         default_us=of(32, False, False), kv_together_us=of(KV_TOGETHER_BLOCK, True, False),
                         one_kernel_us=of(KV_TOGETHER_BLOCK, True, True), fastest_us=float(us.min()),
                         fastest=f"block {fastest[0]}, split {fastest[1]}, V beside K {'yes' if fastest[2] else 'no'}, "
-                                f"{'one kernel' if fastest[3] else 'two kernels'}",
+                                f"{'one kernel' if fastest[3] else 'two kernels'}, {fastest[4]} warps, "
+                                f"{fastest[5]} stages",
                         variants=len(us)))
     return pd.DataFrame(out, columns=COLUMNS)
 

@@ -301,6 +301,11 @@ def attention_blocks(kv_together: bool) -> dict:
     return dict(kv_together=True, block=KV_TOGETHER_BLOCK) if kv_together else {}
 
 
+SPLIT_WARPS, SPLIT_STAGES = 4, 3
+"""The split kernel's num_warps and num_stages by default: Triton's own defaults on CUDA (the launch every step and
+every row of the bench before 2026-12-05's launch sweep ran with, passing neither)."""
+
+
 MERGE_COUNTERS = 1 << 12
 """Arrival counters of the one-kernel attention (decode_attention's `merged`), one a kv head of a call: every call
 leaves them at zero."""
@@ -314,7 +319,8 @@ def merge_counters(device):
 
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
-                     pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False):
+                     pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False,
+                     warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
@@ -326,7 +332,9 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     program that arrives last merges the head's splits and writes the output (as the fused GEMV's split-K does), so
     the merge kernel is not launched. `kv_together`: each block's V loaded beside its K in the source, before the
     scores are made (by default V's load follows the first product); on sm_90 both orders compile to the same
-    instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. History: until
+    instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. `warps`, `stages`: the
+    split kernel's num_warps and num_stages (Triton's software pipelining of the loop's loads; the defaults are
+    Triton's own, which every step has run with). History: until
     2026-12-05 that program merged split after split, each step waiting on the one before (run
     20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
     the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
@@ -361,7 +369,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
                                   EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
-                                  KV_TOGETHER=kv_together, **merge, **launch)
+                                  KV_TOGETHER=kv_together, num_warps=warps, num_stages=stages, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:

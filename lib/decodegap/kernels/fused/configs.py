@@ -137,7 +137,9 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
     lm_head_plain (the head with no prologue) the all-epilogues arm's; with the input norm in the previous down's
     epilogue too (FusedOps.input_norm_in_epilogue), every layer's down is down_norm (down_silu_norm with the SiLU
     prologue) and qkv takes no prologue: qkv_rotary_plain (flavours plain_rotary, bias_rotary) or qkv_plain (plain,
-    bias)."""
+    bias). With the norms left as scales (FusedOps.norm_scale; launch.SCALE_PRODUCTS) the norm-scale levers launch
+    qkv_scaled (flavour scaled, or bias_scaled: x read with the norm's scale), o_scale (residual_scale: the residual and
+    out_scale), gate_up_plain_scaled (scaled) and down_silu_scale (silu_residual_scale)."""
     hidden, inter, heads = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
     D = hidden // heads
     heads_dim, qkv = heads * D, (heads + 2 * config["num_key_value_heads"]) * D
@@ -151,11 +153,18 @@ def products(config: Mapping) -> list[tuple[str, int, int, str]]:
             ("qkv_rotary", hidden, qkv, qkv_flavour + "_rotary"), ("gate_up_silu", hidden, 2 * inter, "plain_gate_up"),
             ("down_norm", inter, hidden, "residual_norm"), ("lm_head_plain", hidden, config["vocab_size"], "plain"),
             ("qkv_rotary_plain", hidden, qkv, plain_qkv + "_rotary"), ("qkv_plain", hidden, qkv, plain_qkv),
-            ("down_silu_norm", inter, hidden, "silu_residual_norm")]
+            ("down_silu_norm", inter, hidden, "silu_residual_norm"),
+            ("qkv_scaled", hidden, qkv, ("bias_" if plain_qkv == "bias" else "") + "scaled"),
+            ("o_scale", heads_dim, hidden, "residual_scale"), ("gate_up_plain_scaled", hidden, 2 * inter, "scaled"),
+            ("down_silu_scale", inter, hidden, "silu_residual_scale")]
 
 
 STEP_PRODUCTS = ("qkv", "o", "gate_up_norm", "down_silu", "lm_head")
 """The products (products' names) the default fused step launches."""
+
+SCALE_FLAVOURS = ("scaled", "bias_scaled", "residual_scale", "silu_residual_scale")
+"""The flavours of the norm-scale levers' products (products): x read with the norm's scale (norm_scale), or y's
+norm left to the next product as a scale (out_scale)."""
 
 
 def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
