@@ -366,6 +366,11 @@ def test_ranking_names_the_fastest_step_beside_sdpas_and_the_fastest_per_layer_k
     (cpu_row,) = attention_report.ranking_table(steps, no_gpu).to_dict("records")
     assert cpu_row["fastest_layer_gpu_only"] is None and cpu_row["fastest_layer_host"] == "sdpa"
     assert "1.50x" in attention_report.ranking_findings(attention_report.ranking_table(steps, summ))[0]
+    # beside it, a cell with no per-layer rows (a GPU whose attention bench ran at other contexts) names no kernel
+    both = pd.concat([steps, steps.assign(gpu="h")], ignore_index=True)
+    mine, other = attention_report.ranking_findings(attention_report.ranking_table(both, summ))
+    assert "per layer the fastest of them is sdpa GPU-only (5.0 us)" in mine
+    assert other.startswith("h m ctx 2048") and "per layer" not in other and "nan" not in other
 
 
 def test_within_spread_by_hand():

@@ -293,12 +293,22 @@ def test_a_file_no_gpu_has_is_refused_for_the_notebook_that_reads_it(tmp_path, m
 
 def test_a_run_killed_before_its_first_row_leaves_an_entry_that_refuses_nothing(copy, capsys):
     """An env.json entry of an experiment whose CSV the folder lacks is refused only where that run left rows in
-    another CSV (a deleted file): an entry alone, of a run killed before it wrote a row, is no damage."""
-    folder = copy / "raw" / "h100-sxm"  # measured in part: no attention.csv
+    another CSV (a deleted file) or ran to its end (its entry has gpu_state_after): an entry alone, of a run killed
+    before it wrote a row, is no damage."""
+    folder = copy / "raw" / "h100-sxm"
+    (folder / "attention.csv").unlink()  # as measured in part, before its attention runs
     env = json.loads((folder / "env.json").read_text())
+    env = {run: entry for run, entry in env.items() if entry.get("experiment") != "attention"}
     env["20260101T000000-abcdef"] = {"experiment": "attention", "git_commit": "x"}
     (folder / "env.json").write_text(json.dumps(env))
     assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 0
+    ended = dict(env, **{"20260101T000000-abcdef": {"experiment": "attention", "git_commit": "x", "gpu_state_after": {}}})
+    (folder / "env.json").write_text(json.dumps(ended))  # the same run, ended: it wrote rows, which are gone
+    capsys.readouterr()
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
+    assert re.search(r"h100-sxm/attention\.csv: missing, though .*run 20260101T000000-abcdef run to its end",
+                     capsys.readouterr().err)
+    (folder / "env.json").write_text(json.dumps(env))
     verify = (folder / "verify.csv").read_text().splitlines(keepends=True)
     run = verify[1].split(",", 1)[0]
     (folder / "verify.csv").write_text("".join(verify) + verify[1].replace(run, "20260101T000000-abcdef", 1))

@@ -334,7 +334,8 @@ def test_the_config_table_is_the_fastest_config_measured():
     import pandas as pd
 
     rows = pd.read_csv(paths.DATA / "diagnostics" / "fused_gemv.csv")
-    rows = rows[(rows.status == "ok") & (rows["mode"] == "graph") & (rows.kernel == "fused") & (rows.pdl == 1)]
+    rows = rows[(rows.status == "ok") & (rows["mode"] == "graph") & (rows.kernel == "fused") & (rows.pdl == 1)
+                & (rows.gpu == "NVIDIA H200")]  # the table is the H200's: another GPU's rows are its own diagnostics
     median = rows.groupby(["shape", "config"]).us.median()
     checked = []
     for key in REAL + ("mistral-7b-v0.3",):  # Mistral: its LM head, once the diagnostic has timed it

@@ -129,14 +129,20 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
     """Every experiment a notebook reads (READS) whose runs env.json records, and whose rows those runs left in another
     CSV of the folder (`frames`: {csv path: its rows}; their checks in verify.csv, say), has its own CSV beside them:
     a GPU measured in part may lack a file, and a run killed before it wrote a row leaves only its entry, but a file its
-    runs wrote rows beside is refused missing even where another GPU has one. The first such file is an InputError
-    naming it, a run and the file that holds that run's other rows."""
+    runs wrote rows beside is refused missing even where another GPU has one. So is a file of a run that ran to its end
+    (its entry has `gpu_state_after`, written as the run ends, after its rows), rows elsewhere or not. The first such
+    file is an InputError naming it, a run and the file that holds that run's other rows (or the run's end)."""
     needed = sorted({e for reads in READS.values() for e in reads})
     for experiment in needed:
         path = env_path.parent / f"{experiment}.csv"
         if path.is_file():
             continue
         runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment}
+        ended = sorted(run for run in runs if "gpu_state_after" in env[run])
+        if ended:
+            raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
+                             f"{experiment!r} here, run {ended[0]} run to its end (gpu_state_after); restore it from "
+                             f"git (git checkout {path.parent.parent.parent.name}/raw), or measure again")
         for other, frame in sorted(frames.items()):
             wrote = sorted(runs & set(frame["run_id"]))
             if wrote:

@@ -293,7 +293,8 @@ def ranking_findings(ranking: pd.DataFrame) -> list[str]:
                      f"{sessions(r.sdpa_step_sessions)})")
         fastest = [f"{name} {label} ({us:.1f} us)" for name, label, us in
                    ((r.fastest_layer_gpu_only, "GPU-only", r.fastest_layer_gpu_only_us),
-                    (r.fastest_layer_host, "host-inclusive", r.fastest_layer_host_us)) if name]
+                    (r.fastest_layer_host, "host-inclusive", r.fastest_layer_host_us))
+                   if isinstance(name, str)]  # no per-layer rows at the cell: None, or NaN once in a frame
         if fastest:
             line += "; per layer the fastest of them is " + " and ".join(fastest)
         out.append(line + ".")

@@ -62,7 +62,7 @@ def table(rows: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
                         one_kernel_us=of(KV_TOGETHER_BLOCK, True, True), fastest_us=float(us.min()),
                         fastest=f"block {fastest[0]}, split {fastest[1]}, V beside K {'yes' if fastest[2] else 'no'}, "
                                 f"{'one kernel' if fastest[3] else 'two kernels'}, {fastest[4]} warps, "
-                                f"{fastest[5]} stages",
+                                f"{fastest[5]} stage{'' if fastest[5] == 1 else 's'}",
                         variants=len(us)))
     return pd.DataFrame(out, columns=COLUMNS)
 

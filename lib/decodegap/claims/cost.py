@@ -14,7 +14,10 @@ from decodegap.claims.verdicts import NOT_TESTABLE, Judged, about, row, two_side
 def cost_claim(ev: Evidence) -> list[dict]:
     target = ev.pub_value("cost", "cost_ratio", gpu="l4")
     ratios = cost.ratio_table(ev.costs, "l4", "h100-sxm")
-    graphed = ratios[ratios["configuration_h100-sxm"] == "bf16 graph"]
+    # the paper's own step times on both sides: a measured H100 row (any model or context) is not the paper's number
+    graphed = ratios[(ratios["configuration_h100-sxm"] == "bf16 graph")
+                     & (ratios["source_h100-sxm"] == published.PUBLISHED_LABEL)
+                     & (ratios["source_l4"] == published.PUBLISHED_LABEL)]
     tol = rules.get("R5").t("rel_tol")
     if graphed.empty:
         verdict, ours, evidence, hardware = NOT_TESTABLE, "-", "No priced L4 and graphed H100 configurations.", "-"

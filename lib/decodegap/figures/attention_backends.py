@@ -40,6 +40,10 @@ def _distinct_series(rows: pd.DataFrame, col: str):
     return list(out.values())
 
 
+LEGEND_ROWS = 12
+"""The most entries attention_us_vs_context's legend holds in one column beside its 3.8-inch panels."""
+
+
 def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFrame | None = None):
     """Microseconds per decode-attention call against context per backend: host-inclusive (left) and GPU-only
     (right) on one shared log axis, so the gap between the panels is the launch sequence's cost. `published`: the
@@ -71,8 +75,12 @@ def attention_us_vs_context(summ: pd.DataFrame, model: str, published: pd.DataFr
     for ax in axes:  # both panels' series (a pair alike in one panel may differ in the other)
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    axes[1].legend(list(legend.values()), list(legend), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    if len(legend) <= LEGEND_ROWS:
+        axes[1].legend(list(legend.values()), list(legend), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     style.title(fig, "03_attention_us_vs_context.png", f"every backend that ran, {model} shape; backends joined by '=' "
                 "time within 2 % of each other")
     fig.tight_layout()
+    if len(legend) > LEGEND_ROWS:  # the series of several GPUs: below both panels, clear of every tick label
+        fig.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+                   fontsize=7)
     return fig

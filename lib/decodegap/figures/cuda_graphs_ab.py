@@ -93,9 +93,10 @@ def decomposition(decomp: pd.DataFrame):
     ax.set_xticks(x, [f"{int(c) // 1024}k" for c in d["ctx"]], fontsize=8)
     for gpu, model in groups:
         sel = x[((d["gpu"] == gpu) & (d["model"] == model)).to_numpy()]
-        ax.annotate(f"{model} ({gpu})", (sel.mean(), 0), xycoords=("data", "axes fraction"), xytext=(0, -26),
-                    textcoords="offset points", ha="center", fontsize=8)
-    ax.set_xlabel("context (tokens)", labelpad=18)
+        # two lines: a group of three contexts is narrower than "mistral-7b-v0.3 (h100-sxm)" on one
+        ax.annotate(f"{model}\n({gpu})", (sel.mean(), 0), xycoords=("data", "axes fraction"), xytext=(0, -18),
+                    textcoords="offset points", ha="center", va="top", fontsize=8)
+    ax.set_xlabel("context (tokens)", labelpad=32)
     ax.set_ylabel("ms per decode step")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     style.title(fig, "02_decomposition.png", "the eager step of each cell: the bar's top is its step time")
