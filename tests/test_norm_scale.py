@@ -58,6 +58,34 @@ def test_the_lever_asks_for_a_norm_made_in_an_epilogue():
         fused.product(scale, object())
 
 
+def test_a_scale_products_config_is_looked_up_as_a_scale_product(monkeypatch):
+    """A SCALE_CONFIGS entry serves the norm-scale products of its weight alone: gemv_config(scale=True) and the bench's
+    first candidate of a scale flavour take it, the same weight's other products keep GEMV_CONFIGS's, and fused_gemv
+    asks for it whenever out_scale or norm_scale is given (a stand-in for gemv_config stops the call before Triton)."""
+    from decodegap.kernels.fused import configs
+
+    monkeypatch.setattr(configs, "_interpreted", lambda: False)  # the tables, not the interpreter's small config
+    own = configs.GemvConfig(8, 512, warps=2)
+    monkeypatch.setitem(configs.SCALE_CONFIGS, (4608, 3584), own)
+    assert configs.gemv_config(4608, 3584, scale=True) == own
+    assert configs.gemv_config(4608, 3584) == configs.GEMV_CONFIGS[(4608, 3584)] != own
+    assert configs.flavour_candidates(4608, 3584, "bias_scaled")[0] == own
+    assert configs.flavour_candidates(4608, 3584, "norm_bias")[0] == configs.GEMV_CONFIGS[(4608, 3584)]
+    asked = []
+
+    def stand_in(N, K, plain=False, rotary=False, scale=False):
+        asked.append(scale)
+        raise LookupError("stop before the launch")
+
+    monkeypatch.setattr(fused, "gemv_config", stand_in)
+    x, w = torch.randn(64).bfloat16(), torch.randn(32, 64).bfloat16()
+    for options, scale in ((dict(norm_scale=NormScale(x, torch.ones(4), 1e-5)), True),
+                           (dict(out_scale=(torch.ones(32).bfloat16(), 1e-5)), True), (dict(residual=w[:, 0]), False)):
+        with pytest.raises(LookupError):
+            fused.fused_gemv(x, w, **options)
+        assert asked.pop() is scale
+
+
 def test_fused_gemv_refuses_a_scale_beside_another_norm_before_it_launches():
     x, w = torch.ones(8).bfloat16(), torch.ones(4, 8).bfloat16()
     scale = NormScale(x, torch.ones(1), 1e-5)

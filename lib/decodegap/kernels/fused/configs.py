@@ -69,6 +69,13 @@ row sets as gate_up's do: the fastest of qkv_rotary's candidates, as for GEMV_CO
 ran GEMV_CONFIGS's entry for the same weight (16 rows of 512 columns), slower in qkv_rotary's rows; tiles of 16 and
 32 rows on 4 warps, which hold two row sets a program, were slower still."""
 
+SCALE_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
+"""GemvConfig per weight shape (N, K) of a norm-scale levers' product (SCALE_FLAVOURS: x read with the norm's scale, or
+y's norm left to the next product as a scale; FusedOps.norm_scale), where it differs from GEMV_CONFIGS's for the same
+weight: the fastest of bench/fused_gemv.py's candidates for that product on the H200, as for GEMV_CONFIGS. Empty:
+those products have no H200 rows yet (on an H100 SXM Qwen2.5-7B's qkv_scaled ran fastest on another config than its
+weight's entry; data/diagnostics/fused_gemv.csv), and until they do they take their weight's entry."""
+
 INTERPRETED_BLOCK_K = 32
 """BLOCK_K of the default config under TRITON_INTERPRET=1, so that the tests' small K run several loop steps."""
 
@@ -77,9 +84,12 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def table_entry(N: int, K: int, plain: bool = False, rotary: bool = False) -> GemvConfig | None:
+def table_entry(N: int, K: int, plain: bool = False, rotary: bool = False, scale: bool = False) -> GemvConfig | None:
     """The tables' config of weight shape (N, K), as gemv_config looks it up (`plain`: PLAIN_CONFIGS's first;
-    `rotary`: ROTARY_CONFIGS's first; then GEMV_CONFIGS's); None where they hold none and the rule decides."""
+    `rotary`: ROTARY_CONFIGS's first; `scale`: SCALE_CONFIGS's first; then GEMV_CONFIGS's); None where they hold none
+    and the rule decides."""
+    if scale and (N, K) in SCALE_CONFIGS:
+        return SCALE_CONFIGS[(N, K)]
     if plain and (N, K) in PLAIN_CONFIGS:
         return PLAIN_CONFIGS[(N, K)]
     if rotary and (N, K) in ROTARY_CONFIGS:
@@ -87,14 +97,15 @@ def table_entry(N: int, K: int, plain: bool = False, rotary: bool = False) -> Ge
     return GEMV_CONFIGS.get((N, K))
 
 
-def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> GemvConfig:
+def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False, scale: bool = False) -> GemvConfig:
     """The config of weight shape (N, K) (`plain`: of a product with no prologue or epilogue, PLAIN_CONFIGS's
-    first; `rotary`: of the qkv product with the rotary epilogue, ROTARY_CONFIGS's first): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
+    first; `rotary`: of the qkv product with the rotary epilogue, ROTARY_CONFIGS's first; `scale`: of a norm-scale
+    product, SCALE_CONFIGS's first): GEMV_CONFIGS's, else BLOCK_N 8, BLOCK_K the largest power of two up to K
     (16 to 1024) on BLOCK_K / 256 warps (at least one), split along K in two or four while that leaves fewer than 4
     programs an SM and at least four BLOCK_K steps a split. Under the interpreter BLOCK_K is INTERPRETED_BLOCK_K."""
     if _interpreted():
         return GemvConfig(8, INTERPRETED_BLOCK_K)
-    entry = table_entry(N, K, plain, rotary)
+    entry = table_entry(N, K, plain, rotary, scale)
     if entry is not None:
         return entry
     block_k = max(16, min(1024, 1 << (max(1, K).bit_length() - 1)))
@@ -105,7 +116,7 @@ def gemv_config(N: int, K: int, plain: bool = False, rotary: bool = False) -> Ge
 
 
 def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False,
-                      rotary: bool = False) -> tuple[GemvConfig, ...]:
+                      rotary: bool = False, scale: bool = False) -> tuple[GemvConfig, ...]:
     """The configs bench/fused_gemv.py times for weight shape (N, K): the table's (or the rule's; `plain`,
     `rotary`: gemv_config's for a product with no prologue or epilogue, or with the rotary one) first, then 4 and
     8 rows on 2, 4 and 8 warps with BLOCK_K = 256 x warps, Triton's pipelining (3 stages), shapes whose x moves
@@ -114,7 +125,7 @@ def candidate_configs(N: int, K: int, gate_up: bool = False, plain: bool = False
     where the product has fewer than 8 row blocks of 8 an SM (never for gate_up, whose epilogue needs the whole of
     both sums)."""
     rows = N // 2 if gate_up else N
-    out = [gemv_config(N, K, plain, rotary), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
+    out = [gemv_config(N, K, plain, rotary, scale), GemvConfig(4, 1024), GemvConfig(8, 1024), GemvConfig(8, 512, warps=2),
            GemvConfig(4, 2048, warps=8), GemvConfig(8, 2048, warps=8), GemvConfig(4, 1024, stages=3),
            GemvConfig(16, 512), GemvConfig(32, 512), GemvConfig(16, 1024), GemvConfig(16, 512, warps=8),
            GemvConfig(16, 512, stages=3), GemvConfig(16, 512, warps=8, stages=3), GemvConfig(32, 512, warps=8),
@@ -172,5 +183,5 @@ def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
     without split-K (an epilogue that needs the whole of each sum, or of the output), plain's and the rotary ones'
     with their own config first."""
     out = candidate_configs(N, K, gate_up=flavour in ("gate_up", "plain_gate_up"), plain=flavour == "plain",
-                            rotary=flavour.endswith("_rotary"))
+                            rotary=flavour.endswith("_rotary"), scale=flavour in SCALE_FLAVOURS)
     return tuple(c for c in out if c.split_k == 1) if flavour.endswith("residual_norm") else out

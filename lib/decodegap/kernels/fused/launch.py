@@ -188,7 +188,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         check_rotary(N, rotary, gate_up or silu_x or residual is not None or out_norm is not None)
     plain = not (norm_weight is not None or bias is not None or residual is not None or gate_up or silu_x
                  or out_norm is not None or rotary is not None or out_scale is not None or norm_scale is not None)
-    cfg = config or gemv_config(N, K, plain, rotary=rotary is not None)
+    cfg = config or gemv_config(N, K, plain, rotary=rotary is not None,
+                                scale=out_scale is not None or norm_scale is not None)
     k_split = _cdiv(_cdiv(K, cfg.split_k), cfg.block_k) * cfg.block_k  # columns a split: a multiple of BLOCK_K
     split = _cdiv(K, k_split)
     if split > 1 and (gate_up or rotary is not None):
