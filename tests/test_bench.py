@@ -282,3 +282,19 @@ def test_the_attention_bench_refuses_bad_input_before_it_writes(tmp_path, env, m
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and message in out.stderr + out.stdout
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("env,message", [
+    (dict(FUSED_GEMV_PRODUCTS="o_scale,o_scaled"), "FUSED_GEMV_PRODUCTS names ['o_scaled'], which no model of "
+                                                    "FUSED_GEMV_MODELS has"),
+    (dict(FUSED_GEMV_MODELS="llama-3.1-8bb"), "unknown model 'llama-3.1-8bb'. Known: llama-3.1-8b")])
+def test_the_product_bench_refuses_bad_input_before_it_writes(tmp_path, env, message):
+    """bench/fused_gemv.py checks its models and named products before its CSV is opened (and before any GPU call): a
+    misspelt product or model exits with a message naming it, and no file is written."""
+    import os
+
+    run_env = dict(os.environ, PYTHONPATH=str(paths.REPO / "lib"), DECODEGAP_DIAG_DIR=str(tmp_path), **env)
+    out = subprocess.run([sys.executable, "bench/fused_gemv.py"], cwd=paths.REPO, env=run_env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and message in out.stderr + out.stdout, out.stderr[-2000:]
+    assert not list(tmp_path.iterdir())
