@@ -507,3 +507,29 @@ def test_measure_ab_numbers_the_headline_sessions_after_the_grid(data_dir, monke
     grid, headline = plans
     assert list(grid.session_ids) == [0, 1, 2] and grid.arms == ("eager", "graph", "compile")
     assert list(headline.session_ids) == list(range(3, 13)) and headline.contexts == (16,)
+
+
+def test_a_part_measured_headline_sweep_is_not_topped_up(data_dir, monkeypatch, capsys):
+    """The headline statistic reads one run: with 3 of the 10 headline sessions' cells on disk (one of them in part),
+    measure runs the grid and leaves the headline sweep to `again`, saying so; with none on disk, with all of them,
+    or with `again`, the headline sweep is run as planned (run_sweep finds nothing to do when all are there)."""
+    plans = []
+    monkeypatch.setattr(cuda_graphs_ab, "run_sweep", lambda plan, data, progress=True: plans.append(plan) or "run")
+    monkeypatch.setattr(cuda_graphs_ab.runs, "update_env", lambda *a, **k: None)
+    cells = {}
+
+    def pending(plan, session, data, run_id=None):
+        return plan.cells(session)[cells.get(session, 0):]  # the first cells[session] cells of a session done
+
+    monkeypatch.setattr(cuda_graphs_ab.SweepPlan, "pending", pending)
+    run = dict(headline_ctx=16, sessions=3, headline_sessions=10, device="cpu", data=data_dir, progress=False)
+    cells.update({3: 2, 4: 2, 5: 1})  # llama-tiny at ctx 16: 2 cells a session (eager, graph)
+    cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], **run)
+    assert [p.contexts for p in plans] == [(16, 32)]  # the grid alone
+    assert "not topped up: 3 of its 10 sessions have rows of an earlier run" in capsys.readouterr().out
+    for done, again in (({}, False), ({s: 2 for s in range(3, 13)}, False), ({3: 2, 4: 2, 5: 1}, True)):
+        plans.clear()
+        cells.clear()
+        cells.update(done)
+        cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], again=again, **run)
+        assert [p.contexts for p in plans] == [(16, 32), (16,)], (done, again)

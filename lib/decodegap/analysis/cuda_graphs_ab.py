@@ -4,8 +4,9 @@ decode step into memory floor, GPU-side excess and host launch overhead.
 The A/B sweep (experiments.cuda_graphs_ab.measure) writes ab.csv in two sweeps, each a run with its plan in
 env.json: the grid (every arm, the compile arm included, at every context: a session process builds each model once
 for all its cells and compiles) and the headline sweep (eager and graph at the headline context only, in processes that do
-nothing else), which tops the headline cells up to their session count. A row's `sweep` says which; no statistic
-here pools the sessions of the two."""
+nothing else), which measures the headline cells in sessions of their own (an earlier run's part-measured headline
+sweep is not topped up: experiments.cuda_graphs_ab.partly_measured). A row's `sweep` says which; no statistic here
+pools the sessions of the two."""
 
 from __future__ import annotations
 

@@ -38,6 +38,18 @@ def plan(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3
     return [grid, headline]
 
 
+def partly_measured(headline: SweepPlan, data) -> int:
+    """Sessions of the headline sweep `headline` with rows on disk where some of its cells are missing (0 where none
+    has rows, where none is missing, or with `again`). The headline statistic reads one run (analysis.cuda_graphs_ab.newest_runs), so a
+    sweep resumed in a new run would leave a run of the missing sessions alone, read in place of the earlier run's
+    (on the H100 on 2026-12-05 a top-up of 2 sessions replaced a run of 8): `measure` does not top it up."""
+    if headline.again:
+        return 0
+    pending = {s: headline.pending(s, data) for s in headline.session_ids}
+    started = sum(len(cells) < len(headline.cells(s)) for s, cells in pending.items())
+    return started if any(pending.values()) else 0
+
+
 def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int = 3, headline_sessions: int = 10,
             steps: int = 30, warmup: int = 5, device: str = "cuda", data=None, count_kernels: bool = False,
             progress: bool = True, experiment: str = "ab", headline_only: bool = False, again: bool = False) -> dict:
@@ -48,7 +60,8 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
        left out with `headline_only`;
     2. the headline cells (ctx = headline_ctx), eager and graph, in `headline_sessions` sessions of their own (a
        headline-only sweep, numbered after the grid's sessions: notebook 02's headline statistic reads these alone),
-       each session's graph arm checked against eager;
+       each session's graph arm checked against eager; a headline sweep an earlier run left part-measured is not
+       topped up (partly_measured), and `again` measures it whole;
     3. with `count_kernels`, kernels per decode step (profile.record_kernels: kernels.csv, breakdown.csv).
     `again`: the sweeps measure every cell again in runs of their own (the A/B reader keeps each cell's newest run
     of a sweep; older runs stay as history). Returns the wall seconds of each phase and in all, also kept in
@@ -64,8 +77,14 @@ def measure(gpu: str, models, contexts, headline_ctx: int = 2048, sessions: int 
         measured.append(run_sweep(grid, data, progress))
         walls["grid_s"] = time.time() - began
     t0 = time.time()
-    measured.append(run_sweep(headline, data, progress))
-    walls["headline_s"] = time.time() - t0
+    partial = partly_measured(headline, data)
+    if partial:  # a top-up would be a run of the missing sessions alone, and the statistic reads one run
+        print(f"the headline sweep is not topped up: {partial} of its {len(headline.session_ids)} sessions have rows "
+              f"of an earlier run, which the headline statistic keeps reading; measure it whole in a run of its own with "
+              f"again (cuda-graphs-ab --headline-only --again)")
+    else:
+        measured.append(run_sweep(headline, data, progress))
+        walls["headline_s"] = time.time() - t0
     if count_kernels:
         t0 = time.time()
         profile.record_kernels(gpu, models, contexts, data=data, device=device)
