@@ -85,6 +85,9 @@ for Hq, Hkv, L, length in [(8, 2, 100, 77), (7, 1, 64, 64), (28, 4, 300, 1)]:
     # V loaded beside K: the same loads and the same sums, so the same output as the default order, bit for bit
     both = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16, kv_together=True)
     assert torch.equal(both, got), (Hq, Hkv, L, length)
+    # another launch (warps, stages): the same program, so the same output
+    other = kernels.decode_attention(q, k, v, torch.tensor([length]), 0.25, split=32, block=16, warps=2, stages=1)
+    assert torch.equal(other, got), (Hq, Hkv, L, length)
 q, k, v = qkv(8, 2, 2048, 16)  # a cache far longer than the live length: its splits share the 77 positions
 got = kernels.decode_attention(q, k, v, torch.tensor([77]), 0.25, block=16)
 assert (got.float() - kernels.decode_attention_reference(q, k, v, 77, 0.25).float()).abs().max() < 2e-2
@@ -124,6 +127,35 @@ if quant.unavailable_reason("int4-tinygemm", "cpu") is None:  # int4: tinygemm p
             assert (a - b).abs().max() < 0.05 * a.abs().max()
 print("interpreted kernels ok")
 """
+
+
+def test_the_split_kernel_is_given_a_launch_only_where_it_is_not_the_default(monkeypatch):
+    """decode_attention passes num_warps and num_stages to the split kernel only for a launch other than Triton's
+    defaults (SPLIT_WARPS, SPLIT_STAGES): a step at the default launch calls the kernel as before the launch sweep,
+    which torch.compile traces without wrapping it in an autotuner. Stand-ins for Triton record each call."""
+    import types
+
+    calls = []
+
+    class Kernel:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: calls.append((self.name, kwargs))
+
+    monkeypatch.setattr(kernels, "_triton", lambda: (types.SimpleNamespace(
+        cdiv=lambda a, b: -(-a // b), next_power_of_2=lambda n: 1 << (max(1, n) - 1).bit_length()), None))
+    monkeypatch.setattr(kernels, "_attention_kernels", lambda: (Kernel("split"), Kernel("merge")))
+    q, k, v = _qkv(8, 2, 64, 16)
+    for launch, expected in ((dict(), {}), (dict(warps=kernels.SPLIT_WARPS, stages=kernels.SPLIT_STAGES), {}),
+                             (dict(warps=8, stages=1), dict(num_warps=8, num_stages=1))):
+        calls.clear()
+        kernels.decode_attention(q, k, v, torch.tensor([40]), 0.25, **launch)
+        (split, split_kwargs), (merge, merge_kwargs) = calls
+        assert (split, merge) == ("split", "merge")
+        assert {n: split_kwargs[n] for n in ("num_warps", "num_stages") if n in split_kwargs} == expected, launch
+        assert "num_warps" not in merge_kwargs and "num_stages" not in merge_kwargs
 
 
 def test_kernels_equal_their_references_in_tritons_interpreter():

@@ -360,6 +360,9 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     out = torch.empty(Hq, D, dtype=q.dtype, device=q.device)
     split_kernel, merge_kernel = _attention_kernels()
     launch = dict(launch_pdl=True) if pdl else {}  # only then: torch.compile traces the launch without it
+    # the split kernel's launch only where it differs from Triton's defaults: torch.compile wraps a kernel given
+    # num_warps or num_stages in an autotuner of one config, and the steps' attention is traced as it always was
+    split_launch = ({} if (warps, stages) == (SPLIT_WARPS, SPLIT_STAGES) else dict(num_warps=warps, num_stages=stages))
     if merged and Hkv > MERGE_COUNTERS:
         raise ValueError(f"the one-kernel attention counts arrivals of at most {MERGE_COUNTERS} kv heads, got {Hkv}")
     qc = q.contiguous()
@@ -369,7 +372,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
                                   EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
-                                  KV_TOGETHER=kv_together, num_warps=warps, num_stages=stages, **merge, **launch)
+                                  KV_TOGETHER=kv_together, **split_launch, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:
