@@ -138,17 +138,14 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
         if path.is_file():
             continue
         runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment}
-        ended = sorted(run for run in runs if "gpu_state_after" in env[run])
-        if ended:
+        evidence = [(run, "run to its end (gpu_state_after)") for run in sorted(runs) if "gpu_state_after" in env[run]]
+        evidence += [(run, f"with rows in {other.name}") for other, frame in sorted(frames.items())
+                     for run in sorted(runs & set(frame["run_id"]))]
+        if evidence:
+            run, how = evidence[0]
             raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
-                             f"{experiment!r} here, run {ended[0]} run to its end (gpu_state_after); restore it from "
-                             f"git (git checkout {path.parent.parent.parent.name}/raw), or measure again")
-        for other, frame in sorted(frames.items()):
-            wrote = sorted(runs & set(frame["run_id"]))
-            if wrote:
-                raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
-                                 f"{experiment!r} here, run {wrote[0]} with rows in {other.name}; restore it from git "
-                                 f"(git checkout {path.parent.parent.parent.name}/raw), or measure again")
+                             f"{experiment!r} here, run {run} {how}; restore it from git "
+                             f"(git checkout {path.parent.parent.parent.name}/raw), or measure again")
 
 
 def check_raw_csv(path: Path):
