@@ -333,9 +333,7 @@ def summary(rows, gpu):
             med.setdefault((r["shape"], r["kernel"], r["config"], r["pdl"], r["mode"]), []).append(float(r["us"]))
     med = {k: statistics.median(v) for k, v in med.items()}
     nbytes = {r["shape"]: int(r["bytes"]) for r in rows}
-    table = {f"{key} {name}": fused_configs.gemv_config(N, K, plain=flavour == "plain",
-                                                             rotary=flavour.endswith("_rotary"),
-                                                             scale=flavour in fused_configs.SCALE_FLAVOURS).key
+    table = {f"{key} {name}": fused_configs.gemv_config(N, K, **fused_configs.flavour_lookup(flavour)).key
              for key in MODELS for name, K, N, flavour in products(key)}
     print(f"\n{gpu}: median us per call (graph mode) and GB/s (weight bytes / time)")
     for shape in dict.fromkeys(r["shape"] for r in rows):

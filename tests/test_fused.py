@@ -347,8 +347,7 @@ def test_the_config_table_is_the_fastest_config_measured():
             if shape not in median.index.get_level_values("shape"):
                 continue
             by_config = median[shape]
-            table = fused_configs.gemv_config(N, K, plain=flavour == "plain", rotary=name == "qkv_rotary",
-                                              scale=flavour in fused_configs.SCALE_FLAVOURS).key
+            table = fused_configs.gemv_config(N, K, **fused_configs.flavour_lookup(flavour)).key
             assert table in by_config and by_config[table] <= 1.02 * by_config.min(), (shape, table, by_config.idxmin())
             checked.append(name)
     assert {"qkv", "o", "lm_head"} <= set(checked) and len(checked) >= 6, checked

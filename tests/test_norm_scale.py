@@ -71,6 +71,10 @@ def test_a_scale_products_config_is_looked_up_as_a_scale_product(monkeypatch):
     assert configs.gemv_config(4608, 3584) == configs.GEMV_CONFIGS[(4608, 3584)] != own
     assert configs.flavour_candidates(4608, 3584, "bias_scaled")[0] == own
     assert configs.flavour_candidates(4608, 3584, "norm_bias")[0] == configs.GEMV_CONFIGS[(4608, 3584)]
+    # every reader of the tables by flavour (the bench's summary, the megakernel cell's products) looks up the same
+    assert configs.gemv_config(4608, 3584, **configs.flavour_lookup("bias_scaled")) == own
+    assert configs.flavour_lookup("plain_rotary") == dict(plain=False, rotary=True, scale=False)
+    assert configs.flavour_lookup("plain") == dict(plain=True, rotary=False, scale=False)
     asked = []
 
     def stand_in(N, K, plain=False, rotary=False, scale=False):

@@ -184,7 +184,7 @@ def product_configs(gemv_rows: pd.DataFrame, configs: Mapping[str, Mapping], spe
     for product, per_step in launched:
         K, N, flavour = shapes.get(product, (None, None, None))
         at = rows[(rows["product"] == product) & (rows["K"] == K) & (rows["N"] == N)] if K else rows.iloc[0:0]
-        how = dict(plain=flavour == "plain", rotary=flavour.endswith("_rotary")) if K else {}
+        how = fused_configs.flavour_lookup(flavour) if K else {}
         step = fused_configs.gemv_config(N, K, **how).key if K else None
         med = at.groupby("config")["us"].median()
         out.append(dict(gpu=cell["gpu"], model=cell["model"], arm=arm, product=product, K=K, N=N, per_step=per_step,

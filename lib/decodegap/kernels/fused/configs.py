@@ -178,10 +178,15 @@ SCALE_FLAVOURS = ("scaled", "bias_scaled", "residual_scale", "silu_residual_scal
 norm left to the next product as a scale (out_scale)."""
 
 
+def flavour_lookup(flavour: str) -> dict:
+    """The table flags of gemv_config and table_entry (plain, rotary, scale) for a product of `flavour` (products), as
+    fused_gemv sets them from its arguments when it launches one."""
+    return dict(plain=flavour == "plain", rotary=flavour.endswith("_rotary"), scale=flavour in SCALE_FLAVOURS)
+
+
 def flavour_candidates(N: int, K: int, flavour: str) -> tuple[GemvConfig, ...]:
     """candidate_configs for a product of `flavour` (products): the gate_up ones', the rotary ones' and residual_norm's
     without split-K (an epilogue that needs the whole of each sum, or of the output), plain's and the rotary ones'
     with their own config first."""
-    out = candidate_configs(N, K, gate_up=flavour in ("gate_up", "plain_gate_up"), plain=flavour == "plain",
-                            rotary=flavour.endswith("_rotary"), scale=flavour in SCALE_FLAVOURS)
+    out = candidate_configs(N, K, gate_up=flavour in ("gate_up", "plain_gate_up"), **flavour_lookup(flavour))
     return tuple(c for c in out if c.split_k == 1) if flavour.endswith("residual_norm") else out
