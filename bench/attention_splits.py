@@ -145,12 +145,8 @@ def main():
     rows = []
 
     def emit(times, err, status="ok", reason="", **base):
-        for rep, us in enumerate(times or [None]):
-            row = dict(gpu=gpu, rep=rep, us="" if us is None else f"{us:.3f}",
-                       gbps="" if us is None else f"{base['bytes'] / us / 1e3:.1f}",
-                       max_abs_err="" if err is None else f"{err:.3e}", status=status, reason=reason, **base)
-            rows.append(row)
-            out.add(**row)
+        rows.extend(out.add_times(times, err=err, err_field="max_abs_err", status=status, reason=reason, gpu=gpu,
+                                  **base))
 
     for key in MODELS:
         for ctx in cells:

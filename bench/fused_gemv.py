@@ -265,14 +265,8 @@ def main():
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows = []
 
-    def emit(model, shape, K, N, kernel, config, pdl, mode, times, bytes, err, status="ok", reason=""):  # noqa: A002
-        for rep, us in enumerate(times or [None]):
-            row = dict(gpu=gpu, model=model, shape=shape, K=K, N=N, kernel=kernel, config=config, pdl=int(pdl),
-                       mode=mode, rep=rep, us="" if us is None else f"{us:.3f}", bytes=bytes,
-                       gbps="" if us is None else f"{bytes / us / 1e3:.1f}",
-                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason)
-            rows.append(row)
-            out.add(**row)
+    def emit(times, err, pdl, status="ok", reason="", **fields):
+        rows.extend(out.add_times(times, err=err, status=status, reason=reason, gpu=gpu, pdl=int(pdl), **fields))
 
     timed = set()
     for key in MODELS:

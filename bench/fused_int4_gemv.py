@@ -209,12 +209,7 @@ def main(argv=None):
     complete = complete_cells(done)
 
     def emit(times, status="ok", reason="", err=None, **fields):
-        for rep, us in enumerate(times or [None]):
-            row = dict(gpu=gpu, rep=rep, us="" if us is None else f"{us:.3f}",
-                       gbps="" if us is None else f"{fields['bytes'] / us / 1e3:.1f}",
-                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason, **fields)
-            rows.append(row)
-            out.add(**row)
+        rows.extend(out.add_times(times, err=err, status=status, reason=reason, gpu=gpu, **fields))
 
     timed = set()
     for key in keys:

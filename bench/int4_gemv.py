@@ -152,12 +152,8 @@ def main():
     precompile(K for K, _ in SHAPES.values())
 
     def emit(kernel, shape, K, N, config, mode, times, nbytes, err, status="ok", reason=""):
-        for rep, us in enumerate(times or [None]):
-            row = dict(gpu=gpu, kernel=kernel, shape=shape, K=K, N=N, group_size=G, config=config,
-                       mode=mode, rep=rep, us="" if us is None else f"{us:.3f}", bytes=nbytes,
-                       max_rel_err="" if err is None else f"{err:.3e}", status=status, reason=reason)
-            rows.append(row)
-            out.add(**row)
+        rows.extend(out.add_times(times, err=err, status=status, reason=reason, gpu=gpu, kernel=kernel, shape=shape,
+                                  K=K, N=N, group_size=G, config=config, mode=mode, bytes=nbytes))
 
     for shape, (K, N) in SHAPES.items():
         for kernel in KERNELS:

@@ -152,6 +152,35 @@ def test_diagnostic_rows_carry_their_provenance_and_keep_their_header(tmp_path, 
         diagnostics.Rows("some_diag", ("ctx", "max_rel_err", "status"))
 
 
+
+def test_timed_rows_one_per_repetition_with_their_bandwidth(tmp_path, monkeypatch, capsys):
+    """Rows.add_times, every bench's row writer: rep 0..n-1, us to 3 decimals, gbps = bytes / us / 1e3 (8000 bytes in
+    2 us are 4.0 GB/s), the error in 3 significant digits under the file's own error column; a failed measurement is
+    one row with blank times; a row with an unknown column writes nothing; the log has one line per measurement."""
+    monkeypatch.setenv("DECODEGAP_DIAG_DIR", str(tmp_path))
+    monkeypatch.setenv("DECODEGAP_GIT_COMMIT", "98e6285" + "0" * 33)
+    from decodegap import diagnostics, hardware
+
+    monkeypatch.setenv("DECODEGAP_SOURCE_SHA256", hardware.source_digest())
+    out = diagnostics.Rows("timed", ("gpu", "shape", "rep", "us", "bytes", "gbps", "max_abs_err", "status", "reason"))
+    got = out.add_times([2.0, 4.0, 1.6], err=0.00123, err_field="max_abs_err", gpu="G", shape="o", bytes=8000)
+    assert [(r["rep"], r["us"], r["gbps"], r["max_abs_err"]) for r in got] == [
+        (0, "2.000", "4.0", "1.230e-03"), (1, "4.000", "2.0", "1.230e-03"), (2, "1.600", "5.0", "1.230e-03")]
+    failed = out.add_times(None, err_field="max_abs_err", status="error", reason="OOM", gpu="G", shape="qkv",
+                           bytes=8000)
+    assert [(r["rep"], r["us"], r["gbps"], r["max_abs_err"], r["status"]) for r in failed] == [(0, "", "", "", "error")]
+    with pytest.raises(KeyError, match="max_rel_err"):  # this file's error column is max_abs_err
+        out.add_times([1.0], err=0.1, gpu="G", shape="o", bytes=8)
+    with pytest.raises(KeyError, match="no column"):
+        out.add_times([1.0, 2.0], err_field="max_abs_err", gpu="G", shape="o", bytes=8, model="x")
+    with open(tmp_path / "timed.csv", newline="") as fh:
+        written = list(csv.DictReader(fh))
+    assert [(r["shape"], r["rep"], r["us"]) for r in written] == [("o", "0", "2.000"), ("o", "1", "4.000"),
+                                                                  ("o", "2", "1.600"), ("qkv", "0", "")]
+    assert {r["git_commit"] for r in written} == {"98e6285" + "0" * 33}
+    log = [line for line in capsys.readouterr().out.splitlines() if line.startswith("timed.csv")]
+    assert log == ["timed.csv {'shape': 'o'} median 2.000 us of 3", "timed.csv {'shape': 'qkv'} error: OOM"]
+
 # A small fake of flash-attn's static_switch.h and flash_api.cpp: the macro and function shapes the patches look for
 FAKE_SWITCH = """#pragma once
 #define BOOL_SWITCH(COND, NAME, ...) \\

@@ -7,6 +7,7 @@ DECODEGAP_DIAG_DIR names another folder (e.g. bench/measure.sh's OUTDIR)."""
 
 import csv
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -57,10 +58,36 @@ class Rows:
                 csv.writer(fh).writerow(self.fields)
 
     def add(self, **row) -> None:
-        unknown = set(row) - set(self.fields)
-        if unknown:
-            raise KeyError(f"{self.path.name}: no column {sorted(unknown)}")
-        full = dict(row, **self.provenance, time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        with open(self.path, "a", newline="") as fh:
-            csv.DictWriter(fh, fieldnames=self.fields).writerow(full)
+        self._write([row])
         print(self.path.name, {k: v for k, v in row.items()}, flush=True)
+
+    def add_times(self, times, *, err=None, err_field: str = "max_rel_err", status: str = "ok", reason: str = "",
+                  **fields) -> list[dict]:
+        """One row per timed repetition of one measurement (rep 0, 1, ...; `us` to 3 decimals; `gbps` = fields'
+        `bytes` / us / 1e3 where the file has that column; `err_field` = err in 3 significant digits), or one row
+        with `us` blank when `times` is empty or None (a measurement that failed: its status and reason say why).
+        All written at once; the log gets one line per measurement (its median), not one per repetition.
+        Returns the rows as written (strings, before the provenance)."""
+        if err_field not in self.fields:
+            raise KeyError(f"{self.path.name}: no column {err_field!r} for the error")
+        rows = []
+        for rep, us in enumerate(times or [None]):
+            row = dict(fields, rep=rep, us="" if us is None else f"{us:.3f}", status=status, reason=reason)
+            row[err_field] = "" if err is None else f"{err:.3e}"
+            if "gbps" in self.fields:
+                row["gbps"] = "" if us is None else f"{fields['bytes'] / us / 1e3:.1f}"
+            rows.append(row)
+        self._write(rows)
+        told = {k: v for k, v in fields.items() if k not in ("gpu", "bytes")}
+        got = f"median {statistics.median(times):.3f} us of {len(times)}" if times else f"{status}: {reason}"
+        print(self.path.name, told, got, flush=True)
+        return rows
+
+    def _write(self, rows: list[dict]) -> None:
+        for row in rows:  # every row known good before any is written
+            unknown = set(row) - set(self.fields)
+            if unknown:
+                raise KeyError(f"{self.path.name}: no column {sorted(unknown)}")
+        stamp = dict(self.provenance, time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        with open(self.path, "a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=self.fields).writerows(dict(row, **stamp) for row in rows)
