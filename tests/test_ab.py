@@ -145,6 +145,24 @@ def test_speedups_never_pool_the_two_sweeps():
     assert pooled.speedup == pytest.approx((9 + 8.5) / 7) and pooled.sessions == 7
 
 
+
+def test_older_runs_are_history_run_by_run_on_their_own_gpu():
+    """Two older runs of one cell (ratios 2, 2 and 3, 3, 3: pooled they would read 2.6x, N = 5) and one of another
+    GPU: each run its own speed-up and sentence, each naming its run alone; a run with a failing check says so."""
+    a = _rows({("eager", s): [20.0] for s in range(2)} | {("graph", s): [10.0] for s in range(2)}).assign(run_id="r1")
+    b = _rows({("eager", s): [30.0] for s in range(3)} | {("graph", s): [10.0] for s in range(3)}).assign(run_id="r2")
+    c = _rows({("eager", 0): [40.0], ("graph", 0): [10.0]}).assign(run_id="r3", gpu="other")
+    older = pd.concat([a, b, c], ignore_index=True).assign(sweep=ab.HEADLINE, checked=True)
+    older.loc[older.run_id == "r1", "checked"] = False
+    hist = ab.history_speedups(older, ["graph", "compile"])
+    got = {(r.gpu, r.runs): (round(r.speedup, 6), r.sessions, r.checked) for r in hist.itertuples()}
+    assert got == {("g", "r1"): (2.0, 2, False), ("g", "r2"): (3.0, 3, True), ("other", "r3"): (4.0, 1, True)}
+    lines = ab.history_findings(hist)
+    assert len(lines) == 3 and all(line.count(" run r") == 1 for line in lines)
+    assert "older run r1: m 2.000x" in lines[0] and "no passing check of its own run" in lines[0]
+    assert lines[2].startswith("History, not counted: other headline sweep") and "older run r3: m 4.000x" in lines[2]
+    assert ab.history_speedups(older.iloc[:0], ["graph"]).empty and ab.history_findings(None) == []
+
 def test_the_headline_statistic_is_the_headline_sweep_and_the_grid_is_kept_apart():
     rows = _two_sweeps()
     speed = pd.concat([ab.speedups(rows, arm=a) for a in ("graph", "compile")], ignore_index=True)

@@ -403,6 +403,15 @@ def test_rules_fixed_after_their_rows_are_flagged(evidence, table):
     assert provenance.fixed_after_rows(later, runs).startswith("fixed 2030-01-01T00:00 (x), after 2 of the 2 runs")
 
 
+
+def test_rules_fixed_after_their_rows_are_counted_once_per_rule():
+    """A rule judged on two GPUs has two rows and one rule: 3 rows of 2 rules, one flagged on both its rows, read
+    "1 of 2 rules: X", not "2 of 3: X, X"."""
+    t = pd.DataFrame(dict(id=["X", "X", "Y"], section=[claims.SECTION_METHOD] * 3, category="cost",
+                          verdict=verdicts.METHOD_CATEGORIES[0], fixed_after_rows=["fixed later", "fixed later", ""]))
+    head = claims.preamble(t)
+    assert "**Rules fixed after the rows they read:** 1 of 2 rules: X." in head
+
 @pytest.mark.slow  # the whole claims table, built from every shipped row
 def test_claims_md_shows_earlier_rules_and_their_verdicts(tmp_path, table):
     claims.write(table.reset_index(), tmp_path)

@@ -136,6 +136,28 @@ def test_the_readme_count_of_checked_quantised_cells_is_rewritten_from_the_cells
         gallery.readme_text("no count here\n", {}, quant=counts)
 
 
+
+def test_the_quantisation_line_states_the_notebooks_own_spans():
+    """The cells table holds speed-ups to 3 decimals: 0.5751 is 0.575 there, which prints "0.57"; the notebook's
+    findings (6 decimals) say "0.56-0.58", and so must the gallery. Two models' cells, one quantised path."""
+    import pandas as pd
+
+    cells = pd.DataFrame([dict(gpu="h200", model=m, ctx=2048, arm=a, quant=q, status="ok", checked=True, check="ok",
+                               t_obs_ms=t, speedup_over_bf16=sp)
+                          for a in ("graph", "lean_attn_graph") for m, q, t, sp in (
+                              ("a", "bf16", 5.996, 1.0), ("b", "bf16", 6.496, 1.0),
+                              ("a", "awq-triton", 10.426, 0.575), ("b", "awq-triton", 11.385, 0.560))])
+    found = pd.DataFrame([dict(gpu="h200", ctx=2048, arm=a, quant="bf16", step_ms_min=5.996272, step_ms_max=6.49592,
+                               speedup_min=float("nan"), speedup_max=float("nan")) for a in ("graph", "lean_attn_graph")]
+                         + [dict(gpu="h200", ctx=2048, arm=a, quant="awq-triton", step_ms_min=10.426416,
+                                 step_ms_max=11.385408, speedup_min=0.5597, speedup_max=0.575104)
+                            for a in ("graph", "lean_attn_graph")])
+    line = gallery._quant(cells, found)
+    assert line.count("AWQ's Triton GEMM 0.56-0.58x") == 2 and "0.57x" not in line
+    assert "(bf16 6.00-6.50 ms)" in line
+    assert gallery._sessions(pd.Series([6, 7, 6])) == "N = 6-7 sessions"
+    assert gallery._sessions(pd.Series([10, 10])) == "N = 10 sessions each"
+
 def test_the_ladder_line_says_how_each_kinds_chosen_lever_stands_in_its_confirmation():
     """Not confirmed: a best of many, not counted; confirmed: the confirmed time, its sessions and the margin over
     the runner-up (R_floor for bf16 only, whose target is one)."""

@@ -332,16 +332,31 @@ def sweep_findings(speed: pd.DataFrame, headline_ctx: int) -> list[str]:
     return out
 
 
+def history_speedups(older: pd.DataFrame, arms, seed: int = 0) -> pd.DataFrame:
+    """speedups of each of `arms` in each older run of `older` (ab_rows(history=True)) on its own, the run's id in
+    `runs`, with `checked`: whether every row behind it had a passing check of its own run. Two runs of a cell are two
+    code versions or two days of a host, so they are never pooled (until 2026-12-05 this pooled every older run of a
+    GPU's cell and sweep, and named every GPU's older runs; descriptive, no verdict reads it)."""
+    parts = [speedups(g, arm=arm, seed=seed).assign(runs=run) for run, g in older.groupby("run_id", sort=True)
+             for arm in arms]
+    out = pd.concat(parts + [speedups(older.iloc[:0], arm="graph", seed=seed).assign(runs="")], ignore_index=True)
+    if out.empty:
+        return out
+    ok = older.groupby(["run_id"] + CELL + ["sweep"])["checked"].all().rename("checked")
+    return out.join(ok, on=["runs"] + CELL + ["sweep"])
+
+
 def history_findings(history: pd.DataFrame | None) -> list[str]:
-    """One sentence per GPU, sweep, arm and context on the older A/B runs (ab_rows(history=True), their speed-ups
-    with `checked`: whether every row behind each had a passing check of its own run): what they gave, said so
-    that nothing measured is hidden, and that no statistic counts them (the newest run of a cell and sweep does)."""
+    """One sentence per GPU, sweep, arm, context and older A/B run (ab_rows(history=True); `history` holds each run's
+    speed-ups apart, its id in `runs`, with `checked`: whether every row behind each had a passing check of its own
+    run): what it gave, said so that nothing measured is hidden, and that no statistic counts it (the newest run of a
+    cell and sweep does)."""
     if history is None or history.empty:
         return []
     out = []
-    for (gpu, sweep, arm, ctx), g in history.groupby(["gpu", "sweep", "arm", "ctx"]):
-        out.append(f"History, not counted: {gpu} {sweep or 'unplanned'} sweep, {arm} at ctx {ctx} in the older run(s) "
-                   f"{g['runs'].iloc[0]}: " + ", ".join(
+    for (gpu, sweep, arm, ctx, run), g in history.groupby(["gpu", "sweep", "arm", "ctx", "runs"]):
+        out.append(f"History, not counted: {gpu} {sweep or 'unplanned'} sweep, {arm} at ctx {ctx} in the older run "
+                   f"{run}: " + ", ".join(
                        f"{r.model} {r.speedup:.3f}x ({interval_text(r)}, N = {r.sessions}"
                        f"{'' if getattr(r, 'checked', True) else ', no passing check of its own run'})"
                        for r in g.itertuples())

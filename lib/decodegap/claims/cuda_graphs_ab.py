@@ -76,7 +76,7 @@ def cuda_graphs(ev: Evidence) -> list[dict]:
                      [Judged(CLAIM_GPU, about(ours, pub_frac, tol), H100 if not d.empty else ""),
                       Judged(PAPER, about(implied, pub_frac, tol), f"1 - 1/{p.value:.3f} = {implied:.3f}")],
                      (f"(eager - graph) / eager, median over models at ctx {ev.headline_ctx} (the A/B grid sweep). "
-                      if not d.empty else ev.missing(H100) + ev.nearest(frac) + ". ")
+                      if not d.empty else ev.missing_grid(H100) + ev.nearest(frac) + ". ")
                      + f"The published speed-up implies 1 - 1/{p.value:.3f} = {implied:.3f} of the eager step.",
                      claim_gpu=H100))
     pub_l4 = ev.pub_value("cuda_graphs", "speedup", gpu="l4")

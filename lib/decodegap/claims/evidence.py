@@ -101,6 +101,19 @@ class Evidence:
         have = ", ".join(self.measured) or "none"
         return f"no {gpu} rows under data/raw/ (GPUs measured: {have})"
 
+    def missing_grid(self, gpu: str, ctx: int | None = None) -> str:
+        """Why `gpu` has no rows of the A/B grid sweep at `ctx` (the headline context): not measured at all
+        (missing), or measured without that sweep's cells there, naming the contexts its grid sweep has."""
+        ctx = ctx or self.headline_ctx
+        if gpu not in self.measured:
+            return self.missing(gpu)
+        s = self.ab_sessions
+        grid = s[(s["gpu"] == gpu) & (s["sweep"] == "grid")] if not s.empty and "sweep" in s else s.iloc[:0]
+        has = ", ".join(str(int(c)) for c in sorted(set(grid["ctx"]))) if not grid.empty else ""
+        return (f"no {gpu} rows of the A/B grid sweep at ctx {ctx}, this rule's input ("
+                + (f"its grid sweep has ctx {has}; its headline sweep is not this rule's input)" if has
+                   else "it has no grid sweep)"))
+
     def nearest(self, text) -> str:
         """Our value on the GPUs we do have, for claims about one we do not: `text(gpu)` or None per GPU."""
         parts = [t for t in (text(g) for g in self.measured) if t]

@@ -77,9 +77,9 @@ def method(ev: Evidence) -> list[dict]:
 
 def _ab_design(ev: Evidence) -> dict:
     """M6: the paper's A/B design (N fresh sessions per arm at the headline cells, a bootstrap CI) against notebook
-    02's headline statistic (ab.headline), which takes one sweep's sessions and keeps the other sweep's apart. With
-    fewer sessions of one sweep than the paper's N the design is not replicated: not testable here, with what is
-    missing."""
+    02's headline statistic (ab.headline), which takes one sweep's sessions and keeps the other sweep's apart. Met
+    where every GPU's headline cells have at least the paper's N sessions of that sweep; not met where a GPU's have
+    fewer (the design is not replicated there; the row says how many); not testable without headline rows."""
     n_pub = int(rules.get("M6").t("sessions"))
     head = ab.headline(ev.speed, ev.headline_ctx) if not ev.speed.empty else ev.speed
     head = head[head["arm"] == "graph"] if not head.empty else head

@@ -29,7 +29,7 @@ def _t1_measured(ev: Evidence, gpu: str) -> tuple[str, str]:
     against F (floor, W_streamed to W_all) and X = graph - floor."""
     s = _grid_sessions(ev, gpu, ev.headline_ctx)
     if s.empty:
-        return NOT_TESTABLE, ""
+        return NOT_TESTABLE, f"{gpu}: {ev.missing_grid(gpu)}: not testable there"
     L, F, X = [], [], []
     for r in s.itertuples():
         f_hi, f_lo = ev.floor_ms(gpu, r.model), ev.floor_ms(gpu, r.model, convention="W_streamed")
@@ -75,7 +75,8 @@ def _t1(ev: Evidence) -> dict:
     parts = [t for _, t in list(claim.values()) + list(pub.values()) + list(other.values()) if t]
     return row("T1", "thesis", "On fast GPUs the binding term of batch-1 decode is per-kernel CPU launch overhead, "
                "not memory bandwidth.", "qualitative", "; ".join(parts) or "-",
-               ", ".join([f"{g} (measured)" for g in ours] + [f"{PAPER_FAST} (published)"]), judged,
+               ", ".join([f"{g} (measured)" for g, (o, _) in ours.items() if o != NOT_TESTABLE]
+                         + [f"{PAPER_FAST} (published)"]), judged,
                ". ".join(parts) + ". Where the GPU-side excess is the largest term, the graphed step's own kernels, not "
                "the launches, bind. The H200's eager step is slower than the published H100's (a slower host and "
                "stack: more launch overhead to remove), so it tests the thesis on another GPU, not the H100's.",

@@ -140,8 +140,8 @@ def tables(data, headline_ctx: int = 2048, seed: int = 0) -> dict:
     """Notebook 02's tables: `rows`, `grid` (its grid sweep's rows), `cells` (R_floor cells of the grid), the configs,
     `kernels`, `verify` (the arm checks of these runs), `sessions` (ab.sweep_sessions), `sweep_walls` and
     `session_walls`; `speedups` of the graph and compile arms per cell and sweep (seeded bootstrap CIs), `headline`
-    (ab.headline: the headline sweep's sessions alone), `history` (the speed-ups of the older runs of a cell and
-sweep, rows(history=True): reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
+    (ab.headline: the headline sweep's sessions alone), `history` (ab.history_speedups: each older run's
+    speed-ups, rows(history=True), run by run: reported, not counted), `published_speedups`, `decomposition` of the grid, `arm_table`
     and `compile_settings` (ab.compile_settings_compared, empty without the whole-model sweep)."""
     sweep_rows, grid, grid_cells, configs = cells(data)
     entries = env_runs(data)
@@ -149,11 +149,7 @@ sweep, rows(history=True): reported, not counted), `published_speedups`, `decomp
     verify = records.load_experiment("verify", data)
     speed = pd.concat([ab.speedups(sweep_rows, arm=arm, seed=seed) for arm in SPEEDUP_ARMS], ignore_index=True)
     older = rows(data, history=True)
-    history = pd.concat([ab.speedups(older, arm=arm, seed=seed).assign(
-        runs=", ".join(sorted(set(older["run_id"])))) for arm in SPEEDUP_ARMS], ignore_index=True)
-    if not history.empty:  # whether every row behind each older speed-up had a passing check of its own run
-        ok = older.groupby(ab.CELL + ["sweep"])["checked"].all().rename("checked")
-        history = history.join(ok, on=ab.CELL + ["sweep"])
+    history = ab.history_speedups(older, SPEEDUP_ARMS, seed)
     return dict(
         rows=sweep_rows, grid=grid, cells=grid_cells, configs=configs, kernels=kernels,
         verify=verify[verify["run_id"].isin(set(sweep_rows["run_id"]))],

@@ -55,10 +55,11 @@ def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None 
     return text
 
 
-def _quant(qc: pd.DataFrame) -> str:
+def _quant(qc: pd.DataFrame, found: pd.DataFrame) -> str:
     """Notebook 04 on the H200 at ctx 2048, over the counted cells (`checked`: a quantised one checked in its own run,
     decodegap.checked.quantised_checks): HF graph and the lean step; with how many timed quantised cells are drawn
-    unchecked."""
+    unchecked. The speed-ups' spans are 04_findings' own (`found`, to 6 decimals: the notebook's sentences): the
+    cells table's 3-decimal speed-ups rounded again to 2 could differ from them (0.5751 is 0.575 there, then "0.57")."""
     here = qc[(qc.gpu == GPU) & (qc.ctx == 2048)]
     g = here[here.t_obs_ms.notna() & (here.checked == True) & ~here.check.astype(str).str.contains("failed")]  # noqa: E712
     quant = here[(here.quant != "bf16") & here.status.isin(["ok", "unchecked"])]
@@ -69,8 +70,12 @@ def _quant(qc: pd.DataFrame) -> str:
     for arm, name in (("graph", "HF graph"), ("lean_attn_graph", "lean step + Triton attention, graphed")):
         a = g[g.arm == arm]
         order = a[a.quant != "bf16"].groupby("quant").speedup_over_bf16.median().sort_values(ascending=False).index
-        parts.append(f"{name} (bf16 {_span(a[a.quant == 'bf16'].t_obs_ms)} ms): " + ", ".join(
-            f"{QUANT_NAMES.get(k, k)} {_span(a[a.quant == k].speedup_over_bf16)}x" for k in order))
+        said = found[(found.gpu == GPU) & (found.ctx == 2048) & (found.arm == arm) & found.speedup_min.notna()]
+        said = said.set_index("quant")
+        bf16 = found[(found.gpu == GPU) & (found.ctx == 2048) & (found.arm == arm) & (found.quant == "bf16")
+                     & found.step_ms_min.notna()]
+        parts.append(f"{name} (bf16 {_span(bf16[['step_ms_min', 'step_ms_max']].iloc[0])} ms): " + ", ".join(
+            f"{QUANT_NAMES.get(k, k)} {_span(said.loc[k, ['speedup_min', 'speedup_max']])}x" for k in order))
     counted = int((quant.status == "ok").sum())
     return (f"On the H200 (ctx 2048, speed-up over bf16 on the same arm, every path quantised from the model's own "
             f"weights; the {counted} quantised cells checked in their own run, {drawn} more drawn unchecked and counted "
@@ -115,6 +120,12 @@ def _roofline(f: Path, pub: dict) -> dict[str, str]:
     }
 
 
+def _sessions(n: pd.Series) -> str:
+    """'N = 10 sessions each', or 'N = 6-7 sessions' where the models' counts differ."""
+    lo, hi = int(n.min()), int(n.max())
+    return f"N = {lo} sessions each" if lo == hi else f"N = {lo}-{hi} sessions"
+
+
 def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     """Notebook 02's figures: the headline speed-ups, the decomposition, R_floor per arm (every arm at ctx 2048,
     the cells of one selection)."""
@@ -122,8 +133,8 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     sp = speedups[(speedups.gpu == GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")]
     h100 = speedups[(speedups.gpu == PAPER_GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")
                     & (speedups.sweep == "headline")]
-    ours_h100 = (f"; on an H100 SXM measured here {_span(h100.speedup)}x (N = "
-                 f"{int(h100.sessions.min())} sessions each, of its headline sweep)" if not h100.empty else "")
+    ours_h100 = (f"; on an H100 SXM measured here {_span(h100.speedup)}x ({_sessions(h100.sessions)}, of its "
+                 f"headline sweep)" if not h100.empty else "")
     hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
     ab = pd.read_csv(f / "02_ab_cells.csv")
     h = ab[(ab.gpu == GPU) & (ab.ctx == 2048)]
@@ -132,7 +143,7 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     d2, d16 = d[d.ctx == 2048].launch_overhead_fraction, d[d.ctx == 16384].launch_overhead_fraction
     return {
         "02_speedup_ci.png": f"CUDA graphs: {hs.speedup.min():.2f}-{hs.speedup.max():.2f}x faster than eager on the H200 at "
-                             f"ctx 2048 (N = {int(hs.sessions.min())} sessions each, of the headline sweep alone; the grid "
+                             f"ctx 2048 ({_sessions(hs.sessions)}, of the headline sweep alone; the grid "
                              f"sweep's {int(gs.sessions.min())} sessions of those cells, kept apart, give "
                              f"{gs.speedup.min():.2f}-{gs.speedup.max():.2f}x){ours_h100}, against {pub['graphs']:.3f}x published for the "
                              f"H100.",
@@ -160,7 +171,8 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
                                                      _claim_verdict(f, "R3e")),
         "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
-                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv")),
+                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv"),
+                                                                                pd.read_csv(f / "04_findings.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the paper's graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
