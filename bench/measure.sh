@@ -180,8 +180,33 @@ shift 2
 ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused attention_splits int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
 for step in $STEPS; do
-  case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)"; exit 2;; esac
+  case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)" >&2; exit 2;; esac
 done
+# the key checked against the registry (the one DATA_DIR will hold: its own, or data/'s copied there) before anything
+# is created or installed; whether it is this machine's GPU is checked below, once the environment is set up
+if [ "$GPU" != detect ]; then
+  REGISTRY=${DATA_DIR:-data}/specs/gpus.csv
+  [ -f "$REGISTRY" ] || REGISTRY=data/specs/gpus.csv
+  if [ ! -f "$REGISTRY" ]; then
+    echo "measure.sh: no GPU registry at $REGISTRY (run bench/measure.sh from the repository root)" >&2
+    exit 2
+  fi
+  KNOWN=$(awk -F, 'NR > 1 { sub(/\r$/, "", $1); gsub(/^"|"$/, "", $1); if ($1 != "") print $1 }' "$REGISTRY")
+  KEY_OK=""
+  for key in $KNOWN; do [ "$key" = "$GPU" ] && KEY_OK=1; done
+  if [ -z "$KEY_OK" ]; then
+    typed=$(printf '%s' "$GPU" | tr '[:upper:]' '[:lower:]' | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+    near=""
+    [ "$typed" = detect ] && near=detect
+    for key in $KNOWN; do [ -z "$near" ] && [ "$key" = "$typed" ] && near=$key; done
+    for key in $KNOWN; do  # h100 -> h100-sxm, the key that names its form
+      [ -z "$near" ] && [ -n "$typed" ] && case "$key" in "$typed"-*) near=$key;; esac
+    done
+    echo "measure.sh: unknown GPU key '$GPU': ${near:+did you mean '$near'? }Known: $(echo $KNOWN | sed 's/ /, /g')," \
+      "or detect (this machine's GPU, whichever it is) ($REGISTRY; python -m decodegap gpus lists them)" >&2
+    exit 2
+  fi
+fi
 mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd)  # absolute: save() packs from inside data/raw
 source bench/gpu_env.sh
 

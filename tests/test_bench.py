@@ -24,7 +24,7 @@ def test_measure_sh_refuses_an_unknown_step_before_it_sets_anything_up(tmp_path)
     out = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "roofline", "rooflin"],
                          cwd=paths.REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert "unknown step rooflin" in out.stdout and "roofline" in out.stdout
+    assert "unknown step rooflin" in out.stderr and "roofline" in out.stderr and out.stdout == ""
     assert not (tmp_path / "out").exists()
 
 
@@ -32,8 +32,8 @@ def test_measure_sh_refuses_the_steps_of_the_second_entry_point_it_replaced(tmp_
     for step in ("quant_checks", "quant_checks_gpu", "quant-power"):
         out = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "quant_power", step],
                              cwd=paths.REPO, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2 and f"unknown step {step} " in out.stdout, step
-        assert "quant_power marlin_prefill" in out.stdout  # the refusal lists the steps there are
+        assert out.returncode == 2 and f"unknown step {step} " in out.stderr, step
+        assert "quant_power marlin_prefill" in out.stderr  # the refusal lists the steps there are
     assert not (tmp_path / "out").exists()
 
 
@@ -274,6 +274,49 @@ def test_the_quant_step_builds_only_the_extensions_its_paths_need(want, name, ne
     function = re.search(r"^needs\(\) \{.*?^\}", (BENCH / "measure.sh").read_text(), re.M | re.S).group(0)
     out = subprocess.run(["bash", "-c", f'{function}\nneeds "$1" "$2"', "-", want, name])
     assert (out.returncode == 0) is needed
+
+
+@pytest.mark.parametrize("key,hint", [("H200", "did you mean 'h200'?"), ("h999", None),
+                                      ("DETECT", "did you mean 'detect'?"), ("Detect", "did you mean 'detect'?"),
+                                      ("h100", "did you mean 'h100-sxm'?")])
+def test_measure_sh_refuses_a_gpu_key_outside_the_registry_before_it_sets_anything_up(tmp_path, key, hint):
+    """A key that is neither the registry's (data/specs/gpus.csv) nor `detect` (lowercase) stops measure.sh on stderr,
+    naming the key and the known ones, before OUTDIR, DATA_DIR's copy of the registry, .ext/ or .site/ exist (and so
+    before bench/gpu_env.sh installs any wheel). Run in a folder of links to bench/, lib/ and data/, so that .ext/ and
+    .site/ would land there."""
+    import os
+
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("bench", "lib", "data"):
+        (work / name).symlink_to(paths.REPO / name)
+    env = dict(os.environ, DATA_DIR=str(tmp_path / "data-copy"))
+    out = subprocess.run(["bash", "bench/measure.sh", key, str(tmp_path / "out"), "roofline"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"unknown GPU key {key!r}" in out.stderr and "Known: l4, " in out.stderr and "h200" in out.stderr
+    assert "or detect" in out.stderr and out.stdout == ""
+    if hint:
+        assert hint in out.stderr
+    else:
+        assert "did you mean" not in out.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "data-copy").exists()
+    assert not (work / ".ext").exists() and not (work / ".site").exists()
+    assert sorted(p.name for p in work.iterdir()) == ["bench", "data", "lib"]
+
+
+def test_measure_sh_checks_the_key_against_data_dirs_own_registry(tmp_path):
+    """Where DATA_DIR holds a registry already, the key is checked against that one (the one the run will use)."""
+    import os
+
+    data = tmp_path / "data-own" / "specs"
+    data.mkdir(parents=True)
+    (data / "gpus.csv").write_text("gpu,name\nmy-gpu,Mine\n")
+    env = dict(os.environ, DATA_DIR=str(tmp_path / "data-own"))
+    out = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "roofline"], cwd=paths.REPO,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "unknown GPU key 'h200': Known: my-gpu, or detect" in out.stderr, out.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_measure_sh_checks_the_gpu_key_against_the_device_before_its_first_step(tmp_path):

@@ -59,6 +59,27 @@ def _unlink_on_every_gpu(path: Path) -> None:
         other.unlink()
 
 
+def _keep_first_half(path: Path) -> None:
+    """The file cut at the end of its middle line: every line left is whole, the later runs' rows are gone."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) // 2]))
+
+
+def _drop_a_session(path: Path) -> None:
+    """The rows of one finished session (the second recorded session of the file's last run) deleted."""
+    env = json.loads((path.parent / "env.json").read_text())
+    lines = path.read_text().splitlines(keepends=True)
+    run = lines[-1].split(",", 1)[0]
+    session = sorted(env[run]["sessions"], key=int)[1]
+    path.write_text("".join(line for line in lines if not line.startswith(f"{run},{session},")))
+
+
+def _another_device(path: Path) -> None:
+    env = json.loads(path.read_text())
+    env[sorted(env)[0]]["device_name"] = "NVIDIA H100 80GB HBM3"
+    path.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+
+
 def _header_only(path: Path) -> None:
     path.write_text(path.read_text().splitlines(keepends=True)[0])
 
@@ -81,6 +102,21 @@ DAMAGE = {
     "env.json invalid": ("raw/h200/env.json", lambda p: p.write_text('{\n  "x": \n'), r"env\.json:3: not valid JSON"),
     "env.json deleted": ("raw/h200/env.json", lambda p: p.unlink(), r"env\.json: missing"),
     "gpus.csv header only": ("specs/gpus.csv", _header_only, r"gpus\.csv:2: header only"),
+    "kernels.csv deleted on one GPU": ("raw/h200/kernels.csv", lambda p: p.unlink(),
+                                       r"h200/kernels\.csv: missing, though .* run to its end"),
+    "peers.csv deleted": ("raw/h200/peers.csv", lambda p: p.unlink(), r"h200/peers\.csv: missing, though"),
+    "decode.csv cut at a line's end": ("raw/h200/decode.csv", _keep_first_half,
+                                       r"h200/decode\.csv: no row of run \S+, though .*env\.json records"),
+    "a session's rows deleted": ("raw/h100-sxm/ab.csv", _drop_a_session,
+                                 r"h100-sxm/ab\.csv: no row of session \d+ of run \S+, though"),
+    "a folder of no GPU key": ("raw/h100-sxm", lambda p: shutil.copytree(p, p.parent / "foo"),
+                               r"raw/foo: a folder of .* unknown GPU key 'foo'"),
+    "another GPU's folder copied in": ("raw/h100-sxm", lambda p: shutil.copytree(p, p.parent / "l4"),
+                                       r"raw/l4/\w+\.csv:2: a row of GPU 'h100-sxm' in .*the folder of 'l4'"),
+    "a GPU key in another case": ("raw/h200/decode.csv", lambda p: p.write_text(p.read_text().replace(",h200,", ",H200,")),
+                                  r"h200/decode\.csv:2: a row of GPU 'H200'"),
+    "a run on another device": ("raw/h200/env.json", _another_device,
+                                r"h200/env\.json:\d+: run \S+ ran on 'NVIDIA H100 80GB HBM3', which is not 'h200'"),
     "a model not JSON": ("models/qwen2.5-7b.json", lambda p: p.write_text("{"), r"qwen2\.5-7b\.json:1: not valid JSON"),
 }
 
@@ -113,7 +149,10 @@ def test_damaged_data_is_refused_before_anything_is_written(case, copy, tmp_path
 
 
 @pytest.mark.parametrize("case", _cases(["bandwidth.csv header only", "env.json {}", "env.json []",
-                                            "decode.csv truncated"]))
+                                            "decode.csv truncated", "env.json deleted", "a GPU key in another case",
+                                            "a folder of no GPU key", "another GPU's folder copied in",
+                                            "decode.csv cut at a line's end", "kernels.csv deleted on one GPU",
+                                            "a run on another device"]))
 def test_check_reports_the_same_damage(case, copy, capsys):
     rel, damage, message = DAMAGE[case]
     damage(copy / rel)
@@ -316,3 +355,68 @@ def test_a_run_killed_before_its_first_row_leaves_an_entry_that_refuses_nothing(
     assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
     assert re.search(r"h100-sxm/attention\.csv: missing, though .*run 20260101T000000-abcdef with rows in "
                      r"verify\.csv", capsys.readouterr().err)
+
+
+@pytest.mark.slow  # copies and reads the data folder
+def test_a_source_digest_not_its_commits_is_refused_by_replay_as_by_check(copy, tmp_path, no_notebook, capsys):
+    """check has reported it as an error; reproduce now refuses it too, before anything is written."""
+    from decodegap import hardware
+
+    env_path = copy / "raw" / "h100-sxm" / "env.json"
+    env = json.loads(env_path.read_text())
+    held = hardware.digests_against_commits({run: e for run, e in env.items()})
+    if not held["matched"]:
+        pytest.skip("this clone lacks the commits the runs name (a shallow clone): no digest can be held")
+    run = held["matched"][0]
+    env[run]["source_sha256"] = "0" * 64
+    env_path.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+    figures = tmp_path / "mine"
+    assert cli.main(["reproduce", "--data-dir", str(copy), "--figures-dir", str(figures)]) == 2
+    err = capsys.readouterr().err
+    assert f"h100-sxm/{run}: env.json names commit" in err and "records source_sha256 000000000000" in err
+    assert not figures.exists()
+    assert cli.main(["check", "--data-dir", str(copy)]) == 1
+    assert "records source_sha256 000000000000" in capsys.readouterr().err
+
+
+def _run_folder(copy: Path, tmp_path: Path, gpu: str, name: str, new_id: str) -> Path:
+    """A data/raw/<name> folder as another machine's measure.sh leaves it: one bandwidth run of `gpu`'s, renamed
+    `new_id` (a run this checkout lacks), with its env.json entry."""
+    src = copy / "raw" / gpu
+    env = json.loads((src / "env.json").read_text())
+    lines = (src / "bandwidth.csv").read_text().splitlines(keepends=True)
+    run = lines[1].split(",", 1)[0]
+    out = tmp_path / "theirs" / new_id / name
+    out.mkdir(parents=True)
+    (out / "bandwidth.csv").write_text(lines[0] + "".join(x.replace(run, new_id) for x in lines[1:] if x.startswith(run)))
+    (out / "env.json").write_text(json.dumps({new_id: env[run]}))
+    return out
+
+
+@pytest.mark.slow  # copies and reads the data folder
+def test_merge_runs_checks_the_merged_folders_whole_and_writes_all_or_nothing(copy, tmp_path, capsys):
+    """Another GPU's run in a folder named h200 is refused (its rows and its device are the H100's); a good source
+    beside a cut tarball merges nothing; a good source alone merges its run, and the result passes `check`."""
+    import tarfile
+
+    before = _tree_digest(copy / "raw")
+    foreign = _run_folder(copy, tmp_path, "h100-sxm", "h200", "20270101T000000-aaaaaa")
+    assert cli.main(["merge-runs", str(foreign), "--data-dir", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert "a row of GPU 'h100-sxm' in" in err and str(copy / "raw" / "h200") in err and "nothing merged" in err
+    assert "/tmp" not in err.replace(str(tmp_path), "").replace(str(copy), "")  # no staging path named
+    good = _run_folder(copy, tmp_path, "h100-sxm", "h100-sxm", "20270101T000001-bbbbbb")
+    tgz = tmp_path / "raw-h100-sxm.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(good, arcname="h100-sxm")
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(tgz.read_bytes()[: len(tgz.read_bytes()) // 2])
+    assert cli.main(["merge-runs", str(good), str(cut), "--data-dir", str(copy)]) == 2
+    assert "cannot be read to its end" in capsys.readouterr().err
+    assert _tree_digest(copy / "raw") == before  # neither refusal wrote anything
+    assert not (copy / "raw" / "H100-SXM").exists()
+    assert cli.main(["merge-runs", str(tgz), "--data-dir", str(copy)]) == 0
+    env = json.loads((copy / "raw" / "h100-sxm" / "env.json").read_text())
+    assert "20270101T000001-bbbbbb" in env
+    assert (copy / "raw" / "h100-sxm" / "bandwidth.csv").read_text().count("20270101T000001-bbbbbb") == 20
+    assert validate.file_problems(copy) == []

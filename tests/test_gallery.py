@@ -4,6 +4,7 @@ the values it quotes are checked here against those tables, computed again by ha
 from __future__ import annotations
 
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -208,3 +209,59 @@ def test_the_int4_products_line_states_the_timed_products_without_a_bf16_twin(tm
     line = gallery._int4_products(tmp_path)["06_int4_products.png"]
     assert line.startswith("On the H200 (llama-3.1-8b) one layer's lean_fused_all_next_token_graph int4 products")
     assert "50.4 us" in line and "no bf16 time stands beside them" in line and "nan" not in line
+
+
+def _damage_missing(f):
+    (f / "06_ladder.csv").unlink()
+
+
+def _damage_not_a_number(f):
+    t = pd.read_csv(f / "06_ladder.csv")
+    t["t_obs_ms"] = t["t_obs_ms"].astype(object)
+    t.loc[t.index[0], "t_obs_ms"] = "12.3ms"
+    t.to_csv(f / "06_ladder.csv", index=False)
+
+
+def _damage_truncated(f):
+    text = (f / "05_cost_ladder.csv").read_bytes()
+    (f / "05_cost_ladder.csv").write_bytes(text[:len(text) // 3])
+
+
+def _damage_emptied(f):
+    (f / "05_cost_ladder.csv").write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage,table,words", [
+    (_damage_missing, "06_ladder.csv", "is missing"),
+    (_damage_not_a_number, "06_ladder.csv", "its column t_obs_ms holds '12.3ms', not a number"),
+    (_damage_truncated, "05_cost_ladder.csv", "could not be read"),
+    (_damage_emptied, "05_cost_ladder.csv", "could not be read (EmptyDataError")])
+def test_a_damaged_figures_table_leaves_gallery_csv_as_it_was_and_names_the_table(tmp_path, damage, table, words):
+    """gallery.write computes every line before it writes, and writes beside gallery.csv then moves the file into
+    place: a missing, damaged or truncated table is one InputError naming it and saying how to rebuild or restore
+    the tables, and the gallery.csv there was is left byte for byte (not cut to its header)."""
+    from decodegap.inputs import InputError
+
+    f = tmp_path / "figures"
+    shutil.copytree(paths.FIGURES, f)
+    before = (f / gallery.GALLERY_CSV).read_bytes()
+    damage(f)
+    with pytest.raises(InputError) as err:
+        gallery.write(f)
+    message = str(err.value)
+    assert table in message and words in message and "\n" not in message
+    assert "python -m decodegap reproduce" in message and "git checkout figures/" in message
+    assert (f / gallery.GALLERY_CSV).read_bytes() == before
+    assert not [p.name for p in f.iterdir() if p.name.startswith(".")]  # no temporary file left beside it
+
+
+def test_gallery_write_on_whole_tables_gives_the_committed_bytes(tmp_path):
+    """The normal path is unchanged: written into a copy of figures/, gallery.csv is the committed file byte for
+    byte, and nothing else is left there."""
+    f = tmp_path / "figures"
+    shutil.copytree(paths.FIGURES, f, ignore=shutil.ignore_patterns("*.png", "*.md"))
+    (f / gallery.GALLERY_CSV).write_text("figure,finding\n")  # a stale one, replaced whole
+    names = sorted(p.name for p in f.iterdir())
+    assert gallery.write(f) == f / gallery.GALLERY_CSV
+    assert (f / gallery.GALLERY_CSV).read_bytes() == (paths.FIGURES / gallery.GALLERY_CSV).read_bytes()
+    assert sorted(p.name for p in f.iterdir()) == names

@@ -1,8 +1,8 @@
 """A second GPU's rows, cut short after notebook 01's and 02's headline cells, replay beside the shipped ones.
 
 The rows are the shipped H200 rows at ctx 2048 (roofline arms, the A/B sweep, the copy probe, their checks and
-env.json entries) copied into a temporary data folder under the key of a paper GPU with no shipped rows (h100-sxm
-while none is shipped): a test fixture, never shipped, whose timings are the H200's. Because they are the same rows,
+env.json entries, their device named as that GPU's) copied into a temporary data folder under the key of a paper
+GPU with no shipped rows (h100-sxm while none is shipped): a test fixture, never shipped, whose timings are the H200's. Because they are the same rows,
 what notebooks 01, 02 and 05 derive from them is known by hand: the same speed-ups, floors scaled by the ratio of the
 two datasheet bandwidths, and more of the paper's claims read as tested on the paper's GPU class (whatever their
 verdict, which these rows do not stand for)."""
@@ -42,7 +42,10 @@ def _relabelled(data) -> None:
         frame.assign(gpu=NEW).to_csv(dst / f"{name}.csv", index=False)
     env = json.loads((src / "env.json").read_text())
     text = json.dumps({run: env[run] for run in sorted(runs) if run in env})
-    (dst / "env.json").write_text(text.replace('"h200"', f'"{NEW}"'))
+    specs = pd.read_csv(paths.data_dir(data) / "specs" / "gpus.csv").set_index("gpu")["device_names"]
+    names = {gpu: str(specs[gpu]).split(";")[0] for gpu in ("h200", NEW)}  # a run's device is its folder's GPU
+    (dst / "env.json").write_text(text.replace('"h200"', f'"{NEW}"')
+                                  .replace(f'"{names["h200"]}"', f'"{names[NEW]}"'))
 
 
 @pytest.fixture(scope="module")

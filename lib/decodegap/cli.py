@@ -249,29 +249,21 @@ def cmd_digest(args) -> int:
 
 def cmd_merge_runs(args) -> int:
     """Merge the runs of measure.sh's raw-GPU.tgz tarballs (or unpacked data/raw/<gpu> folders) into this checkout's
-    data/raw (harness.runs.merge_tarball / merge_runs): the runs it lacks, their env.json entries unchanged."""
+    data/raw (harness.runs.merge_sources: all of them or nothing, the result checked as replay checks it first): the
+    runs it lacks, their env.json entries unchanged."""
     from pathlib import Path
 
-    from decodegap import hardware, paths
+    from decodegap import inputs
     from decodegap.harness import runs
     from decodegap.inputs import InputError
 
-    data = paths.data_dir(args.data_dir)
-    known = set(hardware.specs_table(data)["gpu"])
-    for source in map(Path, args.sources):
-        try:
-            if source.is_dir():
-                if source.name not in known:
-                    raise ValueError(f"{source} is not a data/raw/<gpu> folder of a GPU in data/specs/gpus.csv")
-                added = {source.name: runs.merge_runs(source, runs._made(data / "raw" / source.name))}
-            elif source.is_file():
-                added = runs.merge_tarball(source, data / "raw", known)
-            else:
-                raise ValueError(f"{source} does not exist")
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        for gpu, what in added.items():
-            print(f"{source}: {gpu}: " + (", ".join(f"{n} {f}" for f, n in what.items()) or "nothing new"))
+    data = inputs.data_folder(args.data_dir)
+    try:
+        done = runs.merge_sources(map(Path, args.sources), data)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    for source, gpu, what in done:
+        print(f"{source}: {gpu}: " + (", ".join(f"{n} {f}" for f, n in what.items()) or "nothing new"))
     return 0
 
 
@@ -300,10 +292,18 @@ def cmd_check(args) -> int:
         except inputs.InputError as exc:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
-    for folder in sorted({p.parent for p in files}):  # a note here; reproduce refuses it (validate.data_whole)
+    for folder in sorted({p.parent for p in files}):  # errors, as reproduce refuses them (validate.data_whole)
+        for step in (lambda: validate.folder_is_a_gpu(folder),
+                     lambda: validate.rows_of_the_folder(folder, {p: f for p, f in frames.items() if p.parent == folder})):
+            try:
+                step()
+            except inputs.InputError as exc:
+                bad += 1
+                print(f"ERROR {exc}", file=sys.stderr)
         if not (folder / "env.json").is_file():
-            print(f"note: {folder / 'env.json'} is missing: the runs behind {folder}/*.csv are unrecorded, and "
-                  "`reproduce` refuses the folder until it is restored")
+            bad += 1
+            print(f"ERROR {folder / 'env.json'}: missing; it records the run behind every row of {folder}/*.csv. "
+                  "Restore it from git (or measure again: a sweep writes it)", file=sys.stderr)
     for path in sorted(raw.glob("*/env.json")):
         try:
             env = validate.check_env(path)
@@ -326,9 +326,7 @@ def cmd_check(args) -> int:
         print(f"  note: {gpu}/{run} names commit {commit[:12]}, which this clone lacks (a shallow clone?): not held")
     for (gpu, run), commit, recorded, at_commit in held["mismatched"]:
         bad += 1
-        print(f"ERROR {gpu}/{run}: env.json names commit {commit[:12]}, whose package source has digest "
-              f"{at_commit[:12]}, but records source_sha256 {recorded[:12]}: the commit is not the code that ran; "
-              "correct it in corrections.json (the commit whose digest it is) or measure again", file=sys.stderr)
+        print(f"ERROR {validate.mismatch_text(gpu, run, commit, recorded, at_commit)}", file=sys.stderr)
     if bad:
         return 1
     from decodegap.claims import run_provenance

@@ -490,7 +490,8 @@ def _whole_text(path: Path) -> str:
         raise SchemaError(
             f"{path}:{text.count(chr(10)) + 1}: the last line is incomplete (a sweep killed while writing?). "
             f"Run `python -m decodegap check --repair` to move the cut block into {path.name}.partial; "
-            "the next sweep measures that cell again."
+            "the next sweep measures that cell again. A file cut in copying or editing, not by a killed sweep, is "
+            f"restored from git instead (git checkout -- {path.name}): the repair keeps only the lines before the cut."
         )
     return text
 

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+import pandas as pd
+
 from decodegap import inputs
 from decodegap.inputs import InputError
 
@@ -117,12 +119,103 @@ def runs_recorded(env_path: Path, env: dict, frames: dict) -> None:
 
 
 def env_checks(env_path: Path, env: dict, frames: dict) -> dict:
-    """A GPU folder's env.json (`env`, check_env's) against the rows beside it (`frames`: {csv path: its rows}):
-    runs_recorded, files_of_recorded_runs, then check_corrections, whose reviewed corrections it returns. Replay and
-    `check` both run it."""
+    """A GPU folder's env.json (`env`, check_env's) against the rows beside it (`frames`: {csv path: its rows}) and
+    the GPU its folder names: runs_recorded, devices_of_the_folder, files_of_recorded_runs, sessions_have_rows, then
+    check_corrections, whose reviewed corrections it returns. Replay, `check` and `merge-runs` all run it."""
     runs_recorded(env_path, env, frames)
+    devices_of_the_folder(env_path, env)
     files_of_recorded_runs(env_path, env, frames)
+    sessions_have_rows(env_path, env, frames)
     return check_corrections(env_path, env)
+
+
+def folder_is_a_gpu(folder: Path) -> None:
+    """A folder of raw/ is named by the registry key of the GPU whose runs it holds (its data folder's
+    specs/gpus.csv), exactly as the registry spells it; anything else is an InputError (a wrong case gets its key
+    suggested)."""
+    data = folder.parent.parent
+    try:
+        gpu_key(folder.name, data, where=f"the folder {folder}")
+    except InputError as exc:
+        raise InputError(f"{folder}: a folder of {folder.parent} holds the runs of the GPU whose key names it; "
+                         f"{exc}. Rename the folder to its GPU's key, add that GPU to specs/gpus.csv, or move the "
+                         "folder out of raw/") from None
+
+
+def rows_of_the_folder(folder: Path, frames: dict) -> None:
+    """Every row of a GPU's folder (`frames`: {csv path: its rows}) names that GPU in its `gpu` column, exactly: a row
+    of another key (another GPU's rows copied in, a key edited to another case) is an InputError naming its line."""
+    for path, frame in sorted(frames.items()):
+        if "gpu" not in frame:
+            continue
+        other = frame.index[frame["gpu"].astype(str) != folder.name]
+        if len(other):
+            i = int(other[0])
+            raise InputError(f"{path}:{i + 2}: a row of GPU {frame['gpu'].iloc[i]!r} in {folder}, the folder of "
+                             f"{folder.name!r} ({len(other)} such rows): every row there is that GPU's, by its exact "
+                             "key. Restore the file from git; rows of another GPU belong in its own folder "
+                             "(`python -m decodegap merge-runs`)")
+
+
+def devices_of_the_folder(env_path: Path, env: dict) -> None:
+    """Every run of a GPU's folder ran on that GPU: its env.json `device_name` is one of the key's `device_names` in
+    specs/gpus.csv (a key whose architecture is cpu, the tests', is not held to it)."""
+    from decodegap import hardware
+
+    gpu, data = env_path.parent.name, env_path.parent.parent.parent
+    try:
+        spec = hardware.gpu_spec(gpu, data)
+    except (hardware.UnknownGPUError, KeyError, ValueError):
+        return  # folder_is_a_gpu names it
+    if spec.architecture == "cpu":
+        return
+    for run, entry in sorted(env.items()):
+        name = entry.get("device_name") if isinstance(entry, dict) else None
+        if name and name not in spec.device_names:
+            line = _line_of(env_path.read_text(), '"' + run + '"')
+            raise InputError(f"{env_path}:{line}: run {run} ran on "
+                             f"{name!r}, which is not {gpu!r} (its device_names in specs/gpus.csv: "
+                             f"{', '.join(spec.device_names) or 'none'}): its rows are another GPU's. Restore "
+                             "env.json and the rows from git; another GPU's runs belong in that GPU's folder")
+
+
+def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
+    """Every session env.json records as finished (an entry's `sessions`, written after the session's rows) has rows in
+    its experiment's CSV beside it (`frames`: {csv path: its rows}), where that CSV is there: a file cut at a line's end
+    (a copy stopped, an edit, `check --repair` of a file cut far from its end) loses whole runs and sessions, which
+    this finds. Two kinds of runs left no rows there and are not refused: runs whose rows live in a file named after
+    the experiment with a suffix (decode_synthesised_weights.csv: rows moved aside as their file was renamed), and
+    runs whose every check (verify.csv) failed before a cell was timed. The first such session is an InputError."""
+    by_name = {p.stem: (p, f) for p, f in frames.items()}
+    verify = by_name.get("verify", (None, None))[1]
+    seen = {}
+    for run, entry in sorted(env.items()):
+        sessions = entry.get("sessions") if isinstance(entry, dict) else None
+        experiment = entry.get("experiment") if isinstance(entry, dict) else None
+        if not sessions or experiment not in by_name:
+            continue
+        path, frame = by_name[experiment]
+        if experiment not in seen:
+            seen[experiment] = (frame.groupby("run_id")["session"].agg(
+                lambda c: {str(int(s)) for s in c.dropna()}) if "session" in frame
+                else pd.Series({r: None for r in set(frame["run_id"])}, dtype=object))
+        have = seen[experiment]
+        if run not in have.index:
+            if any((f["run_id"] == run).any() for name, (_, f) in by_name.items() if name.startswith(experiment + "_")):
+                continue
+            checks = verify[verify["run_id"] == run] if verify is not None else None
+            if checks is not None and not checks.empty and (checks["status"] != "ok").all():
+                continue
+            raise InputError(f"{path}: no row of run {run}, though {env_path} records its session(s) "
+                             f"{', '.join(sorted(map(str, sessions)))} as finished: the file lost rows (cut, or "
+                             "edited). Restore it from git (git checkout -- " + path.name + ")")
+        if have[run] is None:
+            continue
+        lost = sorted(set(map(str, sessions)) - have[run], key=int)
+        if lost:
+            raise InputError(f"{path}: no row of session {lost[0]} of run {run}, though {env_path} records it as "
+                             "finished: the file lost rows (cut, or edited). Restore it from git (git checkout -- "
+                             f"{path.name})")
 
 
 def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
@@ -131,16 +224,29 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
     a GPU measured in part may lack a file, and a run killed before it wrote a row leaves only its entry, but a file its
     runs wrote rows beside is refused missing even where another GPU has one. So is a file of a run that ran to its end
     (its entry has `gpu_state_after`, written as the run ends, after its rows), rows elsewhere or not. The first such
-    file is an InputError naming it, a run and the file that holds that run's other rows (or the run's end)."""
-    needed = sorted({e for reads in READS.values() for e in reads})
+    file is an InputError naming it, a run and the file that holds that run's other rows (or the run's end).
+    Since 2026-12-05 every experiment with a schema is held to this, not only those a notebook reads (a deleted
+    kernels.csv or peers.csv changed figures unrefused), by its runs that ran to their end alone (a quant_layers run
+    leaves its checks in verify.csv and no file of its own); a run whose rows live in a file named after its
+    experiment with a suffix (quant_layers_synthesised_weights.csv: rows moved aside as their file was renamed) is no
+    evidence."""
+    from decodegap import records
+
+    read = {e for reads in READS.values() for e in reads}
+    needed = sorted(read
+                    | {e.get("experiment") for e in env.values() if isinstance(e, dict) and e.get("experiment")
+                       and e["experiment"] in records.SCHEMAS})
     for experiment in needed:
         path = env_path.parent / f"{experiment}.csv"
         if path.is_file():
             continue
-        runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment}
+        moved = {run for other, frame in frames.items() if other.stem.startswith(experiment + "_")
+                 for run in set(frame["run_id"])}
+        runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment
+                and run not in moved}
         evidence = [(run, "run to its end (gpu_state_after)") for run in sorted(runs) if "gpu_state_after" in env[run]]
         evidence += [(run, f"with rows in {other.name}") for other, frame in sorted(frames.items())
-                     for run in sorted(runs & set(frame["run_id"]))]
+                     for run in sorted(runs & set(frame["run_id"])) if experiment in read]
         if evidence:
             run, how = evidence[0]
             raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
@@ -208,6 +314,7 @@ def _file_checks(data: Path):
 def _gpu_checks(folder: Path):
     csvs = sorted(folder.glob("*.csv"))
     frames = {}
+    yield lambda: folder_is_a_gpu(folder)
 
     def each(path):
         def step():
@@ -215,6 +322,7 @@ def _gpu_checks(folder: Path):
         return step
     for path in csvs:
         yield each(path)
+    yield lambda: rows_of_the_folder(folder, frames)
     env_path = folder / "env.json"
 
     def env_step():
@@ -235,6 +343,7 @@ def data_whole(data=None, notebooks: Iterable[str] = (), measure: bool = False) 
         step()
     if measure:
         return folder
+    digests_held(folder)
     for stem in notebooks:
         for experiment in READS.get(stem, ()):
             if not any(p.is_file() for p in folder.glob(f"raw/*/{experiment}.csv")):
@@ -243,6 +352,24 @@ def data_whole(data=None, notebooks: Iterable[str] = (), measure: bool = False) 
                     f"restore it (git checkout {folder.name}/raw), measure them, or leave the notebook out "
                     f"(--only with the others)")
     return folder
+
+
+def mismatch_text(gpu: str, run: str, commit: str, recorded: str, at_commit: str) -> str:
+    """A run whose recorded source digest is not its commit's (hardware.digests_against_commits' `mismatched`)."""
+    return (f"{gpu}/{run}: env.json names commit {commit[:12]}, whose package source has digest {at_commit[:12]}, but "
+            f"records source_sha256 {recorded[:12]}: the commit is not the code that ran; correct it in "
+            "corrections.json (the commit whose digest it is), restore env.json from git, or measure again")
+
+
+def digests_held(folder: Path) -> None:
+    """Replay refuses what `check` reports as an error: a run whose source digest is not the commit it names
+    (hardware.digests_against_commits; a commit this clone lacks, or a copy without git, holds nothing)."""
+    from decodegap import hardware
+
+    held = hardware.digests_against_commits(hardware.load_env(folder))
+    if held["mismatched"]:
+        (gpu, run), commit, recorded, at_commit = held["mismatched"][0]
+        raise InputError(f"{folder}/raw/{mismatch_text(gpu, run, commit, recorded, at_commit)}")
 
 
 def gpu_key(value, data=None, where: str = "") -> str:

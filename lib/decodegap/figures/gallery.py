@@ -8,6 +8,7 @@ missing says so instead of a number.
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap import paths, published
+from decodegap.inputs import InputError
 from decodegap.stats import span as _span
 from decodegap.levers import GRID_TARGET, TARGETS
 from decodegap.analysis.closing_the_gap_int4_products import scale_levers
@@ -25,6 +27,67 @@ QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tin
 GPU = "h200"
 PAPER_GPU = "h100-sxm"  # the paper's fast GPU, published and (in part) measured here too
 DATASHEET_GBPS = 4800  # the H200's datasheet bandwidth (data/specs/gpus.csv), checked in `findings`
+
+
+_READ: list[str] = []
+"""The figures tables read so far by the finding being computed (_reading), so that a failure can name them."""
+FIX = ("`python -m decodegap reproduce` rebuilds the tables from data/, `git checkout figures/` restores the committed "
+       "ones")
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _table(f: Path, name: str) -> pd.DataFrame:
+    """A table of figures/ (`name`), recorded as read; a missing, empty or unparsable one is an InputError naming it."""
+    _READ.append(name)
+    try:
+        return pd.read_csv(f / name)
+    except FileNotFoundError as exc:
+        raise InputError(f"the figures table {name} is missing from {f}, so the gallery cannot be computed: {FIX}") \
+            from exc
+    except ValueError as exc:  # pandas' EmptyDataError and ParserError among them
+        raise InputError(f"the figures table {name} in {f} could not be read ({_one_line(exc)}), so the gallery "
+                         f"cannot be computed: {FIX}") from exc
+
+
+def _reading(compute, f: Path, *args) -> dict[str, str]:
+    """`compute(f, *args)`, one figure group's findings; a table it read that lacks a column, a row or a number it
+    needs (KeyError, ValueError, ...) is an InputError naming the tables it read."""
+    del _READ[:]
+    try:
+        return compute(f, *args)
+    except InputError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        names = list(dict.fromkeys(_READ))
+        mixed = _not_numbers(f, names)
+        if len(mixed) == 1:  # the one table read with a column of numbers and something else among them
+            name, column, value = mixed[0]
+            raise InputError(f"the figures table {name} in {f} could not be read: its column {column} holds "
+                             f"{value!r}, not a number ({_one_line(exc)}): {FIX}") from exc
+        which = (f"the figures table {names[0]}" if len(names) == 1 else
+                 f"the figures tables {', '.join(names)} (one of them)")
+        raise InputError(f"{which} in {f} could not be read: it lacks a column, row or number the gallery needs "
+                         f"({_one_line(exc)}): {FIX}") from exc
+    finally:
+        del _READ[:]
+
+
+def _not_numbers(f: Path, names: list[str]) -> list[tuple[str, str, str]]:
+    """(table, column, value) for each of the tables `names` whose column holds numbers and something that is not
+    one (a value typed or damaged into a column of numbers; no committed table but claims.csv, whose columns mix
+    numbers and words by design and which is not looked at here, has such a column)."""
+    found = []
+    for name in (n for n in names if n != "claims.csv"):
+        t = pd.read_csv(f / name)
+        for column in [c for c in t.columns if not pd.api.types.is_numeric_dtype(t[c])]:  # text: str or object
+            values = t[column].dropna()
+            numbers = pd.to_numeric(values, errors="coerce")
+            if numbers.notna().any() and numbers.isna().any():
+                found.append((name, str(column), str(values[numbers.isna()].iloc[0])))
+    return found
 
 
 def _pct(lo, hi) -> str:
@@ -105,7 +168,7 @@ def _published() -> dict[str, float]:
 
 def _roofline(f: Path, pub: dict) -> dict[str, str]:
     """Notebook 01's two figures: the headline cell against bandwidth, the eager step over the contexts."""
-    cells = pd.read_csv(f / "01_roofline_cells.csv")
+    cells = _table(f, "01_roofline_cells.csv")
     eager = cells[(cells.gpu == GPU) & (cells.arm == "eager")]
     head = eager[(eager.model == "qwen2.5-7b") & (eager.ctx == 2048)].iloc[0]
     h100 = cells[(cells.gpu == PAPER_GPU) & (cells.arm == "eager") & (cells.model == "qwen2.5-7b")
@@ -129,16 +192,16 @@ def _sessions(n: pd.Series) -> str:
 def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
     """Notebook 02's figures: the headline speed-ups, the decomposition, R_floor per arm (every arm at ctx 2048,
     the cells of one selection)."""
-    speedups = pd.read_csv(f / "02_speedups.csv")
+    speedups = _table(f, "02_speedups.csv")
     sp = speedups[(speedups.gpu == GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")]
     h100 = speedups[(speedups.gpu == PAPER_GPU) & (speedups.ctx == 2048) & (speedups.arm == "graph")
                     & (speedups.sweep == "headline")]
     ours_h100 = (f"; on an H100 SXM measured here {_span(h100.speedup)}x ({_sessions(h100.sessions)}, of its "
                  f"headline sweep)" if not h100.empty else "")
     hs, gs = sp[sp.sweep == "headline"], sp[sp.sweep == "grid"]
-    ab = pd.read_csv(f / "02_ab_cells.csv")
+    ab = _table(f, "02_ab_cells.csv")
     h = ab[(ab.gpu == GPU) & (ab.ctx == 2048)]
-    d = pd.read_csv(f / "02_decomposition.csv")
+    d = _table(f, "02_decomposition.csv")
     d = d[d.gpu == GPU]
     d2, d16 = d[d.ctx == 2048].launch_overhead_fraction, d[d.ctx == 16384].launch_overhead_fraction
     return {
@@ -158,21 +221,21 @@ def _cuda_graphs(f: Path, pub: dict) -> dict[str, str]:
 
 def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
     """Notebooks 03-05's figures: attention, quantisation against the floors, the cost ladder."""
-    att = pd.read_csv(f / "03_attention_cells.csv")
-    qt = pd.read_csv(f / "04_quant_table.csv")
+    att = _table(f, "03_attention_cells.csv")
+    qt = _table(f, "04_quant_table.csv")
     q = qt[qt.ctx == qt.ctx.min()].set_index("quant")["l4 R_floor (our floor, published ms)"]
-    ladder = pd.read_csv(f / "05_cost_ladder.csv")
+    ladder = _table(f, "05_cost_ladder.csv")
     lad = ladder.set_index(["gpu", "kernels"])
     paper = ladder[ladder.source.str.startswith("published")].set_index(["gpu", "kernels"])  # the paper's ladder
-    floor = pd.read_csv(f / "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
+    floor = _table(f, "05_cost_at_floor.csv").set_index("gpu").usd_per_mtok
     l4, h100 = paper.loc[("l4", "best")], paper.loc[(PAPER_GPU, "best")]
     return {
-        "03_attention_us_vs_context.png": _attention(att, pub["sdpa"], pd.read_csv(f / "03_attention_ranking.csv"),
+        "03_attention_us_vs_context.png": _attention(att, pub["sdpa"], _table(f, "03_attention_ranking.csv"),
                                                      _claim_verdict(f, "R3e")),
         "04_quant_ms_vs_floor.png": f"On the published L4 numbers GPTQ + ExLlamaV2 reaches R_floor {q['gptq-exllamav2']:.2f} of its "
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
-                                    "the int4 format, realises the saving. " + _quant(pd.read_csv(f / "04_quant_cells.csv"),
-                                                                                pd.read_csv(f / "04_findings.csv")),
+                                    "the int4 format, realises the saving. " + _quant(_table(f, "04_quant_cells.csv"),
+                                                                                _table(f, "04_findings.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the paper's graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
@@ -194,7 +257,7 @@ def _measured_h100_cost(ladder: pd.DataFrame) -> str:
 
 def _ladder_cells(f: Path) -> dict:
     """Notebook 06's ladder at the target cell (Llama-3.1-8B, ctx 2048) and over the grid."""
-    lad6 = pd.read_csv(f / "06_ladder.csv")
+    lad6 = _table(f, "06_ladder.csv")
     cell6 = lad6[(lad6.gpu == GPU) & (lad6.model == "llama-3.1-8b") & (lad6.ctx == 2048) & (lad6.status == "ok")]
     bf16_6, int4_6 = cell6[cell6.quant == "bf16"], cell6[cell6.quant != "bf16"]
     best6 = bf16_6.loc[bf16_6.t_obs_ms.idxmin()]
@@ -204,10 +267,10 @@ def _ladder_cells(f: Path) -> dict:
     best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
-    conf_all = pd.read_csv(f / "06_confirmation.csv")
+    conf_all = _table(f, "06_confirmation.csv")
     conf_all = conf_all[conf_all.gpu == GPU]
     conf = conf_all[conf_all.kind == "bf16"]
-    targets = pd.read_csv(f / "06_findings_targets.csv")
+    targets = _table(f, "06_findings_targets.csv")
     current = targets[targets.earlier.isna() & targets.measured.eq(True)]
     counted = {k: r for k, r in current[current.kind.isin(["bf16", "int4"])].set_index("kind").iterrows()
                if pd.notna(r.get("counted_ms"))}  # only a target whose pick awaits confirmation has one
@@ -249,7 +312,7 @@ def _confirmation_words(row: pd.DataFrame, r_floor: bool = True, counted: pd.Ser
 
 def _int4_products(f: Path) -> dict[str, str]:
     """Notebook 06's int4 products figure: its line of 06_findings_int4_products.csv at the int4 target's model."""
-    t = pd.read_csv(f / "06_findings_int4_products.csv")
+    t = _table(f, "06_findings_int4_products.csv")
     model = TARGETS["int4"]["model"]
     needed = {"gpu", "model", "layer_us", "bf16_layer_us"}
     rows = t[t["layer_us"].notna()] if needed <= set(t.columns) else t.iloc[0:0]
@@ -259,7 +322,7 @@ def _int4_products(f: Path) -> dict[str, str]:
     if rows.empty:
         ctx = TARGETS["int4"]["ctx"]
         confirmation = f / "06_confirmation.csv"
-        scaled = scale_levers(pd.read_csv(confirmation), GPU, model, ctx) if confirmation.exists() else []
+        scaled = scale_levers(_table(f, "06_confirmation.csv"), GPU, model, ctx) if confirmation.exists() else []
         if scaled:  # the products exist, but not the flavour these levers launch
             return {"06_int4_products.png": f"On the H200 ({model}, ctx {ctx}) the confirmed int4 levers "
                                             f"({' and '.join(scaled)}) leave each norm to the next product as a scale: "
@@ -282,9 +345,9 @@ def _ladder(f: Path) -> dict[str, str]:
     """Notebook 06's two figures: the products' fits and the ladder of levers."""
     c = _ladder_cells(f)
     best6, best_int4, lean, best_path, fastest = c["best6"], c["best_int4"], c["lean"], c["best_path"], c["fastest"]
-    fits = pd.read_csv(f / "06_product_fits.csv")
+    fits = _table(f, "06_product_fits.csv")
     fits = fits[(fits.gpu == GPU) & (fits.model == "llama-3.1-8b") & (fits.ctx == 2048)].set_index(["arm", "quant"])
-    shares = pd.read_csv(f / "06_projections.csv")
+    shares = _table(f, "06_projections.csv")
     shares = shares[(shares.gpu == GPU) & (shares.model == "llama-3.1-8b") & (shares.ctx == 2048)
                     & (shares.arm == "lean_attn_compile") & (shares.quant == "bf16")].set_index("projection").of_datasheet
     compiled, gemv = fits.loc[("lean_attn_compile", "bf16")], fits.loc[("lean_kernels_graph", "bf16")]
@@ -333,8 +396,8 @@ def _best_path_words(best_path: pd.DataFrame, hf_compiled: pd.Series, grid_cells
 
 def _scope(f: Path) -> dict[str, str]:
     """Notebook 07's two figures: the cells against their floors and the two-term model's fits."""
-    cells, cross = pd.read_csv(f / "07_cells.csv"), pd.read_csv(f / "07_compute_crossover.csv")
-    fits, verdicts = pd.read_csv(f / "07_step_model_fits.csv"), pd.read_csv(f / "07_step_model_verdicts.csv")
+    cells, cross = _table(f, "07_cells.csv"), _table(f, "07_compute_crossover.csv")
+    fits, verdicts = _table(f, "07_step_model_fits.csv"), _table(f, "07_step_model_verdicts.csv")
     h = cells[(cells.gpu == GPU) & (cells.attn == "sdpa") & (cells.arm == "eager")]
     big = h[h.batch == h.batch.max()] if not h.empty else h
     never = cross[cross.crossover_batch == float("inf")]
@@ -365,17 +428,22 @@ def _claim_verdict(f: Path, claim_id: str) -> str:
     path = f / "claims.csv"
     if not path.exists():
         return ""
-    t = pd.read_csv(path).set_index("id")
+    t = _table(f, "claims.csv").set_index("id")
     return str(t.loc[claim_id, "verdict"]) if claim_id in t.index else ""
 
 
 def findings(figures: Path | None = None) -> dict[str, str]:
-    """The gallery's finding of each figure (file name -> sentence), computed from the tables in `figures`."""
+    """The gallery's finding of each figure (file name -> sentence), computed from the tables in `figures`; a table
+    that is missing or lacks what a finding needs is an InputError naming it."""
     f = Path(figures or paths.FIGURES)
     specs = pd.read_csv(paths.DATA / "specs" / "gpus.csv").set_index("gpu")
     assert float(specs.loc[GPU, "bandwidth_gbps"]) == DATASHEET_GBPS, "the H200's datasheet bandwidth changed"
     pub = _published()
-    return {**_ladder(f), **_int4_products(f), **_roofline(f, pub), **_cuda_graphs(f, pub), **_quant_and_cost(f, pub), **_scope(f)}
+    found = {}
+    for compute, args in ((_ladder, ()), (_int4_products, ()), (_roofline, (pub,)), (_cuda_graphs, (pub,)),
+                          (_quant_and_cost, (pub,)), (_scope, ())):
+        found.update(_reading(compute, f, *args))
+    return found
 
 
 GALLERY_CSV = "gallery.csv"
@@ -390,14 +458,21 @@ def line(name: str, finding: str) -> str:
 
 
 def write(figures: Path | None = None) -> Path:
-    """figures/gallery.csv: one row per figure (figure, finding: its gallery `line`), in file-name order."""
+    """figures/gallery.csv: one row per figure (figure, finding: its gallery `line`), in file-name order. Every line
+    is computed first (a damaged table is an InputError naming it, findings), then the file is written beside itself
+    and moved into place, so a failure leaves the gallery.csv there was as it was."""
     f = Path(figures or paths.FIGURES)
     out = f / GALLERY_CSV
-    with open(out, "w", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["figure", "finding"])
-        for name, text in sorted(findings(f).items()):
-            w.writerow([name, line(name, text)])
+    rows = [[name, line(name, text)] for name, text in sorted(findings(f).items())]
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(["figure", "finding"])
+            w.writerows(rows)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -101,7 +101,16 @@ def merge_runs(src, dst) -> dict:
     from decodegap import records
 
     src, dst = Path(src), Path(dst)
-    theirs = json.loads((src / "env.json").read_text())
+    if not (src / "env.json").is_file():
+        raise ValueError(f"{src} has no env.json: the runs behind its rows are unrecorded (a GPU folder of "
+                         "measure.sh's tarball holds one beside its CSVs); copy the whole folder again; nothing merged")
+    try:
+        theirs = json.loads((src / "env.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{src / 'env.json'}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); copy it "
+                         "again from the machine that measured it; nothing merged") from None
+    if not isinstance(theirs, dict):
+        raise ValueError(f"{src / 'env.json'}: an object {{run id: entry}} is expected; nothing merged")
     ours = json.loads((dst / "env.json").read_text()) if (dst / "env.json").exists() else {}
     differ = sorted(r for r in theirs if r in ours and theirs[r] != ours[r])
     if differ:
@@ -135,32 +144,105 @@ def merge_tarball(tarball, raw_dir, known_gpus) -> dict:
     """merge_runs of each GPU folder in `tarball` (bench/measure.sh's OUTDIR/raw-GPU.tgz: <gpu>/<files>) into
     `raw_dir`/<gpu>, unpacked in a temporary folder first. Refused (ValueError), before anything is written, for a
     tarball that cannot be read to its end (cut while copying), a member outside a GPU folder or a path that leaves
-    it, or a GPU key not in `known_gpus` (the registry). Returns {gpu: merge_runs' result}."""
-    import tarfile
+    it, or a GPU key not in `known_gpus` (the registry). Returns {gpu: merge_runs' result}. Its result is not checked
+    as a whole (merge_sources is, and `merge-runs` calls that)."""
     import tempfile
+    from pathlib import Path
+
+    raw_dir = Path(raw_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = unpack(tarball, Path(tmp), known_gpus)
+        return {gpu: merge_runs(folder, _made(raw_dir / gpu)) for gpu, folder in folders.items()}
+
+
+def unpack(tarball, into, known_gpus) -> dict:
+    """{gpu: its folder} of bench/measure.sh's tarball (<gpu>/<files>) unpacked under `into`; ValueError for a tarball
+    that cannot be read to its end (cut while copying), a member outside a GPU folder or a path that leaves it, or a
+    GPU key not in `known_gpus`."""
+    import tarfile
     from pathlib import Path, PurePosixPath
 
-    tarball, raw_dir = Path(tarball), Path(raw_dir)
+    tarball, into = Path(tarball), Path(into)
     try:
         with tarfile.open(tarball, "r:*") as tar:
             members = tar.getmembers()  # reads to the end: a cut tarball fails here
-            with tempfile.TemporaryDirectory() as tmp:
-                gpus = set()
-                for m in members:
-                    parts = PurePosixPath(m.name).parts
-                    if m.name.startswith("/") or ".." in parts or not (m.isdir() or m.isfile()) or \
-                            (m.isfile() and len(parts) != 2):
-                        raise ValueError(f"{tarball}: member {m.name!r} is not a file of a GPU folder "
-                                         "(<gpu>/<file>); nothing merged")
-                    gpus.add(parts[0])
-                unknown = sorted(gpus - set(known_gpus))
-                if unknown:
-                    raise ValueError(f"{tarball} holds rows of GPU keys {unknown} that are not in data/specs/gpus.csv "
-                                     "(add the GPU there first); nothing merged")
-                tar.extractall(tmp, members=members, filter="data")
-                return {gpu: merge_runs(Path(tmp) / gpu, _made(raw_dir / gpu)) for gpu in sorted(gpus)}
+            gpus = set()
+            for m in members:
+                parts = PurePosixPath(m.name).parts
+                if m.name.startswith("/") or ".." in parts or not (m.isdir() or m.isfile()) or \
+                        (m.isfile() and len(parts) != 2):
+                    raise ValueError(f"{tarball}: member {m.name!r} is not a file of a GPU folder "
+                                     "(<gpu>/<file>); nothing merged")
+                gpus.add(parts[0])
+            unknown = sorted(gpus - set(known_gpus))
+            if unknown:
+                raise ValueError(f"{tarball} holds rows of GPU keys {unknown} that are not in data/specs/gpus.csv "
+                                 "(add the GPU there first); nothing merged")
+            tar.extractall(into, members=members, filter="data")
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise ValueError(f"{tarball} cannot be read to its end ({exc}): copy it again; nothing merged") from None
+    return {gpu: into / gpu for gpu in sorted(gpus)}
+
+
+def merge_sources(sources, data) -> list:
+    """Every source (measure.sh's tarballs, or unpacked data/raw/<gpu> folders) merged into the data folder `data`'s
+    raw/ whole or not at all: each merged, in order, into a copy of the GPU folders it touches; each copy then checked
+    as replay checks a GPU's folder (validate: the folder's key, every row of its GPU, every run on its device, every
+    recorded session with its rows, ...); only then are the changed files moved into place. Any refusal (ValueError or
+    InputError, the staging copy's paths written as the data folder's) leaves data/raw as it was. Returns
+    [(source, gpu, merge_runs' result)]."""
+    import filecmp
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from decodegap import validate
+    from decodegap.inputs import InputError
+
+    data = Path(data)
+    raw = data / "raw"
+    known = set(hardware.specs_table(data)["gpu"])
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = Path(tmp) / "data"
+        (stage / "raw").mkdir(parents=True)
+        shutil.copytree(data / "specs", stage / "specs")
+        plans = []
+        for i, source in enumerate(map(Path, sources)):
+            if source.is_dir():
+                if source.name not in known:
+                    validate.gpu_key(source.name, data, where=f"the folder {source}")  # raises, with its hint
+                plans.append((source, source.name, source))
+            elif source.is_file():
+                plans += [(source, gpu, folder) for gpu, folder in unpack(source, Path(tmp) / f"source{i}", known).items()]
+            else:
+                raise ValueError(f"{source} does not exist; nothing merged")
+        gpus = sorted({gpu for _, gpu, _ in plans})
+        for gpu in gpus:
+            if (raw / gpu).is_dir():
+                shutil.copytree(raw / gpu, stage / "raw" / gpu)
+            else:
+                (stage / "raw" / gpu).mkdir()
+        try:
+            done = [(source, gpu, merge_runs(folder, stage / "raw" / gpu)) for source, gpu, folder in plans]
+            for gpu in gpus:
+                for step in validate._gpu_checks(stage / "raw" / gpu):
+                    step()
+        except (ValueError, InputError) as exc:
+            text = str(exc).replace(str(stage), str(data))
+            for i, source in enumerate(map(Path, sources)):
+                text = text.replace(str(Path(tmp) / f"source{i}"), f"{source} (unpacked)")
+            raise InputError(f"merging {', '.join(map(str, sources))} would leave this: {text}; nothing merged") \
+                from None
+        for gpu in gpus:
+            for new in sorted((stage / "raw" / gpu).iterdir()):
+                old = raw / gpu / new.name
+                if old.exists() and filecmp.cmp(new, old, shallow=False):
+                    continue
+                old.parent.mkdir(parents=True, exist_ok=True)
+                part = old.with_name(old.name + ".merging")
+                shutil.copy2(new, part)
+                os.replace(part, old)
+    return done
 
 
 def _made(path):
