@@ -404,6 +404,7 @@ def test_merge_runs_checks_the_merged_folders_whole_and_writes_all_or_nothing(co
     assert cli.main(["merge-runs", str(foreign), "--data-dir", str(copy)]) == 2
     err = capsys.readouterr().err
     assert "a row of GPU 'h100-sxm' in" in err and str(copy / "raw" / "h200") in err and "nothing merged" in err
+    assert f"merging {foreign} would leave this" in err  # the source named
     assert "/tmp" not in err.replace(str(tmp_path), "").replace(str(copy), "")  # no staging path named
     good = _run_folder(copy, tmp_path, "h100-sxm", "h100-sxm", "20270101T000001-bbbbbb")
     tgz = tmp_path / "raw-h100-sxm.tgz"

@@ -294,16 +294,12 @@ def cmd_check(args) -> int:
             print(f"ERROR {exc}", file=sys.stderr)
     for folder in sorted({p.parent for p in files}):  # errors, as reproduce refuses them (validate.data_whole)
         for step in (lambda: validate.folder_is_a_gpu(folder),
-                     lambda: validate.rows_of_the_folder(folder, {p: f for p, f in frames.items() if p.parent == folder})):
+                     *validate.folder_checks(folder, {p: f for p, f in frames.items() if p.parent == folder})):
             try:
                 step()
             except inputs.InputError as exc:
                 bad += 1
                 print(f"ERROR {exc}", file=sys.stderr)
-        if not (folder / "env.json").is_file():
-            bad += 1
-            print(f"ERROR {folder / 'env.json'}: missing; it records the run behind every row of {folder}/*.csv. "
-                  "Restore it from git (or measure again: a sweep writes it)", file=sys.stderr)
     for path in sorted(raw.glob("*/env.json")):
         try:
             env = validate.check_env(path)

@@ -10,9 +10,10 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from decodegap import inputs
 from decodegap.inputs import InputError
@@ -188,7 +189,7 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
     runs whose every check (verify.csv) failed before a cell was timed. The first such session is an InputError."""
     by_name = {p.stem: (p, f) for p, f in frames.items()}
     verify = by_name.get("verify", (None, None))[1]
-    seen = {}
+    seen = {}  # experiment: ({run: its sessions with rows, None without a session column}, runs moved aside)
     for run, entry in sorted(env.items()):
         sessions = entry.get("sessions") if isinstance(entry, dict) else None
         experiment = entry.get("experiment") if isinstance(entry, dict) else None
@@ -196,12 +197,10 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             continue
         path, frame = by_name[experiment]
         if experiment not in seen:
-            seen[experiment] = (frame.groupby("run_id")["session"].agg(
-                lambda c: {str(int(s)) for s in c.dropna()}) if "session" in frame
-                else pd.Series({r: None for r in set(frame["run_id"])}, dtype=object))
-        have = seen[experiment]
-        if run not in have.index:
-            if any((f["run_id"] == run).any() for name, (_, f) in by_name.items() if name.startswith(experiment + "_")):
+            seen[experiment] = (_sessions_by_run(frame), _moved_runs(experiment, frames))
+        have, moved = seen[experiment]
+        if run not in have:
+            if run in moved:
                 continue
             checks = verify[verify["run_id"] == run] if verify is not None else None
             if checks is not None and not checks.empty and (checks["status"] != "ok").all():
@@ -216,6 +215,21 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             raise InputError(f"{path}: no row of session {lost[0]} of run {run}, though {env_path} records it as "
                              "finished: the file lost rows (cut, or edited). Restore it from git (git checkout -- "
                              f"{path.name})")
+
+
+def _sessions_by_run(frame: pd.DataFrame) -> dict:
+    """{run id: the session numbers (as text) it has rows of} of one raw CSV's rows; None per run where the file has
+    no session column."""
+    if "session" not in frame:
+        return dict.fromkeys(frame["run_id"])
+    return {run: {str(int(s)) for s in c.dropna()} for run, c in frame.groupby("run_id")["session"]}
+
+
+def _moved_runs(experiment: str, frames: dict) -> set:
+    """The runs with rows in a file named after `experiment` with a suffix (decode_synthesised_weights.csv: rows moved
+    aside as their file was renamed), of `frames` ({csv path: its rows})."""
+    return {run for path, frame in frames.items() if path.stem.startswith(experiment + "_")
+            for run in set(frame["run_id"])}
 
 
 def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
@@ -240,13 +254,13 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
         path = env_path.parent / f"{experiment}.csv"
         if path.is_file():
             continue
-        moved = {run for other, frame in frames.items() if other.stem.startswith(experiment + "_")
-                 for run in set(frame["run_id"])}
+        moved = _moved_runs(experiment, frames)
         runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment
                 and run not in moved}
         evidence = [(run, "run to its end (gpu_state_after)") for run in sorted(runs) if "gpu_state_after" in env[run]]
-        evidence += [(run, f"with rows in {other.name}") for other, frame in sorted(frames.items())
-                     for run in sorted(runs & set(frame["run_id"])) if experiment in read]
+        if experiment in read:
+            evidence += [(run, f"with rows in {other.name}") for other, frame in sorted(frames.items())
+                         for run in sorted(runs & set(frame["run_id"]))]
         if evidence:
             run, how = evidence[0]
             raise InputError(f"{path}: missing, though {env_path} records {len(runs)} run(s) of experiment "
@@ -308,10 +322,26 @@ def _file_checks(data: Path):
                                  "config.json fields) has no max_position_embeddings")
         yield model
     for folder in sorted(p for p in (data / "raw").glob("*") if p.is_dir()):
-        yield from _gpu_checks(folder)
+        yield from gpu_folder_checks(folder)
 
 
-def _gpu_checks(folder: Path):
+def folder_checks(folder: Path, frames: dict):
+    """The checks of a GPU folder with rows as a whole, given them (`frames`: {csv path: its rows}, filled by the time
+    each runs): its rows' GPU (rows_of_the_folder) and its env.json being there. Replay and `check` both run them,
+    after folder_is_a_gpu."""
+    yield lambda: rows_of_the_folder(folder, frames)
+
+    def env_there():
+        if not (folder / "env.json").is_file():
+            raise InputError(f"{folder / 'env.json'}: missing; it records the run behind every row of "
+                             f"{folder}/*.csv. Restore it from git (or measure again: a sweep writes it)")
+    yield env_there
+
+
+def gpu_folder_checks(folder: Path):
+    """Every check of one GPU folder, in order: its key (folder_is_a_gpu), each raw CSV (check_raw_csv), the folder
+    with its rows (folder_checks), then its env.json against the rows (env_checks). Replay (data_whole), `check`
+    (file_problems) and `merge-runs` (harness.runs.merge_sources) run them."""
     csvs = sorted(folder.glob("*.csv"))
     frames = {}
     yield lambda: folder_is_a_gpu(folder)
@@ -322,16 +352,14 @@ def _gpu_checks(folder: Path):
         return step
     for path in csvs:
         yield each(path)
-    yield lambda: rows_of_the_folder(folder, frames)
-    env_path = folder / "env.json"
+    if not csvs:
+        return
+    yield from folder_checks(folder, frames)
 
     def env_step():
-        if not csvs:
-            return
-        if not env_path.is_file():
-            raise InputError(f"{env_path}: missing; it records the run behind every row of {folder}/*.csv. Restore "
-                             "it from git (or measure again: a sweep writes it)")
-        env_checks(env_path, check_env(env_path), frames)
+        env_path = folder / "env.json"
+        if env_path.is_file():  # its absence is folder_checks' refusal
+            env_checks(env_path, check_env(env_path), frames)
     yield env_step
 
 

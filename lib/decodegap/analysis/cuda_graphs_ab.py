@@ -339,7 +339,7 @@ def history_speedups(older: pd.DataFrame, arms, seed: int = 0) -> pd.DataFrame:
     GPU's cell and sweep, and named every GPU's older runs; descriptive, no verdict reads it)."""
     parts = [speedups(g, arm=arm, seed=seed).assign(runs=run) for run, g in older.groupby("run_id", sort=True)
              for arm in arms]
-    out = pd.concat(parts + [speedups(older.iloc[:0], arm="graph", seed=seed).assign(runs="")], ignore_index=True)
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if out.empty:
         return out
     ok = older.groupby(["run_id"] + CELL + ["sweep"])["checked"].all().rename("checked")

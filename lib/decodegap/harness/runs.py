@@ -191,7 +191,6 @@ def merge_sources(sources, data) -> list:
     recorded session with its rows, ...); only then are the changed files moved into place. Any refusal (ValueError or
     InputError, the staging copy's paths written as the data folder's) leaves data/raw as it was. Returns
     [(source, gpu, merge_runs' result)]."""
-    import filecmp
     import shutil
     import tempfile
     from pathlib import Path
@@ -199,18 +198,17 @@ def merge_sources(sources, data) -> list:
     from decodegap import validate
     from decodegap.inputs import InputError
 
-    data = Path(data)
+    data, sources = Path(data), [Path(s) for s in sources]  # read twice: once to merge, once to name them
     raw = data / "raw"
-    known = set(hardware.specs_table(data)["gpu"])
+    known = set(hardware.specs_table(data)["gpu"])  # the tarballs' keys
     with tempfile.TemporaryDirectory() as tmp:
         stage = Path(tmp) / "data"
         (stage / "raw").mkdir(parents=True)
         shutil.copytree(data / "specs", stage / "specs")
         plans = []
-        for i, source in enumerate(map(Path, sources)):
+        for i, source in enumerate(sources):
             if source.is_dir():
-                if source.name not in known:
-                    validate.gpu_key(source.name, data, where=f"the folder {source}")  # raises, with its hint
+                validate.gpu_key(source.name, data, where=f"the folder {source}")  # an unknown key, with its hint
                 plans.append((source, source.name, source))
             elif source.is_file():
                 plans += [(source, gpu, folder) for gpu, folder in unpack(source, Path(tmp) / f"source{i}", known).items()]
@@ -225,23 +223,20 @@ def merge_sources(sources, data) -> list:
         try:
             done = [(source, gpu, merge_runs(folder, stage / "raw" / gpu)) for source, gpu, folder in plans]
             for gpu in gpus:
-                for step in validate._gpu_checks(stage / "raw" / gpu):
+                for step in validate.gpu_folder_checks(stage / "raw" / gpu):
                     step()
         except (ValueError, InputError) as exc:
             text = str(exc).replace(str(stage), str(data))
-            for i, source in enumerate(map(Path, sources)):
+            for i, source in enumerate(sources):
                 text = text.replace(str(Path(tmp) / f"source{i}"), f"{source} (unpacked)")
             raise InputError(f"merging {', '.join(map(str, sources))} would leave this: {text}; nothing merged") \
                 from None
-        for gpu in gpus:
-            for new in sorted((stage / "raw" / gpu).iterdir()):
-                old = raw / gpu / new.name
-                if old.exists() and filecmp.cmp(new, old, shallow=False):
-                    continue
-                old.parent.mkdir(parents=True, exist_ok=True)
-                part = old.with_name(old.name + ".merging")
-                shutil.copy2(new, part)
-                os.replace(part, old)
+        for gpu, name in sorted({(gpu, name) for _, gpu, added in done for name in added}):  # the files merged into
+            target = raw / gpu / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            part = target.with_name(name + ".merging")
+            shutil.copy2(stage / "raw" / gpu / name, part)
+            os.replace(part, target)
     return done
 
 
