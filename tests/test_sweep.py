@@ -125,7 +125,8 @@ def test_env_json_records_the_run(swept):
     assert "time" in entry["gpu_state_before"] and "time" in entry["gpu_state_after"]
     assert sorted(entry["sessions"]) == ["0", "1"]
     for s in ("0", "1"):
-        assert set(entry["sessions"][s]) == {"before", "after", "timing"}
+        assert set(entry["sessions"][s]) == {"before", "after", "timing", "rows"}
+        assert entry["sessions"][s]["rows"] == (N_OK + N_WARMUP + N_GRAPH) // 2 == 18  # what each session wrote
         timing = entry["sessions"][s]["timing"]  # where the session process's wall time went
         assert set(timing["build_s"]) == set(timing["cells_s"]) == set(PLAN.models)
         parts = timing["startup_s"] + timing["import_s"] + sum(timing["build_s"].values()) + sum(timing["cells_s"].values())
@@ -358,6 +359,10 @@ def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
     path = _decode_only(swept, data_dir)
     text = path.read_text()
     path.write_text(text[:-10])
+    env_path = raw(data_dir) / "env.json"  # a sweep killed inside session 1 never recorded that session as finished
+    env = json.loads(env_path.read_text())
+    del env[swept[1]]["sessions"]["1"]
+    env_path.write_text(json.dumps(env))
     out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
     assert out.returncode == 1 and "incomplete" in out.stderr and "--repair" in out.stderr
     out = cli("--data-dir", str(data_dir), "check", "--repair", cwd=tmp_path / "elsewhere")
@@ -368,11 +373,37 @@ def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
 
 
 @pytest.mark.slow
+def test_check_repair_of_a_finished_sessions_cut_tail_still_names_the_loss(swept, data_dir, tmp_path):
+    """A session env.json records as finished lost its last cell's rows (a copy cut short): the repair moves the cut
+    block aside, and check then names the four rows the session no longer has, since nothing measured them again."""
+    path = _decode_only(swept, data_dir)
+    path.write_text(path.read_text()[:-10])
+    out = cli("--data-dir", str(data_dir), "check", "--repair", cwd=tmp_path / "elsewhere")
+    assert out.returncode == 1 and "moved 4 line(s)" in out.stdout
+    assert f"14 row(s) of session 1 of run {swept[1]}, though" in out.stderr and "records 18 written" in out.stderr
+
+
+@pytest.mark.slow
 def test_cli_check_accepts_what_a_sweep_writes(swept, data_dir, tmp_path):
     copy_raw(swept[0], data_dir)
     assert (raw(data_dir) / "verify.csv").exists()
     out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.slow
+def test_check_finds_rows_lost_from_the_middle_of_a_session(swept, data_dir, tmp_path):
+    """A session keeps some of its rows: no whole session or run is gone, and every line is whole, so only the row
+    count each session's entry records finds the loss."""
+    copy_raw(swept[0], data_dir)
+    path = raw(data_dir) / "decode.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    first_of_session_1 = next(i for i, ln in enumerate(lines) if next(csv.reader([ln]))[1] == "1")
+    path.write_text("".join(lines[:first_of_session_1 + 2] + lines[first_of_session_1 + 5:]))  # 3 rows of session 1
+    out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
+    assert out.returncode == 1
+    assert f"{path}: 15 row(s) of session 1 of run {swept[1]}, though" in out.stderr
+    assert "records 18 written" in out.stderr and "git checkout -- decode.csv" in out.stderr
 
 
 # --- a session process that dies --------------------------------------------------------------------------
@@ -405,6 +436,10 @@ def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_pat
     # the sweep went on in a new process: the cells before and after were measured
     for ctx in (16, 48):
         assert frame.loc[frame["ctx"] == ctx, "status"].tolist() == ["warmup", "ok", "ok"]
+    # the session's row count holds both processes' cells and the error row the parent wrote: 3 + 1 + 3
+    env = json.loads((raw(data_dir) / "env.json").read_text())
+    (entry,) = env.values()
+    assert entry["sessions"]["0"]["rows"] == len(frame) == 7
 
 
 @pytest.mark.slow

@@ -184,9 +184,11 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
     """Every session env.json records as finished (an entry's `sessions`, written after the session's rows) has rows in
     its experiment's CSV beside it (`frames`: {csv path: its rows}), where that CSV is there: a file cut at a line's end
     (a copy stopped, an edit, `check --repair` of a file cut far from its end) loses whole runs and sessions, which
-    this finds. Two kinds of runs left no rows there and are not refused: runs whose rows live in a file named after
-    the experiment with a suffix (decode_synthesised_weights.csv: rows moved aside as their file was renamed), and
-    runs whose every check (verify.csv) failed before a cell was timed. The first such session is an InputError."""
+    this finds; so does a session with fewer rows than its entry's `rows` (the rows its processes wrote, recorded by
+    sweeps since 2026-12-05; older entries have none), which a cut or edit of part of a session leaves. Two kinds of
+    runs left no rows there and are not refused: runs whose rows live in a file named after the experiment with a
+    suffix (decode_synthesised_weights.csv: rows moved aside as their file was renamed), and runs whose every check
+    (verify.csv) failed before a cell was timed. The first such session is an InputError."""
     by_name = {p.stem: (p, f) for p, f in frames.items()}
     verify = by_name.get("verify", (None, None))[1]
     seen = {}  # experiment: ({run: its sessions with rows, None without a session column}, runs moved aside)
@@ -215,6 +217,23 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             raise InputError(f"{path}: no row of session {lost[0]} of run {run}, though {env_path} records it as "
                              "finished: the file lost rows (cut, or edited). Restore it from git (git checkout -- "
                              f"{path.name})")
+        counted = _rows_by_session(frame, run, experiment, seen)
+        for number, entry_of_session in sorted(sessions.items() if isinstance(sessions, dict) else (),
+                                               key=lambda kv: int(kv[0])):
+            recorded = entry_of_session.get("rows") if isinstance(entry_of_session, dict) else None
+            if isinstance(recorded, int) and counted.get(str(number), 0) < recorded:
+                raise InputError(f"{path}: {counted.get(str(number), 0)} row(s) of session {number} of run {run}, though "
+                                 f"{env_path} records {recorded} written: the file lost rows (cut, or edited). Restore "
+                                 f"it from git (git checkout -- {path.name})")
+
+
+def _rows_by_session(frame: pd.DataFrame, run: str, experiment: str, seen: dict) -> dict:
+    """{session number as text: its row count} of `run` in one raw CSV's rows, counted once per experiment (kept in
+    `seen` beside the experiment's other counts)."""
+    key = ("rows", experiment)
+    if key not in seen:
+        seen[key] = {(str(r), str(int(n))): c for (r, n), c in frame.groupby(["run_id", "session"]).size().items()}
+    return {n: c for (r, n), c in seen[key].items() if r == run}
 
 
 def _sessions_by_run(frame: pd.DataFrame) -> dict:
