@@ -369,7 +369,41 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
         text += (f", {n_met} of them meeting it ({which} {slowest['model']} ctx {int(slowest['ctx'])} with "
                  f"{slowest['lever']})")
     text += _selection_and_verdict(values, f"{span(cells['selected_ms'])} ms")
+    if not done.empty and n_met < len(done):
+        more, growth = _slowest_int4_cell(slowest, done, goal)
+        text += more
+        values.update(growth)
     return [Finding(text, **values)]
+
+
+def _slowest_int4_cell(slowest: pd.Series, done: pd.DataFrame, goal_ms: float) -> tuple[str, dict]:
+    """(' What stands in the way: ...', its values) of the int4 grid's slowest confirmed cell above the goal: the time
+    to remove, and, where the same model has a confirmed cell at a shorter context, how much of the step's growth
+    since that cell the KV cache's floor explains (the two cells' t_floor_bf16 differ only by their KV bytes; the
+    weights are the same): the rest is the context's cost above its floor. Only confirmed times are read; the int4
+    profiles are of the target cell alone, so no kernel term of this cell is named."""
+    t_ms = float(slowest["confirmed_ms"])
+    values = dict(slowest_over_ms=t_ms - goal_ms)
+    text = (f" What stands in the way: {t_ms - goal_ms:.2f} ms to remove from the slowest confirmed cell "
+            f"({t_ms:.2f} ms, {t_ms / goal_ms:.2f}x the goal).")
+    shorter = done[(done["gpu"] == slowest["gpu"]) & (done["model"] == slowest["model"])
+                   & (done["ctx"] < slowest["ctx"])]
+    if shorter.empty:
+        return text, values
+    base = shorter.loc[shorter["ctx"].idxmin()]
+    growth = t_ms - float(base["confirmed_ms"])
+    kv_growth = float(slowest["t_floor_bf16_ms"]) - float(base["t_floor_bf16_ms"])
+    values.update(base_ctx=int(base["ctx"]), base_ms=float(base["confirmed_ms"]), growth_ms=growth,
+                  kv_floor_growth_ms=kv_growth, context_excess_ms=growth - kv_growth)
+    lever = "" if base["lever"] == slowest["lever"] else f" with {base['lever']}"
+    enough = growth - kv_growth >= t_ms - goal_ms - 1e-9  # times to the microsecond: no float noise decides it
+    text += (f" Its step takes {growth:.2f} ms more than the same model's confirmed cell at ctx {int(base['ctx'])} "
+             f"({float(base['confirmed_ms']):.2f} ms{lever}), of which the KV cache's floor explains {kv_growth:.2f} ms "
+             f"(the two cells' floors at the datasheet bandwidth): {growth - kv_growth:.2f} ms is the longer context's "
+             f"cost above its floor, " + ("as much as or more than" if enough else "less than")
+             + f" the {t_ms - goal_ms:.2f} ms to remove"
+             + ("." if enough else f"; the step at ctx {int(base['ctx'])} must shrink too."))
+    return text, values
 
 
 def earlier_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame | None = None,
