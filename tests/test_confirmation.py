@@ -146,6 +146,14 @@ def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
     assert all(p.first_session == CONFIRM_FIRST_SESSION and p.sessions == CONFIRM_SESSIONS and p.check_every_session
                and len(p.models) == 1 for p in plans)
     assert len(planned) == sum(len(p.contexts) * len(p.arms) for p in plans)  # no cell planned twice
+    # per model, a sweep of chosen levers before any sweep of runners-up alone (qwen2.5-7b's int4 cells: the chosen
+    # int4-triton-head lever's sweep, then the runner-up's on int4-triton, though "int4-triton" sorts first)
+    chosen = {(c["model"], c["quant"], c["arm"]) for c in choice.to_dict("records")}
+    for model in {p.models[0] for p in plans}:
+        mine = [any((model, p.quant, a) in chosen for a in p.arms) for p in plans if p.models[0] == model]
+        assert mine == sorted(mine, reverse=True), model
+    qwen = [(p.quant, p.arms) for p in plans if p.models == ("qwen2.5-7b",) and p.quant.startswith("int4")]
+    assert qwen == [("int4-triton-head", ("lean_fused_all_norm_scale_graph",)), ("int4-triton", ("lean_attn_compile",))]
 
 
 def test_the_confirmation_plans_of_the_targets_cell_alone():

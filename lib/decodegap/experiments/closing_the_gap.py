@@ -122,7 +122,8 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     order between sessions and checked in every session. A pair of two quantisations goes into two sweeps (one
     path per sweep), not alternated. `model_keys` and `contexts` (default: every cell) keep the cells of those
     models and contexts only, e.g. the targets' cell first in a short run; `kinds` (default both) the cells of those
-    kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell).
+    kinds, "bf16" or "int4" (an int4 pair on the compiled lever compiles in every session: minutes a cell). Per model,
+    the sweeps holding a chosen lever come before those of a runner-up alone (since 2026-12-05; before, by path name).
     `again`: measure cells already confirmed again, in a run of their own (after a change to a lever's code: the
     confirmation table then reads the newest commit's runs). A pair whose arms have confirmation rows at its cells from
     a run that did not time this pair (the runner-up confirmed earlier as another cell's chosen lever, say) is measured
@@ -140,16 +141,22 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     if contexts is not None:
         choice = choice[choice["ctx"].isin([int(c) for c in contexts])]
     groups: dict = {}
+    chosen: set = set()  # the groups holding a cell's chosen lever (not only runners-up)
     for c in choice.to_dict("records"):
         pairs = [(c["quant"], c["arm"])] + ([(c["runner_up_quant"], c["runner_up_arm"])]
                                             if pd.notna(c["runner_up_arm"]) else [])
         for quant in dict.fromkeys(q for q, _ in pairs):
             arms = tuple(a for q, a in pairs if q == quant)
             groups.setdefault((c["model"], quant, arms), []).append(int(c["ctx"]))
-    plans = [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(contexts)), arms=arms, quant=quant,
-                       sessions=sessions, steps=steps, warmup=warmup, device=device,
+            if quant == c["quant"]:
+                chosen.add((c["model"], quant, arms))
+    # per model, the sweeps of chosen levers before those of runners-up alone: a call cut short leaves the rows the
+    # targets read (a pair of two quantisations is two sweeps, and the runner-up's may be a compiled lever's minutes)
+    order = sorted(groups, key=lambda g: (g[0], g not in chosen, g[1], g[2]))
+    plans = [SweepPlan(gpu=gpu, models=(model,), contexts=tuple(sorted(groups[(model, quant, arms)])), arms=arms,
+                       quant=quant, sessions=sessions, steps=steps, warmup=warmup, device=device,
                        first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
-             for (model, quant, arms), contexts in sorted(groups.items())]
+             for model, quant, arms in order]
     if not plans or all(p.again for p in plans):
         return plans
     rows, run_plans = _confirmation_band_rows(plans[0], data), selection.run_plans(data)  # read once for every pair
