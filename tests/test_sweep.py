@@ -123,6 +123,8 @@ def test_env_json_records_the_run(swept):
     for key in ("gpu_state_before", "gpu_state_after", "git_commit", "transformers", "host_cpu", "optional_packages"):
         assert key in entry
     assert "time" in entry["gpu_state_before"] and "time" in entry["gpu_state_after"]
+    # the rows the run left: 36 in decode.csv (above), and hf_default's two checks in verify.csv (one per context)
+    assert entry["rows_written"] == {"decode": N_OK + N_WARMUP + N_GRAPH, "verify": 2}
     assert sorted(entry["sessions"]) == ["0", "1"]
     for s in ("0", "1"):
         assert set(entry["sessions"][s]) == {"before", "after", "timing", "rows"}
@@ -359,9 +361,9 @@ def test_cli_check_repair_fixes_a_cut_tail(swept, data_dir, tmp_path):
     path = _decode_only(swept, data_dir)
     text = path.read_text()
     path.write_text(text[:-10])
-    env_path = raw(data_dir) / "env.json"  # a sweep killed inside session 1 never recorded that session as finished
-    env = json.loads(env_path.read_text())
-    del env[swept[1]]["sessions"]["1"]
+    env_path = raw(data_dir) / "env.json"  # a sweep killed inside session 1 never recorded that session as finished,
+    env = json.loads(env_path.read_text())  # nor the run's end: its GPU state after and the rows it wrote
+    del env[swept[1]]["sessions"]["1"], env[swept[1]]["gpu_state_after"], env[swept[1]]["rows_written"]
     env_path.write_text(json.dumps(env))
     out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
     assert out.returncode == 1 and "incomplete" in out.stderr and "--repair" in out.stderr
@@ -404,6 +406,20 @@ def test_check_finds_rows_lost_from_the_middle_of_a_session(swept, data_dir, tmp
     assert out.returncode == 1
     assert f"{path}: 15 row(s) of session 1 of run {swept[1]}, though" in out.stderr
     assert "records 18 written" in out.stderr and "git checkout -- decode.csv" in out.stderr
+
+
+@pytest.mark.slow
+def test_check_finds_a_runs_row_lost_from_a_file_without_sessions_counted(swept, data_dir, tmp_path):
+    """One of the run's two checks deleted from verify.csv: no session count covers that file, but the run's
+    rows_written does."""
+    copy_raw(swept[0], data_dir)
+    path = raw(data_dir) / "verify.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == 3  # header and the two checks
+    path.write_text("".join(lines[:2]))
+    out = cli("--data-dir", str(data_dir), "check", cwd=tmp_path / "elsewhere")
+    assert out.returncode == 1
+    assert f"{path}: 1 row(s) of run {swept[1]}, though" in out.stderr and "records 2 written" in out.stderr
 
 
 # --- a session process that dies --------------------------------------------------------------------------

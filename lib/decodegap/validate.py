@@ -121,13 +121,37 @@ def runs_recorded(env_path: Path, env: dict, frames: dict) -> None:
 
 def env_checks(env_path: Path, env: dict, frames: dict) -> dict:
     """A GPU folder's env.json (`env`, check_env's) against the rows beside it (`frames`: {csv path: its rows}) and
-    the GPU its folder names: runs_recorded, devices_of_the_folder, files_of_recorded_runs, sessions_have_rows, then
-    check_corrections, whose reviewed corrections it returns. Replay, `check` and `merge-runs` all run it."""
+    the GPU its folder names: runs_recorded, devices_of_the_folder, files_of_recorded_runs, sessions_have_rows,
+    runs_keep_their_rows, then check_corrections, whose reviewed corrections it returns. Replay, `check` and
+    `merge-runs` all run it."""
     runs_recorded(env_path, env, frames)
     devices_of_the_folder(env_path, env)
     files_of_recorded_runs(env_path, env, frames)
     sessions_have_rows(env_path, env, frames)
+    runs_keep_their_rows(env_path, env, frames)
     return check_corrections(env_path, env)
+
+
+def runs_keep_their_rows(env_path: Path, env: dict, frames: dict) -> None:
+    """Every run whose entry records the rows it left in each CSV (`rows_written`, written as the run ended; runs since
+    2026-12-05, of every experiment: sweeps, profiles, attention, bandwidth, peers, quantisation checks) has at least
+    that many rows in the CSV beside it (`frames`: {csv path: its rows}), where that CSV is there
+    (files_of_recorded_runs refuses a missing one): a cut or edit anywhere in the file, even inside one session or in a
+    run with no sessions, leaves fewer. The first such run is an InputError."""
+    by_name = {p.stem: (p, f) for p, f in frames.items()}
+    counts = {}
+    for run, entry in sorted(env.items()):
+        written = entry.get("rows_written") if isinstance(entry, dict) else None
+        for experiment, n in sorted((written or {}).items()):
+            if experiment not in by_name or not isinstance(n, int) or n <= 0:
+                continue
+            path, frame = by_name[experiment]
+            if experiment not in counts:
+                counts[experiment] = frame["run_id"].value_counts().to_dict()
+            have = int(counts[experiment].get(run, 0))
+            if have < n:
+                raise InputError(f"{path}: {have} row(s) of run {run}, though {env_path} records {n} written: the "
+                                 f"file lost rows (cut, or edited). Restore it from git (git checkout -- {path.name})")
 
 
 def folder_is_a_gpu(folder: Path) -> None:

@@ -36,14 +36,26 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
     """A new run of `experiment` (start_run, with `device` and `fields`) for the rows written inside the block: its
     id is what `with` gives. A block that raises leaves no env.json entry unless a row of the run reached one of
     `experiments`' CSVs (discard_run), and the exception goes on; a block that ends records the GPU's state after
-    it (gpu_state_after)."""
+    it (gpu_state_after) and how many rows the run left in each of `experiments`' CSVs (rows_written), which `check`
+    holds the files to: fewer rows of the run than that is a file cut or edited since."""
     run_id = start_run(gpu, data, experiment, device=device, **fields)
     try:
         yield run_id
     except BaseException:
         discard_run(gpu, data, run_id, experiments)
         raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state())
+    folder = paths.raw_dir(gpu, data)
+    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(),
+               rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+
+
+def rows_of_run(path, run_id: str) -> int:
+    """The rows of `run_id` in one raw CSV (every schema's first column is run_id); 0 where the file is absent."""
+    if not path.exists():
+        return 0
+    prefix = run_id + ","
+    with open(path) as fh:
+        return sum(1 for line in fh if line.startswith(prefix))
 
 
 def discard_run(gpu: str, data, run_id: str, experiments) -> bool:
