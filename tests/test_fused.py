@@ -337,8 +337,9 @@ def test_the_config_table_is_the_fastest_config_measured():
     rows = rows[(rows.status == "ok") & (rows["mode"] == "graph") & (rows.kernel == "fused") & (rows.pdl == 1)
                 & (rows.gpu == "NVIDIA H200")]  # the table is the H200's: another GPU's rows are its own diagnostics
     median = rows.groupby(["shape", "config"]).us.median()
-    checked = []
-    for key in REAL + ("mistral-7b-v0.3",):  # Mistral: its LM head, once the diagnostic has timed it
+    checked, held = [], []
+    # Mistral: its LM head, once the diagnostic has timed it; Llama-3.2-1B: the megakernel cell's products
+    for key in REAL + ("mistral-7b-v0.3", "llama-3.2-1b"):
         step = _products(key, step_only=True) + [p for p in _products(key)
                                                  if p[0] in ("o_norm", "gate_up_plain", "qkv_rotary")
                                                  or p[3] in fused_configs.SCALE_FLAVOURS]
@@ -346,11 +347,17 @@ def test_the_config_table_is_the_fastest_config_measured():
             shape = f"{key} {name}"
             if shape not in median.index.get_level_values("shape"):
                 continue
+            how = fused_configs.flavour_lookup(flavour)
+            if key == "llama-3.2-1b" and fused_configs.table_entry(N, K, **how) is None:
+                continue  # the megakernel cell's widths hold entries only where the rule's config lost by over 2 %
             by_config = median[shape]
-            table = fused_configs.gemv_config(N, K, **fused_configs.flavour_lookup(flavour)).key
+            table = fused_configs.gemv_config(N, K, **how).key
             assert table in by_config and by_config[table] <= 1.02 * by_config.min(), (shape, table, by_config.idxmin())
             checked.append(name)
+            held.append(shape)
     assert {"qkv", "o", "lm_head"} <= set(checked) and len(checked) >= 6, checked
+    # the megakernel cell's LM head and gate_up_plain, whose rule configs ran 21 % and 2.9 % slower, are held too
+    assert {"llama-3.2-1b lm_head", "llama-3.2-1b gate_up_plain"} <= set(held), held
 
 
 def test_fused_gemv_names_what_it_cannot_take():

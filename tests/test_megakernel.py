@@ -202,7 +202,8 @@ def _gemv_rows(times: dict, device: str = "NVIDIA H200", launch: str = "pdl") ->
 
 def test_the_products_on_their_configs_bound_what_configs_can_give():
     """lean_fused_early_graph on the cell launches qkv, o_norm, gate_up_plain and down_silu in each of 16 layers and
-    the LM head once. On the rule's configs (no table entry at 1B's widths) 6 + 6 + 20 + 12 us a layer and 150 us for
+    the LM head once. On the configs the step runs (the table's for gate_up_plain and the LM head since 2026-12-05, the
+    rule's for the others) 6 + 6 + 20 + 12 us a layer and 150 us for
     the head: 16 x 44 + 150 = 854 us a step; on the fastest 5 + 6 + 18 + 11 and 120: 16 x 40 + 120 = 760 us, so the
     configs give at most 94 us, of 252 us between a 952 us lever and the 700 us target; 760 us > 700 us, so even the
     fastest configs miss it. Their weights at 4.8 TB/s: 2 x (3072 + 2048 + 16384) x 2048 + 2 x 2048 x 8192 bytes a
@@ -222,7 +223,8 @@ def test_the_products_on_their_configs_bound_what_configs_can_give():
                         + _gemv_rows(fast, launch="none"))
     t = megakernel.product_configs(rows, configs, specs, "lean_fused_early_graph")
     assert list(t["product"]) == ["qkv", "o_norm", "gate_up_plain", "down_silu", "lm_head"]
-    assert list(t["per_step"]) == [16, 16, 16, 16, 1] and not t["table_entry"].any()
+    assert list(t["per_step"]) == [16, 16, 16, 16, 1]
+    assert list(t["table_entry"]) == [False, False, True, False, True]  # PLAIN_CONFIGS's and GEMV_CONFIGS's 1B entries
     assert t.set_index("product").loc["o_norm", "fastest_config"] == rule["o_norm"]
     (line,) = megakernel.product_findings(t, 0.952)
     assert line.values["step_us"] == pytest.approx(854.0) and line.values["fastest_us"] == pytest.approx(760.0)
@@ -230,6 +232,7 @@ def test_the_products_on_their_configs_bound_what_configs_can_give():
     layer_bytes = 2 * (3072 + 2048 + 16384) * 2048 + 2 * 2048 * 8192
     assert line.values["floor_us"] == pytest.approx((16 * layer_bytes + 2 * 128256 * 2048) / 4800e3)
     assert "at most 94 us of the 252 us" in line and "fewer kernels" in line
+    assert "(2 of 5 from the fused GEMV's table, the others its rule's)" in line
     # the norm-scale lever's products have no bench flavour: the finding says which were not timed
     (scaled,) = megakernel.product_findings(megakernel.product_configs(rows, configs, specs,
                                                                       "lean_fused_norm_scale_graph"), None)

@@ -45,6 +45,9 @@ GEMV_CONFIGS: dict[tuple[int, int], GemvConfig] = {
     (37888, 3584): GemvConfig(16, 512),  # gate_up_norm
     (3584, 18944): GemvConfig(16, 512, warps=8),  # down_silu
     (152064, 3584): GemvConfig(8, 512, warps=2),  # LM head
+    # Llama-3.2-1B (the megakernel cell): only its LM head, whose rule's config (8 rows of 1024 columns on 4 warps)
+    # ran 21 % slower than this one; its other products' rule configs are within 2 % of their fastest
+    (128256, 2048): GemvConfig(8, 512, warps=2),  # LM head with the final norm
 }
 """GemvConfig per weight shape (N, K) (for gate_up, N counts the fused weight's gate and up rows), as the fused step
 uses the products: see the module docstring for where each entry comes from. What the rows showed on the H200: at
@@ -53,11 +56,15 @@ blocks instead); 16 rows of 512 columns, whose x moves through shared memory, wo
 register-only layouts (BLOCK_K = 256 x warps) the first table was reasoned from, on 8 warps where the loop does
 more per element of x (down with the SiLU prologue) or the product is small (o)."""
 
-PLAIN_CONFIGS: dict[tuple[int, int], GemvConfig] = {}
+PLAIN_CONFIGS: dict[tuple[int, int], GemvConfig] = {
+    (16384, 2048): GemvConfig(4, 1024, stages=3),  # Llama-3.2-1B's gate_up_plain: 2.9 % faster than its rule's config
+}
 """GemvConfig per weight shape (N, K) of a product with neither prologue nor epilogue, where it differs from
 GEMV_CONFIGS's for the same shape: the gate_up of the fused step with the norm in o's epilogue
-(lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). Empty: in gate_up_plain's rows the config of
-the same weight with the norm prologue (GEMV_CONFIGS's) is the fastest, or within the test's 2 % of it."""
+(lean_fused_pdl_norm_graph; bench/fused_gemv.py's gate_up_plain). At the 7-8B models' widths none: in gate_up_plain's
+rows the config of the same weight with the norm prologue (GEMV_CONFIGS's) is the fastest, or within the test's 2 % of
+it. Llama-3.2-1B's (the megakernel cell's levers run it) has no GEMV_CONFIGS entry, and its rule's config ran more than
+2 % slower than the fastest candidate (2026-12-05)."""
 
 ROTARY_CONFIGS: dict[tuple[int, int], GemvConfig] = {
     (6144, 4096): GemvConfig(4, 1024),  # Llama-3.1-8B's and Mistral-7B-v0.3's qkv_rotary
