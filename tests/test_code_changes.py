@@ -99,6 +99,17 @@ def test_the_int4_table_changes_name_every_int4_lever_that_launches_a_product_th
         assert set(change.levers) == launched, change.commit
 
 
+def test_the_1b_table_change_names_every_lever_whose_bf16_lm_head_runs_the_fused_gemv():
+    """4a1e32b gave Llama-3.2-1B's LM head an entry: every fused lever launches an LM head, on the fused bf16 GEMV where
+    the head is bf16 (bf16 and int4-triton; int4-triton-head's is int4, on its own table)."""
+    from decodegap.arms import REGISTRY
+
+    (change,) = [c for c in CODE_CHANGES if c.commit == "4a1e32b"]
+    fused = {(arm, quant) for _, arm, quant in levers.LEVERS if quant in ("bf16", "int4-triton")
+             and "fused" in REGISTRY[arm].kernels}
+    assert set(change.levers) == fused and len(fused) > 12 and change.models == ("llama-3.2-1b",)
+
+
 def _git(*args):
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
 

@@ -10,7 +10,7 @@ import pytest
 from decodegap import checked, hardware, paths
 from decodegap.analysis import closing_the_gap_megakernel as megakernel
 from decodegap.harness import models
-from decodegap.levers import CONFIRM_FIRST_SESSION, MEGAKERNEL_CELL
+from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, MEGAKERNEL_CELL
 
 CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32)
 PARAMS = 1_235_814_400  # tests/test_models.py counts them by hand (tied embeddings)
@@ -122,8 +122,10 @@ def test_a_new_pair_is_confirmed_in_a_run_of_its_own(monkeypatch):
 
 
 def test_a_lever_timed_before_its_code_changed_names_the_change():
-    """The one-kernel attention's merge changed at c640ad5 (2026-12-05 06:08 UTC, levers.CODE_CHANGES): a run of it
-    that began before then names that commit, one that began after and another lever's run name none."""
+    """The one-kernel attention's merge changed at c640ad5 (2026-12-05 06:08 UTC, levers.CODE_CHANGES), every fused
+    lever's LM head and gate_up_plain at 1B at 4a1e32b (23:16 UTC): a run of the one-kernel lever that began before
+    both names both, one between them the later alone, another fused lever's run before 4a1e32b that one, and a run
+    after both none. The finding says the confirmed time predates the change, and how to measure it again."""
     specs, configs = _specs_configs()
     rows = pd.DataFrame(_decode("20261204T135637-aaaaaa", 0, "lean_fused_merged_graph", [0.97] * 3)
                         + _decode("20261204T135637-aaaaaa", 0, "lean_fused_early_graph", [0.95] * 3)
@@ -131,9 +133,21 @@ def test_a_lever_timed_before_its_code_changed_names_the_change():
                                   [0.96] * 3))
     t = megakernel.table(rows, specs, configs)
     measured = t[t["source"] == "measured"].set_index(["arm", "role"])["changed_since"]
-    assert measured[("lean_fused_merged_graph", "selection")] == "c640ad5"
-    assert measured[("lean_fused_merged_graph", "confirmation")] == ""
-    assert measured[("lean_fused_early_graph", "selection")] == ""
+    assert measured[("lean_fused_merged_graph", "selection")] == "c640ad5 4a1e32b"
+    assert measured[("lean_fused_merged_graph", "confirmation")] == "4a1e32b"
+    assert measured[("lean_fused_early_graph", "selection")] == "4a1e32b"
+    confirmed = pd.concat([rows, pd.DataFrame(
+        [r for i in range(CONFIRM_SESSIONS) for r in _decode("20261205T070000-bbbbbb", CONFIRM_FIRST_SESSION + i,
+                                                             "lean_fused_early_graph", [0.95] * 3)])])
+    (line,) = megakernel.findings(megakernel.table(confirmed, specs, configs))
+    assert line.values["confirmed"] and line.values["changed_since"] == "4a1e32b"
+    assert ("Its confirmation was measured before the fused GEMV table's entries for Llama-3.2-1B's LM head" in line
+            and "(4a1e32b): it times code the lever no longer runs" in line and "MEGAKERNEL_AGAIN=1" in line)
+    later = confirmed.assign(run_id="20261206T000000-cccccc")
+    t_later = megakernel.table(later, specs, configs)
+    assert set(t_later.loc[t_later["source"] == "measured", "changed_since"]) == {""}
+    (fresh,) = megakernel.findings(t_later)
+    assert "changed_since" not in fresh.values and "measured before" not in fresh
 
 
 def _profile(arm: str, matmul_us: float, attention_us: float, small_us: float) -> pd.DataFrame:

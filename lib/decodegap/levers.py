@@ -223,6 +223,11 @@ CODE_CHANGES = (
                "the one-kernel attention's merge reading each query head's partials over all splits in one load, "
                "where it had merged the splits one after another",
                (("lean_fused_merged_graph", "bf16"), ("lean_fused_merged_graph", "int4-triton"))),
+    CodeChange("4a1e32b", "2026-12-05T23:16:39+00:00",
+               "the fused GEMV table's entries for Llama-3.2-1B's LM head (with and without its norm) and gate_up_plain, "
+               "which had run on the table's rule",
+               tuple((arm, quant) for _, arm, quant in LEVERS if quant in ("bf16", "int4-triton") and "fused" in arm),
+               ("llama-3.2-1b",)),
 )
 """The changes to a lever's code made after rows of it were measured, oldest first, each written when it was made:
 the ladder (analysis.closing_the_gap.changed_cells) names, beside a lever's time, every change its rows were measured

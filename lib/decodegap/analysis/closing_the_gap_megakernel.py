@@ -19,7 +19,7 @@ from decodegap.arms import REGISTRY
 from decodegap.kernels.fused import configs as fused_configs
 from decodegap.kernels.fused.launch import FusedOps
 from decodegap.finding import Finding
-from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
+from decodegap.levers import CODE_CHANGES, CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
 
 COLUMNS = ["gpu", "model", "ctx", "lever", "arm", "source", "run_id", "role", "sessions", "steps_per_session",
            "t_obs_ms", "t_obs_min_ms", "t_obs_max_ms", "t_floor_ms_W_all", "r_floor_W_all", "status", "changed_since"]
@@ -102,14 +102,28 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.D
     met = ms <= cell["step_ms"]
     fastest_pub = float(pub["t_obs_ms"].min())
     way, more = ("", {}) if met else _in_the_way(by_category, cell, conf["arm"], ms)
+    changed = _changed_words(conf)
+    if changed:
+        more = dict(more, changed_since=str(conf["changed_since"]))
     return [Finding(head + sel + f"; confirmed in {int(conf['sessions'])} fresh sessions at {ms * 1e3:.1f} us "
                     f"({conf['t_obs_min_ms'] * 1e3:.1f}-{conf['t_obs_max_ms'] * 1e3:.1f} us over the sessions), "
                     f"R_floor {floor / ms:.3f}: target " + ("met" if met else f"not met ({ms / cell['step_ms']:.2f}x)")
                     + f"; {ms / fastest_pub:.2f}x the study's fastest published time ({fastest_pub * 1e3:.1f} us, "
-                    + ("this step faster" if ms < fastest_pub else "this step slower") + ")." + way,
+                    + ("this step faster" if ms < fastest_pub else "this step slower") + ")." + changed + way,
                     measured=True, confirmed=True, lever=best["lever"], t_obs_ms=ms, r_floor=floor / ms,
                     floor_ms=floor, target_ms=cell["step_ms"], met=bool(met), vs_published_fastest=ms / fastest_pub,
                     **more)]
+
+
+def _changed_words(conf: pd.Series) -> str:
+    """' Its confirmation was measured before <change> (<commit>): ...' where a change to the confirmed lever's code on
+    the cell's model (levers.CODE_CHANGES) came after its confirmation run (the table's changed_since); "" where none."""
+    commits = str(conf.get("changed_since", "") or "").split()
+    if not commits:
+        return ""
+    changes = "; ".join(f"{c.what} ({c.commit})" for c in CODE_CHANGES if c.commit in commits)
+    return (f" Its confirmation was measured before {changes}: it times code the lever no longer runs, until the "
+            "cell is measured again (bench/measure.sh's megakernel step with MEGAKERNEL_AGAIN=1).")
 
 
 def _table_words(timed: pd.DataFrame) -> str:
