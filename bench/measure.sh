@@ -241,7 +241,12 @@ dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
 quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
 save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz; written aside, then moved, so a copy is never cut
   local tmp="$OUTDIR/.raw.$BASHPID.tgz"  # the saver loop and the exit trap each write their own
-  ( cd "$DATA/raw" && tar czf "$tmp" "$GPU" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
+  # env.json first: a run or session it records as finished, with its row counts, wrote those rows before it, so the
+  # CSVs read after it hold them all (read before it, a CSV could miss rows env.json then counts: merge-runs refuses)
+  ( cd "$DATA/raw" || exit 1
+    files=(); [ -f "$GPU/env.json" ] && files+=("$GPU/env.json")
+    for f in "$GPU"/*; do [ "$f" = "$GPU/env.json" ] || files+=("$f"); done
+    tar czf "$tmp" "${files[@]}" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
   true
 }
 run_step() {  # name, then the command; bounded by STEP_TIMEOUT, logged to OUTDIR/NAME.log

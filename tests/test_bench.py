@@ -370,3 +370,28 @@ def test_the_product_bench_refuses_bad_input_before_it_writes(tmp_path, env, mes
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and message in out.stderr + out.stdout, out.stderr[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+def test_the_raw_tarball_holds_env_json_before_the_csvs_it_counts(tmp_path):
+    """measure.sh's save(), run alone: env.json is the tarball's first member (read before the CSVs, whose rows it
+    counts, so a snapshot taken mid-run never records more rows than its CSVs hold), every file is in it once, and a
+    folder with no env.json yet is packed too."""
+    code = (BENCH / "measure.sh").read_text()
+    save = re.search(r"^save\(\) \{.*?^\}", code, re.M | re.S).group(0)
+    folder = tmp_path / "data" / "raw" / "h200"
+    folder.mkdir(parents=True)
+    for name in ("ab.csv", "decode.csv", "verify.csv", "env.json", "zz.csv"):
+        (folder / name).write_text(name)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = f'{save}\nDATA="{tmp_path / "data"}"; OUTDIR="{out}"; GPU=h200; save'
+    subprocess.run(["bash", "-c", script], check=True, timeout=60)
+    members = subprocess.run(["tar", "tzf", str(out / "raw-h200.tgz")], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert members[0] == "h200/env.json"
+    assert sorted(members) == sorted(f"h200/{n}" for n in ("ab.csv", "decode.csv", "verify.csv", "env.json", "zz.csv"))
+    (folder / "env.json").unlink()
+    subprocess.run(["bash", "-c", script], check=True, timeout=60)
+    members = subprocess.run(["tar", "tzf", str(out / "raw-h200.tgz")], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert sorted(members) == sorted(f"h200/{n}" for n in ("ab.csv", "decode.csv", "verify.csv", "zz.csv"))
