@@ -248,3 +248,21 @@ def test_the_roofline_experiment_is_what_notebook_01_writes_and_the_claims_read(
     assert len(cells) == len(shipped) and set(configs) >= set(rows["model"]) | {"llama-3.1-8b"}
     assert cells["t_obs_ms"].round(3).tolist() == shipped["t_obs_ms"].round(3).tolist()
     assert shipped_evidence.cells["t_obs_ms"].round(6).tolist() == cells["t_obs_ms"].round(6).tolist()
+
+
+def test_cells_from_several_commits_are_named_with_the_contexts_and_arms_each_timed():
+    """Two runs on one GPU, ctx 2048 at commit aaaaaaa and ctx 4096 at bbbbbbb (eager both, graph at 4096 too): one
+    line naming both commits in context order; a GPU whose cells are one commit's, and an `error` row of a third
+    commit, add nothing."""
+    def row(gpu, run, ctx, arm, status="ok"):
+        return dict(gpu=gpu, run_id=run, ctx=ctx, arm=arm, status=status)
+
+    rows = pd.DataFrame([row("g1", "r2", 4096, "eager"), row("g1", "r2", 4096, "graph"), row("g1", "r1", 2048, "eager"),
+                         row("g1", "r3", 8192, "eager", "error"), row("g2", "r4", 2048, "eager"),
+                         row("g2", "r5", 4096, "eager")])
+    commits = {("g1", "r1"): "aaaaaaa111", ("g1", "r2"): "bbbbbbb222", ("g1", "r3"): "ccccccc333",
+               ("g2", "r4"): "ddddddd444", ("g2", "r5"): "ddddddd444"}
+    assert roofline.commits_across_contexts(rows, commits) == [
+        "g1: its cells come from runs of 2 commits: aaaaaaa (ctx 2048; eager) and bbbbbbb (ctx 4096; eager, graph); "
+        "comparing cells of different commits compares code versions too."]
+    assert roofline.commits_across_contexts(rows, {}) == []  # every run's commit unknown: one "commit"

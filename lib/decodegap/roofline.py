@@ -41,6 +41,29 @@ def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame) -> list[str]:
     return out
 
 
+def commits_across_contexts(rows: pd.DataFrame, commits: Mapping) -> list[str]:
+    """Per GPU whose timed cells (`rows`, one sweep a cell) come from runs of more than one commit, which contexts and
+    arms each commit's runs timed (`commits`: {(gpu, run id): its git commit}; a run without one is "unknown"): a trend across
+    those contexts crosses code versions, which a reader comparing them should know. Nothing where one commit timed
+    every cell of the GPU."""
+    ok = rows[rows["status"] == "ok"]
+    out = []
+    for gpu, g in ok.groupby("gpu"):
+        by_commit: dict = {}  # commit: (its contexts, its arms)
+        for (run, ctx, arm) in sorted(set(zip(g["run_id"], g["ctx"].astype(int), g["arm"]))):
+            commit = str(commits.get((gpu, run)) or "unknown")[:7]
+            by_commit.setdefault(commit, (set(), set()))
+            by_commit[commit][0].add(ctx)
+            by_commit[commit][1].add(arm)
+        if len(by_commit) < 2:
+            continue
+        parts = [f"{commit} (ctx {', '.join(map(str, sorted(c)))}; {', '.join(sorted(a))})"
+                 for commit, (c, a) in sorted(by_commit.items(), key=lambda kv: (min(kv[1][0]), kv[0]))]
+        out.append(f"{gpu}: its cells come from runs of {len(by_commit)} commits: {', '.join(parts[:-1])} and "
+                   f"{parts[-1]}; comparing cells of different commits compares code versions too.")
+    return out
+
+
 def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     """Per cell (CELL), the rows of one sweep only, never pooled with another: a sweep is the runs of one plan
     (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool), and a cell measured
