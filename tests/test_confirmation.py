@@ -349,3 +349,35 @@ def test_a_pair_its_own_run_confirmed_whole_is_not_measured_again():
     assert not experiment.paired_run_covers(plan, pd.DataFrame(split), {
         **run_plans, ("h200", "pair2"): {"arms": [chosen, runner_up]}})
     assert not experiment.paired_run_covers(plan, pd.DataFrame(whole), {("h200", "pair"): {"arms": [chosen]}})
+
+
+def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing(capsys):
+    """--confirm --plan on the shipped rows: one line per sweep of confirmation_plans, in its order, each session's
+    pending cells as SweepPlan.pending counts them, and their total; no GPU needed and no file touched. Without --gpu,
+    or without --confirm, it is refused."""
+    import hashlib
+
+    from decodegap import paths
+    from decodegap.cli import main
+    from decodegap.experiments import closing_the_gap as experiment
+
+    def digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (paths.DATA / "raw" / "h200").iterdir()}
+
+    before = digest()
+    assert main(["closing-the-gap", "--confirm", "--plan", "--gpu", "h200", "--kinds", "int4",
+                 "--models", "qwen2.5-7b"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=["qwen2.5-7b"], kinds=["int4"])
+    assert len(lines) == len(plans) + 1
+    for line, p in zip(lines, plans):
+        assert line.startswith(f"qwen2.5-7b {p.quant} [{', '.join(p.arms)}] ctx ")
+        for s in p.session_ids:
+            assert f"{len(p.pending(s, paths.DATA))} in session {s}" in line
+    total = sum(len(p.pending(s, paths.DATA)) for p in plans for s in p.session_ids)
+    assert lines[-1].startswith(f"{len(plans)} sweep(s), {total} cell(s) to time")
+    assert digest() == before
+    for bad, said in ((["--confirm", "--plan"], "give its key with --gpu"),
+                      (["--plan", "--gpu", "h200"], "--plan is for a confirmation")):
+        assert main(["closing-the-gap"] + bad) != 0
+        assert said in capsys.readouterr().err

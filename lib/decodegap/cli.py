@@ -114,6 +114,21 @@ def cmd_quantisation(args) -> int:
     return 0
 
 
+def _print_confirmation_plans(plans, data) -> None:
+    """One line per confirmation sweep (experiments.closing_the_gap.confirmation_plans), in the order `--confirm` runs
+    them: its model, path, arms and contexts, whether it resumes or starts a run of its own, and the cells each of its
+    sessions would time (SweepPlan.pending); then the total."""
+    total = 0
+    for p in plans:
+        pending = {s: len(p.pending(s, data)) for s in p.session_ids}
+        total += sum(pending.values())
+        how = "a run of its own" if p.again else "resumes"
+        counts = [f"{n} in session {s}" for s, n in pending.items()]
+        print(f"{p.models[0]} {p.quant} [{', '.join(p.arms)}] ctx {', '.join(map(str, p.contexts))} ({how}): cells to "
+              f"time {', '.join(counts)}")
+    print(f"{len(plans)} sweep(s), {total} cell(s) to time (a cell: one arm at one context in one session)")
+
+
 def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
@@ -138,6 +153,19 @@ def cmd_closing_the_gap(args) -> int:
         kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
         if kinds is not None and (not kinds or set(kinds) - {"bf16", "int4"}):
             raise InputError(f"--kinds takes bf16 and/or int4, comma-separated; got {args.kinds!r}")
+        if args.plan:  # what a confirmation would measure, on any machine: nothing timed, nothing written
+            from decodegap import paths, validate
+
+            if args.gpu is None:
+                raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
+            validate.gpu_key(args.gpu, args.data_dir, "--gpu")
+            model_keys = _csv_list(args.models)
+            _check_models(model_keys, args.data_dir)
+            data = paths.data_dir(args.data_dir)
+            _print_confirmation_plans(closing_the_gap.confirmation_plans(
+                args.gpu, data, model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data), kinds=kinds,
+                again=args.again), data)
+            return 0
         gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
         model_keys = _csv_list(args.models)
         _check_models(model_keys, args.data_dir)
@@ -145,10 +173,11 @@ def cmd_closing_the_gap(args) -> int:
                                 model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir),
                                 kinds=kinds, again=args.again)
         return 0
-    if args.kinds is not None:
+    if args.kinds is not None or args.plan:
         from decodegap.inputs import InputError
 
-        raise InputError("--kinds chooses the cells of a confirmation: give it with --confirm")
+        raise InputError(f"{'--kinds' if args.kinds is not None else '--plan'} is for a confirmation: give it with "
+                         "--confirm")
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
@@ -493,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "selection (experiments.closing_the_gap.confirm), the cells of --models and --contexts (e.g. "
                      "--models llama-3.1-8b --contexts 2048: the targets' cell); the targets read only these rows")
     lad.add_argument("--kinds", help="with --confirm: the cells of these kinds only, bf16 and/or int4 (default both)")
+    lad.add_argument("--plan", action="store_true", help="with --confirm and --gpu: list the sweeps it would run, in "
+                     "order, and the cells each session would time, from the rows as they stand; measure nothing "
+                     "(no GPU needed)")
     lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
                      "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
                      "fastest and its runner-up again, then their steps profiled "
