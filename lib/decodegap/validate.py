@@ -150,8 +150,8 @@ def runs_keep_their_rows(env_path: Path, env: dict, frames: dict) -> None:
                 counts[experiment] = frame["run_id"].value_counts().to_dict()
             have = int(counts[experiment].get(run, 0))
             if have < n:
-                raise InputError(f"{path}: {have} row(s) of run {run}, though {env_path} records {n} written: the "
-                                 f"file lost rows (cut, or edited). Restore it from git (git checkout -- {path.name})")
+                raise InputError(f"{path}: {have} row(s) of run {run}, though {env_path} records {n} written: "
+                                 + _lost_rows(path))
 
 
 def folder_is_a_gpu(folder: Path) -> None:
@@ -215,7 +215,7 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
     (verify.csv) failed before a cell was timed. The first such session is an InputError."""
     by_name = {p.stem: (p, f) for p, f in frames.items()}
     verify = by_name.get("verify", (None, None))[1]
-    seen = {}  # experiment: ({run: its sessions with rows, None without a session column}, runs moved aside)
+    seen = {}  # experiment: ({run: {its session: its rows}, None without a session column}, runs moved aside)
     for run, entry in sorted(env.items()):
         sessions = entry.get("sessions") if isinstance(entry, dict) else None
         experiment = entry.get("experiment") if isinstance(entry, dict) else None
@@ -223,7 +223,7 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             continue
         path, frame = by_name[experiment]
         if experiment not in seen:
-            seen[experiment] = (_sessions_by_run(frame), _moved_runs(experiment, frames))
+            seen[experiment] = (_session_rows_by_run(frame), _moved_runs(experiment, frames))
         have, moved = seen[experiment]
         if run not in have:
             if run in moved:
@@ -232,40 +232,36 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             if checks is not None and not checks.empty and (checks["status"] != "ok").all():
                 continue
             raise InputError(f"{path}: no row of run {run}, though {env_path} records its session(s) "
-                             f"{', '.join(sorted(map(str, sessions)))} as finished: the file lost rows (cut, or "
-                             "edited). Restore it from git (git checkout -- " + path.name + ")")
+                             f"{', '.join(sorted(map(str, sessions)))} as finished: " + _lost_rows(path))
         if have[run] is None:
             continue
-        lost = sorted(set(map(str, sessions)) - have[run], key=int)
+        counted = have[run]
+        lost = sorted(set(map(str, sessions)) - set(counted), key=int)
         if lost:
             raise InputError(f"{path}: no row of session {lost[0]} of run {run}, though {env_path} records it as "
-                             "finished: the file lost rows (cut, or edited). Restore it from git (git checkout -- "
-                             f"{path.name})")
-        counted = _rows_by_session(frame, run, experiment, seen)
+                             "finished: " + _lost_rows(path))
         for number, entry_of_session in sorted(sessions.items() if isinstance(sessions, dict) else (),
                                                key=lambda kv: int(kv[0])):
             recorded = entry_of_session.get("rows") if isinstance(entry_of_session, dict) else None
             if isinstance(recorded, int) and counted.get(str(number), 0) < recorded:
-                raise InputError(f"{path}: {counted.get(str(number), 0)} row(s) of session {number} of run {run}, though "
-                                 f"{env_path} records {recorded} written: the file lost rows (cut, or edited). Restore "
-                                 f"it from git (git checkout -- {path.name})")
+                raise InputError(f"{path}: {counted.get(str(number), 0)} row(s) of session {number} of run {run}, "
+                                 f"though {env_path} records {recorded} written: " + _lost_rows(path))
 
 
-def _rows_by_session(frame: pd.DataFrame, run: str, experiment: str, seen: dict) -> dict:
-    """{session number as text: its row count} of `run` in one raw CSV's rows, counted once per experiment (kept in
-    `seen` beside the experiment's other counts)."""
-    key = ("rows", experiment)
-    if key not in seen:
-        seen[key] = {(str(r), str(int(n))): c for (r, n), c in frame.groupby(["run_id", "session"]).size().items()}
-    return {n: c for (r, n), c in seen[key].items() if r == run}
+def _lost_rows(path: Path) -> str:
+    """The end of every refusal of a raw CSV that holds fewer rows than env.json records: what happened, and the fix."""
+    return f"the file lost rows (cut, or edited). Restore it from git (git checkout -- {path.name})"
 
 
-def _sessions_by_run(frame: pd.DataFrame) -> dict:
-    """{run id: the session numbers (as text) it has rows of} of one raw CSV's rows; None per run where the file has
-    no session column."""
+def _session_rows_by_run(frame: pd.DataFrame) -> dict:
+    """{run id: {session number as text: its rows}} of one raw CSV's rows; None per run where the file has no session
+    column."""
     if "session" not in frame:
         return dict.fromkeys(frame["run_id"])
-    return {run: {str(int(s)) for s in c.dropna()} for run, c in frame.groupby("run_id")["session"]}
+    out: dict = {run: {} for run in frame["run_id"].unique()}
+    for (run, number), n in frame.groupby(["run_id", "session"]).size().items():
+        out[run][str(int(number))] = int(n)
+    return out
 
 
 def _moved_runs(experiment: str, frames: dict) -> set:

@@ -49,11 +49,12 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
                rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
 
 
-def rows_of_run(path, run_id: str) -> int:
-    """The rows of `run_id` in one raw CSV (every schema's first column is run_id); 0 where the file is absent."""
+def rows_of_run(path, run_id: str, session: int | None = None) -> int:
+    """The rows of `run_id` in one raw CSV (every schema's first column is run_id), of its `session` only where given
+    (the sweeps' schemas, decode and ab, have `session` second); 0 where the file is absent."""
     if not path.exists():
         return 0
-    prefix = run_id + ","
+    prefix = run_id + "," + ("" if session is None else f"{session},")
     with open(path) as fh:
         return sum(1 for line in fh if line.startswith(prefix))
 

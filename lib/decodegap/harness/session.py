@@ -1,6 +1,6 @@
 """The body of one fresh session process of a sweep (`python -m decodegap _session`, started by
 harness.sweep): it builds each model once, quantises and checks it where the plan asks, and measures its cells,
-appending each cell's rows as one atomic block; `@@start`, `@@done` (with the cell's row count) and `@@timing` lines tell the parent process
+appending each cell's rows as one atomic block; `@@start`, `@@done` and `@@timing` lines tell the parent process
 which cell it is in and where its wall time went (with, where a tuned kernel chose launch configs in the process,
 which ones: kernels.tuned_choices).
 """
@@ -31,9 +31,8 @@ def _timing_rows(plan: SweepPlan, run_id: str, session: int, cell: Cell, t: deco
     return rows
 
 
-def _say(tag: str, session: int, cell: Cell, rows: int | None = None) -> None:
-    """Tell the parent process a cell's start or end (`rows`: how many rows the cell appended, on `done`)."""
-    print(f"@@{tag} " + json.dumps([session, asdict(cell)] + ([rows] if rows is not None else [])), flush=True)
+def _say(tag: str, session: int, cell: Cell) -> None:
+    print(f"@@{tag} " + json.dumps([session, asdict(cell)]), flush=True)
 
 
 def measure_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, data,
@@ -205,9 +204,8 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
             if status == "error":  # not a cell's outcome: the session ends with its traceback
                 raise
             for cell in cells:
-                rows = status_rows(plan, run_id, session, cell, status, why)
-                records.append_rows(path, schema, rows)
-                _say("done", session, cell, len(rows))
+                records.append_rows(path, schema, status_rows(plan, run_id, session, cell, status, why))
+                _say("done", session, cell)
             model = None
             free_device_memory(plan.device)
             continue
@@ -223,7 +221,7 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
                 rows = measure_cell(plan, model, cell, run_id, session, data,
                                     shared.get(cell.arm) if cell.batch == 1 else None)
             records.append_rows(path, schema, rows)
-            _say("done", session, cell, len(rows))
+            _say("done", session, cell)
         timing["cells_s"][model_key] = time.time() - t0
         decode.release_compiled()
         del model

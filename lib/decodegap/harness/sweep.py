@@ -187,7 +187,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
     path = plan.csv_path(data)
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in plan.session_ids:
-        attempts, stalls, last_left, written = 0, 0, None, 0  # written: the session's rows, every process's
+        attempts, stalls, last_left = 0, 0, None
         while left := len(plan.pending(session, data, run_id)):
             attempts += 1
             stalls = stalls + 1 if left == last_left else 0
@@ -196,37 +196,33 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
                                    "that made no progress; see their output above")
             last_left = left
             before = hardware.gpu_state()
-            current, finished, timing, rows = _spawn_session(plan, session, run_id, data, bar)
-            written += rows
+            current, finished, timing = _spawn_session(plan, session, run_id, data, bar)
             if current is not None:  # the process died inside a cell: record it and go on
-                died = status_rows(plan, run_id, session, current, "error",
-                                   f"session process exited with code {finished} while measuring this cell (stderr above)")
-                records.append_rows(path, schema, died)
-                written += len(died)
+                records.append_rows(path, schema, status_rows(
+                    plan, run_id, session, current, "error",
+                    f"session process exited with code {finished} while measuring this cell (stderr above)"))
                 bar.update(1)
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
             runs.update_env(plan.gpu, data, run_id, sessions={str(session): {  # rows: what check counts again
-                "before": before, "after": hardware.gpu_state(), "timing": timing, "rows": written}})
+                "before": before, "after": hardware.gpu_state(), "timing": timing,
+                "rows": runs.rows_of_run(path, run_id, session)}})
     bar.close()
 
 
 def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
-    """Run one session process; returns (cell it died in or None, exit code, its @@timing report or None, the rows its
-    finished cells appended, as their `@@done` lines count them)."""
+    """Run one session process; returns (cell it died in or None, exit code, its @@timing report or None)."""
     cmd = [sys.executable, "-m", "decodegap"] + (["--data-dir", str(data)] if data is not None else [])
     cmd += ["_session", "--plan", plan.to_json(), "--session", str(session), "--run-id", run_id]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{SPAWNED_AT: repr(time.time())})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=paths.REPO)
-    current, timing, rows = None, None, 0
+    current, timing = None, None
     for line in proc.stdout:
         if line.startswith("@@start "):
             s, cell = json.loads(line[8:])
             current = Cell(**cell)
         elif line.startswith("@@done "):
-            done = json.loads(line[7:])
-            rows += done[2] if len(done) > 2 else 0
             current = None
             bar.update(1)
         elif line.startswith("@@timing "):
@@ -234,4 +230,4 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
         else:
             sys.stdout.write(line)
     code = proc.wait()
-    return (current if code != 0 else None), code, timing, rows
+    return (current if code != 0 else None), code, timing
