@@ -257,6 +257,13 @@ def changed_since(run_id: str, arm: str, quant: str, model: str, changes=CODE_CH
     return " ".join(c.commit for c in changes_after(run_id, arm, quant, model, changes))
 
 
+def changes_named(changed: str, changes=CODE_CHANGES) -> str:
+    """'<what> (<commit>); ...' of the changes a `changed_since` value names (its commits, space-separated), oldest
+    first: how the findings name them."""
+    commits = set(changed.split())
+    return "; ".join(f"{c.what} ({c.commit})" for c in changes if c.commit in commits)
+
+
 CONFIRM_FIRST_SESSION = sessions.CONFIRM.start
 """The number of a confirmation sweep's first session (analysis.closing_the_gap_confirmation): the start of the
 confirmations' band (decodegap.sessions), apart from the grid's sessions and notebook 07's, so that no selection reader counts a confirmation row and the confirmation reader

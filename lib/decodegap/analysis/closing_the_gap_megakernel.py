@@ -19,7 +19,8 @@ from decodegap.arms import REGISTRY
 from decodegap.kernels.fused import configs as fused_configs
 from decodegap.kernels.fused.launch import FusedOps
 from decodegap.finding import Finding
-from decodegap.levers import CODE_CHANGES, CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since
+from decodegap.levers import (CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, LEVERS, MEGAKERNEL_CELL, changed_since,
+                              changes_named)
 
 COLUMNS = ["gpu", "model", "ctx", "lever", "arm", "source", "run_id", "role", "sessions", "steps_per_session",
            "t_obs_ms", "t_obs_min_ms", "t_obs_max_ms", "t_floor_ms_W_all", "r_floor_W_all", "status", "changed_since"]
@@ -118,10 +119,9 @@ def findings(t: pd.DataFrame, cell: Mapping = MEGAKERNEL_CELL, by_category: pd.D
 def _changed_words(conf: pd.Series) -> str:
     """' Its confirmation was measured before <change> (<commit>): ...' where a change to the confirmed lever's code on
     the cell's model (levers.CODE_CHANGES) came after its confirmation run (the table's changed_since); "" where none."""
-    commits = str(conf.get("changed_since", "") or "").split()
-    if not commits:
+    changes = changes_named(str(conf.get("changed_since", "") or ""))
+    if not changes:
         return ""
-    changes = "; ".join(f"{c.what} ({c.commit})" for c in CODE_CHANGES if c.commit in commits)
     return (f" Its confirmation was measured before {changes}: it times code the lever no longer runs, until the "
             "cell is measured again (bench/measure.sh's megakernel step with MEGAKERNEL_AGAIN=1).")
 

@@ -16,7 +16,7 @@ from decodegap.analysis.closing_the_gap import _at, step_terms
 from decodegap.analysis.profiles import step_label
 from decodegap.analysis import closing_the_gap_confirmation as confirm
 from decodegap.levers import (CODE_CHANGES, CONFIRM_SESSIONS, EARLIER_TARGETS, GRID_TARGET, INT4_GRID_TARGET, LEVERS,
-                              TARGETS)
+                              TARGETS, changes_named)
 
 
 def _confirmed_at(confirmation: pd.DataFrame, target: Mapping, kind: str) -> pd.Series | None:
@@ -115,7 +115,7 @@ def _changed_text(row: pd.Series, ladder: pd.DataFrame) -> str:
     if not commits:
         return ""
     which = " and ".join(w for w, hit in (("fresh sessions", fresh), ("selection rows", selected)) if hit)
-    changes = "; ".join(f"{c.what} ({c.commit})" for c in CODE_CHANGES if c.commit in commits)
+    changes = changes_named(" ".join(commits), CODE_CHANGES)
     return f" Its {which} were measured before {changes}: they time code the lever no longer runs."
 
 
