@@ -153,24 +153,24 @@ def cmd_closing_the_gap(args) -> int:
         kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
         if kinds is not None and (not kinds or set(kinds) - {"bf16", "int4"}):
             raise InputError(f"--kinds takes bf16 and/or int4, comma-separated; got {args.kinds!r}")
-        if args.plan:  # what a confirmation would measure, on any machine: nothing timed, nothing written
-            from decodegap import paths, validate
+        from decodegap import paths, validate
 
+        data = paths.data_dir(args.data_dir)  # the ladder's tables, which the plans read, take a folder, not None
+        if args.plan:  # what a confirmation would measure, on any machine: nothing timed, nothing written
             if args.gpu is None:
                 raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
-            validate.gpu_key(args.gpu, args.data_dir, "--gpu")
+            validate.gpu_key(args.gpu, data, "--gpu")
             model_keys = _csv_list(args.models)
-            _check_models(model_keys, args.data_dir)
-            data = paths.data_dir(args.data_dir)
+            _check_models(model_keys, data)
             _print_confirmation_plans(closing_the_gap.confirmation_plans(
                 args.gpu, data, model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data), kinds=kinds,
                 again=args.again), data)
             return 0
-        gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
+        gpu = _resolve_gpu(args.gpu, data, args.device)
         model_keys = _csv_list(args.models)
-        _check_models(model_keys, args.data_dir)
-        closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=args.data_dir,
-                                model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, args.data_dir),
+        _check_models(model_keys, data)
+        closing_the_gap.confirm(gpu, steps=args.steps, warmup=args.warmup, device=args.device, data=data,
+                                model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data),
                                 kinds=kinds, again=args.again)
         return 0
     if args.kinds is not None or args.plan:
