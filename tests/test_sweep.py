@@ -569,10 +569,10 @@ def test_a_part_measured_headline_sweep_is_not_topped_up(data_dir, monkeypatch, 
     monkeypatch.setattr(cuda_graphs_ab.runs, "update_env", lambda *a, **k: None)
     cells = {}
 
-    def pending(plan, session, data, run_id=None):
-        return plan.cells(session)[cells.get(session, 0):]  # the first cells[session] cells of a session done
+    def pending_by_session(plan, data, rows=None):  # the first cells[session] cells of a session done
+        return {s: plan.cells(s)[cells.get(s, 0):] for s in plan.session_ids}
 
-    monkeypatch.setattr(cuda_graphs_ab.SweepPlan, "pending", pending)
+    monkeypatch.setattr(cuda_graphs_ab.SweepPlan, "pending_by_session", pending_by_session)
     run = dict(headline_ctx=16, sessions=3, headline_sessions=10, device="cpu", data=data_dir, progress=False)
     cells.update({3: 2, 4: 2, 5: 1})  # llama-tiny at ctx 16: 2 cells a session (eager, graph)
     cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], **run)
@@ -584,3 +584,21 @@ def test_a_part_measured_headline_sweep_is_not_topped_up(data_dir, monkeypatch, 
         cells.update(done)
         cuda_graphs_ab.measure("cpu-test", ["llama-tiny"], [16, 32], again=again, **run)
         assert [p.contexts for p in plans] == [(16, 32), (16,)], (done, again)
+
+
+def test_pending_by_session_reads_the_file_once_and_agrees_with_pending(tmp_path):
+    """SweepPlan.pending_by_session: per session the cells `pending` names, from one read of the CSV or from rows read
+    already (rows_on_disk, shared by plans of one file); a missing file leaves every cell pending."""
+    path = tmp_path / "raw" / "g" / "decode.csv"
+    base = dict(run_id="r1", gpu="g", model="m", ctx=16, max_cache_len=40, attn="sdpa", quant="bf16", step=0,
+                step_ms=1.0, status="ok", reason="")
+    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph", "lean_compile"), sessions=3)
+    assert {s: len(c) for s, c in plan.pending_by_session(tmp_path).items()} == {0: 2, 1: 2, 2: 2}
+    assert len(plan.rows_on_disk(tmp_path)) == 0
+    records.append_rows(path, records.DECODE, [dict(base, session=0, arm="lean_graph"),
+                                               dict(base, session=0, arm="lean_compile"),
+                                               dict(base, session=1, arm="lean_compile")])
+    by_session = plan.pending_by_session(tmp_path)
+    assert by_session == {s: plan.pending(s, tmp_path) for s in plan.session_ids}
+    assert [c.arm for c in by_session[1]] == ["lean_graph"] and len(by_session[0]) == 0 and len(by_session[2]) == 2
+    assert plan.pending_by_session(tmp_path, plan.rows_on_disk(tmp_path)) == by_session

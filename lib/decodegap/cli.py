@@ -118,9 +118,12 @@ def _print_confirmation_plans(plans, data) -> None:
     """One line per confirmation sweep (experiments.closing_the_gap.confirmation_plans), in the order `--confirm` runs
     them: its model, path, arms and contexts, whether it resumes or starts a run of its own, and the cells each of its
     sessions would time (SweepPlan.pending); then the total."""
-    total = 0
+    total, read = 0, {}
     for p in plans:
-        pending = {s: len(p.pending(s, data)) for s in p.session_ids}
+        if p.csv_path(data) not in read:
+            read[p.csv_path(data)] = p.rows_on_disk(data)
+        rows = read[p.csv_path(data)]
+        pending = {s: len(cells) for s, cells in p.pending_by_session(data, rows).items()}
         total += sum(pending.values())
         how = "a run of its own" if p.again else "resumes"
         counts = [f"{n} in session {s}" for s, n in pending.items()]

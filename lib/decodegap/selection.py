@@ -57,7 +57,12 @@ def done_keys(path: Path, schema: records.Schema, retry: tuple[str, ...] = (), r
     if not path.exists():
         return set()
     records.repair_tail(path, schema)
-    frame = records.read_csv(path, schema)
+    return keys_done(records.read_csv(path, schema), schema, retry, run_id, again)
+
+
+def keys_done(frame: pd.DataFrame, schema: records.Schema, retry: tuple[str, ...] = (), run_id: str | None = None,
+              again: bool = False) -> set[tuple]:
+    """done_keys of a file's rows read already (`frame`), for several plans that read one file."""
     if frame.empty:
         return set()
     if again:

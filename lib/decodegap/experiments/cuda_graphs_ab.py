@@ -45,7 +45,7 @@ def partly_measured(headline: SweepPlan, data) -> int:
     (on the H100 on 2026-12-05 a top-up of 2 sessions replaced a run of 8): `measure` does not top it up."""
     if headline.again:
         return 0
-    pending = {s: headline.pending(s, data) for s in headline.session_ids}
+    pending = headline.pending_by_session(data)
     started = sum(len(cells) < len(headline.cells(s)) for s, cells in pending.items())
     return started if any(pending.values()) else 0
 

@@ -120,7 +120,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     plan's path (prefixed unless it already starts with it); returns how many."""
     if not reason.startswith(plan.quant):
         reason = f"{plan.quant}: {reason}"
-    pending = {s: plan.pending(s, data) for s in plan.session_ids}
+    pending = plan.pending_by_session(data)
     if not any(pending.values()):
         return 0
     run_id = runs.start_run(plan.gpu, data, "decode")

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from decodegap.harness import keys, runs
 from decodegap import hardware, inputs, paths, records, selection, sessions
 
@@ -126,9 +128,28 @@ class SweepPlan:
 
     def pending(self, session: int, data, run_id: str | None = None) -> list[Cell]:
         """Cells of `session` not yet in the CSV (rows of `run_id`, the run going on, always count)."""
-        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        done = selection.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
+        done = self._done(data, run_id)
         return [c for c in self.cells(session) if self.key(session, c) not in done]
+
+    def pending_by_session(self, data, rows: pd.DataFrame | None = None) -> dict[int, list[Cell]]:
+        """`pending` for every session of the plan, before any of them runs: the CSV read once, not per session.
+        `rows`: the CSV's rows, read already by `rows_on_disk` (for several plans of one file), else read here."""
+        schema = records.schema_for(self.experiment)
+        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
+        done = self._done(data) if rows is None else selection.keys_done(rows, schema, retry, None, self.again)
+        return {s: [c for c in self.cells(s) if self.key(s, c) not in done] for s in self.session_ids}
+
+    def rows_on_disk(self, data) -> pd.DataFrame:
+        """The rows of the plan's CSV (none where it is missing), a cut tail moved aside first as done_keys does."""
+        path, schema = self.csv_path(data), records.schema_for(self.experiment)
+        if not path.exists():
+            return pd.DataFrame(columns=list(schema.key))
+        records.repair_tail(path, schema)
+        return records.read_csv(path, schema)
+
+    def _done(self, data, run_id: str | None = None) -> set[tuple]:
+        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
+        return selection.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -166,7 +187,7 @@ def run_sweep(plan: SweepPlan, data=None, progress: bool = True) -> str:
     for key in plan.models:
         keys.models([key], data)
     path = plan.csv_path(data)
-    todo = {s: plan.pending(s, data) for s in plan.session_ids}
+    todo = plan.pending_by_session(data)
     total = sum(len(v) for v in todo.values())
     if total == 0:
         print(f"nothing to measure: every cell of this plan is already in {path}")
