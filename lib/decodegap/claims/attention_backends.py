@@ -128,6 +128,29 @@ def _launch_binds(ev: Evidence) -> dict:
                claim_gpu=H100)
 
 
+def _why_none(ev: Evidence, gpu: str, keys) -> str:
+    """Why `gpu` has no per-layer time of the backends `keys` (ours for one published backend) in the per-layer
+    claims' cell (the attention model's shape at the headline context): the GPU not measured at all, notebook 03 not
+    measured on it, its attention rows at other contexts only, or the backends there recorded as not run (their
+    reason)."""
+    if gpu not in ev.measured:
+        return ev.missing(gpu)
+    att = ev.attention
+    mine = att[(att["gpu"] == gpu) & (att["model"] == ev.attention_model)] if not att.empty else att
+    cell = f"{ev.attention_model} shape, ctx {ev.headline_ctx}"
+    if mine.empty:
+        return f"no {gpu} attention rows of the {ev.attention_model} shape (notebook 03 not measured there)"
+    at = mine[mine["ctx"] == ev.headline_ctx]
+    if at.empty:
+        ctxs = ", ".join(str(int(c)) for c in sorted(set(mine["ctx"])))
+        return f"no {gpu} attention rows at ctx {ev.headline_ctx} ({gpu}'s attention rows are at ctx {ctxs} only)"
+    ours = at[at["attn"].isin(keys)]
+    if ours.empty:
+        return f"no {gpu} row of {' or '.join(keys)} ({cell})"
+    reasons = "; ".join(f"{r.attn} {r.status}: {' '.join(str(r.reason).split())[:160]}" for r in ours.itertuples())
+    return f"{' or '.join(keys)} did not run on the {gpu} ({cell}): {reasons}"
+
+
 def _per_layer(ev: Evidence) -> list[dict]:
     claim_rows = []
     ok = _ok(ev)
@@ -144,7 +167,7 @@ def _per_layer(ev: Evidence) -> list[dict]:
                          f"{p.value:.2f} us", f"{ours:.2f} us" if not mine.empty else "-", H100 if not mine.empty else "-",
                          Judged(CLAIM_GPU, about(ours, p.value, rules.get(claim_id).t("rel_tol"), noise), H100 if not mine.empty else ""),
                          (f"Our host-inclusive us per call ({ev.attention_model} shape, ctx {ev.headline_ctx}); the "
-                          "paper does not state model or context. " if not mine.empty else ev.missing(H100) + ". ")
+                          "paper does not state model or context. " if not mine.empty else _why_none(ev, H100, keys) + ". ")
                          + (f"Ours on other GPUs: {near}." if near else "No attention rows of this backend on any GPU yet."),
                          claim_gpu=H100))
     return claim_rows
