@@ -526,3 +526,22 @@ def test_per_layer_claims_say_why_the_h100_has_no_time(evidence):
     assert sdpa["hardware"] == "h100-sxm" and sdpa["ours"].endswith(" us") and "did not run" not in sdpa["evidence"]
     none = _row(evidence, "R3a", attention=att[att["gpu"] != "h100-sxm"])
     assert "no h100-sxm attention rows of the llama-3.1-8b shape (notebook 03 not measured there)" in none["evidence"]
+
+
+def test_the_scope_statement_names_what_is_measured_of_its_scope(evidence):
+    """S1 (a statement of scope) says where its batch remark is tested (W1, notebook 07's batch rows, per GPU), the
+    attention of every model measured (GQA: fewer key-value heads than query heads, more than one) and the GPUs'
+    architectures from the registry; without batch > 1 rows it says W1 has none yet."""
+    s1 = _row(evidence, "S1")
+    cells = evidence.scope["cells"]
+    big = cells[cells["batch"] > 1]
+    if not big.empty:
+        gpu = sorted(set(big["gpu"]))[0]
+        b = big[big["gpu"] == gpu]["batch"]
+        assert f"{gpu} B = {int(b.min())}-{int(b.max())}" in s1["evidence"]
+    n = len(set(evidence.configs) | set(cells["model"]))
+    assert f"Of the {n} models measured here, {n} GQA (MHA and MQA models are not measured)" in s1["evidence"]
+    assert "NVIDIA H200 SXM 141GB (Hopper)" in s1["evidence"] and "AMD and Blackwell GPUs are not measured" in s1["evidence"]
+    none = _row(evidence, "S1", scope={**evidence.scope, "cells": cells[cells["batch"] == 1]})
+    assert "as W1 once notebook 07 has batch > 1 rows (none yet)" in none["evidence"]
+    assert s1["category"] == none["category"] == "method check: not testable here"

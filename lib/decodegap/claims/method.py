@@ -10,6 +10,7 @@ import pandas as pd
 from decodegap.analysis import cuda_graphs_ab as ab, attention_backends as attention_report
 from decodegap import accounting
 from decodegap.claims import rules
+from decodegap.harness import models
 from decodegap.claims.evidence import Evidence
 from decodegap.claims.rules import METHOD
 from decodegap.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, Judged, checks_hold, row
@@ -158,8 +159,44 @@ def _quantisation_matrix(ev: Evidence) -> dict:
                + (f"No checked timed cell yet for: {', '.join(missing)}." if missing else ""))
 
 
+def _batches_measured(ev: Evidence) -> str:
+    """Notebook 07's batch sizes above 1 per GPU (ev.scope's cells), as words: 'h200 B = 2-64', or ''."""
+    cells = ev.scope.get("cells") if isinstance(ev.scope, dict) else None
+    big = cells[cells["batch"] > 1] if cells is not None and not cells.empty else None
+    if big is None or big.empty:
+        return ""
+    return ", ".join(f"{gpu} B = {int(g['batch'].min())}-{int(g['batch'].max())}" for gpu, g in big.groupby("gpu"))
+
+
 def scope(ev: Evidence) -> list[dict]:
+    batches = _batches_measured(ev)
     return [row("S1", "scope", "Not claimed for large batches (the launch tax shrinks), other architectures (MHA/MQA) or "
                  "other hardware (AMD, Blackwell).", "scope", "-", "-", _m(NOT_TESTABLE),
-                 "A statement of scope. This package measures batch 1 of the same three GQA models on NVIDIA GPUs "
-                 "only; the launch-tax-shrinks-with-batch remark would need batch > 1 rows.")]
+                 "A statement of scope, not a measurement. Its remark that the launch tax shrinks with batch is tested "
+                 + (f"as W1, on notebook 07's batch rows ({batches}). " if batches else
+                    "as W1 once notebook 07 has batch > 1 rows (none yet). ")
+                 + f"{_attention_kinds(ev)}; {_hardware_kinds(ev)}.")]
+
+
+def _hardware_kinds(ev: Evidence) -> str:
+    """The GPUs measured, by name and architecture (the registry, data/specs/gpus.csv), and whether any is an AMD or a
+    Blackwell one (the paper's scope statement leaves those out)."""
+    specs = ev.specs.set_index("gpu") if "gpu" in ev.specs else ev.specs
+    named = {g: (str(specs.loc[g, "name"]), str(specs.loc[g, "architecture"])) for g in ev.measured if g in specs.index}
+    out = [g for g, (name, arch) in named.items() if "AMD" in name or "Blackwell" in arch]
+    return ("the GPUs measured here: " + (", ".join(f"{name} ({arch})" for name, arch in named.values()) or "none")
+            + (f" ({', '.join(out)} outside the paper's hardware)" if out else ": AMD and Blackwell GPUs are not measured"))
+
+
+def _attention_kinds(ev: Evidence) -> str:
+    """The attention of the models measured (notebook 07's and the grid's, their configs): grouped-query where a model
+    has fewer key-value heads than query heads and more than one, MHA where as many, MQA where one."""
+    cells = ev.scope.get("cells") if isinstance(ev.scope, dict) else None
+    keys = set(ev.configs) | (set(cells["model"]) if cells is not None and not cells.empty else set())
+    kinds: dict[str, list[str]] = {}
+    for key, c in models.configs(keys, ev.data).items():
+        heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+        kinds.setdefault("MHA" if kv == heads else "MQA" if kv == 1 else "GQA", []).append(key)
+    return ("Of the " + str(len(keys)) + " models measured here, "
+            + ", ".join(f"{len(v)} {k}" for k, v in sorted(kinds.items()))
+            + ("" if {"MHA", "MQA"} & set(kinds) else " (MHA and MQA models are not measured)"))
