@@ -113,6 +113,11 @@ def test_two_runs_count_every_session_each_paired_in_its_own_run_and_the_order_i
     assert "the selection's order did not hold" in confirm.margin_text(bf16)
     found = confirm.order_findings(confirm.confirmation_table(confirm.choices(LADDER), rows))
     assert len(found) == 1 and "in 0 of 1 confirmed cells" in found[0] and "in 1 the runner-up was faster" in found[0]
+    assert found[0].endswith("the selection's best-of-many pick is not confirmed as the faster of the two; the "
+                             "targets still read the chosen lever's confirmed time there.")
+    held = pd.DataFrame(_decode("whole", s0, "lean_fused_early_graph", [4.0]) + _decode("whole", s0, "lean_fused_graph", [4.1]))
+    assert confirm.order_findings(confirm.confirmation_table(confirm.choices(LADDER), held))[0].endswith(
+        "faster than its runner-up in every paired session.")  # the order held: nothing more to say
 
 
 def test_fewer_sessions_than_asked_are_partly_confirmed():

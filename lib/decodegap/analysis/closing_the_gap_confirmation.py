@@ -275,8 +275,9 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
         if mixed:
             text += f"; in {mixed} the sessions disagree"
         out.append(Finding(text + ("." if len(held) == len(g) else
-                                   ": the selection's best-of-many pick did not hold there, and the targets still "
-                                   "read the chosen lever's confirmed time."),
+                                   ". Where the runner-up was faster in every session or the sessions disagree, the "
+                                   "selection's best-of-many pick is not confirmed as the faster of the two; the "
+                                   "targets still read the chosen lever's confirmed time there."),
                            gpu=gpu, kind=k, cells=len(g), partly=partly, held=len(held), reversed=len(rev),
                            mixed=mixed))
     return out
