@@ -706,3 +706,27 @@ def test_each_lever_is_profiled_on_its_own_path():
     (quant, everything, _), *_ = experiment.profiled_levers(sweeps, None, "h200", *grid)
     assert quant == "bf16" and "lean_fused_kv_together_graph" in everything and "eager" in everything
     assert not {"lean_fused_all_kv_together_graph", "lean_fused_all_next_token_graph"} & set(everything)
+
+
+def test_the_grid_findings_name_the_target_cells_confirmed_lever_where_it_has_no_rows():
+    """The lever confirmed fastest at the target cell (kv-together, 4.0 ms at llama-3.1-8b ctx 2048), promoted to the
+    grid but not yet timed at ctx 4096: the grid line says so and names the command; with rows there, or not promoted
+    (`target cell only` there: the ladder's plan does not sweep it), it says nothing of it."""
+    kv = ("lean_fused_kv_together_graph", "bf16")
+    promoted = frozenset({kv})
+    cells = pd.concat([_cells({kv: 4.0, ("lean_graph", "bf16"): 4.5}, 3.0),
+                       _cells({("lean_graph", "bf16"): 5.0}, 3.0).assign(ctx=4096)])
+    table = ladder.ladder_table(cells, promoted=promoted)
+    [line] = ladder_targets.grid_target_findings(table, confirmation=_confirmed(table))
+    assert line.values["target_lever_unswept"] == 1 and line.values["target_lever_arm"] == kv[0]
+    assert ("has no rows in 1 of the grid's 1 other cells: `python -m decodegap ladder --gpu h200 --levers "
+            "lean_fused_kv_together_graph` times it there") in line
+    unpromoted = ladder.ladder_table(cells)
+    [quiet] = ladder_targets.grid_target_findings(unpromoted, confirmation=_confirmed(unpromoted))
+    assert "target_lever_unswept" not in quiet.values and "has no rows in" not in quiet
+    swept = pd.concat([cells, _cells({kv: 4.2}, 3.0).assign(ctx=4096)])
+    full = ladder.ladder_table(swept, promoted=promoted)
+    [done] = ladder_targets.grid_target_findings(full, confirmation=_confirmed(full))
+    assert "has no rows in" not in done
+    [unconfirmed] = ladder_targets.grid_target_findings(table)  # nothing confirmed at the target: nothing to name
+    assert "has no rows in" not in unconfirmed

@@ -324,7 +324,31 @@ def grid_target_findings(ladder: pd.DataFrame, by_category: pd.DataFrame | None 
                                      by_category, gpu)
         text += more
         values.update({f"selected_weakest_{k}": v for k, v in budget.items()})
-    return [Finding(text, **values)]
+    unswept, more_values = (_unswept_target_lever(ladder, confirmation, confirm.KIND_BF16, gpu)
+                            if target == GRID_TARGET else ("", {}))  # an earlier target's line: its verdict alone
+    values.update(more_values)
+    return [Finding(text + unswept, **values)]
+
+
+def _unswept_target_lever(ladder: pd.DataFrame, confirmation: pd.DataFrame, kind: str, gpu: str) -> tuple[str, dict]:
+    """(' The target cell's confirmed X has no rows in N of the grid's other cells ...', its values) where the lever
+    confirmed at the kind's target cell (levers.TARGETS) is `not measured` in other cells of `gpu`'s grid (the ladder's
+    status: swept there by the ladder's plan once promoted, experiments.closing_the_gap.promoted_levers); ('', {})
+    where it has rows in every cell or nothing is confirmed there. Descriptive: the grid counts read the cells' own
+    chosen levers."""
+    target = TARGETS[kind]
+    at = _confirmed_at(confirmation, target, kind) if target["gpu"] == gpu else None
+    if at is None or at.get("status") != confirm.CONFIRMED:
+        return "", {}
+    rows = ladder[(ladder["gpu"] == gpu) & (ladder["arm"] == at["arm"]) & (ladder["quant"] == at["quant"])]
+    missing = rows[rows["status"] == "not measured"]
+    if missing.empty:
+        return "", {}
+    others = len(rows) - len(_at(rows, target))
+    return (f" The lever confirmed fastest at the target cell ({at['lever']}) has no rows in {len(missing)} of the "
+            f"grid's {others} other cells: `python -m decodegap ladder --gpu {gpu} --levers {at['arm']}` times it "
+            f"there, a selection its confirmation then tests.",
+            dict(target_lever_unswept=len(missing), target_lever_arm=at["arm"]))
 
 
 def _weakest_cell(cell: pd.Series, t_ms: float, goal_ms: float, who: str, by_category: pd.DataFrame | None,
@@ -373,7 +397,9 @@ def int4_grid_target_findings(ladder: pd.DataFrame, confirmation: pd.DataFrame |
         more, growth = _slowest_int4_cell(slowest, done, goal)
         text += more
         values.update(growth)
-    return [Finding(text, **values)]
+    unswept, more_values = _unswept_target_lever(ladder, confirmation, confirm.KIND_INT4, gpu)
+    values.update(more_values)
+    return [Finding(text + unswept, **values)]
 
 
 def _slowest_int4_cell(slowest: pd.Series, done: pd.DataFrame, goal_ms: float) -> tuple[str, dict]:
