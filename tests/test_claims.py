@@ -545,3 +545,26 @@ def test_the_scope_statement_names_what_is_measured_of_its_scope(evidence):
     none = _row(evidence, "S1", scope={**evidence.scope, "cells": cells[cells["batch"] == 1]})
     assert "as W1 once notebook 07 has batch > 1 rows (none yet)" in none["evidence"]
     assert s1["category"] == none["category"] == "method check: not testable here"
+
+
+def test_the_headline_r_floor_says_what_its_verdict_weighed(evidence):
+    """R1b on the H100's cell names the cell's session range and its noise (max / min - 1) beside the deviation from
+    the published R_floor: with the shipped rows (sessions 19.99-29.12 ms) a deviation of 0.34 against rel_tol 0.15
+    and 46 % noise, inconclusive; with the range closed to the median, the same deviation fails."""
+    r1b = _row(evidence, "R1b")
+    cell = evidence.cell("h100-sxm")
+    if cell is None:
+        pytest.skip("no H100 roofline cell")
+    noise = cell["t_obs_max_ms"] / cell["t_obs_min_ms"] - 1
+    assert (f"its sessions {cell['t_obs_min_ms']:.2f}-{cell['t_obs_max_ms']:.2f} ms (noise {noise:.0%})"
+            in r1b["evidence"])
+    dev = abs(cell["r_floor_W_all"] / 0.27 - 1)
+    assert f"|ours / published - 1| = {dev:.2f} against rel_tol 0.15" in r1b["evidence"]
+    if dev - noise <= 0.15 < dev + noise:
+        assert r1b["category"].startswith(INCONCLUSIVE)
+    cells = evidence.cells.copy()
+    at = (cells["gpu"] == "h100-sxm") & (cells["t_obs_ms"] == cell["t_obs_ms"])
+    cells.loc[at, ["t_obs_min_ms", "t_obs_max_ms"]] = cell["t_obs_ms"]
+    tight = _row(evidence, "R1b", cells=cells)
+    assert at.sum() == 1 and "(noise 0%)" in tight["evidence"]
+    assert tight["category"] == (verdicts.CONTRADICTED_OURS if dev > 0.15 else verdicts.REPRODUCED)
