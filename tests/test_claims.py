@@ -568,3 +568,29 @@ def test_the_headline_r_floor_says_what_its_verdict_weighed(evidence):
     tight = _row(evidence, "R1b", cells=cells)
     assert at.sum() == 1 and "(noise 0%)" in tight["evidence"]
     assert tight["category"] == (verdicts.CONTRADICTED_OURS if dev > 0.15 else verdicts.REPRODUCED)
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_model(evidence):
+    """R3e on the H100 with every cell at 3x host over GPU (beyond the 2x threshold, no spread) but one model's at
+    1.5x: contradicted on the paper's GPU class; without that model's rows the same rule reproduces it, and
+    one_left_out says so. With every cell at 3x, it is unchanged whichever model or context is left out; a row not
+    testable has nothing to leave out, and the published rows are never left out."""
+    from decodegap.claims import attention_backends as claims_attention, one_left_out
+
+    att = evidence.attention.copy()
+    h100 = (att["gpu"] == "h100-sxm") & (att["status"] == "ok")
+    att.loc[h100, ["host_over_gpu", "host_spread"]] = (3.0, 0.0)
+    alone = sorted(set(att.loc[h100, "model"]))[0]
+    low = att.copy()
+    low.loc[h100 & (low["model"] == alone), "host_over_gpu"] = 1.5
+    rows = lambda e: claims_attention.attention_backends(e)  # noqa: E731
+    ids = [r["id"] for r in rows(evidence)]
+    carried = dict(zip(ids, one_left_out.column(dataclasses.replace(evidence, attention=low), rows)))
+    assert _row(evidence, "R3e", attention=low)["category"] == verdicts.CONTRADICTED_OURS
+    assert f"without model {alone}: {verdicts.REPRODUCED}" in carried["R3e"]
+    held = dict(zip(ids, one_left_out.column(dataclasses.replace(evidence, attention=att), rows)))
+    assert _row(evidence, "R3e", attention=att)["category"] == verdicts.REPRODUCED
+    assert held["R3e"].startswith("unchanged with any one of ") and "without model" not in held["R3e"]
+    assert held["R3a"] == "-"  # not testable: nothing to leave out
+    gone = one_left_out.without(evidence, "model", alone)
+    assert alone not in set(gone.attention["model"]) and len(gone.published) == len(evidence.published)

@@ -20,7 +20,8 @@ import pandas as pd
 from decodegap import paths
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
-                              quantisation as claims_quant, remeasure, roofline as claims_roofline, rules, thesis as claims_thesis,
+                              one_left_out, quantisation as claims_quant, remeasure, roofline as claims_roofline, rules,
+                              thesis as claims_thesis,
                               where_the_thesis_ends as claims_scope)
 from decodegap.claims.evidence import Evidence
 from decodegap.claims.verdicts import CATEGORIES, COLUMNS, METHOD_CATEGORIES, SECTION_FINDING, SECTION_METHOD, counts
@@ -36,9 +37,11 @@ def build(ev: Evidence) -> pd.DataFrame:
     """One row per rule of the registry (COLUMNS), in the registry's order: id, section (finding or method check),
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
-    commit of its newest fixing), fixed_after_rows (claims.provenance), and how to re-measure it (claims.remeasure):
+    commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's or one
+    context's measured rows out does to the label: claims.one_left_out), and how to re-measure it (claims.remeasure):
     notebook, remeasure (the command), gpu_time (what its runs took here)."""
     table = pd.DataFrame([row for section in SECTIONS for row in section(ev)], columns=COLUMNS)
+    table["one_left_out"] = one_left_out.column(ev, lambda e: [row for section in SECTIONS for row in section(e)])
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))
     assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
@@ -69,6 +72,11 @@ to each source in turn; the first that can decide labels the row, the others are
 
 A rule fixed after rows it reads is flagged ("fixed after its rows"): its threshold could have been chosen knowing
 them. Every rule's earlier versions, with the verdict each gave, are at the end.
+
+**Is a verdict carried by one thing?** `one_left_out` applies each finding's rule again with the measured rows of one
+model, or of one context, left out, and names every label that changes ("without model X: ..."); a label that only
+turns "not testable here" (nothing left to judge) is not named. The published numbers stay whole, and fits computed
+across models before the rules read them (notebook 07's) are not fitted again.
 """
 
 
@@ -99,7 +107,7 @@ def preamble(table: pd.DataFrame) -> str:
 
 
 FINDING_COLUMNS = ["id", "claim", "statement", "published", "ours", "hardware", "verdict", "also", "evidence",
-                   "notebook", "remeasure", "gpu_time"]
+                   "one_left_out", "notebook", "remeasure", "gpu_time"]
 """claims.md's columns; the last three say how to re-measure the row (claims.remeasure): the notebook, the one command
 (on your GPU: `--gpu <gpu>`) and the GPU time its runs took here."""
 

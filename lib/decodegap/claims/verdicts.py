@@ -188,7 +188,8 @@ def row(claim_id, claim, statement, published, ours, hardware, judged, evidence,
                 statement=statement, published=published, ours=ours, hardware=hardware,
                 verdict=label(first, claim_gpu) + (f" ({first.note})" if first.note else ""), category=category(first),
                 also=also or "-", evidence=evidence + ("" if not notes else " " + "; ".join(notes) + "."),
-                rule=rule.text(), fixed=f"{rule.fixed.date} {rule.fixed.commit}", fixed_after_rows="")
+                rule=rule.text(), fixed=f"{rule.fixed.date} {rule.fixed.commit}", fixed_after_rows="",
+                source=first.source)  # not a column: which source labelled the row (claims.one_left_out reads it)
 
 
 def counts(table: pd.DataFrame) -> dict[str, int]:
