@@ -539,7 +539,8 @@ def test_the_scope_statement_names_what_is_measured_of_its_scope(evidence):
         gpu = sorted(set(big["gpu"]))[0]
         b = big[big["gpu"] == gpu]["batch"]
         assert f"{gpu} B = {int(b.min())}-{int(b.max())}" in s1["evidence"]
-    n = len(set(evidence.configs) | set(cells["model"]))
+    n = len(set().union(*(set(f["model"]) for f in (evidence.cells, evidence.speed, evidence.attention,
+                                                     evidence.quant_cells, cells))))
     assert f"Of the {n} models measured here, {n} GQA (MHA and MQA models are not measured)" in s1["evidence"]
     assert "NVIDIA H200 SXM 141GB (Hopper)" in s1["evidence"] and "AMD and Blackwell GPUs are not measured" in s1["evidence"]
     none = _row(evidence, "S1", scope={**evidence.scope, "cells": cells[cells["batch"] == 1]})
