@@ -53,11 +53,17 @@ def done_keys(path: Path, schema: records.Schema, retry: tuple[str, ...] = (), r
     it again appends new rows beside the old ones, which stay as history. Rows of `run_id` (the run now
     going on) always count, whatever their status, so a retried cell is measured once per run. `again`: only
     the rows of `run_id` count (every cell is measured again by this run; the older rows stay as history)."""
+    return keys_done(file_rows(path, schema), schema, retry, run_id, again)
+
+
+def file_rows(path: Path, schema: records.Schema) -> pd.DataFrame:
+    """A raw CSV's rows as done_keys reads them, a cut tail moved aside first (records.repair_tail); none where the
+    file is absent."""
     path = Path(path)
     if not path.exists():
-        return set()
+        return pd.DataFrame(columns=list(schema.key))
     records.repair_tail(path, schema)
-    return keys_done(records.read_csv(path, schema), schema, retry, run_id, again)
+    return records.read_csv(path, schema)
 
 
 def keys_done(frame: pd.DataFrame, schema: records.Schema, retry: tuple[str, ...] = (), run_id: str | None = None,

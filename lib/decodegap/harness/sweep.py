@@ -134,22 +134,18 @@ class SweepPlan:
     def pending_by_session(self, data, rows: pd.DataFrame | None = None) -> dict[int, list[Cell]]:
         """`pending` for every session of the plan, before any of them runs: the CSV read once, not per session.
         `rows`: the CSV's rows, read already by `rows_on_disk` (for several plans of one file), else read here."""
-        schema = records.schema_for(self.experiment)
-        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        done = self._done(data) if rows is None else selection.keys_done(rows, schema, retry, None, self.again)
+        done = self._done(data, rows=rows)
         return {s: [c for c in self.cells(s) if self.key(s, c) not in done] for s in self.session_ids}
 
     def rows_on_disk(self, data) -> pd.DataFrame:
-        """The rows of the plan's CSV (none where it is missing), a cut tail moved aside first as done_keys does."""
-        path, schema = self.csv_path(data), records.schema_for(self.experiment)
-        if not path.exists():
-            return pd.DataFrame(columns=list(schema.key))
-        records.repair_tail(path, schema)
-        return records.read_csv(path, schema)
+        """The rows of the plan's CSV as done_keys reads them (selection.file_rows)."""
+        return selection.file_rows(self.csv_path(data), records.schema_for(self.experiment))
 
-    def _done(self, data, run_id: str | None = None) -> set[tuple]:
+    def _done(self, data, run_id: str | None = None, rows: pd.DataFrame | None = None) -> set[tuple]:
+        """The keys of the cells done (selection.keys_done) in `rows`, or in the plan's CSV read here."""
         retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
-        return selection.done_keys(self.csv_path(data), records.schema_for(self.experiment), retry, run_id, self.again)
+        rows = self.rows_on_disk(data) if rows is None else rows
+        return selection.keys_done(rows, records.schema_for(self.experiment), retry, run_id, self.again)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
