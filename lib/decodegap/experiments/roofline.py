@@ -77,7 +77,7 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
     FLOORS_CTX on every GPU of the registry, W_all at the datasheet bandwidth), `flagged` (cells with R_floor > 1),
     `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
     configs, `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell) and `commits`
-    ({(gpu, run id): its git commit}, env.json's, corrected)."""
+    ({(gpu, run id): its commit, hardware.provenance_of's of env.json's corrected entry})."""
     decode_rows, cell_table, configs = cells(data, configs, models)
     specs = hardware.specs_table(data)
     pub = published.load(data)
@@ -90,7 +90,7 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
         published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
                                                                                    on="gpu"),
         all_rows=roofline.default_rows(checked.labelled(checked.load("decode", data))),
-        commits={key: entry.get("git_commit") for key, entry in hardware.load_env(data).items()})
+        commits={key: hardware.provenance_of(entry)["commit"] for key, entry in hardware.load_env(data).items()})
 
 
 def findings(t: dict) -> dict:
