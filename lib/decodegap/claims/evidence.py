@@ -24,6 +24,10 @@ SLOW_GPU_GBPS = rules.get("T2").t("slow_gbps")
 FAST_GPU_GBPS = rules.get("T1").t("fast_gbps")
 
 
+CELL_FRAMES = ("cells", "speed", "decomp", "attention", "quant_cells", "ab_sessions")
+"""The Evidence frames of measured cells, one row per cell or per session of a cell (Evidence.measured_values)."""
+
+
 @dataclass
 class Evidence:
     """Everything the rules read, each from the module that owns it. Frames may be empty (no rows yet)."""
@@ -96,6 +100,16 @@ class Evidence:
     def headline_decomp(self, gpu: str) -> pd.DataFrame:
         d = self.decomp
         return d[(d["gpu"] == gpu) & (d["ctx"] == self.headline_ctx)] if not d.empty else d
+
+    def measured_values(self, column: str) -> list:
+        """The values of `column` ("model", "ctx") among the measured cells (CELL_FRAMES and notebook 07's cells),
+        sorted; verify.csv's rows are checks of those cells and add none (their ctx is a check's position)."""
+        frames = [getattr(self, name) for name in CELL_FRAMES]
+        if isinstance(self.scope, Mapping) and isinstance(self.scope.get("cells"), pd.DataFrame):
+            frames.append(self.scope["cells"])
+        values = set().union(*(set(f[column].dropna()) for f in frames
+                                if isinstance(f, pd.DataFrame) and column in f and not f.empty))
+        return sorted(values, key=str if column == "model" else int)
 
     def missing(self, gpu: str) -> str:
         have = ", ".join(self.measured) or "none"

@@ -189,12 +189,10 @@ def _hardware_kinds(ev: Evidence) -> str:
 
 
 def _attention_kinds(ev: Evidence) -> str:
-    """The attention of the models measured (those with rows among the roofline, A/B, attention and quantisation cells
-    and notebook 07's, from their configs): grouped-query where a model has fewer key-value heads than query heads and
+    """The attention of the models measured (Evidence.measured_values: those with rows among the measured cells, from
+    their configs): grouped-query where a model has fewer key-value heads than query heads and
     more than one, MHA where as many, MQA where one."""
-    cells = ev.scope.get("cells") if isinstance(ev.scope, dict) else None
-    frames = (ev.cells, ev.speed, ev.attention, ev.quant_cells, cells)
-    keys = set().union(*(set(f["model"]) for f in frames if isinstance(f, pd.DataFrame) and "model" in f))
+    keys = ev.measured_values("model")
     kinds: dict[str, list[str]] = {}
     for key, c in models.configs(keys, ev.data).items():
         heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])

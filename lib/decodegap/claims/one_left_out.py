@@ -15,13 +15,13 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
-from decodegap.claims.evidence import Evidence
+from decodegap.claims.evidence import CELL_FRAMES, Evidence
 from decodegap.claims.rules import PAPER
 from decodegap.claims.verdicts import NOT_TESTABLE, SECTION_FINDING
 
-MEASURED = ("cells", "speed", "decomp", "attention", "quant_cells", "ab_sessions", "verify")
+MEASURED = CELL_FRAMES + ("verify",)
 """The Evidence frames of measured rows (with notebook 07's tables, ev.scope) that a model or a context is left out
-of."""
+of: the cells' and their checks'."""
 
 
 def without(ev: Evidence, column: str, value) -> Evidence:
@@ -37,18 +37,8 @@ def without(ev: Evidence, column: str, value) -> Evidence:
 
 
 def left_out(ev: Evidence) -> list[tuple[str, object]]:
-    """(column, value) of every model and every context with measured rows (MEASURED, ev.scope's cells), in order."""
-    frames = [getattr(ev, name) for name in MEASURED]
-    if isinstance(ev.scope, Mapping) and isinstance(ev.scope.get("cells"), pd.DataFrame):
-        frames.append(ev.scope["cells"])
-    out = []
-    for column in ("model", "ctx"):
-        values = set()
-        for frame in frames:
-            if isinstance(frame, pd.DataFrame) and column in frame and not frame.empty:
-                values |= set(frame[column].dropna())
-        out += [(column, v) for v in sorted(values, key=str if column == "model" else int)]
-    return out
+    """(column, value) of every model and every context of the measured cells (Evidence.measured_values), in order."""
+    return [(column, v) for column in ("model", "ctx") for v in ev.measured_values(column)]
 
 
 def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
@@ -61,14 +51,15 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
     return out
 
 
-def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[str]:
-    """Per row of `make_rows(ev)` (the claims table's rows, in order), what leaving one model or context out does to
+def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
+    """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
+    one model or context out does to
     its label (`category`): the labels the same source (the row's `source`) turns it into, each with what was left
     out (a label turned `not testable here`, or given by another source, is not named: the rows left nothing to
     judge); `unchanged with any one of N of the M models and contexts left out` where none changes, naming those that
     leave its source nothing to judge; '-' for a method check, a finding not testable with every row, or one labelled
     by the paper's own numbers (which read no measured row)."""
-    base = make_rows(ev)
+    base = make_rows(ev) if base is None else base
     variants = [(f"{col} {value}", _keyed(make_rows(without(ev, col, value)))) for col, value in left_out(ev)]
     text = []
     for key, row in _keyed(base).items():

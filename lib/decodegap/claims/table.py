@@ -33,6 +33,11 @@ SECTIONS = (claims_thesis.thesis, claims_method.method, claims_roofline.inverted
 """The rows' makers, in the table's order: each makes the rows (COLUMNS) of its rules from the evidence."""
 
 
+def _rows(ev: Evidence) -> list[dict]:
+    """Every section's rows of `ev`, in SECTIONS' order."""
+    return [row for section in SECTIONS for row in section(ev)]
+
+
 def build(ev: Evidence) -> pd.DataFrame:
     """One row per rule of the registry (COLUMNS), in the registry's order: id, section (finding or method check),
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
@@ -40,8 +45,9 @@ def build(ev: Evidence) -> pd.DataFrame:
     commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's or one
     context's measured rows out does to the label: claims.one_left_out), and how to re-measure it (claims.remeasure):
     notebook, remeasure (the command), gpu_time (what its runs took here)."""
-    table = pd.DataFrame([row for section in SECTIONS for row in section(ev)], columns=COLUMNS)
-    table["one_left_out"] = one_left_out.column(ev, lambda e: [row for section in SECTIONS for row in section(e)])
+    rows = _rows(ev)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["one_left_out"] = one_left_out.column(ev, _rows, rows)
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))
     assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
