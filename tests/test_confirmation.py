@@ -13,6 +13,15 @@ from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS
 CELL = dict(gpu="h200", model="m", ctx=2048)
 
 
+@pytest.fixture(scope="module")
+def shipped_ladder() -> pd.DataFrame:
+    """The shipped rows' ladder (closing_the_gap.tables(data)["ladder"]), computed once for this module's plans."""
+    from decodegap import paths
+    from decodegap.experiments import closing_the_gap as experiment
+
+    return experiment.tables(paths.DATA)["ladder"]
+
+
 def _ladder(times: dict, floor: float = 3.4) -> pd.DataFrame:
     """Ladder rows (ladder_table's columns) of one cell: {(lever, arm, quant): ms or None (not measured)}."""
     rows = []
@@ -134,14 +143,14 @@ def test_fewer_sessions_than_asked_are_partly_confirmed():
 
 
 @pytest.mark.slow
-def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
+def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up(shipped_ladder):
     """On the shipped H200 ladder: one sweep per model, path and (chosen lever, runner-up) pair, its sessions numbered
     from CONFIRM_FIRST_SESSION (apart from every selection reader), every arm checked in every session."""
     from decodegap import paths
     from decodegap.experiments import closing_the_gap as experiment
 
-    plans = experiment.confirmation_plans("h200", paths.DATA)
-    choice = confirm.choices(experiment.tables(paths.DATA)["ladder"])
+    plans = experiment.confirmation_plans("h200", paths.DATA, ladder_table=shipped_ladder)
+    choice = confirm.choices(shipped_ladder)
     choice = choice[choice.gpu == "h200"]
     planned = {(m, c, p.quant, a) for p in plans for m in p.models for c in p.contexts for a in p.arms}
     for c in choice.to_dict("records"):
@@ -161,31 +170,33 @@ def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up():
     assert qwen == [("int4-triton-head", ("lean_fused_all_norm_scale_graph",)), ("int4-triton", ("lean_attn_compile",))]
 
 
-def test_the_confirmation_plans_of_the_targets_cell_alone():
+def test_the_confirmation_plans_of_the_targets_cell_alone(shipped_ladder):
     """--models llama-3.1-8b --contexts 2048: the target cell's two pairs (bf16 and int4), nothing else."""
     from decodegap import paths
     from decodegap.experiments import closing_the_gap as experiment
 
-    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(2048,))
+    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(2048,),
+                                          ladder_table=shipped_ladder)
     assert {(p.models, p.contexts) for p in plans} == {(("llama-3.1-8b",), (2048,))}
     assert {confirm.kind(p.quant) for p in plans} == {"bf16", "int4"}  # the int4 pair on its chosen int4 path
     assert sum(len(p.arms) for p in plans) == 4  # each chosen lever beside its runner-up
-    assert experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(32,)) == []
+    assert experiment.confirmation_plans("h200", paths.DATA, model_keys=("llama-3.1-8b",), contexts=(32,),
+                                         ladder_table=shipped_ladder) == []
 
 
-def test_the_confirmation_plans_of_one_kind_and_the_cli_refuses_an_unknown_kind(tmp_path, capsys):
+def test_the_confirmation_plans_of_one_kind_and_the_cli_refuses_an_unknown_kind(tmp_path, capsys, shipped_ladder):
     """kinds=("bf16",): the bf16 cells' pairs only, every shipped bf16 choice among them and no int4 path; the CLI
     refuses a kind that is not bf16 or int4 (and --kinds without --confirm) before anything runs."""
     from decodegap import paths
     from decodegap.cli import main
     from decodegap.experiments import closing_the_gap as experiment
 
-    plans = experiment.confirmation_plans("h200", paths.DATA, kinds=("bf16",))
-    choice = confirm.choices(experiment.tables(paths.DATA)["ladder"])
+    plans = experiment.confirmation_plans("h200", paths.DATA, kinds=("bf16",), ladder_table=shipped_ladder)
+    choice = confirm.choices(shipped_ladder)
     bf16 = choice[(choice.gpu == "h200") & (choice.kind == "bf16")]
     assert {p.quant for p in plans} == {"bf16"}
     assert sum(len(p.contexts) for p in plans) == len(bf16) == 12  # 3 models x 4 contexts, one pair each
-    both = experiment.confirmation_plans("h200", paths.DATA)
+    both = experiment.confirmation_plans("h200", paths.DATA, ladder_table=shipped_ladder)
     assert len(both) > len(plans) and {p.quant for p in both} - {"bf16"}
     for bad, said in ((["--kinds", "int8", "--confirm"], "--kinds takes bf16 and/or int4"),
                       (["--kinds", "bf16"], "give it with --confirm")):
@@ -241,13 +252,13 @@ def test_a_cell_confirmed_at_two_commits_reads_the_newest_commits_runs():
         "y": "abcdef1"}
 
 
-def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(tmp_path, capsys):
+def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(tmp_path, capsys, shipped_ladder):
     from decodegap import paths
     from decodegap.cli import main
     from decodegap.experiments import closing_the_gap as experiment
 
     plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
-                                          kinds=("int4",), again=True)
+                                          kinds=("int4",), again=True, ladder_table=shipped_ladder)
     assert plans and all(p.again for p in plans)
     # without --again a pair is measured in a run of its own only where earlier confirmation rows of one of its arms,
     # from another pairing, would make the resumed sweep time the other arm alone (unpaired_runs), unless a run of the
@@ -256,7 +267,7 @@ def test_confirming_again_plans_fresh_runs_and_the_cli_takes_again_with_confirm(
     # since, run 20261205T160920-09b2e3 timed the kv-together lever beside it whole in 3 sessions of its own, so the
     # norm-scale lever's rows from run 142347 (now the other pairing) ask for none either
     (p,) = experiment.confirmation_plans("h200", paths.DATA, model_keys=["llama-3.1-8b"], contexts=[2048],
-                                         kinds=("int4",))
+                                         kinds=("int4",), ladder_table=shipped_ladder)
     assert p.arms == ("lean_fused_all_kv_together_graph", "lean_fused_all_norm_scale_graph") and not p.again
     assert experiment.unpaired_runs(p, paths.DATA) == ["20261205T142347-17d6dd"]
     assert main(["--data-dir", str(tmp_path), "closing-the-gap", "--gpu", "h200", "--confirm", "--levers",
@@ -356,7 +367,7 @@ def test_a_pair_its_own_run_confirmed_whole_is_not_measured_again():
     assert not experiment.paired_run_covers(plan, pd.DataFrame(whole), {("h200", "pair"): {"arms": [chosen]}})
 
 
-def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing(capsys):
+def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing(capsys, shipped_ladder):
     """--confirm --plan on the shipped rows: one line per sweep of confirmation_plans, in its order, each session's
     pending cells as SweepPlan.pending counts them, and their total; no GPU needed and no file touched. Without --gpu,
     or without --confirm, it is refused."""
@@ -373,7 +384,8 @@ def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing
     assert main(["closing-the-gap", "--confirm", "--plan", "--gpu", "h200", "--kinds", "int4",
                  "--models", "qwen2.5-7b"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=["qwen2.5-7b"], kinds=["int4"])
+    plans = experiment.confirmation_plans("h200", paths.DATA, model_keys=["qwen2.5-7b"], kinds=["int4"],
+                                          ladder_table=shipped_ladder)
     assert len(lines) == len(plans) + 1
     for line, p in zip(lines, plans):
         assert line.startswith(f"qwen2.5-7b {p.quant} [{', '.join(p.arms)}] ctx ")

@@ -115,7 +115,7 @@ def profiled_levers(sweeps, only, gpu: str, model_keys, contexts) -> list[tuple[
 
 def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, steps: int = 30, warmup: int = 5,
                        device: str = "cuda", model_keys=None, contexts=None, kinds=None,
-                       again: bool = False) -> list[SweepPlan]:
+                       again: bool = False, ladder_table: pd.DataFrame | None = None) -> list[SweepPlan]:
     """The confirmation sweeps of `gpu`'s cells (analysis.closing_the_gap_confirmation): per model, quantisation
     and (chosen lever, runner-up) pair of the current ladder, one sweep of `sessions` fresh sessions over the
     contexts where that pair was chosen, numbered from levers.CONFIRM_FIRST_SESSION, the two arms alternating in
@@ -131,8 +131,9 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
     alone; not where a run of the pair itself has timed it whole (paired_run_covers: resuming times nothing). History:
     before 2026-12-05 a pair resumed from any confirmation rows of its arms, and run 20261205T053526-b283dc timed the
     bf16 target cell's chosen lever without its runner-up that way; until 2026-12-05 afternoon a pair confirmed whole in
-    its own run was planned again whenever another pairing's run had rows of one of its arms."""
-    choice = confirmation.choices(tables(data)["ladder"])
+    its own run was planned again whenever another pairing's run had rows of one of its arms. `ladder_table`: the
+    ladder (tables(data)["ladder"]), computed here from `data` where not given."""
+    choice = confirmation.choices(tables(data)["ladder"] if ladder_table is None else ladder_table)
     choice = choice[choice["gpu"] == gpu]
     if kinds is not None:
         choice = choice[choice["kind"].isin(list(kinds))]
