@@ -3,14 +3,14 @@ and the look-ups the rules share (a published value, a GPU's bandwidth, a measur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
-from decodegap import accounting, hardware, published
+from decodegap import accounting, hardware, published, records
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
 from decodegap.experiments import cost as cost_experiment
@@ -35,7 +35,7 @@ class Evidence:
     published: pd.DataFrame  # published.load()
     specs: pd.DataFrame  # hardware.specs_table()
     configs: Mapping[str, Mapping]  # model key -> HF config, the paper's three models
-    cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (roofline.default_rows)
+    cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (cell_rows; with_cell_rows remakes it)
     speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B: the headline statistic is ab.headline
     decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep
     attention: pd.DataFrame  # attention_report.summary
@@ -45,6 +45,8 @@ class Evidence:
     prices: pd.DataFrame  # cost.load_prices()
     ab_sessions: pd.DataFrame = field(default_factory=pd.DataFrame)  # ab.session_table: per session, one column per arm
     verify: pd.DataFrame = field(default_factory=pd.DataFrame)  # verify.csv rows of every GPU (the checks)
+    cell_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 01's decode rows behind `cells`
+    bandwidth_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # bandwidth.csv rows: the cells' copy bandwidth
     data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
     scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.tables: notebook 07's tables (W1, W2a, W2b)
     headline_model: str = "qwen2.5-7b"
@@ -56,6 +58,13 @@ class Evidence:
     def __post_init__(self):
         ok = self.cells[self.cells["status"] == "ok"] if not self.cells.empty else self.cells
         self.measured = sorted(set(ok["gpu"])) if not ok.empty else []
+
+    def with_cell_rows(self, rows: pd.DataFrame) -> "Evidence":
+        """This evidence with `rows` (some of `cell_rows`) as notebook 01's decode rows and `cells` made again from
+        them as notebook 01 makes its cells (roofline_grid.cell_table): what the rules read with a session of a cell
+        left out (claims.one_left_out)."""
+        return replace(self, cell_rows=rows,
+                       cells=roofline_grid.cell_table(rows, self.specs, self.configs, self.bandwidth_rows))
 
     def pub(self, claim: str, quantity: str, **where) -> pd.DataFrame:
         return published.select(self.published, claim, quantity, **where)
@@ -137,10 +146,10 @@ class Evidence:
 def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None = None,
             headline_model: str = "qwen2.5-7b", headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b",
             seed: int = 0) -> Evidence:
-    """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells, the graph
-    speed-ups of each A/B sweep and the decomposition of its grid, the attention summary, notebook 04's quantisation
-    cells and byte model, notebook 05's cost table: `costs` and `prices` where given, else the cost experiment's at
-    its defaults, and notebook 07's tables)."""
+    """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells and the
+    decode and bandwidth rows they are made of, the graph speed-ups of each A/B sweep and the decomposition of its
+    grid, the attention summary, notebook 04's quantisation cells and byte model, notebook 05's cost table: `costs`
+    and `prices` where given, else the cost experiment's at its defaults, and notebook 07's tables)."""
     specs = hardware.specs_table(data)
     keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
                                                   attention_model}
@@ -149,11 +158,12 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
         t = cost_experiment.tables(data, headline_model=headline_model, headline_ctx=headline_ctx)
         costs, prices = t["costs"], t["prices"]
     # each notebook's experiment, from the one module the notebook itself calls
-    _, cells, _ = roofline_grid.cells(data, configs)
+    cell_rows, cells, _ = roofline_grid.cells(data, configs)
     ab_t = cuda_graphs_ab.claims_tables(data, configs, seed)
     _, quant_cells, _ = quantisation.cells(data, configs)
     return Evidence(
-        published=published.load(data), specs=specs, configs=configs, cells=cells,
+        published=published.load(data), specs=specs, configs=configs, cells=cells, cell_rows=cell_rows,
+        bandwidth_rows=records.load_experiment("bandwidth", data),
         speed=ab_t["speedups"], ab_sessions=ab_t["sessions"], verify=ab_t["verify"], data=str(data),
         decomp=ab_t["decomposition"],
         attention=attention_backends.summary(data),

@@ -68,8 +68,17 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=()) -> tupl
     decode_rows = rows(data)
     if configs is None:
         configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
-    cell_table = roofline.cell_table(decode_rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
-    return decode_rows, cell_table.assign(checked=checked.column(cell_table["status"])), configs
+    table = cell_table(decode_rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data))
+    return decode_rows, table, configs
+
+
+def cell_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
+               bandwidth_rows: pd.DataFrame) -> pd.DataFrame:
+    """The R_floor cells of `decode_rows` (roofline.cell_table against the datasheet `specs` and the copy bandwidth of
+    `bandwidth_rows`) with their `checked` column: `cells`' table, and the claims' when they leave rows out
+    (claims.one_left_out)."""
+    table = roofline.cell_table(decode_rows, specs, configs, bandwidth_rows)
+    return table.assign(checked=checked.column(table["status"]))
 
 
 def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dict:
