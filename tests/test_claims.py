@@ -595,3 +595,72 @@ def test_one_left_out_names_a_verdict_carried_by_one_model(evidence):
     assert held["R3a"] == "-"  # not testable: nothing to leave out
     gone = one_left_out.without(evidence, "model", alone)
     assert alone not in set(gone.attention["model"]) and len(gone.published) == len(evidence.published)
+
+
+HEADLINE_RUN = "20261205T000000-hand"
+"""The run of the hand-made sessions of the H100's headline cell below."""
+
+
+def _headline_sessions(evidence, factors) -> pd.DataFrame:
+    """Notebook 01's decode rows of one run on the H100, one session per factor: at the headline cell its eager step
+    is `factor` times the step that gives the published R_floor exactly (the floor over 0.27) and its graph step half
+    that, at twice the headline context the eager step is that step; each session's timed steps 0.9, 1 and 1.1 times
+    its step (median: the step) after a warm-up step 100 times it (not timed, not counted)."""
+    gpu, model, ctx = "h100-sxm", evidence.headline_model, evidence.headline_ctx
+    step = evidence.floor_ms(gpu) / evidence.pub_value("inverted_ladder", "r_floor", gpu=gpu)
+    rows = []
+    for session, factor in enumerate(factors):
+        for arm, at, ms in (("eager", ctx, factor * step), ("graph", ctx, factor * step / 2), ("eager", 2 * ctx, step)):
+            for i, (x, status) in enumerate(((100, "warmup"), (0.9, "ok"), (1.0, "ok"), (1.1, "ok"))):
+                rows.append(dict(run_id=HEADLINE_RUN, session=session, gpu=gpu, model=model, ctx=at,
+                                 max_cache_len=at + 64, arm=arm, attn="sdpa", quant="bf16", step=i, step_ms=x * ms,
+                                 status=status, reason=""))
+    return pd.DataFrame(rows)
+
+
+def test_without_session_makes_the_headline_cell_again_from_the_other_sessions(evidence):
+    """Three sessions at 0.98, 1.02 and 1.30 times the published-R_floor step s: the headline cell's step is their
+    median 1.02 s, its range 0.98-1.30 s. Without session 1: the median of the other two, 1.14 s, range 0.98-1.30 s,
+    2 sessions, the graph arm's cell too; the same session's cell at another context keeps its 3 sessions."""
+    from decodegap.claims import one_left_out
+
+    s = evidence.floor_ms("h100-sxm") / evidence.pub_value("inverted_ladder", "r_floor", gpu="h100-sxm")
+    pd.testing.assert_frame_equal(evidence.with_cell_rows(evidence.cell_rows).cells, evidence.cells)  # as collected
+    ev = evidence.with_cell_rows(_headline_sessions(evidence, (0.98, 1.02, 1.30)))
+    assert one_left_out.headline_sessions(ev) == [("h100-sxm", HEADLINE_RUN, n) for n in (0, 1, 2)]
+    whole = ev.cell("h100-sxm")
+    assert whole["sessions"] == 3 and whole["t_obs_ms"] == pytest.approx(1.02 * s)
+    assert (whole["t_obs_min_ms"], whole["t_obs_max_ms"]) == pytest.approx((0.98 * s, 1.30 * s))
+    gone = one_left_out.without_session(ev, "h100-sxm", HEADLINE_RUN, 1)
+    cell = gone.cell("h100-sxm")
+    assert cell["sessions"] == 2 and cell["t_obs_ms"] == pytest.approx(1.14 * s)
+    assert (cell["t_obs_min_ms"], cell["t_obs_max_ms"]) == pytest.approx((0.98 * s, 1.30 * s))
+    assert cell["r_floor_W_all"] == pytest.approx(0.27 / 1.14)
+    assert gone.cell("h100-sxm", arm="graph")["sessions"] == 2
+    assert gone.cell("h100-sxm", ctx=2 * evidence.headline_ctx)["sessions"] == 3
+    assert len(gone.cell_rows) == len(ev.cell_rows) - 2 * 4  # session 1's eager and graph rows at the headline cell
+    assert len(gone.published) == len(evidence.published) and gone.speed is ev.speed  # nothing else left out
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_session(evidence):
+    """R1b (rel_tol 0.15) on three sessions at 0.98, 1.02 and 1.30 times the published-R_floor step: the median 1.02
+    is 2 % off but the range (1.30 / 0.98 - 1 = 33 %) straddles the tolerance, inconclusive. Without session 2 the two
+    left are 0 % off (median 1.00) with a 4 % range: reproduced, and one_left_out names that session. Without session
+    0 (median 1.16: 14 % off, range 27 %) or 1 (median 1.14: 12 % off, range 33 %) still inconclusive, not named. At
+    0.99, 1.00 and 1.01 every session left out keeps it reproduced: unchanged, the sessions counted beside the models
+    and contexts (leaving out the headline model or context leaves R1b nothing to judge)."""
+    from decodegap.claims import one_left_out, roofline as claims_roofline
+
+    assert rules.get("R1b").t("rel_tol") == 0.15  # the factors above are chosen by hand against it
+    ids = [r["id"] for r in claims_roofline.inverted_ladder(evidence)]
+    carried_ev = evidence.with_cell_rows(_headline_sessions(evidence, (0.98, 1.02, 1.30)))
+    assert _row(carried_ev, "R1b")["category"] == INCONCLUSIVE
+    carried = dict(zip(ids, one_left_out.column(carried_ev, claims_roofline.inverted_ladder)))["R1b"]
+    assert carried == f"without h100-sxm session 2 of run {HEADLINE_RUN}: {verdicts.REPRODUCED}"
+    held_ev = evidence.with_cell_rows(_headline_sessions(evidence, (0.99, 1.00, 1.01)))
+    assert _row(held_ev, "R1b")["category"] == verdicts.REPRODUCED
+    held = dict(zip(ids, one_left_out.column(held_ev, claims_roofline.inverted_ladder)))["R1b"]
+    n = len(one_left_out.left_out(held_ev))
+    assert held == (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of 3 of the 3 "
+                    f"sessions of the headline cells, left out (without model {evidence.headline_model}, ctx "
+                    f"{evidence.headline_ctx} its source has nothing left to judge)")

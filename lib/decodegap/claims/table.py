@@ -42,9 +42,9 @@ def build(ev: Evidence) -> pd.DataFrame:
     """One row per rule of the registry (COLUMNS), in the registry's order: id, section (finding or method check),
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
-    commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's or one
-    context's measured rows out does to the label: claims.one_left_out), and how to re-measure it (claims.remeasure):
-    notebook, remeasure (the command), gpu_time (what its runs took here)."""
+    commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's, one
+    context's or one headline cell's session's measured rows out does to the label: claims.one_left_out), and how to
+    re-measure it (claims.remeasure): notebook, remeasure (the command), gpu_time (what its runs took here)."""
     rows = _rows(ev)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["one_left_out"] = one_left_out.column(ev, _rows, rows)
@@ -80,9 +80,12 @@ A rule fixed after rows it reads is flagged ("fixed after its rows"): its thresh
 them. Every rule's earlier versions, with the verdict each gave, are at the end.
 
 **Is a verdict carried by one thing?** `one_left_out` applies each finding's rule again with the measured rows of one
-model, or of one context, left out, and names every label that changes ("without model X: ..."); a label that only
-turns "not testable here" (nothing left to judge) is not named. The published numbers stay whole, and fits computed
-across models before the rules read them (notebook 07's) are not fitted again.
+model, of one context, or of one session of a headline cell (the headline model at the headline context, per GPU: the
+cell R1a and R1b read) left out, and names every label that changes ("without model X: ...", "without GPU session N of
+run R: ..."); a label that only turns "not testable here" (nothing left to judge) is not named. Without a session, the
+headline cell's median step and session range are made again from the other sessions. Sessions of the other cells,
+of the A/B sweeps and of the quantisation cells are not left out; the published numbers stay whole, and fits
+computed across models before the rules read them (notebook 07's) are not fitted again.
 """
 
 
