@@ -188,6 +188,26 @@ def test_the_ladder_line_says_how_each_kinds_chosen_lever_stands_in_its_confirma
                      r"confirmed at)", line), line
 
 
+def test_the_ladder_line_states_the_paper_gpus_confirmed_levers_from_the_confirmation_table():
+    """The H100 SXM's confirmed levers at the target cell, bf16 first, each with its own confirmation's numbers (read
+    here from 06_confirmation.csv by hand); nothing where none is confirmed there."""
+    conf = pd.DataFrame([dict(kind="int4", lever="B", status="confirmed", confirmed_ms=2.0801, r_floor_bf16=2.34,
+                              sessions=3, margin_median=float("nan")),
+                         dict(kind="bf16", lever="A", status="confirmed", confirmed_ms=5.4638, r_floor_bf16=0.8921,
+                              sessions=3, margin_median=0.448)])
+    assert gallery._paper_gpu_words(conf) == (
+        " On the paper's GPU (h100-sxm, the same cell; R_floor against its own datasheet): its bf16 step (A) confirmed "
+        "at 5.46 ms (R_floor 0.892) in 3 fresh sessions, +44.8 % over the runner-up; its int4 step (B) confirmed at "
+        "2.08 ms in 3 fresh sessions, no runner-up timed in those sessions.")
+    assert gallery._paper_gpu_words(conf.assign(status="not confirmed")) == ""
+    shipped = pd.read_csv(paths.FIGURES / "06_confirmation.csv")
+    h100 = shipped[(shipped.gpu == "h100-sxm") & (shipped.model == "llama-3.1-8b") & (shipped.ctx == 2048)
+                   & (shipped.status == "confirmed")]
+    line = _gallery_lines()["06_ladder.png"]
+    for r in h100.itertuples():  # each confirmed H100 lever's time, as the table holds it
+        assert f"its {r.kind} step ({r.lever}) confirmed at {r.confirmed_ms:.2f} ms" in line, line
+
+
 def test_the_best_bf16_levers_span_names_its_contexts_as_they_are():
     """One cell: that cell alone and no span; several: the span over the contexts they hold."""
     one = pd.DataFrame([dict(ctx=2048, t_obs_ms=4.17)])

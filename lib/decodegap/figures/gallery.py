@@ -267,8 +267,8 @@ def _ladder_cells(f: Path) -> dict:
     best_path = ok6[ok6.lever == best6.lever]  # the target cell's best bf16 lever, over the grid
     hf_compiled = ok6[(ok6.lever == "HF compiled") & ok6.set_index(["model", "ctx"]).index.isin(
         best_path.set_index(["model", "ctx"]).index)].t_obs_ms
-    conf_all = _table(f, "06_confirmation.csv")
-    conf_all = conf_all[conf_all.gpu == GPU]
+    conf_every_gpu = _table(f, "06_confirmation.csv")
+    conf_all = conf_every_gpu[conf_every_gpu.gpu == GPU]
     conf = conf_all[conf_all.kind == "bf16"]
     targets = _table(f, "06_findings_targets.csv")
     current = targets[targets.earlier.isna() & targets.measured.eq(True)]
@@ -280,6 +280,8 @@ def _ladder_cells(f: Path) -> dict:
                 target_confirmation=conf[(conf.model == "llama-3.1-8b") & (conf.ctx == 2048)],
                 int4_confirmation=conf_all[(conf_all.kind == "int4") & (conf_all.model == "llama-3.1-8b")
                                            & (conf_all.ctx == 2048)],
+                paper_gpu=conf_every_gpu[(conf_every_gpu.gpu == PAPER_GPU) & (conf_every_gpu.model == "llama-3.1-8b")
+                                         & (conf_every_gpu.ctx == 2048)],
                 lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
                 grid_cells=lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups, hf_compiled=hf_compiled,
                 fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
@@ -341,6 +343,17 @@ def _int4_products(f: Path) -> dict[str, str]:
             f"of the datasheet); " + bf16}
 
 
+def _paper_gpu_words(conf: pd.DataFrame) -> str:
+    """' On the paper's GPU ...': the levers confirmed at the target cell on the H100 SXM (06_confirmation.csv's rows
+    of that GPU and cell), bf16 first, each with its confirmation (_confirmation_words); '' where none is confirmed
+    there."""
+    done = conf[conf.status == "confirmed"].sort_values("kind")
+    parts = [f"its {r.kind} step ({r.lever}) " + _confirmation_words(done[done.kind == r.kind], r_floor=r.kind == "bf16")
+             for r in done.itertuples()]
+    return (f" On the paper's GPU ({PAPER_GPU}, the same cell; R_floor against its own datasheet): " + "; ".join(parts)
+            + "." if parts else "")
+
+
 def _ladder(f: Path) -> dict[str, str]:
     """Notebook 06's two figures: the products' fits and the ladder of levers."""
     c = _ladder_cells(f)
@@ -376,7 +389,7 @@ def _ladder(f: Path) -> dict[str, str]:
                          + f"; with each cell's fastest bf16 lever "
                          f"of the selection sweeps {int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} "
                          f"cells reach R_floor {GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}); "
-                         + _grid_confirmed_words(c["grid"]),
+                         + _grid_confirmed_words(c["grid"]) + _paper_gpu_words(c["paper_gpu"]),
     }
 
 
