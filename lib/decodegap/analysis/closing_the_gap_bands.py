@@ -77,7 +77,7 @@ def findings(table: pd.DataFrame, shown: int = 3) -> list[str]:
                 f"selection, notebook 07's axes, notebook 06's confirmations; each band's newest measurement): "
                 f"{len(g)} cells, {int(g['agree'].sum())} of them with overlapping session ranges")
         if not apart.empty:
-            text += (f"; {len(apart)} apart by {100 * apart['gap'].min():.1f}-{100 * apart['gap'].max():.1f} %, "
+            text += (f"; {len(apart)} apart by {stats.span(100 * apart['gap'], '.2f')} %, "  # a single gap: one number
                      f"{len(apart) - len(ranged)} of them with a single session in a band")
         if not ranged.empty:
             text += (f"; of the {len(ranged)} with two sessions or more in every band, the most apart: "
