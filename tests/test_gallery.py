@@ -200,6 +200,11 @@ def test_the_ladder_line_states_the_paper_gpus_confirmed_levers_from_the_confirm
         "at 5.46 ms (R_floor 0.892) in 3 fresh sessions, +44.8 % over the runner-up; its int4 step (B) confirmed at "
         "2.08 ms in 3 fresh sessions, no runner-up timed in those sessions.")
     assert gallery._paper_gpu_words(conf.assign(status="not confirmed")) == ""
+    fastest = pd.Series([0.8612, 0.9081, 0.8925])  # three cells' fastest R_floor: the span is their min and max
+    assert gallery._paper_gpu_words(conf, fastest).endswith(
+        "no runner-up timed in those sessions; over its 3 grid cells each cell's fastest bf16 lever of the selection "
+        "sweeps reaches R_floor 0.861-0.908 (a best of many, not counted).")
+    assert gallery._paper_gpu_words(conf, fastest.head(1)) == gallery._paper_gpu_words(conf)  # one cell: no span
     shipped = pd.read_csv(paths.FIGURES / "06_confirmation.csv")
     h100 = shipped[(shipped.gpu == "h100-sxm") & (shipped.model == "llama-3.1-8b") & (shipped.ctx == 2048)
                    & (shipped.status == "confirmed")]

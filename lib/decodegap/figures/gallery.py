@@ -282,6 +282,8 @@ def _ladder_cells(f: Path) -> dict:
                                            & (conf_all.ctx == 2048)],
                 paper_gpu=conf_every_gpu[(conf_every_gpu.gpu == PAPER_GPU) & (conf_every_gpu.model == "llama-3.1-8b")
                                          & (conf_every_gpu.ctx == 2048)],
+                paper_gpu_fastest=lad6[(lad6.gpu == PAPER_GPU) & (lad6.status == "ok") & (lad6.quant == "bf16")
+                                       ].groupby(["model", "ctx"]).r_floor_bf16.max(),
                 lean=cell6.set_index("lever").t_obs_ms, best_path=best_path,
                 grid_cells=lad6[lad6.gpu == GPU].groupby(["model", "ctx"]).ngroups, hf_compiled=hf_compiled,
                 fastest=ok6[ok6.quant == "bf16"].groupby(["model", "ctx"]).r_floor_bf16.max())  # each cell's fastest
@@ -343,15 +345,21 @@ def _int4_products(f: Path) -> dict[str, str]:
             f"of the datasheet); " + bf16}
 
 
-def _paper_gpu_words(conf: pd.DataFrame) -> str:
+def _paper_gpu_words(conf: pd.DataFrame, fastest: pd.Series | None = None) -> str:
     """' On the paper's GPU ...': the levers confirmed at the target cell on the H100 SXM (06_confirmation.csv's rows
-    of that GPU and cell), bf16 first, each with its confirmation (_confirmation_words); '' where none is confirmed
-    there."""
+    of that GPU and cell), bf16 first, each with its confirmation (_confirmation_words), then (`fastest`: each of its
+    grid cells' fastest bf16 R_floor on the selection sweeps, 06_ladder.csv) the span over those cells; '' where none
+    is confirmed there."""
     done = conf[conf.status == "confirmed"].sort_values("kind")
     parts = [f"its {r.kind} step ({r.lever}) " + _confirmation_words(done[done.kind == r.kind], r_floor=r.kind == "bf16")
              for r in done.itertuples()]
+    if not parts:
+        return ""
+    grid = ("" if fastest is None or len(fastest) < 2 else
+            f"; over its {len(fastest)} grid cells each cell's fastest bf16 lever of the selection sweeps reaches "
+            f"R_floor {_span(fastest, '.3f')} (a best of many, not counted)")
     return (f" On the paper's GPU ({PAPER_GPU}, the same cell; R_floor against its own datasheet): " + "; ".join(parts)
-            + "." if parts else "")
+            + grid + ".")
 
 
 def _ladder(f: Path) -> dict[str, str]:
@@ -389,7 +397,8 @@ def _ladder(f: Path) -> dict[str, str]:
                          + f"; with each cell's fastest bf16 lever "
                          f"of the selection sweeps {int((fastest >= GRID_TARGET['r_floor']).sum())} of the {c['grid_cells']} "
                          f"cells reach R_floor {GRID_TARGET['r_floor']:.2f} (R_floor {fastest.min():.3f}-{fastest.max():.3f}); "
-                         + _grid_confirmed_words(c["grid"]) + _paper_gpu_words(c["paper_gpu"]),
+                         + _grid_confirmed_words(c["grid"])
+                         + _paper_gpu_words(c["paper_gpu"], c["paper_gpu_fastest"]),
     }
 
 
