@@ -202,12 +202,16 @@ def _in_the_way(by_category: pd.DataFrame | None, target: Mapping, row: pd.Serie
 
 
 def unmeasured_findings(ladder: pd.DataFrame) -> list[str]:
-    """Per GPU, the levers of the ladder with no timed cell there (built, but not measured on it yet)."""
+    """Per GPU, the levers of the ladder with no timed cell there (built, but not measured on it yet), named; where
+    they are more than those measured, counted instead, and the measured ones named ("all but ...")."""
     out = []
     for gpu, g in ladder.groupby("gpu"):
-        never = [lever for lever, hit in g.groupby("lever", sort=False)["status"] if not (hit == "ok").any()]
+        timed = g.groupby("lever", sort=False)["status"].agg(lambda hit: bool((hit == "ok").any()))
+        never, measured = list(timed.index[~timed]), list(timed.index[timed])
         if never:
-            out.append(Finding(f"Not measured on the {gpu} in any cell: {'; '.join(never)}.", gpu=gpu,
+            which = ("; ".join(never) if len(never) <= len(measured) else
+                     f"{len(never)} of the {len(timed)} levers, all but {'; '.join(measured)}")
+            out.append(Finding(f"Not measured on the {gpu} in any cell: {which}.", gpu=gpu,
                                unmeasured_levers=len(never)))
     return out
 
