@@ -41,8 +41,9 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     """int4 on the fastest path: over the grid int4 runs on the HF graph and the Triton-attention lean levers (the
     int4 GEMV's also on the fused int4 step's five, and with the int4 LM head on its three fastest and the four
     epilogue levers); the other int4 lean levers, the bf16 SiLU-epilogue, norm-scale and kv-together levers and the
-    int4-triton levers with every epilogue at the target cell (h200, llama-3.1-8b, ctx 2048) only."""
-    plan = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200")
+    int4-triton levers with every epilogue at the target cell (llama-3.1-8b, ctx 2048, on any GPU) only; elsewhere the
+    ladder labels them `target cell only`, at the target's model and context on another GPU `not measured`."""
+    plan = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096])
     assert plan == [
         ("bf16", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("lean", "lean_graph", "lean_compile", "lean_kernels_graph",
                                                               "lean_attn_graph", "lean_attn_compile",
@@ -73,16 +74,17 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",
                                                           "lean_fused_all_kv_together_graph"))]
     # a target-cell-only lever a confirmation holds fastest at the target cell goes over the grid with the others
-    promoted = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096], "h200",
+    promoted = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096],
                                   promoted={("lean_fused_kv_together_graph", "bf16")})
     assert promoted[0][3][-1] == "lean_fused_kv_together_graph" and promoted[0][1:3] == plan[0][1:3]
     assert promoted[1] == ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph",
                                                                 "lean_fused_norm_scale_graph",
                                                                 "lean_fused_kv_together_merged_graph"))
     assert promoted[2:] == plan[2:]
-    assert len(levers.ladder_plan(["qwen2.5-7b"], [2048], "h200")) == 4  # no target cell in the grid
-    assert len(levers.ladder_plan(["llama-3.1-8b"], [2048], "h100-sxm")) == 4
-    only = levers.ladder_plan(["llama-3.1-8b"], [2048], "h200", only=("lean_fused_pdl_graph", "lean_compile"))
+    assert len(levers.ladder_plan(["qwen2.5-7b"], [2048])) == 4  # no target cell in the grid
+    # the target cell's model and context on any GPU (since 2026-12-06): its whole ladder, 4 grid and 4 target sweeps
+    assert len(levers.ladder_plan(["llama-3.1-8b"], [2048])) == 8
+    only = levers.ladder_plan(["llama-3.1-8b"], [2048], only=("lean_fused_pdl_graph", "lean_compile"))
     assert only == [("bf16", ("llama-3.1-8b",), (2048,), ("lean_compile", "lean_fused_pdl_graph")),
                     ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_compile",))]  # ladder --levers
     elsewhere = _cells({("eager", "bf16"): 24.0}).assign(ctx=4096)
@@ -90,6 +92,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
     assert table.loc[(2048, "int4 tinygemm, lean graph"), "status"] == "not measured"
     assert table.loc[(4096, "int4 tinygemm, lean graph"), "status"] == "target cell only"
     assert table.loc[(4096, "int4 tinygemm, lean graph + Triton attention"), "status"] == "not measured"
+    h100 = ladder.ladder_table(_cells({("eager", "bf16"): 24.0}).assign(gpu="h100-sxm")).set_index("lever")
+    assert h100.loc["int4 tinygemm, lean graph", "status"] == "not measured"  # the plan sweeps it there too
     promoted = ladder.ladder_table(pd.concat([_cells({("eager", "bf16"): 24.0}), elsewhere]),
                                    promoted={("lean_graph", "int4-tinygemm")}).set_index(["ctx", "lever"])
     assert promoted.loc[(4096, "int4 tinygemm, lean graph"), "status"] == "not measured"  # the plan sweeps it there
@@ -696,7 +700,8 @@ def test_the_ladder_promotes_the_levers_confirmed_fastest_at_the_target_cell(tmp
 
 def test_each_lever_is_profiled_on_its_own_path():
     """measure's profiles (profiled_levers): in bf16 only the profiled arms that have a bf16 lever, at every cell; an
-    int4 lever's arm on its own path at the target cell only, and only where the grid holds the target cell. (The
+    int4 lever's arm on its own path at the target cell only, and only where the grid holds the target cell's model and
+    context (on any GPU). (The
     ladder's run of 2026-12-05 profiled the int4-only lean_fused_all_kv_together_graph on the bf16 model.)"""
     from decodegap.experiments import closing_the_gap as experiment
 
@@ -704,12 +709,12 @@ def test_each_lever_is_profiled_on_its_own_path():
     sweeps = [("bf16", *grid, ("lean_fused_kv_together_graph",)),
               ("int4-triton-head", *grid, ("lean_fused_all_kv_together_graph", "lean_attn_compile"))]
     only = ("lean_fused_kv_together_graph", "lean_fused_all_kv_together_graph", "lean_attn_compile")
-    assert experiment.profiled_levers(sweeps, only, "h200", *grid) == [
+    assert experiment.profiled_levers(sweeps, only, *grid) == [
         ("bf16", ("lean_fused_kv_together_graph",), False),
         ("int4-triton-head", ("lean_fused_all_kv_together_graph",), True)]  # the compiled arm is not profiled here
-    assert experiment.profiled_levers(sweeps, only, "h100-sxm", *grid) == [
+    assert experiment.profiled_levers(sweeps, only, ("qwen2.5-7b",), (2048, 4096)) == [
         ("bf16", ("lean_fused_kv_together_graph",), False)]  # no target cell in that grid
-    (quant, everything, _), *_ = experiment.profiled_levers(sweeps, None, "h200", *grid)
+    (quant, everything, _), *_ = experiment.profiled_levers(sweeps, None, *grid)
     assert quant == "bf16" and "lean_fused_kv_together_graph" in everything and "eager" in everything
     assert not {"lean_fused_all_kv_together_graph", "lean_fused_all_next_token_graph"} & set(everything)
 

@@ -146,7 +146,8 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_all_norm_scale_graph", "int4-triton-head"),
                               ("lean_fused_kv_together_graph", "bf16"), ("lean_fused_kv_together_merged_graph", "bf16"),
                               ("lean_fused_all_kv_together_graph", "int4-triton-head")})
-"""(arm, quant) of the levers measured at the target cell only (TARGETS). int4 weight-only goes on the fastest
+"""(arm, quant) of the levers measured at the target cell only (TARGETS' model and context, on any GPU:
+target_in_grid). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
 Triton attention (the fastest bf16 path); the other int4 lean levers, which the target cell showed slower (notebook
 06's ladder table), are not measured elsewhere, and ladder_table says so (`target cell only`). So is the bf16
@@ -272,7 +273,7 @@ CONFIRM_SESSIONS = 3
 """Fresh sessions of a confirmation sweep: a chosen lever counts towards a target only when confirmed in this many."""
 
 
-def ladder_plan(model_keys, contexts, gpu: str, only=None, promoted=()) -> list[tuple[str, tuple, tuple, tuple]]:
+def ladder_plan(model_keys, contexts, only=None, promoted=()) -> list[tuple[str, tuple, tuple, tuple]]:
     """What experiments.closing_the_gap.measure sweeps: (quant, models, contexts, arms) per sweep. Per quantisation path the lean
     levers over the grid (and for int4 the HF graph arm, which notebook 04 measures at two contexts only; the
     HF bf16 levers come from notebooks 01 and 02), then the TARGET_CELL_ONLY levers at the target cell when the
@@ -289,12 +290,16 @@ def ladder_plan(model_keys, contexts, gpu: str, only=None, promoted=()) -> list[
         if grid:
             sweeps.append((quant, tuple(model_keys), tuple(contexts), grid))
         extra = tuple(a for a in levers if (a, quant) in only_target)
-        if extra and target_in_grid(model_keys, contexts, gpu):
+        if extra and target_in_grid(model_keys, contexts):
             sweeps.append((quant, (target["model"],), (target["ctx"],), extra))
     return sweeps
 
 
-def target_in_grid(model_keys, contexts, gpu: str) -> bool:
-    """Whether a sweep of `model_keys` x `contexts` on `gpu` holds the target cell (TARGETS)."""
+def target_in_grid(model_keys, contexts) -> bool:
+    """Whether a sweep of `model_keys` x `contexts` holds the target cell's model and context (TARGETS), on whichever
+    GPU it runs: every lever of LEVERS is measured there, TARGET_CELL_ONLY's too, so that a GPU measured anew gets
+    the whole ladder at that cell. The targets themselves are judged on their own GPU alone. History: until
+    2026-12-06 the target cell was the targets' GPU's alone, so no other GPU timed a TARGET_CELL_ONLY lever that
+    was not promoted (an H100 call for the two norm-scale levers that day swept nothing)."""
     target = TARGETS["bf16"]
-    return gpu == target["gpu"] and target["model"] in model_keys and target["ctx"] in contexts
+    return target["model"] in model_keys and target["ctx"] in contexts

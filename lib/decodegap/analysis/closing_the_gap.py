@@ -132,7 +132,7 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
                     lost = failed.loc[[key]].iloc[0]
                     status, reason = str(lost["status"]), str(lost.get("reason", ""))
                 else:
-                    status = _gap(g, model, ctx, arm, quant, promoted)
+                    status = _gap(model, ctx, arm, quant, promoted)
             rows.append(dict(gpu=g, model=model, ctx=ctx, order=order, lever=lever, arm=arm, quant=quant,
                              t_obs_ms=t, sessions=int(hit["sessions"].iloc[0]) if not hit.empty else 0,
                              t_floor_bf16_ms=floor, r_floor_bf16=floor / t, status=status, reason=reason,
@@ -140,11 +140,11 @@ def ladder_table(cells: pd.DataFrame, gpu: str | None = None, superseded=frozens
     return pd.DataFrame(rows, columns=columns)
 
 
-def _gap(gpu: str, model: str, ctx: int, arm: str, quant: str, promoted=frozenset()) -> str:
-    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from it, unless `promoted`) or
-    `not measured`."""
+def _gap(model: str, ctx: int, arm: str, quant: str, promoted=frozenset()) -> str:
+    """Why a lever of a cell has no rows: `target cell only` (TARGET_CELL_ONLY away from the target's model and
+    context, on any GPU: levers.target_in_grid; unless `promoted`) or `not measured`."""
     target = TARGETS["bf16"]
-    at_target = (gpu, model, int(ctx)) == (target["gpu"], target["model"], target["ctx"])
+    at_target = (model, int(ctx)) == (target["model"], target["ctx"])
     only_target = (arm, quant) in TARGET_CELL_ONLY and (arm, quant) not in promoted
     return "target cell only" if only_target and not at_target else "not measured"
 

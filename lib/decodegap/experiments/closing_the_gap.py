@@ -44,7 +44,7 @@ LADDER_TARGET_PROFILED_QUANTS = ("bf16", "int4-tinygemm")
 def plan(gpu: str, model_keys, contexts, data=None, only=None) -> list:
     """What the ladder sweeps, (quant, models, contexts, arms) per sweep (levers.ladder_plan, with the levers that
     promoted_levers names over the grid); measure adds the profiled steps."""
-    return levers.ladder_plan(model_keys, contexts, gpu, only, promoted=promoted_levers(data))
+    return levers.ladder_plan(model_keys, contexts, only, promoted=promoted_levers(data))
 
 
 def promoted_levers(data) -> frozenset:
@@ -80,19 +80,19 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
              for quant, plan_models, plan_contexts, arms in sweeps]
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
-    for quant, arms, at_target in profiled_levers(sweeps, only, gpu, model_keys, contexts):
+    for quant, arms, at_target in profiled_levers(sweeps, only, model_keys, contexts):
         profile.record_kernels(gpu, [levers.TARGETS["bf16"]["model"]] if at_target else model_keys,
                                [levers.TARGETS["bf16"]["ctx"]] if at_target else contexts, arms=arms, data=data,
                                device=device, quant=quant, again=again)
     target_arms = tuple(a for a in LADDER_TARGET_PROFILED_ARMS if not only or a in only)
-    if target_arms and levers.target_in_grid(model_keys, contexts, gpu):
+    if target_arms and levers.target_in_grid(model_keys, contexts):
         target = levers.TARGETS["bf16"]
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             profile.record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
                                    device=device, quant=quant, again=again)
 
 
-def profiled_levers(sweeps, only, gpu: str, model_keys, contexts) -> list[tuple[str, tuple, bool]]:
+def profiled_levers(sweeps, only, model_keys, contexts) -> list[tuple[str, tuple, bool]]:
     """(quant, arms, at the target cell only) of the profiles measure records after its sweeps: in bf16 the
     LADDER_PROFILED_ARMS that have a bf16 lever (levers.LEVERS), at every cell; in each other quantisation the
     LADDER_PROFILED_ARMS its sweeps ran, at the target cell only (where the grid holds it), as the int4 steps of
@@ -104,7 +104,7 @@ def profiled_levers(sweeps, only, gpu: str, model_keys, contexts) -> list[tuple[
     bf16 = tuple(a for a in LADDER_PROFILED_ARMS if a in bf16_arms and (not only or a in only))
     if bf16:
         out.append(("bf16", bf16, False))
-    if levers.target_in_grid(model_keys, contexts, gpu):
+    if levers.target_in_grid(model_keys, contexts):
         for quant in dict.fromkeys(q for q, *_ in sweeps if q != "bf16"):
             arms = tuple(dict.fromkeys(a for q, _, _, swept in sweeps if q == quant for a in swept
                                        if a in LADDER_PROFILED_ARMS))
