@@ -652,25 +652,119 @@ def test_without_session_makes_the_headline_cell_again_from_the_other_sessions(e
     assert len(gone.published) == len(evidence.published) and gone.speed is ev.speed  # nothing else left out
 
 
+def _left_out_text(ev, make_rows, id_) -> str:
+    """Rule `id_`'s one_left_out text with `ev`, its rows made by `make_rows` alone (a section of the table)."""
+    from decodegap.claims import one_left_out
+
+    return dict(zip([r["id"] for r in make_rows(ev)], one_left_out.column(ev, make_rows)))[id_]
+
+
+def _unchanged_text(ev, sessions: int, ab_sessions: int) -> str:
+    """one_left_out's text of a label of the headline cell that nothing left out changes, `sessions` of notebook 01's
+    headline sessions and `ab_sessions` A/B headline sessions counted: every model and context but the headline model
+    and context (without which its source has nothing left to judge) judged."""
+    from decodegap.claims import one_left_out
+
+    n = len(one_left_out.left_out(ev))
+    return (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of {sessions} of the "
+            f"{sessions} sessions of the headline cells, or any one of {ab_sessions} of the {ab_sessions} A/B headline "
+            f"sessions, left out (without model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left "
+            "to judge)")
+
+
 def test_one_left_out_names_a_verdict_carried_by_one_session(evidence):
     """R1b (rel_tol 0.15) on three sessions at 0.98, 1.02 and 1.30 times the published-R_floor step: the median 1.02
     is 2 % off but the range (1.30 / 0.98 - 1 = 33 %) straddles the tolerance, inconclusive. Without session 2 the two
     left are 0 % off (median 1.00) with a 4 % range: reproduced, and one_left_out names that session. Without session
     0 (median 1.16: 14 % off, range 27 %) or 1 (median 1.14: 12 % off, range 33 %) still inconclusive, not named. At
     0.99, 1.00 and 1.01 every session left out keeps it reproduced: unchanged, the sessions counted beside the models
-    and contexts (leaving out the headline model or context leaves R1b nothing to judge)."""
+    and contexts and the shipped A/B headline sessions (leaving out the headline model or context leaves R1b nothing
+    to judge)."""
     from decodegap.claims import one_left_out, roofline as claims_roofline
 
     assert rules.get("R1b").t("rel_tol") == 0.15  # the factors above are chosen by hand against it
-    ids = [r["id"] for r in claims_roofline.inverted_ladder(evidence)]
     carried_ev = evidence.with_cell_rows(_headline_sessions(evidence, (0.98, 1.02, 1.30)))
     assert _row(carried_ev, "R1b")["category"] == INCONCLUSIVE
-    carried = dict(zip(ids, one_left_out.column(carried_ev, claims_roofline.inverted_ladder)))["R1b"]
-    assert carried == f"without h100-sxm session 2 of run {HEADLINE_RUN}: {verdicts.REPRODUCED}"
+    assert (_left_out_text(carried_ev, claims_roofline.inverted_ladder, "R1b")
+            == f"without h100-sxm session 2 of run {HEADLINE_RUN}: {verdicts.REPRODUCED}")
     held_ev = evidence.with_cell_rows(_headline_sessions(evidence, (0.99, 1.00, 1.01)))
     assert _row(held_ev, "R1b")["category"] == verdicts.REPRODUCED
-    held = dict(zip(ids, one_left_out.column(held_ev, claims_roofline.inverted_ladder)))["R1b"]
-    n = len(one_left_out.left_out(held_ev))
-    assert held == (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of 3 of the 3 "
-                    f"sessions of the headline cells, left out (without model {evidence.headline_model}, ctx "
-                    f"{evidence.headline_ctx} its source has nothing left to judge)")
+    assert (_left_out_text(held_ev, claims_roofline.inverted_ladder, "R1b")
+            == _unchanged_text(held_ev, 3, len(one_left_out.headline_ab_sessions(held_ev))))
+
+
+AB_RUN = "20261205T000000-hand-ab"
+"""The run of the hand-made A/B sessions of the H100's headline cell below."""
+
+
+def _ab_sessions(evidence, ratios) -> pd.DataFrame:
+    """Notebook 02's A/B rows of one run of the headline sweep on the H100, one session per ratio, at the headline
+    cell: the graph step 10 ms, the eager step `ratio` times it (the session's speed-up); each arm's timed steps 0.9,
+    1 and 1.1 times its step (median: the step) after a warm-up step 100 times it (not timed, not counted)."""
+    rows = []
+    for session, ratio in enumerate(ratios):
+        for arm, ms in (("eager", 10.0 * ratio), ("graph", 10.0)):
+            for i, (x, status) in enumerate(((100, "warmup"), (0.9, "ok"), (1.0, "ok"), (1.1, "ok"))):
+                rows.append(dict(run_id=AB_RUN, session=session, gpu="h100-sxm", model=evidence.headline_model,
+                                 ctx=evidence.headline_ctx, arm=arm, attn="sdpa", quant="bf16", step=i, step_ms=x * ms,
+                                 status=status, reason="", sweep="headline"))
+    return pd.DataFrame(rows)
+
+
+def test_with_ab_rows_makes_the_speedups_again_from_the_other_sessions(evidence):
+    """Every A/B row kept: speed and ab_sessions as collected (the whole remake). Without one session of the H100's
+    headline sweep at the headline cell: that cell's speed-up is the mean of the other sessions' ratios (eager over
+    graph, each a session's median, from the collected session table) and, with fewer than 10 left, their range; the
+    spliced frames (that cell alone made again) are those the whole remake of the rows left gives, the other cells
+    unchanged."""
+    from decodegap.claims import one_left_out
+
+    whole = evidence.with_ab_rows(evidence.ab_rows)
+    pd.testing.assert_frame_equal(whole.speed, evidence.speed)
+    pd.testing.assert_frame_equal(whole.ab_sessions, evidence.ab_sessions)
+    sessions = [s for s in one_left_out.headline_ab_sessions(evidence) if s[0] == "h100-sxm"]
+    if not sessions:
+        pytest.skip("no A/B headline sessions on the H100")
+    gpu, run_id, session = sessions[0]
+    gone = one_left_out.without_ab_session(evidence, gpu, run_id, session)
+    s = evidence.ab_sessions
+    cell = s[(s["gpu"] == gpu) & (s["model"] == evidence.headline_model) & (s["ctx"] == evidence.headline_ctx)
+             & (s["sweep"] == "headline") & (s["session"] != session)]
+    ratios = cell["eager"] / cell["graph"]
+    assert len(ratios) == len(sessions) - 1 and len(ratios) < 10  # the shipped H100: 10 sessions, 9 left
+    got = gone.speedup(gpu)
+    assert got["sessions"] == len(ratios) and got["speedup"] == pytest.approx(ratios.mean())
+    assert (got["low"], got["high"]) == pytest.approx((ratios.min(), ratios.max()))
+    assert got["interval"] == f"range of {len(ratios)} sessions"
+    again = evidence.with_ab_rows(gone.ab_rows)  # every cell made again from the rows left
+    pd.testing.assert_frame_equal(gone.speed, again.speed)
+    pd.testing.assert_frame_equal(gone.ab_sessions, again.ab_sessions)
+    moved = ~(gone.speed.fillna(-1) == evidence.speed.fillna(-1)).all(axis=1)  # the same cells, in the same order
+    assert list(gone.speed.loc[moved, ["gpu", "model", "ctx", "sweep"]].itertuples(index=False, name=None)) == [
+        (gpu, evidence.headline_model, evidence.headline_ctx, "headline")]  # that cell alone
+    r = evidence.ab_rows
+    out = ((r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session)
+           & (r["model"] == evidence.headline_model) & (r["ctx"] == evidence.headline_ctx))
+    assert out.any() and len(gone.ab_rows) == len(r) - out.sum()  # both arms, the headline model's rows alone
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_ab_session(evidence):
+    """R2a (our interval overlaps the published [1.253, 1.267]) on three A/B sessions of the headline sweep whose
+    speed-ups are 1.20, 1.22 and 1.26: fewer than 10, so the interval is their range [1.20, 1.26], which overlaps:
+    reproduced. Without session 2 the range is [1.20, 1.22], below 1.253: contradicted, and one_left_out names that
+    session; without session 0 ([1.22, 1.26]) or 1 ([1.20, 1.26]) it still overlaps, not named. At 1.255, 1.260 and
+    1.265 every session left out keeps an overlap: unchanged, the A/B sessions counted beside the models and contexts
+    and notebook 01's sessions (leaving out the headline model or context leaves R2a nothing to judge)."""
+    from decodegap.claims import cuda_graphs_ab as claims_graphs, one_left_out
+
+    p = evidence.pub("cuda_graphs", "speedup", gpu="h100-sxm").iloc[0]
+    assert (p.ci_low, p.ci_high) == (1.253, 1.267)  # the ratios above are chosen by hand against it
+    carried_ev = evidence.with_ab_rows(_ab_sessions(evidence, (1.20, 1.22, 1.26)))
+    assert _row(carried_ev, "R2a")["category"] == verdicts.REPRODUCED
+    assert one_left_out.headline_ab_sessions(carried_ev) == [("h100-sxm", AB_RUN, n) for n in (0, 1, 2)]
+    assert (_left_out_text(carried_ev, claims_graphs.cuda_graphs, "R2a")
+            == f"without h100-sxm A/B session 2 of run {AB_RUN}: {verdicts.CONTRADICTED_OURS}")
+    held_ev = evidence.with_ab_rows(_ab_sessions(evidence, (1.255, 1.260, 1.265)))
+    assert _row(held_ev, "R2a")["category"] == verdicts.REPRODUCED
+    assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2a")
+            == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3))

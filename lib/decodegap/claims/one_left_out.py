@@ -1,15 +1,28 @@
 """Is a verdict carried by one thing? Every finding's rule applied again with the measured rows of one model, of one
-context, or of one session of a headline cell left out, and the labels that change named in the row (claims.md's
-`one_left_out`).
+context, of one session of a headline cell, or of one session behind an A/B headline speed-up left out, and the labels
+that change named in the row (claims.md's `one_left_out`).
 
 A model or a context leaves every measured frame (MEASURED, and notebook 07's tables that have the column). A session
 leaves the headline cells alone (Evidence.headline_model at Evidence.headline_ctx, one per GPU and arm: the one cell
 R1a and R1b read, and every other rule that reads a GPU's headline step): its decode rows of notebook 01 (every arm
 that run's session timed at that cell) leave Evidence.cell_rows and the cells are made again from the rest as notebook
 01 makes them (Evidence.with_cell_rows), so the cell's median over sessions, its session range (the rules' noise) and
-its R_floor move as if that session had not been timed. No other session is left out: not those of the other cells,
-nor the A/B sweeps' (ab_sessions, and the speed-ups and decomposition made from them), nor the quantisation cells',
-nor those behind notebook 07's tables.
+its R_floor move as if that session had not been timed.
+
+An A/B session leaves the A/B cell behind a GPU's headline speed-up alone (the headline model at the headline context,
+in the sweep whose sessions ab.headline reads: the headline sweep, the grid's only where a GPU has none; what R2a and
+R2c read, Evidence.speedup): its rows of notebook 02 (eager and graph, both arms that session timed at that cell) leave
+Evidence.ab_rows and that cell's speed-up and session table are made again from the rest as the claims table makes
+them (Evidence.with_ab_rows, the cell spliced in among the others), so the mean of the sessions' ratios and its
+interval move as if that session had not been timed (from 10 sessions to 9 the interval turns from the bootstrap CI
+into the range of the 9, as notebook 02 would give it: stats.MIN_SESSIONS_FOR_CI). The headline cell's model only:
+that session process timed the other models too, but each model's speed-up is made from its own cell's sessions and
+the rules read the headline model's, so the other models' cells stay whole, as the other cells do without a session
+of notebook 01; a flip is then that cell's session's doing alone.
+
+No other session is left out: not those of the other cells, nor the A/B grid sweep's (its sessions, read by T1 and
+T3a, and the decomposition made from them; at the headline cell only where they make a GPU's headline speed-up, that
+GPU having no headline sweep), nor the quantisation cells', nor those behind notebook 07's tables.
 
 Only the measured frames lose rows (MEASURED): the paper's published numbers, the GPU registry, the byte model and the
 cost table stay whole. Statistics a notebook computes across models before the rules read them (notebook 07's step
@@ -26,15 +39,18 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
-from decodegap.claims.evidence import CELL_FRAMES, Evidence
+from decodegap.analysis import cuda_graphs_ab as ab
+from decodegap.claims.evidence import CELL_FRAMES, Evidence, of_ab_cells
 from decodegap.claims.rules import PAPER
 from decodegap.claims.verdicts import NOT_TESTABLE, SECTION_FINDING
 
-MEASURED = CELL_FRAMES + ("verify", "cell_rows")
+MEASURED = CELL_FRAMES + ("verify", "cell_rows", "ab_rows")
 """The Evidence frames of measured rows (with notebook 07's tables, ev.scope) that a model or a context is left out
-of: the cells', their checks' and the decode rows notebook 01's cells are made of."""
+of: the cells', their checks', the decode rows notebook 01's cells are made of and the A/B rows of notebook 02's."""
 SESSION_KEY = ["gpu", "run_id", "session"]
-"""What names one session of a headline cell: its GPU, its run and its number in that run."""
+"""What names one session of a headline cell (or of an A/B cell): its GPU, its run and its number in that run."""
+AB_CELL = ab.CELL + ["sweep"]
+"""What names one A/B cell: a speed-up's cell and the sweep whose sessions it is made of (never two pooled)."""
 
 
 def without(ev: Evidence, column: str, value) -> Evidence:
@@ -77,24 +93,64 @@ def without_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Eviden
     return ev.with_cell_rows(r[~out])
 
 
+def headline_ab_cells(ev: Evidence) -> pd.DataFrame:
+    """The A/B cell (AB_CELL) behind each GPU's headline speed-up of the headline model (Evidence.speedup: ab.headline,
+    the graph arm at the headline context), one row per GPU: its headline sweep's, or the grid's where the GPU has no
+    headline sweep."""
+    head = ab.headline(ev.speed, ev.headline_ctx) if not ev.speed.empty else ev.speed
+    if head.empty:
+        return pd.DataFrame(columns=AB_CELL)
+    head = head[(head["arm"] == "graph") & (head["model"] == ev.headline_model)]
+    return head[AB_CELL].reset_index(drop=True)
+
+
+def headline_ab_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
+    """(gpu, run id, session) of every session among notebook 02's A/B rows (ev.ab_rows) of the cells behind the
+    headline speed-ups (headline_ab_cells), in order: the sessions whose ratios make a GPU's headline speed-up and its
+    interval."""
+    cells = headline_ab_cells(ev)
+    if ev.ab_rows.empty or cells.empty:
+        return []
+    r = ev.ab_rows
+    keys = r.loc[of_ab_cells(r, cells), SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
+    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+
+
+def without_ab_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
+    """`ev` with one A/B session's rows at the cell behind `gpu`'s headline speed-up (headline_ab_cells: both arms
+    that session of run `run_id` timed there, the headline model's only) left out, and that cell's speed-up and
+    session table made again from the rest (Evidence.with_ab_rows, spliced: the other cells as they were)."""
+    cells = headline_ab_cells(ev)
+    cell = cells[cells["gpu"] == gpu]
+    r = ev.ab_rows
+    out = of_ab_cells(r, cell) & (r["run_id"] == run_id).to_numpy() & (r["session"] == session).to_numpy()
+    return ev.with_ab_rows(r[~out], cell)
+
+
 MODELS_AND_CONTEXTS, SESSIONS = "models and contexts", "sessions of the headline cells"
-"""The two kinds of thing left out, as the column counts them."""
+AB_SESSIONS = "A/B headline sessions"
+"""The three kinds of thing left out, as the column counts them."""
 
 
 def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
-    then every session of the headline cells (`headline_sessions`)."""
+    then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
+    speed-up (`headline_ab_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
-    return out + [(SESSIONS, f"{gpu} session {session} of run {run_id}",
-                   _keyed(make_rows(without_session(ev, gpu, run_id, session))))
-                  for gpu, run_id, session in headline_sessions(ev)]
+    out += [(SESSIONS, f"{gpu} session {session} of run {run_id}",
+             _keyed(make_rows(without_session(ev, gpu, run_id, session))))
+            for gpu, run_id, session in headline_sessions(ev)]
+    return out + [(AB_SESSIONS, f"{gpu} A/B session {session} of run {run_id}",
+                   _keyed(make_rows(without_ab_session(ev, gpu, run_id, session))))
+                  for gpu, run_id, session in headline_ab_sessions(ev)]
 
 
 def _unchanged(variants: list[tuple[str, str, dict]], nothing: list[str]) -> str:
     """The text of a label no variant changes: per kind, of how many of them left out the source still judges (e.g.
     "unchanged with any one of N of the M models and contexts, or any one of K of the L sessions of the headline
-    cells, left out"), naming those that leave it nothing to judge."""
+    cells, or any one of I of the J A/B headline sessions, left out"), naming those that leave it nothing to
+    judge."""
     total = Counter(kind for kind, _, _ in variants)
     judged = Counter(kind for kind, what, _ in variants if what not in nothing)
     kinds = dict.fromkeys([MODELS_AND_CONTEXTS, *total])  # the models and contexts first, counted even when none
@@ -115,12 +171,13 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
 
 def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
-    one model, one context or one session of a headline cell out does to its label (`category`): the labels the same
-    source (the row's `source`) turns it into, each with what was left out (a label turned `not testable here`, or
-    given by another source, is not named: the rows left nothing to judge); where none changes, `unchanged with any
-    one of N of the M models and contexts, or any one of K of the L sessions of the headline cells, left out`, naming
-    those that leave its source nothing to judge; '-' for a method check, a finding not testable with every row, or
-    one labelled by the paper's own numbers (which read no measured row)."""
+    one model, one context, one session of a headline cell or one A/B session behind a headline speed-up out does to
+    its label (`category`): the labels the same source (the row's `source`) turns it into, each with what was left
+    out ("without h100-sxm A/B session 7 of run R: ..."; a label turned `not testable here`, or given by another
+    source, is not named: the rows left nothing to judge); where none changes, `unchanged with any one of N of the M
+    models and contexts, or any one of K of the L sessions of the headline cells, or any one of I of the J A/B
+    headline sessions, left out`, naming those that leave its source nothing to judge; '-' for a method check, a
+    finding not testable with every row, or one labelled by the paper's own numbers (which read no measured row)."""
     base = make_rows(ev) if base is None else base
     variants = _variants(ev, make_rows)
     text = []

@@ -43,8 +43,9 @@ def build(ev: Evidence) -> pd.DataFrame:
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
     commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's, one
-    context's or one headline cell's session's measured rows out does to the label: claims.one_left_out), and how to
-    re-measure it (claims.remeasure): notebook, remeasure (the command), gpu_time (what its runs took here)."""
+    context's, one headline cell's session's or one A/B headline session's measured rows out does to the label:
+    claims.one_left_out), and how to re-measure it (claims.remeasure): notebook, remeasure (the command), gpu_time
+    (what its runs took here)."""
     rows = _rows(ev)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["one_left_out"] = one_left_out.column(ev, _rows, rows)
@@ -80,12 +81,15 @@ A rule fixed after rows it reads is flagged ("fixed after its rows"): its thresh
 them. Every rule's earlier versions, with the verdict each gave, are at the end.
 
 **Is a verdict carried by one thing?** `one_left_out` applies each finding's rule again with the measured rows of one
-model, of one context, or of one session of a headline cell (the headline model at the headline context, per GPU: the
-cell R1a and R1b read) left out, and names every label that changes ("without model X: ...", "without GPU session N of
-run R: ..."); a label that only turns "not testable here" (nothing left to judge) is not named. Without a session, the
-headline cell's median step and session range are made again from the other sessions. Sessions of the other cells,
-of the A/B sweeps and of the quantisation cells are not left out; the published numbers stay whole, and fits
-computed across models before the rules read them (notebook 07's) are not fitted again.
+model, of one context, of one session of a headline cell (the headline model at the headline context, per GPU: the
+cell R1a and R1b read), or of one A/B session behind a GPU's headline speed-up (the headline model at the headline
+context, the sessions of the A/B's headline sweep: what R2a reads) left out, and names every label that changes
+("without model X: ...", "without GPU session N of run R: ...", "without GPU A/B session N of run R: ..."); a label
+that only turns "not testable here" (nothing left to judge) is not named. Without a session, the headline cell's
+median step and session range, or the headline speed-up and its interval (with 9 sessions of 10 left, the range of
+the 9, not a bootstrap CI), are made again from the other sessions. Sessions of the other cells, of the A/B grid sweep
+and of the quantisation cells are not left out; the published numbers stay whole, and fits computed across models
+before the rules read them (notebook 07's) are not fitted again.
 """
 
 

@@ -125,13 +125,20 @@ def cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
                                             records.load_experiment("bandwidth", data)), configs
 
 
+def claims_speedups(sweep_rows: pd.DataFrame, seed: int = 0) -> dict:
+    """What the claims read of A/B rows (`rows`, or some of them): the graph arm's `speedups` per cell and sweep
+    (ab.speedups, seeded bootstrap: each cell's drawn on its own) and `sessions` (ab.session_table). claims_tables
+    makes them from every row, claims.evidence.Evidence.with_ab_rows again from some of them."""
+    return dict(speedups=ab.speedups(sweep_rows, arm="graph", seed=seed), sessions=ab.session_table(sweep_rows))
+
+
 def claims_tables(data, configs: Mapping[str, Mapping], seed: int = 0) -> dict:
     """What the claims table reads of notebook 02 (claims.evidence): `rows`, the graph arm's `speedups` per cell and
-    sweep (seeded bootstrap), `sessions` (ab.session_table), the `decomposition` of the grid's steps by the grid's
+    sweep (seeded bootstrap) and `sessions` (claims_speedups), the `decomposition` of the grid's steps by the grid's
     kernel counts, and the grid's check rows (`verify`)."""
     sweep_rows, _, cell_table, _ = cells(data, configs)
     kernels = checked.grid_rows(records.load_experiment("kernels", data))
-    return dict(rows=sweep_rows, speedups=ab.speedups(sweep_rows, arm="graph", seed=seed), sessions=ab.session_table(sweep_rows),
+    return dict(rows=sweep_rows, **claims_speedups(sweep_rows, seed),
                 decomposition=ab.decomposition(cell_table, kernels),
                 verify=checked.grid_rows(records.load_experiment("verify", data)))
 
