@@ -395,6 +395,6 @@ def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing
     assert lines[-1].startswith(f"{len(plans)} sweep(s), {total} cell(s) to time")
     assert digest() == before
     for bad, said in ((["--confirm", "--plan"], "give its key with --gpu"),
-                      (["--plan", "--gpu", "h200"], "--plan is for a confirmation")):
+                      (["--plan"], "give its key with --gpu")):  # without --confirm: the selection's plan
         assert main(["closing-the-gap"] + bad) != 0
         assert said in capsys.readouterr().err

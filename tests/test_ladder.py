@@ -741,3 +741,31 @@ def test_the_grid_findings_name_the_target_cells_confirmed_lever_where_it_has_no
     assert "has no rows in" not in done
     [unconfirmed] = ladder_targets.grid_target_findings(table)  # nothing confirmed at the target: nothing to name
     assert "has no rows in" not in unconfirmed
+
+
+def test_the_selection_plan_lists_what_a_ladder_call_would_time_and_writes_nothing(tmp_path, capsys):
+    """closing-the-gap --plan without --confirm: the selection sweeps of levers.ladder_plan in order, each session's
+    cells to time. On a data folder with no rows, by hand: lean_graph over llama-3.1-8b x ctx 2048 and 4096, the
+    kv-together lever (target cell only, not promoted: no confirmation rows) and int4 tinygemm's lean_graph (target
+    cell only) at ctx 2048; 2 sessions: 4 + 2 + 2 = 8 cells, and nothing written."""
+    import shutil
+
+    from decodegap import paths
+    from decodegap.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(paths.DATA, data, ignore=shutil.ignore_patterns("raw", "diagnostics"))
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    assert main(["--data-dir", str(data), "closing-the-gap", "--plan", "--gpu", "h100-sxm", "--models", "llama-3.1-8b",
+                 "--contexts", "2048,4096", "--sessions", "2", "--levers", "lean_graph,lean_fused_kv_together_graph"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [
+        "llama-3.1-8b bf16 [lean_graph] ctx 2048, 4096 (resumes): cells to time 2 in session 0, 2 in session 1",
+        "llama-3.1-8b bf16 [lean_fused_kv_together_graph] ctx 2048 (resumes): cells to time 1 in session 0, 1 in "
+        "session 1",
+        "llama-3.1-8b int4-tinygemm [lean_graph] ctx 2048 (resumes): cells to time 1 in session 0, 1 in session 1",
+        "3 sweep(s), 8 cell(s) to time (a cell: one arm of one model at one context in one session); then the levers' "
+        "steps profiled, not counted here"]
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+    assert main(["--data-dir", str(data), "closing-the-gap", "--plan", "--gpu", "no-such-gpu"]) != 0
+    assert "no-such-gpu" in capsys.readouterr().err

@@ -114,10 +114,11 @@ def cmd_quantisation(args) -> int:
     return 0
 
 
-def _print_confirmation_plans(plans, data) -> None:
-    """One line per confirmation sweep (experiments.closing_the_gap.confirmation_plans), in the order `--confirm` runs
-    them: its model, path, arms and contexts, whether it resumes or starts a run of its own, and the cells each of its
-    sessions would time (SweepPlan.pending); then the total."""
+def _print_plans(plans, data, after: str = "") -> None:
+    """One line per sweep (experiments.closing_the_gap.confirmation_plans or selection_plans), in the order the
+    command runs them: its models, path, arms and contexts, whether it resumes or starts a run of its own, and the
+    cells each of its sessions would time (SweepPlan.pending); then the total, and `after` (what follows the sweeps
+    and is not counted)."""
     total, read = 0, {}
     for p in plans:
         if p.csv_path(data) not in read:
@@ -127,9 +128,10 @@ def _print_confirmation_plans(plans, data) -> None:
         total += sum(pending.values())
         how = "a run of its own" if p.again else "resumes"
         counts = [f"{n} in session {s}" for s, n in pending.items()]
-        print(f"{p.models[0]} {p.quant} [{', '.join(p.arms)}] ctx {', '.join(map(str, p.contexts))} ({how}): cells to "
-              f"time {', '.join(counts)}")
-    print(f"{len(plans)} sweep(s), {total} cell(s) to time (a cell: one arm at one context in one session)")
+        print(f"{', '.join(p.models)} {p.quant} [{', '.join(p.arms)}] ctx {', '.join(map(str, p.contexts))} ({how}): "
+              f"cells to time {', '.join(counts)}")
+    print(f"{len(plans)} sweep(s), {total} cell(s) to time (a cell: one arm of one model at one context in one "
+          f"session){after}")
 
 
 def cmd_closing_the_gap(args) -> int:
@@ -165,7 +167,7 @@ def cmd_closing_the_gap(args) -> int:
             validate.gpu_key(args.gpu, data, "--gpu")
             model_keys = _csv_list(args.models)
             _check_models(model_keys, data)
-            _print_confirmation_plans(closing_the_gap.confirmation_plans(
+            _print_plans(closing_the_gap.confirmation_plans(
                 args.gpu, data, model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data), kinds=kinds,
                 again=args.again), data)
             return 0
@@ -176,15 +178,27 @@ def cmd_closing_the_gap(args) -> int:
                                 model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data),
                                 kinds=kinds, again=args.again)
         return 0
-    if args.kinds is not None or args.plan:
+    if args.kinds is not None:
         from decodegap.inputs import InputError
 
-        raise InputError(f"{'--kinds' if args.kinds is not None else '--plan'} is for a confirmation: give it with "
-                         "--confirm")
+        raise InputError("--kinds is for a confirmation: give it with --confirm")
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
     only = keys.levers(_csv_list(args.levers)) if args.levers else None
+    if args.plan:  # what the selection would measure, on any machine: nothing timed, nothing written
+        from decodegap import paths, validate
+        from decodegap.inputs import InputError
+
+        if args.gpu is None:
+            raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
+        data = paths.data_dir(args.data_dir)
+        validate.gpu_key(args.gpu, data, "--gpu")
+        _print_plans(closing_the_gap.selection_plans(
+            args.gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device, data,
+            retry_errors=args.retry_errors, only=only, again=args.again), data,
+            after="; then the levers' steps profiled, not counted here")
+        return 0
     gpu = _resolve_gpu(args.gpu, args.data_dir, args.device)
     closing_the_gap.measure(gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device,
                             args.data_dir, retry_errors=args.retry_errors, only=only, again=args.again)
@@ -525,9 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "selection (experiments.closing_the_gap.confirm), the cells of --models and --contexts (e.g. "
                      "--models llama-3.1-8b --contexts 2048: the targets' cell); the targets read only these rows")
     lad.add_argument("--kinds", help="with --confirm: the cells of these kinds only, bf16 and/or int4 (default both)")
-    lad.add_argument("--plan", action="store_true", help="with --confirm and --gpu: list the sweeps it would run, in "
-                     "order, and the cells each session would time, from the rows as they stand; measure nothing "
-                     "(no GPU needed)")
+    lad.add_argument("--plan", action="store_true", help="with --gpu: list the sweeps it would run (the selection's, "
+                     "or with --confirm the confirmation's), in order, and the cells each session would time, from "
+                     "the rows as they stand; measure nothing (no GPU needed)")
     lad.add_argument("--megakernel", action="store_true", help="the megakernel cell (levers.MEGAKERNEL_CELL: "
                      "llama-3.2-1b, 32 prompt tokens, 127 steps): every lever of the cell in 3 sessions, then the "
                      "fastest and its runner-up again, then their steps profiled "

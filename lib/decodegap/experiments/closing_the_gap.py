@@ -75,9 +75,8 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
     keys.gpu_to_measure(gpu, device, data)
     keys.models(model_keys, data)
     sweeps = plan(gpu, model_keys, contexts, data, only)
-    plans = [SweepPlan(gpu=gpu, models=plan_models, contexts=plan_contexts, arms=arms, quant=quant, sessions=sessions,
-                       steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
-             for quant, plan_models, plan_contexts, arms in sweeps]
+    plans = selection_plans(gpu, model_keys, contexts, sessions, steps, warmup, device, data, retry_errors, only, again,
+                            sweeps=sweeps)
     for sweep_plan in plans:
         run_sweep(sweep_plan, data)
     for quant, arms, at_target in profiled_levers(sweeps, only, model_keys, contexts):
@@ -90,6 +89,17 @@ def measure(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, 
         for quant in LADDER_TARGET_PROFILED_QUANTS:
             profile.record_kernels(gpu, [target["model"]], [target["ctx"]], arms=target_arms, data=data,
                                    device=device, quant=quant, again=again)
+
+
+def selection_plans(gpu: str, model_keys, contexts, sessions: int = 3, steps: int = 30, warmup: int = 5,
+                    device: str = "cuda", data=None, retry_errors: bool = False, only=None, again: bool = False,
+                    sweeps=None) -> list[SweepPlan]:
+    """The selection sweeps `measure` runs, in its order (`sweeps`: plan(gpu, model_keys, contexts, data, only),
+    made here where not given), before its profiles; `closing-the-gap --plan` lists them without measuring."""
+    sweeps = plan(gpu, model_keys, contexts, data, only) if sweeps is None else sweeps
+    return [SweepPlan(gpu=gpu, models=plan_models, contexts=plan_contexts, arms=arms, quant=quant, sessions=sessions,
+                      steps=steps, warmup=warmup, device=device, retry_errors=retry_errors, again=again)
+            for quant, plan_models, plan_contexts, arms in sweeps]
 
 
 def profiled_levers(sweeps, only, model_keys, contexts) -> list[tuple[str, tuple, bool]]:
