@@ -659,17 +659,19 @@ def _left_out_text(ev, make_rows, id_) -> str:
     return dict(zip([r["id"] for r in make_rows(ev)], one_left_out.column(ev, make_rows)))[id_]
 
 
-def _unchanged_text(ev, sessions: int, ab_sessions: int) -> str:
+def _unchanged_text(ev, sessions: int, ab_sessions: int, grid_sessions: int | None = None) -> str:
     """one_left_out's text of a label of the headline cell that nothing left out changes, `sessions` of notebook 01's
-    headline sessions and `ab_sessions` A/B headline sessions counted: every model and context but the headline model
-    and context (without which its source has nothing left to judge) judged."""
+    headline sessions, `ab_sessions` A/B headline sessions and `grid_sessions` A/B grid sessions at the headline
+    context (None: those of `ev`; not named where there are none) counted: every model and context but the headline
+    model and context (without which its source has nothing left to judge) judged."""
     from decodegap.claims import one_left_out
 
     n = len(one_left_out.left_out(ev))
+    grid = len(one_left_out.grid_sessions(ev)) if grid_sessions is None else grid_sessions
     return (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of {sessions} of the "
             f"{sessions} sessions of the headline cells, or any one of {ab_sessions} of the {ab_sessions} A/B headline "
-            f"sessions, left out (without model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left "
-            "to judge)")
+            f"sessions{f', or any one of {grid} of the {grid} A/B grid sessions' if grid else ''}, left out (without "
+            f"model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left to judge)")
 
 
 def test_one_left_out_names_a_verdict_carried_by_one_session(evidence):
@@ -697,17 +699,19 @@ AB_RUN = "20261205T000000-hand-ab"
 """The run of the hand-made A/B sessions of the H100's headline cell below."""
 
 
-def _ab_sessions(evidence, ratios) -> pd.DataFrame:
-    """Notebook 02's A/B rows of one run of the headline sweep on the H100, one session per ratio, at the headline
-    cell: the graph step 10 ms, the eager step `ratio` times it (the session's speed-up); each arm's timed steps 0.9,
-    1 and 1.1 times its step (median: the step) after a warm-up step 100 times it (not timed, not counted)."""
+def _ab_sessions(evidence, ratios, eager_ms=None, run_id: str = AB_RUN, sweep: str = "headline") -> pd.DataFrame:
+    """Notebook 02's A/B rows of one run `run_id` of `sweep` (the headline sweep) on the H100, one session per ratio,
+    at the headline cell: the graph step 10 ms, the eager step `ratio` times it (the session's speed-up), or per
+    session the eager step `eager_ms` (ms) where given; each arm's timed steps 0.9, 1 and 1.1 times its step (median:
+    the step) after a warm-up step 100 times it (not timed, not counted)."""
     rows = []
-    for session, ratio in enumerate(ratios):
-        for arm, ms in (("eager", 10.0 * ratio), ("graph", 10.0)):
+    for session, eager in enumerate(eager_ms if eager_ms is not None else [10.0 * r for r in ratios]):
+        for arm, ms in (("eager", eager), ("graph", 10.0)):
             for i, (x, status) in enumerate(((100, "warmup"), (0.9, "ok"), (1.0, "ok"), (1.1, "ok"))):
-                rows.append(dict(run_id=AB_RUN, session=session, gpu="h100-sxm", model=evidence.headline_model,
-                                 ctx=evidence.headline_ctx, arm=arm, attn="sdpa", quant="bf16", step=i, step_ms=x * ms,
-                                 status=status, reason="", sweep="headline"))
+                rows.append(dict(run_id=run_id, session=session, gpu="h100-sxm", model=evidence.headline_model,
+                                 ctx=evidence.headline_ctx, max_cache_len=evidence.headline_ctx + 64, arm=arm,
+                                 attn="sdpa", quant="bf16", step=i, step_ms=x * ms, status=status, reason="",
+                                 sweep=sweep))
     return pd.DataFrame(rows)
 
 
@@ -768,3 +772,75 @@ def test_one_left_out_names_a_verdict_carried_by_one_ab_session(evidence):
     assert _row(held_ev, "R2a")["category"] == verdicts.REPRODUCED
     assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2a")
             == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3))
+
+
+GRID_RUN = "20261205T000000-hand-grid"
+"""The run of the hand-made A/B grid sessions of the H100 below (_ab_sessions of the grid sweep)."""
+
+
+
+def test_without_grid_session_makes_the_decomposition_again_from_the_other_sessions(evidence):
+    """Every A/B row kept: the decomposition as collected (cuda_graphs_ab.grid_decomposition, the claims table's
+    own). Without one session of the H100's grid sweep at the headline context: each of that GPU's cells there has
+    the median over the other sessions of each session's step (eager and graph, from the collected session table) and
+    their difference over eager as its launch share; every other GPU's and context's row is as it was, and the
+    speed-ups and session tables spliced are those the whole remake of the rows left gives."""
+    from decodegap.claims import one_left_out
+
+    pd.testing.assert_frame_equal(evidence.with_ab_rows(evidence.ab_rows).decomp, evidence.decomp)
+    sessions = [s for s in one_left_out.grid_sessions(evidence) if s[0] == "h100-sxm"]
+    if not sessions:
+        pytest.skip("no A/B grid sessions on the H100 at the headline context")
+    assert len(sessions) == 3  # the shipped H100: 3 grid sessions at each context
+    gpu, run_id, session = sessions[0]
+    gone = one_left_out.without_grid_session(evidence, gpu, run_id, session)
+    s = evidence.ab_sessions
+    left = s[(s["gpu"] == gpu) & (s["ctx"] == evidence.headline_ctx) & (s["sweep"] == "grid")
+             & (s["session"] != session)]
+    d = gone.headline_decomp(gpu).set_index("model")
+    assert sorted(d.index) == sorted(set(left["model"]))  # every model of that session left out, none dropped
+    for model, cell in left.groupby("model"):
+        eager, graph = cell["eager"].median(), cell["graph"].median()
+        assert len(cell) == 2
+        assert (d.loc[model, "eager_ms"], d.loc[model, "graph_ms"]) == pytest.approx((eager, graph))
+        assert d.loc[model, "launch_overhead_fraction"] == pytest.approx((eager - graph) / eager)
+    key = ["gpu", "model", "ctx"]
+    same = lambda f: f[(f["gpu"] != gpu) | (f["ctx"] != evidence.headline_ctx)].reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(same(gone.decomp), same(evidence.decomp))
+    assert not gone.decomp.set_index(key).equals(evidence.decomp.set_index(key))
+    again = evidence.with_ab_rows(gone.ab_rows)  # every cell made again from the rows left
+    pd.testing.assert_frame_equal(gone.speed, again.speed)
+    pd.testing.assert_frame_equal(gone.ab_sessions, again.ab_sessions)
+    r = evidence.ab_rows
+    out = ((r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session) & (r["sweep"] == "grid")
+           & (r["ctx"] == evidence.headline_ctx))
+    assert len(gone.ab_rows) == len(r) - out.sum() and set(r.loc[out, "model"]) == set(left["model"])
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_grid_session(evidence):
+    """R2b (rel_tol 0.15 about the published 20 %) on three grid sessions of the H100 at the headline cell, the graph
+    step 10 ms and the eager steps 11.0, 11.5 and 13.0 ms: the cell's eager step is their median 11.5, its launch
+    share 1.5 / 11.5 = 13 % (35 % off): contradicted. Without session 0 the eager step is the mean of the other two,
+    12.25, the share 18.4 % (8 % off): reproduced, and one_left_out names that grid session; without session 1 (12.0:
+    16.7 %, 17 % off) or 2 (11.25: 11.1 %) still contradicted, not named. At 12.4, 12.5 and 12.6 ms every session left
+    out keeps it reproduced (19.4-20.6 %): unchanged, the grid sessions counted beside the rest. A headline sweep of
+    the same cell is there too (its sessions make the headline speed-up, not the decomposition)."""
+    from decodegap.claims import cuda_graphs_ab as claims_graphs, one_left_out
+
+    assert rules.get("R2b").t("rel_tol") == 0.15  # the steps above are chosen by hand against it
+    assert evidence.pub_value("cuda_graphs", "launch_overhead_fraction", gpu="h100-sxm") == 0.20
+    headline = _ab_sessions(evidence, (1.255, 1.260, 1.265))
+
+    def ev_of(eager):
+        grid = _ab_sessions(evidence, (), eager, GRID_RUN, "grid")
+        return evidence.with_ab_rows(pd.concat([grid, headline], ignore_index=True))
+
+    carried_ev = ev_of((11.0, 11.5, 13.0))
+    assert _row(carried_ev, "R2b")["category"] == verdicts.CONTRADICTED_OURS
+    assert one_left_out.grid_sessions(carried_ev) == [("h100-sxm", GRID_RUN, n) for n in (0, 1, 2)]
+    assert (_left_out_text(carried_ev, claims_graphs.cuda_graphs, "R2b")
+            == f"without h100-sxm A/B grid session 0 of run {GRID_RUN}: {verdicts.REPRODUCED}")
+    held_ev = ev_of((12.4, 12.5, 12.6))
+    assert _row(held_ev, "R2b")["category"] == verdicts.REPRODUCED
+    assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2b")
+            == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3, 3))

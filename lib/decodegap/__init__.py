@@ -111,7 +111,7 @@ claims: the claims table (figures/claims.md)
   claims/provenance         which runs each rule reads, and whether the rule was fixed after them
   claims/run_provenance     the runs behind each experiment's counted rows and each raw file's, from env.json
   claims/remeasure          from each rule to the notebook, command and GPU time that re-measure its rows
-  claims/one_left_out       each finding's rule again without one model's, context's, headline or A/B session's rows
+  claims/one_left_out       each finding's rule again without one model's, context's, headline, A/B or grid session's rows
   claims/verdicts           the verdicts and their rules
   claims/thesis             rows of the paper's thesis
   claims/method             rows of its method and scope

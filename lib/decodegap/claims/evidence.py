@@ -55,7 +55,7 @@ class Evidence:
     configs: Mapping[str, Mapping]  # model key -> HF config, the paper's three models
     cells: pd.DataFrame  # roofline.cell_table of notebook 01's decode rows (cell_rows; with_cell_rows remakes it)
     speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B (ab_rows; with_ab_rows remakes it)
-    decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep
+    decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep (ab_rows, kernel_rows; with_ab_rows remakes it)
     attention: pd.DataFrame  # attention_report.summary
     quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_report.rows)
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
@@ -66,6 +66,7 @@ class Evidence:
     verify: pd.DataFrame = field(default_factory=pd.DataFrame)  # verify.csv rows of every GPU (the checks)
     cell_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 01's decode rows behind `cells`
     bandwidth_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # bandwidth.csv rows: the cells' copy bandwidth
+    kernel_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # kernels.csv grid rows: decomp's kernel counts
     data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
     scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.tables: notebook 07's tables (W1, W2a, W2b)
     headline_model: str = "qwen2.5-7b"
@@ -87,20 +88,28 @@ class Evidence:
                        cells=roofline_grid.cell_table(rows, self.specs, self.configs, self.bandwidth_rows))
 
     def with_ab_rows(self, rows: pd.DataFrame, ab_cells: pd.DataFrame | None = None) -> "Evidence":
-        """This evidence with `rows` (some of `ab_rows`) as notebook 02's A/B rows and `speed` and `ab_sessions` made
-        again from them as the claims table makes them (cuda_graphs_ab.claims_speedups, with this evidence's seed):
+        """This evidence with `rows` (some of `ab_rows`) as notebook 02's A/B rows and `speed`, `ab_sessions` and
+        `decomp` made again from them as the claims table makes them (cuda_graphs_ab.claims_speedups, with this
+        evidence's seed, and cuda_graphs_ab.grid_decomposition, with its specs, configs, bandwidth and kernel rows):
         what the rules read with an A/B session left out (claims.one_left_out). `ab_cells`: the keys (the columns of
-        ab.CELL and `sweep`) of the only cells whose rows differ from ab_rows; then only those cells are made again
-        and spliced into the frames in their places, the others kept: the frames the whole remake gives (ab.speedups
-        draws each cell's bootstrap on its own, with the same seed), at a cell's cost, not every cell's (the whole,
-        ab.speedups on the shipped 11,760 rows of 30 cells, takes about 0.5 s). None: every cell made again."""
+        ab.CELL and `sweep`) of the only cells whose rows differ from ab_rows; then only those cells' speed-ups and
+        sessions are made again and spliced into the frames in their places, the others kept: the frames the whole
+        remake gives (ab.speedups draws each cell's bootstrap on its own, with the same seed), at a cell's cost, not
+        every cell's (the whole, ab.speedups on the shipped 11,760 rows of 30 cells, takes about 0.5 s). None: every
+        cell made again. The decomposition is made again whole either way (about 0.04 s on the shipped rows)."""
         if ab_cells is None or self.ab_rows.empty:
             t = cuda_graphs_ab.claims_speedups(rows, self.seed)
-            return replace(self, ab_rows=rows, speed=t["speedups"], ab_sessions=t["sessions"])
+            return replace(self, ab_rows=rows, speed=t["speedups"], ab_sessions=t["sessions"],
+                           decomp=self._decomposition(rows))
         ab_cells = pd.DataFrame(ab_cells)
         t = cuda_graphs_ab.claims_speedups(rows[of_ab_cells(rows, ab_cells)], self.seed)
         return replace(self, ab_rows=rows, speed=_splice(self.speed, t["speedups"], ab_cells),
-                       ab_sessions=_splice(self.ab_sessions, t["sessions"], ab_cells, ["session"]))
+                       ab_sessions=_splice(self.ab_sessions, t["sessions"], ab_cells, ["session"]),
+                       decomp=self._decomposition(rows))
+
+    def _decomposition(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The decomposition of the grid sweep's cells among A/B `rows` (cuda_graphs_ab.grid_decomposition)."""
+        return cuda_graphs_ab.grid_decomposition(rows, self.specs, self.configs, self.bandwidth_rows, self.kernel_rows)
 
     def pub(self, claim: str, quantity: str, **where) -> pd.DataFrame:
         return published.select(self.published, claim, quantity, **where)
@@ -201,7 +210,7 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
         published=published.load(data), specs=specs, configs=configs, cells=cells, cell_rows=cell_rows,
         bandwidth_rows=records.load_experiment("bandwidth", data),
         speed=ab_t["speedups"], ab_sessions=ab_t["sessions"], ab_rows=ab_t["rows"], verify=ab_t["verify"],
-        data=str(data), decomp=ab_t["decomposition"],
+        data=str(data), decomp=ab_t["decomposition"], kernel_rows=ab_t["kernels"],
         attention=attention_backends.summary(data),
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),

@@ -1,6 +1,7 @@
 """Is a verdict carried by one thing? Every finding's rule applied again with the measured rows of one model, of one
-context, of one session of a headline cell, or of one session behind an A/B headline speed-up left out, and the labels
-that change named in the row (claims.md's `one_left_out`).
+context, of one session of a headline cell, of one session behind an A/B headline speed-up, or of one session of the
+A/B grid sweep at the headline context left out, and the labels that change named in the row (claims.md's
+`one_left_out`).
 
 A model or a context leaves every measured frame (MEASURED, and notebook 07's tables that have the column). A session
 leaves the headline cells alone (Evidence.headline_model at Evidence.headline_ctx, one per GPU and arm: the one cell
@@ -20,9 +21,19 @@ that session process timed the other models too, but each model's speed-up is ma
 the rules read the headline model's, so the other models' cells stay whole, as the other cells do without a session
 of notebook 01; a flip is then that cell's session's doing alone.
 
-No other session is left out: not those of the other cells, nor the A/B grid sweep's (its sessions, read by T1 and
-T3a, and the decomposition made from them; at the headline cell only where they make a GPU's headline speed-up, that
-GPU having no headline sweep), nor the quantisation cells', nor those behind notebook 07's tables.
+An A/B grid session leaves the grid sweep at the headline context alone (what T1 reads per session, T3a's graph
+speed-ups of the grid and the decomposition R2b reads, Evidence.decomp): its rows of notebook 02 (every model and arm
+that session of a GPU's grid run timed at that context) leave Evidence.ab_rows, and those cells' speed-ups and
+session tables (spliced) and the decomposition are made again from the rest (Evidence.with_ab_rows,
+cuda_graphs_ab.grid_decomposition, as the claims table makes them). Every model of it, not one: a grid session is one
+process that timed every model at that context, and these rules read a GPU's grid across its models (T1 the range
+over models x sessions, T3a every model's speed-up, R2b the median over models of the decomposition's launch share),
+so a session that made one model's cell slow or fast is in every model's, and leaving one model's share out would
+leave that session's doing in the others. Each GPU's decomposition is made of its own cells, so one GPU's session
+moves that GPU's numbers alone.
+
+No other session is left out: not those of the other cells, nor the grid sweep's at other contexts (T4's long
+context), nor the quantisation cells', nor those behind notebook 07's tables.
 
 Only the measured frames lose rows (MEASURED): the paper's published numbers, the GPU registry, the byte model and the
 cost table stay whole. Statistics a notebook computes across models before the rules read them (notebook 07's step
@@ -127,30 +138,60 @@ def without_ab_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evi
     return ev.with_ab_rows(r[~out], cell)
 
 
+def _grid_at_headline_ctx(ev: Evidence) -> pd.Series:
+    """Which of notebook 02's A/B rows (ev.ab_rows) are of its grid sweep at the headline context."""
+    r = ev.ab_rows
+    return (r["sweep"] == ab.GRID) & (r["ctx"] == ev.headline_ctx)
+
+
+def grid_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
+    """(gpu, run id, session) of every session of the A/B grid sweep at the headline context (ev.ab_rows), in order:
+    the sessions whose steps make that context's grid cells, T1's and T3a's sessions and the decomposition R2b
+    reads."""
+    if ev.ab_rows.empty or "sweep" not in ev.ab_rows:
+        return []
+    keys = ev.ab_rows.loc[_grid_at_headline_ctx(ev), SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
+    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+
+
+def without_grid_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
+    """`ev` with one session's rows of the A/B grid sweep at the headline context (every model and arm that session
+    of run `run_id` timed on `gpu` there) left out, and those cells' speed-ups and session tables (spliced: the other
+    cells as they were) and the decomposition made again from the rest (Evidence.with_ab_rows)."""
+    r = ev.ab_rows
+    out = _grid_at_headline_ctx(ev) & (r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session)
+    cells = r.loc[out, [k for k in AB_CELL if k in r]].drop_duplicates()
+    return ev.with_ab_rows(r[~out], cells)
+
+
 MODELS_AND_CONTEXTS, SESSIONS = "models and contexts", "sessions of the headline cells"
-AB_SESSIONS = "A/B headline sessions"
-"""The three kinds of thing left out, as the column counts them."""
+AB_SESSIONS, GRID_SESSIONS = "A/B headline sessions", "A/B grid sessions"
+"""The four kinds of thing left out, as the column counts them."""
 
 
 def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
     then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
-    speed-up (`headline_ab_sessions`)."""
+    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep at the headline context
+    (`grid_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
     out += [(SESSIONS, f"{gpu} session {session} of run {run_id}",
              _keyed(make_rows(without_session(ev, gpu, run_id, session))))
             for gpu, run_id, session in headline_sessions(ev)]
-    return out + [(AB_SESSIONS, f"{gpu} A/B session {session} of run {run_id}",
-                   _keyed(make_rows(without_ab_session(ev, gpu, run_id, session))))
-                  for gpu, run_id, session in headline_ab_sessions(ev)]
+    out += [(AB_SESSIONS, f"{gpu} A/B session {session} of run {run_id}",
+             _keyed(make_rows(without_ab_session(ev, gpu, run_id, session))))
+            for gpu, run_id, session in headline_ab_sessions(ev)]
+    return out + [(GRID_SESSIONS, f"{gpu} A/B grid session {session} of run {run_id}",
+                   _keyed(make_rows(without_grid_session(ev, gpu, run_id, session))))
+                  for gpu, run_id, session in grid_sessions(ev)]
 
 
 def _unchanged(variants: list[tuple[str, str, dict]], nothing: list[str]) -> str:
     """The text of a label no variant changes: per kind, of how many of them left out the source still judges (e.g.
     "unchanged with any one of N of the M models and contexts, or any one of K of the L sessions of the headline
-    cells, or any one of I of the J A/B headline sessions, left out"), naming those that leave it nothing to
-    judge."""
+    cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid sessions, left out"),
+    naming those that leave it nothing to judge."""
     total = Counter(kind for kind, _, _ in variants)
     judged = Counter(kind for kind, what, _ in variants if what not in nothing)
     kinds = dict.fromkeys([MODELS_AND_CONTEXTS, *total])  # the models and contexts first, counted even when none
@@ -171,12 +212,14 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
 
 def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
-    one model, one context, one session of a headline cell or one A/B session behind a headline speed-up out does to
-    its label (`category`): the labels the same source (the row's `source`) turns it into, each with what was left
-    out ("without h100-sxm A/B session 7 of run R: ..."; a label turned `not testable here`, or given by another
+    one model, one context, one session of a headline cell, one A/B session behind a headline speed-up or one session
+    of the A/B grid sweep at the headline context out does to its label (`category`): the labels the same source (the
+    row's `source`) turns it into, each with what was left out ("without h100-sxm A/B session 7 of run R: ...",
+    "without h100-sxm A/B grid session 1 of run R: ..."; a label turned `not testable here`, or given by another
     source, is not named: the rows left nothing to judge); where none changes, `unchanged with any one of N of the M
     models and contexts, or any one of K of the L sessions of the headline cells, or any one of I of the J A/B
-    headline sessions, left out`, naming those that leave its source nothing to judge; '-' for a method check, a
+    headline sessions, or any one of G of the H A/B grid sessions, left out`, naming those that leave its source
+    nothing to judge; '-' for a method check, a
     finding not testable with every row, or one labelled by the paper's own numbers (which read no measured row)."""
     base = make_rows(ev) if base is None else base
     variants = _variants(ev, make_rows)

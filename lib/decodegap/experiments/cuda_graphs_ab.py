@@ -116,7 +116,7 @@ def rows(data, history: bool = False) -> pd.DataFrame:
 
 def cells(data, configs: Mapping[str, Mapping] | None = None) -> tuple:
     """(`rows`, the grid sweep's rows, roofline.cell_table of the grid, the configs used: `configs`, or those of the
-    rows' models). The claims table reads them from here too."""
+    rows' models)."""
     sweep_rows = rows(data)
     grid = ab.of_sweep(sweep_rows, ab.GRID)
     if configs is None:
@@ -132,14 +132,24 @@ def claims_speedups(sweep_rows: pd.DataFrame, seed: int = 0) -> dict:
     return dict(speedups=ab.speedups(sweep_rows, arm="graph", seed=seed), sessions=ab.session_table(sweep_rows))
 
 
+def grid_decomposition(sweep_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
+                       bandwidth_rows: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """ab.decomposition of the grid sweep's steps among `sweep_rows` (`rows`, or some of them: their cells made as
+    `cells` makes them, roofline.cell_table) by the grid's kernel counts `kernels`. claims_tables makes it from every
+    row, claims.evidence.Evidence.with_ab_rows again from some of them."""
+    grid = ab.of_sweep(sweep_rows, ab.GRID)
+    return ab.decomposition(roofline.cell_table(grid, specs, configs, bandwidth_rows), kernels)
+
+
 def claims_tables(data, configs: Mapping[str, Mapping], seed: int = 0) -> dict:
     """What the claims table reads of notebook 02 (claims.evidence): `rows`, the graph arm's `speedups` per cell and
     sweep (seeded bootstrap) and `sessions` (claims_speedups), the `decomposition` of the grid's steps by the grid's
-    kernel counts, and the grid's check rows (`verify`)."""
-    sweep_rows, _, cell_table, _ = cells(data, configs)
+    kernel counts (grid_decomposition, with the `kernels` rows it reads), and the grid's check rows (`verify`)."""
+    sweep_rows = rows(data)
     kernels = checked.grid_rows(records.load_experiment("kernels", data))
-    return dict(rows=sweep_rows, **claims_speedups(sweep_rows, seed),
-                decomposition=ab.decomposition(cell_table, kernels),
+    return dict(rows=sweep_rows, **claims_speedups(sweep_rows, seed), kernels=kernels,
+                decomposition=grid_decomposition(sweep_rows, hardware.specs_table(data), configs,
+                                                 records.load_experiment("bandwidth", data), kernels),
                 verify=checked.grid_rows(records.load_experiment("verify", data)))
 
 
