@@ -134,6 +134,18 @@ def _print_plans(plans, data, after: str = "") -> None:
           f"session){after}")
 
 
+def _plan_gpu(args, data) -> str:
+    """The GPU key a `--plan` lists the sweeps of (`--gpu`, required: a plan reads one GPU's rows), checked against
+    the registry of `data`."""
+    from decodegap import validate
+    from decodegap.inputs import InputError
+
+    if args.gpu is None:
+        raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
+    validate.gpu_key(args.gpu, data, "--gpu")
+    return args.gpu
+
+
 def cmd_closing_the_gap(args) -> int:
     from decodegap.experiments import closing_the_gap
     from decodegap.harness import keys
@@ -158,17 +170,15 @@ def cmd_closing_the_gap(args) -> int:
         kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
         if kinds is not None and (not kinds or set(kinds) - {"bf16", "int4"}):
             raise InputError(f"--kinds takes bf16 and/or int4, comma-separated; got {args.kinds!r}")
-        from decodegap import paths, validate
+        from decodegap import paths
 
         data = paths.data_dir(args.data_dir)  # the ladder's tables, which the plans read, take a folder, not None
         if args.plan:  # what a confirmation would measure, on any machine: nothing timed, nothing written
-            if args.gpu is None:
-                raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
-            validate.gpu_key(args.gpu, data, "--gpu")
+            gpu = _plan_gpu(args, data)
             model_keys = _csv_list(args.models)
             _check_models(model_keys, data)
             _print_plans(closing_the_gap.confirmation_plans(
-                args.gpu, data, model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data), kinds=kinds,
+                gpu, data, model_keys=model_keys, contexts=_contexts(args.contexts, model_keys, data), kinds=kinds,
                 again=args.again), data)
             return 0
         gpu = _resolve_gpu(args.gpu, data, args.device)
@@ -187,15 +197,11 @@ def cmd_closing_the_gap(args) -> int:
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
     only = keys.levers(_csv_list(args.levers)) if args.levers else None
     if args.plan:  # what the selection would measure, on any machine: nothing timed, nothing written
-        from decodegap import paths, validate
-        from decodegap.inputs import InputError
+        from decodegap import paths
 
-        if args.gpu is None:
-            raise InputError("--plan lists the sweeps of one GPU's rows: give its key with --gpu")
         data = paths.data_dir(args.data_dir)
-        validate.gpu_key(args.gpu, data, "--gpu")
         _print_plans(closing_the_gap.selection_plans(
-            args.gpu, model_keys, contexts, args.sessions, args.steps, args.warmup, args.device, data,
+            _plan_gpu(args, data), model_keys, contexts, args.sessions, args.steps, args.warmup, args.device, data,
             retry_errors=args.retry_errors, only=only, again=args.again), data,
             after="; then the levers' steps profiled, not counted here")
         return 0

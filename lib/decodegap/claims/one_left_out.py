@@ -81,6 +81,17 @@ def left_out(ev: Evidence) -> list[tuple[str, object]]:
     return [(column, v) for column in ("model", "ctx") for v in ev.measured_values(column)]
 
 
+def _sessions(rows: pd.DataFrame, at) -> list[tuple[str, str, int]]:
+    """(gpu, run id, session) of every session among `rows` where `at` (a mask of them) holds, in order."""
+    keys = rows.loc[at, SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
+    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+
+
+def _of_session(rows: pd.DataFrame, gpu: str, run_id: str, session: int) -> pd.Series:
+    """Which of `rows` are of session `session` of run `run_id` on `gpu`."""
+    return (rows["gpu"] == gpu) & (rows["run_id"] == run_id) & (rows["session"] == session)
+
+
 def _at_headline_cell(ev: Evidence) -> pd.Series:
     """Which of notebook 01's decode rows (ev.cell_rows) are of a headline cell (the headline model and context)."""
     r = ev.cell_rows
@@ -90,18 +101,14 @@ def _at_headline_cell(ev: Evidence) -> pd.Series:
 def headline_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
     """(gpu, run id, session) of every session among notebook 01's decode rows at the headline cells, in order: the
     sessions whose medians make the headline cell's step (its median) and its session range."""
-    if ev.cell_rows.empty:
-        return []
-    keys = ev.cell_rows.loc[_at_headline_cell(ev), SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
-    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+    return [] if ev.cell_rows.empty else _sessions(ev.cell_rows, _at_headline_cell(ev))
 
 
 def without_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
     """`ev` with one session's decode rows at the headline cell (every arm that session of run `run_id` timed on
     `gpu`) left out and the cells made again from the rest (Evidence.with_cell_rows)."""
-    r = ev.cell_rows
-    out = _at_headline_cell(ev) & (r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session)
-    return ev.with_cell_rows(r[~out])
+    out = _at_headline_cell(ev) & _of_session(ev.cell_rows, gpu, run_id, session)
+    return ev.with_cell_rows(ev.cell_rows[~out])
 
 
 def headline_ab_cells(ev: Evidence) -> pd.DataFrame:
@@ -120,11 +127,7 @@ def headline_ab_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
     headline speed-ups (headline_ab_cells), in order: the sessions whose ratios make a GPU's headline speed-up and its
     interval."""
     cells = headline_ab_cells(ev)
-    if ev.ab_rows.empty or cells.empty:
-        return []
-    r = ev.ab_rows
-    keys = r.loc[of_ab_cells(r, cells), SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
-    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+    return [] if ev.ab_rows.empty or cells.empty else _sessions(ev.ab_rows, of_ab_cells(ev.ab_rows, cells))
 
 
 def without_ab_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
@@ -134,7 +137,7 @@ def without_ab_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evi
     cells = headline_ab_cells(ev)
     cell = cells[cells["gpu"] == gpu]
     r = ev.ab_rows
-    out = of_ab_cells(r, cell) & (r["run_id"] == run_id).to_numpy() & (r["session"] == session).to_numpy()
+    out = of_ab_cells(r, cell) & _of_session(r, gpu, run_id, session).to_numpy()
     return ev.with_ab_rows(r[~out], cell)
 
 
@@ -150,8 +153,7 @@ def grid_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
     reads."""
     if ev.ab_rows.empty or "sweep" not in ev.ab_rows:
         return []
-    keys = ev.ab_rows.loc[_grid_at_headline_ctx(ev), SESSION_KEY].dropna().drop_duplicates().sort_values(SESSION_KEY)
-    return [(gpu, run_id, int(session)) for gpu, run_id, session in keys.itertuples(index=False)]
+    return _sessions(ev.ab_rows, _grid_at_headline_ctx(ev))
 
 
 def without_grid_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
@@ -159,7 +161,7 @@ def without_grid_session(ev: Evidence, gpu: str, run_id: str, session: int) -> E
     of run `run_id` timed on `gpu` there) left out, and those cells' speed-ups and session tables (spliced: the other
     cells as they were) and the decomposition made again from the rest (Evidence.with_ab_rows)."""
     r = ev.ab_rows
-    out = _grid_at_headline_ctx(ev) & (r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session)
+    out = _grid_at_headline_ctx(ev) & _of_session(r, gpu, run_id, session)
     cells = r.loc[out, [k for k in AB_CELL if k in r]].drop_duplicates()
     return ev.with_ab_rows(r[~out], cells)
 
@@ -176,15 +178,12 @@ def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list
     (`grid_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
-    out += [(SESSIONS, f"{gpu} session {session} of run {run_id}",
-             _keyed(make_rows(without_session(ev, gpu, run_id, session))))
-            for gpu, run_id, session in headline_sessions(ev)]
-    out += [(AB_SESSIONS, f"{gpu} A/B session {session} of run {run_id}",
-             _keyed(make_rows(without_ab_session(ev, gpu, run_id, session))))
-            for gpu, run_id, session in headline_ab_sessions(ev)]
-    return out + [(GRID_SESSIONS, f"{gpu} A/B grid session {session} of run {run_id}",
-                   _keyed(make_rows(without_grid_session(ev, gpu, run_id, session))))
-                  for gpu, run_id, session in grid_sessions(ev)]
+    for kind, name, sessions, leave in ((SESSIONS, "session", headline_sessions, without_session),
+                                        (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
+                                        (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session)):
+        out += [(kind, f"{gpu} {name} {session} of run {run_id}", _keyed(make_rows(leave(ev, gpu, run_id, session))))
+                for gpu, run_id, session in sessions(ev)]
+    return out
 
 
 def _unchanged(variants: list[tuple[str, str, dict]], nothing: list[str]) -> str:
