@@ -301,6 +301,11 @@ def test_the_quantised_model_check_has_an_inconclusive_band(evidence):
     assert _row(evidence, "QT", quant_cells=cells(1.1, checked.FAILED_QUANT))["category"] == verdicts.NOT_MET
     earlier = cells(1.1).iloc[[0, 2]]
     assert _row(evidence, "QT", quant_cells=earlier)["category"] == "method check: not testable here"
+    # one path on two GPUs: each part names its GPU (one GPU's parts name none, as above)
+    both = pd.concat([cells(1.1), cells(1.2).assign(gpu="h100-sxm")], ignore_index=True)
+    ours = _row(evidence, "QT", quant_cells=both)["ours"]
+    assert ours.startswith("h100-sxm awq-marlin: 1 of 2 timed cells checked in their own run (k 1.20")
+    assert "; h200 awq-marlin: 1 of 2 timed cells checked in their own run (k 1.10" in ours
 
 
 def test_r4l_judges_the_compiled_lean_arm_once_both_kernels_have_checked_cells(evidence):
@@ -508,6 +513,17 @@ def test_a_runs_gpu_time_runs_from_its_id_to_its_last_recorded_time():
     assert remeasure.run_seconds("20261205T120000-abc123", entry) == 90.0
     assert remeasure.run_seconds("not-a-time-abc123", entry) is None
     assert remeasure.run_seconds("20261205T120000-abc123", {}) is None
+
+
+def test_gpu_time_in_words_rounds_the_minutes_once():
+    """remeasure.gpu_time: 166 min is 2 h 46 min (the hours were once rounded on their own: 2.77 h read '3 h'),
+    179.7 min is 3 h 0 min (not '3 h 60 min'), 45 s is 1 min, and a run without an end time is counted apart."""
+    from decodegap.claims import remeasure
+
+    assert remeasure.gpu_time([166 * 60.0]) == "2 h 46 min over 1 run"
+    assert remeasure.gpu_time([100 * 60.0, 79.7 * 60.0]) == "3 h 0 min over 2 runs"
+    assert remeasure.gpu_time([45.0, None]) == "1 min over 2 runs (1 without an end time)"
+    assert remeasure.gpu_time([]) == "none"
 
 
 def test_per_layer_claims_say_why_the_h100_has_no_time(evidence):

@@ -60,7 +60,8 @@ def _qt(ev: Evidence) -> dict:
     k_pass, k_fail = float(rule.t("k_pass")), float(rule.t("k_fail"))
     timed = timed_quant_cells(ev)
     cov = quant_checks.coverage(timed)
-    parts = [quant_checks.coverage_text(r) for r in cov.itertuples()]
+    several = cov["gpu"].nunique() > 1  # a path measured on two GPUs is two parts: each names its GPU
+    parts = [(f"{r.gpu} " if several else "") + quant_checks.coverage_text(r) for r in cov.itertuples()]
     counted = timed[timed["status"] == "ok"]
     closest = counted.loc[counted["model_k"].idxmax()] if not counted.empty and counted["model_k"].notna().any() \
         else None

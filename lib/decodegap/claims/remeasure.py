@@ -118,8 +118,9 @@ def gpu_time(seconds: list[float | None]) -> str:
     if not seconds:
         return "none"
     known = [s for s in seconds if s is not None]
-    total = sum(known) / 60
-    text = f"{total / 60:.0f} h {total % 60:.0f} min" if total >= 60 else f"{max(total, 1):.0f} min"
+    minutes = max(round(sum(known) / 60), 1)  # rounded once, so 179.7 min reads 3 h 0 min, never 3 h 60 min
+    hours, rest = divmod(minutes, 60)
+    text = f"{hours} h {rest} min" if hours else f"{minutes} min"
     text += f" over {len(seconds)} run{'s' if len(seconds) != 1 else ''}"
     return text + (f" ({len(seconds) - len(known)} without an end time)" if len(known) < len(seconds) else "")
 
