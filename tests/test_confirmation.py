@@ -309,6 +309,26 @@ def test_the_confirmed_fastest_lever_needs_its_sessions_and_its_kind():
     assert confirm.confirmed_fastest(frame.iloc[:0], cell, "bf16") is None
 
 
+def test_every_lever_confirmation_is_listed_however_few_its_sessions():
+    """lever_confirmations lists each lever timed by confirmation sweeps, with its session medians' median, range
+    and count by hand (session medians 4.1, 4.3 and 4.2: median 4.2, range 4.1-4.3), a lever of two sessions
+    among them; confirmed_levers keeps only those with CONFIRM_SESSIONS."""
+    cell = dict(gpu="h200", model="m", ctx=2048)
+
+    def rows(arm, medians):
+        return [dict(cell, run_id="r", session=CONFIRM_FIRST_SESSION + s, arm=arm, quant="bf16", step_ms=m + d,
+                     status="ok", batch=1) for s, m in enumerate(medians) for d in (-0.05, 0.0, 0.05)]
+
+    frame = pd.DataFrame(rows("a", [4.1, 4.3, 4.2]) + rows("b", [3.9, 3.95]))
+    every = confirm.lever_confirmations(frame).set_index("arm")
+    assert every.loc["a", ["confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "sessions"]].tolist() == \
+        pytest.approx([4.2, 4.1, 4.3, 3])
+    assert every.loc["b", "sessions"] == 2 and every.loc["b", "confirmed_ms"] == pytest.approx(3.925)
+    held = confirm.confirmed_levers(frame)
+    assert held["arm"].tolist() == ["a"] and held["sessions"].tolist() == [3]
+    assert confirm.lever_confirmations(frame.iloc[:0]).empty
+
+
 def test_a_pair_resumes_only_runs_that_timed_that_pair(tmp_path):
     """unpaired_runs: confirmation rows of the pair's arms at its cells from a run whose plan timed other arms (the
     runner-up confirmed before as the chosen lever of another pair) are named, and confirmation_plans then measures the

@@ -51,6 +51,39 @@ def test_shipped_prices_have_sources_and_the_paper_provider():
     assert prices["note"].notna().all()
 
 
+def test_the_ladders_measured_best_carries_its_confirmation_by_hand():
+    """The measured best of the ladder (the cheapest of many, one sweep) carries notebook 06's confirmation sessions
+    of the same gpu, model, ctx, arm and quant, priced at the same price: h100 4 ms at 3.6 $/h is 4 $/Mtok, confirmed
+    at 3.5 ms it is 3.5 $/Mtok. Its pick and step_ms stay the sweep's; a best without confirmation says so; naive and
+    published rows carry none; two sessions are partly confirmed."""
+    configs = _configs([("measured", "h100-sxm", "m", 2048, "eager", "sdpa", "bf16", 20.0, 3),
+                        ("measured", "h100-sxm", "m", 2048, "lean_x", "sdpa", "int4-triton", 4.0, 1),
+                        ("measured", "l4", "m", 2048, "graph", "sdpa", "bf16", 50.0, 1),
+                        ("p", "l4", None, None, None, None, "gptq-exllamav2", 20.0, None)])
+    table = cost.cost_table(configs, PRICES, SPECS)
+    confirmations = pd.DataFrame([dict(gpu="h100-sxm", model="m", ctx=2048, kind="int4", arm="lean_x",
+                                       quant="int4-triton", confirmed_ms=3.5, confirmed_min_ms=3.4,
+                                       confirmed_max_ms=3.6, sessions=3),
+                                  dict(gpu="h100-sxm", model="m", ctx=4096, kind="int4", arm="lean_x",
+                                       quant="int4-triton", confirmed_ms=1.0, confirmed_min_ms=1.0,
+                                       confirmed_max_ms=1.0, sessions=3)])
+    lad = cost.ladder(table, confirmations).set_index(["source", "gpu", "kernels"])
+    best = lad.loc[("measured", "h100-sxm", "best")]
+    assert best["step_ms"] == 4.0 and best["usd_per_mtok"] == pytest.approx(4.0)
+    assert best["confirmed_ms"] == 3.5 and best["confirmed_sessions"] == 3
+    assert best["confirmed_usd_per_mtok"] == pytest.approx(3.5)
+    assert lad.loc[("measured", "l4", "best"), "confirmed_sessions"] == 0  # the l4's best has no confirmation
+    assert pd.isna(lad.loc[("measured", "h100-sxm", "naive"), "confirmed_sessions"])
+    assert pd.isna(lad.loc[("p", "l4", "best"), "confirmed_sessions"])
+    lines = cost.findings(lad.reset_index(), pd.DataFrame(), pd.DataFrame(), table, "l4", "h100-sxm")
+    assert ("best int4-triton lean_x 4.00 ms = $4.00/Mtok (the cheapest of many, from one sweep; confirmed in 3 "
+            "fresh sessions at 3.50 ms (3.40-3.60) = $3.50/Mtok)") in lines[0]
+    assert "not confirmed in fresh sessions" in lines[1] and "confirmed" not in lines[2]
+    partly = cost.ladder(table, confirmations.assign(sessions=2))
+    assert "partly confirmed, 2 of 3 fresh sessions at 3.50 ms" in cost.findings(
+        partly, pd.DataFrame(), pd.DataFrame(), table, "l4", "h100-sxm")[0]
+
+
 def test_cost_table_keeps_unpriced_rows_with_a_note():
     configs = _configs([("measured", "h200", "m", 2048, "eager", "sdpa", "bf16", 20.0, 3),
                         ("measured", "l4", "m", 2048, "eager", "sdpa", "bf16", 50.0, 3)])

@@ -63,6 +63,12 @@ def test_the_cost_ratio_and_the_published_values_come_from_their_files():
     if len(ours):  # the H100 SXM measured here, beside the paper's
         assert (f"An H100 SXM measured here costs ${ours['naive']:.2f}/Mtok naive" in found["05_cost_ladder.png"]
                 and f"and ${ours['best']:.2f} at its best" in found["05_cost_ladder.png"])
+    # each measured best with what notebook 06's confirmation sweeps hold of it, from the same table
+    for gpu, best in ladder[(ladder.source == "measured") & (ladder.kernels == "best")].set_index("gpu").iterrows():
+        words = (f"confirmed at {best.confirmed_ms:.2f} ms = ${best.confirmed_usd_per_mtok:.2f}/Mtok in "
+                 f"{int(best.confirmed_sessions)} fresh sessions" if best.confirmed_sessions else
+                 f"{best.configuration}; the cheapest of many, from one sweep, not confirmed in fresh sessions")
+        assert words in found["05_cost_ladder.png"], gpu
     pub = pd.read_csv(paths.DATA / "published" / "paper.csv")
     r = pub[(pub.claim == "inverted_ladder") & (pub.quantity == "r_floor")].set_index("gpu")["value"]
     assert found["01_r_floor_vs_bandwidth.png"].startswith(f"L4 {r['l4']:.2f} and "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from decodegap import hardware, stats
+from decodegap import checked, hardware, selection, stats
 from decodegap.finding import Finding
 from decodegap.levers import CONFIRM_FIRST_SESSION, CONFIRM_SESSIONS, changed_since
 
@@ -77,27 +77,45 @@ CONFIRMED_COLUMNS = ["gpu", "model", "ctx", "kind", "arm", "quant", "confirmed_m
                      "confirmed_max_ms", "sessions"]
 
 
-def confirmed_levers(rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:
-    """Per (gpu, model, ctx, kind) of the confirmation sweeps' rows (`rows`: confirmation_rows), the fastest lever
-    confirmed there: among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps at the cell (with
-    `commit_of`, the runs of each lever's newest commit only, as confirmation_table counts them: newest_commit_runs),
-    the smallest median of their session medians, with its range and sessions (CONFIRMED_COLUMNS). Whatever the
-    selection sweeps now pick at the cell, this is the fastest time a fresh sweep has held there."""
+def confirming_rows(data, every_row: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+    """(the confirmation sweeps' checked rows, {run id: commit}) in `data`: what the confirmation table, the
+    confirmed levers and notebook 05's cost ladder read (`every_row`: decode.csv's checked rows, grid and beyond, read
+    here when not given)."""
+    if every_row is None:
+        every_row = checked.labelled(checked.load("decode", data, grid=False))
+    return confirmation_rows(every_row, selection.run_plans(data)), commits_of_runs(hardware.load_env(data))
+
+
+def lever_confirmations(rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:
+    """Per (gpu, model, ctx, arm, quant) of the confirmation sweeps' rows (`rows`: confirmation_rows), what its
+    confirmation sweeps hold (CONFIRMED_COLUMNS): the median of its session medians, their range and how many
+    sessions, however few (with `commit_of`, the runs of the lever's newest commit only, as confirmation_table counts
+    them: newest_commit_runs). A lever is confirmed at a cell with CONFIRM_SESSIONS sessions (confirmed_levers)."""
     out = []
     if rows.empty:
         return pd.DataFrame(columns=CONFIRMED_COLUMNS)
     for (gpu, model, ctx), at in rows.groupby(["gpu", "model", "ctx"]):
         cell = dict(gpu=gpu, model=model, ctx=ctx)
-        best: dict = {}
         for arm, quant in sorted(set(zip(at["arm"], at["quant"]))):
             kept, _ = newest_commit_runs(at, cell, arm, quant, commit_of)
             per = _session_medians(at[at["run_id"].isin(kept)], cell, arm, quant)
-            k = kind(quant)
-            if len(per) >= CONFIRM_SESSIONS and (k not in best or per.median() < best[k]["confirmed_ms"]):
-                best[k] = dict(cell, ctx=int(ctx), kind=k, arm=arm, quant=quant, confirmed_ms=float(per.median()),
-                               confirmed_min_ms=float(per.min()), confirmed_max_ms=float(per.max()), sessions=len(per))
-        out += [best[k] for k in sorted(best)]
+            if len(per):
+                out.append(dict(cell, ctx=int(ctx), kind=kind(quant), arm=arm, quant=quant,
+                                confirmed_ms=float(per.median()), confirmed_min_ms=float(per.min()),
+                                confirmed_max_ms=float(per.max()), sessions=len(per)))
     return pd.DataFrame(out, columns=CONFIRMED_COLUMNS)
+
+
+def confirmed_levers(rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:
+    """Per (gpu, model, ctx, kind) of the confirmation sweeps' rows (`rows`: confirmation_rows), the fastest lever
+    confirmed there: among the levers with at least CONFIRM_SESSIONS sessions of confirmation sweeps at the cell
+    (lever_confirmations), the smallest median of their session medians (the first in (arm, quant) order on a tie),
+    with its range and sessions (CONFIRMED_COLUMNS). Whatever the selection sweeps now pick at the cell, this is the
+    fastest time a fresh sweep has held there."""
+    every = lever_confirmations(rows, commit_of)
+    held = every[every["sessions"] >= CONFIRM_SESSIONS]
+    fastest = held.sort_values("confirmed_ms", kind="stable").groupby(["gpu", "model", "ctx", "kind"]).head(1)
+    return fastest.sort_values(["gpu", "model", "ctx", "kind"], kind="stable").reset_index(drop=True)
 
 
 def confirmed_fastest(rows: pd.DataFrame, cell: dict, of_kind: str,

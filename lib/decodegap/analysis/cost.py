@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap import paths, roofline
+from decodegap.levers import CONFIRM_SESSIONS
 from decodegap.published import PUBLISHED_LABEL
 
 PROVIDER = "modal"
@@ -154,10 +155,21 @@ def headline(table: pd.DataFrame, model: str, ctx: int) -> pd.DataFrame:
     return table[keep]
 
 
-def ladder(table: pd.DataFrame) -> pd.DataFrame:
+LADDER_COLUMNS = ["source", "gpu", "bandwidth_gbps", "kernels", "configuration", "step_ms", "usd_per_mtok",
+                  "price_provider", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "confirmed_sessions",
+                  "confirmed_usd_per_mtok"]
+
+
+def ladder(table: pd.DataFrame, confirmations: pd.DataFrame | None = None) -> pd.DataFrame:
     """The cost ladder: per source and priced GPU, its naive configuration (bf16 eager, default attention)
     and its best (the lowest $/Mtok), with bandwidth and $/Mtok. Filter to one model and context first
-    (`headline`); where several rows tie as naive the slowest is kept."""
+    (`headline`); where several rows tie as naive the slowest is kept.
+
+    The best is the cheapest of many measured configurations, each from its cell's one sweep: a best of many, biased
+    low. `confirmations` (notebook 06's confirmation sweeps, closing_the_gap_confirmation.lever_confirmations) gives
+    a measured best its fresh sessions where they exist: confirmed_ms (the median of its session medians), their
+    range and count, and confirmed_usd_per_mtok at the same price. The pick and its step_ms stay the sweep's; nothing
+    is confirmed where no confirmation sweep timed that configuration at that cell (confirmed_sessions 0)."""
     rows = []
     priced = table.dropna(subset=["usd_per_mtok"])
     for (source, gpu), g in priced.groupby(["source", "gpu"]):
@@ -165,11 +177,27 @@ def ladder(table: pd.DataFrame) -> pd.DataFrame:
         picks = [("naive", naive.sort_values("usd_per_mtok").iloc[-1])] if not naive.empty else []
         picks.append(("best", g.sort_values("usd_per_mtok").iloc[0]))
         for kernels, r in picks:
-            rows.append(dict(source=source, gpu=gpu, bandwidth_gbps=r["bandwidth_gbps"], kernels=kernels,
-                             configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"],
-                             price_provider=r.get("price_provider", PROVIDER)))
-    return pd.DataFrame(rows, columns=["source", "gpu", "bandwidth_gbps", "kernels", "configuration", "step_ms",
-                                       "usd_per_mtok", "price_provider"])
+            row = dict(source=source, gpu=gpu, bandwidth_gbps=r["bandwidth_gbps"], kernels=kernels,
+                       configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"],
+                       price_provider=r.get("price_provider", PROVIDER))
+            if kernels == "best" and source == MEASURED_LABEL and confirmations is not None:
+                row.update(_confirmed(r, confirmations))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=LADDER_COLUMNS)
+
+
+def _confirmed(r, confirmations: pd.DataFrame) -> dict:
+    """The confirmation of the cost table's row `r` (its gpu, model, ctx, arm and quant) in `confirmations`, priced
+    as `r` is: $/Mtok is proportional to the step time at one price."""
+    at = confirmations[(confirmations["gpu"] == r["gpu"]) & (confirmations["model"] == r["model"])
+                       & (confirmations["ctx"] == r["ctx"]) & (confirmations["arm"] == r["arm"])
+                       & (confirmations["quant"] == r["quant"])] if not confirmations.empty else confirmations
+    if at.empty or (isinstance(r.get("attn"), str) and r["attn"] != "sdpa"):
+        return dict(confirmed_sessions=0)
+    c = at.iloc[0]
+    return dict(confirmed_ms=c["confirmed_ms"], confirmed_min_ms=c["confirmed_min_ms"],
+                confirmed_max_ms=c["confirmed_max_ms"], confirmed_sessions=int(c["sessions"]),
+                confirmed_usd_per_mtok=r["usd_per_mtok"] * c["confirmed_ms"] / r["step_ms"])
 
 
 def floor_costs(configs: Mapping[str, Mapping], specs: pd.DataFrame, prices: pd.DataFrame, model: str, ctx: int,
@@ -222,13 +250,29 @@ def price_sensitivity(ratios: pd.DataFrame, cheap_gpu: str, dear_gpu: str, price
     return out
 
 
+def confirmed_text(r) -> str:
+    """What the confirmation sweeps say of a ladder row's measured best (ladder's confirmed_* columns): '' for a
+    naive or published row, or one whose ladder was built without confirmations."""
+    sessions = getattr(r, "confirmed_sessions", np.nan)
+    if r.kernels != "best" or r.source != MEASURED_LABEL or sessions != sessions:
+        return ""
+    if not sessions:
+        return " (the cheapest of many, from one sweep; not confirmed in fresh sessions)"
+    span = f"{r.confirmed_min_ms:.2f}-{r.confirmed_max_ms:.2f}"
+    how = (f"confirmed in {int(sessions)} fresh sessions" if sessions >= CONFIRM_SESSIONS else
+           f"partly confirmed, {int(sessions)} of {CONFIRM_SESSIONS} fresh sessions")
+    return (f" (the cheapest of many, from one sweep; {how} at {r.confirmed_ms:.2f} ms ({span}) = "
+            f"${r.confirmed_usd_per_mtok:.2f}/Mtok)")
+
+
 def findings(gpu_ladder: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFrame, table: pd.DataFrame,
              cheap_gpu: str, dear_gpu: str) -> list[str]:
     """Sentences generated from the cost tables (never typed by hand) for the notebook narrative."""
     out = []
     for (source, gpu), g in gpu_ladder.groupby(["source", "gpu"], sort=False):
-        out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}): " + "; ".join(f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = "
-                                                     f"${r.usd_per_mtok:.2f}/Mtok" for r in g.itertuples()) + ".")
+        out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}): " + "; ".join(
+            f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = ${r.usd_per_mtok:.2f}/Mtok" + confirmed_text(r)
+            for r in g.itertuples()) + ".")
     if not floors.empty:
         f = floors.sort_values("bandwidth_gbps")
         out.append("At the memory floor (R_floor = 1) the ladder would run in bandwidth order: "

@@ -50,7 +50,8 @@ def plan(gpu: str, model_keys, contexts, data=None, only=None) -> list:
 def promoted_levers(data) -> frozenset:
     """(arm, quant) of the levers.TARGET_CELL_ONLY levers that a confirmation sweep holds as the fastest of their
     kind at the target cell (confirmed_at_target): the ladder then sweeps them over the grid (levers.ladder_plan)."""
-    return _promoted(confirmation.confirmed_levers(*confirming_rows(paths.DATA if data is None else data)))
+    data = paths.DATA if data is None else data
+    return _promoted(confirmation.confirmed_levers(*confirmation.confirming_rows(data)))
 
 
 def _promoted(held: pd.DataFrame) -> frozenset:
@@ -237,7 +238,7 @@ def confirmed_at_target(data) -> dict:
     (levers.TARGETS; analysis.closing_the_gap_confirmation.confirmed_fastest over the confirmation sweeps' checked
     rows in `data`): the levers notebook 07 and the peer step take from notebook 06. A kind with no lever confirmed
     there is left out."""
-    return _at_target(confirmation.confirmed_levers(*confirming_rows(data)))
+    return _at_target(confirmation.confirmed_levers(*confirmation.confirming_rows(data)))
 
 
 def _at_target(held: pd.DataFrame) -> dict:
@@ -246,15 +247,6 @@ def _at_target(held: pd.DataFrame) -> dict:
     cell = dict(gpu=target["gpu"], model=target["model"], ctx=target["ctx"])
     found = {kind: confirmation.fastest_held(held, cell, kind) for kind in ("bf16", "int4")}
     return {kind: lever for kind, lever in found.items() if lever is not None}
-
-
-def confirming_rows(data, every_row: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
-    """(the confirmation sweeps' checked rows, {run id: commit}) in `data`: what the confirmation table and
-    confirmed_at_target read (`every_row`: decode.csv's checked rows, grid and beyond, read here when not given)."""
-    if every_row is None:
-        every_row = checked.labelled(checked.load("decode", data, grid=False))
-    return (confirmation.confirmation_rows(every_row, selection.run_plans(data)),
-            confirmation.commits_of_runs(hardware.load_env(data)))
 
 
 def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = levers.CONFIRM_SESSIONS,
@@ -354,7 +346,7 @@ def tables(data, model_keys=()) -> dict:
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
-    confirming, commit_of = confirming_rows(data, every_row)
+    confirming, commit_of = confirmation.confirming_rows(data, every_row)
     held = confirmation.confirmed_levers(confirming, commit_of)  # read by the targets and, for promotion, the ladder
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
                                       changed=ladder.changed_cells(decode_rows), promoted=_promoted(held))

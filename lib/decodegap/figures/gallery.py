@@ -18,7 +18,7 @@ import pandas as pd
 from decodegap import paths, published
 from decodegap.inputs import InputError
 from decodegap.stats import span as _span
-from decodegap.levers import GRID_TARGET, TARGETS
+from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
 from decodegap.analysis.closing_the_gap_int4_products import scale_levers
 from decodegap.analysis.where_the_thesis_ends import REL_TOL
 
@@ -151,7 +151,20 @@ def _h200_cost(lad: pd.DataFrame) -> str:
     provider = str(naive.price_provider)
     return (f"The H200 measured here, at {provider.capitalize()}'s price (no Modal price was found), costs "
             f"${naive.usd_per_mtok:.2f}/Mtok naive (bf16 eager) and ${best.usd_per_mtok:.2f} at its best "
-            f"({best.configuration}).")
+            f"({best.configuration}{_best_confirmed_words(best)}).")
+
+
+def _best_confirmed_words(best: pd.Series) -> str:
+    """A measured best of 05_cost_ladder.csv (the cheapest of many, one sweep) with what notebook 06's confirmation
+    sweeps hold of it (the ladder's confirmed_* columns): '' where the table has none of those columns."""
+    sessions = best.get("confirmed_sessions", np.nan)
+    if sessions != sessions:
+        return ""
+    if not sessions:
+        return "; the cheapest of many, from one sweep, not confirmed in fresh sessions"
+    how = "" if sessions >= CONFIRM_SESSIONS else f" (partly: {CONFIRM_SESSIONS} asked)"
+    return (f"; the cheapest of many, from one sweep, confirmed at {best.confirmed_ms:.2f} ms = "
+            f"${best.confirmed_usd_per_mtok:.2f}/Mtok in {int(sessions)} fresh sessions{how}")
 
 
 def _published() -> dict[str, float]:
@@ -251,8 +264,8 @@ def _measured_h100_cost(ladder: pd.DataFrame) -> str:
         return ""
     naive, best = ours.loc["naive"], ours.loc["best"]
     return (f"An H100 SXM measured here costs ${naive.usd_per_mtok:.2f}/Mtok naive ({naive.configuration}, "
-            f"{naive.step_ms:.2f} ms) and ${best.usd_per_mtok:.2f} at its best ({best.configuration}, {best.step_ms:.2f} ms) "
-            f"at Modal's price. ")
+            f"{naive.step_ms:.2f} ms) and ${best.usd_per_mtok:.2f} at its best ({best.configuration}, {best.step_ms:.2f} ms"
+            f"{_best_confirmed_words(best)}) at Modal's price. ")
 
 
 def _ladder_cells(f: Path) -> dict:
