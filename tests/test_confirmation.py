@@ -418,3 +418,23 @@ def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing
                       (["--plan"], "give its key with --gpu")):  # without --confirm: the selection's plan
         assert main(["closing-the-gap"] + bad) != 0
         assert said in capsys.readouterr().err
+
+
+def test_the_shift_from_selection_to_confirmation_by_hand():
+    """Per GPU and kind over confirmed cells only: 4.00 -> 4.04 ms is +1.0 %, 4.00 -> 4.001 the same to 0.1 % (not
+    slower), 2.12 -> 1.97 is -7.1 %; a partly confirmed cell is not read; never '-0.0 %'."""
+    def cell(gpu, model, k, selected, confirmed, status=confirm.CONFIRMED):
+        return dict(gpu=gpu, model=model, ctx=2048, kind=k, selected_ms=selected, confirmed_ms=confirmed, status=status)
+
+    table = pd.DataFrame([cell("h200", "a", "bf16", 4.00, 4.04), cell("h200", "b", "bf16", 4.00, 3.9999),
+                          cell("h200", "c", "bf16", 4.00, 3.00, confirm.PARTLY),
+                          cell("h100-sxm", "q", "int4", 2.12, 1.97)])
+    found = confirm.shift_findings(table)
+    assert len(found) == 2
+    h100, h200 = found
+    assert "-7.1 %; slower when measured again in 0, faster in 1, the same to 0.1 % in 0 (q ctx 2048, 2.120 to " \
+           "1.970 ms)" in h100
+    assert ("over 2 confirmed cells the chosen lever's confirmed time is its selection median +0.0 % to +1.0 % "
+            "(median +0.5 %); slower when measured again in 1, faster in 0, the same to 0.1 % in 1; the largest move "
+            "a ctx 2048, 4.000 to 4.040 ms.") in h200
+    assert h200.values["slower"] == 1 and h200.values["shift_max"] == pytest.approx(0.01)

@@ -92,6 +92,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/closing_the_gap_bands  06: the same cell measured by sweeps of different bands, compared
   analysis/closing_the_gap_int4_products  06: the fused int4 products alone, per config and launch, a layer summed
   analysis/closing_the_gap_int4_instructions  06: the fused int4 products' instructions a weight, counted offline
+  analysis/closing_the_gap_tuner_sessions  06: the int4 levers whose processes tuned their products otherwise
   analysis/closing_the_gap_attention  06: the split-KV attention alone, over its splits and loads, against its KV floor
   analysis/check_sensitivity  06: the decode check's faults against correct arms
   analysis/where_the_thesis_ends  07: floors per batch, the two-term step model, the paper's points

@@ -299,3 +299,42 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
                            gpu=gpu, kind=k, cells=len(g), partly=partly, held=len(held), reversed=len(rev),
                            mixed=mixed))
     return out
+
+
+def shift_findings(confirmation: pd.DataFrame) -> list[str]:
+    """Per GPU and kind, how far each confirmed cell's chosen lever moved from its selection median to its confirmed
+    time (confirmed_ms / selected_ms - 1, CONFIRMED cells only): the span, the median, how many ran slower or faster
+    when measured again (the same to 0.1 % counted apart) and the largest move, named. A best of many is biased low
+    (module docstring): a confirmed time above the selection median is that bias, and one far from it in either
+    direction says the lever's time moves between processes more than between the sessions of one. Descriptive: no
+    target reads it; the targets read the confirmed times."""
+    out = []
+    done = confirmation[(confirmation["status"] == CONFIRMED) & confirmation["selected_ms"].notna()
+                        & confirmation["confirmed_ms"].notna()]
+    for (gpu, k), g in done.groupby(["gpu", "kind"]):
+        shift = g["confirmed_ms"] / g["selected_ms"] - 1
+        tenths = shift.round(3)  # the same to 0.1 %: neither slower nor faster
+        slower, faster = int((tenths > 0).sum()), int((tenths < 0).sum())
+        far = g.loc[shift.abs().idxmax()]
+        cells = f"{len(g)} confirmed cell{'s' if len(g) != 1 else ''}"
+        moved = (f"{_pct(shift.min())} to {_pct(shift.max())} (median {_pct(shift.median())})" if len(g) > 1
+                 else _pct(shift.iloc[0]))
+        text = (f"Selection to confirmation on the {gpu}, {k}: over {cells} the chosen lever's confirmed time is its "
+                f"selection median {moved}; slower when measured again in {slower}, faster in {faster}, the same to "
+                f"0.1 % in {len(g) - slower - faster}")
+        if len(g) > 1 and shift.abs().max() > 0:
+            text += (f"; the largest move {far['model']} ctx {int(far['ctx'])}, {far['selected_ms']:.3f} to "
+                     f"{far['confirmed_ms']:.3f} ms")
+        elif len(g) == 1:
+            text += f" ({far['model']} ctx {int(far['ctx'])}, {far['selected_ms']:.3f} to {far['confirmed_ms']:.3f} ms)"
+        out.append(Finding(text + ".", gpu=gpu, kind=k, cells=len(g), slower=slower, faster=faster,
+                           shift_min=float(shift.min()), shift_max=float(shift.max()),
+                           shift_median=float(shift.median())))
+    return out
+
+
+def _pct(fraction: float) -> str:
+    """A signed percentage to 0.1 %, never '-0.0 %'."""
+    text = f"{100 * fraction:+.1f} %"
+    return "+0.0 %" if text == "-0.0 %" else text
+

@@ -16,7 +16,7 @@ from decodegap.analysis import closing_the_gap_bands as bands, closing_the_gap_m
 from decodegap.analysis import closing_the_gap_int4_instructions as int4_instructions
 from decodegap.analysis import closing_the_gap_attention as attention_splits
 from decodegap.analysis import closing_the_gap_int4_products as int4_products, closing_the_gap_targets as ladder_targets
-from decodegap.analysis import profiles
+from decodegap.analysis import closing_the_gap_tuner_sessions as tuner_sessions, profiles
 from decodegap import checked, compare, hardware, levers, paths, records, roofline, selection
 from decodegap import sessions as session_bands
 from decodegap.arms import ARM_KERNELS
@@ -333,6 +333,8 @@ def tables(data, model_keys=()) -> dict:
     products of the int4 target cell's fused lever, each beside its bf16 twin), `int4_sass` (the fused int4
     products' instructions a weight counted offline, analysis.closing_the_gap_int4_instructions),
     `attention_splits` (the split-KV attention alone over its splits and loads, analysis.closing_the_gap_attention),
+    `tuner_moves` (the int4 levers whose sessions' processes tuned their products otherwise, and by how much their
+    times moved: analysis.closing_the_gap_tuner_sessions),
     the configs, the registry's `specs` and
     `measured_gbps` (copy bandwidth per GPU)."""
     decode_rows = rows(data)
@@ -368,6 +370,7 @@ def tables(data, model_keys=()) -> dict:
         bf16_products=int4_products.bf16_table(gemv_rows),
         int4_sass=int4_instructions.load(data),
         attention_splits=attention_splits.table(attention_splits.load(data), specs),
+        tuner_moves=tuner_sessions.tuner_moves(every_row, tuner_sessions.session_choices(hardware.load_env(data))),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
     arm, _ = megakernel.chosen_lever(out["megakernel"])
     out["megakernel_products"] = (megakernel.product_configs(gemv_rows, models.configs({levers.MEGAKERNEL_CELL["model"]}, data),
@@ -396,6 +399,7 @@ def findings(t: dict) -> dict:
                                     + ladder_targets.int4_grid_target_findings(t["ladder"], t["confirmation"],
                                                                                confirmed=held)
                                     + confirmation.order_findings(t["confirmation"])
+                                    + confirmation.shift_findings(t["confirmation"])
                                     + ladder_targets.earlier_target_findings(t["ladder"], t["confirmation"],
                                                                              confirmed=held)
                                     + ladder_targets.unmeasured_findings(t["ladder"])),
@@ -413,6 +417,7 @@ def findings(t: dict) -> dict:
                                                TARGETS["int4"]["ctx"], bf16=t["bf16_products"])
                 + int4_products.tuner_findings(t["int4_products"], t["confirmation"], t["configs"],
                                                TARGETS["int4"]["ctx"])
+                + tuner_sessions.findings(t["tuner_moves"])
                 + int4_instructions.findings(t["int4_sass"])),
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_attention": attention_splits.findings(
