@@ -860,3 +860,38 @@ def test_one_left_out_names_a_verdict_carried_by_one_grid_session(evidence):
     assert _row(held_ev, "R2b")["category"] == verdicts.REPRODUCED
     assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2b")
             == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3, 3))
+
+
+def test_r5m_states_the_cheapest_configurations_confirmation(evidence):
+    """R5m's cheapest measured configuration is a best of many: with notebook 06's confirmation of it, the line gives
+    the confirmed time and its $/Mtok (here a hand-made confirmation at 0.9 of the sweep's time: $/Mtok 0.9 of the
+    sweep's at the same price), a partial one says so, and without one it says not confirmed. The verdict reads the
+    graphed step and does not move."""
+    from decodegap.analysis import cost
+    from decodegap.claims import cost as cost_claims
+
+    cell = dict(source="measured", gpu="h100-sxm", model=evidence.headline_model, ctx=evidence.headline_ctx,
+                attn="sdpa", sessions=1)  # the shipped evidence prices the paper's rows only: two measured rows here
+    measured = cost.cost_table(pd.DataFrame([dict(cell, arm="graph", quant="bf16", step_ms=9.0),
+                                             dict(cell, arm="lean_x", quant="int4-triton", step_ms=2.5)]),
+                               evidence.prices, evidence.specs)
+    c = pd.concat([evidence.costs, measured], ignore_index=True)
+    evidence = dataclasses.replace(evidence, costs=c)
+    best = measured.iloc[1]
+    l4 = c[(c["gpu"] == "l4") & (c["quant"] == "gptq-exllamav2")].iloc[0]
+    made = pd.DataFrame([dict(gpu="h100-sxm", model=best["model"], ctx=best["ctx"], kind="int4", arm=best["arm"],
+                              quant=best["quant"], confirmed_ms=0.9 * best["step_ms"], confirmed_min_ms=0.0,
+                              confirmed_max_ms=0.0, sessions=3)])
+
+    def h100(confirmations):
+        rows = cost_claims.cost_claim_measured(dataclasses.replace(evidence, confirmations=confirmations))
+        return next(r for r in rows if "vs h100-sxm" in r["hardware"])
+
+    usd = 0.9 * best["usd_per_mtok"]
+    said = h100(made)
+    assert (f"confirmed at {0.9 * best['step_ms']:.2f} ms in 3 fresh sessions: ${usd:.2f}/Mtok "
+            f"({usd / l4['usd_per_mtok']:.2f}x the L4's).") in said["evidence"]
+    assert "partly confirmed (3 asked) at" in h100(made.assign(sessions=2))["evidence"]
+    unconfirmed = h100(made.iloc[:0])
+    assert unconfirmed["evidence"].endswith("the cheapest of many, from one sweep, not confirmed in fresh sessions.")
+    assert said["category"] == unconfirmed["category"] and said["ours"] == unconfirmed["ours"]

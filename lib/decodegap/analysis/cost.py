@@ -181,14 +181,15 @@ def ladder(table: pd.DataFrame, confirmations: pd.DataFrame | None = None) -> pd
                        configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"],
                        price_provider=r.get("price_provider", PROVIDER))
             if kernels == "best" and source == MEASURED_LABEL and confirmations is not None:
-                row.update(_confirmed(r, confirmations))
+                row.update(confirmation_of(r, confirmations))
             rows.append(row)
     return pd.DataFrame(rows, columns=LADDER_COLUMNS)
 
 
-def _confirmed(r, confirmations: pd.DataFrame) -> dict:
-    """The confirmation of the cost table's row `r` (its gpu, model, ctx, arm and quant) in `confirmations`, priced
-    as `r` is: $/Mtok is proportional to the step time at one price."""
+def confirmation_of(r, confirmations: pd.DataFrame) -> dict:
+    """The confirmation of the cost table's row `r` (its gpu, model, ctx, arm and quant) in `confirmations`
+    (closing_the_gap_confirmation.lever_confirmations), priced as `r` is: $/Mtok is proportional to the step time at
+    one price. {confirmed_sessions: 0} where no confirmation sweep timed it (or its attention is not the levers')."""
     at = confirmations[(confirmations["gpu"] == r["gpu"]) & (confirmations["model"] == r["model"])
                        & (confirmations["ctx"] == r["ctx"]) & (confirmations["arm"] == r["arm"])
                        & (confirmations["quant"] == r["quant"])] if not confirmations.empty else confirmations

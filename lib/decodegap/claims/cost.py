@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decodegap.analysis import cost
 from decodegap import published
+from decodegap.levers import CONFIRM_SESSIONS
 from decodegap.claims import rules
 from decodegap.claims.evidence import FAST_GPU_GBPS, Evidence
 from decodegap.claims.rules import CLAIM_GPU, METHOD, PAPER
@@ -77,8 +78,20 @@ def cost_claim_measured(ev: Evidence) -> list[dict]:
                          f"{'' if seller == cost.PROVIDER else ', no ' + cost.PROVIDER + ' price found'}) = "
                          f"${g.usd_per_mtok:.2f}/Mtok. The {g.gpu}'s cheapest measured configuration there, "
                          f"{best['configuration']} ({best['step_ms']:.2f} ms), costs ${best['usd_per_mtok']:.2f}/Mtok "
-                         f"({best['usd_per_mtok'] / a['usd_per_mtok']:.2f}x the L4's)."))
+                         f"({best['usd_per_mtok'] / a['usd_per_mtok']:.2f}x the L4's)"
+                         + _confirmed_words(cost.confirmation_of(best, ev.confirmations), a) + "."))
     return rows
+
+
+def _confirmed_words(c: dict, l4) -> str:
+    """The cheapest configuration's confirmation (cost.confirmation_of), against the L4's published $/Mtok: it is
+    the cheapest of many, each from one sweep (a best of many); R5m's verdict reads the graphed step, not this."""
+    if not c.get("confirmed_sessions"):
+        return "; the cheapest of many, from one sweep, not confirmed in fresh sessions"
+    how = "confirmed" if c["confirmed_sessions"] >= CONFIRM_SESSIONS else f"partly confirmed ({CONFIRM_SESSIONS} asked)"
+    return (f"; the cheapest of many, from one sweep, {how} at {c['confirmed_ms']:.2f} ms in "
+            f"{c['confirmed_sessions']} fresh sessions: ${c['confirmed_usd_per_mtok']:.2f}/Mtok "
+            f"({c['confirmed_usd_per_mtok'] / l4['usd_per_mtok']:.2f}x the L4's)")
 
 
 def _price_sources(ev: Evidence) -> str:

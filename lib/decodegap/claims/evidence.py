@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
+from decodegap.analysis import closing_the_gap_confirmation as confirmation
 from decodegap import accounting, hardware, published, records
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
@@ -67,6 +68,7 @@ class Evidence:
     cell_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 01's decode rows behind `cells`
     bandwidth_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # bandwidth.csv rows: the cells' copy bandwidth
     kernel_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # kernels.csv grid rows: decomp's kernel counts
+    confirmations: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 06's confirmation of every lever
     data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
     scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.tables: notebook 07's tables (W1, W2a, W2b)
     headline_model: str = "qwen2.5-7b"
@@ -194,7 +196,8 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
     """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells and the
     decode and bandwidth rows they are made of, the graph speed-ups of each A/B sweep and the decomposition of its
     grid, the attention summary, notebook 04's quantisation cells and byte model, notebook 05's cost table: `costs`
-    and `prices` where given, else the cost experiment's at its defaults, and notebook 07's tables)."""
+    and `prices` where given, else the cost experiment's at its defaults, notebook 06's confirmation of every lever,
+    which R5m's cheapest configuration reads, and notebook 07's tables)."""
     specs = hardware.specs_table(data)
     keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
                                                   attention_model}
@@ -215,4 +218,5 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
+        confirmations=confirmation.lever_confirmations(*confirmation.confirming_rows(data)),
         attention_model=attention_model, seed=seed, scope=where_the_thesis_ends.tables(data))
