@@ -804,10 +804,14 @@ def test_without_grid_session_makes_the_decomposition_again_from_the_other_sessi
     from decodegap.claims import one_left_out
 
     pd.testing.assert_frame_equal(evidence.with_ab_rows(evidence.ab_rows).decomp, evidence.decomp)
-    sessions = [s for s in one_left_out.grid_sessions(evidence) if s[0] == "h100-sxm"]
+    r = evidence.ab_rows
+    at_headline = set(map(tuple, r.loc[(r["sweep"] == "grid") & (r["ctx"] == evidence.headline_ctx),
+                                       ["gpu", "run_id", "session"]].drop_duplicates().to_numpy()))
+    every = [s for s in one_left_out.grid_sessions(evidence) if s[0] == "h100-sxm"]
+    sessions = [s for s in every if s in at_headline]
     if not sessions:
         pytest.skip("no A/B grid sessions on the H100 at the headline context")
-    assert len(sessions) == 3  # the shipped H100: 3 grid sessions at each context
+    assert len(sessions) == 3 and len(every) == 6  # the shipped H100: 3 at ctx 2048, 3 in a run of ctx 4096-16384
     gpu, run_id, session = sessions[0]
     gone = one_left_out.without_grid_session(evidence, gpu, run_id, session)
     s = evidence.ab_sessions
@@ -827,10 +831,39 @@ def test_without_grid_session_makes_the_decomposition_again_from_the_other_sessi
     again = evidence.with_ab_rows(gone.ab_rows)  # every cell made again from the rows left
     pd.testing.assert_frame_equal(gone.speed, again.speed)
     pd.testing.assert_frame_equal(gone.ab_sessions, again.ab_sessions)
-    r = evidence.ab_rows
     out = ((r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session) & (r["sweep"] == "grid")
            & (r["ctx"] == evidence.headline_ctx))
     assert len(gone.ab_rows) == len(r) - out.sum() and set(r.loc[out, "model"]) == set(left["model"])
+
+
+def test_a_grid_session_that_timed_several_contexts_is_left_out_at_every_one(evidence):
+    """A grid session is one process: where it timed every context of the grid (the shipped H200's sessions), leaving
+    it out removes its rows at each of them, and the decomposition moves at the long context T4 reads as well as at
+    the headline one; the other GPU's rows stay as they were."""
+    from decodegap.claims import one_left_out
+
+    r = evidence.ab_rows
+    grid = r[r["sweep"] == "grid"]
+    spans = grid.groupby(["gpu", "run_id", "session"])["ctx"].nunique()
+    wide = [k for k, n in spans.items() if n > 1]
+    if not wide:
+        pytest.skip("no grid session that timed several contexts")
+    gpu, run_id, session = wide[0]
+    assert (gpu, run_id, session) in one_left_out.grid_sessions(evidence)
+    mine = (r["gpu"] == gpu) & (r["run_id"] == run_id) & (r["session"] == session) & (r["sweep"] == "grid")
+    contexts = sorted(set(r.loc[mine, "ctx"]))
+    assert len(contexts) == spans[(gpu, run_id, session)] > 1
+    gone = one_left_out.without_grid_session(evidence, gpu, run_id, session)
+    assert len(gone.ab_rows) == len(r) - int(mine.sum())
+    kept = gone.ab_rows
+    assert not ((kept["gpu"] == gpu) & (kept["run_id"] == run_id) & (kept["session"] == session)
+                & (kept["sweep"] == "grid")).any()
+    d, d0 = gone.decomp.set_index(["gpu", "model", "ctx"]), evidence.decomp.set_index(["gpu", "model", "ctx"])
+    for ctx in (contexts[0], contexts[-1]):  # the headline context and the longest
+        at = lambda f: f.xs((gpu, ctx), level=["gpu", "ctx"])["eager_ms"]  # noqa: E731
+        assert not at(d).equals(at(d0)), ctx
+    other = lambda f: f[f["gpu"] != gpu].reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(other(gone.decomp), other(evidence.decomp))
 
 
 def test_one_left_out_names_a_verdict_carried_by_one_grid_session(evidence):

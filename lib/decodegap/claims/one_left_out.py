@@ -1,7 +1,6 @@
 """Is a verdict carried by one thing? Every finding's rule applied again with the measured rows of one model, of one
 context, of one session of a headline cell, of one session behind an A/B headline speed-up, or of one session of the
-A/B grid sweep at the headline context left out, and the labels that change named in the row (claims.md's
-`one_left_out`).
+A/B grid sweep left out, and the labels that change named in the row (claims.md's `one_left_out`).
 
 A model or a context leaves every measured frame (MEASURED, and notebook 07's tables that have the column). A session
 leaves the headline cells alone (Evidence.headline_model at Evidence.headline_ctx, one per GPU and arm: the one cell
@@ -21,19 +20,20 @@ that session process timed the other models too, but each model's speed-up is ma
 the rules read the headline model's, so the other models' cells stay whole, as the other cells do without a session
 of notebook 01; a flip is then that cell's session's doing alone.
 
-An A/B grid session leaves the grid sweep at the headline context alone (what T1 reads per session, T3a's graph
-speed-ups of the grid and the decomposition R2b reads, Evidence.decomp): its rows of notebook 02 (every model and arm
-that session of a GPU's grid run timed at that context) leave Evidence.ab_rows, and those cells' speed-ups and
-session tables (spliced) and the decomposition are made again from the rest (Evidence.with_ab_rows,
-cuda_graphs_ab.grid_decomposition, as the claims table makes them). Every model of it, not one: a grid session is one
-process that timed every model at that context, and these rules read a GPU's grid across its models (T1 the range
-over models x sessions, T3a every model's speed-up, R2b the median over models of the decomposition's launch share),
-so a session that made one model's cell slow or fast is in every model's, and leaving one model's share out would
-leave that session's doing in the others. Each GPU's decomposition is made of its own cells, so one GPU's session
-moves that GPU's numbers alone.
+An A/B grid session leaves the grid sweep alone (what T1 reads per session, T3a's graph speed-ups of the grid, the
+decomposition R2b reads, Evidence.decomp, and T4's long context): its rows of notebook 02 (every model, arm and
+context that session of a GPU's grid run timed) leave Evidence.ab_rows, and those cells' speed-ups and session tables
+(spliced) and the decomposition are made again from the rest (Evidence.with_ab_rows,
+cuda_graphs_ab.grid_decomposition, as the claims table makes them). Every model and context of it, not one: a grid
+session is one process that timed every model at each context it swept, and these rules read a GPU's grid across its
+models (T1 the range over models x sessions, T3a every model's speed-up, R2b the median over models of the
+decomposition's launch share), so a session that made one cell slow or fast is in every cell it timed, and leaving
+one cell's share out would leave that session's doing in the others. Each GPU's decomposition is made of its own
+cells, so one GPU's session moves that GPU's numbers alone. (Until 2026-12-06 only the grid sessions at the headline
+context were left out, and only their rows there.)
 
-No other session is left out: not those of the other cells, nor the grid sweep's at other contexts (T4's long
-context), nor the quantisation cells', nor those behind notebook 07's tables.
+No other session is left out: not those of the other cells of notebook 01, nor the quantisation cells', nor those
+behind notebook 07's tables.
 
 Only the measured frames lose rows (MEASURED): the paper's published numbers, the GPU registry, the byte model and the
 cost table stay whole. Statistics a notebook computes across models before the rules read them (notebook 07's step
@@ -141,27 +141,26 @@ def without_ab_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evi
     return ev.with_ab_rows(r[~out], cell)
 
 
-def _grid_at_headline_ctx(ev: Evidence) -> pd.Series:
-    """Which of notebook 02's A/B rows (ev.ab_rows) are of its grid sweep at the headline context."""
-    r = ev.ab_rows
-    return (r["sweep"] == ab.GRID) & (r["ctx"] == ev.headline_ctx)
+def _of_grid(ev: Evidence) -> pd.Series:
+    """Which of notebook 02's A/B rows (ev.ab_rows) are of its grid sweep, at any context."""
+    return ev.ab_rows["sweep"] == ab.GRID
 
 
 def grid_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
-    """(gpu, run id, session) of every session of the A/B grid sweep at the headline context (ev.ab_rows), in order:
-    the sessions whose steps make that context's grid cells, T1's and T3a's sessions and the decomposition R2b
-    reads."""
+    """(gpu, run id, session) of every session of the A/B grid sweep (ev.ab_rows), at whichever contexts it timed, in
+    order: the sessions whose steps make the grid cells, T1's and T3a's sessions, the decomposition R2b reads and
+    T4's long context."""
     if ev.ab_rows.empty or "sweep" not in ev.ab_rows:
         return []
-    return _sessions(ev.ab_rows, _grid_at_headline_ctx(ev))
+    return _sessions(ev.ab_rows, _of_grid(ev))
 
 
 def without_grid_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
-    """`ev` with one session's rows of the A/B grid sweep at the headline context (every model and arm that session
-    of run `run_id` timed on `gpu` there) left out, and those cells' speed-ups and session tables (spliced: the other
-    cells as they were) and the decomposition made again from the rest (Evidence.with_ab_rows)."""
+    """`ev` with one session's rows of the A/B grid sweep (every model, arm and context that session of run `run_id`
+    timed on `gpu`) left out, and those cells' speed-ups and session tables (spliced: the other cells as they were)
+    and the decomposition made again from the rest (Evidence.with_ab_rows)."""
     r = ev.ab_rows
-    out = _grid_at_headline_ctx(ev) & _of_session(r, gpu, run_id, session)
+    out = _of_grid(ev) & _of_session(r, gpu, run_id, session)
     cells = r.loc[out, [k for k in AB_CELL if k in r]].drop_duplicates()
     return ev.with_ab_rows(r[~out], cells)
 
@@ -174,8 +173,7 @@ AB_SESSIONS, GRID_SESSIONS = "A/B headline sessions", "A/B grid sessions"
 def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
     then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
-    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep at the headline context
-    (`grid_sessions`)."""
+    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
     for kind, name, sessions, leave in ((SESSIONS, "session", headline_sessions, without_session),
@@ -212,7 +210,7 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
 def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
     one model, one context, one session of a headline cell, one A/B session behind a headline speed-up or one session
-    of the A/B grid sweep at the headline context out does to its label (`category`): the labels the same source (the
+    of the A/B grid sweep out does to its label (`category`): the labels the same source (the
     row's `source`) turns it into, each with what was left out ("without h100-sxm A/B session 7 of run R: ...",
     "without h100-sxm A/B grid session 1 of run R: ..."; a label turned `not testable here`, or given by another
     source, is not named: the rows left nothing to judge); where none changes, `unchanged with any one of N of the M

@@ -83,14 +83,14 @@ them. Every rule's earlier versions, with the verdict each gave, are at the end.
 **Is a verdict carried by one thing?** `one_left_out` applies each finding's rule again with the measured rows of one
 model, of one context, of one session of a headline cell (the headline model at the headline context, per GPU: the
 cell R1a and R1b read), or of one A/B session behind a GPU's headline speed-up (the headline model at the headline
-context, the sessions of the A/B's headline sweep: what R2a reads), or of one session of the A/B grid sweep at the
-headline context (every model it timed there: T1's sessions, T3a's speed-ups, the decomposition R2b reads) left out,
+context, the sessions of the A/B's headline sweep: what R2a reads), or of one session of the A/B grid sweep (every model
+and context it timed: T1's sessions, T3a's speed-ups, the decomposition R2b reads, T4's long context) left out,
 and names every label that changes ("without model X: ...", "without GPU session N of run R: ...", "without GPU A/B
 session N of run R: ...", "without GPU A/B grid session N of run R: ..."); a label that only turns "not testable
 here" (nothing left to judge) is not named. Without a session, the headline cell's median step and session range,
 the headline speed-up and its interval (with 9 sessions of 10 left, the range of the 9, not a bootstrap CI), or the
-grid's cells at the headline context and their decomposition, are made again from the other sessions. Sessions of the
-other cells, of the A/B grid sweep at other contexts and of the quantisation cells are not left out; the published
+grid's cells that session timed and their decomposition, are made again from the other sessions. Sessions of
+notebook 01's other cells, of the quantisation cells and of notebook 07's sweeps are not left out; the published
 numbers stay whole, and fits computed across models before the rules read them (notebook 07's) are not fitted again.
 """
 
