@@ -8,8 +8,8 @@ choices there is listed with each set's sessions and median, and the products wh
 
 A process that ran several arms tuned the products of all of them, so a differing choice may belong to another arm
 of the same process that launches the same kernel on the same shape and flags: the products are named so that a
-reader can tell. Descriptive: no target reads it; the fix is a
-table entry for each product named (bench/measure.sh's int4_configs step)."""
+reader can tell. Descriptive: no target reads it; the fix is a table entry for each product named (bench/measure.sh's
+int4_configs step)."""
 
 from __future__ import annotations
 
@@ -42,17 +42,17 @@ def session_choices(env: dict) -> dict:
 def timed_kernel(arm: str) -> str:
     """The tuned kernel (kernels.TUNED_KERNELS) whose choices an int4 arm's timed step runs: the fused int4 product
     for an arm of the fused step (its kernels name "fused"), else the int4 GEMV. The int4 GEMV's choices in a fused
-    arm's process come from its checks' reference steps, which are not timed."""
+    arm's process come from other steps of that process (its checks' references), not from the step it times."""
     known = arms.REGISTRY.get(str(arm))
     return "fused_int4_gemv" if known is not None and "fused" in known.kernels else "int4_gemv"
 
 
 def tuner_moves(decode_rows: pd.DataFrame, choices: dict) -> pd.DataFrame:
     """Per int4 lever and cell (LEVER) of `decode_rows` (timed rows, status ok, batch 1) whose sessions made more than
-    one set of choices on the products all of them tuned with the kernel its step times (`choices`:
-    session_choices; timed_kernel): how many sessions and sets,
-    the fastest and slowest set's median of session medians (ms), the products whose choice differed, and each set
-    in words (MOVES_COLUMNS). A session without recorded choices is left out."""
+    one set of choices on the products all of them tuned with the kernel its step times (`choices`: session_choices;
+    timed_kernel): how many sessions and sets, the fastest and slowest set's median of session medians (ms), the
+    products whose choice differed, each set in words and those products the table now holds (MOVES_COLUMNS). A
+    session without recorded choices for that kernel is left out."""
     rows = decode_rows[(decode_rows["quant"] != "bf16") & (decode_rows["status"] == "ok")] \
         if not decode_rows.empty else decode_rows
     if "batch" in rows:
