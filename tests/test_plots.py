@@ -113,9 +113,10 @@ def test_every_figure_function_titles_its_finding():
     assert _title(ab_plots.decomposition(decomp)).splitlines()[0] == style.TITLES["02_decomposition.png"]
     lad, floors = pd.read_csv(F / "05_cost_ladder.csv"), pd.read_csv(F / "05_cost_at_floor.csv")
     fig = cost_plots.cost_ladder(lad, floors, "floor")
-    texts = [t.get_text() for t in fig.axes[0].texts]
+    texts = [t.get_text().replace("\\$", "$") for t in fig.axes[0].texts]  # drawn escaped, not as mathtext
     best = lad[(lad.gpu == "h200") & (lad.kernels == "best")].iloc[0]
-    assert f"{best.configuration}*: ${best.usd_per_mtok:.2f}" in texts  # starred: its price is not the paper's provider's
+    assert any(t.startswith(f"{best.configuration}*: ${best.usd_per_mtok:.2f}") for t in texts)  # starred: its price
+    # is not the paper's provider's
     assert any("h200 (spheron price)" in t.get_text() for t in fig.texts)  # the provider named under the axes
     assert _title(fig).splitlines()[0] == style.TITLES["05_cost_ladder.png"]
 
@@ -154,3 +155,25 @@ def test_every_attention_backend_has_a_colour_of_its_own():
 
     colours = [attention_plots.backend_color(key) for key in attention.BACKENDS]
     assert len(set(colours)) == len(colours)
+
+
+def test_the_cost_ladder_labels_each_measured_best_with_its_confirmation():
+    """A measured best confirmed in 3 sessions carries its confirmed $/Mtok, one in 2 says so, one without a
+    confirmation says 'not confirmed'; naive and published points carry nothing."""
+    row = dict(bandwidth_gbps=3350, price_provider="modal", confirmed_ms=1.0, confirmed_min_ms=1.0,
+               confirmed_max_ms=1.0, confirmed_usd_per_mtok=2.16)
+    ladder = pd.DataFrame([dict(row, source="measured", gpu="h100-sxm", kernels="naive", configuration="bf16 eager",
+                                step_ms=25.0, usd_per_mtok=28.2, confirmed_sessions=np.nan),
+                           dict(row, source="measured", gpu="h100-sxm", kernels="best", configuration="int4 x",
+                                step_ms=2.1, usd_per_mtok=2.33, confirmed_sessions=3),
+                           dict(row, source="measured", gpu="h200", bandwidth_gbps=4800, kernels="best",
+                                configuration="int4 y", step_ms=2.0, usd_per_mtok=2.53, confirmed_sessions=0),
+                           dict(row, source="published (paper)", gpu="l4", bandwidth_gbps=300, kernels="best",
+                                configuration="gptq-exllamav2", step_ms=17.36, usd_per_mtok=3.85,
+                                confirmed_sessions=np.nan)])
+    fig = cost_plots.cost_ladder(ladder, pd.DataFrame(), "floor")
+    labels = {t.get_text().replace("\\$", "$") for t in fig.axes[0].texts}  # drawn escaped: two $ are not mathtext
+    assert {"bf16 eager: $28.20", "int4 x: $2.33 (confirmed $2.16)", "int4 y: $2.53 (one sweep, not confirmed)",
+            "gptq-exllamav2: $3.85"} <= labels
+    two = cost_plots.confirmed_label(next(ladder.assign(confirmed_sessions=2).iloc[[1]].itertuples()))
+    assert two == " (partly confirmed $2.16, 2 of 3 sessions)"

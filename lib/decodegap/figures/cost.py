@@ -9,16 +9,31 @@ import pandas as pd
 
 from decodegap.figures import style
 from decodegap.analysis.cost import MEASURED_LABEL, price_label
+from decodegap.levers import CONFIRM_SESSIONS
 
 KERNEL_STYLE = {"naive": dict(facecolors="none", s=60), "best": dict(s=60)}
 SOURCE_MARKER = {MEASURED_LABEL: "s"}
 PUBLISHED_MARKER = "*"
 
 
+def confirmed_label(r) -> str:
+    """A measured best's label beside its $/Mtok: its confirmed $/Mtok (notebook 06's fresh sessions, the ladder's
+    confirmed_* columns) or 'not confirmed'; '' for a naive or published point, or a ladder without the columns."""
+    sessions = getattr(r, "confirmed_sessions", float("nan"))
+    if r.kernels != "best" or r.source != MEASURED_LABEL or sessions != sessions:
+        return ""
+    if not sessions:
+        return " (one sweep, not confirmed)"
+    if sessions >= CONFIRM_SESSIONS:
+        return f" (confirmed ${r.confirmed_usd_per_mtok:.2f})"
+    return f" (partly confirmed ${r.confirmed_usd_per_mtok:.2f}, {int(sessions)} of {CONFIRM_SESSIONS} sessions)"
+
+
 def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, notes: list[str] = ()):
     """$/Mtok (log) against datasheet bandwidth (log): per source and GPU (colour: GPU; marker: published star or
     measured square) the naive configuration (hollow) and the best (filled), labelled with configuration and
-    $/Mtok (and the price's provider where it is not the paper's); the cost at the memory floor of every priced
+    $/Mtok (and the price's provider where it is not the paper's; a measured best with its confirmed $/Mtok, or
+    "not confirmed": confirmed_label); the cost at the memory floor of every priced
     GPU (a bar mark each; no line joins separate GPUs). `notes` (e.g. GPUs without a price) go under the axes."""
     style.apply()
     if ladder.empty:
@@ -33,7 +48,8 @@ def cost_ladder(ladder: pd.DataFrame, floors: pd.DataFrame, floor_label: str, no
                        **({"color": color} if r.kernels == "best" else {}), **KERNEL_STYLE[r.kernels], zorder=4)
             priced = price_label(gpu, getattr(r, "price_provider", None))  # the GPU is its tick; its price's provider
             star = "" if priced == gpu else "*"  # is marked where not the paper's, and named under the axes
-            ax.annotate(f"{r.configuration}{star}: ${r.usd_per_mtok:.2f}", (r.bandwidth_gbps, r.usd_per_mtok),
+            label = f"{r.configuration}{star}: ${r.usd_per_mtok:.2f}{confirmed_label(r)}"
+            ax.annotate(label.replace("$", r"\$"), (r.bandwidth_gbps, r.usd_per_mtok),  # two $ would be mathtext
                         textcoords="offset points", xytext=(-8, 0), ha="right", va="center", fontsize=7)
             note = f"* {priced}: no price of the paper's provider was found"
             if star and note not in notes:
