@@ -68,9 +68,10 @@ def test_a_lever_whose_processes_tuned_otherwise_is_listed_with_each_sets_time()
 def test_the_table_entry_is_read_as_the_launch_reads_it():
     """Llama's down at the early trigger has an entry (4, 1, 2); its norm-scale form takes the same entry; another
     group size, Qwen's down and the int4 GEMV have none."""
+    from decodegap.kernels.fused_int4 import configs as int4_configs
     from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE
 
-    assert tuner.TABLE_GROUP_SIZE == DEFAULT_GROUP_SIZE
+    assert int4_configs.TABLE_GROUP_SIZE == DEFAULT_GROUP_SIZE
     assert tuner.table_entry("fused_int4_gemv", "N=4096 K=14336 G=128 EARLY_TRIGGER RESIDUAL USE_PDL") == "n4_s1_w2"
     assert tuner.table_entry("fused_int4_gemv", "N=4096 K=14336 G=128 EARLY_TRIGGER OUT_SCALE RESIDUAL USE_PDL") \
         == "n4_s1_w2"

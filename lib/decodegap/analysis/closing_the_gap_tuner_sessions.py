@@ -20,9 +20,6 @@ from decodegap.finding import Finding
 from decodegap.kernels.fused_int4 import configs as int4_configs
 
 LEVER = ["gpu", "model", "ctx", "arm", "quant"]
-TABLE_GROUP_SIZE = 128
-"""The group size the fused int4 product's table was timed at (kernels.int4_gemv.format.DEFAULT_GROUP_SIZE, which
-imports torch; a test holds them equal)."""
 MOVES_COLUMNS = LEVER + ["sessions", "choice_sets", "fastest_ms", "slowest_ms", "differing", "groups", "in_table"]
 
 
@@ -90,21 +87,17 @@ def tuner_moves(decode_rows: pd.DataFrame, choices: dict) -> pd.DataFrame:
 def table_entry(kernel: str, shape: str) -> str | None:
     """The config the fused int4 product's table (kernels.fused_int4.configs) now holds for a product the tuner
     chose in a session ('N=.. K=.. G=.. FLAGS', launch.tuned_configs' key), in the bench's short form, or None: no
-    entry (the tuner chooses in each process) or not the fused int4 product (the int4 GEMV has no table). Read as
-    launch.choose_config reads it: at the default group size, the scale flags read as their flavour without them."""
+    entry (the tuner chooses in each process) or not the fused int4 product (the int4 GEMV has no table). Read as the
+    launch reads it (int4_configs.launched_config)."""
     if kernel != "fused_int4_gemv":
         return None
     words = str(shape).split()
     size = {k: int(v) for k, v in (w.split("=", 1) for w in words if "=" in w)}
     flags = {w: True for w in words if "=" not in w}
     try:
-        flavour = int4_configs.flavour_of(flags, bool(flags.get("OUT_NORM")))
-    except ValueError:
+        found = int4_configs.launched_config(size["N"], size["K"], size["G"], flags, bool(flags.get("OUT_NORM")))
+    except ValueError:  # flags the fused int4 step does not launch: no entry can hold them
         return None
-    if size.get("G") != TABLE_GROUP_SIZE:
-        return None
-    found = int4_configs.table_config(size["N"], size["K"], flavour,
-                                      int4_configs.launch_of(bool(flags.get("USE_PDL")), bool(flags.get("EARLY_TRIGGER"))))
     return int4_configs.config_key(found) if found is not None else None
 
 

@@ -130,3 +130,19 @@ def table_config(N: int, K: int, flavour: str, launch: str,
                  table: Mapping = FUSED_INT4_CONFIGS) -> tuple[int, int, int] | None:
     """The table's (BLOCK_N, SUB_MAX, num_warps) for this product and launch, else None (the tuner chooses)."""
     return table.get((N, K, flavour, launch))
+
+
+TABLE_GROUP_SIZE = 128
+"""The group size the table was timed at (kernels.int4_gemv.format.DEFAULT_GROUP_SIZE, which imports torch; a test
+holds them equal): a product of another group size is not read from it."""
+
+
+def launched_config(N: int, K: int, G: int, flags: Mapping, out_norm: bool) -> tuple[int, int, int] | None:
+    """The table's config for a product launched with `flags` (NORM, BIAS, RESIDUAL, SILU_X, GATE_UP, ROTARY, USE_PDL,
+    EARLY_TRIGGER; a missing flag is unset) and an output norm or not, as launch.choose_config reads it: at
+    TABLE_GROUP_SIZE only, a scale flag read as its flavour without it (flavour_of reads none); else None (the tuner
+    chooses). ValueError (flavour_of) for flags the fused int4 step does not launch."""
+    if G != TABLE_GROUP_SIZE:
+        return None
+    return table_config(N, K, flavour_of(flags, out_norm),
+                        launch_of(bool(flags.get("USE_PDL")), bool(flags.get("EARLY_TRIGGER"))))

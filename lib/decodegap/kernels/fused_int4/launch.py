@@ -43,7 +43,7 @@ from decodegap.kernels.fused.norm_scale import check_scale, scale_args
 from decodegap.kernels.fused.rotary_args import check_rotary, kernel_args
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.source import build as _kernel
-from decodegap.kernels.int4_gemv.format import DEFAULT_GROUP_SIZE, check_format
+from decodegap.kernels.int4_gemv.format import check_format
 from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
 from decodegap.kernels.step import _interpreted, _triton
 
@@ -170,14 +170,10 @@ def _check_operands(x, N: int, K: int, G: int, bias, norm_weight, residual, silu
 
 def choose_config(N: int, K: int, G: int, flags: dict, out_norm: bool, launch) -> tuple:
     """(BLOCK_N, SUB_MAX, num_warps) of one product: the table's (kernels.fused_int4.configs.FUSED_INT4_CONFIGS, by
-    shape, flavour and launch, timed at the default group size: consulted at that group size only; a product with the
-    norm as a scale takes its flavour's entry without it, int4_configs.flavour_of reading no scale flag), else the
-    tuned choice (`_tuned`, kept per process)."""
-    chosen = None
-    if G == DEFAULT_GROUP_SIZE:
-        flavour = int4_configs.flavour_of(flags, out_norm)
-        launch_kind = int4_configs.launch_of(flags["USE_PDL"], flags["EARLY_TRIGGER"])
-        chosen = int4_configs.table_config(N, K, flavour, launch_kind)
+    shape, flavour and launch, as int4_configs.launched_config reads it: at the group size it was timed at only, a
+    product with the norm as a scale taking its flavour's entry without it), else the tuned choice (`_tuned`, kept
+    per process)."""
+    chosen = int4_configs.launched_config(N, K, G, flags, out_norm)
     return chosen or _tuned((N, K, G, tuple(sorted(flags.items())), out_norm), launch)
 
 
