@@ -77,13 +77,14 @@ CONFIRMED_COLUMNS = ["gpu", "model", "ctx", "kind", "arm", "quant", "confirmed_m
                      "confirmed_max_ms", "sessions"]
 
 
-def confirming_rows(data, every_row: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+def confirming_rows(data, every_row: pd.DataFrame | None = None, env: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """(the confirmation sweeps' checked rows, {run id: commit}) in `data`: what the confirmation table, the
-    confirmed levers and notebook 05's cost ladder read (`every_row`: decode.csv's checked rows, grid and beyond, read
-    here when not given)."""
+    confirmed levers and notebook 05's cost ladder read (`every_row`: decode.csv's checked rows, grid and beyond;
+    `env`: hardware.load_env of `data`; each read here when not given)."""
     if every_row is None:
         every_row = checked.labelled(checked.load("decode", data, grid=False))
-    return confirmation_rows(every_row, selection.run_plans(data)), commits_of_runs(hardware.load_env(data))
+    env = hardware.load_env(data) if env is None else env
+    return confirmation_rows(every_row, selection.run_plans(data)), commits_of_runs(env)
 
 
 def lever_confirmations(rows: pd.DataFrame, commit_of: dict | None = None) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from decodegap import paths, roofline
+from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED, PARTLY
 from decodegap.levers import CONFIRM_SESSIONS
 from decodegap.published import PUBLISHED_LABEL
 
@@ -251,16 +252,27 @@ def price_sensitivity(ratios: pd.DataFrame, cheap_gpu: str, dear_gpu: str, price
     return out
 
 
+def confirmation_status(sessions) -> str | None:
+    """What notebook 06's confirmation sweeps hold of a configuration timed in `sessions` of them (the ladder's
+    confirmed_sessions, confirmation_of's): None where nothing is said (NaN: not a measured best, or a ladder made
+    without confirmations), else NOT_CONFIRMED (none), PARTLY (fewer than CONFIRM_SESSIONS) or CONFIRMED. The one
+    reading of that count for the findings, the figure, the gallery and R5m."""
+    if sessions is None or sessions != sessions:
+        return None
+    return NOT_CONFIRMED if not sessions else CONFIRMED if sessions >= CONFIRM_SESSIONS else PARTLY
+
+
 def confirmed_text(r) -> str:
-    """What the confirmation sweeps say of a ladder row's measured best (ladder's confirmed_* columns): '' for a
-    naive or published row, or one whose ladder was built without confirmations."""
+    """What the confirmation sweeps say of a ladder row's measured best (ladder's confirmed_* columns,
+    confirmation_status): '' for a naive or published row, or one whose ladder was built without confirmations."""
     sessions = getattr(r, "confirmed_sessions", np.nan)
-    if r.kernels != "best" or r.source != MEASURED_LABEL or sessions != sessions:
+    status = confirmation_status(sessions) if r.kernels == "best" and r.source == MEASURED_LABEL else None
+    if status is None:
         return ""
-    if not sessions:
+    if status == NOT_CONFIRMED:
         return " (the cheapest of many, from one sweep; not confirmed in fresh sessions)"
     span = f"{r.confirmed_min_ms:.2f}-{r.confirmed_max_ms:.2f}"
-    how = (f"confirmed in {int(sessions)} fresh sessions" if sessions >= CONFIRM_SESSIONS else
+    how = (f"confirmed in {int(sessions)} fresh sessions" if status == CONFIRMED else
            f"partly confirmed, {int(sessions)} of {CONFIRM_SESSIONS} fresh sessions")
     return (f" (the cheapest of many, from one sweep; {how} at {r.confirmed_ms:.2f} ms ({span}) = "
             f"${r.confirmed_usd_per_mtok:.2f}/Mtok)")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from decodegap.analysis import cost
+from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED
 from decodegap import published
 from decodegap.levers import CONFIRM_SESSIONS
 from decodegap.claims import rules
@@ -86,9 +87,10 @@ def cost_claim_measured(ev: Evidence) -> list[dict]:
 def _confirmed_words(c: dict, l4) -> str:
     """The cheapest configuration's confirmation (cost.confirmation_of), against the L4's published $/Mtok: it is
     the cheapest of many, each from one sweep (a best of many); R5m's verdict reads the graphed step, not this."""
-    if not c.get("confirmed_sessions"):
+    status = cost.confirmation_status(c.get("confirmed_sessions"))
+    if status == NOT_CONFIRMED:
         return "; the cheapest of many, from one sweep, not confirmed in fresh sessions"
-    how = "confirmed" if c["confirmed_sessions"] >= CONFIRM_SESSIONS else f"partly confirmed ({CONFIRM_SESSIONS} asked)"
+    how = status if status == CONFIRMED else f"{status} ({CONFIRM_SESSIONS} asked)"
     return (f"; the cheapest of many, from one sweep, {how} at {c['confirmed_ms']:.2f} ms in "
             f"{c['confirmed_sessions']} fresh sessions: ${c['confirmed_usd_per_mtok']:.2f}/Mtok "
             f"({c['confirmed_usd_per_mtok'] / l4['usd_per_mtok']:.2f}x the L4's)")

@@ -192,19 +192,22 @@ class Evidence:
 
 def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None = None,
             headline_model: str = "qwen2.5-7b", headline_ctx: int = 2048, attention_model: str = "llama-3.1-8b",
-            seed: int = 0) -> Evidence:
+            seed: int = 0, confirmations: pd.DataFrame | None = None) -> Evidence:
     """Evidence from a data folder through the experiments of notebooks 01-05 (notebook 01's R_floor cells and the
     decode and bandwidth rows they are made of, the graph speed-ups of each A/B sweep and the decomposition of its
     grid, the attention summary, notebook 04's quantisation cells and byte model, notebook 05's cost table: `costs`
     and `prices` where given, else the cost experiment's at its defaults, notebook 06's confirmation of every lever,
-    which R5m's cheapest configuration reads, and notebook 07's tables)."""
+    which R5m's cheapest configuration reads (`confirmations`, the cost experiment's, where given), and notebook 07's
+    tables)."""
     specs = hardware.specs_table(data)
     keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
                                                   attention_model}
     configs = models.configs(keys, data)
     if costs is None or prices is None:
         t = cost_experiment.tables(data, headline_model=headline_model, headline_ctx=headline_ctx)
-        costs, prices = t["costs"], t["prices"]
+        costs, prices, confirmations = t["costs"], t["prices"], t["confirmations"]
+    if confirmations is None:
+        confirmations = confirmation.lever_confirmations(*confirmation.confirming_rows(data))
     # each notebook's experiment, from the one module the notebook itself calls
     cell_rows, cells, _ = roofline_grid.cells(data, configs)
     ab_t = cuda_graphs_ab.claims_tables(data, configs, seed)
@@ -218,5 +221,5 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
         quant_cells=quant_cells,
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
-        confirmations=confirmation.lever_confirmations(*confirmation.confirming_rows(data)),
+        confirmations=confirmations,
         attention_model=attention_model, seed=seed, scope=where_the_thesis_ends.tables(data))

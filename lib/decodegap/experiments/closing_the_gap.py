@@ -348,7 +348,8 @@ def tables(data, model_keys=()) -> dict:
     by_projection = profiles.projection_table(breakdown_rows, configs, specs)
     every_row = checked.labelled(checked.load("decode", data, grid=False))  # the confirmation's and the megakernel's
     band_rows = bands.band_table(every_row)  # the same cells measured by sweeps of different bands
-    confirming, commit_of = confirmation.confirming_rows(data, every_row)
+    env = hardware.load_env(data)  # the runs' commits (the confirmation's) and their sessions' tuner choices
+    confirming, commit_of = confirmation.confirming_rows(data, every_row, env)
     held = confirmation.confirmed_levers(confirming, commit_of)  # read by the targets and, for promotion, the ladder
     lever_table = ladder.ladder_table(cell_table, superseded=ladder.superseded_cells(decode_rows),
                                       changed=ladder.changed_cells(decode_rows), promoted=_promoted(held))
@@ -370,7 +371,7 @@ def tables(data, model_keys=()) -> dict:
         bf16_products=int4_products.bf16_table(gemv_rows),
         int4_sass=int4_instructions.load(data),
         attention_splits=attention_splits.table(attention_splits.load(data), specs),
-        tuner_moves=tuner_sessions.tuner_moves(every_row, tuner_sessions.session_choices(hardware.load_env(data))),
+        tuner_moves=tuner_sessions.tuner_moves(every_row, tuner_sessions.session_choices(env)),
         measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
     arm, _ = megakernel.chosen_lever(out["megakernel"])
     out["megakernel_products"] = (megakernel.product_configs(gemv_rows, models.configs({levers.MEGAKERNEL_CELL["model"]}, data),

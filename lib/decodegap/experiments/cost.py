@@ -43,18 +43,20 @@ def tables(data, provider: str = cost.PROVIDER, cheap_gpu: str = CHEAP_GPU, dear
            model_keys=()) -> dict:
     """Notebook 05's tables: `prices`, `costs` (cost.cost_table of every configuration), `unpriced` (a line per
     configuration without a price), `ladder` (each GPU's naive and cheapest configuration at the headline cell, the
-    cheapest with notebook 06's confirmation sessions of it where they exist),
+    cheapest with notebook 06's confirmation sessions of it where they exist), `confirmations` (every lever's,
+    closing_the_gap_confirmation.lever_confirmations: what the ladder and R5m read),
     `floors` (the cost of each priced GPU's step at its memory floor), `ratios` (every `cheap_gpu` / `dear_gpu`
     pair), `sensitivity` (the price ratio each pair needs for the paper's cost ratio, and the cost ratio at
     `price_ratios`), the configs, and the parameters the findings and the figure read."""
     prices = cost.load_prices(data)
     costs, configs = configurations(data, prices, provider, set(model_keys) | {headline_model})
+    confirmations = confirmation.lever_confirmations(*confirmation.confirming_rows(data))
     ratios = cost.ratio_table(costs, cheap_gpu, dear_gpu)
     target = float(published.select(published.load(data), "cost", "cost_ratio")["value"].iloc[0])
     return dict(
         prices=prices, costs=costs, configs=configs, unpriced=cost.unpriced(costs),
-        ladder=cost.ladder(cost.headline(costs, headline_model, headline_ctx),
-                           confirmation.lever_confirmations(*confirmation.confirming_rows(data))),
+        ladder=cost.ladder(cost.headline(costs, headline_model, headline_ctx), confirmations),
+        confirmations=confirmations,
         floors=cost.floor_costs(configs, hardware.specs_table(data), prices, headline_model, headline_ctx, provider),
         ratios=ratios, sensitivity=cost.price_sensitivity(ratios, cheap_gpu, dear_gpu, list(price_ratios), target),
         cheap_gpu=cheap_gpu, dear_gpu=dear_gpu, headline_model=headline_model, headline_ctx=headline_ctx)

@@ -8,7 +8,8 @@ from matplotlib.ticker import FuncFormatter
 import pandas as pd
 
 from decodegap.figures import style
-from decodegap.analysis.cost import MEASURED_LABEL, price_label
+from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED
+from decodegap.analysis.cost import MEASURED_LABEL, confirmation_status, price_label
 from decodegap.levers import CONFIRM_SESSIONS
 
 KERNEL_STYLE = {"naive": dict(facecolors="none", s=60), "best": dict(s=60)}
@@ -18,13 +19,15 @@ PUBLISHED_MARKER = "*"
 
 def confirmed_label(r) -> str:
     """A measured best's label beside its $/Mtok: its confirmed $/Mtok (notebook 06's fresh sessions, the ladder's
-    confirmed_* columns) or 'not confirmed'; '' for a naive or published point, or a ladder without the columns."""
+    confirmed_* columns, cost.confirmation_status) or 'not confirmed'; '' for a naive or published point, or a ladder
+    without the columns."""
     sessions = getattr(r, "confirmed_sessions", float("nan"))
-    if r.kernels != "best" or r.source != MEASURED_LABEL or sessions != sessions:
+    status = confirmation_status(sessions) if r.kernels == "best" and r.source == MEASURED_LABEL else None
+    if status is None:
         return ""
-    if not sessions:
+    if status == NOT_CONFIRMED:
         return " (one sweep, not confirmed)"
-    if sessions >= CONFIRM_SESSIONS:
+    if status == CONFIRMED:
         return f" (confirmed ${r.confirmed_usd_per_mtok:.2f})"
     return f" (partly confirmed ${r.confirmed_usd_per_mtok:.2f}, {int(sessions)} of {CONFIRM_SESSIONS} sessions)"
 

@@ -19,7 +19,9 @@ from decodegap import paths, published
 from decodegap.inputs import InputError
 from decodegap.stats import span as _span
 from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
+from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED
 from decodegap.analysis.closing_the_gap_int4_products import scale_levers
+from decodegap.analysis.cost import confirmation_status
 from decodegap.analysis.where_the_thesis_ends import REL_TOL
 
 QUANT_NAMES = {"int4-triton": "the Triton int4 GEMV", "int4-tinygemm": "int4 tinygemm", "bnb-nf4": "bitsandbytes nf4",
@@ -156,13 +158,15 @@ def _h200_cost(lad: pd.DataFrame) -> str:
 
 def _best_confirmed_words(best: pd.Series) -> str:
     """A measured best of 05_cost_ladder.csv (the cheapest of many, one sweep) with what notebook 06's confirmation
-    sweeps hold of it (the ladder's confirmed_* columns): '' where the table has none of those columns."""
+    sweeps hold of it (the ladder's confirmed_* columns, confirmation_status): '' where the table has none of those
+    columns."""
     sessions = best.get("confirmed_sessions", np.nan)
-    if sessions != sessions:
+    status = confirmation_status(sessions)
+    if status is None:
         return ""
-    if not sessions:
+    if status == NOT_CONFIRMED:
         return "; the cheapest of many, from one sweep, not confirmed in fresh sessions"
-    how = "" if sessions >= CONFIRM_SESSIONS else f" (partly: {CONFIRM_SESSIONS} asked)"
+    how = "" if status == CONFIRMED else f" (partly: {CONFIRM_SESSIONS} asked)"
     return (f"; the cheapest of many, from one sweep, confirmed at {best.confirmed_ms:.2f} ms = "
             f"${best.confirmed_usd_per_mtok:.2f}/Mtok in {int(sessions)} fresh sessions{how}")
 
