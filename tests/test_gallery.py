@@ -180,6 +180,12 @@ def test_the_ladder_line_says_how_each_kinds_chosen_lever_stands_in_its_confirma
     unpaired = done.assign(margin_median=float("nan"))  # the runner-up not timed in the confirmation's sessions
     assert gallery._confirmation_words(unpaired) == ("confirmed at 2.35 ms (R_floor 0.812) in 3 fresh sessions, no "
                                                      "runner-up timed in those sessions")
+    reversed_ = done.assign(margin_median=-0.007, order="reversed")  # the runner-up faster in every paired session
+    assert gallery._confirmation_words(reversed_, r_floor=False) == (
+        "confirmed at 2.35 ms in 3 fresh sessions, the runner-up faster by 0.7 % (order reversed in every paired "
+        "session)")
+    assert gallery._confirmation_words(done.assign(order="mixed")).endswith("+2.1 % over the runner-up (order mixed)")
+    assert gallery._confirmation_words(done.assign(order="held")).endswith("+2.1 % over the runner-up")
     held = pd.Series(dict(counted_lever="lever A", counted_ms=4.1658, counted_r_floor=0.8166))
     assert gallery._confirmation_words(pending, counted=held) == (
         "not yet confirmed by a fresh sweep (a best of many, not counted; the target counts lever A, confirmed at "

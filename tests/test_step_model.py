@@ -72,6 +72,42 @@ def test_rows_without_a_batch_column_read_as_batch_1():
     assert w.cell_table(w.newest_run_per_cell(rows), SPECS, TINY).iloc[0].bytes_W_all == 239_232
 
 
+
+UNTIMED = """
+run_id, session, gpu, model, ctx, max_cache_len, arm, attn, quant, step, step_ms, status, reason, batch
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, eager, sdpa, bf16, 1, 2.0, ok, , 1
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, lean_graph, sdpa, bf16, , , oom, out of memory: CUDA out of memory. Tried to allocate 540.00 MiB. GPU 0 has 79 GiB. More, 1
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 200, 210, lean_graph, sdpa, bf16, , , oom, out of memory: again, 1
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, lean_fused_graph, sdpa, bf16, , , unavailable, takes one row, 4
+20261203T000000-aaaaaa, 101, cpu-test, llama-tiny, 100, 110, lean_fused_graph, sdpa, bf16, , , unavailable, takes one row, 4
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 200, 210, graph, sdpa, bf16, , , oom, out of memory: once, 1
+20261203T000000-aaaaaa, 101, cpu-test, llama-tiny, 200, 210, graph, sdpa, bf16, 1, 3.0, ok, , 1
+20261201T000000-bbbbbb, 100, cpu-test, llama-tiny, 100, 110, graph, sdpa, bf16, , , oom, out of memory: old, 1
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, graph, sdpa, bf16, 1, 1.0, ok, , 1
+20261203T000000-aaaaaa, 5, cpu-test, llama-tiny, 100, 110, compile, sdpa, bf16, , , oom, not notebook 07's session band, 1
+"""
+
+
+def test_the_cells_a_sweep_could_not_time_are_named_not_dropped():
+    untimed = w.untimed_cells(w.scope_rows(frame(UNTIMED)))
+    # timed cells (eager; graph at ctx 200 whose other session timed it; graph at ctx 100, timed by the newer run)
+    # and a row outside notebook 07's band of sessions are not listed
+    assert [(r.arm, r.ctx, r.batch, r.status, r.sessions) for r in untimed.itertuples()] == [
+        ("lean_graph", 100, 1, "oom", 1), ("lean_fused_graph", 100, 4, "unavailable", 2),
+        ("lean_graph", 200, 1, "oom", 1)]
+    assert set(w.cell_table(w.scope_rows(frame(UNTIMED)), SPECS, TINY)["arm"]) == {"eager", "graph"}
+    lines = w.untimed_findings(untimed)
+    assert lines == [
+        "cpu-test llama-tiny: 2 cell(s) of notebook 07's sweeps not timed (oom): lean_graph at ctx 100, 200, batch 1; "
+        "the sweep recorded: out of memory: CUDA out of memory. Tried to allocate 540.00 MiB. GPU 0 has 79 GiB.",
+        "cpu-test llama-tiny: 1 cell(s) of notebook 07's sweeps not timed (unavailable): lean_fused_graph at ctx 100, "
+        "batch 4; the sweep recorded: takes one row."]
+    # cells that are not every combination of arm, context and batch are listed one by one
+    mixed = untimed.assign(status="oom")
+    assert w.untimed_findings(mixed)[0].split("(oom): ")[1].startswith(
+        "lean_graph at ctx 100, batch 1; lean_fused_graph at ctx 100, batch 4; lean_graph at ctx 200, batch 1;")
+    assert w.untimed_findings(w.untimed_cells(frame(UNTIMED).iloc[:0])) == []
+
 def test_a_model_without_a_config_or_a_gpu_without_specs_is_named():
     with pytest.raises(KeyError, match="llama-tiny.*data/models"):
         w.cell_table(frame(ROWS), SPECS, {})

@@ -111,6 +111,45 @@ def cell_table(rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Ma
     return table[cols].sort_values(CELL).reset_index(drop=True)
 
 
+
+UNTIMED_COLUMNS = CELL + ["status", "sessions", "reason"]
+
+
+def untimed_cells(scope: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (CELL) of `scope` (notebook 07's own rows: scope_rows) that its sweep tried and could not time (no
+    row of status ok): the status its rows record (oom, unavailable, error, skipped), the sessions that recorded it
+    and the first line of the reason. Such a cell is named here, never dropped: cell_table keeps only timed cells."""
+    if scope.empty:
+        return pd.DataFrame(columns=UNTIMED_COLUMNS)
+    rows = with_batch(scope)
+    timed = rows[rows["status"] == "ok"].groupby(CELL, dropna=False).size()
+    tried = rows[~rows["status"].isin(["ok", "warmup"])]
+    out = []
+    for key, g in tried.groupby(CELL, dropna=False):
+        if key in timed.index:
+            continue
+        reason = next((str(r).splitlines()[0] for r in g["reason"] if isinstance(r, str) and r.strip()), "")
+        out.append(dict(zip(CELL, key), status=", ".join(sorted(set(g["status"]))),
+                        sessions=int(g["session"].nunique()), reason=reason))
+    return pd.DataFrame(out, columns=UNTIMED_COLUMNS).sort_values(CELL).reset_index(drop=True)
+
+
+def untimed_findings(untimed: pd.DataFrame) -> list[str]:
+    """One sentence per GPU, status and model of `untimed` (untimed_cells): its arms, contexts and batches (each
+    cell on its own where they are not every combination of the three) and the reason the sweep recorded for the
+    first of them, to its third sentence."""
+    out = []
+    for (gpu, status, model), g in untimed.groupby(["gpu", "status", "model"]) if not untimed.empty else []:
+        arms_, ctxs, batches = (sorted(set(g[c])) for c in ("arm", "ctx", "batch"))
+        if len(g) == len(arms_) * len(ctxs) * len(batches):
+            where = (f"{', '.join(arms_)} at ctx {', '.join(map(str, ctxs))}, batch {', '.join(map(str, batches))}")
+        else:
+            where = "; ".join(f"{r.arm} at ctx {r.ctx}, batch {r.batch}" for r in g.itertuples())
+        why = ". ".join(g["reason"].iloc[0].split(". ")[:3]).rstrip(".")
+        out.append(f"{gpu} {model}: {len(g)} cell(s) of notebook 07's sweeps not timed ({status}): {where}"
+                   + (f"; the sweep recorded: {why}." if why else "."))
+    return out
+
 # --------------------------------------------------------------------------------------------- the model
 FIT_COLUMNS = FIT_KEY + ["points", "layer_counts", "a", "c0_ms", "c1_ms", "rms_rel_residual", "fitted", "reason"]
 
@@ -452,13 +491,14 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     """Notebook 07's tables from its rows `decode_rows` (bf16_rows, of every GPU or one), the GPU `specs`
     (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
     `cells` (every model and arm, each cell from its newest run), `scope` (the cells of notebook 07's own sweeps:
-    scope_rows), `fits`, `residuals` and `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every
-    GPU of the registry, the configs' models, the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch`
-    (shares) and `launch_shrinks`, `published` points, `lambdas`, `published_fit`, `published_outcome`,
-    `transferred`. The
-    thresholds are this module's, which the claims rules W1, W2a and W2b reference."""
+    scope_rows), `untimed` (the cells those sweeps could not time: untimed_cells), `fits`, `residuals` and
+    `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every GPU of the registry, the configs' models,
+    the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch` (shares) and `launch_shrinks`, `published`
+    points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The thresholds are this module's, which
+    the claims rules W1, W2a and W2b reference."""
     cells = cell_table(newest_run_per_cell(decode_rows), specs, configs)
-    scope = cell_table(scope_rows(decode_rows), specs, configs)
+    in_scope = scope_rows(decode_rows)
+    scope = cell_table(in_scope, specs, configs)
     fits = fit(scope, MIN_POINTS)
     resid = residuals(scope, fits, REL_TOL)
     points = published_points(pub, configs)
@@ -467,7 +507,8 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     shares = launch_shares(scope)
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
     verdicts = fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS)
-    return dict(rows=decode_rows, cells=cells, scope=scope, configs=configs, specs=specs, fits=fits, residuals=resid,
+    return dict(rows=decode_rows, cells=cells, scope=scope, untimed=untimed_cells(in_scope),
+                configs=configs, specs=specs, fits=fits, residuals=resid,
                 fit_verdicts=verdicts, fixed_by_batch=fixed_share_by_batch(resid, verdicts),
                 within_floor=batch_within_floor(scope), crossover=crossover_table(configs, specs, contexts),
                 fixed_by_size=fixed_share_by_size(resid), launch=shares,
@@ -515,6 +556,7 @@ def findings(t: Mapping) -> list[str]:
             out.append(f"{gpu}: {len(g)} cells of notebook 07's sweeps, models {', '.join(sorted(set(g['model'])))}, "
                        f"batches {', '.join(str(b) for b in sorted(set(g['batch'])))}, contexts "
                        f"{', '.join(str(c) for c in sorted(set(g['ctx'])))}.")
+    out += untimed_findings(t["untimed"]) if "untimed" in t else []
     one = cells[(cells["batch"] == 1) & (cells["attn"] == "sdpa")] if not cells.empty else cells
     for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
         out.append(f"{gpu} {arm}, batch 1: R_floor {stats.span(g['r_floor'])} over {len(g)} cells "

@@ -19,7 +19,7 @@ from decodegap import paths, published
 from decodegap.inputs import InputError
 from decodegap.stats import span as _span
 from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
-from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED
+from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED, ORDER_MIXED, ORDER_REVERSED
 from decodegap.analysis.closing_the_gap_int4_products import scale_levers
 from decodegap.analysis.cost import confirmation_status
 from decodegap.analysis.where_the_thesis_ends import REL_TOL
@@ -325,8 +325,14 @@ def _confirmation_words(row: pd.DataFrame, r_floor: bool = True, counted: pd.Ser
                 f"{counted.counted_ms:.2f} ms" + (f", R_floor {counted.counted_r_floor:.3f}" if r_floor else ""))
         return "not yet confirmed by a fresh sweep (a best of many, not counted" + held + ")"
     r = row.iloc[0]
-    margin = (f"{100 * r.margin_median:+.1f} % over the runner-up" if pd.notna(r.margin_median) else
-              "no runner-up timed in those sessions")
+    order = getattr(r, "order", None)
+    if pd.isna(r.margin_median):
+        margin = "no runner-up timed in those sessions"
+    elif order == ORDER_REVERSED:
+        margin = f"the runner-up faster by {-100 * r.margin_median:.1f} % (order reversed in every paired session)"
+    else:
+        margin = f"{100 * r.margin_median:+.1f} % over the runner-up" + (f" (order {order})" if order ==
+                                                                         ORDER_MIXED else "")
     return (f"confirmed at {r.confirmed_ms:.2f} ms" + (f" (R_floor {r.r_floor_bf16:.3f})" if r_floor else "")
             + f" in {int(r.sessions)} fresh sessions, {margin}")
 
