@@ -684,10 +684,13 @@ def _unchanged_text(ev, sessions: int, ab_sessions: int, grid_sessions: int | No
 
     n = len(one_left_out.left_out(ev))
     grid = len(one_left_out.grid_sessions(ev)) if grid_sessions is None else grid_sessions
+    scope = len(one_left_out.scope_sessions(ev))  # notebook 07's, which these rules do not read
     return (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of {sessions} of the "
             f"{sessions} sessions of the headline cells, or any one of {ab_sessions} of the {ab_sessions} A/B headline "
-            f"sessions{f', or any one of {grid} of the {grid} A/B grid sessions' if grid else ''}, left out (without "
-            f"model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left to judge)")
+            f"sessions{f', or any one of {grid} of the {grid} A/B grid sessions' if grid else ''}"
+            f"{f', or any one of {scope} of the {scope} sessions of notebook 07' + chr(39) + 's sweeps' if scope else ''}"
+            f", left out (without model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left to "
+            "judge)")
 
 
 def test_one_left_out_names_a_verdict_carried_by_one_session(evidence):
@@ -894,6 +897,51 @@ def test_one_left_out_names_a_verdict_carried_by_one_grid_session(evidence):
     assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2b")
             == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3, 3))
 
+
+
+SCOPE_RUN, SCOPE_OLDER_RUN = "20261207T000000-hand-scope", "20261201T000000-hand-scope"
+"""The runs of the hand-made notebook 07 sessions of the H100 below (_scope_rows); the older one is replaced whole."""
+
+
+def _scope_rows(graph_b8_ms, run_id: str = SCOPE_RUN) -> pd.DataFrame:
+    """Notebook 07's decode rows of one batch sweep `run_id` on the H100 (llama-3.1-8b, ctx 2048, sessions 100-102):
+    eager 20 ms at batch 1 and 8 in every session, graph 10 ms at batch 1 and, per session, `graph_b8_ms` at batch 8;
+    each a warm-up step (not timed) and three timed steps 0.9, 1 and 1.1 times it (session median: the step)."""
+    rows = []
+    for i, g8 in enumerate(graph_b8_ms):
+        for batch, arm, ms in ((1, "eager", 20.0), (1, "graph", 10.0), (8, "eager", 20.0), (8, "graph", g8)):
+            for step, (x, status) in enumerate(((100, "warmup"), (0.9, "ok"), (1.0, "ok"), (1.1, "ok"))):
+                rows.append(dict(run_id=run_id, session=100 + i, gpu="h100-sxm", model="llama-3.1-8b", ctx=2048,
+                                 max_cache_len=2112, arm=arm, attn="sdpa", quant="bf16", step=step, step_ms=x * ms,
+                                 status=status, reason="", batch=batch))
+    return pd.DataFrame(rows)
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_notebook_07_session(evidence):
+    """W1 on a hand-made H100 batch sweep: the launch share at batch 1 is 0.5 in every session (eager 20 ms, graph
+    10); at batch 8 the graph step is 18, 18 and 9 ms, so the share's median is 0.1 and its session range 0.1-0.55,
+    which reaches past 0.5: inconclusive. Without session 102 (the 9 ms) the range is 0.1-0.1, below 0.5: reproduced,
+    and one_left_out names that session; without 100 or 101 the range is still 0.1-0.55, not named. An older run of the
+    same cells (graph 1 ms at batch 8), which the newer replaced whole, does not come back with a session left out.
+    At 18, 18 and 18 ms every session left out keeps it reproduced."""
+    from decodegap.claims import one_left_out, where_the_thesis_ends as claims_scope
+
+    older = _scope_rows((1.0, 1.0, 1.0), SCOPE_OLDER_RUN)
+    carried = evidence.with_scope_rows(pd.concat([older, _scope_rows((18.0, 18.0, 9.0))], ignore_index=True))
+    w1 = _row(carried, "W1")
+    assert w1["category"] == verdicts.INCONCLUSIVE and w1["hardware"] == "h100-sxm"
+    assert one_left_out.scope_sessions(carried) == [("h100-sxm", SCOPE_RUN, n) for n in (100, 101, 102)]
+    gone = one_left_out.without_scope_session(carried, "h100-sxm", SCOPE_RUN, 102)
+    b8 = gone.scope["launch"].set_index("batch").loc[8]
+    assert (b8.graph_ms, b8.f_lo, b8.f_hi) == (18.0, pytest.approx(0.1), pytest.approx(0.1))
+    assert (_left_out_text(carried, claims_scope.where_the_thesis_ends, "W1")
+            == f"without h100-sxm notebook 07 session 102 of run {SCOPE_RUN}: {verdicts.REPRODUCED}")
+    held = evidence.with_scope_rows(_scope_rows((18.0, 18.0, 18.0)))
+    assert _row(held, "W1")["category"] == verdicts.REPRODUCED
+    text = _left_out_text(held, claims_scope.where_the_thesis_ends, "W1")
+    assert text.startswith("unchanged with any one of ") and "notebook 07 session" not in text
+    assert text.endswith("or any one of 3 of the 3 sessions of notebook 07's sweeps, left out (without model "
+                         "llama-3.1-8b, ctx 2048 its source has nothing left to judge)")
 
 def test_r5m_states_the_cheapest_configurations_confirmation(evidence):
     """R5m's cheapest measured configuration is a best of many: with notebook 06's confirmation of it, the line gives

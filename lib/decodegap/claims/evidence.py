@@ -11,6 +11,7 @@ import pandas as pd
 
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
 from decodegap.analysis import closing_the_gap_confirmation as confirmation
+from decodegap.analysis import where_the_thesis_ends as scope_analysis
 from decodegap import accounting, hardware, published, records
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
@@ -108,6 +109,15 @@ class Evidence:
         return replace(self, ab_rows=rows, speed=_splice(self.speed, t["speedups"], ab_cells),
                        ab_sessions=_splice(self.ab_sessions, t["sessions"], ab_cells, ["session"]),
                        decomp=self._decomposition(rows))
+
+    def with_scope_rows(self, rows: pd.DataFrame) -> "Evidence":
+        """This evidence with `rows` (some of notebook 07's decode rows, scope["rows"]) and notebook 07's tables made
+        again from them as notebook 07 makes them (analysis.where_the_thesis_ends.replay, with the scope's specs and
+        configs and this evidence's published numbers; the step model fitted again): what W1, W2a and W2b read with
+        a session of notebook 07's sweeps left out (claims.one_left_out). The anatomy's descriptive tables, which no
+        rule reads, are kept as they were."""
+        t = scope_analysis.replay(rows, self.scope["specs"], self.published, self.scope["configs"])
+        return replace(self, scope={**self.scope, **t})
 
     def _decomposition(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The decomposition of the grid sweep's cells among A/B `rows` (cuda_graphs_ab.grid_decomposition)."""

@@ -32,12 +32,16 @@ one cell's share out would leave that session's doing in the others. Each GPU's 
 cells, so one GPU's session moves that GPU's numbers alone. (Until 2026-12-06 only the grid sessions at the headline
 context were left out, and only their rows there.)
 
-No other session is left out: not those of the other cells of notebook 01, nor the quantisation cells', nor those
-behind notebook 07's tables.
+A session of notebook 07's sweeps (one process of its batch or size sweep, among the rows its rules read: each cell's
+newest measurement) leaves those rows, every cell it timed, and notebook 07's tables are made again from the rest as
+notebook 07 makes them (Evidence.with_scope_rows): W1's launch shares, W2a's step model, fitted again, and W2b's
+lambda from those fits. A cell that session alone timed (a sweep of one session, a cut sweep's last) leaves with it.
+
+No other session is left out: not those of the other cells of notebook 01, nor the quantisation cells'.
 
 Only the measured frames lose rows (MEASURED): the paper's published numbers, the GPU registry, the byte model and the
 cost table stay whole. Statistics a notebook computes across models before the rules read them (notebook 07's step
-model fits, W2a's) are not fitted again: their rows drop, their fits stay. A rule that reads one cell (the headline
+model fits, W2a's) are not fitted again without a model or a context: their rows drop, their fits stay. A rule that reads one cell (the headline
 cell of R1b, R2a) has nothing left without that cell's model or context: a label that turns `not testable here` is not
 a flip and is not named, nor is a label that another source gives once the row's own source has nothing left (the
 paper's numbers, where our rows at the rule's one context are left out)."""
@@ -50,7 +54,9 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from decodegap import sessions
 from decodegap.analysis import cuda_graphs_ab as ab
+from decodegap.analysis import where_the_thesis_ends as scope_analysis
 from decodegap.claims.evidence import CELL_FRAMES, Evidence, of_ab_cells
 from decodegap.claims.rules import PAPER
 from decodegap.claims.verdicts import NOT_TESTABLE, SECTION_FINDING
@@ -165,29 +171,60 @@ def without_grid_session(ev: Evidence, gpu: str, run_id: str, session: int) -> E
     return ev.with_ab_rows(r[~out], cells)
 
 
+def _scope_read(ev: Evidence) -> pd.DataFrame:
+    """The rows of notebook 07's sweeps its rules read (analysis.where_the_thesis_ends.scope_rows of ev.scope's
+    rows: its band of sessions, each cell's newest measurement); empty without any."""
+    rows = ev.scope.get("rows") if isinstance(ev.scope, Mapping) else None
+    return rows.iloc[:0] if rows is None or rows.empty else scope_analysis.scope_rows(rows)
+
+
+def scope_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
+    """(gpu, run id, session) of every session of notebook 07's sweeps whose timed rows its rules read (_scope_read),
+    in order: one process of a batch or size sweep, which timed every cell of its plan (W1's launch shares, W2a's
+    fits and, through them, W2b's lambda)."""
+    read = _scope_read(ev)
+    return [] if read.empty else _sessions(read, read["status"] == "ok")
+
+
+def without_scope_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
+    """`ev` with one session of notebook 07's sweeps (every cell that session of run `run_id` timed on `gpu`) left
+    out of the rows its rules read, and notebook 07's tables made again from the rest (Evidence.with_scope_rows). The
+    rows of notebook 07's band that its rules do not read (a cell's older measurement, replaced whole by a newer one)
+    stay out, so no older run takes the place of the session left out; the other notebooks' rows stay whole."""
+    rows = ev.scope["rows"]
+    read = _scope_read(ev)
+    band = sessions.in_band(rows["session"], sessions.SCOPE)
+    kept = pd.concat([rows[~band], read[~_of_session(read, gpu, run_id, session)]], ignore_index=True)
+    return ev.with_scope_rows(kept)
+
+
 MODELS_AND_CONTEXTS, SESSIONS = "models and contexts", "sessions of the headline cells"
 AB_SESSIONS, GRID_SESSIONS = "A/B headline sessions", "A/B grid sessions"
-"""The four kinds of thing left out, as the column counts them."""
+SCOPE_SESSIONS = "sessions of notebook 07's sweeps"
+"""The five kinds of thing left out, as the column counts them."""
 
 
 def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
     then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
-    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`)."""
+    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`), then every session
+    of notebook 07's sweeps (`scope_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
-    for kind, name, sessions, leave in ((SESSIONS, "session", headline_sessions, without_session),
-                                        (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
-                                        (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session)):
+    for kind, name, listed, leave in ((SESSIONS, "session", headline_sessions, without_session),
+                                      (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
+                                      (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session),
+                                      (SCOPE_SESSIONS, "notebook 07 session", scope_sessions, without_scope_session)):
         out += [(kind, f"{gpu} {name} {session} of run {run_id}", _keyed(make_rows(leave(ev, gpu, run_id, session))))
-                for gpu, run_id, session in sessions(ev)]
+                for gpu, run_id, session in listed(ev)]
     return out
 
 
 def _unchanged(variants: list[tuple[str, str, dict]], nothing: list[str]) -> str:
     """The text of a label no variant changes: per kind, of how many of them left out the source still judges (e.g.
     "unchanged with any one of N of the M models and contexts, or any one of K of the L sessions of the headline
-    cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid sessions, left out"),
+    cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid sessions, or any one of
+    S of the T sessions of notebook 07's sweeps, left out"),
     naming those that leave it nothing to judge."""
     total = Counter(kind for kind, _, _ in variants)
     judged = Counter(kind for kind, what, _ in variants if what not in nothing)
@@ -209,15 +246,16 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
 
 def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
-    one model, one context, one session of a headline cell, one A/B session behind a headline speed-up or one session
-    of the A/B grid sweep out does to its label (`category`): the labels the same source (the
-    row's `source`) turns it into, each with what was left out ("without h100-sxm A/B session 7 of run R: ...",
-    "without h100-sxm A/B grid session 1 of run R: ..."; a label turned `not testable here`, or given by another
-    source, is not named: the rows left nothing to judge); where none changes, `unchanged with any one of N of the M
-    models and contexts, or any one of K of the L sessions of the headline cells, or any one of I of the J A/B
-    headline sessions, or any one of G of the H A/B grid sessions, left out`, naming those that leave its source
-    nothing to judge; '-' for a method check, a
-    finding not testable with every row, or one labelled by the paper's own numbers (which read no measured row)."""
+    one model, one context, one session of a headline cell, one A/B session behind a headline speed-up, one session
+    of the A/B grid sweep or one session of notebook 07's sweeps out does to its label (`category`): the labels the
+    same source (the row's `source`) turns it into, each with what was left out ("without h100-sxm A/B session 7 of
+    run R: ...", "without h100-sxm A/B grid session 1 of run R: ...", "without h200 notebook 07 session 100 of run R:
+    ..."; a label turned `not testable here`, or given by another source, is not named: the rows left nothing to
+    judge); where none changes, `unchanged with any one of N of the M models and contexts, or any one of K of the L
+    sessions of the headline cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid
+    sessions, or any one of S of the T sessions of notebook 07's sweeps, left out`, naming those that leave its
+    source nothing to judge; '-' for a method check, a finding not testable with every row, or one labelled by the
+    paper's own numbers (which read no measured row)."""
     base = make_rows(ev) if base is None else base
     variants = _variants(ev, make_rows)
     text = []

@@ -84,14 +84,17 @@ them. Every rule's earlier versions, with the verdict each gave, are at the end.
 model, of one context, of one session of a headline cell (the headline model at the headline context, per GPU: the
 cell R1a and R1b read), or of one A/B session behind a GPU's headline speed-up (the headline model at the headline
 context, the sessions of the A/B's headline sweep: what R2a reads), or of one session of the A/B grid sweep (every model
-and context it timed: T1's sessions, T3a's speed-ups, the decomposition R2b reads, T4's long context) left out,
-and names every label that changes ("without model X: ...", "without GPU session N of run R: ...", "without GPU A/B
-session N of run R: ...", "without GPU A/B grid session N of run R: ..."); a label that only turns "not testable
-here" (nothing left to judge) is not named. Without a session, the headline cell's median step and session range,
-the headline speed-up and its interval (with 9 sessions of 10 left, the range of the 9, not a bootstrap CI), or the
-grid's cells that session timed and their decomposition, are made again from the other sessions. Sessions of
-notebook 01's other cells, of the quantisation cells and of notebook 07's sweeps are not left out; the published
-numbers stay whole, and fits computed across models before the rules read them (notebook 07's) are not fitted again.
+and context it timed: T1's sessions, T3a's speed-ups, the decomposition R2b reads, T4's long context), or of one
+session of notebook 07's batch and size sweeps (every cell it timed: W1's launch shares, W2a's fits, W2b's lambda)
+left out, and names every label that changes ("without model X: ...", "without GPU session N of run R: ...",
+"without GPU A/B session N of run R: ...", "without GPU A/B grid session N of run R: ...", "without GPU notebook 07
+session N of run R: ..."); a label that only turns "not testable here" (nothing left to judge) is not named. Without
+a session, the headline cell's median step and session range, the headline speed-up and its interval (with 9
+sessions of 10 left, the range of the 9, not a bootstrap CI), the grid's cells that session timed and their
+decomposition, or notebook 07's cells and its step model (fitted again), are made again from the other sessions.
+Sessions of notebook 01's other cells and of the quantisation cells are not left out; the published numbers stay
+whole, and fits computed across models before the rules read them (notebook 07's) are not fitted again without a
+model or a context.
 """
 
 
