@@ -162,6 +162,17 @@ def test_w2a_holds_when_the_model_explains_the_cells():
     assert "a 0.50, c0 1.00 ms, c1 100 us per layer" in ours
 
 
+
+def test_a_fit_past_the_datasheets_rate_is_said_to_trade_its_terms():
+    """The same ten cells with a = 0.5 and with a = 1.25 (a step faster than its floor at the datasheet's rate, as a
+    fit can give when its fixed terms go negative): both hold on their residuals; the second's sentence says its a is
+    outside (0, 1], the first's does not."""
+    for a, past in ((0.5, False), (1.25, True)):
+        fits, v = _w2a(_cells(TF, LAYERS, TF / a + 1.0 + 0.1 * LAYERS))
+        line = w.fit_sentence(v.iloc[0], fits.set_index(w.FIT_KEY).iloc[0])
+        assert line.startswith(f"h200 eager (sdpa): t = t_floor / {a:.2f} + 1.00 ms + n_layers x 100 us; 10 of 10")
+        assert ("its a is outside (0, 1]" in line) == past and line.split("; ")[1].endswith("holds" + ("" if past else "."))
+
 def test_w2a_fails_when_cells_fall_outside_beyond_noise_and_is_inconclusive_within_it():
     bent = EXACT.copy()
     bent[[0, 3, 6, 9]] *= [1.6, 0.5, 1.7, 0.6]  # four cells of ten far off the two terms

@@ -542,6 +542,18 @@ def crossover_findings(cross: pd.DataFrame) -> list[str]:
     return out
 
 
+def fit_sentence(v, f) -> str:
+    """W2a's sentence of one testable fit: `v` its row of fit_verdicts, `f` its row of fit (a, c0_ms, c1_ms,
+    rms_rel_residual). Where a is outside (0, A_MAX] the sentence says the terms trade against each other; the outcome
+    reads the residuals alone either way (descriptive, not part of the rule)."""
+    return (f"{v.gpu} {v.arm} ({v.attn}): t = t_floor / {f['a']:.2f} + {f['c0_ms']:.2f} ms + n_layers x "
+            f"{f['c1_ms'] * 1e3:.0f} us; {v.explained} of {v.cells} cells within {REL_TOL:.0%} beyond noise, "
+            f"{v.unexplained} outside (rms residual {f['rms_rel_residual']:.1%}): {v.outcome}"
+            + ("." if 0 < f["a"] <= A_MAX else
+               f"; its a is outside (0, {A_MAX:g}] (a rate on the floor past the datasheet, or not positive), so its "
+               "terms trade against each other and a, c0 and c1 are not each meaningful: the outcome reads the "
+               "residuals alone (descriptive)."))
+
 def findings(t: Mapping) -> list[str]:
     """Notebook 07's sentences, generated from `replay`'s tables (never typed): what its own sweeps measured or that
     they are not measured yet, the batch-1 cells of the other notebooks it draws, the compute crossover on every GPU
@@ -568,10 +580,7 @@ def findings(t: Mapping) -> list[str]:
                    f"GB/s) is {p.t_floor_bw_ms:.2f} ms, R_floor {p.t_floor_bw_ms / p.eager_ms:.2f} against the "
                    f"published {p.r_floor_published:.2f}.")
     for v in t["fit_verdicts"][t["fit_verdicts"]["testable"].astype(bool)].itertuples() if not t["fit_verdicts"].empty else []:
-        f = t["fits"].set_index(FIT_KEY).loc[(v.gpu, v.arm, v.attn)]
-        out.append(f"{v.gpu} {v.arm} ({v.attn}): t = t_floor / {f['a']:.2f} + {f['c0_ms']:.2f} ms + n_layers x "
-                   f"{f['c1_ms'] * 1e3:.0f} us; {v.explained} of {v.cells} cells within {REL_TOL:.0%} beyond noise, "
-                   f"{v.unexplained} outside (rms residual {f['rms_rel_residual']:.1%}): {v.outcome}.")
+        out.append(fit_sentence(v, t["fits"].set_index(FIT_KEY).loc[(v.gpu, v.arm, v.attn)]))
     for name, table, col in (("batch within 10 % of the bandwidth floor", t["within_floor"], "batch_within"),
                              ("size below which the fixed cost is more than half the step", t["fixed_by_size"],
                               "below_size")):
