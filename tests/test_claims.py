@@ -896,6 +896,12 @@ def test_one_left_out_names_a_verdict_carried_by_one_grid_session(evidence):
     assert _row(held_ev, "R2b")["category"] == verdicts.REPRODUCED
     assert (_left_out_text(held_ev, claims_graphs.cuda_graphs, "R2b")
             == _unchanged_text(held_ev, len(one_left_out.headline_sessions(held_ev)), 3, 3))
+    # without a headline sweep the headline speed-up is the grid's: its sessions are grid sessions, named once as that
+    grid_only = evidence.with_ab_rows(_ab_sessions(evidence, (), (11.0, 11.5, 13.0), GRID_RUN, "grid"))
+    assert one_left_out.headline_ab_sessions(grid_only) == []
+    assert one_left_out.grid_sessions(grid_only) == [("h100-sxm", GRID_RUN, n) for n in (0, 1, 2)]
+    assert (_left_out_text(grid_only, claims_graphs.cuda_graphs, "R2b")
+            == f"without h100-sxm A/B grid session 0 of run {GRID_RUN}: {verdicts.REPRODUCED}")
 
 
 

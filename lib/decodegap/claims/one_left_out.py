@@ -131,8 +131,10 @@ def headline_ab_cells(ev: Evidence) -> pd.DataFrame:
 def headline_ab_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
     """(gpu, run id, session) of every session among notebook 02's A/B rows (ev.ab_rows) of the cells behind the
     headline speed-ups (headline_ab_cells), in order: the sessions whose ratios make a GPU's headline speed-up and its
-    interval."""
+    interval. A GPU whose headline speed-up is its grid sweep's (no headline sweep) has none here: each of those is a
+    grid session, left out whole at every cell it timed (grid_sessions), and named once, as that."""
     cells = headline_ab_cells(ev)
+    cells = cells[cells["sweep"] != ab.GRID] if "sweep" in cells else cells
     return [] if ev.ab_rows.empty or cells.empty else _sessions(ev.ab_rows, of_ab_cells(ev.ab_rows, cells))
 
 
