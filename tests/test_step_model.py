@@ -108,6 +108,19 @@ def test_the_cells_a_sweep_could_not_time_are_named_not_dropped():
         "lean_graph at ctx 100, batch 1; lean_fused_graph at ctx 100, batch 4; lean_graph at ctx 200, batch 1;")
     assert w.untimed_findings(w.untimed_cells(frame(UNTIMED).iloc[:0])) == []
 
+
+def test_the_findings_count_each_gpus_cells_by_their_sessions():
+    """ROWS' cell has two sessions; UNTIMED's three timed cells of notebook 07's band one each (its compile row is
+    another notebook's session): the GPU's line counts them so, and says a one-session cell has no noise."""
+    pub = published.load()
+    configs = {**TINY, **models.configs(set(pub["model"].dropna()))}
+    t = w.replay(pd.concat([frame(ROWS), frame(UNTIMED)], ignore_index=True), SPECS, pub, configs)
+    line = w.findings(t)[0]
+    assert line.startswith("cpu-test: 4 cells of notebook 07's sweeps, models llama-tiny, batches 1, 4, contexts 100, "
+                           "200; ")
+    assert line.endswith("1 cells of 2 sessions, 3 cells of 1 session (W2a's noise is a cell's session range: none "
+                         "with one session).")
+
 def test_a_model_without_a_config_or_a_gpu_without_specs_is_named():
     with pytest.raises(KeyError, match="llama-tiny.*data/models"):
         w.cell_table(frame(ROWS), SPECS, {})

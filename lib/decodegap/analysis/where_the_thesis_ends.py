@@ -567,7 +567,10 @@ def findings(t: Mapping) -> list[str]:
         for gpu, g in scope.groupby("gpu"):
             out.append(f"{gpu}: {len(g)} cells of notebook 07's sweeps, models {', '.join(sorted(set(g['model'])))}, "
                        f"batches {', '.join(str(b) for b in sorted(set(g['batch'])))}, contexts "
-                       f"{', '.join(str(c) for c in sorted(set(g['ctx'])))}.")
+                       f"{', '.join(str(c) for c in sorted(set(g['ctx'])))}; "
+                       + ", ".join(f"{n} cells of {k} session{'s' if k > 1 else ''}"
+                                   for k, n in sorted(g["sessions"].value_counts().items(), reverse=True))
+                       + " (W2a's noise is a cell's session range: none with one session).")
     out += untimed_findings(t["untimed"]) if "untimed" in t else []
     one = cells[(cells["batch"] == 1) & (cells["attn"] == "sdpa")] if not cells.empty else cells
     for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
