@@ -47,3 +47,9 @@ def test_the_two_term_fit_recovers_known_numbers_and_flags_an_unphysical_one():
     bad = pd.DataFrame([dict(fits.iloc[0], a=0.04, c_us=-40.0)])
     [line] = anatomy.findings(pd.DataFrame(columns=anatomy.COPY_COLUMNS), bad)
     assert "not a physical fit" in line
+    # two cells for two terms: any two fit exactly (rms residual 0), so the line says so and reports no numbers
+    two = anatomy.axis_fits(scope.iloc[:2], counts, size_models=("s1", "s2", "s3"), batch_model="s1")
+    assert two[two.axis == "size"].iloc[0].rms_rel_residual == pytest.approx(0.0, abs=1e-12)
+    [line] = anatomy.findings(pd.DataFrame(columns=anatomy.COPY_COLUMNS), two[two.axis == "size"])
+    assert line == ("h200 graph, the size axis alone: 2 cells with a kernel count, no more than the fit's two terms "
+                    "(an exact fit whatever the cells): not reported.")

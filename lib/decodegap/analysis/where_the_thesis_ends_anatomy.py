@@ -105,6 +105,10 @@ def findings(copies: pd.DataFrame, fits: pd.DataFrame, configs: Mapping | None =
     for r in fits.itertuples():
         if not r.points >= 2:
             continue
+        if r.points <= 2:  # as many cells as terms: any two cells fit exactly, so nothing is described
+            out.append(f"{r.gpu} {r.arm}, the {r.axis} axis alone: {r.points} cells with a kernel count, no more than "
+                       "the fit's two terms (an exact fit whatever the cells): not reported.")
+            continue
         physical = 0 < r.a <= 1 and r.c_us >= 0
         out.append(f"{r.gpu} {r.arm}, the {r.axis} axis alone (descriptive, chosen after the rows): t = t_floor / "
                    f"{r.a:.2f} + n_kernels x {r.c_us:.2f} us over {r.points} cells, rms residual "
