@@ -80,6 +80,36 @@ def test_fused_weights_are_the_hf_weights():
     assert decoder.layers[1].w_o.data_ptr() == a.o_proj.weight.data_ptr()  # unfused: the HF tensors themselves
 
 
+
+def test_the_copies_are_counted_by_hand_and_refused_before_they_are_made_where_they_cannot_fit(monkeypatch):
+    """llama-tiny in bf16 (hidden 64, 4 heads and 2 kv heads of 16, intermediate 128, 2 layers): q/k/v is (64 + 2 x 32)
+    x 64 = 8,192 weights and gate/up 2 x 128 x 64 = 16,384, so the copies take 2 x 24,576 x 2 = 98,304 bytes; qwen2-tiny
+    adds its q/k/v biases (128 values a layer). With less room left than that the decoder is refused as an
+    out-of-memory error (what a sweep records as `oom`) in one line, before any copy is made; with room, it builds."""
+    from decodegap import outcome
+
+    model = _build("llama-tiny", dtype="bf16")
+    assert lean.copied_bytes(model.model.layers) == 98_304
+    qwen = _build("qwen2-tiny", dtype="bf16")
+    cfg = qwen.config
+    qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * (cfg.hidden_size // cfg.num_attention_heads)
+    per_layer = (qkv * (cfg.hidden_size + 1) + 2 * cfg.intermediate_size * cfg.hidden_size) * 2
+    assert lean.copied_bytes(qwen.model.layers) == cfg.num_hidden_layers * per_layer
+    assert lean.usable_bytes("cpu") is None  # no check off a GPU
+    made = []
+    monkeypatch.setattr(lean, "_projection", lambda *a: made.append(a) or (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(lean, "usable_bytes", lambda device: 98_303)
+    with pytest.raises(torch.OutOfMemoryError) as refused:
+        lean.LeanDecoder(model, 8)
+    assert made == []  # refused before the first layer's copy
+    status, reason = outcome.classify(refused.value)
+    assert status == "oom" and len(reason) <= outcome.REASON_CHARS and "\n" not in reason
+    assert reason.startswith("out of memory: the lean decoder's concatenated q/k/v and gate/up weights take 0.0 GiB")
+    assert reason.endswith("GiB left on this GPU: its lean arms need about 0.0 GiB more (the HF arms make no copy)")
+    monkeypatch.undo()
+    monkeypatch.setattr(lean, "usable_bytes", lambda device: 98_304)
+    assert lean.LeanDecoder(model, 8).layers[1].w_qkv.shape == (128, 64)
+
 def test_an_unsupported_architecture_is_refused_with_the_reason():
     model = _build("llama-tiny")
     model.config.model_type = "gemma"

@@ -162,6 +162,7 @@ class LeanDecoder(nn.Module):
         head = hf_model.lm_head
         self.lm_head = head if isinstance(head, quant_layers.QuantLinear) else head.weight  # a quantised head: its layer
         dtype, device = self.embed.dtype, self.embed.device
+        check_room_for_copies(copied_bytes(inner.layers), usable_bytes(device), hf_model)
         with torch.no_grad():
             self.layers = nn.ModuleList(LeanLayer(i, layer, self) for i, layer in enumerate(inner.layers))
             rotary = inner.rotary_emb
@@ -316,6 +317,46 @@ def _project(x, weight, bias, kernels: bool):
         return F.linear(x, weight, bias)
     y = gemv(x, weight)
     return y if bias is None else y + bias
+
+
+CONCATENATED = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
+"""The projections each LeanLayer concatenates into one tensor (_projection): a copy beside the model's own weights."""
+
+
+def copied_bytes(hf_layers) -> int:
+    """Bytes of the copies the lean decoder makes of `hf_layers` (HF decoder layers): each layer's q/k/v and gate/up
+    weights and biases where they are nn.Linear (bf16), concatenated beside the model's own (_projection); a quantised
+    path's fused layers are not counted."""
+    total = 0
+    for layer in hf_layers:
+        for block, names in CONCATENATED:
+            parts = [getattr(getattr(layer, block), n) for n in names]
+            if all(type(p) is nn.Linear for p in parts):
+                total += sum(t.numel() * t.element_size() for p in parts for t in (p.weight, p.bias) if t is not None)
+    return total
+
+
+def usable_bytes(device) -> int | None:
+    """Bytes this process can still allocate on `device`: the driver's free memory plus what torch's allocator holds
+    reserved and unused (None off CUDA: no check)."""
+    if torch.device(device).type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+
+
+def check_room_for_copies(need: int, usable: int | None, hf_model) -> None:
+    """Refuse, before any copy is made, a lean decoder whose copies (`need` bytes: copied_bytes) cannot fit in the
+    `usable` bytes left (usable_bytes; None: not checked), as torch's out-of-memory error (a sweep records the cell
+    as `oom`) in one line naming the copies, the model's own weights, what is left and what would fit it."""
+    if usable is None or need <= usable:
+        return
+    gib = 2 ** 30
+    own = sum(p.numel() * p.element_size() for p in hf_model.parameters())
+    raise torch.OutOfMemoryError(
+        f"the lean decoder's concatenated q/k/v and gate/up weights take {need / gib:.1f} GiB beside the model's "
+        f"{own / gib:.1f} GiB, with {usable / gib:.1f} GiB left on this GPU: its lean arms need about "
+        f"{(need - usable) / gib:.1f} GiB more (the HF arms make no copy)")
 
 
 def _projection(index: int, parts):
