@@ -72,10 +72,18 @@ def test_the_ladders_measured_best_carries_its_confirmation_by_hand():
     assert best["step_ms"] == 4.0 and best["usd_per_mtok"] == pytest.approx(4.0)
     assert best["confirmed_ms"] == 3.5 and best["confirmed_sessions"] == 3
     assert best["confirmed_usd_per_mtok"] == pytest.approx(3.5)
+    assert (best["model"], best["ctx"]) == ("m", 2048)  # a measured row names its cell; the paper's names none
+    assert (lad.loc[("p", "l4", "best"), "model"], pd.isna(lad.loc[("p", "l4", "best"), "ctx"])) == (cost.NOT_STATED,
+                                                                                                    True)
     assert lad.loc[("measured", "l4", "best"), "confirmed_sessions"] == 0  # the l4's best has no confirmation
     assert pd.isna(lad.loc[("measured", "h100-sxm", "naive"), "confirmed_sessions"])
     assert pd.isna(lad.loc[("p", "l4", "best"), "confirmed_sessions"])
-    lines = cost.findings(lad.reset_index(), pd.DataFrame(), pd.DataFrame(), table, "l4", "h100-sxm")
+    lines = cost.findings(lad.reset_index(), pd.DataFrame(), cost.ratio_table(table, "l4", "h100-sxm"), table, "l4",
+                          "h100-sxm")
+    assert lines[0].startswith("h100-sxm (measured, m ctx 2048): naive bf16 eager")
+    assert any(line.startswith("l4 (p, model and context not stated): best gptq-exllamav2") for line in lines)
+    # the ratio line says which models its pairs cross: the l4's measured m and its published rows, which name none
+    assert lines[-1].endswith("the pairs' models: l4 m and not stated; h100-sxm m.")
     assert ("best int4-triton lean_x 4.00 ms = $4.00/Mtok (the cheapest of many, from one sweep; confirmed in 3 "
             "fresh sessions at 3.50 ms (3.40-3.60) = $3.50/Mtok)") in lines[0]
     assert "not confirmed in fresh sessions" in lines[1] and "confirmed" not in lines[2]
@@ -111,6 +119,7 @@ def test_ladder_naive_and_best_and_the_ratio_table():
     assert lad.loc[("l4", "best"), "usd_per_mtok"] == pytest.approx(0.72 * 20 / 3.6)  # 4 $/Mtok
     assert lad.loc[("h100-sxm", "best"), "configuration"] == "bf16 graph"
     assert "h200" not in lad.index.get_level_values("gpu")  # no price, not on the ladder
+    assert set(lad["model"]) == {cost.NOT_STATED} and lad["ctx"].isna().all()  # the paper states neither
     ratios = cost.ratio_table(table, "l4", "h100-sxm")
     assert len(ratios) == 4
     top = ratios.iloc[0]  # h100 eager 15 ms at 3.6 $/h = 15 $/Mtok over l4 int4 20 ms at 0.72 $/h = 4 $/Mtok

@@ -156,15 +156,18 @@ def headline(table: pd.DataFrame, model: str, ctx: int) -> pd.DataFrame:
     return table[keep]
 
 
-LADDER_COLUMNS = ["source", "gpu", "bandwidth_gbps", "kernels", "configuration", "step_ms", "usd_per_mtok",
-                  "price_provider", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "confirmed_sessions",
+NOT_STATED = "not stated"
+"""The ladder's model of a published row: the paper gives its step times without the model or the context."""
+LADDER_COLUMNS = ["source", "gpu", "model", "ctx", "bandwidth_gbps", "kernels", "configuration", "step_ms",
+                  "usd_per_mtok", "price_provider", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "confirmed_sessions",
                   "confirmed_usd_per_mtok"]
 
 
 def ladder(table: pd.DataFrame, confirmations: pd.DataFrame | None = None) -> pd.DataFrame:
     """The cost ladder: per source and priced GPU, its naive configuration (bf16 eager, default attention)
-    and its best (the lowest $/Mtok), with bandwidth and $/Mtok. Filter to one model and context first
-    (`headline`); where several rows tie as naive the slowest is kept.
+    and its best (the lowest $/Mtok), with its model and context (NOT_STATED and empty for the paper's rows, which
+    give neither: a measured row beside a published one may not be the same model), bandwidth and $/Mtok. Filter to
+    one model and context first (`headline`); where several rows tie as naive the slowest is kept.
 
     The best is the cheapest of many measured configurations, each from its cell's one sweep: a best of many, biased
     low. `confirmations` (notebook 06's confirmation sweeps, closing_the_gap_confirmation.lever_confirmations) gives
@@ -178,13 +181,14 @@ def ladder(table: pd.DataFrame, confirmations: pd.DataFrame | None = None) -> pd
         picks = [("naive", naive.sort_values("usd_per_mtok").iloc[-1])] if not naive.empty else []
         picks.append(("best", g.sort_values("usd_per_mtok").iloc[0]))
         for kernels, r in picks:
-            row = dict(source=source, gpu=gpu, bandwidth_gbps=r["bandwidth_gbps"], kernels=kernels,
+            row = dict(source=source, gpu=gpu, model=r["model"] if isinstance(r.get("model"), str) else NOT_STATED,
+                       ctx=r.get("ctx"), bandwidth_gbps=r["bandwidth_gbps"], kernels=kernels,
                        configuration=r["configuration"], step_ms=r["step_ms"], usd_per_mtok=r["usd_per_mtok"],
                        price_provider=r.get("price_provider", PROVIDER))
             if kernels == "best" and source == MEASURED_LABEL and confirmations is not None:
                 row.update(confirmation_of(r, confirmations))
             rows.append(row)
-    return pd.DataFrame(rows, columns=LADDER_COLUMNS)
+    return pd.DataFrame(rows, columns=LADDER_COLUMNS).astype({"ctx": "Int64"})  # a context in tokens, or none stated
 
 
 def confirmation_of(r, confirmations: pd.DataFrame) -> dict:
@@ -283,7 +287,7 @@ def findings(gpu_ladder: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFram
     """Sentences generated from the cost tables (never typed by hand) for the notebook narrative."""
     out = []
     for (source, gpu), g in gpu_ladder.groupby(["source", "gpu"], sort=False):
-        out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}): " + "; ".join(
+        out.append(f"{price_label(gpu, g['price_provider'].iloc[0])} ({source}{_cell_words(g)}): " + "; ".join(
             f"{r.kernels} {r.configuration} {r.step_ms:.2f} ms = ${r.usd_per_mtok:.2f}/Mtok" + confirmed_text(r)
             for r in g.itertuples()) + ".")
     if not floors.empty:
@@ -296,6 +300,24 @@ def findings(gpu_ladder: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFram
         out.append(f"{cheap_gpu} against {dear_gpu}: the {dear_gpu} costs {low['cost_ratio']:.2f}-{top['cost_ratio']:.2f}x "
                    f"the {cheap_gpu} per token over {len(ratios)} configuration pairs at a price ratio of "
                    f"{top['price_ratio']:.2f} (largest: {cheap_gpu} {top[f'configuration_{cheap_gpu}']} against "
-                   f"{dear_gpu} {top[f'configuration_{dear_gpu}']}).")
+                   f"{dear_gpu} {top[f'configuration_{dear_gpu}']}); the pairs' models: "
+                   + "; ".join(f"{g} {_models(ratios[f'model_{g}'])}" for g in (cheap_gpu, dear_gpu)) + ".")
     out += unpriced(table)
     return out
+
+
+def _cell_words(ladder_rows: pd.DataFrame) -> str:
+    """', <model> ctx <ctx>' of a GPU's ladder rows (one cell: the ladder is filtered to it), or ', model and context
+    not stated' for the paper's rows; '' for rows without the columns."""
+    if "model" not in ladder_rows or ladder_rows.empty:
+        return ""
+    r = ladder_rows.iloc[0]
+    if r["model"] == NOT_STATED or pd.isna(r["model"]):
+        return ", model and context not stated"
+    return f", {r['model']} ctx {int(r['ctx'])}" if pd.notna(r["ctx"]) else f", {r['model']}"
+
+
+def _models(models: pd.Series) -> str:
+    """The models of one side of the ratio table, or 'not stated' where its rows give none (the paper's)."""
+    named = sorted(set(models.dropna()))
+    return ", ".join(named) + ("" if models.notna().all() else (" and " if named else "") + "not stated")
