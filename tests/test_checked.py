@@ -211,3 +211,24 @@ def test_join_checks_counts_a_quantised_cell_by_that_definition_and_labels_the_r
     assert status[F].startswith("unchecked under the current rule: measured 2026-12-01 10:43 UTC, before in-run "
                                 "layer checks") and "median step 5.000 ms" in status[F]
     assert status[B].startswith("timed without a passing check of its own run") and "2048 rows failed" in status[B]
+
+
+@pytest.mark.slow  # joins the shipped decode rows with their checks three times
+def test_loaded_once_joins_each_experiment_once_and_hands_every_call_its_own_copy(monkeypatch):
+    """Inside checked.loaded_once (what the claims' evidence reads through five notebooks' loaders) decode.csv is
+    joined with its checks once per set of arguments (grid and every row: twice, not three times); a caller's change
+    to its copy is not seen by the next call; outside the block it is read again, and gives the same rows."""
+    from decodegap import paths
+
+    joins = []
+    real = checked.join_checks
+    monkeypatch.setattr(checked, "join_checks", lambda *a, **k: joins.append(1) or real(*a, **k))
+    with checked.loaded_once():
+        first = checked.load("decode", paths.DATA)
+        kept = first["step_ms"].iloc[0]
+        first.loc[first.index[0], "step_ms"] = -1.0
+        again = checked.load("decode", paths.DATA)
+        checked.load("decode", paths.DATA, grid=False)
+    assert len(joins) == 2 and again["step_ms"].iloc[0] == kept
+    pd.testing.assert_frame_equal(checked.load("decode", paths.DATA), again)
+    assert len(joins) == 3 and checked._ONCE is None

@@ -29,6 +29,7 @@ verify_synthesised_weights.csv for the superseded rows) joined.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -354,12 +355,38 @@ def grid_rows(rows: pd.DataFrame) -> pd.DataFrame:
 def load(experiment: str, data, mode: str = "mark", superseded: bool = False, grid: bool = True) -> pd.DataFrame:
     """An experiment's rows (records.load_experiment, or selection.with_superseded with `superseded`) joined with the
     checks of their own runs (join_checks in `mode`, both verify files); with `grid` (notebooks 01-06) only the
-    grid's rows (grid_rows), else every row (notebook 07)."""
+    grid's rows (grid_rows), else every row (notebook 07). Inside `loaded_once`, each set of arguments is read and
+    joined once and every call gets a copy."""
     from decodegap import selection
 
+    key = (experiment, str(Path(data).resolve()), mode, superseded, grid)
+    if _ONCE is not None and key in _ONCE:
+        return _ONCE[key].copy()
     rows = (selection.with_superseded(experiment, Path(data)) if superseded
             else records.load_experiment(experiment, Path(data)))
-    return join_checks(grid_rows(rows) if grid else rows, verify_rows(data), mode)
+    out = join_checks(grid_rows(rows) if grid else rows, verify_rows(data), mode)
+    if _ONCE is not None:
+        _ONCE[key] = out.copy()
+    return out
+
+
+_ONCE: dict | None = None
+"""load's rows per arguments while a `loaded_once` block runs; None outside one."""
+
+
+@contextlib.contextmanager
+def loaded_once():
+    """A block within which `load` reads and joins each experiment's rows once per set of arguments and hands every
+    call its own copy: for a caller that reads the same rows through several notebooks' loaders (the claims'
+    evidence, claims.evidence.collect, reads decode.csv through five). The files must not change inside the block;
+    the rows are forgotten when it ends."""
+    global _ONCE
+    outer = _ONCE
+    _ONCE = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _ONCE = outer
 
 
 def own_checks(rows: pd.DataFrame, verify: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ import pandas as pd
 from decodegap.analysis import cuda_graphs_ab as ab, quantisation as quant_report
 from decodegap.analysis import closing_the_gap_confirmation as confirmation
 from decodegap.analysis import where_the_thesis_ends as scope_analysis
-from decodegap import accounting, hardware, published, records
+from decodegap import accounting, checked, hardware, published, records
 from decodegap.harness import models
 from decodegap.experiments import attention_backends, cuda_graphs_ab, quantisation, where_the_thesis_ends
 from decodegap.experiments import cost as cost_experiment
@@ -208,7 +208,13 @@ def collect(data, costs: pd.DataFrame | None = None, prices: pd.DataFrame | None
     grid, the attention summary, notebook 04's quantisation cells and byte model, notebook 05's cost table: `costs`
     and `prices` where given, else the cost experiment's at its defaults, notebook 06's confirmation of every lever,
     which R5m's cheapest configuration reads (`confirmations`, the cost experiment's, where given), and notebook 07's
-    tables)."""
+    tables). decode.csv and its checks are read and joined once for all of them (checked.loaded_once)."""
+    with checked.loaded_once():
+        return _collect(data, costs, prices, headline_model, headline_ctx, attention_model, seed, confirmations)
+
+
+def _collect(data, costs, prices, headline_model, headline_ctx, attention_model, seed, confirmations) -> Evidence:
+    """collect's body, inside checked.loaded_once."""
     specs = hardware.specs_table(data)
     keys = roofline_grid.measured_models(data) | {"qwen2.5-7b", "mistral-7b-v0.3", "llama-3.1-8b", headline_model,
                                                   attention_model}
