@@ -401,8 +401,15 @@ def test_the_figures_draw_batches_fits_and_the_papers_points_without_hiding_any(
     pts, _, _ = _w2b(0.5)
     fig = plots.r_floor_vs_t_floor(cells, pts)
     assert checks.problems(fig) == []
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     assert "batch 64" in labels and any(plots.OTHER in label for label in labels)
+    # two GPUs: a panel each, titled, every cell drawn in its own GPU's panel and the paper's stars in both
+    two = pd.concat([cells, cells.iloc[:3].assign(gpu="h100-sxm")], ignore_index=True)
+    fig = plots.r_floor_vs_t_floor(two, pts)
+    assert checks.problems(fig) == []
+    assert [ax.get_title() for ax in fig.axes] == ["measured on the h100-sxm", "measured on the h200"]
+    drawn = [sum(len(c.get_offsets()) for c in ax.collections) for ax in fig.axes]
+    assert drawn == [3 + len(pts), len(cells) + len(pts)]  # the legend's entries draw no point
     fits = w.fit(cells, w.MIN_POINTS)
     resid = w.residuals(cells, fits, w.REL_TOL)
     moved = w.transferred(pts, fits.assign(arm="eager"))

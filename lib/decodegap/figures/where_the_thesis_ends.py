@@ -56,44 +56,58 @@ out), the label joined to its point by a line."""
 
 
 def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
-    """R_floor (bandwidth floor / step) against the bandwidth floor (ms, log): each cell of ours (colour: arm, marker:
-    model, size: batch) and the paper's published points (stars, their t_floor from their published bandwidth)."""
+    """R_floor (bandwidth floor / step) against the bandwidth floor (ms, log), one panel per GPU measured (its
+    floor is its own datasheet bandwidth's; the panels share both axes): each cell of ours (colour: arm, marker:
+    model, size: batch) and, in every panel, the paper's published points (stars, their t_floor from their published
+    bandwidth)."""
     style.apply()
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
-    for label, colour, rows in _series(cells):
-        for model, g in rows.groupby("model"):
-            ax.scatter(g["t_floor_bw_ms"], g["r_floor"], s=_size(g["batch"]), color=colour,
-                       marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3)
-        ax.scatter([], [], s=30, color=colour, marker="o", label=label)  # the legend: colour is the arm
-    for model in sorted(set(cells["model"])) if not cells.empty else []:
-        ax.scatter([], [], s=30, color="white", edgecolors="grey", marker=style.model_marker(model), label=model)
-    rightmost = max(points["t_floor_bw_ms"], default=np.nan)
-    labels = []
-    for p in points.itertuples():
-        ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
-                   edgecolors="black", zorder=5)
-        left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing to its right
-        labels.append((ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}",
-                                   (p.t_floor_bw_ms, p.r_floor_published), xytext=(0, 0), textcoords="offset points",
-                                   fontsize=7.5, arrowprops=dict(arrowstyle="-", color="black", linewidth=0.6,
-                                                                 shrinkA=0, shrinkB=6)), left))
-    if not points.empty:
-        ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
-                   label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
-    for b in sorted(set(cells["batch"])) if not cells.empty else []:
-        ax.scatter([], [], s=_size([b]), color="white", edgecolors="grey", label=f"batch {b}")
+    gpus = sorted(set(cells["gpu"])) if not cells.empty else [None]
+    fig, axes = plt.subplots(1, len(gpus), figsize=(2.4 + 4.2 * len(gpus), 4.4), sharex=True, sharey=True,
+                             squeeze=False)
+    axes = list(axes[0])
     xs = pd.concat([cells["t_floor_bw_ms"], points.get("t_floor_bw_ms", pd.Series(dtype=float))]).dropna()
+    labels = []
+    for ax, gpu in zip(axes, gpus):
+        mine = cells[cells["gpu"] == gpu] if gpu is not None else cells
+        for label, colour, rows in _series(mine):
+            for model, g in rows.groupby("model"):
+                ax.scatter(g["t_floor_bw_ms"], g["r_floor"], s=_size(g["batch"]), color=colour,
+                           marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3)
+        rightmost = max(points["t_floor_bw_ms"], default=np.nan)
+        for p in points.itertuples():
+            ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
+                       edgecolors="black", zorder=5)
+            left = p.t_floor_bw_ms == rightmost and p.t_floor_bw_ms > cells["t_floor_bw_ms"].max()  # nothing right
+            labels.append((ax.annotate(f"{p.gpu} {p.r_floor_published:.2f}\n{PUBLISHED_LABEL}",
+                                       (p.t_floor_bw_ms, p.r_floor_published), xytext=(0, 0),
+                                       textcoords="offset points", fontsize=7.5,
+                                       arrowprops=dict(arrowstyle="-", color="black", linewidth=0.6, shrinkA=0,
+                                                       shrinkB=6)), left))
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_ylim(0, 1.1)
+        if gpu is not None:
+            ax.set_title(f"measured on the {gpu}", fontsize=9)
+        ax.set_xlabel("t_floor = (W_all + B x K(ctx)) / datasheet bandwidth (ms, log)")
     if not xs.empty:
-        _ms_axis(ax, xs.min() / 1.6, xs.max() * 1.6)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_ylim(0, 1.1)
-    ax.set_xlabel("bandwidth floor t_floor = (W_all + B x K(ctx)) / datasheet bandwidth (ms, log scale)")
-    ax.set_ylabel("R_floor = t_floor / t_obs")
-    style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm) and the paper's GPUs")
+        _ms_axis(axes[0], xs.min() / 1.6, xs.max() * 1.6)
+    axes[0].set_ylabel("R_floor = t_floor / t_obs")
+    legend_ax = axes[-1]
+    for label, colour, _ in _series(cells):
+        legend_ax.scatter([], [], s=30, color=colour, marker="o", label=label)  # the legend: colour is the arm
+    for model in sorted(set(cells["model"])) if not cells.empty else []:
+        legend_ax.scatter([], [], s=30, color="white", edgecolors="grey", marker=style.model_marker(model),
+                          label=model)
+    if not points.empty:
+        legend_ax.scatter([], [], marker="*", s=120, color="white", edgecolors="black",
+                          label=PUBLISHED_LABEL + ", eager, Qwen-2.5-7B ctx 2048")
+    for b in sorted(set(cells["batch"])) if not cells.empty else []:
+        legend_ax.scatter([], [], s=_size([b]), color="white", edgecolors="grey", label=f"batch {b}")
+    style.title(fig, "07_r_floor_vs_t_floor.png", "every measured cell (size, batch, context, arm), a panel per GPU, "
+                "and the paper's GPUs")
     for text, left in labels:  # placed once the axes are final: the first side that covers no measured point
         checks.place_clear_of_markers(text, (LABEL_PLACES_LEFT if left else LABEL_PLACES) + FAR_PLACES)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
-              title_fontsize=8, fontsize=7)
+    legend_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measured: arm (colour), model (marker)",
+                     title_fontsize=8, fontsize=7)
     return fig
 
 
