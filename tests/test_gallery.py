@@ -53,6 +53,15 @@ def test_the_graph_speedups_and_eager_span_are_the_tables_values():
     assert (lo, hi) == (round(eager.t_obs_ms.min(), 1), round(eager.t_obs_ms.max(), 1))
 
 
+
+def test_the_step_model_line_says_its_claim_reads_every_gpus_fits():
+    """The line describes the H200's fits; W2a's label (claims.csv) reads every GPU's, the paper's class first."""
+    found = gallery.findings()
+    claims = pd.read_csv(paths.FIGURES / "claims.csv").set_index("id")
+    assert found["07_step_model_residuals.png"].startswith("On the H200: ")
+    assert (f"(claims W2a, over every GPU's fits, the paper's GPU class first: {claims.loc['W2a', 'verdict']}; "
+            in found["07_step_model_residuals.png"])
+
 def test_the_cost_ratio_and_the_published_values_come_from_their_files():
     found = gallery.findings()
     ladder = pd.read_csv(paths.FIGURES / "05_cost_ladder.csv")

@@ -463,8 +463,8 @@ def _scope(f: Path) -> dict[str, str]:
             fit = fits[(fits.gpu == v.gpu) & (fits.arm == v.arm) & (fits.attn == v.attn)].iloc[0]
             parts.append(f"{v.arm}{'' if v.attn == 'sdpa' else f' ({v.attn})'} a {fit.a:.2f}, c0 {fit.c0_ms:.3f} ms, "
                          f"{fit.c1_ms * 1e3:.0f} us per layer, {v.explained} of {v.cells} cells within {REL_TOL:.0%}")
-        model = ("On the H200: " + "; ".join(parts) + f" (claims W2a: {_claim_verdict(f, 'W2a')}; W2b: "
-                 f"{_claim_verdict(f, 'W2b')}).")
+        model = ("On the H200: " + "; ".join(parts) + f" (claims W2a, over every GPU's fits, the paper's GPU class "
+                 f"first: {_claim_verdict(f, 'W2a')}; W2b: {_claim_verdict(f, 'W2b')}).")
     return {"07_r_floor_vs_t_floor.png": floor, "07_step_model_residuals.png": model}
 
 
