@@ -159,8 +159,8 @@ def headline(table: pd.DataFrame, model: str, ctx: int) -> pd.DataFrame:
 NOT_STATED = "not stated"
 """The ladder's model of a published row: the paper gives its step times without the model or the context."""
 LADDER_COLUMNS = ["source", "gpu", "model", "ctx", "bandwidth_gbps", "kernels", "configuration", "step_ms",
-                  "usd_per_mtok", "price_provider", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms", "confirmed_sessions",
-                  "confirmed_usd_per_mtok"]
+                  "usd_per_mtok", "price_provider", "confirmed_ms", "confirmed_min_ms", "confirmed_max_ms",
+                  "confirmed_sessions", "confirmed_usd_per_mtok"]
 
 
 def ladder(table: pd.DataFrame, confirmations: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -308,11 +308,9 @@ def findings(gpu_ladder: pd.DataFrame, floors: pd.DataFrame, ratios: pd.DataFram
 
 def _cell_words(ladder_rows: pd.DataFrame) -> str:
     """', <model> ctx <ctx>' of a GPU's ladder rows (one cell: the ladder is filtered to it), or ', model and context
-    not stated' for the paper's rows; '' for rows without the columns."""
-    if "model" not in ladder_rows or ladder_rows.empty:
-        return ""
+    not stated' for the paper's rows (model NOT_STATED: ladder)."""
     r = ladder_rows.iloc[0]
-    if r["model"] == NOT_STATED or pd.isna(r["model"]):
+    if r["model"] == NOT_STATED:
         return ", model and context not stated"
     return f", {r['model']} ctx {int(r['ctx'])}" if pd.notna(r["ctx"]) else f", {r['model']}"
 

@@ -121,9 +121,8 @@ def untimed_cells(scope: pd.DataFrame) -> pd.DataFrame:
     and the first line of the reason. Such a cell is named here, never dropped: cell_table keeps only timed cells."""
     if scope.empty:
         return pd.DataFrame(columns=UNTIMED_COLUMNS)
-    rows = with_batch(scope)
-    timed = rows[rows["status"] == "ok"].groupby(CELL, dropna=False).size()
-    tried = rows[~rows["status"].isin(["ok", "warmup"])]
+    timed = scope[scope["status"] == "ok"].groupby(CELL, dropna=False).size()  # scope_rows gave every row a batch
+    tried = scope[~scope["status"].isin(["ok", "warmup"])]
     out = []
     for key, g in tried.groupby(CELL, dropna=False):
         if key in timed.index:
@@ -571,7 +570,7 @@ def findings(t: Mapping) -> list[str]:
                        + ", ".join(f"{n} cells of {k} session{'s' if k > 1 else ''}"
                                    for k, n in sorted(g["sessions"].value_counts().items(), reverse=True))
                        + " (W2a's noise is a cell's session range: none with one session).")
-    out += untimed_findings(t["untimed"]) if "untimed" in t else []
+    out += untimed_findings(t["untimed"])
     one = cells[(cells["batch"] == 1) & (cells["attn"] == "sdpa")] if not cells.empty else cells
     for (gpu, arm), g in one[one["arm"].isin(["eager", "graph"])].groupby(["gpu", "arm"]) if not one.empty else []:
         out.append(f"{gpu} {arm}, batch 1: R_floor {stats.span(g['r_floor'])} over {len(g)} cells "

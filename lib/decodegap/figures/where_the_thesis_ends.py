@@ -67,13 +67,13 @@ def r_floor_vs_t_floor(cells: pd.DataFrame, points: pd.DataFrame):
     axes = list(axes[0])
     xs = pd.concat([cells["t_floor_bw_ms"], points.get("t_floor_bw_ms", pd.Series(dtype=float))]).dropna()
     labels = []
+    rightmost = max(points["t_floor_bw_ms"], default=np.nan)
     for ax, gpu in zip(axes, gpus):
         mine = cells[cells["gpu"] == gpu] if gpu is not None else cells
         for label, colour, rows in _series(mine):
             for model, g in rows.groupby("model"):
                 ax.scatter(g["t_floor_bw_ms"], g["r_floor"], s=_size(g["batch"]), color=colour,
                            marker=style.model_marker(model), alpha=0.8, zorder=2 if label == OTHER else 3)
-        rightmost = max(points["t_floor_bw_ms"], default=np.nan)
         for p in points.itertuples():
             ax.scatter([p.t_floor_bw_ms], [p.r_floor_published], marker="*", s=160, color=style.gpu_color(p.gpu),
                        edgecolors="black", zorder=5)

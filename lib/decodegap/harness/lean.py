@@ -237,9 +237,8 @@ class LeanLayer(nn.Module):
 
     def __init__(self, index: int, hf_layer, decoder: "LeanDecoder"):
         super().__init__()
-        a, m = hf_layer.self_attn, hf_layer.mlp
-        kinds = {type(p).__name__ for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj,
-                                            m.down_proj)}
+        projections = _projections(hf_layer)
+        kinds = {type(p).__name__ for _, parts in projections for p in parts}
         if len(kinds) > 1:  # one path per model: a layer mixing them is a model quantised twice, or by hand
             raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers; "
                                   f"layer {index} has {', '.join(sorted(kinds))}")
@@ -247,8 +246,7 @@ class LeanLayer(nn.Module):
         self.eps, self.scale, self.custom_kernels = decoder.eps, decoder.scale, decoder.custom_kernels
         self.register_buffer("ln_attn", hf_layer.input_layernorm.weight.detach(), persistent=False)
         self.register_buffer("ln_mlp", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
-        for name, parts in (("qkv", (a.q_proj, a.k_proj, a.v_proj)), ("o", (a.o_proj,)),
-                            ("gate_up", (m.gate_proj, m.up_proj)), ("down", (m.down_proj,))):
+        for name, parts in projections:
             weight, bias = _projection(index, parts)
             if isinstance(weight, nn.Module):
                 self.add_module(f"w_{name}", weight)
@@ -319,21 +317,28 @@ def _project(x, weight, bias, kernels: bool):
     return y if bias is None else y + bias
 
 
-CONCATENATED = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
-"""The projections each LeanLayer concatenates into one tensor (_projection): a copy beside the model's own weights."""
+PROJECTIONS = (("qkv", "self_attn", ("q_proj", "k_proj", "v_proj")), ("o", "self_attn", ("o_proj",)),
+               ("gate_up", "mlp", ("gate_proj", "up_proj")), ("down", "mlp", ("down_proj",)))
+"""Each LeanLayer projection: its name, and the HF block and linears it stands for (_projection makes it)."""
+
+
+def _projections(hf_layer) -> list[tuple[str, tuple]]:
+    """(name, the HF linears it stands for) of each of PROJECTIONS in `hf_layer`."""
+    return [(name, tuple(getattr(getattr(hf_layer, block), n) for n in linears))
+            for name, block, linears in PROJECTIONS]
+
+
+def _concatenated(parts) -> bool:
+    """Whether _projection makes `parts` one new tensor: several bf16 nn.Linear (q/k/v, gate/up), a copy beside the
+    model's own weights (a quantised path's layers are fused by quant.fuse instead)."""
+    return len(parts) > 1 and all(type(p) is nn.Linear for p in parts)
 
 
 def copied_bytes(hf_layers) -> int:
-    """Bytes of the copies the lean decoder makes of `hf_layers` (HF decoder layers): each layer's q/k/v and gate/up
-    weights and biases where they are nn.Linear (bf16), concatenated beside the model's own (_projection); a quantised
-    path's fused layers are not counted."""
-    total = 0
-    for layer in hf_layers:
-        for block, names in CONCATENATED:
-            parts = [getattr(getattr(layer, block), n) for n in names]
-            if all(type(p) is nn.Linear for p in parts):
-                total += sum(t.numel() * t.element_size() for p in parts for t in (p.weight, p.bias) if t is not None)
-    return total
+    """Bytes of the copies the lean decoder makes of `hf_layers` (HF decoder layers): the weights and biases of each
+    projection _projection concatenates (_concatenated); a quantised path's fused layers are not counted."""
+    return sum(t.numel() * t.element_size() for layer in hf_layers for _, parts in _projections(layer)
+               if _concatenated(parts) for p in parts for t in (p.weight, p.bias) if t is not None)
 
 
 def usable_bytes(device) -> int | None:
@@ -365,7 +370,7 @@ def _projection(index: int, parts):
     (quant.fuse.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
     if all(type(p) is nn.Linear for p in parts):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
-        return (torch.cat([p.weight for p in parts]) if len(parts) > 1 else parts[0].weight), bias
+        return (torch.cat([p.weight for p in parts]) if _concatenated(parts) else parts[0].weight), bias
     if all(isinstance(p, quant_layers.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
         return (quant_fuse.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
     raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers "
