@@ -421,3 +421,24 @@ def test_merge_runs_checks_the_merged_folders_whole_and_writes_all_or_nothing(co
     assert "20270101T000001-bbbbbb" in env
     assert (copy / "raw" / "h100-sxm" / "bandwidth.csv").read_text().count("20270101T000001-bbbbbb") == 20
     assert validate.file_problems(copy) == []
+
+
+def test_a_run_whose_rows_written_names_another_file_owes_no_file_of_its_own(copy, capsys):
+    """A run that ran to its end owes its experiment's own CSV only where its rows_written names that file with rows:
+    a quant_layers run writes its checks to verify.csv alone (rows_written {'verify': n}), and its merge must pass;
+    the same entry claiming rows in quant_layers.csv is refused, that file being missing."""
+    folder = copy / "raw" / "h100-sxm"
+    assert not (folder / "quant_layers.csv").exists()
+    verify = (folder / "verify.csv").read_text().splitlines(keepends=True)
+    run = verify[1].split(",", 1)[0]
+    (folder / "verify.csv").write_text("".join(verify) + verify[1].replace(run, "20260101T000000-abcdef", 1))
+    env = json.loads((folder / "env.json").read_text())
+    entry = {"experiment": "quant_layers", "git_commit": "x", "gpu_state_after": {}, "rows_written": {"verify": 1}}
+    (folder / "env.json").write_text(json.dumps(dict(env, **{"20260101T000000-abcdef": entry})))
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 0
+    entry["rows_written"] = {"verify": 1, "quant_layers": 1}
+    (folder / "env.json").write_text(json.dumps(dict(env, **{"20260101T000000-abcdef": entry})))
+    capsys.readouterr()
+    assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
+    assert re.search(r"h100-sxm/quant_layers\.csv: missing, though .*run 20260101T000000-abcdef run to its end",
+                     capsys.readouterr().err)

@@ -271,6 +271,16 @@ def _moved_runs(experiment: str, frames: dict) -> set:
             for run in set(frame["run_id"])}
 
 
+def _wrote_its_own_file(entry: dict, experiment: str) -> bool:
+    """Whether a run that ran to its end left rows in its experiment's own CSV: by its `rows_written` ({file stem:
+    rows}, written as it ends) where it has one, else assumed (entries from before rows_written). A quant_layers run
+    writes its checks to verify.csv alone (rows_written {'verify': n}), so no quant_layers.csv is owed for it."""
+    written = entry.get("rows_written")
+    if not isinstance(written, dict):
+        return True
+    return int(written.get(experiment, 0) or 0) > 0
+
+
 def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
     """Every experiment a notebook reads (READS) whose runs env.json records, and whose rows those runs left in another
     CSV of the folder (`frames`: {csv path: its rows}; their checks in verify.csv, say), has its own CSV beside them:
@@ -279,10 +289,11 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
     (its entry has `gpu_state_after`, written as the run ends, after its rows), rows elsewhere or not. The first such
     file is an InputError naming it, a run and the file that holds that run's other rows (or the run's end).
     Since 2026-12-05 every experiment with a schema is held to this, not only those a notebook reads (a deleted
-    kernels.csv or peers.csv changed figures unrefused), by its runs that ran to their end alone (a quant_layers run
-    leaves its checks in verify.csv and no file of its own); a run whose rows live in a file named after its
-    experiment with a suffix (quant_layers_synthesised_weights.csv: rows moved aside as their file was renamed) is no
-    evidence."""
+    kernels.csv or peers.csv changed figures unrefused), by its runs that ran to their end alone, each where its
+    rows_written names the file with rows (a quant_layers run leaves its checks in verify.csv and no file of its own:
+    until 2026-12-06 such a run, the first since that change, refused its own merge); a run whose rows live in a
+    file named after its experiment with a suffix (quant_layers_synthesised_weights.csv: rows moved aside as their
+    file was renamed) is no evidence."""
     from decodegap import records
 
     read = {e for reads in READS.values() for e in reads}
@@ -296,7 +307,8 @@ def files_of_recorded_runs(env_path: Path, env: dict, frames: dict) -> None:
         moved = _moved_runs(experiment, frames)
         runs = {run for run, entry in env.items() if isinstance(entry, dict) and entry.get("experiment") == experiment
                 and run not in moved}
-        evidence = [(run, "run to its end (gpu_state_after)") for run in sorted(runs) if "gpu_state_after" in env[run]]
+        evidence = [(run, "run to its end (gpu_state_after)") for run in sorted(runs)
+                    if "gpu_state_after" in env[run] and _wrote_its_own_file(env[run], experiment)]
         if experiment in read:
             evidence += [(run, f"with rows in {other.name}") for other, frame in sorted(frames.items())
                          for run in sorted(runs & set(frame["run_id"]))]
