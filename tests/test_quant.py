@@ -424,6 +424,7 @@ def test_paper_table_and_findings_by_hand(data_dir):
     assert _said(lines, gpu="h200", quant="bf16").values == pytest.approx(dict(
         gpu="h200", arm="eager", ctx=ctx, quant="bf16", step_ms_min=12.5, step_ms_max=12.5, models=1, sessions_min=2,
         sessions_max=2, r_floor_min=floor["bf16"] / 12.5, r_floor_max=floor["bf16"] / 12.5))
+    assert "ms/step over 1 model (2 sessions), R_floor" in _said(lines, gpu="h200", quant="bf16")  # counted nouns
     frac = (1 - 5.0 / 12.5) / (1 - b["int4-tinygemm"] / b["bf16"])  # the time saved over the bytes saved
     assert frac >= quant_report.REALISED_YES
     line = _said(lines, gpu="h200", quant="int4-tinygemm")

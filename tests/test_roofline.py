@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodegap import hardware, records, roofline
+from decodegap import hardware, records, roofline, stats
 from decodegap.harness import models
 from decodegap import accounting
 
@@ -203,10 +203,33 @@ def test_one_sweep_keeps_each_cells_sessions_of_one_plan_and_says_what_it_left_o
     kept = roofline.one_sweep(rows, plans)
     assert sorted(kept[kept.gpu == "h200"].run_id) == ["g1", "g1", "g2"]  # the headline top-up left out
     assert list(kept[kept.gpu == "l4"].run_id) == ["x"]  # no plan: a sweep of its own, kept where it is alone
-    lines = roofline.left_out_sweeps(rows, kept)
+    lines = roofline.left_out_sweeps(rows, kept, plans)
     assert lines == ["h200 eager, ctx 2048: 2 sessions of another sweep (run h) are left out, not pooled: their "
-                     "median step over 1 models 27.00 ms against 20.50 ms in the 2 sessions kept (roofline.one_sweep)."]
+                     "median step over 1 model 27.00 ms against 20.50 ms in the 2 sessions kept (roofline.one_sweep)."]
     assert len(roofline.default_rows(rows, plans)) == 4 and len(roofline.default_rows(rows)) == 6
+
+
+def test_one_sweep_takes_a_session_measured_by_two_runs_of_its_plan_from_the_newest():
+    """Two runs of one plan that both measured session 0 of a cell (the second started without the first's rows, as a
+    call started before the last call's rows were merged): the session is the newest run's steps alone, never the
+    two processes pooled into one session; the sessions only one run measured stay, and cell_table counts 2."""
+    plans = {("h200", r): dict(contexts=[2048], arms=["eager"]) for r in ("20261206T01-a", "20261206T02-b")}
+
+    def row(run, session, step, ms):
+        return dict(run_id=run, session=session, gpu="h200", model="llama-tiny", ctx=2048, max_cache_len=2088,
+                    arm="eager", attn="sdpa", quant="bf16", step=step, step_ms=ms, status="ok", reason=None)
+
+    rows = pd.DataFrame([row("20261206T01-a", 0, 0, 10.0), row("20261206T01-a", 0, 1, 10.0),
+                         row("20261206T01-a", 1, 0, 12.0), row("20261206T02-b", 0, 0, 30.0),
+                         row("20261206T02-b", 0, 1, 30.0)])
+    kept = roofline.one_sweep(rows, plans)
+    assert sorted(zip(kept.run_id, kept.session)) == [("20261206T01-a", 1), ("20261206T02-b", 0), ("20261206T02-b", 0)]
+    medians = stats.session_medians(kept, roofline.CELL)
+    assert sorted(medians.step_ms) == [12.0, 30.0]  # pooled, session 0 would be the median of 10, 10, 30, 30
+    assert roofline.left_out_sweeps(rows, kept, plans) == [
+        "h200 eager, ctx 2048: 1 session measured again by a later run of the same sweep (run 20261206T01-a) is left "
+        "out, not pooled: their median step over 1 model 10.00 ms against 30.00 ms in the 2 sessions kept "
+        "(roofline.one_sweep)."]
 
 
 def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_only_failed_there():

@@ -78,6 +78,7 @@ run_id, session, gpu, model, ctx, max_cache_len, arm, attn, quant, step, step_ms
 20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, eager, sdpa, bf16, 1, 2.0, ok, , 1
 20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, lean_graph, sdpa, bf16, , , oom, out of memory: CUDA out of memory. Tried to allocate 540.00 MiB. GPU 0 has 79 GiB. More, 1
 20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 200, 210, lean_graph, sdpa, bf16, , , oom, out of memory: again, 1
+20261204T000000-cccccc, 100, cpu-test, llama-tiny, 200, 210, lean_graph, sdpa, bf16, , , oom, out of memory: the newest run's, 1
 20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, lean_fused_graph, sdpa, bf16, , , unavailable, takes one row, 4
 20261203T000000-aaaaaa, 101, cpu-test, llama-tiny, 100, 110, lean_fused_graph, sdpa, bf16, , , unavailable, takes one row, 4
 20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 200, 210, graph, sdpa, bf16, , , oom, out of memory: once, 1
@@ -95,6 +96,9 @@ def test_the_cells_a_sweep_could_not_time_are_named_not_dropped():
     assert [(r.arm, r.ctx, r.batch, r.status, r.sessions) for r in untimed.itertuples()] == [
         ("lean_graph", 100, 1, "oom", 1), ("lean_fused_graph", 100, 4, "unavailable", 2),
         ("lean_graph", 200, 1, "oom", 1)]
+    assert list(untimed.reason) == [  # each cell's newest run's reason
+        "out of memory: CUDA out of memory. Tried to allocate 540.00 MiB. GPU 0 has 79 GiB. More", "takes one row",
+        "out of memory: the newest run's"]
     assert set(w.cell_table(w.scope_rows(frame(UNTIMED)), SPECS, TINY)["arm"]) == {"eager", "graph"}
     lines = w.untimed_findings(untimed)
     assert lines == [

@@ -26,18 +26,27 @@ def default_rows(decode_rows: pd.DataFrame, plans=None) -> pd.DataFrame:
     return one_sweep(rows, plans) if plans is not None else rows
 
 
-def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame) -> list[str]:
+def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame, plans=None) -> list[str]:
     """Per GPU, context and arm, the sessions `one_sweep` left out (rows of `rows` not in `kept`): how many, from
-    which runs, and their median step beside the kept sessions', so that what is not pooled is said."""
+    which runs, and their median step beside the kept sessions', so that what is not pooled is said. Given the runs'
+    `plans`, a left-out session of the sweep kept (widest_sweep: a session number two of its runs measured, the
+    newer kept) is said to be measured again by a later run of that sweep, the others to be another sweep's."""
     out = []
     ok = rows[rows["status"] == "ok"]
     dropped = ok[~ok.index.isin(kept.index)]
+    same_sweep = widest_sweep(rows, plans).index if plans is not None else pd.Index([])
     for (gpu, ctx, arm), g in dropped.groupby(["gpu", "ctx", "arm"]):
         here = kept[(kept["gpu"] == gpu) & (kept["ctx"] == ctx) & (kept["arm"] == arm) & (kept["status"] == "ok")]
-        out.append(f"{gpu} {arm}, ctx {ctx}: {g['session'].nunique()} sessions of another sweep (run "
-                   f"{', '.join(sorted(set(g['run_id'])))}) are left out, not pooled: their median step over "
-                   f"{g['model'].nunique()} models {g['step_ms'].median():.2f} ms against {here['step_ms'].median():.2f} "
-                   f"ms in the {here['session'].nunique()} sessions kept (roofline.one_sweep).")
+        again = g.index.isin(same_sweep)
+        n, models, n_kept = g[["run_id", "session"]].drop_duplicates().shape[0], g["model"].nunique(), \
+            here["session"].nunique()
+        what = ("measured again by a later run of the same sweep" if again.all()
+                else "of another sweep" if not again.any() else "of another sweep or measured again by a later run")
+        out.append(f"{gpu} {arm}, ctx {ctx}: {n} session{'' if n == 1 else 's'} {what} (run "
+                   f"{', '.join(sorted(set(g['run_id'])))}) {'is' if n == 1 else 'are'} left out, not pooled: their "
+                   f"median step over {models} model{'' if models == 1 else 's'} {g['step_ms'].median():.2f} ms "
+                   f"against {here['step_ms'].median():.2f} ms in the {n_kept} session{'' if n_kept == 1 else 's'} kept "
+                   "(roofline.one_sweep).")
     return out
 
 
@@ -65,6 +74,15 @@ def commits_across_contexts(rows: pd.DataFrame, commits: Mapping) -> list[str]:
 
 
 def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
+    """widest_sweep's rows, each session number from the newest of the sweep's runs that measured it."""
+    kept = widest_sweep(rows, plans)
+    if kept.empty:
+        return kept
+    newest = kept.groupby([kept[c] for c in CELL + ["session"]], dropna=False)["run_id"].transform("max")
+    return kept[kept["run_id"] == newest]
+
+
+def widest_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     """Per cell (CELL), the rows of one sweep only, never pooled with another: a sweep is the runs of one plan
     (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool), and a cell measured
     by several keeps the sweep whose plan spans the most contexts (the grid, whose cells were measured under the
@@ -72,7 +90,10 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context. Only sweeps
     that timed the cell (an `ok` row) compete where there is one: an earlier sweep's `error` rows never displace a
     later sweep's timings, whatever their plans. A sweep whose plan measured its cells again (`again`, ladder
-    --again) is a sweep of its own run and ranks above every earlier sweep of the cell, the latest first."""
+    --again) is a sweep of its own run and ranks above every earlier sweep of the cell, the latest first.
+    one_sweep then takes, within the sweep kept, a session number that several of its runs measured (a run that did
+    not see the rows of an earlier one, as a call started before the last call's rows were merged) from its newest
+    run alone, as selection.newest_measurement does: two fresh processes are never pooled into one session."""
     if rows.empty:
         return rows
 

@@ -406,8 +406,10 @@ def gpu_findings(cell_table: pd.DataFrame, contexts: Sequence[int], arms: Sequen
                 bf16["eager_over_graph"] = bf16["t_obs_ms"] / bf16.set_index(same).index.map(graph_bf16).to_numpy(float)
                 b0 = bf16.set_index(same)["bytes_quant"].rename("bytes_bf16")
                 name, cell = f"{gpu} {arm}, ctx {ctx}", dict(gpu=gpu, arm=arm, ctx=int(ctx))
-                out.append(Finding(f"{name}: bf16 {_span(bf16['t_obs_ms'])} ms/step over {len(bf16)} models "
-                                   f"({_span(bf16['sessions'], '.0f')} sessions each), R_floor "
+                n_models, one_session = len(bf16), bool((bf16["sessions"] == 1).all())
+                out.append(Finding(f"{name}: bf16 {_span(bf16['t_obs_ms'])} ms/step over {n_models} "
+                                   f"model{'' if n_models == 1 else 's'} ({_span(bf16['sessions'], '.0f')} "
+                                   f"session{'' if one_session else 's'}{'' if n_models == 1 else ' each'}), R_floor "
                                    f"{_span(bf16['r_floor_quant'])} against its own floor.",
                                    **cell, quant="bf16", **_values("step_ms", bf16["t_obs_ms"]), models=len(bf16),
                                    **_values("sessions", bf16["sessions"]), **_values("r_floor", bf16["r_floor_quant"])))

@@ -118,7 +118,9 @@ UNTIMED_COLUMNS = CELL + ["status", "sessions", "reason"]
 def untimed_cells(scope: pd.DataFrame) -> pd.DataFrame:
     """Per cell (CELL) of `scope` (notebook 07's own rows: scope_rows) that its sweep tried and could not time (no
     row of status ok): the status its rows record (oom, unavailable, error, skipped), the sessions that recorded it
-    and the first line of the reason. Such a cell is named here, never dropped: cell_table keeps only timed cells."""
+    and the first line of the reason its newest run recorded (a later run may say more: the lean decoder's preflight
+    names the memory its copies need where an earlier run had only CUDA's message). Such a cell is named here, never
+    dropped: cell_table keeps only timed cells."""
     if scope.empty:
         return pd.DataFrame(columns=UNTIMED_COLUMNS)
     timed = scope[scope["status"] == "ok"].groupby(CELL, dropna=False).size()  # scope_rows gave every row a batch
@@ -127,7 +129,8 @@ def untimed_cells(scope: pd.DataFrame) -> pd.DataFrame:
     for key, g in tried.groupby(CELL, dropna=False):
         if key in timed.index:
             continue
-        reason = next((str(r).splitlines()[0] for r in g["reason"] if isinstance(r, str) and r.strip()), "")
+        newest_first = g.sort_values("run_id", ascending=False, kind="stable")["reason"]
+        reason = next((str(r).splitlines()[0] for r in newest_first if isinstance(r, str) and r.strip()), "")
         out.append(dict(zip(CELL, key), status=", ".join(sorted(set(g["status"]))),
                         sessions=int(g["session"].nunique()), reason=reason))
     return pd.DataFrame(out, columns=UNTIMED_COLUMNS).sort_values(CELL).reset_index(drop=True)

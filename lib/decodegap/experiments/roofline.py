@@ -85,8 +85,9 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
     """Notebook 01's tables: `rows`, `cells` (roofline.cell_table), `model_bytes`, `floors` (t_floor in ms at
     FLOORS_CTX on every GPU of the registry, W_all at the datasheet bandwidth), `flagged` (cells with R_floor > 1),
     `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
-    configs, `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell) and `commits`
-    ({(gpu, run id): its commit, hardware.provenance_of's of env.json's corrected entry})."""
+    configs, `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell), `plans` (the
+    runs' sweep plans, selection.run_plans) and `commits` ({(gpu, run id): its commit, hardware.provenance_of's of
+    env.json's corrected entry})."""
     decode_rows, cell_table, configs = cells(data, configs, models)
     specs = hardware.specs_table(data)
     pub = published.load(data)
@@ -99,6 +100,7 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
         published_r_floor=published.select(pub, "inverted_ladder", "r_floor").merge(specs[["gpu", "bandwidth_gbps"]],
                                                                                    on="gpu"),
         all_rows=roofline.default_rows(checked.labelled(checked.load("decode", data))),
+        plans=selection.run_plans(data),
         commits={key: hardware.provenance_of(entry)["commit"] for key, entry in hardware.load_env(data).items()})
 
 
@@ -106,5 +108,5 @@ def findings(t: dict) -> dict:
     """{"01_findings": the cells' findings (roofline.findings), the sessions left out of them, and, per GPU whose cells
     come from runs of several commits, which contexts each commit timed (roofline.commits_across_contexts)}."""
     return {"01_findings": roofline.findings(t["cells"], t["published"])
-            + roofline.left_out_sweeps(t["all_rows"], t["rows"])
+            + roofline.left_out_sweeps(t["all_rows"], t["rows"], t.get("plans"))
             + roofline.commits_across_contexts(t["rows"], t.get("commits", {}))}
