@@ -134,6 +134,19 @@ def test_a_failed_check_and_a_cell_that_never_ran_look_different():
     assert "check failed (no time kept)" in labels and "never ran here (see the table's status)" in labels
 
 
+def test_two_gpus_bars_of_one_arm_differ_by_their_hatch():
+    """The same arm keeps its colour on every GPU, so the second GPU's bars carry a hatch the first's lack."""
+    table = pd.DataFrame({"quant": ["bf16", "int4"], "ctx": 2048, "a eager ms": [10.0, 5.0], "b eager ms": [9.0, 4.0],
+                          "a floor ms": [3.0, 1.0], "b floor ms": [2.0, 0.7]})
+    fig = quant_plots.ms_vs_floor(table, "test")
+    bars = {c.get_label(): c for c in fig.axes[0].containers}
+    first, second = bars["a eager (measured)"], bars["b eager (measured)"]
+    assert _hex(first.patches[0].get_facecolor()) == _hex(second.patches[0].get_facecolor())  # the arm's colour
+    assert not first.patches[0].get_hatch() and second.patches[0].get_hatch() == quant_plots.GPU_HATCHES[1]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "a eager (measured)" in labels and "b eager (measured)" in labels
+
+
 def test_the_attention_figure_draws_the_published_values_beside_ours():
     """Issue 16: the per-layer figure shows the paper's H100 per-layer times (stars, labelled published) beside ours."""
     import pandas as pd

@@ -16,6 +16,14 @@ FAILED_COLOR = "#b2182b"  # a cell whose correctness check failed
 NOT_RUN_COLOR = "#777777"  # a cell that never ran here (unavailable, or not measured)
 UNCHECKED_COLOR = "#e08214"  # a cell timed only without the current rule's checks of its own run (not counted)
 UNCHECKED_LABEL = "drawn unchecked: timed without the current rule's checks of its run (no time counted)"
+GPU_HATCHES = ("", "..", "\\\\", "++", "oo")
+"""The measured GPUs' hatches, in the order their series come: an arm's colour is the same on every GPU, so two GPUs'
+bars of one arm differ by their hatch (the published column keeps "//")."""
+
+
+def _gpu_hatch(gpu: str, measured_gpus: list) -> str | None:
+    """A measured GPU's hatch (GPU_HATCHES, by its place among `measured_gpus`); None for the first (solid)."""
+    return GPU_HATCHES[measured_gpus.index(gpu) % len(GPU_HATCHES)] or None
 
 
 def _series_color(name: str, published: bool, i: int) -> str:
@@ -36,7 +44,7 @@ def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
 def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
     path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
-    first context only; each measured GPU and arm), each series' floor for that path as a black tick over
+    first context only; each measured GPU and arm: the arm's colour, the GPU's hatch, GPU_HATCHES), each series' floor for that path as a black tick over
     its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
     unchecked (timed only without the current rule's checks of its own run: the table's `<gpu> <arm> unchecked`)
     has a hollow square at its floor, labelled so; a path with no other time in a series has a hollow circle at
@@ -50,6 +58,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
                                                          2.9 * len(contexts) + 0.6), squeeze=False, sharex=True)
     axes = axes.T  # one panel per context, one above the other: the figure stays a page wide
     width = 0.8 / len(series)
+    measured_gpus = list(dict.fromkeys(name.split(" ")[0] for name, col in series if not col.endswith("(published)")))
     labelled = set()
     for ax, ctx in zip(axes[0], contexts):
         panel = table[table["ctx"] == ctx].reset_index(drop=True) if ctx is not None else table
@@ -67,8 +76,9 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
             color = _series_color(name, published, i)
             label = f"{gpu}, {PUBLISHED_LABEL}" if published else f"{name} (measured)"
             ok = panel[col].where(~failed)
-            ax.bar(pos, ok, width, color=color, hatch="//" if published else None,
-                   edgecolor="black" if published else None, linewidth=0.5, label=None if label in labelled else label)
+            hatch = "//" if published else _gpu_hatch(gpu, measured_gpus)
+            ax.bar(pos, ok, width, color=color, hatch=hatch, edgecolor="black" if hatch else None, linewidth=0.5,
+                   label=None if label in labelled else label)
             labelled.add(label)
             if (failed & panel[col].notna()).any():
                 lab = "correctness check failed (timing shown, no verdict)"
