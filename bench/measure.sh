@@ -137,7 +137,7 @@ Options, as environment variables (all optional):
                        on a compiled lever compiles in every session)
     SKIP_TESTS=1       the quant, fused, fused_int4 and int4_head steps without their GPU tests
   Measuring again
-    RETRY=1            measure again the cells recorded as `error` (--retry-errors), once their cause is fixed
+    RETRY=1            measure again the cells recorded as `error` or `oom` (--retry-errors), once their cause is fixed
     RETRY_UNAVAILABLE=1  the attention steps measure again the cells recorded as `unavailable` (e.g. fa2 once
                        flash-attn is built)
     ATTENTION_AGAIN=1  the per-layer microbenchmark measures every cell again, all in one run's interleaved rounds

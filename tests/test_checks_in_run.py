@@ -61,3 +61,28 @@ def test_cli_ab_and_measure_take_again(monkeypatch):
     args = cli.build_parser().parse_args(["ab", "--headline-only", "--again"])
     assert args.headline_only and args.again
     assert cli.build_parser().parse_args(["measure", "--again"]).again
+
+
+def test_a_check_says_where_the_model_shares_the_lean_decoders_storage(data_dir, monkeypatch):
+    """check_cell's verify row names the shared storage (lean.SHARED_STORAGE_NOTE) once a lean decoder of the model
+    shared it (its copies did not fit), and says nothing of it before: the model's HF arms then read the same weights
+    at other addresses, and the rows say so."""
+    import torch
+
+    from decodegap.harness import lean, models
+
+    model = models.build_model(models.load_spec("llama-tiny"), device="cpu", dtype="fp32")
+    models.randomise_(model, seed=1, std=0.2)
+    plan = dataclasses.replace(PLAN, arms=("eager", "lean"))
+    cell = sweep.Cell("llama-tiny", 16, "lean")
+    path = data_dir / "raw" / "cpu-test" / "verify.csv"
+    with torch.inference_mode():
+        verification.check_cell(plan, model, cell, "run-a", 0, data_dir, cache_len=20)
+        monkeypatch.setattr(lean, "usable_bytes", lambda device: 1)  # no room for the copies: share
+        monkeypatch.setattr(lean, "check_room_for_copies", lambda *a, **k: None)
+        lean.LeanDecoder(model, 20)
+        verification.check_cell(plan, model, cell, "run-b", 0, data_dir, cache_len=20)
+    rows = records.read_csv(path, records.VERIFY)
+    rows = rows[rows["check"] == "vs_eager"].set_index("run_id")
+    assert rows.loc["run-a", "status"] == "ok" and "lean" not in str(rows.loc["run-a", "reason"])
+    assert rows.loc["run-b", "status"] == "ok" and rows.loc["run-b", "reason"] == lean.SHARED_STORAGE_NOTE

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from decodegap.harness import checks, decode, lean, models
 from decodegap.quant import paths as quant
@@ -96,19 +97,58 @@ def test_the_copies_are_counted_by_hand_and_refused_before_they_are_made_where_t
     per_layer = (qkv * (cfg.hidden_size + 1) + 2 * cfg.intermediate_size * cfg.hidden_size) * 2
     assert lean.copied_bytes(qwen.model.layers) == cfg.num_hidden_layers * per_layer
     assert lean.usable_bytes("cpu") is None  # no check off a GPU
+    assert lean.copied_bytes(model.model.layers, largest=True) == 32_768  # gate/up alone: 16,384 x 2 bytes
     made = []
-    monkeypatch.setattr(lean, "_projection", lambda *a: made.append(a) or (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(lean, "_projection", lambda *a, **k: made.append(a) or (_ for _ in ()).throw(AssertionError))
     monkeypatch.setattr(lean, "usable_bytes", lambda device: 98_303)
     with pytest.raises(torch.OutOfMemoryError) as refused:
-        lean.LeanDecoder(model, 8)
+        lean.LeanDecoder(model, 8, share_storage=False)
     assert made == []  # refused before the first layer's copy
     status, reason = outcome.classify(refused.value)
     assert status == "oom" and len(reason) <= outcome.REASON_CHARS and "\n" not in reason
     assert reason.startswith("out of memory: the lean decoder's concatenated q/k/v and gate/up weights take 0.0 GiB")
     assert reason.endswith("GiB left on this GPU: its lean arms need about 0.0 GiB more (the HF arms make no copy)")
+    monkeypatch.setattr(lean, "usable_bytes", lambda device: 32_767)  # not even one projection at a time
+    with pytest.raises(torch.OutOfMemoryError, match="largest concatenated projection, made one at a time to share "
+                                                     "the model's storage, takes 0.0 GiB"):
+        lean.LeanDecoder(model, 8)
+    assert made == []
     monkeypatch.undo()
     monkeypatch.setattr(lean, "usable_bytes", lambda device: 98_304)
-    assert lean.LeanDecoder(model, 8).layers[1].w_qkv.shape == (128, 64)
+    built = lean.LeanDecoder(model, 8)
+    assert built.layers[1].w_qkv.shape == (128, 64) and not built.shares_storage
+    assert not lean.shared_projection_storage(model)  # with room, copies: the model's own tensors untouched
+
+
+def test_where_the_copies_do_not_fit_the_model_shares_the_lean_decoders_storage(monkeypatch):
+    """With less room than the copies (98,304 bytes) but more than the largest one (32,768), the decoder shares:
+    the HF model's q/k/v and gate/up weights become views of the concatenated ones, so the model holds them once; the
+    HF model's logits and the lean decoder's are what they were with copies; a later lean decoder of the same model
+    reads the same storage and copies nothing; the checks' note names it."""
+    torch.manual_seed(0)
+    model = _build("llama-tiny")
+    ids = torch.randint(0, model.config.vocab_size, (1, 6))
+    with torch.no_grad():
+        hf_before = model(ids).logits
+        copied = lean.LeanDecoder(model, 8)(ids, torch.zeros(1, dtype=torch.long))
+    monkeypatch.setattr(lean, "usable_bytes", lambda device: 98_303)
+    shared = lean.LeanDecoder(model, 8)
+    assert shared.shares_storage and lean.shared_projection_storage(model)
+    a, m = model.model.layers[1].self_attn, model.model.layers[1].mlp
+    w = shared.layers[1].w_qkv
+    for part, start in ((a.q_proj, 0), (a.k_proj, 64 * 64), (a.v_proj, 96 * 64)):  # 64 q rows, then 32 k and 32 v
+        assert part.weight.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+        assert part.weight.storage_offset() == w.storage_offset() + start
+    assert m.up_proj.weight.storage_offset() == shared.layers[1].w_gate_up.storage_offset() + 128 * 64
+    assert isinstance(a.q_proj.weight, nn.Parameter)  # the same parameter, its data rebound
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, hf_before)
+        assert torch.equal(shared(ids, torch.zeros(1, dtype=torch.long)), copied)
+    assert lean.copied_bytes(model.model.layers) == 0  # joined already: nothing left to copy
+    monkeypatch.undo()
+    again = lean.LeanDecoder(model, 8)  # room or not, the joined weights are read as they are
+    assert again.layers[1].w_qkv.data_ptr() == w.data_ptr() and not again.shares_storage
+    assert "lean.share_projection_storage" in lean.SHARED_STORAGE_NOTE
 
 def test_an_unsupported_architecture_is_refused_with_the_reason():
     model = _build("llama-tiny")

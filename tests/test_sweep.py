@@ -486,17 +486,20 @@ def test_retry_unavailable_measures_such_cells_once_more_and_stops(data_dir, tmp
 
 def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path):
     """SweepPlan.retry_errors (CLI --retry-errors, closing_the_gap.measure(retry_errors=True)): a cell whose only row is
-    `error` is pending again; an ok cell never is; without the flag neither is."""
+    `error` or `oom` (the lean decoder's copies, before it could share the model's storage) is pending again; an ok
+    cell never is; without the flag neither is."""
     path = tmp_path / "raw" / "g" / "decode.csv"
     base = dict(run_id="r1", session=0, gpu="g", model="m", ctx=16, max_cache_len=None, attn="sdpa", quant="bf16",
                 step=None, step_ms=None)
     records.append_rows(path, records.DECODE, [
         dict(base, arm="lean_compile", status="error", reason="FailOnRecompileLimitHit"),
-        dict(base, arm="lean_graph", max_cache_len=40, step=0, step_ms=1.0, status="ok", reason="")])
-    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph", "lean_compile"), sessions=1)
+        dict(base, arm="lean_graph", max_cache_len=40, step=0, step_ms=1.0, status="ok", reason=""),
+        dict(base, arm="lean_attn_graph", status="oom", reason="out of memory: the lean decoder's copies")])
+    arms = ("lean_graph", "lean_compile", "lean_attn_graph")
+    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=arms, sessions=1)
     assert plan.pending(0, tmp_path) == []
     retried = sweep.SweepPlan(**{**asdict(plan), "retry_errors": True}).pending(0, tmp_path)
-    assert [c.arm for c in retried] == ["lean_compile"]
+    assert [c.arm for c in retried] == ["lean_compile", "lean_attn_graph"]
 
 
 @pytest.mark.slow  # quantises and profiles a model: seconds

@@ -484,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--retry-unavailable", action="store_true",
                    help="measure again cells recorded only as unavailable (e.g. after installing a package)")
     m.add_argument("--retry-errors", action="store_true",
-                   help="measure again cells recorded only as error (e.g. after fixing a failed check or compile)")
+                   help="measure again cells recorded only as error or oom (e.g. after fixing a failed check or "
+                        "compile, or freeing memory)")
     m.add_argument("--again", action="store_true",
                    help="measure every cell again in a run of its own (its cells checked in it); the older rows stay "
                         "as history and the tables read each cell's newest such run (roofline.one_sweep)")
@@ -522,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-layers", action="store_true", help="skip the per-layer checks")
     q.add_argument("--no-progress", action="store_true")
     q.add_argument("--retry-errors", action="store_true",
-                   help="measure again cells recorded only as `error` (after the cause is fixed)")
+                   help="measure again cells recorded only as `error` or `oom` (after the cause is fixed)")
     q.set_defaults(func=cmd_quantisation)
 
     lad = sub.add_parser("closing-the-gap", aliases=["ladder"],
@@ -533,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--steps", type=int, default=30)
     lad.add_argument("--warmup", type=int, default=5)
     lad.add_argument("--retry-errors", action="store_true",
-                     help="measure again cells recorded only as `error` (after the cause is fixed)")
+                     help="measure again cells recorded only as `error` or `oom` (after the cause is fixed)")
     lad.add_argument("--levers", help="comma-separated arms of the ladder's levers (decodegap.levers.LEVERS): sweep "
                      "and profile only these (default: every lever)")
     lad.add_argument("--again", action="store_true", help="measure and profile every cell again (with --levers: "
@@ -576,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--warmup", type=int, default=5)
     sc.add_argument("--no-kernels", action="store_true", help="skip the profiled steps (kernels.csv, breakdown.csv)")
     sc.add_argument("--retry-errors", action="store_true",
-                    help="measure again cells recorded only as `error` (after the cause is fixed)")
+                    help="measure again cells recorded only as `error` or `oom` (after the cause is fixed)")
     sc.add_argument("--no-progress", action="store_true")
     sc.set_defaults(func=cmd_where_the_thesis_ends)
 

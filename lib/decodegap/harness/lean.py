@@ -10,7 +10,11 @@ dtype; SDPA with scale 1/sqrt(head_dim) and GQA; SiLU-gated MLP.
 
 Fused projections: q, k and v are one matmul against their concatenated weights (with Qwen2's biases),
 gate and up another. The fused weights are copies (the HF model's own tensors are left as they are), so a
-lean decoder next to its HF model holds the attention and MLP input weights twice. On a quantised model
+lean decoder next to its HF model holds the attention and MLP input weights twice. Where those copies do not fit
+the GPU beside the model (Qwen2.5-32B on 80 GB), the decoder shares storage instead (share_projection_storage):
+each concatenated weight is made once, projection by projection, and the HF model's q/k/v (gate/up) weights become
+views of it, so the model holds them once and every later lean decoder of it reads the same storage without a copy;
+the checks in a run say so (shared_projection_storage). On a quantised model
 (quant.quantise_model_, any path) the same holds for the quantised weights: q/k/v and gate/up become one
 layer of that path each whose packed tensors are the parts' concatenated (quant.fuse.fuse_linears), o and down are
 the HF model's own quantised layers, and every one runs its path's kernel (also with the custom kernels, whose
@@ -136,7 +140,10 @@ def _rotate_half(x):
 class LeanDecoder(nn.Module):
     """Decoder-only LM built from an HF Llama/Mistral/Qwen2 causal LM; see the module docstring."""
 
-    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False, batch: int = 1):
+    def __init__(self, hf_model, max_cache_len: int, custom_kernels=False, batch: int = 1,
+                 share_storage: bool | None = None):
+        """`share_storage`: the HF model's q/k/v and gate/up weights become views of the concatenated ones
+        (share_projection_storage) instead of being copied; None: only where the copies do not fit (_share_or_refuse)."""
         super().__init__()
         self.custom_kernels = kernel_set(custom_kernels)  # decode steps (T == 1) through decodegap.kernels.step (Triton)
         one_row = sorted(set(self.custom_kernels) - set(BATCH_KERNELS))
@@ -162,7 +169,7 @@ class LeanDecoder(nn.Module):
         head = hf_model.lm_head
         self.lm_head = head if isinstance(head, quant_layers.QuantLinear) else head.weight  # a quantised head: its layer
         dtype, device = self.embed.dtype, self.embed.device
-        check_room_for_copies(copied_bytes(inner.layers), usable_bytes(device), hf_model)
+        self.shares_storage = _share_or_refuse(inner.layers, usable_bytes(device), hf_model, share_storage)
         with torch.no_grad():
             self.layers = nn.ModuleList(LeanLayer(i, layer, self) for i, layer in enumerate(inner.layers))
             rotary = inner.rotary_emb
@@ -247,7 +254,7 @@ class LeanLayer(nn.Module):
         self.register_buffer("ln_attn", hf_layer.input_layernorm.weight.detach(), persistent=False)
         self.register_buffer("ln_mlp", hf_layer.post_attention_layernorm.weight.detach(), persistent=False)
         for name, parts in projections:
-            weight, bias = _projection(index, parts)
+            weight, bias = _projection(index, parts, share=decoder.shares_storage)
             if isinstance(weight, nn.Module):
                 self.add_module(f"w_{name}", weight)
             else:
@@ -334,11 +341,77 @@ def _concatenated(parts) -> bool:
     return len(parts) > 1 and all(type(p) is nn.Linear for p in parts)
 
 
-def copied_bytes(hf_layers) -> int:
+def copied_bytes(hf_layers, largest: bool = False) -> int:
     """Bytes of the copies the lean decoder makes of `hf_layers` (HF decoder layers): the weights and biases of each
-    projection _projection concatenates (_concatenated); a quantised path's fused layers are not counted."""
-    return sum(t.numel() * t.element_size() for layer in hf_layers for _, parts in _projections(layer)
-               if _concatenated(parts) for p in parts for t in (p.weight, p.bias) if t is not None)
+    projection _projection concatenates (_concatenated) whose weights are not one storage already (joined_view); a
+    quantised path's fused layers are not counted. `largest`: the largest one projection's copy (what sharing the
+    storage needs at once: share_projection_storage makes one at a time)."""
+    sizes = [sum(t.numel() * t.element_size() for p in parts for t in (p.weight, p.bias) if t is not None)
+             for layer in hf_layers for _, parts in _projections(layer)
+             if _concatenated(parts) and joined_view([p.weight for p in parts]) is None]
+    return (max(sizes, default=0)) if largest else sum(sizes)
+
+
+def joined_view(tensors) -> torch.Tensor | None:
+    """The one tensor that `tensors` (row blocks of one width, dtype and device) already are, as consecutive
+    contiguous views of one storage (the HF weights after share_projection_storage), as a view of that storage; None
+    where they are not (separate tensors: the concatenation is a copy)."""
+    first = tensors[0]
+    if not all(t.is_contiguous() and t.dim() == 2 and t.shape[1] == first.shape[1] and t.dtype == first.dtype
+               and t.device == first.device and t.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+               for t in tensors):
+        return None
+    offset = first.storage_offset()
+    for t in tensors:
+        if t.storage_offset() != offset:
+            return None
+        offset += t.numel()
+    rows = sum(t.shape[0] for t in tensors)
+    return first.detach().as_strided((rows, first.shape[1]), (first.shape[1], 1), first.storage_offset())
+
+
+def share_projection_storage(parts) -> torch.Tensor:
+    """The concatenated weight of `parts` (several bf16 nn.Linear: q/k/v or gate/up), with each part's weight made
+    a view of it (`weight.data` rebound, so every holder of the parameter sees the view and the part's own storage is
+    freed): the model then holds these weights once. Parts already joined (joined_view) are returned as they are."""
+    weights = [p.weight for p in parts]
+    joined = joined_view(weights)
+    if joined is not None:
+        return joined
+    joined = torch.cat([w.detach() for w in weights])
+    start = 0
+    for p in parts:
+        rows = p.weight.shape[0]
+        p.weight.data = joined[start:start + rows]
+        start += rows
+    return joined
+
+
+def shared_projection_storage(hf_model) -> bool:
+    """Whether `hf_model`'s q/k/v weights of its first layer are views of one storage (share_projection_storage
+    has run on it: its HF arms read the same weights at other addresses)."""
+    try:
+        attn = hf_model.model.layers[0].self_attn
+        parts = [getattr(attn, n) for n in ("q_proj", "k_proj", "v_proj")]
+    except (AttributeError, IndexError):  # not one of ARCHITECTURES' layouts: nothing the lean decoder shares
+        return False
+    return _concatenated(parts) and joined_view([p.weight for p in parts]) is not None
+
+
+SHARED_STORAGE_NOTE = ("the model's q/k/v and gate/up weights are views of the lean decoder's concatenated ones "
+                       "(lean.share_projection_storage: its copies did not fit beside the model)")
+"""What a check's reason adds where the model's weights share the lean decoder's storage (harness.verification)."""
+
+
+def _share_or_refuse(hf_layers, usable: int | None, hf_model, share: bool | None) -> bool:
+    """Whether the lean decoder shares the HF model's storage (`share`, or where None: only if its copies,
+    copied_bytes, do not fit in the `usable` bytes); where even sharing cannot fit (the largest one projection's copy
+    at a time), or `share` is False and the copies do not fit, check_room_for_copies refuses it as out of memory."""
+    need = copied_bytes(hf_layers)
+    if share is None:
+        share = usable is not None and need > usable
+    check_room_for_copies(copied_bytes(hf_layers, largest=True) if share else need, usable, hf_model, bool(share))
+    return bool(share)
 
 
 def usable_bytes(device) -> int | None:
@@ -350,27 +423,35 @@ def usable_bytes(device) -> int | None:
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
-def check_room_for_copies(need: int, usable: int | None, hf_model) -> None:
-    """Refuse, before any copy is made, a lean decoder whose copies (`need` bytes: copied_bytes) cannot fit in the
-    `usable` bytes left (usable_bytes; None: not checked), as torch's out-of-memory error (a sweep records the cell
-    as `oom`) in one line naming the copies, the model's own weights, what is left and what would fit it."""
+def check_room_for_copies(need: int, usable: int | None, hf_model, shared: bool = False) -> None:
+    """Refuse, before any copy is made, a lean decoder whose copies (`need` bytes: copied_bytes; `shared`: the
+    largest one, sharing the model's storage) cannot fit in the `usable` bytes left (usable_bytes; None: not
+    checked), as torch's out-of-memory error (a sweep records the cell as `oom`) in one line naming the copies, the
+    model's own weights, what is left and what would fit it."""
     if usable is None or need <= usable:
         return
     gib = 2 ** 30
     own = sum(p.numel() * p.element_size() for p in hf_model.parameters())
+    what = ("the lean decoder's largest concatenated projection, made one at a time to share the model's storage, "
+            "takes" if shared else "the lean decoder's concatenated q/k/v and gate/up weights take")
     raise torch.OutOfMemoryError(
-        f"the lean decoder's concatenated q/k/v and gate/up weights take {need / gib:.1f} GiB beside the model's "
-        f"{own / gib:.1f} GiB, with {usable / gib:.1f} GiB left on this GPU: its lean arms need about "
-        f"{(need - usable) / gib:.1f} GiB more (the HF arms make no copy)")
+        f"{what} {need / gib:.1f} GiB beside the model's {own / gib:.1f} GiB, with {usable / gib:.1f} GiB left on "
+        f"this GPU: its lean arms need about {(need - usable) / gib:.1f} GiB more (the HF arms make no copy)")
 
 
-def _projection(index: int, parts):
+def _projection(index: int, parts, share: bool = False):
     """(weight, bias) of the projection of layer `index` that stands for `parts` (q/k/v, o, gate/up or
-    down): nn.Linear weights and biases concatenated, or one quantised layer of the model's path
+    down): nn.Linear weights and biases concatenated (a copy; with `share`, or where the weights are one storage
+    already, share_projection_storage's view), or one quantised layer of the model's path
     (quant.fuse.fuse_linears for several parts) with its bias inside and bias None. Other layer types are refused."""
     if all(type(p) is nn.Linear for p in parts):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
-        return (torch.cat([p.weight for p in parts]) if _concatenated(parts) else parts[0].weight), bias
+        if not _concatenated(parts):
+            return parts[0].weight, bias
+        joined = joined_view([p.weight for p in parts])
+        if joined is None:
+            joined = share_projection_storage(parts) if share else torch.cat([p.weight for p in parts])
+        return joined, bias
     if all(isinstance(p, quant_layers.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
         return (quant_fuse.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
     raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers "

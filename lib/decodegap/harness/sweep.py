@@ -75,7 +75,7 @@ class SweepPlan:
     verify: bool = True
     checkpoints: dict = field(default_factory=dict)  # model key -> local checkpoint folder
     retry_unavailable: bool = False  # measure again cells recorded only as `unavailable`
-    retry_errors: bool = False  # measure again cells recorded only as `error` (after the cause is fixed)
+    retry_errors: bool = False  # measure again cells recorded only as `error` or `oom` (after the cause is fixed)
     first_session: int = 0  # the number of this plan's first session (see above)
     again: bool = False  # measure every cell again in this run; the older rows stay (roofline.one_sweep reads the latest)
     check_every_session: bool = False  # check every non-eager arm in every session, not only once per run (below)
@@ -143,7 +143,7 @@ class SweepPlan:
 
     def _done(self, data, run_id: str | None = None, rows: pd.DataFrame | None = None) -> set[tuple]:
         """The keys of the cells done (selection.keys_done) in `rows`, or in the plan's CSV read here."""
-        retry = ("unavailable",) * self.retry_unavailable + ("error",) * self.retry_errors
+        retry = ("unavailable",) * self.retry_unavailable + ("error", "oom") * self.retry_errors
         rows = self.rows_on_disk(data) if rows is None else rows
         return selection.keys_done(rows, records.schema_for(self.experiment), retry, run_id, self.again)
 

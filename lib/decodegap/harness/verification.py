@@ -25,13 +25,15 @@ def check_cell(plan: SweepPlan, model, cell: Cell, run_id: str, session: int, da
     """Check the cell's arm against eager (checks.verify_arm: each of its batch's sequences against the same sequence
     of the eager step) and append the verdict to verify.csv, passed or failed, the worst sequence's error
     (its reason names the sequence where the batch holds more than one); a failed check then raises
-    AssertionError (the cell is not timed)."""
-    from decodegap.harness import checks
+    AssertionError (the cell is not timed). Where the model's weights share a lean decoder's storage (lean
+    .shared_projection_storage: its copies did not fit), the reason says so (lean.SHARED_STORAGE_NOTE)."""
+    from decodegap.harness import checks, lean
 
     errors: list[float] = []
     err = checks.verify_arm(model, cell.arm, cell.ctx, seed=plan.seed, tol=VERIFY_TOL, attn=cell.attn,
                             cache_len=cache_len, raise_past_tol=False, batch=cell.batch, sequences=errors)
-    row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", sequences_reason(errors))
+    notes = [sequences_reason(errors), lean.SHARED_STORAGE_NOTE if lean.shared_projection_storage(model) else ""]
+    row = verify_row(plan, run_id, session, cell, err, VERIFY_TOL, "vs_eager", "; ".join(n for n in notes if n))
     records.append_rows(paths.raw_dir(plan.gpu, data) / "verify.csv", records.VERIFY, [row])
     if row["status"] != "ok":
         raise AssertionError(f"arm {cell.arm!r} at ctx {cell.ctx}: logits differ from eager by {err:.3g} "
