@@ -170,7 +170,14 @@ def test_the_quantisation_line_states_the_notebooks_own_spans():
                             for a in ("graph", "lean_attn_graph")])
     line = gallery._quant(cells, found)
     assert line.count("AWQ's Triton GEMM 0.56-0.58x") == 2 and "0.57x" not in line
-    assert "(bf16 6.00-6.50 ms)" in line
+    assert "(bf16 6.00-6.50 ms)" in line and "H100" not in line  # no cell of the paper's GPU: no sentence of it
+    h100 = cells[cells.model == "a"].assign(gpu="h100-sxm", sessions=[3, 1, 3, 1], checked=True)
+    h100_found = found.assign(gpu="h100-sxm")
+    line = gallery._quant(pd.concat([cells.assign(sessions=3), h100]), pd.concat([found, h100_found]))
+    assert line.startswith("On the H200 (ctx 2048")  # the H200's sentence first, as it was
+    assert line.count("AWQ's Triton GEMM 0.56-0.58x") == 4  # each GPU's spans are its own findings'
+    assert ("On the H100 SXM (the paper's GPU class; ctx 2048, a, 1 session a quantised cell; the 2 quantised cells "
+            "checked in their own run, 0 more drawn unchecked) HF graph (bf16 6.00 ms)") in line  # model a's bf16
     assert gallery._sessions(pd.Series([6, 7, 6])) == "N = 6-7 sessions"
     assert gallery._sessions(pd.Series([10, 10])) == "N = 10 sessions each"
 

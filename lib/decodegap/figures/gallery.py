@@ -121,27 +121,49 @@ def _attention(att: pd.DataFrame, sdpa_pub: float, ranking: pd.DataFrame | None 
 
 
 def _quant(qc: pd.DataFrame, found: pd.DataFrame) -> str:
-    """Notebook 04 on the H200 at ctx 2048, over the counted cells (`checked`: a quantised one checked in its own run,
+    """Notebook 04 at ctx 2048 on the H200, then on the paper's GPU (PAPER_GPU) where it has counted quantised cells
+    (_quant_on)."""
+    paper = _quant_on(qc, found, PAPER_GPU, paper_gpu=True)
+    return _quant_on(qc, found, GPU) + (" " + paper if paper else "")
+
+
+def _quant_on(qc: pd.DataFrame, found: pd.DataFrame, gpu: str, paper_gpu: bool = False) -> str:
+    """Notebook 04 on `gpu` at ctx 2048, over the counted cells (`checked`: a quantised one checked in its own run,
     decodegap.checked.quantised_checks): HF graph and the lean step; with how many timed quantised cells are drawn
     unchecked. The speed-ups' spans are 04_findings' own (`found`, to 6 decimals: the notebook's sentences): the
-    cells table's 3-decimal speed-ups rounded again to 2 could differ from them (0.5751 is 0.575 there, then "0.57")."""
-    here = qc[(qc.gpu == GPU) & (qc.ctx == 2048)]
+    cells table's 3-decimal speed-ups rounded again to 2 could differ from them (0.5751 is 0.575 there, then "0.57").
+    `paper_gpu`: the paper's GPU, measured in part, with its models and sessions named, and '' where it has no
+    counted quantised cell."""
+    here = qc[(qc.gpu == gpu) & (qc.ctx == 2048)]
     g = here[here.t_obs_ms.notna() & (here.checked == True) & ~here.check.astype(str).str.contains("failed")]  # noqa: E712
     quant = here[(here.quant != "bf16") & here.status.isin(["ok", "unchecked"])]
     drawn = int((quant.status == "unchecked").sum())
     if g.empty or not (g.quant != "bf16").any():
-        return f"No counted H200 cell of the quantised paths at ctx 2048 ({drawn} drawn unchecked)."
+        return "" if paper_gpu else f"No counted H200 cell of the quantised paths at ctx 2048 ({drawn} drawn unchecked)."
     parts = []
     for arm, name in (("graph", "HF graph"), ("lean_attn_graph", "lean step + Triton attention, graphed")):
         a = g[g.arm == arm]
         order = a[a.quant != "bf16"].groupby("quant").speedup_over_bf16.median().sort_values(ascending=False).index
-        said = found[(found.gpu == GPU) & (found.ctx == 2048) & (found.arm == arm) & found.speedup_min.notna()]
+        said = found[(found.gpu == gpu) & (found.ctx == 2048) & (found.arm == arm) & found.speedup_min.notna()]
         said = said.set_index("quant")
-        bf16 = found[(found.gpu == GPU) & (found.ctx == 2048) & (found.arm == arm) & (found.quant == "bf16")
+        bf16 = found[(found.gpu == gpu) & (found.ctx == 2048) & (found.arm == arm) & (found.quant == "bf16")
                      & found.step_ms_min.notna()]
-        parts.append(f"{name} (bf16 {_span(bf16[['step_ms_min', 'step_ms_max']].iloc[0])} ms): " + ", ".join(
-            f"{QUANT_NAMES.get(k, k)} {_span(said.loc[k, ['speedup_min', 'speedup_max']])}x" for k in order))
+        if bf16.empty or not len(order):
+            continue
+        span = _span(bf16[['step_ms_min', 'step_ms_max']].iloc[0])
+        if paper_gpu:  # measured in part: the bf16 cells of the quantised cells' models only
+            span = _span(a[(a.quant == "bf16") & a.model.isin(set(a[a.quant != "bf16"].model))].t_obs_ms)
+        parts.append(f"{name} (bf16 {span} ms): " + ", ".join(
+            f"{QUANT_NAMES.get(k, k)} {_span(said.loc[k, ['speedup_min', 'speedup_max']])}x" for k in order
+            if k in said.index))
     counted = int((quant.status == "ok").sum())
+    if paper_gpu:
+        timed = g[g.quant != "bf16"]
+        sessions = _span(timed["sessions"], ".0f") if "sessions" in timed else "?"
+        plural = "" if "sessions" in timed and (timed["sessions"] == 1).all() else "s"
+        return (f"On the {gpu.upper().replace('-', ' ')} (the paper's GPU class; ctx 2048, "
+                f"{', '.join(sorted(set(timed.model)))}, {sessions} session{plural} a quantised cell; the {counted} "
+                f"quantised cells checked in their own run, {drawn} more drawn unchecked) " + "; ".join(parts) + ".")
     return (f"On the H200 (ctx 2048, speed-up over bf16 on the same arm, every path quantised from the model's own "
             f"weights; the {counted} quantised cells checked in their own run, {drawn} more drawn unchecked and counted "
             "nowhere) " + "; ".join(parts) + ".")
