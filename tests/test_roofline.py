@@ -232,6 +232,30 @@ def test_one_sweep_takes_a_session_measured_by_two_runs_of_its_plan_from_the_new
         "(roofline.one_sweep)."]
 
 
+def test_left_out_by_path_names_each_paths_left_out_sessions_in_one_sentence():
+    """Notebook 04's quantised cells: a session two runs of one sweep measured (the older left out) and a session of
+    another, narrower sweep, each said once per GPU and path; bf16 (notebook 01's sentences) is not repeated."""
+    plans = {("h200", "20261206T01-a"): dict(contexts=[2048, 4096], arms=["eager"]),
+             ("h200", "20261206T02-b"): dict(contexts=[2048, 4096], arms=["eager"]),
+             ("h200", "20261206T03-c"): dict(contexts=[2048], arms=["eager"])}
+
+    def row(run, ctx, quant="bnb-nf4", session=0):
+        return dict(run_id=run, session=session, gpu="h200", model="m", ctx=ctx, max_cache_len=ctx + 40, arm="eager",
+                    attn="sdpa", quant=quant, step=0, step_ms=5.0, status="ok", reason=None)
+
+    rows = pd.DataFrame([row("20261206T01-a", 2048), row("20261206T01-a", 4096), row("20261206T02-b", 2048),
+                         row("20261206T02-b", 4096), row("20261206T01-a", 2048, "awq-marlin"),
+                         row("20261206T03-c", 2048, "awq-marlin", session=5),
+                         row("20261206T01-a", 2048, "bf16"), row("20261206T02-b", 2048, "bf16")])
+    kept = roofline.one_sweep(rows, plans)
+    assert roofline.left_out_by_path(rows, kept, plans) == [
+        "h200 awq-marlin: 1 session of 1 cell (ctx 2048; eager) of another sweep (run 20261206T03-c) is left out, "
+        "not pooled with the sessions kept (roofline.one_sweep).",
+        "h200 bnb-nf4: 2 sessions of 2 cells (ctx 2048, 4096; eager) measured again by a later run of the same sweep "
+        "(run 20261206T01-a) are left out, not pooled with the sessions kept (roofline.one_sweep)."]
+    assert roofline.left_out_by_path(kept, kept, plans) == []
+
+
 def test_one_sweep_prefers_a_sweep_that_timed_the_cell_over_a_wider_one_that_only_failed_there():
     plans = {("h200", "wide"): dict(contexts=[2048, 16384], arms=["eager"]),
              ("h200", "narrow"): dict(contexts=[2048], arms=["eager"])}

@@ -50,6 +50,32 @@ def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame, plans=None) -> list[
     return out
 
 
+def left_out_by_path(rows: pd.DataFrame, kept: pd.DataFrame, plans) -> list[str]:
+    """Per GPU and quantisation path (bf16 left to notebook 01's left_out_sweeps), the timed cells of `rows` that
+    `one_sweep` (`kept`) left sessions of out, in one sentence: how many cells and sessions, their contexts and arms,
+    the runs, and whether they are another sweep's or a session a later run of the same sweep measured again
+    (left_out_sweeps' distinction, by the runs' `plans`)."""
+    out = []
+    ok = rows[(rows["status"] == "ok") & (rows["quant"] != "bf16")]
+    dropped = ok[~ok.index.isin(kept.index)]
+    if dropped.empty:
+        return out
+    same_sweep = widest_sweep(rows, plans).index
+    for (gpu, quant), g in dropped.groupby(["gpu", "quant"]):
+        again = g.index.isin(same_sweep)
+        what = ("measured again by a later run of the same sweep" if again.all()
+                else "of another sweep" if not again.any() else "of another sweep or measured again by a later run")
+        cells = g[CELL].drop_duplicates().shape[0]
+        sessions = g[["run_id"] + CELL + ["session"]].drop_duplicates().shape[0]
+        ctxs = ", ".join(str(c) for c in sorted(set(g["ctx"])))
+        out.append(f"{gpu} {quant}: {sessions} session{'' if sessions == 1 else 's'} of {cells} "
+                   f"cell{'' if cells == 1 else 's'} (ctx {ctxs}; {', '.join(sorted(set(g['arm'])))}) {what} "
+                   f"(run{'' if g['run_id'].nunique() == 1 else 's'} {', '.join(sorted(set(g['run_id'])))}) "
+                   f"{'is' if sessions == 1 else 'are'} left out, not "
+                   "pooled with the sessions kept (roofline.one_sweep).")
+    return out
+
+
 def commits_across_contexts(rows: pd.DataFrame, commits: Mapping) -> list[str]:
     """Per GPU whose timed cells (`rows`, one sweep a cell) come from runs of more than one commit, which contexts and
     arms each commit's runs timed (`commits`: {(gpu, run id): its git commit}; a run without one is "unknown"): a trend across

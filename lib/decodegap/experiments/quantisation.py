@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from decodegap import checked, hardware, levers, paths, published, records, selection
+from decodegap import checked, hardware, levers, paths, published, records, roofline, selection
 from decodegap.accounting import HEAD_QUANTISED
 from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
@@ -143,6 +143,13 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
                            retry_errors=retry_errors)
 
 
+def left_out(data, kept: pd.DataFrame, arms: Sequence[str] = ARMS) -> list[str]:
+    """The quantised sessions `rows` (`kept`) leaves out of its cells (roofline.left_out_by_path), of the same rows
+    before one sweep is chosen per cell."""
+    every = quant_report.rows(checked.labelled(checked.load("decode", data)), arms)
+    return roofline.left_out_by_path(_notebook_paths(every), kept, selection.run_plans(data))
+
+
 def rows(data, arms: Sequence[str] = ARMS) -> pd.DataFrame:
     """The decode rows of `arms` with SDPA, every path, each cell from one sweep (quant_report.rows), a cell without
     a passing check of its own run (vs_eager, and for a quantised cell the current rule's checks of its run:
@@ -176,7 +183,8 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     `table_model`), `check_coverage` (per path, the timed cells checked in their own run and those drawn unchecked:
     quant_checks.coverage), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
-    (`products`, `product_fits`, `casts`) and `int4_target` (the fastest int4 step against levers.TARGETS["int4"])."""
+    (`products`, `product_fits`, `casts`), `int4_target` (the fastest int4 step against levers.TARGETS["int4"]) and
+    `left_out` (the quantised sessions one sweep per cell leaves out: left_out)."""
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
     verify = _notebook_paths(records.load_experiment("verify", data))
@@ -201,13 +209,15 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
         casts=quant_profile.casts(breakdown, profile_configs),
         int4_target=quant_report.int4_target(cell_table, configs, specs, records.load_experiment("bandwidth", data),
                                              target),
-        target=target, table_model=table_model, contexts=list(contexts), arms=list(arms), grid_arm=grid_arm)
+        target=target, table_model=table_model, contexts=list(contexts), arms=list(arms), grid_arm=grid_arm,
+        left_out=left_out(data, decode_rows, arms))
 
 
 def findings(t: dict) -> dict:
     """{"04_findings": per GPU, context and arm whether each path realises its saving, how many timed cells of each
     path are checked in their own run and how many are drawn unchecked, the checks, the grid, the
-    profile, and the fastest int4 step against the int4 target with what stands in its way}."""
+    profile, the fastest int4 step against the int4 target with what stands in its way, and the quantised sessions
+    left out of their cells}."""
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
@@ -215,4 +225,4 @@ def findings(t: dict) -> dict:
         + quant_profile.grid_findings(t["cells"], t["grid_arm"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
-        + [line for line in [obstacles] if line])}
+        + [line for line in [obstacles] if line] + t.get("left_out", []))}
