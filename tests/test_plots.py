@@ -145,6 +145,10 @@ def test_two_gpus_bars_of_one_arm_differ_by_their_hatch():
     assert not first.patches[0].get_hatch() and second.patches[0].get_hatch() == quant_plots.GPU_HATCHES[1]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "a eager (measured)" in labels and "b eager (measured)" in labels
+    assert "bf16 only here" not in _title(fig)
+    only_bf16 = table.assign(**{"b eager ms": [9.0, np.nan]})  # b timed bf16 alone for this model
+    assert "\nb: bf16 only here, no quantised cell of this model measured" in _title(
+        quant_plots.ms_vs_floor(only_bf16, "test"))
 
 
 def test_the_attention_figure_draws_the_published_values_beside_ours():

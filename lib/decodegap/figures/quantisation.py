@@ -41,6 +41,18 @@ def _series(table: pd.DataFrame) -> list[tuple[str, str]]:
     return out + [(c[: -len(" ms")], c) for c in table.columns if c.endswith(" ms") and not c.endswith("floor ms")]
 
 
+def _bf16_only(table: pd.DataFrame, series, measured_gpus: list) -> list:
+    """The measured GPUs of `table` (a paper_table) with a time in some series but none in a quantised row: the
+    figure draws only their bf16 bars, and says so (another model may hold their quantised cells)."""
+    quantised = table["quant"] != "bf16" if "quant" in table else pd.Series(False, index=table.index)
+    out = []
+    for gpu in measured_gpus:
+        cols = [col for name, col in series if name.split(" ")[0] == gpu and not col.endswith("(published)")]
+        if cols and table[cols].notna().any().any() and table.loc[quantised, cols].isna().all().all():
+            out.append(gpu)
+    return out
+
+
 def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
     path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
@@ -48,7 +60,7 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
     unchecked (timed only without the current rule's checks of its own run: the table's `<gpu> <arm> unchecked`)
     has a hollow square at its floor, labelled so; a path with no other time in a series has a hollow circle at
-    its floor (never ran here)."""
+    its floor (never ran here). A measured GPU with bf16 bars alone is named under the title (_bf16_only)."""
     style.apply()
     series = _series(table)
     if table.empty or not series:
@@ -105,7 +117,11 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
         ax.set_ylim(bottom=0)
         ax.set_title(f"ctx {ctx:,}" if ctx is not None else "", loc="left")
         ax.set_ylabel("ms per decode step")
-    style.title(fig, "04_quant_ms_vs_floor.png", title or "median of session medians; black ticks: each path's floor")
+    subtitle = title or "median of session medians; black ticks: each path's floor"
+    bare = _bf16_only(table, series, measured_gpus)
+    if bare:
+        subtitle += f"\n{', '.join(bare)}: bf16 only here, no quantised cell of this model measured (04_findings: its other models)"
+    style.title(fig, "04_quant_ms_vs_floor.png", subtitle)
     fig.tight_layout()
     fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
     return fig
