@@ -37,17 +37,23 @@ def left_out_sweeps(rows: pd.DataFrame, kept: pd.DataFrame, plans=None) -> list[
     same_sweep = widest_sweep(rows, plans).index if plans is not None else pd.Index([])
     for (gpu, ctx, arm), g in dropped.groupby(["gpu", "ctx", "arm"]):
         here = kept[(kept["gpu"] == gpu) & (kept["ctx"] == ctx) & (kept["arm"] == arm) & (kept["status"] == "ok")]
-        again = g.index.isin(same_sweep)
         n, models, n_kept = g[["run_id", "session"]].drop_duplicates().shape[0], g["model"].nunique(), \
             here["session"].nunique()
-        what = ("measured again by a later run of the same sweep" if again.all()
-                else "of another sweep" if not again.any() else "of another sweep or measured again by a later run")
+        what = _how_left_out(g.index.isin(same_sweep))
         out.append(f"{gpu} {arm}, ctx {ctx}: {n} session{'' if n == 1 else 's'} {what} (run "
                    f"{', '.join(sorted(set(g['run_id'])))}) {'is' if n == 1 else 'are'} left out, not pooled: their "
                    f"median step over {models} model{'' if models == 1 else 's'} {g['step_ms'].median():.2f} ms "
                    f"against {here['step_ms'].median():.2f} ms in the {n_kept} session{'' if n_kept == 1 else 's'} kept "
                    "(roofline.one_sweep).")
     return out
+
+
+def _how_left_out(again) -> str:
+    """Why left-out rows are left out, from `again` (per row: whether it is of the sweep kept, widest_sweep, so a
+    session a later run of that sweep measured again): the words left_out_sweeps and left_out_by_path say."""
+    if again.all():
+        return "measured again by a later run of the same sweep"
+    return "of another sweep" if not again.any() else "of another sweep or measured again by a later run"
 
 
 def left_out_by_path(rows: pd.DataFrame, kept: pd.DataFrame, plans) -> list[str]:
@@ -62,9 +68,7 @@ def left_out_by_path(rows: pd.DataFrame, kept: pd.DataFrame, plans) -> list[str]
         return out
     same_sweep = widest_sweep(rows, plans).index
     for (gpu, quant), g in dropped.groupby(["gpu", "quant"]):
-        again = g.index.isin(same_sweep)
-        what = ("measured again by a later run of the same sweep" if again.all()
-                else "of another sweep" if not again.any() else "of another sweep or measured again by a later run")
+        what = _how_left_out(g.index.isin(same_sweep))
         cells = g[CELL].drop_duplicates().shape[0]
         sessions = g[["run_id"] + CELL + ["session"]].drop_duplicates().shape[0]
         ctxs = ", ".join(str(c) for c in sorted(set(g["ctx"])))

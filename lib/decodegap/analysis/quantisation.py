@@ -411,7 +411,7 @@ def gpu_findings(cell_table: pd.DataFrame, contexts: Sequence[int], arms: Sequen
                                    f"model{'' if n_models == 1 else 's'} ({_span(bf16['sessions'], '.0f')} "
                                    f"session{'' if one_session else 's'}{'' if n_models == 1 else ' each'}), R_floor "
                                    f"{_span(bf16['r_floor_quant'])} against its own floor.",
-                                   **cell, quant="bf16", **_values("step_ms", bf16["t_obs_ms"]), models=len(bf16),
+                                   **cell, quant="bf16", **_values("step_ms", bf16["t_obs_ms"]), models=n_models,
                                    **_values("sessions", bf16["sessions"]), **_values("r_floor", bf16["r_floor_quant"])))
                 for key in dict.fromkeys(list(NOTEBOOK_PATHS) + sorted(set(here["quant"]))):
                     rows = here[here["quant"] == key]

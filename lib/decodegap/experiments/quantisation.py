@@ -184,7 +184,14 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     quant_checks.coverage), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
     (`products`, `product_fits`, `casts`), `int4_target` (the fastest int4 step against levers.TARGETS["int4"]) and
-    `left_out` (the quantised sessions one sweep per cell leaves out: left_out)."""
+    `left_out` (the quantised sessions one sweep per cell leaves out: left_out). decode.csv and its checks are read
+    and joined once for the cells and the left-out sessions (checked.loaded_once)."""
+    with checked.loaded_once():
+        return _tables(data, models, contexts, arms, table_model, grid_arm, group_size)
+
+
+def _tables(data, models, contexts, arms, table_model, grid_arm, group_size) -> dict:
+    """tables' body, inside checked.loaded_once."""
     specs = hardware.specs_table(data)
     byte_configs = {key: model_specs.load_spec(key, data).config for key in dict.fromkeys(list(models) + [table_model])}
     verify = _notebook_paths(records.load_experiment("verify", data))

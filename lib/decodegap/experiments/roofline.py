@@ -87,7 +87,14 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
     `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
     configs, `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell), `plans` (the
     runs' sweep plans, selection.run_plans) and `commits` ({(gpu, run id): its commit, hardware.provenance_of's of
-    env.json's corrected entry})."""
+    env.json's corrected entry}). decode.csv and its checks are read and joined once for `rows` and `all_rows`
+    (checked.loaded_once)."""
+    with checked.loaded_once():
+        return _tables(data, models, configs)
+
+
+def _tables(data, models, configs) -> dict:
+    """tables' body, inside checked.loaded_once."""
     decode_rows, cell_table, configs = cells(data, configs, models)
     specs = hardware.specs_table(data)
     pub = published.load(data)

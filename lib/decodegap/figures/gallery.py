@@ -150,17 +150,15 @@ def _quant_on(qc: pd.DataFrame, found: pd.DataFrame, gpu: str, paper_gpu: bool =
                      & found.step_ms_min.notna()]
         if bf16.empty or not len(order):
             continue
-        span = _span(bf16[['step_ms_min', 'step_ms_max']].iloc[0])
-        if paper_gpu:  # measured in part: the bf16 cells of the quantised cells' models only
-            span = _span(a[(a.quant == "bf16") & a.model.isin(set(a[a.quant != "bf16"].model))].t_obs_ms)
+        span = (_span(a[(a.quant == "bf16") & a.model.isin(set(a[a.quant != "bf16"].model))].t_obs_ms) if paper_gpu
+                else _span(bf16[['step_ms_min', 'step_ms_max']].iloc[0]))  # measured in part: its quantised models
         parts.append(f"{name} (bf16 {span} ms): " + ", ".join(
             f"{QUANT_NAMES.get(k, k)} {_span(said.loc[k, ['speedup_min', 'speedup_max']])}x" for k in order
             if k in said.index))
     counted = int((quant.status == "ok").sum())
     if paper_gpu:
         timed = g[g.quant != "bf16"]
-        sessions = _span(timed["sessions"], ".0f") if "sessions" in timed else "?"
-        plural = "" if "sessions" in timed and (timed["sessions"] == 1).all() else "s"
+        sessions, plural = _span(timed["sessions"], ".0f"), "" if (timed["sessions"] == 1).all() else "s"
         return (f"On the {gpu.upper().replace('-', ' ')} (the paper's GPU class; ctx 2048, "
                 f"{', '.join(sorted(set(timed.model)))}, {sessions} session{plural} a quantised cell; the {counted} "
                 f"quantised cells checked in their own run, {drawn} more drawn unchecked) " + "; ".join(parts) + ".")

@@ -56,8 +56,8 @@ def _bf16_only(table: pd.DataFrame, series, measured_gpus: list) -> list:
 def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
     path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
-    first context only; each measured GPU and arm: the arm's colour, the GPU's hatch, GPU_HATCHES), each series' floor for that path as a black tick over
-    its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
+    first context only; each measured GPU and arm: the arm's colour, the GPU's hatch, GPU_HATCHES), each series'
+    floor for that path as a black tick over its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
     unchecked (timed only without the current rule's checks of its own run: the table's `<gpu> <arm> unchecked`)
     has a hollow square at its floor, labelled so; a path with no other time in a series has a hollow circle at
     its floor (never ran here). A measured GPU with bf16 bars alone is named under the title (_bf16_only)."""
@@ -120,7 +120,8 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     subtitle = title or "median of session medians; black ticks: each path's floor"
     bare = _bf16_only(table, series, measured_gpus)
     if bare:
-        subtitle += f"\n{', '.join(bare)}: bf16 only here, no quantised cell of this model measured (04_findings: its other models)"
+        subtitle += (f"\n{', '.join(bare)}: bf16 only here, no quantised cell of this model measured "
+                     "(04_findings: its other models)")
     style.title(fig, "04_quant_ms_vs_floor.png", subtitle)
     fig.tight_layout()
     fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))

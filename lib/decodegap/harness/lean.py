@@ -346,10 +346,15 @@ def copied_bytes(hf_layers, largest: bool = False) -> int:
     projection _projection concatenates (_concatenated) whose weights are not one storage already (joined_view); a
     quantised path's fused layers are not counted. `largest`: the largest one projection's copy (what sharing the
     storage needs at once: share_projection_storage makes one at a time)."""
-    sizes = [sum(t.numel() * t.element_size() for p in parts for t in (p.weight, p.bias) if t is not None)
-             for layer in hf_layers for _, parts in _projections(layer)
-             if _concatenated(parts) and joined_view([p.weight for p in parts]) is None]
-    return (max(sizes, default=0)) if largest else sum(sizes)
+    sizes = _copy_sizes(hf_layers)
+    return max(sizes, default=0) if largest else sum(sizes)
+
+
+def _copy_sizes(hf_layers) -> list[int]:
+    """copied_bytes' terms: the bytes of each projection's copy, one a projection."""
+    return [sum(t.numel() * t.element_size() for p in parts for t in (p.weight, p.bias) if t is not None)
+            for layer in hf_layers for _, parts in _projections(layer)
+            if _concatenated(parts) and joined_view([p.weight for p in parts]) is None]
 
 
 def joined_view(tensors) -> torch.Tensor | None:
@@ -391,8 +396,7 @@ def shared_projection_storage(hf_model) -> bool:
     """Whether `hf_model`'s q/k/v weights of its first layer are views of one storage (share_projection_storage
     has run on it: its HF arms read the same weights at other addresses)."""
     try:
-        attn = hf_model.model.layers[0].self_attn
-        parts = [getattr(attn, n) for n in ("q_proj", "k_proj", "v_proj")]
+        parts = dict(_projections(hf_model.model.layers[0]))["qkv"]
     except (AttributeError, IndexError):  # not one of ARCHITECTURES' layouts: nothing the lean decoder shares
         return False
     return _concatenated(parts) and joined_view([p.weight for p in parts]) is not None
@@ -407,10 +411,11 @@ def _share_or_refuse(hf_layers, usable: int | None, hf_model, share: bool | None
     """Whether the lean decoder shares the HF model's storage (`share`, or where None: only if its copies,
     copied_bytes, do not fit in the `usable` bytes); where even sharing cannot fit (the largest one projection's copy
     at a time), or `share` is False and the copies do not fit, check_room_for_copies refuses it as out of memory."""
-    need = copied_bytes(hf_layers)
+    sizes = _copy_sizes(hf_layers)
+    need = sum(sizes)
     if share is None:
         share = usable is not None and need > usable
-    check_room_for_copies(copied_bytes(hf_layers, largest=True) if share else need, usable, hf_model, bool(share))
+    check_room_for_copies(max(sizes, default=0) if share else need, usable, hf_model, bool(share))
     return bool(share)
 
 
@@ -448,10 +453,10 @@ def _projection(index: int, parts, share: bool = False):
         bias = None if parts[0].bias is None else torch.cat([p.bias for p in parts])
         if not _concatenated(parts):
             return parts[0].weight, bias
+        if share:  # joined already, or joined now
+            return share_projection_storage(parts), bias
         joined = joined_view([p.weight for p in parts])
-        if joined is None:
-            joined = share_projection_storage(parts) if share else torch.cat([p.weight for p in parts])
-        return joined, bias
+        return (torch.cat([p.weight for p in parts]) if joined is None else joined), bias
     if all(isinstance(p, quant_layers.QuantLinear) for p in parts) and len({type(p) for p in parts}) == 1:
         return (quant_fuse.fuse_linears(parts) if len(parts) > 1 else parts[0]), None
     raise LeanUnsupported(f"lean decoder reads nn.Linear (bf16) or one quantisation path's layers "
