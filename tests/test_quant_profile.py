@@ -131,6 +131,7 @@ def test_grid_and_coverage_leave_a_failed_or_missing_cell_empty_and_name_it():
                                models=1, ctx_min=2048, ctx_max=4096)
     assert int4.values == dict(gpu="h200", arm="lean_attn_graph", quant="int4-triton", step_ms_min=4.0, step_ms_max=4.0,
                                cells=1, models=1, ctx_min=2048, ctx_max=2048)  # the failed cell left out
+    assert "over 2 cells (1 model, ctx" in bf16 and "over 1 cell (1 model, ctx" in int4  # counted nouns
     timed = cells.assign(speedup_over_bf16=[None, None, 6.0 / 4.0, None, None], realised_fraction=[None, None, 0.5, None, None])
     [_, int4] = quant_profile.grid_findings(timed, "lean_attn_graph")
     assert int4.values == dict(gpu="h200", arm="lean_attn_graph", quant="int4-triton", step_ms_min=4.0, step_ms_max=4.0,

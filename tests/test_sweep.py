@@ -20,8 +20,8 @@ import torch
 
 from conftest import CPU_SPEC_ROW
 from decodegap.experiments import cuda_graphs_ab
-from decodegap.harness import checks, decode, models, profile, session, sweep
-from decodegap import inputs, paths, records
+from decodegap.harness import checks, decode, models, profile, runs, session, sweep
+from decodegap import inputs, paths, records, selection
 
 PLAN = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny",), contexts=(16, 32),
                        arms=("eager", "hf_default", "graph"), sessions=2, steps=3, warmup=1, device="cpu")
@@ -497,6 +497,7 @@ def test_retry_errors_makes_a_cell_recorded_only_as_error_pending_again(tmp_path
         dict(base, arm="lean_attn_graph", status="oom", reason="out of memory: the lean decoder's copies")])
     arms = ("lean_graph", "lean_compile", "lean_attn_graph")
     plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=arms, sessions=1)
+    runs.update_env("g", tmp_path, "r1", plan=asdict(plan))  # r1 was a run of this plan's sweep
     assert plan.pending(0, tmp_path) == []
     retried = sweep.SweepPlan(**{**asdict(plan), "retry_errors": True}).pending(0, tmp_path)
     assert [c.arm for c in retried] == ["lean_compile", "lean_attn_graph"]
@@ -601,7 +602,52 @@ def test_pending_by_session_reads_the_file_once_and_agrees_with_pending(tmp_path
     records.append_rows(path, records.DECODE, [dict(base, session=0, arm="lean_graph"),
                                                dict(base, session=0, arm="lean_compile"),
                                                dict(base, session=1, arm="lean_compile")])
+    runs.update_env("g", tmp_path, "r1", plan=asdict(plan))
     by_session = plan.pending_by_session(tmp_path)
     assert by_session == {s: plan.pending(s, tmp_path) for s in plan.session_ids}
     assert [c.arm for c in by_session[1]] == ["lean_graph"] and len(by_session[0]) == 0 and len(by_session[2]) == 2
     assert plan.pending_by_session(tmp_path, plan.rows_on_disk(tmp_path)) == by_session
+
+
+def test_a_sweep_measures_what_the_readers_would_not_read_without_it(tmp_path):
+    """Resume and the readers agree on what a session of a cell is (selection.sweep_of, roofline.widest_sweep): a
+    session a narrower sweep measured (fewer contexts, a run without a plan) leaves this plan's cell pending, since
+    the readers would not pool it with this sweep's; a run of the same contexts and arms (the same sweep, cut and
+    started again, whatever its models or session count) counts; a cell a wider sweep of the same band timed is
+    done in every session (the readers read that sweep there), and a wider sweep's rows in another band are not."""
+    path = tmp_path / "raw" / "g" / "decode.csv"
+    base = dict(session=0, gpu="g", model="m", ctx=16, max_cache_len=40, attn="sdpa", quant="bf16", step=0,
+                step_ms=1.0, status="ok", reason="", arm="lean_graph")
+    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16, 32), arms=("lean_graph", "lean_compile"),
+                           sessions=2)
+    ladder = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph",), sessions=1)
+    records.append_rows(path, records.DECODE, [dict(base, run_id="ladder"), dict(base, run_id="no-plan")])
+    runs.update_env("g", tmp_path, "ladder", plan=asdict(ladder))
+    assert [len(plan.pending(s, tmp_path)) for s in (0, 1)] == [4, 4]  # neither the ladder's nor the plan-less run's
+    assert ladder.pending(0, tmp_path) == []  # the ladder's own session does, for the ladder
+    records.append_rows(path, records.DECODE, [dict(base, run_id="cut")])
+    runs.update_env("g", tmp_path, "cut", plan=asdict(sweep.SweepPlan(**{**asdict(plan), "models": ("m", "n"),
+                                                                          "sessions": 3})))
+    assert [(c.ctx, c.arm) for c in plan.pending(0, tmp_path)] == [(16, "lean_compile"), (32, "lean_graph"),
+                                                                    (32, "lean_compile")]
+    assert len(plan.pending(1, tmp_path)) == 4
+    # the run going on always counts its own rows, plan or not
+    assert [c.arm for c in plan.pending(0, tmp_path, run_id="no-plan")] == ["lean_compile", "lean_graph",
+                                                                            "lean_compile"]
+    # a wider sweep (three contexts) timed (32, lean_compile) in its session 0: the cell is done for this plan in both
+    # its sessions; a wider sweep's `error` row alone leaves the cell pending
+    wide = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16, 32, 64), arms=("lean_compile",), sessions=1)
+    runs.update_env("g", tmp_path, "wide", plan=asdict(wide))
+    records.append_rows(path, records.DECODE, [dict(base, run_id="wide", ctx=32, arm="lean_compile"),
+                                               dict(base, run_id="wide", ctx=16, arm="lean_compile", step=None,
+                                                    step_ms=None, status="error", reason="boom")])
+    assert [(c.ctx, c.arm) for c in plan.pending(1, tmp_path)] == [(16, "lean_compile"), (16, "lean_graph"),
+                                                                    (32, "lean_graph")]
+    scope = sweep.SweepPlan(**{**asdict(plan), "first_session": 100})  # the same cells in the scope band
+    assert len(scope.pending(100, tmp_path)) == 4  # no row of the grid band counts there, the wide sweep's neither
+    headline = sweep.SweepPlan(**{**asdict(plan), "first_session": 3})  # sessions of its own after another's
+    assert len(headline.pending(3, tmp_path)) == 4  # the wide sweep's cell is not done for it
+    plans = selection.run_plans(tmp_path)
+    assert selection.sweep_of(plans[("g", "cut")], "cut") == selection.sweep_of(asdict(plan), "")
+    assert selection.sweep_of(plans[("g", "ladder")], "ladder") < selection.sweep_of(asdict(plan), "") < \
+        selection.sweep_of(plans[("g", "wide")], "wide")

@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from decodegap import accounting, stats
+from decodegap import accounting, selection, stats
 from decodegap.accounting import t_floor_ms
 from decodegap.arms import HF_ARMS
 
@@ -114,7 +114,8 @@ def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
 
 def widest_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     """Per cell (CELL), the rows of one sweep only, never pooled with another: a sweep is the runs of one plan
-    (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool), and a cell measured
+    (its contexts and arms, env.json; runs of the same plan, such as a resumed one, pool: selection.sweep_of, by
+    which a resumed sweep also counts its sessions done, harness.sweep.SweepPlan.pending), and a cell measured
     by several keeps the sweep whose plan spans the most contexts (the grid, whose cells were measured under the
     same conditions at every context), then the most arms. A top-up sweep of fewer contexts (the headline
     sessions) is left out of such a cell. A run without a plan is a sweep of its own of one context. Only sweeps
@@ -127,14 +128,8 @@ def widest_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     if rows.empty:
         return rows
 
-    def signature(gpu, run_id):
-        plan = plans.get((gpu, run_id)) or {}
-        contexts = tuple(plan.get("contexts") or ())
-        arms = tuple(plan.get("arms") or ())
-        again = run_id if plan.get("again") else ""  # run ids begin with their start time: the latest ranks first
-        return (again, len(contexts) or 1, len(arms), contexts, arms) if plan else ("", 1, 0, (), (run_id,))
-
-    sig = pd.Series([signature(g, r) for g, r in zip(rows["gpu"], rows["run_id"])], index=rows.index)
+    sig = pd.Series([selection.sweep_of(plans.get((g, r)), r) for g, r in zip(rows["gpu"], rows["run_id"])],
+                    index=rows.index)
     # a sweep that timed the cell wins over one that only left status rows there (an earlier run's `error`, say):
     # among the sweeps with `ok` rows in a cell the widest plan wins, and only a cell that never ran keeps its status
     timed = (rows["status"] == "ok").groupby([rows[c] for c in CELL + ["run_id"]]).transform("any")

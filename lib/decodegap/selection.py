@@ -1,7 +1,7 @@
 """Which rows count: the rules that select among the raw rows records.py reads. A cell already measured (done_keys,
 for resuming a sweep), each profiled step's latest profile (latest_profiles), the rows of an experiment with the
 superseded rows of the cells not measured again (with_superseded), each cell's newest measurement across resumed
-runs (newest_measurement), and each run's sweep plan (run_plans)."""
+runs (newest_measurement), each run's sweep plan (run_plans) and the sweep a run belongs to (sweep_of)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,20 @@ def latest_profiles(rows: pd.DataFrame) -> pd.DataFrame:
     ok_run = rows["run_id"].where(rows["status"] == "ok")
     latest = ok_run.groupby(step).transform("max").fillna(rows["run_id"].groupby(step).transform("max"))
     return rows[rows["run_id"] == latest]
+
+
+def sweep_of(plan: dict | None, run_id: str) -> tuple:
+    """The sweep a run belongs to, as a sortable signature: the runs of one plan's contexts and arms are one sweep
+    (a sweep cut and resumed, or started again on another machine, pools), a run whose plan measured its cells
+    `again` is a sweep of its own (its run id first: the latest ranks above), and a run without a plan is a sweep of
+    its own of one context. The readers keep one sweep per cell (roofline.widest_sweep, which ranks these
+    signatures), and a sweep resuming counts a session done only where its own sweep measured it
+    (harness.sweep.SweepPlan.pending), so that the two agree on what a session of a cell is."""
+    if not plan:
+        return ("", 1, 0, (), (run_id,))
+    contexts = tuple(int(c) for c in plan.get("contexts") or ())
+    arms = tuple(plan.get("arms") or ())
+    return (run_id if plan.get("again") else "", len(contexts) or 1, len(arms), contexts, arms)
 
 
 def run_plans(data: Path) -> dict:

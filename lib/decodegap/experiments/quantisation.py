@@ -8,6 +8,7 @@ product fits and casts) and its findings."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -47,8 +48,10 @@ def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = 
     steps in fresh sessions (sweep.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
     awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
-    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells
-    already measured (notebooks 01/02) are not measured again. Returns {requested: concrete key}."""
+    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. A bf16 cell
+    is measured again unless a run of the same sweep, or a wider sweep than this one (notebook 01's grid where its
+    plan is wider), timed it already: the readers keep the widest sweep's sessions of a cell (sweep.SweepPlan.pending).
+    Returns {requested: concrete key}."""
     keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     for key in models:
         model_specs.load_spec(key, data)
@@ -123,7 +126,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     pending = plan.pending_by_session(data)
     if not any(pending.values()):
         return 0
-    run_id = runs.start_run(plan.gpu, data, "decode")
+    run_id = runs.start_run(plan.gpu, data, "decode", plan=dataclasses.asdict(plan))  # its sweep: a later run resumes it
     n = 0
     for session, cells in pending.items():
         rows = []

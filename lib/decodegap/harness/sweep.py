@@ -2,8 +2,12 @@
 the paper's N fresh sessions: it builds each model once, measures its cells and appends each cell's rows
 as one atomic block. The parent process only plans, shows progress and records the environment.
 
-Resume: a cell (session, gpu, model, ctx, arm, attn, quant, batch) with any row in the CSV is done; a killed
-sweep started again measures only what is missing. A session process that dies inside a cell (device
+Resume: a sweep measures what the readers would not read without it. The readers keep one sweep's sessions per cell
+(roofline.widest_sweep, within a band of session numbers: decodegap.sessions), so a cell (session, gpu, model, ctx,
+arm, attn, quant, batch) is done when a run of the same sweep (selection.sweep_of: a plan of the same contexts and
+arms) has any row of it, and a cell a wider sweep timed is done in every session (unless the plan adds sessions of
+its own, numbered after another's: SweepPlan.first_session); a killed sweep started again measures only what is
+missing, and a narrower sweep's session of the same number never stands in for this one's. A session process that dies inside a cell (device
 assert, segfault) leaves an `error` row for that cell with the exit code, and the sweep goes on.
 
 This module plans and spawns; the session body is harness.session, the checks it runs harness.verification.
@@ -142,10 +146,35 @@ class SweepPlan:
         return selection.file_rows(self.csv_path(data), records.schema_for(self.experiment))
 
     def _done(self, data, run_id: str | None = None, rows: pd.DataFrame | None = None) -> set[tuple]:
-        """The keys of the cells done (selection.keys_done) in `rows`, or in the plan's CSV read here."""
+        """The keys of the cells done in `rows`, or in the plan's CSV read here: what the readers would read
+        (roofline.widest_sweep, one sweep per cell in a band of session numbers) without measuring it again. A
+        session this plan's sweep measured (selection.keys_done over the rows of its runs and of `run_id`, the run
+        going on), and every session of a cell that a wider sweep of the same band timed (an `ok` row): the readers
+        keep that sweep's sessions of the cell, so this plan's would never be read. A narrower sweep's session of
+        the same number never stands in for this sweep's: the readers would not read it beside this sweep's. A plan
+        whose sessions start after its band's first (notebook 02's headline sessions, after its grid's) adds
+        sessions of its own to cells another sweep measured, which its reader reads apart: only its own count."""
         retry = ("unavailable",) * self.retry_unavailable + ("error", "oom") * self.retry_errors
+        schema = records.schema_for(self.experiment)
         rows = self.rows_on_disk(data) if rows is None else rows
-        return selection.keys_done(rows, records.schema_for(self.experiment), retry, run_id, self.again)
+        if rows.empty or "run_id" not in rows or self.again:
+            return selection.keys_done(rows, schema, retry, run_id, self.again)
+        band = sessions.BANDS[sessions.band_of(self.first_session)]
+        rows = rows[sessions.in_band(pd.to_numeric(rows["session"]), band)]
+        plans = selection.run_plans(paths.data_dir(data))
+        mine = selection.sweep_of(asdict(self), run_id or "")
+        ids = rows["run_id"].astype(str)
+        sweep_of = {r: selection.sweep_of(plans.get((self.gpu, r)), r) for r in set(ids)}
+        own = ids.map(lambda r: r == run_id or sweep_of[r] == mine)
+        wider = ids.map(lambda r: r != run_id and sweep_of[r] > mine) & (rows["status"] == "ok")
+        done = selection.keys_done(rows[own], schema, retry, run_id)
+        cell_key = [c for c in schema.key if c != "session"]
+        read_elsewhere = set(rows.loc[wider, cell_key].astype(str).itertuples(index=False, name=None))
+        if read_elsewhere and self.first_session == band.start:
+            for s in self.session_ids:
+                done |= {k for k in (self.key(s, c) for c in self.cells(s))
+                         if tuple(v for v, c in zip(k, schema.key) if c != "session") in read_elsewhere}
+        return done
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
