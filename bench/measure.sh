@@ -15,7 +15,8 @@ carries on. Notebook 05 (cost) measures nothing.
   OUTDIR  a folder for what a run leaves: OUTDIR/raw-GPU.tgz (data/raw/GPU packed every 20 s and after each step, so a
           run cut short keeps what it measured; tar xzf it in data/raw), OUTDIR/STEP.log per step, the builds' logs,
           the tuners' and diagnostics' CSVs (copy them to data/diagnostics/ to commit them), and OUTDIR/ext.tgz
-          (builds made here; put it in .extpack/ to reuse them on another machine).
+          or ext.txz (builds made here, xz where gzip leaves them past 16 MiB; put it in .extpack/ to reuse them
+          on another machine).
   STEP    any of these, in the order given (default: all of them, in this order):
     env        the optional packages and quantisation paths this machine has (bench/optional_report.py)
     tests      the GPU tests, python -m pytest -m gpu
@@ -280,14 +281,19 @@ gpu_tests() {  # NAME FILE...: one step's GPU tests, their output in OUTDIR/gpu_
     > "$OUTDIR"/gpu_tests_"$name".txt 2>&1
   tail -n 12 "$OUTDIR"/gpu_tests_"$name".txt
 }
-unpack_builds() {  # the builds of earlier runs on other machines, put in .extpack/ (any .extpack*/*.tgz)
+unpack_builds() {  # the builds of earlier runs on other machines, put in .extpack/ (any .extpack*/*.tgz or *.txz)
   local pack
-  for pack in .extpack*/*.tgz; do [ -f "$pack" ] && tar xzf "$pack" -C .ext; done
+  for pack in .extpack*/*.tgz .extpack*/*.txz; do [ -f "$pack" ] && tar xf "$pack" -C .ext; done
   true
 }
+PACK_LIMIT_BYTES=$((16 * 1024 * 1024))  # the largest file a device call brings back from OUTDIR
 pack_builds() {  # the builds made here, as OUTDIR/ext.tgz: put it in .extpack/ on another machine to reuse them
   ( cd .ext && tar czf - *.so *.json flash_attn 2>/dev/null ) > "$OUTDIR"/ext.tgz
-  ls -la "$OUTDIR"/ext.tgz
+  # gzip left ExLlamaV2's and Marlin's builds at 18.3 MB, past what comes back: xz then, as OUTDIR/ext.txz
+  if [ "$(stat -c %s "$OUTDIR"/ext.tgz)" -gt "$PACK_LIMIT_BYTES" ] && command -v xz > /dev/null; then
+    ( cd .ext && tar cf - *.so *.json flash_attn 2>/dev/null ) | xz -9 -T0 > "$OUTDIR"/ext.txz && rm "$OUTDIR"/ext.tgz
+  fi
+  ls -la "$OUTDIR"/ext.t?z
 }
 build_attention() {  # flash-attn's trimmed extension, unless .ext holds one (built here or unpacked)
   unpack_builds
