@@ -66,6 +66,23 @@ def test_cell_table_of_a_batch_cell_from_its_newest_run():
     assert c.r_floor == pytest.approx(316_032 / 10e9 * 1e3 / 4.0)
 
 
+def test_cells_of_a_resumed_sweep_keep_both_runs_sessions_and_other_cells_their_newest_run():
+    """newest_cells: a cell of notebook 07's own sweeps cut and resumed (run aaaaaa session 100, then run cccccc
+    sessions 101 and 102) keeps all three sessions, as its rules read them (scope_rows); a cell whose newest run is of
+    the grid's band (sessions 0 and 1 from two runs) keeps its newest run's session alone."""
+    rows = frame("""
+run_id, session, gpu, model, ctx, max_cache_len, arm, attn, quant, step, step_ms, status, reason, batch
+20261203T000000-aaaaaa, 100, cpu-test, llama-tiny, 100, 110, eager, sdpa, bf16, 1, 2.0, ok, , 1
+20261203T010000-cccccc, 101, cpu-test, llama-tiny, 100, 110, eager, sdpa, bf16, 1, 4.0, ok, , 1
+20261203T010000-cccccc, 102, cpu-test, llama-tiny, 100, 110, eager, sdpa, bf16, 1, 6.0, ok, , 1
+20261203T000000-aaaaaa, 0, cpu-test, llama-tiny, 200, 210, eager, sdpa, bf16, 1, 7.0, ok, , 1
+20261203T010000-cccccc, 1, cpu-test, llama-tiny, 200, 210, eager, sdpa, bf16, 1, 9.0, ok, , 1
+""")
+    cells = w.cell_table(w.newest_cells(rows), SPECS, TINY).set_index("ctx")
+    assert (cells.loc[100, "sessions"], cells.loc[100, "t_obs_ms"]) == (3, 4.0)  # newest run alone: 2 sessions, 5.0
+    assert (cells.loc[200, "sessions"], cells.loc[200, "t_obs_ms"]) == (1, 9.0)
+
+
 def test_rows_without_a_batch_column_read_as_batch_1():
     rows = frame(ROWS).drop(columns="batch")
     assert set(w.with_batch(rows)["batch"]) == {1}

@@ -58,6 +58,23 @@ def newest_run_per_cell(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["run_id"] == newest]
 
 
+def newest_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (CELL), the rows `cells` reads: its newest run's (newest_run_per_cell: never two runs pooled), or,
+    where that run is one of notebook 07's own sweeps (its band of sessions), the sessions its rules read of the cell
+    (scope_rows: a sweep cut and resumed keeps the sessions of both runs, as `scope` does). Until 2026-12-06 every cell
+    was its newest run's alone, so a resumed sweep's cell counted only the sessions of its last run."""
+    newest = newest_run_per_cell(rows)
+    if newest.empty:
+        return newest
+    own = sessions.in_band(newest["session"], sessions.SCOPE)
+    if not own.any():
+        return newest
+    keys = set(newest.loc[own, CELL].astype(str).itertuples(index=False, name=None))
+    read = scope_rows(rows)
+    of_own = [k in keys for k in read[CELL].astype(str).itertuples(index=False, name=None)]
+    return pd.concat([newest[~own], read[of_own]], ignore_index=True)
+
+
 # ------------------------------------------------------------------------------------------------- cells
 def gpu_peaks(specs: pd.DataFrame) -> pd.DataFrame:
     """gpu, bandwidth_gbps, bf16_tflops_dense (NaN where the registry lacks it) of every GPU of the registry."""
@@ -492,13 +509,14 @@ def scope_rows(decode_rows: pd.DataFrame) -> pd.DataFrame:
 def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, configs: Mapping) -> dict:
     """Notebook 07's tables from its rows `decode_rows` (bf16_rows, of every GPU or one), the GPU `specs`
     (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
-    `cells` (every model and arm, each cell from its newest run), `scope` (the cells of notebook 07's own sweeps:
+    `cells` (every model and arm, each cell from its newest run, or its newest sweep's where that is one of notebook
+    07's own: newest_cells), `scope` (the cells of notebook 07's own sweeps:
     scope_rows), `untimed` (the cells those sweeps could not time: untimed_cells), `fits`, `residuals` and
     `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every GPU of the registry, the configs' models,
     the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch` (shares) and `launch_shrinks`, `published`
     points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The thresholds are this module's, which
     the claims rules W1, W2a and W2b reference."""
-    cells = cell_table(newest_run_per_cell(decode_rows), specs, configs)
+    cells = cell_table(newest_cells(decode_rows), specs, configs)
     in_scope = scope_rows(decode_rows)
     scope = cell_table(in_scope, specs, configs)
     fits = fit(scope, MIN_POINTS)
