@@ -697,10 +697,12 @@ def _unchanged_text(ev, sessions: int, ab_sessions: int, grid_sessions: int | No
     n = len(one_left_out.left_out(ev))
     grid = len(one_left_out.grid_sessions(ev)) if grid_sessions is None else grid_sessions
     scope = len(one_left_out.scope_sessions(ev))  # notebook 07's, which these rules do not read
+    quant = len(one_left_out.quant_sessions(ev))  # notebook 04's quantised cells', which these rules do not read
     return (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of {sessions} of the "
             f"{sessions} sessions of the headline cells, or any one of {ab_sessions} of the {ab_sessions} A/B headline "
             f"sessions{f', or any one of {grid} of the {grid} A/B grid sessions' if grid else ''}"
             f"{f', or any one of {scope} of the {scope} sessions of notebook 07' + chr(39) + 's sweeps' if scope else ''}"
+            f"{f', or any one of {quant} of the {quant} sessions of notebook 04' + chr(39) + 's quantised cells' if quant else ''}"
             f", left out (without model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left to "
             "judge)")
 
@@ -958,8 +960,10 @@ def test_one_left_out_names_a_verdict_carried_by_one_notebook_07_session(evidenc
     assert _row(held, "W1")["category"] == verdicts.REPRODUCED
     text = _left_out_text(held, claims_scope.where_the_thesis_ends, "W1")
     assert text.startswith("unchanged with any one of ") and "notebook 07 session" not in text
-    assert text.endswith("or any one of 3 of the 3 sessions of notebook 07's sweeps, left out (without model "
-                         "llama-3.1-8b, ctx 2048 its source has nothing left to judge)")
+    quant = len(one_left_out.quant_sessions(held))
+    assert text.endswith(f"or any one of 3 of the 3 sessions of notebook 07's sweeps, or any one of {quant} of the "
+                         f"{quant} sessions of notebook 04's quantised cells, left out (without model llama-3.1-8b, "
+                         "ctx 2048 its source has nothing left to judge)")
 
 def test_r5m_states_the_cheapest_configurations_confirmation(evidence):
     """R5m's cheapest measured configuration is a best of many: with notebook 06's confirmation of it, the line gives
@@ -994,3 +998,51 @@ def test_r5m_states_the_cheapest_configurations_confirmation(evidence):
     unconfirmed = h100(made.iloc[:0])
     assert unconfirmed["evidence"].endswith("the cheapest of many, from one sweep, not confirmed in fresh sessions.")
     assert said["category"] == unconfirmed["category"] and said["ours"] == unconfirmed["ours"]
+
+
+def _h100_session(evidence, quant: str, session: int) -> str:
+    """The run of the shipped H100 session `session` of path `quant`'s eager cell at the headline context."""
+    r = evidence.quant_rows
+    hit = r[(r["gpu"] == "h100-sxm") & (r["quant"] == quant) & (r["session"] == session) & (r["arm"] == "eager")
+            & (r["ctx"] == evidence.headline_ctx) & (r["status"] == "ok")]
+    return str(hit["run_id"].iloc[0])
+
+
+def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
+    """without_quant_session: the shipped H100 gptq-exllamav2 session 2 left out, that path's H100 cells it timed keep
+    2 of their 3 sessions and every other cell is as it was; asked again, the same frames come back (cached). Only
+    the rows of claims.table.QUANT_SECTIONS can change with it: every other rule's row is the same."""
+    from decodegap.claims import one_left_out
+
+    run = _h100_session(evidence, "gptq-exllamav2", 2)
+    assert ("h100-sxm", run, 2) in one_left_out.quant_sessions(evidence)
+    gone = one_left_out.without_quant_session(evidence, "h100-sxm", run, 2)
+    key = ["gpu", "model", "ctx", "arm", "attn", "quant"]
+    before, after = (e.quant_cells.set_index(key) for e in (evidence, gone))
+    path = (before.index.get_level_values("gpu") == "h100-sxm") & \
+        (before.index.get_level_values("quant") == "gptq-exllamav2")
+    assert set(before.loc[path, "sessions"]) == {3} and set(after.loc[path, "sessions"]) == {2}
+    pd.testing.assert_frame_equal(before.loc[~path], after.loc[~path])
+    again = one_left_out.without_quant_session(evidence, "h100-sxm", run, 2)
+    assert again.quant_cells is gone.quant_cells
+    quant_ids = {r["id"] for r in claims._quant_rows(gone)}
+    moved = {a["id"] for a, b in zip(claims._rows(gone), claims._rows(evidence)) if a != b}
+    assert moved <= quant_ids
+
+
+def test_one_left_out_names_a_verdict_carried_by_one_quantised_session(evidence):
+    """T3a on the shipped H100 cells holds (the graphs' speed-up interval above the best int4 path's, both eager at
+    the headline context). With awq-marlin's eager session 2 there at a tenth of its time, that cell's session range
+    reaches past the graphs' interval (b_max / best_min), neither side is met beyond noise: inconclusive; leaving that
+    one session out restores it, and one_left_out names the session."""
+    from decodegap.claims import thesis as claims_thesis
+
+    assert _row(evidence, "T3a")["category"] == verdicts.REPRODUCED
+    run = _h100_session(evidence, "awq-marlin", 2)
+    r = evidence.quant_rows
+    at = ((r["gpu"] == "h100-sxm") & (r["run_id"] == run) & (r["session"] == 2) & (r["arm"] == "eager")
+          & (r["ctx"] == evidence.headline_ctx) & (r["status"] == "ok"))
+    carried = evidence.with_quant_rows(r.assign(step_ms=r["step_ms"].where(~at, r["step_ms"] * 0.1)))
+    assert _row(carried, "T3a")["category"] == INCONCLUSIVE
+    text = _left_out_text(carried, claims_thesis.thesis, "T3a")
+    assert f"without h100-sxm quantised session 2 of run {run}: {verdicts.REPRODUCED}" in text

@@ -59,7 +59,7 @@ class Evidence:
     speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B (ab_rows; with_ab_rows remakes it)
     decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep (ab_rows, kernel_rows; with_ab_rows remakes it)
     attention: pd.DataFrame  # attention_report.summary
-    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_report.rows)
+    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_rows; with_quant_rows remakes it)
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
     costs: pd.DataFrame  # cost.cost_table of published and measured configurations
     prices: pd.DataFrame  # cost.load_prices()
@@ -70,6 +70,8 @@ class Evidence:
     bandwidth_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # bandwidth.csv rows: the cells' copy bandwidth
     kernel_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # kernels.csv grid rows: decomp's kernel counts
     confirmations: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 06's confirmation of every lever
+    quant_rows: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 04's decode rows behind quant_cells
+    quant_verify: pd.DataFrame = field(default_factory=pd.DataFrame)  # verify.csv rows whose checks quant_cells read
     data: str = "data"  # the data folder the rows came from (claims.provenance reads env.json and the raw rows)
     scope: Mapping = field(default_factory=dict)  # where_the_thesis_ends.tables: notebook 07's tables (W1, W2a, W2b)
     headline_model: str = "qwen2.5-7b"
@@ -118,6 +120,13 @@ class Evidence:
         rule reads, are kept as they were."""
         t = scope_analysis.replay(rows, self.scope["specs"], self.published, self.scope["configs"])
         return replace(self, scope={**self.scope, **t})
+
+    def with_quant_rows(self, rows: pd.DataFrame) -> "Evidence":
+        """This evidence with `rows` (some of `quant_rows`) as notebook 04's decode rows and `quant_cells` made again
+        from them as notebook 04 makes its cells (experiments.quantisation.cells_of, with the checks of their own runs
+        among quant_verify): what the rules read with a session of a quantised cell left out (claims.one_left_out)."""
+        return replace(self, quant_rows=rows, quant_cells=quantisation.cells_of(
+            rows, self.specs, self.configs, self.bandwidth_rows, self.quant_verify))
 
     def _decomposition(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The decomposition of the grid sweep's cells among A/B `rows` (cuda_graphs_ab.grid_decomposition)."""
@@ -227,14 +236,14 @@ def _collect(data, costs, prices, headline_model, headline_ctx, attention_model,
     # each notebook's experiment, from the one module the notebook itself calls
     cell_rows, cells, _ = roofline_grid.cells(data, configs)
     ab_t = cuda_graphs_ab.claims_tables(data, configs, seed)
-    _, quant_cells, _ = quantisation.cells(data, configs)
+    quant_rows, quant_cells, _ = quantisation.cells(data, configs)
     return Evidence(
         published=published.load(data), specs=specs, configs=configs, cells=cells, cell_rows=cell_rows,
         bandwidth_rows=records.load_experiment("bandwidth", data),
         speed=ab_t["speedups"], ab_sessions=ab_t["sessions"], ab_rows=ab_t["rows"], verify=ab_t["verify"],
         data=str(data), decomp=ab_t["decomposition"], kernel_rows=ab_t["kernels"],
         attention=attention_backends.summary(data),
-        quant_cells=quant_cells,
+        quant_cells=quant_cells, quant_rows=quant_rows, quant_verify=records.load_experiment("verify", data),
         quant_bytes=quant_report.byte_table({headline_model: configs[headline_model]}, ctx=headline_ctx),
         costs=costs, prices=prices, headline_model=headline_model, headline_ctx=headline_ctx,
         confirmations=confirmations,

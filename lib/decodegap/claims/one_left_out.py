@@ -1,6 +1,7 @@
 """Is a verdict carried by one thing? Every finding's rule applied again with the measured rows of one model, of one
-context, of one session of a headline cell, of one session behind an A/B headline speed-up, or of one session of the
-A/B grid sweep left out, and the labels that change named in the row (claims.md's `one_left_out`).
+context, of one session of a headline cell, of one session behind an A/B headline speed-up, of one session of the
+A/B grid sweep, of one session of notebook 07's sweeps or of one session of a quantised path left out, and the labels
+that change named in the row (claims.md's `one_left_out`).
 
 A model or a context leaves every measured frame (MEASURED, and notebook 07's tables that have the column). A session
 leaves the headline cells alone (Evidence.headline_model at Evidence.headline_ctx, one per GPU and arm: the one cell
@@ -37,7 +38,14 @@ newest measurement) leaves those rows, every cell it timed, and notebook 07's ta
 notebook 07 makes them (Evidence.with_scope_rows): W1's launch shares, W2a's step model, fitted again, and W2b's
 lambda from those fits. A cell that session alone timed (a sweep of one session, a cut sweep's last) leaves with it.
 
-No other session is left out: not those of the other cells of notebook 01, nor the quantisation cells'.
+A session of a quantised cell (one process of notebook 04's sweep of one quantisation path, among the rows its cells
+are made of, ev.quant_rows: one sweep a cell) leaves those rows, every cell of that path it timed, and notebook 04's
+cells are made again from the rest as notebook 04 makes them (Evidence.with_quant_rows, with the checks of each
+remaining run): what T3a's best int4 path, R4l's and R4n's paths, QT's coverage and M8 read. A cell that session alone
+timed leaves with it. bf16's sessions of notebook 04 (its reference cells) are not left out here. (Until 2026-12-06
+no quantised session was left out.)
+
+No other session is left out: not those of the other cells of notebook 01.
 
 Only the measured frames lose rows (MEASURED): the paper's published numbers, the GPU registry, the byte model and the
 cost table stay whole. Statistics a notebook computes across models before the rules read them (notebook 07's step
@@ -61,7 +69,7 @@ from decodegap.claims.evidence import CELL_FRAMES, Evidence, of_ab_cells
 from decodegap.claims.rules import PAPER
 from decodegap.claims.verdicts import NOT_TESTABLE, SECTION_FINDING
 
-MEASURED = CELL_FRAMES + ("verify", "cell_rows", "ab_rows")
+MEASURED = CELL_FRAMES + ("verify", "cell_rows", "ab_rows", "quant_rows")
 """The Evidence frames of measured rows (with notebook 07's tables, ev.scope) that a model or a context is left out
 of: the cells', their checks', the decode rows notebook 01's cells are made of and the A/B rows of notebook 02's."""
 SESSION_KEY = ["gpu", "run_id", "session"]
@@ -208,6 +216,34 @@ def without_scope_session(ev: Evidence, gpu: str, run_id: str, session: int) -> 
     return out
 
 
+def quant_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
+    """(gpu, run id, session) of every session of notebook 04's quantised cells (ev.quant_rows, status ok, every path
+    but bf16), in order: one process of one path's sweep, which timed every cell of its plan."""
+    r = ev.quant_rows
+    return [] if r.empty else _sessions(r, (r["status"] == "ok") & (r["quant"] != "bf16"))
+
+
+def without_quant_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
+    """`ev` with one session of a quantised path (every cell that session of run `run_id` timed on `gpu`) left out of
+    notebook 04's rows, and its cells made again from the rest (Evidence.with_quant_rows)."""
+    inputs = (ev.quant_rows, ev.quant_verify, ev.configs, ev.specs, ev.bandwidth_rows)  # what with_quant_rows reads
+    key = tuple(id(x) for x in inputs) + (gpu, run_id, session)
+    hit = _REMADE_QUANT.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):  # the same objects, not a reused id
+        return dataclasses.replace(ev, quant_rows=hit[1].quant_rows, quant_cells=hit[1].quant_cells)
+    r = ev.quant_rows
+    out = ev.with_quant_rows(r[~_of_session(r, gpu, run_id, session)])
+    if len(_REMADE_QUANT) >= 256:
+        _REMADE_QUANT.clear()
+    _REMADE_QUANT[key] = (inputs, out)
+    return out
+
+
+_REMADE_QUANT: dict = {}
+"""Notebook 04's cells made again without one session, per (the frames they are made from, session), as _REMADE
+below for notebook 07 (about 0.2 s a session): evidence that differs in other fields reuses them."""
+
+
 _REMADE: dict = {}
 """Notebook 07's tables made again without one session, per (scope, published numbers, session): what they are made
 from is read only, so evidence that differs in other fields (each rule's variants, the tests' hand-made frames)
@@ -218,20 +254,32 @@ them, so a later object at a reused id is not taken for them."""
 MODELS_AND_CONTEXTS, SESSIONS = "models and contexts", "sessions of the headline cells"
 AB_SESSIONS, GRID_SESSIONS = "A/B headline sessions", "A/B grid sessions"
 SCOPE_SESSIONS = "sessions of notebook 07's sweeps"
-"""The five kinds of thing left out, as the column counts them."""
+QUANT_SESSIONS = "sessions of notebook 04's quantised cells"
+"""The six kinds of thing left out, as the column counts them."""
 
 
-def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]]) -> list[tuple[str, str, dict]]:
+def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]],
+              quant_rows: tuple[Callable[[Evidence], list[dict]], dict] | None = None) -> list[tuple[str, str, dict]]:
     """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
     then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
     speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`), then every session
-    of notebook 07's sweeps (`scope_sessions`)."""
+    of notebook 07's sweeps (`scope_sessions`), then every session of notebook 04's quantised cells
+    (`quant_sessions`). `quant_rows`: (a maker of the rows of the rules that read notebook 04's cells, the other
+    rows of `ev` keyed): a quantised session's variant is then those rules' rows made again beside the other rows as
+    they were, since nothing else reads what it leaves out (claims.table.QUANT_SECTIONS); else every row is made."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
            for col, value in left_out(ev)]
     for kind, name, listed, leave in ((SESSIONS, "session", headline_sessions, without_session),
                                       (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
                                       (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session),
-                                      (SCOPE_SESSIONS, "notebook 07 session", scope_sessions, without_scope_session)):
+                                      (SCOPE_SESSIONS, "notebook 07 session", scope_sessions, without_scope_session),
+                                      (QUANT_SESSIONS, "quantised session", quant_sessions, without_quant_session)):
+        if kind == QUANT_SESSIONS and quant_rows is not None:
+            maker, others = quant_rows
+            out += [(kind, f"{gpu} {name} {session} of run {run_id}",
+                     {**others, **_keyed(maker(leave(ev, gpu, run_id, session)))})
+                    for gpu, run_id, session in listed(ev)]
+            continue
         out += [(kind, f"{gpu} {name} {session} of run {run_id}", _keyed(make_rows(leave(ev, gpu, run_id, session))))
                 for gpu, run_id, session in listed(ev)]
     return out
@@ -261,7 +309,8 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
     return out
 
 
-def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None) -> list[str]:
+def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None,
+           make_quant_rows: Callable[[Evidence], list[dict]] | None = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
     one model, one context, one session of a headline cell, one A/B session behind a headline speed-up, one session
     of the A/B grid sweep or one session of notebook 07's sweeps out does to its label (`category`): the labels the
@@ -272,9 +321,14 @@ def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list
     sessions of the headline cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid
     sessions, or any one of S of the T sessions of notebook 07's sweeps, left out`, naming those that leave its
     source nothing to judge; '-' for a method check, a finding not testable with every row, or one labelled by the
-    paper's own numbers (which read no measured row)."""
+    paper's own numbers (which read no measured row). `make_quant_rows`: the rows of the rules that read notebook
+    04's cells alone (claims.table's), made again for a quantised session left out instead of every row."""
     base = make_rows(ev) if base is None else base
-    variants = _variants(ev, make_rows)
+    quant = None
+    if make_quant_rows is not None:
+        ids = {r["id"] for r in make_quant_rows(ev)}
+        quant = (make_quant_rows, {k: r for k, r in _keyed(base).items() if k[0] not in ids})
+    variants = _variants(ev, make_rows, quant)
     text = []
     for key, row in _keyed(base).items():
         if row["section"] != SECTION_FINDING or row["category"] == NOT_TESTABLE or row.get("source") == PAPER:

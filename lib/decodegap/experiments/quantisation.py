@@ -174,9 +174,19 @@ def cells(data, configs: Mapping[str, Mapping] | None = None, models=(), arms: S
     decode_rows = rows(data, arms)
     if configs is None:
         configs = model_specs.configs(set(decode_rows["model"]) | set(models), data)
-    cell_table = quant_report.cells(decode_rows, hardware.specs_table(data), configs, records.load_experiment("bandwidth", data),
-                                group_size, checked.own_checks(decode_rows, records.load_experiment("verify", data)))
-    return decode_rows, cell_table.assign(checked=checked.column(cell_table["status"])), configs
+    return decode_rows, cells_of(decode_rows, hardware.specs_table(data), configs,
+                                 records.load_experiment("bandwidth", data), records.load_experiment("verify", data),
+                                 group_size), configs
+
+
+def cells_of(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[str, Mapping],
+             bandwidth_rows: pd.DataFrame, verify_rows: pd.DataFrame, group_size: int | None = None) -> pd.DataFrame:
+    """quant_report.cells of `decode_rows` (rows' selection: one sweep a cell) with the checks of their own runs among
+    `verify_rows` and the `checked` column: `cells`' table, which the claims make again from fewer rows (a session
+    left out: claims.one_left_out)."""
+    cell_table = quant_report.cells(decode_rows, specs, configs, bandwidth_rows, group_size,
+                                    checked.own_checks(decode_rows, verify_rows))
+    return cell_table.assign(checked=checked.column(cell_table["status"]))
 
 
 def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Sequence[str] = ARMS,
