@@ -651,3 +651,27 @@ def test_a_sweep_measures_what_the_readers_would_not_read_without_it(tmp_path):
     assert selection.sweep_of(plans[("g", "cut")], "cut") == selection.sweep_of(asdict(plan), "")
     assert selection.sweep_of(plans[("g", "ladder")], "ladder") < selection.sweep_of(asdict(plan), "") < \
         selection.sweep_of(plans[("g", "wide")], "wide")
+
+
+def test_a_reference_plan_reads_a_cell_from_any_sweep_that_timed_it_unless_it_timed_it_itself(tmp_path):
+    """SweepPlan.reference (notebook 04's bf16 cells): a cell a narrower sweep timed (the ladder's session 0 at one
+    context) is done in every session, read from that sweep; a cell this plan's sweep timed some sessions of is read
+    from this sweep, so its missing sessions are measured, whatever another sweep timed (the H100's bf16 lean cells at
+    ctx 2048 on 2026-12-06: sessions 1 and 2 of notebook 04's sweep, session 0 the ladder's); decided per cell."""
+    path = tmp_path / "raw" / "g" / "decode.csv"
+    base = dict(gpu="g", model="m", max_cache_len=40, attn="sdpa", quant="bf16", step=0, step_ms=1.0, status="ok",
+                reason="")
+    plan = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16, 32), arms=("lean_graph",), sessions=3,
+                           reference=True)
+    ladder = sweep.SweepPlan(gpu="g", models=("m",), contexts=(16,), arms=("lean_graph", "lean_compile"), sessions=1)
+    runs.update_env("g", tmp_path, "ladder", plan=asdict(ladder))
+    runs.update_env("g", tmp_path, "mine", plan=asdict(plan))
+    records.append_rows(path, records.DECODE, [dict(base, run_id="ladder", session=0, ctx=16, arm="lean_graph"),
+                                               dict(base, run_id="ladder", session=0, ctx=32, arm="lean_graph")])
+    assert {s: len(c) for s, c in plan.pending_by_session(tmp_path).items()} == {0: 0, 1: 0, 2: 0}
+    records.append_rows(path, records.DECODE, [dict(base, run_id="mine", session=s, ctx=16, arm="lean_graph")
+                                               for s in (1, 2)])
+    assert [(s, c.ctx) for s in plan.session_ids for c in plan.pending(s, tmp_path)] == [(0, 16)]
+    plain = sweep.SweepPlan(**{**asdict(plan), "reference": False})  # the same plan not a reference: the ladder's
+    assert [(s, c.ctx) for s in plain.session_ids for c in plain.pending(s, tmp_path)] == [  # narrower: no stand-in
+        (0, 16), (0, 32), (1, 32), (2, 32)]

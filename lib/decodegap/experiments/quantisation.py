@@ -48,10 +48,9 @@ def measure(gpu: str, models, contexts, quant_paths=None, arms: Sequence[str] = 
     steps in fresh sessions (sweep.run_sweep, SweepPlan(quant=<concrete key>)), appending to
     data/raw/<gpu>/decode.csv. `awq` is resolved here to the kernel that will run (awq-marlin or
     awq-triton), so the rows name it, and a member passed over gets `unavailable` rows with its reason. A path
-    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. A bf16 cell
-    is measured again unless a run of the same sweep, or a wider sweep than this one (notebook 01's grid where its
-    plan is wider), timed it already: the readers keep the widest sweep's sessions of a cell (sweep.SweepPlan.pending).
-    Returns {requested: concrete key}."""
+    that cannot run here (package, device) gets `unavailable` rows with the reason instead of a sweep. bf16 cells
+    another sweep timed already (notebooks 01 and 06) are not measured again, unless this sweep timed some of their
+    sessions (a `reference` plan: sweep.SweepPlan.pending). Returns {requested: concrete key}."""
     keys.gpu_to_measure(gpu, device, data)  # the key against the device measured, before any row
     for key in models:
         model_specs.load_spec(key, data)
@@ -143,7 +142,7 @@ def path_plan(gpu: str, models, contexts, path_key: str, arms: Sequence[str] = A
     `measure`)."""
     return sweep.SweepPlan(gpu=gpu, models=tuple(models), contexts=tuple(contexts), arms=tuple(arms),
                            sessions=sessions, steps=steps, warmup=warmup, quant=path_key, device=device,
-                           retry_errors=retry_errors)
+                           retry_errors=retry_errors, reference=path_key == "bf16")
 
 
 def left_out(data, kept: pd.DataFrame, arms: Sequence[str] = ARMS) -> list[str]:

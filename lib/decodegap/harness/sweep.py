@@ -84,6 +84,7 @@ class SweepPlan:
     again: bool = False  # measure every cell again in this run; the older rows stay (roofline.one_sweep reads the latest)
     check_every_session: bool = False  # check every non-eager arm in every session, not only once per run (below)
     batches: tuple[int, ...] = (1,)  # sequences decoded together per cell (check_batches); bf16, SDPA only above 1
+    reference: bool = False  # reference cells another notebook's sweep may have timed (notebook 04's bf16): _done
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -153,7 +154,11 @@ class SweepPlan:
         keep that sweep's sessions of the cell, so this plan's would never be read. A narrower sweep's session of
         the same number never stands in for this sweep's: the readers would not read it beside this sweep's. A plan
         whose sessions start after its band's first (notebook 02's headline sessions, after its grid's) adds
-        sessions of its own to cells another sweep measured, which its reader reads apart: only its own count."""
+        sessions of its own to cells another sweep measured, which its reader reads apart: only its own count. A
+        `reference` plan (notebook 04's bf16 cells, which notebooks 01 and 06 may have timed) reads a cell from any
+        sweep that timed it, wider or not: such a cell is done in every session unless this plan's sweep timed it
+        already (then the readers read this sweep there, and its missing sessions are measured). Decided per cell,
+        never per session: a cell is never left with some sessions of one sweep and some of another."""
         retry = ("unavailable",) * self.retry_unavailable + ("error", "oom") * self.retry_errors
         schema = records.schema_for(self.experiment)
         rows = self.rows_on_disk(data) if rows is None else rows
@@ -161,15 +166,24 @@ class SweepPlan:
             return selection.keys_done(rows, schema, retry, run_id, self.again)
         band = sessions.BANDS[sessions.band_of(self.first_session)]
         rows = rows[sessions.in_band(pd.to_numeric(rows["session"]), band)]
+        if rows.empty:
+            return set()
         plans = selection.run_plans(paths.data_dir(data))
         mine = selection.sweep_of(asdict(self), run_id or "")
         ids = rows["run_id"].astype(str)
         sweep_of = {r: selection.sweep_of(plans.get((self.gpu, r)), r) for r in set(ids)}
-        own = ids.map(lambda r: r == run_id or sweep_of[r] == mine)
-        wider = ids.map(lambda r: r != run_id and sweep_of[r] > mine) & (rows["status"] == "ok")
+        own = ids.map(lambda r: r == run_id or sweep_of[r] == mine).astype(bool)
+        timed, other = rows["status"] == "ok", ~own & (ids != run_id)
+        wider = other & ids.map(lambda r: sweep_of[r] > mine).astype(bool)
         done = selection.keys_done(rows[own], schema, retry, run_id)
         cell_key = [c for c in schema.key if c != "session"]
-        read_elsewhere = set(rows.loc[wider, cell_key].astype(str).itertuples(index=False, name=None))
+
+        def cells_of(at) -> set:
+            return set(rows.loc[at & timed, cell_key].astype(str).itertuples(index=False, name=None))
+
+        read_elsewhere = cells_of(wider)
+        if self.reference:  # a narrower sweep's cell too, unless this sweep timed it already (then it is read here)
+            read_elsewhere |= cells_of(other & ~wider) - cells_of(own)
         if read_elsewhere and self.first_session == band.start:
             for s in self.session_ids:
                 done |= {k for k in (self.key(s, c) for c in self.cells(s))
