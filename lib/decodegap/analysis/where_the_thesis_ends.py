@@ -58,20 +58,21 @@ def newest_run_per_cell(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["run_id"] == newest]
 
 
-def newest_cells(rows: pd.DataFrame) -> pd.DataFrame:
+def newest_cells(rows: pd.DataFrame, read: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per cell (CELL), the rows `cells` reads: its newest run's (newest_run_per_cell: never two runs pooled), or,
     where that run is one of notebook 07's own sweeps (its band of sessions), the sessions its rules read of the cell
     (scope_rows: a sweep cut and resumed keeps the sessions of both runs, as `scope` does). Until 2026-12-06 every cell
-    was its newest run's alone, so a resumed sweep's cell counted only the sessions of its last run."""
+    was its newest run's alone, so a resumed sweep's cell counted only the sessions of its last run. `read`:
+    scope_rows(rows), where computed already."""
     newest = newest_run_per_cell(rows)
     if newest.empty:
         return newest
     own = sessions.in_band(newest["session"], sessions.SCOPE)
     if not own.any():
         return newest
-    keys = set(newest.loc[own, CELL].astype(str).itertuples(index=False, name=None))
-    read = scope_rows(rows)
-    of_own = [k in keys for k in read[CELL].astype(str).itertuples(index=False, name=None)]
+    read = scope_rows(rows) if read is None else read
+    keys = pd.MultiIndex.from_frame(newest.loc[own, CELL].drop_duplicates().astype(str))
+    of_own = pd.MultiIndex.from_frame(read[CELL].astype(str)).isin(keys)
     return pd.concat([newest[~own], read[of_own]], ignore_index=True)
 
 
@@ -516,8 +517,8 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch` (shares) and `launch_shrinks`, `published`
     points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The thresholds are this module's, which
     the claims rules W1, W2a and W2b reference."""
-    cells = cell_table(newest_cells(decode_rows), specs, configs)
     in_scope = scope_rows(decode_rows)
+    cells = cell_table(newest_cells(decode_rows, in_scope), specs, configs)
     scope = cell_table(in_scope, specs, configs)
     fits = fit(scope, MIN_POINTS)
     resid = residuals(scope, fits, REL_TOL)
