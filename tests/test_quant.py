@@ -4,6 +4,7 @@ per-layer and whole-step recorders, the paper table's arithmetic, and notebook 0
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -13,7 +14,7 @@ import torch
 from decodegap import accounting, hardware, notebooks, paths, published, records
 from decodegap.analysis import quantisation as quant_report
 from decodegap.experiments import quantisation as quant_experiment
-from decodegap.harness import decode, models
+from decodegap.harness import decode, models, runs, sweep
 from decodegap.quant import formats as quant_formats, paths as quant
 from decodegap.analysis import quant_checks
 from decodegap.quant import bytes as quant_bytes
@@ -700,3 +701,40 @@ def test_the_extension_calls_are_custom_operators_with_the_right_output_shape():
     assert quant_ops.HANDLES[key] == ("ext", "handle")
     quant_ops.forget_exllamav2(key)
     assert key not in quant_ops.HANDLES
+
+
+def test_the_quantisation_plan_lists_each_paths_sweep_and_writes_nothing(tmp_path, capsys):
+    """quantisation --plan: one line per path, in order, each session's cells to time (SweepPlan.pending). By hand,
+    on a data folder with no rows: bf16 and int4-tinygemm over llama-3.1-8b x ctx 2048 and 4096 x 2 arms, 2
+    sessions: 4 cells a session each, 16 in all; then, with notebook 01's sweep having timed the eager cell at ctx
+    2048 in one session, bf16's plan (a reference plan) reads that cell from it in both sessions: 3 and 3. Nothing
+    is written; without --gpu it says so."""
+    import shutil
+
+    from decodegap import paths
+    from decodegap.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(paths.DATA, data, ignore=shutil.ignore_patterns("raw", "diagnostics"))
+    args = ["--data-dir", str(data), "quantisation", "--plan", "--gpu", "h100-sxm", "--models", "llama-3.1-8b",
+            "--contexts", "2048,4096", "--arms", "eager,graph", "--sessions", "2", "--paths", "bf16,int4-tinygemm"]
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    assert main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [
+        "llama-3.1-8b bf16 [eager, graph] ctx 2048, 4096 (resumes): cells to time 4 in session 0, 4 in session 1",
+        "llama-3.1-8b int4-tinygemm [eager, graph] ctx 2048, 4096 (resumes): cells to time 4 in session 0, 4 in "
+        "session 1",
+        "2 sweep(s), 16 cell(s) to time (a cell: one arm of one model at one context in one session); the layer checks "
+        "come first, not counted here"]
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+    grid = sweep.SweepPlan(gpu="h100-sxm", models=("llama-3.1-8b",), contexts=(2048,), arms=("eager", "graph",
+                                                                                             "hf_default"), sessions=1)
+    runs.update_env("h100-sxm", data, "grid", plan=dataclasses.asdict(grid))
+    records.append_rows(data / "raw" / "h100-sxm" / "decode.csv", records.DECODE, [dict(
+        run_id="grid", session=0, gpu="h100-sxm", model="llama-3.1-8b", ctx=2048, max_cache_len=2100, arm="eager",
+        attn="sdpa", quant="bf16", step=0, step_ms=20.0, status="ok", reason="")])
+    assert main(args) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("cells to time 3 in session 0, 3 in session 1")
+    assert main(args[:4] + ["--models", "llama-3.1-8b"]) != 0
+    assert "give its key with --gpu" in capsys.readouterr().err

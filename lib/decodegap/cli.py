@@ -102,10 +102,20 @@ def cmd_cuda_graphs_ab(args) -> int:
 def cmd_quantisation(args) -> int:
     from decodegap.experiments import quantisation
 
-    gpu = _resolve_gpu(args.gpu, args.data_dir)
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     quant_paths = _csv_list(args.paths) if args.paths else None
+    if args.plan:  # what the sweeps would time, on any machine: nothing timed, nothing written
+        from decodegap import paths
+
+        data = paths.data_dir(args.data_dir)
+        _print_plans(quantisation.plan(_plan_gpu(args, data), model_keys,
+                                       _contexts(args.contexts, model_keys, args.data_dir), quant_paths,
+                                       _csv_list(args.arms), args.sessions, args.steps, args.warmup, args.device,
+                                       args.retry_errors), data,
+                     after="; the layer checks come first, not counted here")
+        return 0
+    gpu = _resolve_gpu(args.gpu, args.data_dir)
     resolved = quantisation.measure(gpu, model_keys, _contexts(args.contexts, model_keys, args.data_dir), quant_paths, _csv_list(args.arms),
                                     args.sessions, args.steps, args.warmup, args.device, args.data_dir,
                                     layers=not args.no_layers, progress=not args.no_progress,
@@ -524,6 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-progress", action="store_true")
     q.add_argument("--retry-errors", action="store_true",
                    help="measure again cells recorded only as `error` or `oom` (after the cause is fixed)")
+    q.add_argument("--plan", action="store_true", help="with --gpu: list each path's sweep, in order, and the cells "
+                   "each session would time, from the rows as they stand; measure nothing (no GPU needed)")
     q.set_defaults(func=cmd_quantisation)
 
     lad = sub.add_parser("closing-the-gap", aliases=["ladder"],
