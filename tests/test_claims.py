@@ -698,11 +698,12 @@ def _unchanged_text(ev, sessions: int, ab_sessions: int, grid_sessions: int | No
     grid = len(one_left_out.grid_sessions(ev)) if grid_sessions is None else grid_sessions
     scope = len(one_left_out.scope_sessions(ev))  # notebook 07's, which these rules do not read
     quant = len(one_left_out.quant_sessions(ev))  # notebook 04's quantised cells', which these rules do not read
+    quantised = f", or any one of {quant} of the {quant} sessions of notebook 04's quantised cells" if quant else ""
     return (f"unchanged with any one of {n - 2} of the {n} models and contexts, or any one of {sessions} of the "
             f"{sessions} sessions of the headline cells, or any one of {ab_sessions} of the {ab_sessions} A/B headline "
             f"sessions{f', or any one of {grid} of the {grid} A/B grid sessions' if grid else ''}"
             f"{f', or any one of {scope} of the {scope} sessions of notebook 07' + chr(39) + 's sweeps' if scope else ''}"
-            f"{f', or any one of {quant} of the {quant} sessions of notebook 04' + chr(39) + 's quantised cells' if quant else ''}"
+            f"{quantised}"
             f", left out (without model {ev.headline_model}, ctx {ev.headline_ctx} its source has nothing left to "
             "judge)")
 

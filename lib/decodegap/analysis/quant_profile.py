@@ -140,8 +140,8 @@ def grid_findings(cell_table: pd.DataFrame, arm: str) -> list[Finding]:
             n_cells, n_models = len(r), r["model"].nunique()
             line = (f"{gpu} {arm}, {key}: {_span(r['t_obs_ms'])} ms/step over {n_cells} cell{'s' * (n_cells != 1)} "
                     f"({n_models} model{'s' * (n_models != 1)}, ctx {_span(r['ctx'], '.0f')})")
-            values = dict(gpu=gpu, arm=arm, quant=key, **_values("step_ms", r["t_obs_ms"]), cells=len(r),
-                          models=r["model"].nunique(), **_values("ctx", r["ctx"]))
+            values = dict(gpu=gpu, arm=arm, quant=key, **_values("step_ms", r["t_obs_ms"]), cells=n_cells,
+                          models=n_models, **_values("ctx", r["ctx"]))
             if key != "bf16" and r["speedup_over_bf16"].notna().any():
                 s = r[r["speedup_over_bf16"].notna()]
                 line += (f", {_span(s['speedup_over_bf16'])}x over bf16, {_span(s['realised_fraction'] * 100, '.0f')} % "

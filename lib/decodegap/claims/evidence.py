@@ -59,7 +59,7 @@ class Evidence:
     speed: pd.DataFrame  # ab.speedups (graph), per cell and sweep of the A/B (ab_rows; with_ab_rows remakes it)
     decomp: pd.DataFrame  # ab.decomposition of the A/B's grid sweep (ab_rows, kernel_rows; with_ab_rows remakes it)
     attention: pd.DataFrame  # attention_report.summary
-    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_rows; with_quant_rows remakes it)
+    quant_cells: pd.DataFrame  # quant_report.cells of notebook 04's decode rows (quant_rows; with_quant_rows remakes)
     quant_bytes: pd.DataFrame  # quant_report.byte_table of the headline context
     costs: pd.DataFrame  # cost.cost_table of published and measured configurations
     prices: pd.DataFrame  # cost.load_prices()

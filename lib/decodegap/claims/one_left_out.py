@@ -201,19 +201,14 @@ def without_scope_session(ev: Evidence, gpu: str, run_id: str, session: int) -> 
     out of the rows its rules read, and notebook 07's tables made again from the rest (Evidence.with_scope_rows). The
     rows of notebook 07's band that its rules do not read (a cell's older measurement, replaced whole by a newer one)
     stay out, so no older run takes the place of the session left out; the other notebooks' rows stay whole."""
-    key = (id(ev.scope), id(ev.published), gpu, run_id, session)
-    hit = _REMADE.get(key)
-    if hit is not None and hit[0] is ev.scope and hit[1] is ev.published:  # the same objects, not a reused id
-        return dataclasses.replace(ev, scope=hit[2])
-    rows = ev.scope["rows"]
-    read = _scope_read(ev)
-    band = sessions.in_band(rows["session"], sessions.SCOPE)
-    kept = pd.concat([rows[~band], read[~_of_session(read, gpu, run_id, session)]], ignore_index=True)
-    out = ev.with_scope_rows(kept)
-    if len(_REMADE) >= 256:
-        _REMADE.clear()
-    _REMADE[key] = (ev.scope, ev.published, out.scope)
-    return out
+    def remake() -> dict:
+        rows = ev.scope["rows"]
+        read = _scope_read(ev)
+        band = sessions.in_band(rows["session"], sessions.SCOPE)
+        kept = pd.concat([rows[~band], read[~_of_session(read, gpu, run_id, session)]], ignore_index=True)
+        return dict(scope=ev.with_scope_rows(kept).scope)
+
+    return dataclasses.replace(ev, **_remade((ev.scope, ev.published), (gpu, run_id, session), remake))
 
 
 def quant_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
@@ -226,29 +221,35 @@ def quant_sessions(ev: Evidence) -> list[tuple[str, str, int]]:
 def without_quant_session(ev: Evidence, gpu: str, run_id: str, session: int) -> Evidence:
     """`ev` with one session of a quantised path (every cell that session of run `run_id` timed on `gpu`) left out of
     notebook 04's rows, and its cells made again from the rest (Evidence.with_quant_rows)."""
+    def remake() -> dict:
+        r = ev.quant_rows
+        out = ev.with_quant_rows(r[~_of_session(r, gpu, run_id, session)])
+        return dict(quant_rows=out.quant_rows, quant_cells=out.quant_cells)
+
     inputs = (ev.quant_rows, ev.quant_verify, ev.configs, ev.specs, ev.bandwidth_rows)  # what with_quant_rows reads
-    key = tuple(id(x) for x in inputs) + (gpu, run_id, session)
-    hit = _REMADE_QUANT.get(key)
+    return dataclasses.replace(ev, **_remade(inputs, (gpu, run_id, session), remake))
+
+
+def _remade(inputs: tuple, session: tuple, remake: Callable[[], dict]) -> dict:
+    """The fields `remake` gives (evidence made again without `session`), from _REMADE where the same `inputs` (the
+    objects they are made from) made them already."""
+    key = tuple(id(x) for x in inputs) + session
+    hit = _REMADE.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):  # the same objects, not a reused id
-        return dataclasses.replace(ev, quant_rows=hit[1].quant_rows, quant_cells=hit[1].quant_cells)
-    r = ev.quant_rows
-    out = ev.with_quant_rows(r[~_of_session(r, gpu, run_id, session)])
-    if len(_REMADE_QUANT) >= 256:
-        _REMADE_QUANT.clear()
-    _REMADE_QUANT[key] = (inputs, out)
-    return out
-
-
-_REMADE_QUANT: dict = {}
-"""Notebook 04's cells made again without one session, per (the frames they are made from, session), as _REMADE
-below for notebook 07 (about 0.2 s a session): evidence that differs in other fields reuses them."""
+        return hit[1]
+    fields = remake()
+    if len(_REMADE) >= 256:
+        _REMADE.clear()
+    _REMADE[key] = (inputs, fields)
+    return fields
 
 
 _REMADE: dict = {}
-"""Notebook 07's tables made again without one session, per (scope, published numbers, session): what they are made
-from is read only, so evidence that differs in other fields (each rule's variants, the tests' hand-made frames)
-reuses them instead of replaying notebook 07 again (about 0.4 s a session). Keyed by the objects' ids and kept with
-them, so a later object at a reused id is not taken for them."""
+"""Evidence fields made again without one session, per (the objects they are made from, session): notebook 07's
+tables (without_scope_session: about 0.4 s a session) and notebook 04's cells (without_quant_session: about 0.2 s).
+What they are made from is read only, so evidence that differs in other fields (each rule's variants, the tests'
+hand-made frames) reuses them instead of making them again. Keyed by the objects' ids and kept with them, so a later
+object at a reused id is not taken for them."""
 
 
 MODELS_AND_CONTEXTS, SESSIONS = "models and contexts", "sessions of the headline cells"
@@ -267,20 +268,21 @@ def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]],
     (`quant_sessions`). `quant_rows`: (a maker of the rows of the rules that read notebook 04's cells, the other
     rows of `ev` keyed): a quantised session's variant is then those rules' rows made again beside the other rows as
     they were, since nothing else reads what it leaves out (claims.table.QUANT_SECTIONS); else every row is made."""
-    out = [(MODELS_AND_CONTEXTS, f"{col} {value}", _keyed(make_rows(without(ev, col, value))))
-           for col, value in left_out(ev)]
+    def remade(e: Evidence) -> dict:
+        return _keyed(make_rows(e))
+
+    def remade_quant(e: Evidence) -> dict:
+        maker, others = quant_rows
+        return {**others, **_keyed(maker(e))}
+
+    out = [(MODELS_AND_CONTEXTS, f"{col} {value}", remade(without(ev, col, value))) for col, value in left_out(ev)]
     for kind, name, listed, leave in ((SESSIONS, "session", headline_sessions, without_session),
                                       (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
                                       (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session),
                                       (SCOPE_SESSIONS, "notebook 07 session", scope_sessions, without_scope_session),
                                       (QUANT_SESSIONS, "quantised session", quant_sessions, without_quant_session)):
-        if kind == QUANT_SESSIONS and quant_rows is not None:
-            maker, others = quant_rows
-            out += [(kind, f"{gpu} {name} {session} of run {run_id}",
-                     {**others, **_keyed(maker(leave(ev, gpu, run_id, session)))})
-                    for gpu, run_id, session in listed(ev)]
-            continue
-        out += [(kind, f"{gpu} {name} {session} of run {run_id}", _keyed(make_rows(leave(ev, gpu, run_id, session))))
+        remake = remade_quant if kind == QUANT_SESSIONS and quant_rows is not None else remade
+        out += [(kind, f"{gpu} {name} {session} of run {run_id}", remake(leave(ev, gpu, run_id, session)))
                 for gpu, run_id, session in listed(ev)]
     return out
 

@@ -53,8 +53,8 @@ def build(ev: Evidence) -> pd.DataFrame:
     claim (paper.csv's claim id, or thesis / scope), statement, published, ours, hardware, verdict (the label),
     category (what the counts count), also (the other sources' labels), evidence, rule (its text), fixed (date and
     commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's, one
-    context's, or one session's measured rows out does to the label: claims.one_left_out), and how to re-measure it (claims.remeasure): notebook, remeasure (the command), gpu_time
-    (what its runs took here)."""
+    context's, or one session's measured rows out does to the label: claims.one_left_out), and how to re-measure it
+    (claims.remeasure): notebook, remeasure (the command), gpu_time (what its runs took here)."""
     rows = _rows(ev)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["one_left_out"] = one_left_out.column(ev, _rows, rows, _quant_rows)
@@ -96,15 +96,15 @@ context, the sessions of the A/B's headline sweep: what R2a reads), or of one se
 and context it timed: T1's sessions, T3a's speed-ups, the decomposition R2b reads, T4's long context), or of one
 session of notebook 07's batch and size sweeps (every cell it timed: W1's launch shares, W2a's fits, W2b's lambda),
 or of one session of a quantised path of notebook 04 (every cell of that path it timed: T3a's best int4 path, R4l,
-R4n, QT, M8) left out, and names every label that changes ("without model X: ...", "without GPU session N of run R: ...",
-"without GPU A/B session N of run R: ...", "without GPU A/B grid session N of run R: ...", "without GPU notebook 07
-session N of run R: ...", "without GPU quantised session N of run R: ..."); a label that only turns "not testable here" (nothing left to judge) is not named. Without
-a session, the headline cell's median step and session range, the headline speed-up and its interval (with 9
-sessions of 10 left, the range of the 9, not a bootstrap CI), the grid's cells that session timed and their
-decomposition, notebook 07's cells and its step model (fitted again), or notebook 04's cells of that path, are made
-again from the other sessions. Sessions of notebook 01's other cells and notebook 04's bf16 sessions are not left out; the published numbers stay
-whole, and fits computed across models before the rules read them (notebook 07's) are not fitted again without a
-model or a context.
+R4n, QT, M8) left out, and names every label that changes ("without model X: ...", "without GPU session N of run R:
+...", "without GPU A/B session N of run R: ...", "without GPU A/B grid session N of run R: ...", "without GPU notebook
+07 session N of run R: ...", "without GPU quantised session N of run R: ..."); a label that only turns "not testable
+here" (nothing left to judge) is not named. Without a session, the headline cell's median step and session range,
+the headline speed-up and its interval (with 9 sessions of 10 left, the range of the 9, not a bootstrap CI), the
+grid's cells that session timed and their decomposition, notebook 07's cells and its step model (fitted again), or
+notebook 04's cells of that path, are made again from the other sessions. Sessions of notebook 01's other cells and
+notebook 04's bf16 sessions are not left out; the published numbers stay whole, and fits computed across models
+before the rules read them (notebook 07's) are not fitted again without a model or a context.
 """
 
 

@@ -125,7 +125,7 @@ def _unavailable_cells(plan: sweep.SweepPlan, data, reason: str) -> int:
     pending = plan.pending_by_session(data)
     if not any(pending.values()):
         return 0
-    run_id = runs.start_run(plan.gpu, data, "decode", plan=dataclasses.asdict(plan))  # its sweep: a later run resumes it
+    run_id = runs.start_run(plan.gpu, data, "decode", plan=dataclasses.asdict(plan))  # its sweep: a later run resumes
     n = 0
     for session, cells in pending.items():
         rows = []

@@ -139,7 +139,8 @@ def _quant_on(qc: pd.DataFrame, found: pd.DataFrame, gpu: str, paper_gpu: bool =
     quant = here[(here.quant != "bf16") & here.status.isin(["ok", "unchecked"])]
     drawn = int((quant.status == "unchecked").sum())
     if g.empty or not (g.quant != "bf16").any():
-        return "" if paper_gpu else f"No counted H200 cell of the quantised paths at ctx 2048 ({drawn} drawn unchecked)."
+        return "" if paper_gpu else (f"No counted H200 cell of the quantised paths at ctx 2048 ({drawn} drawn "
+                                     "unchecked).")
     parts = []
     for arm, name in (("graph", "HF graph"), ("lean_attn_graph", "lean step + Triton attention, graphed")):
         a = g[g.arm == arm]

@@ -57,10 +57,11 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     """Grouped bars, one panel per context of quant_report.paper_table (rows: path x ctx): one group per
     path, one bar per series (the published L4 column, hatched and labelled published, on the panel of the
     first context only; each measured GPU and arm: the arm's colour, the GPU's hatch, GPU_HATCHES), each series'
-    floor for that path as a black tick over its bar. A cell whose correctness check failed keeps its bar, cross-hatched and labelled; a cell drawn
-    unchecked (timed only without the current rule's checks of its own run: the table's `<gpu> <arm> unchecked`)
-    has a hollow square at its floor, labelled so; a path with no other time in a series has a hollow circle at
-    its floor (never ran here). A measured GPU with bf16 bars alone is named under the title (_bf16_only)."""
+    floor for that path as a black tick over its bar. A cell whose correctness check failed keeps its bar,
+    cross-hatched and labelled; a cell drawn unchecked (timed only without the current rule's checks of its own
+    run: the table's `<gpu> <arm> unchecked`) has a hollow square at its floor, labelled so; a path with no other
+    time in a series has a hollow circle at its floor (never ran here). A measured GPU with bf16 bars alone is named
+    under the title (_bf16_only)."""
     style.apply()
     series = _series(table)
     if table.empty or not series:

@@ -7,8 +7,9 @@ Resume: a sweep measures what the readers would not read without it. The readers
 arm, attn, quant, batch) is done when a run of the same sweep (selection.sweep_of: a plan of the same contexts and
 arms) has any row of it, and a cell a wider sweep timed is done in every session (unless the plan adds sessions of
 its own, numbered after another's: SweepPlan.first_session); a killed sweep started again measures only what is
-missing, and a narrower sweep's session of the same number never stands in for this one's. A session process that dies inside a cell (device
-assert, segfault) leaves an `error` row for that cell with the exit code, and the sweep goes on.
+missing, and a narrower sweep's session of the same number never stands in for this one's (SweepPlan._done). A
+session process that dies inside a cell (device assert, segfault) leaves an `error` row for that cell with the exit
+code, and the sweep goes on.
 
 This module plans and spawns; the session body is harness.session, the checks it runs harness.verification.
 """
