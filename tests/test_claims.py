@@ -1001,6 +1001,26 @@ def test_r5m_states_the_cheapest_configurations_confirmation(evidence):
     assert said["category"] == unconfirmed["category"] and said["ours"] == unconfirmed["ours"]
 
 
+def test_r5m_makes_one_row_per_gpu_in_gpu_order(evidence):
+    """R5m makes a row per measured fast GPU; one_left_out pairs rows by (id, occurrence), so their order must not
+    follow the cost table's: the same costs reversed give the same rows in the same order, by GPU name."""
+    from decodegap.analysis import cost
+    from decodegap.claims import cost as cost_claims
+
+    cell = dict(source="measured", model=evidence.headline_model, ctx=evidence.headline_ctx, attn="sdpa", sessions=1,
+                arm="graph", quant="bf16")  # the shipped evidence prices the paper's rows only: measured rows here
+    measured = cost.cost_table(pd.DataFrame([dict(cell, gpu="h200", step_ms=8.0), dict(cell, gpu="h100-sxm", step_ms=9.0)]),
+                               evidence.prices, evidence.specs)
+    evidence = dataclasses.replace(evidence, costs=pd.concat([evidence.costs, measured], ignore_index=True))
+    rows = cost_claims.cost_claim_measured(evidence)
+    backwards = cost_claims.cost_claim_measured(
+        dataclasses.replace(evidence, costs=evidence.costs.iloc[::-1].reset_index(drop=True)))
+    gpus = [r["hardware"].split(" vs ")[1].split()[0] for r in rows]
+    assert gpus == ["h100-sxm", "h200"]
+    assert [r["hardware"] for r in backwards] == [r["hardware"] for r in rows]
+    assert [r["ours"] for r in backwards] == [r["ours"] for r in rows]
+
+
 def _h100_session(evidence, quant: str, session: int) -> str:
     """The run of the shipped H100 session `session` of path `quant`'s eager cell at the headline context."""
     r = evidence.quant_rows

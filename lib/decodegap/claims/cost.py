@@ -64,7 +64,7 @@ def cost_claim_measured(ev: Evidence) -> list[dict]:
     a = l4.iloc[0]
     thr = rules.get("R5m").t("ratio")
     rows = []
-    for g in graphed.itertuples():
+    for g in graphed.sort_values("gpu").itertuples():  # one row per GPU, in a fixed order (one_left_out pairs by it)
         ratio = g.usd_per_mtok / a["usd_per_mtok"]
         best = c[(c["gpu"] == g.gpu) & (c["source"] == cost.MEASURED_LABEL) & (c["model"] == ev.headline_model)
                  & (c["ctx"] == ev.headline_ctx)].dropna(subset=["usd_per_mtok"]).sort_values("usd_per_mtok").iloc[0]
