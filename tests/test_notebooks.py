@@ -39,7 +39,8 @@ def test_04_replay_on_shipped_data_has_the_published_column_and_says_no_rows(rep
     table = table[table.ctx == 2048].set_index("quant")
     assert table.loc["bf16", "l4 ms (published)"] == 62.32 and table.loc["awq-marlin", "l4 ms (published)"] == 45.24
     assert pd.notna(table.loc["gptq-exllamav2", "l4 floor ms"])
-    for name in ("04_quant_ms_vs_floor.png", "04_quant_bytes.md", "04_quant_table.md", "04_quant_layers.csv"):
+    for name in ("04_quant_ms_vs_floor.png", "04_quant_grid.png", "04_quant_bytes.md", "04_quant_table.md",
+                 "04_quant_layers.csv", "04_quant_gpu_pairs.csv"):
         assert (figures / name).stat().st_size > 0
     text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
     cells = pd.read_csv(figures / "04_quant_cells.csv")  # counted quantised cells (their checks in their own run)

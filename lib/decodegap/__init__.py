@@ -82,6 +82,7 @@ analysis: each notebook's tables and findings, from frames
   analysis/quantisation     04: each path against its own floor, the paper's table
   analysis/quant_checks     04: the layer and model checks
   analysis/quant_profile    04: where a quantised step's time goes, the grid
+  analysis/quant_across_gpus  04: the grid's cells on two GPUs, against their bandwidth ratio
   analysis/cost             05: $/Mtok of every configuration
   analysis/profiles         04 and 06: a profiled step by kernel category and by product
   analysis/closing_the_gap  06: the ladder and where the time goes

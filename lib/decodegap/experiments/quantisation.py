@@ -15,7 +15,7 @@ import pandas as pd
 
 from decodegap import checked, hardware, levers, paths, published, records, roofline, selection
 from decodegap.accounting import HEAD_QUANTISED
-from decodegap.analysis import quant_checks, quant_profile, quantisation as quant_report
+from decodegap.analysis import quant_across_gpus, quant_checks, quant_profile, quantisation as quant_report
 from decodegap.harness import keys, models as model_specs, runs, sweep
 from decodegap.outcome import attempt
 from decodegap.quant import loaders as quant_loaders, paths as quant
@@ -194,7 +194,8 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     `layers` and `model_checks` (the correctness rows), `rows`, `cells` (every path against its own floor, of
     `table_model`), `check_coverage` (per path, the timed cells checked in their own run and those drawn unchecked:
     quant_checks.coverage), the configs, `paper_table` (the paper's table with our columns), `published`, `published_steps`
-    (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, the profile
+    (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, `gpu_pairs` (the
+    grid's cells on two GPUs against their bandwidth ratio: quant_across_gpus.pairs), the profile
     (`products`, `product_fits`, `casts`), `int4_target` (the fastest int4 step against levers.TARGETS["int4"]) and
     `left_out` (the quantised sessions one sweep per cell leaves out: left_out). decode.csv and its checks are read
     and joined once for the cells and the left-out sessions (checked.loaded_once)."""
@@ -214,6 +215,7 @@ def _tables(data, models, contexts, arms, table_model, grid_arm, group_size) -> 
     by_product = quant_profile.products(breakdown, profile_configs, specs)
     measured = sorted(set(cell_table["ctx"])) if not cell_table.empty else list(contexts)
     target = levers.TARGETS["int4"]
+    grid = quant_profile.grid(cell_table, grid_arm).reset_index()
     return dict(
         bytes=quant_report.byte_table(byte_configs, ctx=contexts[0], group_size=group_size),
         verify=verify, layers=quant_checks.layer_summary(verify), model_checks=quant_checks.model_checks(verify),
@@ -222,7 +224,7 @@ def _tables(data, models, contexts, arms, table_model, grid_arm, group_size) -> 
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
                                                                           "notes"]],
         check_coverage=quant_checks.coverage(cell_table),
-        grid=quant_profile.grid(cell_table, grid_arm).reset_index(),
+        grid=grid, gpu_pairs=quant_across_gpus.pairs(grid, specs, grid_arm),
         coverage=quant_profile.coverage(cell_table, arms, list(models), measured),
         products=by_product, product_fits=quant_profile.product_fits(by_product, specs),
         casts=quant_profile.casts(breakdown, profile_configs),
@@ -241,7 +243,7 @@ def findings(t: dict) -> dict:
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
         + quant_checks.coverage_findings(t["cells"]) + quant_checks.check_findings(t["verify"])
-        + quant_profile.grid_findings(t["cells"], t["grid_arm"])
+        + quant_profile.grid_findings(t["cells"], t["grid_arm"]) + quant_across_gpus.findings(t["gpu_pairs"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
         + [line for line in [obstacles] if line] + t.get("left_out", []))}

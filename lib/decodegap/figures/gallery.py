@@ -19,6 +19,7 @@ from decodegap import paths, published
 from decodegap.inputs import InputError
 from decodegap.stats import span as _span
 from decodegap.levers import CONFIRM_SESSIONS, GRID_TARGET, TARGETS
+from decodegap.analysis import quant_across_gpus
 from decodegap.analysis.closing_the_gap_confirmation import CONFIRMED, NOT_CONFIRMED, ORDER_MIXED, ORDER_REVERSED
 from decodegap.analysis.closing_the_gap_int4_products import scale_levers
 from decodegap.analysis.cost import confirmation_status
@@ -168,6 +169,30 @@ def _quant_on(qc: pd.DataFrame, found: pd.DataFrame, gpu: str, paper_gpu: bool =
             "nowhere) " + "; ".join(parts) + ".")
 
 
+def _quant_gpus(pair_table: pd.DataFrame) -> str:
+    """04_quant_grid's line: per GPU pair, model and arm of notebook 04's pair table (quant_across_gpus.pairs),
+    bf16's and the fastest quantised path's speed-up on the faster GPU and the share of its bandwidth gain each
+    realises, and which is nearer bandwidth-bound (overlapping spans: neither)."""
+    gaps = quant_across_gpus.widest_gap(pair_table)
+    if gaps.empty:
+        return ("No quantised cell is measured on two GPUs yet: a second GPU's notebook 04 sweep adds its lines and "
+                "each path's speed-up against the bandwidth ratio.")
+    out = []
+    for g in gaps.itertuples():
+        bf16 = (g.bf16_gain_realised_min, g.bf16_gain_realised_max)
+        quant = (g.quant_gain_realised_min, g.quant_gain_realised_max)
+        nearer = ("bf16 is nearer bandwidth-bound" if bf16[0] > quant[1] else
+                  f"{g.fastest_quant} is nearer bandwidth-bound" if quant[0] > bf16[1] else
+                  "neither is nearer bandwidth-bound (the spans overlap)")
+        out.append(f"On {g.model} ({g.arm}, ctx {g.ctx_min}-{g.ctx_max}) the {g.gpu_fast.upper()}, with "
+                   f"{g.bandwidth_ratio:.2f}x the {g.gpu_slow.upper()}'s datasheet bandwidth, is "
+                   f"{_span([g.bf16_speedup_min, g.bf16_speedup_max])}x faster in bf16 (realising "
+                   f"{_span([100 * v for v in bf16], '.0f')} % of that gain) and "
+                   f"{_span([g.quant_speedup_min, g.quant_speedup_max])}x with its fastest quantised path, "
+                   f"{g.fastest_quant} ({_span([100 * v for v in quant], '.0f')} %): {nearer}.")
+    return " ".join(out)
+
+
 def _h200_cost(lad: pd.DataFrame) -> str:
     """The measured H200 on the cost ladder, at the price prices.csv gives it (its provider named)."""
     naive, best = lad.loc[(GPU, "naive")], lad.loc[(GPU, "best")]
@@ -274,6 +299,7 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
                                     "the int4 format, realises the saving. " + _quant(_table(f, "04_quant_cells.csv"),
                                                                                 _table(f, "04_findings.csv")),
+        "04_quant_grid.png": _quant_gpus(_table(f, "04_quant_gpu_pairs.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the paper's graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "

@@ -1,12 +1,14 @@
-"""Figure of notebook 04: ms per decode step of each quantisation path against the path's own memory floor,
-for the published L4 column and every measured GPU and arm, one panel per context (style.apply /
-style.save conventions)."""
+"""Figures of notebook 04: ms per decode step of each quantisation path against the path's own memory floor,
+for the published L4 column and every measured GPU and arm, one panel per context (ms_vs_floor); every path's step
+on one arm over the grid, a panel per model, a line per path and GPU (grid_lines). style.apply / style.save
+conventions."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from decodegap.figures import style
 from decodegap.published import PUBLISHED_LABEL
@@ -126,4 +128,43 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     style.title(fig, "04_quant_ms_vs_floor.png", subtitle)
     fig.tight_layout()
     fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
+    return fig
+
+
+GPU_LINESTYLES = ("-", "--", ":", "-.")
+"""The GPUs' line styles, in the order of their names: a path's colour is the same on every GPU."""
+
+
+def grid_lines(grid: pd.DataFrame, arm: str):
+    """quant_profile.grid (columns gpu, model, ctx and one per path, ms; NaN where a cell is not counted) as lines
+    over the context, one panel per model; a path with a single context on a GPU is a point."""
+    style.apply()
+    paths = [c for c in grid.columns if c not in ("gpu", "model", "ctx")]
+    if grid.empty or not paths or grid[paths].isna().all().all():
+        return style.empty(f"No counted quantised cells on {arm} yet.")
+    models = sorted(set(grid["model"]))
+    gpus = sorted(set(grid["gpu"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(max(6.4, 3.4 * len(models)), 3.8), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], models):
+        here = grid[grid["model"] == model]
+        for i, key in enumerate(paths):
+            for gpu in gpus:
+                line = here[here["gpu"] == gpu].dropna(subset=[key]).sort_values("ctx")
+                if line.empty:
+                    continue
+                ax.plot(line["ctx"], line[key], color=SERIES_COLORS[i % len(SERIES_COLORS)],
+                        linestyle=GPU_LINESTYLES[gpus.index(gpu) % len(GPU_LINESTYLES)], marker="o", markersize=3)
+        style.context_axis(ax, here["ctx"])
+        ax.set_title(model, loc="left")
+        ax.set_xlabel("context (tokens)")
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel(f"ms per decode step ({arm})")
+    handles = ([Line2D([], [], color=SERIES_COLORS[i % len(SERIES_COLORS)], marker="o", markersize=3, label=key)
+                for i, key in enumerate(paths)]
+               + [Line2D([], [], color="black", linestyle=GPU_LINESTYLES[i % len(GPU_LINESTYLES)], label=f"{gpu} (measured)")
+                  for i, gpu in enumerate(gpus)])
+    style.title(fig, "04_quant_grid.png", f"{arm}, SDPA: median of session medians of counted cells\n"
+                                          "a colour per path, a line style per GPU")
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9))
     return fig

@@ -76,6 +76,7 @@ TITLES = {
     "02_r_floor_per_arm.png": "No arm comes near its memory floor",
     "03_attention_us_vs_context.png": "Decode attention: the launch sequence, not the kernel, binds one call",
     "04_quant_ms_vs_floor.png": "Quantisation paths against their own memory floors",
+    "04_quant_grid.png": "Each quantisation path over the grid: a faster GPU's gain against its bandwidth ratio",
     "05_cost_ladder.png": "The cost ladder: $ per million tokens against peak bandwidth",
     "06_ladder.png": "The ladder of levers towards the memory floor",
     "06_products.png": "Each matrix product pays a fixed cost beyond streaming its weights",

@@ -1,0 +1,90 @@
+"""Notebook 04: the same quantised cell on two GPUs. If a step were bound by memory bandwidth, the GPU with more of
+it would be faster by its bandwidth ratio; the share of that gain a path's step realises says how far it is from
+bandwidth-bound. Read from the grid table (quant_profile.grid: every path's checked step on one arm per GPU, model
+and context), so each time here is a counted cell of notebook 04.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from decodegap.finding import Finding, span as _values
+from decodegap.stats import span as _span
+
+PAIR_COLUMNS = ["gpu_slow", "gpu_fast", "model", "ctx", "arm", "quant", "ms_slow", "ms_fast", "speedup",
+                "bandwidth_ratio", "gain_realised"]
+"""One row per (GPU pair, model, context, path): `gpu_slow` the GPU of less datasheet bandwidth, its step `ms_slow`;
+`speedup` = ms_slow / ms_fast; `bandwidth_ratio` the fast GPU's datasheet bandwidth over the slow one's;
+`gain_realised` = ln(speedup) / ln(bandwidth_ratio), the share of the bandwidth gain the step realises: 1 where it
+scales with bandwidth, 0 where it does not move (something else binds), in log terms so that a ratio and its inverse
+weigh alike."""
+
+
+def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """Every pair of GPUs that both have a path's step at the same model and context in `grid` (the steps on `arm`: columns gpu,
+    model, ctx and one per path, ms; NaN where a cell is not counted), with the GPUs' datasheet bandwidths from
+    `specs` (data/specs/gpus.csv). Empty (with PAIR_COLUMNS) where no cell is on two GPUs."""
+    if grid.empty or "gpu" not in grid:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    bandwidth = specs.set_index("gpu")["bandwidth_gbps"].astype(float)
+    path_columns = [c for c in grid.columns if c not in ("gpu", "model", "ctx")]
+    long = grid.melt(id_vars=["gpu", "model", "ctx"], value_vars=path_columns, var_name="quant",
+                     value_name="ms").dropna(subset=["ms"])
+    long = long[long["gpu"].isin(bandwidth.index)].assign(bandwidth=lambda d: d["gpu"].map(bandwidth))
+    rows = []
+    for (model, ctx, key), cell in long.groupby(["model", "ctx", "quant"], sort=True):
+        cell = cell.sort_values(["bandwidth", "gpu"]).reset_index(drop=True)
+        for i in range(len(cell)):
+            for j in range(i + 1, len(cell)):
+                slow, fast = cell.iloc[i], cell.iloc[j]
+                if slow["bandwidth"] == fast["bandwidth"]:
+                    continue  # no bandwidth ratio to weigh the speed-up against
+                speedup = slow["ms"] / fast["ms"]
+                ratio = fast["bandwidth"] / slow["bandwidth"]
+                rows.append(dict(gpu_slow=slow["gpu"], gpu_fast=fast["gpu"], model=model, ctx=int(ctx), arm=arm, quant=key,
+                                 ms_slow=float(slow["ms"]), ms_fast=float(fast["ms"]), speedup=speedup,
+                                 bandwidth_ratio=ratio, gain_realised=math.log(speedup) / math.log(ratio)))
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def findings(pair_table: pd.DataFrame) -> list[Finding]:
+    """Per GPU pair, model and arm: the bandwidth ratio, then each path's speed-up span over the contexts both
+    GPUs have, with the share of the bandwidth gain it realises; each a Finding (gpu_slow, gpu_fast, model, arm, quant,
+    contexts, the spans as `speedup_min/max` and `gain_realised_min/max`)."""
+    out = []
+    if pair_table.empty:
+        return out
+    for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
+        ratio = float(g["bandwidth_ratio"].iloc[0])
+        ctx = _span(g["ctx"], ".0f")
+        for key in dict.fromkeys(g["quant"]):
+            r = g[g["quant"] == key]
+            out.append(Finding(
+                f"{fast} over {slow}, {model} {arm}, {key}: {_span(r['speedup'])}x faster over ctx {ctx}, "
+                f"realising {_span(r['gain_realised'] * 100, '.0f')} % of the gain of its {ratio:.2f}x datasheet bandwidth "
+                "(ln speed-up / ln bandwidth ratio: 100 % where the step scales with bandwidth, 0 % where it does not move).",
+                gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, quant=key, contexts=len(r), bandwidth_ratio=ratio,
+                **_values("speedup", r["speedup"]), **_values("gain_realised", r["gain_realised"])))
+    return out
+
+
+def widest_gap(pair_table: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's (lowest median ms on the fast GPU)
+    speed-up spans and the shares of the bandwidth gain they realise; the gallery's reading of the pair table. Empty where no pair has bf16 and a
+    quantised path."""
+    rows = []
+    for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
+        bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
+        if bf16.empty or quantised.empty:
+            continue
+        best = quantised.groupby("quant")["ms_fast"].median().sort_values().index[0]
+        q = quantised[quantised["quant"] == best]
+        rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
+                         ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
+                         **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
+                         **_values("bf16_gain_realised", bf16["gain_realised"]),
+                         **_values("quant_gain_realised", q["gain_realised"])))
+    return pd.DataFrame(rows)
+
