@@ -738,3 +738,23 @@ def test_the_quantisation_plan_lists_each_paths_sweep_and_writes_nothing(tmp_pat
     assert capsys.readouterr().out.splitlines()[0].endswith("cells to time 3 in session 0, 3 in session 1")
     assert main(args[:4] + ["--models", "llama-3.1-8b"]) != 0
     assert "give its key with --gpu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("eager_over_graph, launch_bound", [((2.5, 3.0, 3.5), True), ((2.0,), True),
+                                                             ((1.1, 1.2, 1.3), False), ((1.5, 2.5, 1.9), False)])
+def test_an_eager_step_is_called_launch_bound_only_where_launches_are_half_of_it(eager_over_graph, launch_bound):
+    """The launch share (eager - graph) / eager = 1 - 1 / eager_over_graph, median over bf16's models: 1 - 1/3 = 0.67
+    and 1 - 1/2 = 0.5 (the edge, included) are launch-bound; 1 - 1/1.2 = 0.17 and 1 - 1/1.9 = 0.47 are not, and then
+    the reason is the graphed arm's (here its kernel: a share 0.1 realised, 0.2 ms saved per ms of floor)."""
+    bf16 = pd.DataFrame(dict(r_floor_quant=[0.2] * len(eager_over_graph), eager_over_graph=list(eager_over_graph)))
+    text, values = quant_report._why("eager", 0.1, 0.2, 1.05, 0.15, bf16)
+    share = 1 - 1 / pd.Series(eager_over_graph).median()
+    assert values["bf16_launch_share_median"] == pytest.approx(share)
+    if launch_bound:
+        assert values["why"] == "launch-bound" and text.startswith("the eager step is launch-bound")
+    else:
+        assert values["why"] == "kernel" and "launch-bound (" not in text
+        assert text.endswith(f"the eager step is not launch-bound here (bf16 {min(eager_over_graph):.2f}-"
+                             f"{max(eager_over_graph):.2f}x its graph arm's time, launch share {share:.2f}, below 0.5)")
+    graphed, graph_values = quant_report._why("graph", 0.1, 0.2, 1.05, 0.15, bf16)
+    assert graph_values["why"] == "kernel" and "launch" not in graphed and "bf16_launch_share_median" not in graph_values

@@ -26,6 +26,12 @@ CLAIM = "quantisation"
 PUBLISHED_GPU = "l4"
 REALISED_YES, REALISED_PART = 0.8, 0.3
 """Verdict thresholds on the share of the weight-traffic saving realised as time saved (see `realised`)."""
+LAUNCH_BOUND_SHARE = 0.5
+"""An eager step is called launch-bound when launch overhead is at least this share of it: bf16's launch share
+(eager - graph) / eager = 1 - 1 / eager_over_graph of the same cell (median over its models), as T4 and W1 define
+the share. Set 2026-12-06: until then every eager cell was called launch-bound, also where the graphed step takes
+nearly as long as eager (long contexts on the H100), which broke the word's meaning; below the share the reason
+comes from the same tests as a graphed arm's."""
 ARMS = ("eager", "graph", "lean_attn_graph", "lean_attn_compile")
 """Notebook 04's decode arms (its ARMS parameter's default): HF eager and graphed, the lean step (with the Triton
 attention) graphed and compiled."""
@@ -324,22 +330,36 @@ def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16
     slower = dict(slower_than_bf16=bool(speed < 1))
     if frac >= REALISED_YES:
         return "its step shrinks with its bytes", dict(why="shrinks")
-    if arm == "eager":
+    share = launch_share(bf16) if arm == "eager" else float("nan")
+    launch = (dict(bf16_launch_share_median=share, **_values("bf16_eager_over_graph", bf16["eager_over_graph"]))
+              if arm == "eager" else {})
+    if share >= LAUNCH_BOUND_SHARE:
         return (f"the eager step is launch-bound (bf16 at R_floor {_span(bf16['r_floor_quant'])}, "
-                f"{_span(bf16['eager_over_graph'])}x its graph arm's time: notebook 02), so the weight bytes "
-                "hardly matter there" + ("; its eager step is slower than bf16's: its kernels add more time "
-                                         "(launches, host work, dequantisation) than its bytes save" if speed < 1 else ""),
-                dict(why="launch-bound", **bf16_r_floor, **_values("bf16_eager_over_graph", bf16["eager_over_graph"]),
-                     **slower))
+                f"{_span(bf16['eager_over_graph'])}x its graph arm's time, launch share {share:.2f}: notebook 02), so "
+                "the weight bytes hardly matter there" + ("; its eager step is slower than bf16's: its kernels add more "
+                                                          "time (launches, host work, dequantisation) than its bytes save"
+                                                          if speed < 1 else ""),
+                dict(why="launch-bound", **bf16_r_floor, **launch, **slower))
+    eager = (f"; the eager step is not launch-bound here (bf16 {_span(bf16['eager_over_graph'])}x its graph arm's "
+             f"time, launch share {share:.2f}, below {LAUNCH_BOUND_SHARE:g})" if launch and share == share else "")
     if saved >= REALISED_YES:
-        return (f"it saves {saved:.2f} ms per ms its own floor drops, but bf16's graphed step is only R_floor "
-                f"{_span(bf16['r_floor_quant'])} of its floor: the part above the floor (launches, attention, the "
-                "other kernels) does not shrink with the weight bytes",
-                dict(why="above the floor", saved_over_floor_drop_median=saved, **bf16_r_floor))
+        return (f"it saves {saved:.2f} ms per ms its own floor drops, but bf16's {'eager' if launch else 'graphed'} "
+                f"step is only R_floor {_span(bf16['r_floor_quant'])} of its floor: the part above the floor (launches, "
+                "attention, the other kernels) does not shrink with the weight bytes" + eager,
+                dict(why="above the floor", saved_over_floor_drop_median=saved, **bf16_r_floor, **launch))
     return (f"its kernel, not its bytes, binds: R_floor {r_floor:.2f} against its own floor (bf16: "
             f"{_span(bf16['r_floor_quant'])}); it saves {saved:.2f} ms per ms its floor drops"
-            + ("; it is slower than bf16 on the same arm" if speed < 1 else ""),
-            dict(why="kernel", r_floor_median=r_floor, **bf16_r_floor, saved_over_floor_drop_median=saved, **slower))
+            + ("; it is slower than bf16 on the same arm" if speed < 1 else "") + eager,
+            dict(why="kernel", r_floor_median=r_floor, **bf16_r_floor, saved_over_floor_drop_median=saved, **slower,
+                 **launch))
+
+
+def launch_share(bf16: pd.DataFrame) -> float:
+    """bf16's launch share of the eager step, (eager - graph) / eager = 1 - 1 / eager_over_graph, median over the
+    cell's bf16 rows (`eager_over_graph`: the eager step over the graph arm's, of the same model); NaN without a
+    graph arm."""
+    ratio = pd.to_numeric(bf16.get("eager_over_graph", pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(1 - 1 / ratio.median()) if not ratio.empty else float("nan")
 
 
 def _path_line(key: str, arm: str, here: pd.DataFrame, b0: pd.Series, bf16: pd.DataFrame) -> Finding:
