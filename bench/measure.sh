@@ -107,6 +107,7 @@ Options, as environment variables (all optional):
     STEP_BACKENDS      attention keys of the attention_step step (default: the forced SDPA backends, flex, fa2, fa3
                        and flashinfer_paged)
     QUANT_ARGS         more options of python -m decodegap quantisation, e.g. "--paths int4-tinygemm --contexts 2048"
+                       (with --paths, the quant step builds only the extensions of the paths named)
     PROFILE            quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each per cell
                        (python -m decodegap kernel-counts, into kernels.csv and breakdown.csv)
     LADDER_LEVERS      arms of levers.LEVERS: the ladder step sweeps and profiles only these
@@ -321,6 +322,15 @@ step_attention_step() {
 needs() {  # PATHS NAME: whether the comma-separated quantisation paths (or "all") include NAME
   case ",$1," in *",all,"*|*",$2,"*) return 0;; *) return 1;; esac
 }
+quant_args_paths() {  # the paths QUANT_ARGS names (--paths X or --paths=X), else "all": what the sweep can time
+  local prev="" arg
+  for arg in ${QUANT_ARGS:-}; do
+    case "$arg" in --paths=*) echo "${arg#--paths=}"; return;; esac
+    [ "$prev" = --paths ] && { echo "$arg"; return; }
+    prev=$arg
+  done
+  echo all
+}
 build_quant() {  # PATHS (comma-separated, default all): Marlin's extension (bench/build_marlin.sh) where they include
   # awq-marlin and ExLlamaV2's where they include gptq-exllamav2, unless .ext holds them (built here or unpacked);
   # then which quantisation paths this machine has
@@ -357,7 +367,7 @@ quant_again() {  # QUANT_AGAIN's paths measured again, one group of QUANT_AGAIN_
   done
 }
 step_quant() {
-  build_quant "${QUANT_AGAIN:-all}"
+  build_quant "${QUANT_AGAIN:-$(quant_args_paths)}"  # no extension build for paths the sweep will not time
   if [ -z "${SKIP_TESTS:-}" ]; then
     gpu_tests quant tests/test_quant_gpu.py tests/test_int4_gemv.py
   fi

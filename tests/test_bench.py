@@ -276,6 +276,21 @@ def test_the_quant_step_builds_only_the_extensions_its_paths_need(want, name, ne
     assert (out.returncode == 0) is needed
 
 
+@pytest.mark.parametrize("quant_args, paths", [
+    ("", "all"), ("--sessions 3", "all"), ("--sessions 3 --paths int4-triton,bf16", "int4-triton,bf16"),
+    ("--paths=awq-marlin --arms eager", "awq-marlin"), ("--arms eager --paths gptq-exllamav2", "gptq-exllamav2"),
+])
+def test_the_quant_step_builds_for_the_paths_quant_args_names(quant_args, paths):
+    """measure.sh's `quant_args_paths`, what build_quant is given: QUANT_ARGS' --paths (either spelling), else all; so
+    a sweep of the int4 paths alone builds neither Marlin nor ExLlamaV2 (with `needs`, above)."""
+    import os
+
+    function = re.search(r"^quant_args_paths\(\) \{.*?^\}", (BENCH / "measure.sh").read_text(), re.M | re.S).group(0)
+    out = subprocess.run(["bash", "-c", f"{function}\nquant_args_paths"], capture_output=True, text=True,
+                         env=dict(os.environ, QUANT_ARGS=quant_args))
+    assert out.returncode == 0 and out.stdout.strip() == paths
+
+
 @pytest.mark.parametrize("key,hint", [("H200", "did you mean 'h200'?"), ("h999", None),
                                       ("DETECT", "did you mean 'detect'?"), ("Detect", "did you mean 'detect'?"),
                                       ("h100", "did you mean 'h100-sxm'?")])
