@@ -1053,13 +1053,17 @@ def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
 
 def test_one_left_out_names_a_verdict_carried_by_one_quantised_session(evidence):
     """T3a on the shipped H100 cells holds (the graphs' speed-up interval above the best int4 path's, both eager at
-    the headline context). With awq-marlin's eager session 2 there at a tenth of its time, that cell's session range
-    reaches past the graphs' interval (b_max / best_min), neither side is met beyond noise: inconclusive; leaving that
-    one session out restores it, and one_left_out names the session."""
+    the headline context). With the best int4 path's eager session 2 there (the path T3a names for the H100) at a tenth
+    of its time, that cell's session range reaches past the graphs' interval (b_max / best_min), neither side is met
+    beyond noise: inconclusive; leaving that one session out restores it, and one_left_out names the session."""
+    import re
+
     from decodegap.claims import thesis as claims_thesis
 
-    assert _row(evidence, "T3a")["category"] == verdicts.REPRODUCED
-    run = _h100_session(evidence, "awq-marlin", 2)
+    t3a = _row(evidence, "T3a")
+    assert t3a["category"] == verdicts.REPRODUCED
+    best = re.search(r"h100-sxm [^:]*: graphs [^,]*, best int4 \(([^,]+), eager\)", t3a["ours"]).group(1)
+    run = _h100_session(evidence, best, 2)
     r = evidence.quant_rows
     at = ((r["gpu"] == "h100-sxm") & (r["run_id"] == run) & (r["session"] == 2) & (r["arm"] == "eager")
           & (r["ctx"] == evidence.headline_ctx) & (r["status"] == "ok"))
