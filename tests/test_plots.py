@@ -147,7 +147,7 @@ def test_two_gpus_bars_of_one_arm_differ_by_their_hatch():
     assert "a eager (measured)" in labels and "b eager (measured)" in labels
     assert "bf16 only here" not in _title(fig)
     only_bf16 = table.assign(**{"b eager ms": [9.0, np.nan]})  # b timed bf16 alone for this model
-    assert "\nb: bf16 only here, no quantised cell of this model measured" in _title(
+    assert "\nb: bf16 only here, no quantised cell of this model (other models: 04_quant_grid.png" in _title(
         quant_plots.ms_vs_floor(only_bf16, "test"))
 
 

@@ -88,3 +88,22 @@ def test_the_grid_figure_draws_a_line_per_path_and_gpu_with_rows():
     empty = grid_plots.grid_lines(_grid([]), "lean_attn_graph")
     assert not any(ax.get_lines() for ax in empty.axes)
     plt.close(empty)
+
+
+def test_pairs_say_when_each_side_was_measured():
+    """With the cell table, each pair carries its two cells' `measured`; the finding and the gallery line give their
+    days per GPU (the sides may be of different dates and code)."""
+    cells = pd.DataFrame([dict(gpu=g, model="llama-3.1-8b", ctx=2048, arm="lean_attn_graph", attn="sdpa", quant=q,
+                               t_obs_ms=1.0, measured=m)
+                          for g, q, m in (("h100-sxm", "bf16", "2026-12-06 16:53 UTC"),
+                                          ("h100-sxm", "int4-triton", "2026-12-06 17:09 UTC"),
+                                          ("h200", "bf16", "2026-11-29 16:13 UTC"),
+                                          ("h200", "int4-triton", "2026-12-02 18:41 UTC"))])
+    p = quant_across_gpus.pairs(GRID, hardware.specs_table(), "lean_attn_graph", cells).set_index("quant")
+    assert (p.loc["bf16", "measured_slow"], p.loc["bf16", "measured_fast"]) == ("2026-12-06 16:53 UTC",
+                                                                                "2026-11-29 16:13 UTC")
+    found = quant_across_gpus.findings(p.reset_index())
+    assert str(found[1]).endswith("; measured 2026-12-06 on the h100-sxm and 2026-12-02 on the h200.")
+    line = gallery._quant_gpus(p.reset_index())
+    assert line.endswith("(cells measured 2026-12-06 on the h100-sxm and 2026-11-29 to 2026-12-02 on the h200).")
+

@@ -14,18 +14,20 @@ from decodegap.finding import Finding, span as _values
 from decodegap.stats import span as _span
 
 PAIR_COLUMNS = ["gpu_slow", "gpu_fast", "model", "ctx", "arm", "quant", "ms_slow", "ms_fast", "speedup",
-                "bandwidth_ratio", "gain_realised"]
+                "bandwidth_ratio", "gain_realised", "measured_slow", "measured_fast"]
 """One row per (GPU pair, model, context, path): `gpu_slow` the GPU of less datasheet bandwidth, its step `ms_slow`;
 `speedup` = ms_slow / ms_fast; `bandwidth_ratio` the fast GPU's datasheet bandwidth over the slow one's;
 `gain_realised` = ln(speedup) / ln(bandwidth_ratio), the share of the bandwidth gain the step realises: 1 where it
 scales with bandwidth, 0 where it does not move (something else binds), in log terms so that a ratio and its inverse
-weigh alike."""
+weigh alike. `measured_slow`, `measured_fast`: when each cell was measured (its `measured` in the cell table; empty
+without one): the two sides may be of different dates and code."""
 
 
-def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str) -> pd.DataFrame:
+def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str, cell_table: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every pair of GPUs that both have a path's step at the same model and context in `grid` (the steps on `arm`: columns gpu,
     model, ctx and one per path, ms; NaN where a cell is not counted), with the GPUs' datasheet bandwidths from
-    `specs` (data/specs/gpus.csv). Empty (with PAIR_COLUMNS) where no cell is on two GPUs."""
+    `specs` (data/specs/gpus.csv) and, from `cell_table` (quant_report.cells, where given), when each cell was
+    measured. Empty (with PAIR_COLUMNS) where no cell is on two GPUs."""
     if grid.empty or "gpu" not in grid:
         return pd.DataFrame(columns=PAIR_COLUMNS)
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"].astype(float)
@@ -33,6 +35,10 @@ def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str) -> pd.DataFrame:
     long = grid.melt(id_vars=["gpu", "model", "ctx"], value_vars=path_columns, var_name="quant",
                      value_name="ms").dropna(subset=["ms"])
     long = long[long["gpu"].isin(bandwidth.index)].assign(bandwidth=lambda d: d["gpu"].map(bandwidth))
+    when = {}
+    if cell_table is not None and not cell_table.empty and "measured" in cell_table:
+        on_arm = cell_table[(cell_table["arm"] == arm) & (cell_table["attn"] == "sdpa") & cell_table["t_obs_ms"].notna()]
+        when = {(r.gpu, r.model, int(r.ctx), r.quant): str(r.measured) for r in on_arm.itertuples()}
     rows = []
     for (model, ctx, key), cell in long.groupby(["model", "ctx", "quant"], sort=True):
         cell = cell.sort_values(["bandwidth", "gpu"]).reset_index(drop=True)
@@ -45,7 +51,9 @@ def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str) -> pd.DataFrame:
                 ratio = fast["bandwidth"] / slow["bandwidth"]
                 rows.append(dict(gpu_slow=slow["gpu"], gpu_fast=fast["gpu"], model=model, ctx=int(ctx), arm=arm, quant=key,
                                  ms_slow=float(slow["ms"]), ms_fast=float(fast["ms"]), speedup=speedup,
-                                 bandwidth_ratio=ratio, gain_realised=math.log(speedup) / math.log(ratio)))
+                                 bandwidth_ratio=ratio, gain_realised=math.log(speedup) / math.log(ratio),
+                                 measured_slow=when.get((slow["gpu"], model, int(ctx), key), ""),
+                                 measured_fast=when.get((fast["gpu"], model, int(ctx), key), "")))
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
@@ -64,7 +72,8 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
             out.append(Finding(
                 f"{fast} over {slow}, {model} {arm}, {key}: {_span(r['speedup'])}x faster over ctx {ctx}, "
                 f"realising {_span(r['gain_realised'] * 100, '.0f')} % of the gain of its {ratio:.2f}x datasheet bandwidth "
-                "(ln speed-up / ln bandwidth ratio: 100 % where the step scales with bandwidth, 0 % where it does not move).",
+                "(ln speed-up / ln bandwidth ratio: 100 % where the step scales with bandwidth, 0 % where it does not move)"
+                + _dates(r, slow, fast) + ".",
                 gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, quant=key, contexts=len(r), bandwidth_ratio=ratio,
                 **_values("speedup", r["speedup"]), **_values("gain_realised", r["gain_realised"])))
     return out
@@ -85,6 +94,19 @@ def widest_gap(pair_table: pd.DataFrame) -> pd.DataFrame:
                          ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
                          **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
                          **_values("bf16_gain_realised", bf16["gain_realised"]),
-                         **_values("quant_gain_realised", q["gain_realised"])))
+                         **_values("quant_gain_realised", q["gain_realised"]),
+                         measured=_dates(pd.concat([bf16, q]), slow, fast).removeprefix("; ")))
     return pd.DataFrame(rows)
+
+
+def _dates(rows: pd.DataFrame, slow: str, fast: str) -> str:
+    """"; measured <dates> on <slow> and <dates> on <fast>" from the pairs' `measured_*` (their days), or "" where
+    neither side has one."""
+    def days(col):
+        d = sorted({str(v)[:10] for v in rows[col] if isinstance(v, str) and v})
+        return d[0] if len(d) == 1 else f"{d[0]} to {d[-1]}" if d else "-"
+    slow_days, fast_days = days("measured_slow"), days("measured_fast")
+    if slow_days == fast_days == "-":
+        return ""
+    return f"; measured {slow_days} on the {slow} and {fast_days} on the {fast}"
 

@@ -224,7 +224,7 @@ def _tables(data, models, contexts, arms, table_model, grid_arm, group_size) -> 
         published_steps=published.select(pub, "quantisation", "step_ms")[["gpu", "arm", "quant", "value", "unit",
                                                                           "notes"]],
         check_coverage=quant_checks.coverage(cell_table),
-        grid=grid, gpu_pairs=quant_across_gpus.pairs(grid, specs, grid_arm),
+        grid=grid, gpu_pairs=quant_across_gpus.pairs(grid, specs, grid_arm, cell_table),
         coverage=quant_profile.coverage(cell_table, arms, list(models), measured),
         products=by_product, product_fits=quant_profile.product_fits(by_product, specs),
         casts=quant_profile.casts(breakdown, profile_configs),

@@ -189,7 +189,8 @@ def _quant_gpus(pair_table: pd.DataFrame) -> str:
                    f"{_span([g.bf16_speedup_min, g.bf16_speedup_max])}x faster in bf16 (realising "
                    f"{_span([100 * v for v in bf16], '.0f')} % of that gain) and "
                    f"{_span([g.quant_speedup_min, g.quant_speedup_max])}x with its fastest quantised path, "
-                   f"{g.fastest_quant} ({_span([100 * v for v in quant], '.0f')} %): {nearer}.")
+                   f"{g.fastest_quant} ({_span([100 * v for v in quant], '.0f')} %): {nearer}"
+                   + (f" (cells {g.measured})" if g.measured else "") + ".")
     return " ".join(out)
 
 

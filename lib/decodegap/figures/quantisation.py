@@ -123,8 +123,8 @@ def ms_vs_floor(table: pd.DataFrame, title: str = ""):
     subtitle = title or "median of session medians; black ticks: each path's floor"
     bare = _bf16_only(table, series, measured_gpus)
     if bare:
-        subtitle += (f"\n{', '.join(bare)}: bf16 only here, no quantised cell of this model measured "
-                     "(04_findings: its other models)")
+        subtitle += (f"\n{', '.join(bare)}: bf16 only here, no quantised cell of this model "
+                     "(other models: 04_quant_grid.png, 04_findings)")
     style.title(fig, "04_quant_ms_vs_floor.png", subtitle)
     fig.tight_layout()
     fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.9))
