@@ -24,10 +24,10 @@ without one): the two sides may be of different dates and code."""
 
 
 def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str, cell_table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every pair of GPUs that both have a path's step at the same model and context in `grid` (the steps on `arm`: columns gpu,
-    model, ctx and one per path, ms; NaN where a cell is not counted), with the GPUs' datasheet bandwidths from
-    `specs` (data/specs/gpus.csv) and, from `cell_table` (quant_report.cells, where given), when each cell was
-    measured. Empty (with PAIR_COLUMNS) where no cell is on two GPUs."""
+    """Every pair of GPUs that both have a path's step at the same model and context in `grid` (the steps on `arm`:
+    columns gpu, model, ctx and one per path, ms; NaN where a cell is not counted), with the GPUs' datasheet
+    bandwidths from `specs` (data/specs/gpus.csv) and, from `cell_table` (quant_report.cells, where given), when each
+    cell was measured. Empty (with PAIR_COLUMNS) where no cell is on two GPUs."""
     if grid.empty or "gpu" not in grid:
         return pd.DataFrame(columns=PAIR_COLUMNS)
     bandwidth = specs.set_index("gpu")["bandwidth_gbps"].astype(float)
@@ -37,7 +37,8 @@ def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str, cell_table: pd.Data
     long = long[long["gpu"].isin(bandwidth.index)].assign(bandwidth=lambda d: d["gpu"].map(bandwidth))
     when = {}
     if cell_table is not None and not cell_table.empty and "measured" in cell_table:
-        on_arm = cell_table[(cell_table["arm"] == arm) & (cell_table["attn"] == "sdpa") & cell_table["t_obs_ms"].notna()]
+        on_arm = cell_table[(cell_table["arm"] == arm) & (cell_table["attn"] == "sdpa")
+                            & cell_table["t_obs_ms"].notna()]
         when = {(r.gpu, r.model, int(r.ctx), r.quant): str(r.measured) for r in on_arm.itertuples()}
     rows = []
     for (model, ctx, key), cell in long.groupby(["model", "ctx", "quant"], sort=True):
@@ -49,8 +50,8 @@ def pairs(grid: pd.DataFrame, specs: pd.DataFrame, arm: str, cell_table: pd.Data
                     continue  # no bandwidth ratio to weigh the speed-up against
                 speedup = slow["ms"] / fast["ms"]
                 ratio = fast["bandwidth"] / slow["bandwidth"]
-                rows.append(dict(gpu_slow=slow["gpu"], gpu_fast=fast["gpu"], model=model, ctx=int(ctx), arm=arm, quant=key,
-                                 ms_slow=float(slow["ms"]), ms_fast=float(fast["ms"]), speedup=speedup,
+                rows.append(dict(gpu_slow=slow["gpu"], gpu_fast=fast["gpu"], model=model, ctx=int(ctx), arm=arm,
+                                 quant=key, ms_slow=float(slow["ms"]), ms_fast=float(fast["ms"]), speedup=speedup,
                                  bandwidth_ratio=ratio, gain_realised=math.log(speedup) / math.log(ratio),
                                  measured_slow=when.get((slow["gpu"], model, int(ctx), key), ""),
                                  measured_fast=when.get((fast["gpu"], model, int(ctx), key), "")))
@@ -71,8 +72,9 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
             r = g[g["quant"] == key]
             out.append(Finding(
                 f"{fast} over {slow}, {model} {arm}, {key}: {_span(r['speedup'])}x faster over ctx {ctx}, "
-                f"realising {_span(r['gain_realised'] * 100, '.0f')} % of the gain of its {ratio:.2f}x datasheet bandwidth "
-                "(ln speed-up / ln bandwidth ratio: 100 % where the step scales with bandwidth, 0 % where it does not move)"
+                f"realising {_span(r['gain_realised'] * 100, '.0f')} % of the gain of its {ratio:.2f}x datasheet "
+                "bandwidth (ln speed-up / ln bandwidth ratio: 100 % where the step scales with bandwidth, 0 % where it "
+                "does not move)"
                 + _dates(r, slow, fast) + ".",
                 gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, quant=key, contexts=len(r), bandwidth_ratio=ratio,
                 **_values("speedup", r["speedup"]), **_values("gain_realised", r["gain_realised"])))
@@ -81,8 +83,8 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
 
 def widest_gap(pair_table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's (lowest median ms on the fast GPU)
-    speed-up spans and the shares of the bandwidth gain they realise; the gallery's reading of the pair table. Empty where no pair has bf16 and a
-    quantised path."""
+    speed-up spans and the shares of the bandwidth gain they realise; the gallery's reading of the pair table. Empty
+    where no pair has bf16 and a quantised path."""
     rows = []
     for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
         bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
@@ -90,7 +92,8 @@ def widest_gap(pair_table: pd.DataFrame) -> pd.DataFrame:
             continue
         best = quantised.groupby("quant")["ms_fast"].median().sort_values().index[0]
         q = quantised[quantised["quant"] == best]
-        rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
+        rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm,
+                         bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
                          ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
                          **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
                          **_values("bf16_gain_realised", bf16["gain_realised"]),

@@ -161,8 +161,8 @@ def grid_lines(grid: pd.DataFrame, arm: str):
     axes[0][0].set_ylabel(f"ms per decode step ({arm})")
     handles = ([Line2D([], [], color=SERIES_COLORS[i % len(SERIES_COLORS)], marker="o", markersize=3, label=key)
                 for i, key in enumerate(paths)]
-               + [Line2D([], [], color="black", linestyle=GPU_LINESTYLES[i % len(GPU_LINESTYLES)], label=f"{gpu} (measured)")
-                  for i, gpu in enumerate(gpus)])
+               + [Line2D([], [], color="black", linestyle=GPU_LINESTYLES[i % len(GPU_LINESTYLES)],
+                         label=f"{gpu} (measured)") for i, gpu in enumerate(gpus)])
     style.title(fig, "04_quant_grid.png", f"{arm}, SDPA: median of session medians of counted cells\n"
                                           "a colour per path, a line style per GPU")
     fig.tight_layout()
