@@ -58,6 +58,7 @@ def test_a_lever_whose_processes_tuned_otherwise_is_listed_with_each_sets_time()
     assert m["in_table"] == ""
     text = tuner.findings(moves)[0]
     assert f"{100 * (2.12 / 1.965 - 1):.1f} % apart" in text and "7.9 % apart" in text
+    assert "{" not in text and "moved" not in text and "not a cause" in text  # every field filled; it describes
     assert "None of them has a table entry now" in text
     # the plain int4 GEMV lever reads the int4 GEMV's choices: the same sessions make two sets there
     plain = pd.DataFrame(_rows("graph", "int4-triton", {("sel", 0): 3.0, ("conf", 200): 3.1}))

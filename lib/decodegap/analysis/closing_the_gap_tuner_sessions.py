@@ -119,15 +119,18 @@ def _compact(config: str) -> str:
 
 
 def findings(moves: pd.DataFrame) -> list[str]:
-    """One sentence per lever and cell of tuner_moves, with the spread between its fastest and slowest set."""
+    """One sentence per lever and cell of tuner_moves, with the spread between its fastest and slowest set's medians;
+    it describes, it does not attribute: sessions that made the same choices differ too (host noise, the machine), so
+    the spread is not the tuner's alone. (Until 2026-12-06 the sentence said the tuner "moved" the lever.)"""
     out = []
     for r in moves.itertuples(index=False):
         spread = r.slowest_ms / r.fastest_ms - 1
         out.append(Finding(
-            f"The per-process tuner moved the {r.quant} lever {r.arm} at {r.model} ctx {r.ctx} on the {r.gpu}: its "
-            f"{r.sessions} sessions made {r.choice_sets} sets of choices on the products all of them tuned, "
-            f"{100 * spread:.1f} % apart. The products whose choice differed: {r.differing}; their configs in that "
-            f"order, fastest set first: {r.groups}. "
+            f"The {r.quant} lever {r.arm} at {r.model} ctx {r.ctx} on the {r.gpu}: its {r.sessions} sessions with "
+            f"the tuner's choices recorded made {r.choice_sets} sets of choices on the products all of them tuned, the "
+            f"sets' medians {100 * spread:.1f} % apart (descriptive, not a cause: host noise between processes moves a "
+            f"step too, the eager arm's most). The products whose choice differed: {r.differing}; their configs in "
+            f"that order, fastest set first: {r.groups}. "
             + _table_words(r),
             gpu=r.gpu, model=r.model, ctx=r.ctx, arm=r.arm, quant=r.quant, sessions=r.sessions,
             choice_sets=r.choice_sets, fastest_ms=r.fastest_ms, slowest_ms=r.slowest_ms, spread=spread))
