@@ -81,7 +81,7 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def widest_gap(pair_table: pd.DataFrame) -> pd.DataFrame:
+def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's (lowest median ms on the fast GPU)
     speed-up spans and the shares of the bandwidth gain they realise; the gallery's reading of the pair table. Empty
     where no pair has bf16 and a quantised path."""

@@ -341,7 +341,7 @@ def _why(arm: str, frac: float, saved: float, speed: float, r_floor: float, bf16
                                                           if speed < 1 else ""),
                 dict(why="launch-bound", **bf16_r_floor, **launch, **slower))
     eager = (f"; the eager step is not launch-bound here (bf16 {_span(bf16['eager_over_graph'])}x its graph arm's "
-             f"time, launch share {share:.2f}, below {LAUNCH_BOUND_SHARE:g})" if launch and share == share else "")
+             f"time, launch share {share:.2f}, below {LAUNCH_BOUND_SHARE:g})" if launch and pd.notna(share) else "")
     if saved >= REALISED_YES:
         return (f"it saves {saved:.2f} ms per ms its own floor drops, but bf16's {'eager' if launch else 'graphed'} "
                 f"step is only R_floor {_span(bf16['r_floor_quant'])} of its floor: the part above the floor (launches, "
@@ -358,7 +358,7 @@ def launch_share(bf16: pd.DataFrame) -> float:
     """bf16's launch share of the eager step, (eager - graph) / eager = 1 - 1 / eager_over_graph, median over the
     cell's bf16 rows (`eager_over_graph`: the eager step over the graph arm's, of the same model); NaN without a
     graph arm."""
-    ratio = pd.to_numeric(bf16.get("eager_over_graph", pd.Series(dtype=float)), errors="coerce").dropna()
+    ratio = pd.to_numeric(bf16["eager_over_graph"], errors="coerce").dropna()
     return float(1 - 1 / ratio.median()) if not ratio.empty else float("nan")
 
 

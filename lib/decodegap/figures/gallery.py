@@ -173,7 +173,7 @@ def _quant_gpus(pair_table: pd.DataFrame) -> str:
     """04_quant_grid's line: per GPU pair, model and arm of notebook 04's pair table (quant_across_gpus.pairs),
     bf16's and the fastest quantised path's speed-up on the faster GPU and the share of its bandwidth gain each
     realises, and which is nearer bandwidth-bound (overlapping spans: neither)."""
-    gaps = quant_across_gpus.widest_gap(pair_table)
+    gaps = quant_across_gpus.bf16_and_fastest_quant(pair_table)
     if gaps.empty:
         return ("No quantised cell is measured on two GPUs yet: a second GPU's notebook 04 sweep adds its lines and "
                 "each path's speed-up against the bandwidth ratio.")
