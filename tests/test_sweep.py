@@ -127,7 +127,8 @@ def test_env_json_records_the_run(swept):
     assert entry["rows_written"] == {"decode": N_OK + N_WARMUP + N_GRAPH, "verify": 2}
     assert sorted(entry["sessions"]) == ["0", "1"]
     for s in ("0", "1"):
-        assert set(entry["sessions"][s]) == {"before", "after", "timing", "rows"}
+        assert set(entry["sessions"][s]) == {"before", "after", "timing", "rows", "finished"}
+        assert entry["sessions"][s]["finished"] is True
         assert entry["sessions"][s]["rows"] == (N_OK + N_WARMUP + N_GRAPH) // 2 == 18  # what each session wrote
         timing = entry["sessions"][s]["timing"]  # where the session process's wall time went
         assert set(timing["build_s"]) == set(timing["cells_s"]) == set(PLAN.models)
@@ -456,6 +457,47 @@ def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_pat
     env = json.loads((raw(data_dir) / "env.json").read_text())
     (entry,) = env.values()
     assert entry["sessions"]["0"]["rows"] == len(frame) == 7
+
+
+KILL_PARENT = '''
+import os, signal
+from decodegap.harness import decode
+_run_arm = decode.run_arm
+def run_arm(model, arm, ctx, *args, **kwargs):
+    if model.config.model_type == "mistral":  # the second model: the sweep is killed, as a step's time limit does
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(9)
+    return _run_arm(model, arm, ctx, *args, **kwargs)
+decode.run_arm = run_arm
+'''
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_between_models_keeps_its_sessions_record(data_dir, tmp_path):
+    """A step's time limit kills the sweep and its session process at once: the session's env.json record of the
+    models it finished survives (timing, the tuner's choices, its rows), marked unfinished, and check accepts it."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_PARENT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
+            "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
+            "--warmup", "1", "--no-progress"]
+    out = subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == -9, out.stderr  # the parent was killed: nothing after that ran
+    frame = records.read_csv(raw(data_dir) / "decode.csv")
+    assert frame["model"].tolist() == ["llama-tiny"] * 3  # warmup + 2 steps, then the kill
+    (run_id, entry), = json.loads((raw(data_dir) / "env.json").read_text()).items()
+    assert "rows_written" not in entry  # the run's end was never reached
+    record = entry["sessions"]["0"]
+    assert record["finished"] is False and "after" not in record
+    assert record["rows"] == 3
+    assert set(record["timing"]["build_s"]) == set(record["timing"]["cells_s"]) == {"llama-tiny"}
+    assert record["timing"]["total_s"] >= record["timing"]["cells_s"]["llama-tiny"] > 0
+    check = subprocess.run([sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "check"],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert check.returncode == 0, check.stderr
 
 
 @pytest.mark.slow

@@ -205,7 +205,8 @@ def devices_of_the_folder(env_path: Path, env: dict) -> None:
 
 
 def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
-    """Every session env.json records as finished (an entry's `sessions`, written after the session's rows) has rows in
+    """Every session env.json records (an entry's `sessions`, each written after the rows it counts: as its process
+    reports, `finished` false, and when the process has ended, `finished` true) has rows in
     its experiment's CSV beside it (`frames`: {csv path: its rows}), where that CSV is there: a file cut at a line's end
     (a copy stopped, an edit, `check --repair` of a file cut far from its end) loses whole runs and sessions, which
     this finds; so does a session with fewer rows than its entry's `rows` (the rows its processes wrote, recorded by

@@ -174,9 +174,10 @@ def _forced_check(row_of, ctx: int, failed_reason: str, what: str, rows: list, f
 
 
 def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
-    """Body of one fresh session process: measure every pending cell of `session`, model by model. At the
-    end it reports where its wall time went (`@@timing`: start-up, imports, model builds, cells), which
-    the parent keeps in env.json."""
+    """Body of one fresh session process: measure every pending cell of `session`, model by model. After each
+    model, and at the end, it reports where its wall time went so far (`@@timing`: start-up, imports, model builds,
+    cells, the total and the tuner's choices), which the parent keeps in env.json as it comes: a sweep cut between
+    models (a step's time limit kills parent and session alike) keeps the record of the models it finished."""
     spawned = float(os.environ.get(SPAWNED_AT, time.time()))
     began = time.time()
     import torch
@@ -208,6 +209,7 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
                 _say("done", session, cell)
             model = None
             free_device_memory(plan.device)
+            _report(timing, spawned)
             continue
         timing["build_s"][model_key] = time.time() - t0
         t0 = time.time()
@@ -226,9 +228,16 @@ def run_session(plan: SweepPlan, session: int, run_id: str, data=None) -> None:
         decode.release_compiled()
         del model
         free_device_memory(plan.device)
+        _report(timing, spawned)
+    _report(timing, spawned)
+
+
+def _report(timing: dict, spawned: float) -> None:
+    """One `@@timing` line: `timing` so far, its total the wall time since the process was spawned, and the launch
+    configs the tuned kernels chose in this process so far (each session tunes again)."""
     timing["total_s"] = time.time() - spawned
     tuned = tuned_choices()
-    if tuned:  # the launch configs the tuned kernels chose in this process (each session tunes again)
+    if tuned:
         timing["tuned"] = tuned
     print("@@timing " + json.dumps({k: v if k == "tuned" else _rounded(v) for k, v in timing.items()}), flush=True)
 

@@ -257,7 +257,18 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
                                    "that made no progress; see their output above")
             last_left = left
             before = hardware.gpu_state()
-            current, finished, timing = _spawn_session(plan, session, run_id, data, bar)
+
+            def record(timing, finished: bool, session=session, before=before) -> None:
+                """The session's env.json record: written at each `@@timing` report of its process (finished:
+                False, the rows written so far) and when the process has ended (finished: True, the GPU's state
+                after it), so a sweep killed between models keeps what its session reported (rows: what check
+                counts again)."""
+                runs.update_env(plan.gpu, data, run_id, sessions={str(session): {
+                    "before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
+                    "rows": runs.rows_of_run(path, run_id, session), "finished": finished}})
+
+            current, finished, timing = _spawn_session(plan, session, run_id, data, bar,
+                                                       lambda t: record(t, False))
             if current is not None:  # the process died inside a cell: record it and go on
                 records.append_rows(path, schema, status_rows(
                     plan, run_id, session, current, "error",
@@ -266,14 +277,13 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
-            runs.update_env(plan.gpu, data, run_id, sessions={str(session): {  # rows: what check counts again
-                "before": before, "after": hardware.gpu_state(), "timing": timing,
-                "rows": runs.rows_of_run(path, run_id, session)}})
+            record(timing, True)
     bar.close()
 
 
-def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
-    """Run one session process; returns (cell it died in or None, exit code, its @@timing report or None)."""
+def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar, on_timing=None):
+    """Run one session process; returns (cell it died in or None, exit code, its last @@timing report or None).
+    `on_timing(report)` is called with each report as it comes."""
     cmd = [sys.executable, "-m", "decodegap"] + (["--data-dir", str(data)] if data is not None else [])
     cmd += ["_session", "--plan", plan.to_json(), "--session", str(session), "--run-id", run_id]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{SPAWNED_AT: repr(time.time())})
@@ -288,6 +298,8 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar):
             bar.update(1)
         elif line.startswith("@@timing "):
             timing = json.loads(line[9:])
+            if on_timing is not None:
+                on_timing(timing)
         else:
             sys.stdout.write(line)
     code = proc.wait()
