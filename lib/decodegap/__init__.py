@@ -121,6 +121,7 @@ claims: the claims table (figures/claims.md)
   claims/cuda_graphs_ab     rows of result 2
   claims/attention_backends  rows of result 3
   claims/quantisation       rows of result 4
+  claims/quant_across_gpus  our claim on result 4's grid across two fast GPUs (R4o), judged on rows after it
   claims/cost               rows of result 5
   claims/where_the_thesis_ends  rows of the scope: batch, model size, the two-term step model
 figures: DataFrames to figures

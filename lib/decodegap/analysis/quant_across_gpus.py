@@ -90,7 +90,7 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
         bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
         if bf16.empty or quantised.empty:
             continue
-        best = quantised.groupby("quant")["ms_fast"].median().sort_values().index[0]
+        best = fastest_quant(g)
         q = quantised[quantised["quant"] == best]
         rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm,
                          bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
@@ -100,6 +100,15 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
                          **_values("quant_gain_realised", q["gain_realised"]),
                          measured=_dates(pd.concat([bf16, q]), slow, fast).removeprefix("; ")))
     return pd.DataFrame(rows)
+
+
+def fastest_quant(group: pd.DataFrame) -> str | None:
+    """The fastest checked non-bf16 path of one (GPU pair, model, arm) of the pair table: the lowest median step on
+    the faster GPU over the contexts (ties: the path named first); None without a quantised path."""
+    quantised = group[group["quant"] != "bf16"]
+    if quantised.empty:
+        return None
+    return quantised.groupby("quant")["ms_fast"].median().sort_values(kind="stable").index[0]
 
 
 def _dates(rows: pd.DataFrame, slow: str, fast: str) -> str:

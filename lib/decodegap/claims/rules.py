@@ -172,6 +172,11 @@ NEW_TOL_REASON = ("the rule was about the old tolerance: it judged the latest mo
                   "joined, the one definition every reader uses (checked.quantised_checks)")
 
 
+GRID_CELLS = Rows("decode.csv", "notebook 04's grid: every path's cells on its grid arm (lean_attn_graph), each with "
+                  "the checks of its own run (quant_profile.grid)", "arm == 'lean_attn_graph' and attn == 'sdpa' and "
+                  "status == 'ok'", "one sweep per cell")
+
+
 # notebook 07's sweeps number their sessions in a band of their own (decodegap.sessions.SCOPE), apart from every other
 # sweep's sessions of the same cells: the rows of its batch and size axes, and no others
 SCOPE_CELLS = Rows("decode.csv", "notebook 07's cells: the rows of its batch and size sweeps (sessions numbered "
@@ -574,6 +579,29 @@ RULES: tuple[Rule, ...] = (
          "L4 bf16 / L4 ExLlamaV2 against L4 bf16 / H100 eager and / H100 graph.",
          (P("quantisation step_ms"),), (), "none stated.", "kernel > both upgrades.", "kernel < one.", "-",
          (PAPER,), (Change("2026-12-01T09:07", "1d537ef", "introduced", "the same", "contradicted"), _reg(fp="299dab7593145692"))),
+    Rule("R4o", "Our claim: between two fast GPUs, the fastest quantised step realises less of the faster GPU's "
+         "bandwidth gain than the bf16 step (the quantised step is further from bandwidth-bound).",
+         "per pair of GPUs of notebook 04's grid, both at or above fast_gbps datasheet bandwidth and of different "
+         "bandwidths, per model, on the grid arm `arm`: gain_realised = ln(ms_slow / ms_fast) / ln(bandwidth_fast / "
+         "bandwidth_slow) at each context both GPUs have (a cell: the median step of its sessions, counted only when "
+         "checked in its own run), for bf16 and for the fastest checked quantised path (the lowest median step on the "
+         "faster GPU over the contexts: quant_across_gpus.fastest_quant). A (pair, model) is judged only when its bf16 "
+         "and fastest-path cells on one of the two GPUs were all measured after this rule was fixed; the others are "
+         "shown, not judged (Llama-3.1-8B's pair, H100 SXM and H200, was seen before the rule was written).",
+         (GRID_CELLS, VERIFY_IN_RUN, Rows(SPECS, "datasheet bandwidth")),
+         (("fast_gbps", 3350.0), ("arm", Ref("decodegap.experiments.quantisation", "GRID_ARM")),
+          ("min_contexts", 2)),
+         "the span over the contexts of each path's gain_realised (one median a cell: the contexts' spread stands "
+         "for the noise between cells), on both sides.",
+         "the quantised path's max gain_realised < bf16's min gain_realised in every judged (pair, model).",
+         "the quantised path's min gain_realised > bf16's max gain_realised in one judged (pair, model).",
+         "every judged (pair, model) with both paths at min_contexts contexts or more; none: not testable.",
+         (METHOD,),
+         (Change("2026-12-06T19:49", THIS_COMMIT, "introduced before the rows it judges: no (pair, model) has a side "
+                 "measured after it (the H100 SXM's notebook 04 cells of Mistral-7B-v0.3 and Qwen2.5-7B, whose H200 "
+                 "side exists, are not measured yet); Llama-3.1-8B's pair, seen (bf16 64-66 % of the gain, "
+                 "int4-triton 23-28 %), is shown, never judged", "as stated in the fields",
+                 fingerprint="24b44ade2ef82a5b"),)),
     Rule("R5", "L4 ~6x cheaper per token than graphed H100.", "cheapest L4 configuration's $/Mtok against the "
          "graphed H100's at the listed prices.", (P("cost cost_ratio"), Rows(PRICES, "Modal, 2026-05-07")), ABOUT,
          "none stated.", "within rel_tol of 6.", "outside.", "one pair.", (CLAIM_GPU, PAPER), (START, _reg(fp="c888b47c00407f9b"))),

@@ -4,9 +4,9 @@ typed by hand).
 
 claims.evidence.collect reads the tables of notebooks 01-05 and 07 through their experiments, `build` makes the rows, one
 module per section of the paper: thesis (T), method (M, S), roofline (R1, N1), cuda_graphs_ab (R2),
-attention_backends (R3), quantisation (R4, QT), cost (R5). Each row's rule is data (claims.rules: statistic, rows,
-thresholds, noise on both sides, aggregate, sources, history); the label comes from the rule applied to each source
-the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
+attention_backends (R3), quantisation (R4, QT), quant_across_gpus (R4o), cost (R5). Each row's rule is data
+(claims.rules: statistic, rows, thresholds, noise on both sides, aggregate, sources, history); the label comes from
+the rule applied to each source the rule names (claims.verdicts). `write` writes figures/claims.csv and figures/claims.md: the vocabulary, the
 counts, the findings, the method checks apart, and every rule with its history, flagged where it was fixed after the
 rows it reads (claims.provenance); `claim_counts` reads the counts back from claims.csv in the README's words.
 """
@@ -20,7 +20,8 @@ import pandas as pd
 from decodegap import paths
 from decodegap.claims import (attention_backends as claims_attention, cost as claims_cost,
                               cuda_graphs_ab as claims_graphs, method as claims_method, provenance,
-                              one_left_out, quantisation as claims_quant, remeasure, roofline as claims_roofline, rules,
+                              one_left_out, quant_across_gpus as claims_quant_gpus, quantisation as claims_quant,
+                              remeasure, roofline as claims_roofline, rules,
                               thesis as claims_thesis,
                               where_the_thesis_ends as claims_scope)
 from decodegap.claims.evidence import Evidence
@@ -28,12 +29,14 @@ from decodegap.claims.verdicts import CATEGORIES, COLUMNS, METHOD_CATEGORIES, SE
 
 
 SECTIONS = (claims_thesis.thesis, claims_method.method, claims_roofline.inverted_ladder, claims_graphs.cuda_graphs,
-            claims_attention.attention_backends, claims_quant.quantisation, claims_cost.cost_claim,
+            claims_attention.attention_backends, claims_quant.quantisation,
+            claims_quant_gpus.quant_across_gpus_claim, claims_cost.cost_claim,
             claims_cost.cost_claim_measured, claims_scope.where_the_thesis_ends, claims_method.scope)
 """The rows' makers, in the table's order: each makes the rows (COLUMNS) of its rules from the evidence."""
 
 
-QUANT_SECTIONS = (claims_thesis.thesis, claims_method.method, claims_quant.quantisation)
+QUANT_SECTIONS = (claims_thesis.thesis, claims_method.method, claims_quant.quantisation,
+                  claims_quant_gpus.quant_across_gpus_claim)
 """The sections whose rules read notebook 04's cells (Evidence.quant_cells: T3a, M8, R4*, QT): the only rows a
 quantised session left out can change (claims.one_left_out)."""
 

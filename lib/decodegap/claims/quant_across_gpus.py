@@ -1,0 +1,94 @@
+"""R4o, our claim on notebook 04's grid across GPUs: between two fast GPUs, the fastest quantised step realises less
+of the faster GPU's bandwidth gain than bf16 does (analysis.quant_across_gpus: gain_realised = ln speed-up / ln
+bandwidth ratio). The rule was written after one pair of cells was seen (Llama-3.1-8B on the H100 SXM and the
+H200), so it judges only a (GPU pair, model) whose cells on one side were all measured after the rule was fixed;
+the others are shown beside the verdict, never counted. A method check (the package's own statement)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from decodegap.analysis import quant_across_gpus, quant_profile
+from decodegap.claims import rules
+from decodegap.claims.evidence import Evidence
+from decodegap.claims.rules import METHOD
+from decodegap.claims.verdicts import NOT_TESTABLE, Judged, all_of, row, two_sided
+from decodegap.stats import span
+
+RULE = "R4o"
+
+
+def _minute(measured: str) -> str:
+    """A cell's `measured` ('YYYY-MM-DD HH:MM UTC', checked.measured_at) as a rule date (YYYY-MM-DDTHH:MM); '' for
+    anything else (a run id without a start time)."""
+    m = str(measured)
+    return f"{m[:10]}T{m[11:16]}" if len(m) >= 16 and m[4] == "-" and m[13] == ":" else ""
+
+
+def after_fixing(cells: pd.DataFrame, fixed: str) -> dict[str, bool]:
+    """{'slow': ..., 'fast': ...}: whether every one of `cells`' cells on that side of the pair (pair-table rows)
+    was measured after `fixed` (a rule date, YYYY-MM-DDTHH:MM); a side without a date was not."""
+    return {side: bool(len(cells)) and all(_minute(v) > fixed for v in cells[f"measured_{side}"])
+            for side in ("slow", "fast")}
+
+
+def judged_pairs(pair_table: pd.DataFrame, fixed: str, min_contexts: int) -> pd.DataFrame:
+    """Per (GPU pair, model, arm) of `pair_table` (quant_across_gpus.pairs) with bf16 and a quantised path: the
+    fastest quantised path, the two gain_realised spans, whether it is judged (a side measured after `fixed`, both
+    paths at `min_contexts` contexts or more; `why_not` says why not) and its outcome."""
+    rows = []
+    for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
+        best = quant_across_gpus.fastest_quant(g)
+        b, q = g[g["quant"] == "bf16"], g[g["quant"] == best]
+        if b.empty or best is None:
+            continue
+        new = after_fixing(pd.concat([b, q]), fixed)
+        few = min(len(b), len(q)) < min_contexts
+        why_not = ("both sides measured before the rule" if not any(new.values())
+                   else f"fewer than {min_contexts} contexts" if few else "")
+        outcome = (two_sided(q["gain_realised"].max() < b["gain_realised"].min(),
+                             q["gain_realised"].min() > b["gain_realised"].max()) if not why_not else NOT_TESTABLE)
+        rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, fastest_quant=best,
+                         bf16_min=b["gain_realised"].min(), bf16_max=b["gain_realised"].max(),
+                         quant_min=q["gain_realised"].min(), quant_max=q["gain_realised"].max(),
+                         contexts=min(len(b), len(q)), judged=not why_not, why_not=why_not, outcome=outcome))
+    return pd.DataFrame(rows, columns=["gpu_slow", "gpu_fast", "model", "arm", "fastest_quant", "bf16_min", "bf16_max",
+                                       "quant_min", "quant_max", "contexts", "judged", "why_not", "outcome"])
+
+
+def _pair_table(ev: Evidence, fast_gbps: float, arm: str) -> pd.DataFrame:
+    """notebook 04's pair table (quant_across_gpus.pairs of the grid on `arm`) over the GPUs at or above `fast_gbps`."""
+    cells = ev.quant_cells
+    if cells.empty:
+        return pd.DataFrame(columns=quant_across_gpus.PAIR_COLUMNS)
+    fast = set(ev.specs.loc[ev.specs["bandwidth_gbps"].astype(float) >= fast_gbps, "gpu"])
+    grid = quant_profile.grid(cells, arm)
+    grid = grid.reset_index() if not grid.empty else grid
+    grid = grid[grid["gpu"].isin(fast)] if not grid.empty else grid
+    return quant_across_gpus.pairs(grid, ev.specs, arm, cells)
+
+
+def _words(r) -> str:
+    return (f"{r.gpu_fast} over {r.gpu_slow}, {r.model} ({r.contexts} contexts): bf16 "
+            f"{span(pd.Series([r.bf16_min, r.bf16_max]) * 100, '.0f')} %, {r.fastest_quant} "
+            f"{span(pd.Series([r.quant_min, r.quant_max]) * 100, '.0f')} %"
+            + (f" ({r.outcome})" if r.judged else f" (shown, not judged: {r.why_not})"))
+
+
+def quant_across_gpus_claim(ev: Evidence) -> list[dict]:
+    rule = rules.get(RULE)
+    fast_gbps, arm, n_min = float(rule.t("fast_gbps")), str(rule.t("arm")), int(rule.t("min_contexts"))
+    table = judged_pairs(_pair_table(ev, fast_gbps, arm), rule.fixed.date, n_min)
+    judged = table[table["judged"]]
+    outcome = all_of(judged["outcome"]) if not judged.empty else NOT_TESTABLE
+    gpus = sorted(set(table["gpu_slow"]) | set(table["gpu_fast"]))
+    return [row(RULE, "ours", "Between two fast GPUs, the fastest quantised step realises less of the faster GPU's "
+                "bandwidth gain than the bf16 step: it is further from bandwidth-bound.", "-",
+                "; ".join(_words(r) for r in judged.itertuples()) or "-", ", ".join(gpus) or "-",
+                Judged(METHOD, outcome),
+                f"Share of the bandwidth gain realised (ln speed-up / ln datasheet bandwidth ratio) on {arm}, per GPU "
+                f"pair at or above {fast_gbps:g} GB/s and model, bf16 against the fastest checked quantised path, "
+                f"over the contexts both GPUs have (notebook 04's figure 04_quant_grid). Judged only where one side's "
+                f"cells were all measured after the rule was fixed ({rule.fixed.date}): "
+                + ("; ".join(_words(r) for r in table.itertuples()) if not table.empty
+                   else "no cell of the grid is on two such GPUs") + ".")]

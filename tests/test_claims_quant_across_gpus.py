@@ -1,0 +1,89 @@
+"""R4o (claims.quant_across_gpus): the share of the bandwidth gain bf16 and the fastest quantised path realise
+between two fast GPUs, judged only where one side was measured after the rule; hand-made pair tables."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from decodegap.analysis import quant_across_gpus
+from decodegap.claims import quant_across_gpus as claim, rules
+from decodegap.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
+
+FIXED = "2026-12-06T19:49"
+BEFORE, AFTER = "2026-12-03 10:00 UTC", "2026-12-06 20:30 UTC"
+RATIO = 4800 / 3350
+
+
+def grid(ms_slow: dict, ms_fast: dict) -> pd.DataFrame:
+    """A grid (gpu, model, ctx, one column per path) of one model at two contexts from {path: (ms ctx 2048, ms ctx
+    4096)} on the slow GPU (h100-sxm) and the fast one (h200)."""
+    rows = []
+    for gpu, ms in (("h100-sxm", ms_slow), ("h200", ms_fast)):
+        for i, ctx in enumerate((2048, 4096)):
+            rows.append(dict(gpu=gpu, model="m", ctx=ctx, **{p: v[i] for p, v in ms.items()}))
+    return pd.DataFrame(rows)
+
+
+SPECS = pd.DataFrame(dict(gpu=["h100-sxm", "h200"], bandwidth_gbps=[3350.0, 4800.0]))
+
+
+def pair_table(ms_slow, ms_fast, measured_slow=BEFORE, measured_fast=BEFORE) -> pd.DataFrame:
+    t = quant_across_gpus.pairs(grid(ms_slow, ms_fast), SPECS, "lean_attn_graph")
+    return t.assign(measured_slow=measured_slow, measured_fast=measured_fast)
+
+
+def test_gain_realised_by_hand():
+    # bf16 1.2x faster on the H200, int4 1.05x: ln 1.2 / ln(4800/3350) = 0.5069, ln 1.05 / ln(...) = 0.1357
+    t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
+                   measured_slow=AFTER)
+    (r,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert r.bf16_min == pytest.approx(math.log(1.2) / math.log(RATIO)) == pytest.approx(0.5069, abs=1e-4)
+    assert r.quant_max == pytest.approx(math.log(1.05) / math.log(RATIO)) == pytest.approx(0.1357, abs=1e-4)
+    assert (r.fastest_quant, r.contexts, r.judged, r.outcome) == ("int4-triton", 2, True, HOLDS)
+
+
+def test_fails_when_the_quantised_step_realises_more_beyond_the_spans():
+    t = pair_table({"bf16": (11.0, 11.5), "int4-triton": (7.2, 7.4)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
+                   measured_fast=AFTER)
+    (r,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert r.quant_min > r.bf16_max and r.outcome == FAILS
+
+
+def test_overlapping_spans_are_inconclusive():
+    # bf16 1.1x to 1.3x, int4 1.2x at both contexts: inside bf16's span
+    t = pair_table({"bf16": (11.0, 13.0), "int4-triton": (7.2, 7.2)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
+                   measured_slow=AFTER)
+    (r,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert r.outcome == INCONCLUSIVE
+
+
+def test_pairs_seen_before_the_rule_are_shown_not_judged():
+    t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)})
+    (r,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert (r.judged, r.outcome, r.why_not) == (False, NOT_TESTABLE, "both sides measured before the rule")
+    # one cell of the new side measured before the rule: that side is not all new
+    t.loc[0, "measured_slow"] = AFTER
+    assert not claim.judged_pairs(t, FIXED, 2)["judged"].any()
+    assert claim.after_fixing(t.assign(measured_slow=AFTER), FIXED) == {"slow": True, "fast": False}
+    assert claim.after_fixing(t.assign(measured_slow=f"{FIXED[:10]} {FIXED[11:]} UTC"), FIXED)["slow"] is False  # not after
+
+
+def test_the_fastest_quantised_path_is_the_fastest_on_the_faster_gpu():
+    t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3), "int4-tinygemm": (5.0, 5.0)},
+                   {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0), "int4-tinygemm": (6.1, 6.1)}, measured_slow=AFTER)
+    (r,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert r.fastest_quant == "int4-triton"  # fastest on the h200, though tinygemm is faster on the h100
+
+
+def test_one_context_is_too_few():
+    t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
+                   measured_slow=AFTER)
+    (r,) = claim.judged_pairs(t[t["ctx"] == 2048], FIXED, 2).itertuples()
+    assert (r.judged, r.outcome, r.why_not) == (False, NOT_TESTABLE, "fewer than 2 contexts")
+
+
+def test_the_rule_is_fixed_before_the_cells_it_could_judge():
+    r = rules.get("R4o")
+    assert r.fixed.date == FIXED and r.sources == (rules.METHOD,)
+    assert (r.t("fast_gbps"), r.t("arm"), r.t("min_contexts")) == (3350.0, "lean_attn_graph", 2)
