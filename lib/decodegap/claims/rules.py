@@ -597,7 +597,7 @@ RULES: tuple[Rule, ...] = (
          "the quantised path's min gain_realised > bf16's max gain_realised in one judged (pair, model).",
          "every judged (pair, model) with both paths at min_contexts contexts or more; none: not testable.",
          (METHOD,),
-         (Change("2026-12-06T19:49", THIS_COMMIT, "introduced before the rows it judges: no (pair, model) has a side "
+         (Change("2026-12-06T19:49", "00978e9", "introduced before the rows it judges: no (pair, model) has a side "
                  "measured after it (the H100 SXM's notebook 04 cells of Mistral-7B-v0.3 and Qwen2.5-7B, whose H200 "
                  "side exists, are not measured yet); Llama-3.1-8B's pair, seen (bf16 64-66 % of the gain, "
                  "int4-triton 23-28 %), is shown, never judged", "as stated in the fields",
