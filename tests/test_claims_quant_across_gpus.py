@@ -87,3 +87,25 @@ def test_the_rule_is_fixed_before_the_cells_it_could_judge():
     r = rules.get("R4o")
     assert r.fixed.date == FIXED and r.sources == (rules.METHOD,)
     assert (r.t("fast_gbps"), r.t("arm"), r.t("min_contexts")) == (3350.0, "lean_attn_graph", 2)
+
+
+def test_the_claims_row_judges_only_fast_pairs_measured_after_the_rule():
+    """The row from notebook 04's cells: the L4 (below fast_gbps) is no side of a pair; Llama's pair, both sides
+    before the rule, is shown; Mistral's, its H100 side after the rule, is judged (bf16 1.2x, int4 1.05x: met)."""
+    from types import SimpleNamespace
+
+    fixed = rules.get("R4o").fixed.date
+    later = f"{fixed[:10]} 23:59 UTC"
+    ms = {("l4", "bf16"): 60.0, ("l4", "int4-triton"): 20.0, ("h100-sxm", "bf16"): 12.0,
+          ("h100-sxm", "int4-triton"): 6.3, ("h200", "bf16"): 10.0, ("h200", "int4-triton"): 6.0}
+    cells = pd.DataFrame([dict(gpu=g, model=m, ctx=c, arm="lean_attn_graph", attn="sdpa", quant=q, t_obs_ms=v,
+                               status="ok", check_failed=False,
+                               measured=later if (m, g) == ("mistral-7b-v0.3", "h100-sxm") else BEFORE)
+                          for (g, q), v in ms.items() for m in ("llama-3.1-8b", "mistral-7b-v0.3")
+                          for c in (2048, 4096)])
+    specs = pd.DataFrame(dict(gpu=["l4", "h100-sxm", "h200"], bandwidth_gbps=[300.0, 3350.0, 4800.0]))
+    (r,) = claim.quant_across_gpus_claim(SimpleNamespace(quant_cells=cells, specs=specs))
+    assert r["verdict"] == "method check: met" and r["hardware"] == "h100-sxm, h200"
+    assert r["ours"] == "h200 over h100-sxm, mistral-7b-v0.3 (2 contexts): bf16 51 %, int4-triton 14 % (holds)"
+    assert "llama-3.1-8b (2 contexts): bf16 51 %, int4-triton 14 % (shown, not judged" in r["evidence"]
+    assert "l4" not in r["evidence"]
