@@ -1071,3 +1071,13 @@ def test_one_left_out_names_a_verdict_carried_by_one_quantised_session(evidence)
     assert _row(carried, "T3a")["category"] == INCONCLUSIVE
     text = _left_out_text(carried, claims_thesis.thesis, "T3a")
     assert f"without h100-sxm quantised session 2 of run {run}: {verdicts.REPRODUCED}" in text
+
+
+def test_claims_markdown_keeps_a_commit_that_reads_as_a_number():
+    """A short commit of digits and one 'e' (00978e9) is text, not 9.78e+11."""
+    import pandas as pd
+
+    from decodegap.claims import table
+
+    md = table._md(pd.DataFrame(dict(date=["2026-12-06T19:49"], commit=["00978e9"])))
+    assert "| 00978e9  |" in md and "e+" not in md

@@ -144,7 +144,8 @@ FINDING_COLUMNS = ["id", "claim", "statement", "published", "ours", "hardware", 
 
 
 def _md(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False) + "\n"
+    """`frame` as a markdown table, every cell as the text it holds (a commit such as 00978e9 is no number)."""
+    return frame.to_markdown(index=False, disable_numparse=True) + "\n"
 
 
 def history_markdown(table: pd.DataFrame) -> str:
