@@ -459,6 +459,37 @@ def test_a_session_that_dies_inside_a_cell_leaves_an_error_row(data_dir, tmp_pat
     assert entry["sessions"]["0"]["rows"] == len(frame) == 7
 
 
+DIE_IN_MISTRAL = '''
+import os
+from decodegap.harness import decode
+_run_arm = decode.run_arm
+def run_arm(model, arm, ctx, *args, **kwargs):
+    if model.config.model_type == "mistral" and ctx == 32:
+        os._exit(3)
+    return _run_arm(model, arm, ctx, *args, **kwargs)
+decode.run_arm = run_arm
+'''
+
+
+@pytest.mark.slow
+def test_a_session_that_takes_two_processes_keeps_both_records(data_dir, tmp_path, monkeypatch):
+    """The first process reports llama-tiny and dies inside mistral-tiny's ctx 32 cell; the second measures the rest
+    (mistral-tiny at ctx 48). The session's record is the second process's, the first's kept beside it."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(DIE_IN_MISTRAL)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    plan = sweep.SweepPlan(gpu="cpu-test", models=("llama-tiny", "mistral-tiny"), contexts=(16, 32, 48),
+                           arms=("eager",), sessions=1, steps=2, warmup=1, device="cpu")
+    sweep.run_sweep(plan, data_dir, progress=False)
+    (entry,) = json.loads((raw(data_dir) / "env.json").read_text()).values()
+    record = entry["sessions"]["0"]
+    assert record["finished"] is True and set(record["timing"]["build_s"]) == {"mistral-tiny"}
+    (first,) = record["earlier_processes"]
+    assert set(first) == {"before", "after", "timing"} and set(first["timing"]["build_s"]) == {"llama-tiny"}
+    assert record["rows"] == 3 * 3 + 3 + 1 + 3  # llama 3 cells, mistral 16, the error row, mistral 48
+
+
 KILL_PARENT = '''
 import os, signal
 from decodegap.harness import decode

@@ -25,7 +25,9 @@ MOVES_COLUMNS = LEVER + ["sessions", "choice_sets", "fastest_ms", "slowest_ms", 
 
 def session_choices(env: dict) -> dict:
     """{(gpu, run id, session): {(kernel, shape and flavour): config}} of every session whose env.json entry records
-    the tuner's choices (`env`: hardware.load_env, {(gpu, run id): entry}); a session that tuned nothing is absent."""
+    the tuner's choices (`env`: hardware.load_env, {(gpu, run id): entry}); a session that tuned nothing is absent. A
+    session that took two processes (the first died inside a cell) counts its last process's choices; the earlier
+    process's record is beside it in env.json (`earlier_processes`), not read here."""
     out = {}
     for (gpu, run_id), entry in env.items():
         for session, record in ((entry or {}).get("sessions") or {}).items():

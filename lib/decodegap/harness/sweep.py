@@ -249,6 +249,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
     bar = tqdm(total=total, desc=f"{plan.experiment} on {plan.gpu}", unit="cell", disable=not progress)
     for session in plan.session_ids:
         attempts, stalls, last_left = 0, 0, None
+        earlier = []  # the records of this session's processes before the current one (one died inside a cell)
         while left := len(plan.pending(session, data, run_id)):
             attempts += 1
             stalls = stalls + 1 if left == last_left else 0
@@ -258,14 +259,17 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             last_left = left
             before = hardware.gpu_state()
 
-            def record(timing, finished: bool, session=session, before=before) -> None:
-                """The session's env.json record: written at each `@@timing` report of its process (finished:
-                False, the rows written so far) and when the process has ended (finished: True, the GPU's state
-                after it), so a sweep killed between models keeps what its session reported (rows: what check
-                counts again)."""
-                runs.update_env(plan.gpu, data, run_id, sessions={str(session): {
-                    "before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
-                    "rows": runs.rows_of_run(path, run_id, session), "finished": finished}})
+            def record(timing, finished: bool, session=session, before=before, earlier=tuple(earlier)) -> dict:
+                """The session's env.json record (returned): written at each `@@timing` report of its process
+                (finished: False, the rows written so far) and when the process has ended (finished: True, the GPU's
+                state after it), so a sweep killed between models keeps what its session reported (rows: what check
+                counts again); where an earlier process of the session died inside a cell, its record (before, after,
+                timing) is kept in `earlier_processes`, in order."""
+                entry = {"before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
+                         "rows": runs.rows_of_run(path, run_id, session), "finished": finished,
+                         **({"earlier_processes": list(earlier)} if earlier else {})}
+                runs.update_env(plan.gpu, data, run_id, sessions={str(session): entry})
+                return entry
 
             current, finished, timing = _spawn_session(plan, session, run_id, data, bar,
                                                        lambda t: record(t, False))
@@ -277,7 +281,8 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             elif finished != 0 and attempts >= 2:
                 raise RuntimeError(f"session {session} exited with code {finished} outside any cell, twice; "
                                    "see its stderr above (model build or import failure?)")
-            record(timing, True)
+            ended = record(timing, True)
+            earlier.append({k: ended[k] for k in ("before", "after", "timing")})
     bar.close()
 
 
