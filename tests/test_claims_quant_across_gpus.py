@@ -109,3 +109,23 @@ def test_the_claims_row_judges_only_fast_pairs_measured_after_the_rule():
     assert r["ours"] == "h200 over h100-sxm, mistral-7b-v0.3 (2 contexts): bf16 51 %, int4-triton 14 % (holds)"
     assert "llama-3.1-8b (2 contexts): bf16 51 %, int4-triton 14 % (shown, not judged" in r["evidence"]
     assert "l4" not in r["evidence"]
+
+
+def test_the_flag_of_a_rule_fixed_after_rows_says_it_judges_only_later_ones(tmp_path):
+    """R4o reads older runs (the other side of a pair, the pairs it shows), so it is flagged; the flag says how it is
+    judged. A rule not registered ahead gets the plain flag."""
+    from dataclasses import replace
+
+    from decodegap.claims import provenance
+
+    class OneRun:
+        env = {"20261201T100000-abcdef"}
+
+        def of_rule(self, rule):
+            return {"20261201T100000-abcdef"}
+
+    flag = provenance.fixed_after_rows(rules.get("R4o"), OneRun())
+    assert flag.startswith("fixed " + rules.get("R4o").fixed.date) and "after 1 of the 1 runs it reads" in flag
+    assert flag.endswith("; " + rules.JUDGES_ONLY_LATER_ROWS["R4o"])
+    plain = provenance.fixed_after_rows(replace(rules.get("R4o"), id="R4k"), OneRun())
+    assert plain.endswith("(2026-12-01T10:00 to 2026-12-01T10:00)")

@@ -121,12 +121,14 @@ class Runs:
 
 def fixed_after_rows(rule: rules.Rule, runs: Runs) -> str:
     """'' when the rule's newest fixing precedes every run it reads; else a sentence: how many of its runs began
-    before it was fixed, their span, and runs missing from env.json."""
+    before it was fixed, their span, runs missing from env.json, and, for a rule that judges only rows measured after
+    it (rules.JUDGES_ONLY_LATER_ROWS), how."""
     ids = runs.of_rule(rule)
     before = sorted(i for i in ids if run_time(i) < rule.fixed.date)
     if not before:
         return ""
     missing = sorted(i for i in before if i not in runs.env)
+    ahead = rules.JUDGES_ONLY_LATER_ROWS.get(rule.id)
     return (f"fixed {rule.fixed.date} ({rule.fixed.commit}), after {len(before)} of the {len(ids)} runs it reads "
             f"({run_time(before[0])} to {run_time(before[-1])})"
-            + (f"; {len(missing)} not in env.json" if missing else ""))
+            + (f"; {len(missing)} not in env.json" if missing else "") + (f"; {ahead}" if ahead else ""))

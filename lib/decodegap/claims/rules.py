@@ -686,6 +686,13 @@ RULES: tuple[Rule, ...] = (
 
 BY_ID = {r.id: r for r in RULES}
 
+JUDGES_ONLY_LATER_ROWS = {
+    "R4o": "it judges only a GPU pair and model whose cells on one side were all measured after it; the earlier runs "
+           "it reads are the other side of such a pair, or pairs it shows without judging them",
+}
+"""Rules registered ahead of the rows that decide them: {id: how}. A rule here still reads runs older than its fixing
+(claims.provenance flags it, and says this beside the flag); its verdict comes from rows measured after it."""
+
 
 def get(rule_id: str) -> Rule:
     return BY_ID[rule_id]
