@@ -65,8 +65,15 @@ def test_pairs_seen_before_the_rule_are_shown_not_judged():
     # one cell of the new side measured before the rule: that side is not all new
     t.loc[0, "measured_slow"] = AFTER
     assert not claim.judged_pairs(t, FIXED, 2)["judged"].any()
-    assert claim.after_fixing(t.assign(measured_slow=AFTER), FIXED) == {"slow": True, "fast": False}
-    assert claim.after_fixing(t.assign(measured_slow=f"{FIXED[:10]} {FIXED[11:]} UTC"), FIXED)["slow"] is False  # not after
+    every_slow_cell_after = t.assign(measured_slow=AFTER)
+    read = quant_across_gpus.bf16_and_fastest_quant(every_slow_cell_after).iloc[0]
+    assert (read["first_measured_slow"], read["first_measured_fast"]) == (AFTER, BEFORE)
+    assert claim.judged_pairs(every_slow_cell_after, FIXED, 2)["judged"].all()
+    at_the_fixing_minute = t.assign(measured_slow=f"{FIXED[:10]} {FIXED[11:]} UTC")  # not after
+    assert not claim.judged_pairs(at_the_fixing_minute, FIXED, 2)["judged"].any()
+    # a cell without a date: that side is not all new
+    assert quant_across_gpus.bf16_and_fastest_quant(every_slow_cell_after.assign(
+        measured_slow=[""] + [AFTER] * (len(t) - 1))).iloc[0]["first_measured_slow"] == ""
 
 
 def test_the_fastest_quantised_path_is_the_fastest_on_the_faster_gpu():

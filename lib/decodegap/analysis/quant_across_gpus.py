@@ -83,8 +83,10 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
 
 def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
     """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's (lowest median ms on the fast GPU)
-    speed-up spans and the shares of the bandwidth gain they realise; the gallery's reading of the pair table. Empty
-    where no pair has bf16 and a quantised path."""
+    speed-up spans and the shares of the bandwidth gain they realise, the contexts the scarcer of the two has
+    (`contexts`) and, per side, the earliest `measured` of their cells (`first_measured_slow`, `first_measured_fast`;
+    "" where a cell has none); the reading of the pair table that the gallery and claim R4o share. Empty where no
+    pair has bf16 and a quantised path."""
     rows = []
     for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
         bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
@@ -97,9 +99,28 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
                          ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
                          **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
                          **_values("bf16_gain_realised", bf16["gain_realised"]),
-                         **_values("quant_gain_realised", q["gain_realised"]),
+                         **_values("quant_gain_realised", q["gain_realised"]), contexts=min(len(bf16), len(q)),
+                         first_measured_slow=_earliest(pd.concat([bf16, q])["measured_slow"]),
+                         first_measured_fast=_earliest(pd.concat([bf16, q])["measured_fast"]),
                          measured=_dates(pd.concat([bf16, q]), slow, fast).removeprefix("; ")))
     return pd.DataFrame(rows)
+
+
+def nearer(row) -> str:
+    """Which of bf16 and the fastest quantised path of one bf16_and_fastest_quant row is nearer bandwidth-bound beyond
+    the other's span: "bf16" where bf16's smallest share of the gain exceeds the path's largest, "quant" where the
+    path's smallest exceeds bf16's largest, "" where the spans overlap."""
+    if row.bf16_gain_realised_min > row.quant_gain_realised_max:
+        return "bf16"
+    if row.quant_gain_realised_min > row.bf16_gain_realised_max:
+        return "quant"
+    return ""
+
+
+def _earliest(measured: pd.Series) -> str:
+    """The earliest of cells' `measured` ('YYYY-MM-DD HH:MM UTC' sorts as it reads), "" where one has none."""
+    values = [v for v in measured if isinstance(v, str) and v]
+    return min(values) if values and len(values) == len(measured) else ""
 
 
 def fastest_quant(group: pd.DataFrame) -> str | None:

@@ -12,7 +12,7 @@ from decodegap.analysis import quant_across_gpus, quant_profile
 from decodegap.claims import rules
 from decodegap.claims.evidence import Evidence
 from decodegap.claims.rules import METHOD
-from decodegap.claims.verdicts import NOT_TESTABLE, Judged, all_of, row, two_sided
+from decodegap.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, Judged, all_of, row
 from decodegap.stats import span
 
 RULE = "R4o"
@@ -25,33 +25,24 @@ def _minute(measured: str) -> str:
     return f"{m[:10]}T{m[11:16]}" if len(m) >= 16 and m[4] == "-" and m[13] == ":" else ""
 
 
-def after_fixing(cells: pd.DataFrame, fixed: str) -> dict[str, bool]:
-    """{'slow': ..., 'fast': ...}: whether every one of `cells`' cells on that side of the pair (pair-table rows)
-    was measured after `fixed` (a rule date, YYYY-MM-DDTHH:MM); a side without a date was not."""
-    return {side: bool(len(cells)) and all(_minute(v) > fixed for v in cells[f"measured_{side}"])
-            for side in ("slow", "fast")}
-
-
 def judged_pairs(pair_table: pd.DataFrame, fixed: str, min_contexts: int) -> pd.DataFrame:
-    """Per (GPU pair, model, arm) of `pair_table` (quant_across_gpus.pairs) with bf16 and a quantised path: the
-    fastest quantised path, the two gain_realised spans, whether it is judged (a side measured after `fixed`, both
-    paths at `min_contexts` contexts or more; `why_not` says why not) and its outcome."""
+    """Per (GPU pair, model, arm) of `pair_table` (quant_across_gpus.pairs) with bf16 and a quantised path
+    (quant_across_gpus.bf16_and_fastest_quant): the fastest quantised path, the two gain_realised spans, whether it
+    is judged (every cell of the two paths on one side measured after `fixed`, a rule date YYYY-MM-DDTHH:MM; both
+    paths at `min_contexts` contexts or more; `why_not` says why not) and its outcome: holds where bf16 is nearer
+    bandwidth-bound beyond the spans (quant_across_gpus.nearer), fails where the quantised path is."""
     rows = []
-    for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
-        best = quant_across_gpus.fastest_quant(g)
-        b, q = g[g["quant"] == "bf16"], g[g["quant"] == best]
-        if b.empty or best is None:
-            continue
-        new = after_fixing(pd.concat([b, q]), fixed)
-        few = min(len(b), len(q)) < min_contexts
-        why_not = ("both sides measured before the rule" if not any(new.values())
-                   else f"fewer than {min_contexts} contexts" if few else "")
-        outcome = (two_sided(q["gain_realised"].max() < b["gain_realised"].min(),
-                             q["gain_realised"].min() > b["gain_realised"].max()) if not why_not else NOT_TESTABLE)
-        rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm, fastest_quant=best,
-                         bf16_min=b["gain_realised"].min(), bf16_max=b["gain_realised"].max(),
-                         quant_min=q["gain_realised"].min(), quant_max=q["gain_realised"].max(),
-                         contexts=min(len(b), len(q)), judged=not why_not, why_not=why_not, outcome=outcome))
+    for r in quant_across_gpus.bf16_and_fastest_quant(pair_table).itertuples():
+        new = any(_minute(first) > fixed for first in (r.first_measured_slow, r.first_measured_fast))
+        why_not = ("both sides measured before the rule" if not new
+                   else f"fewer than {min_contexts} contexts" if r.contexts < min_contexts else "")
+        outcome = ({"bf16": HOLDS, "quant": FAILS, "": INCONCLUSIVE}[quant_across_gpus.nearer(r)] if not why_not
+                   else NOT_TESTABLE)
+        rows.append(dict(gpu_slow=r.gpu_slow, gpu_fast=r.gpu_fast, model=r.model, arm=r.arm,
+                         fastest_quant=r.fastest_quant, bf16_min=r.bf16_gain_realised_min,
+                         bf16_max=r.bf16_gain_realised_max, quant_min=r.quant_gain_realised_min,
+                         quant_max=r.quant_gain_realised_max, contexts=r.contexts, judged=not why_not,
+                         why_not=why_not, outcome=outcome))
     return pd.DataFrame(rows, columns=["gpu_slow", "gpu_fast", "model", "arm", "fastest_quant", "bf16_min", "bf16_max",
                                        "quant_min", "quant_max", "contexts", "judged", "why_not", "outcome"])
 
@@ -62,10 +53,8 @@ def _pair_table(ev: Evidence, fast_gbps: float, arm: str) -> pd.DataFrame:
     if cells.empty:
         return pd.DataFrame(columns=quant_across_gpus.PAIR_COLUMNS)
     fast = set(ev.specs.loc[ev.specs["bandwidth_gbps"].astype(float) >= fast_gbps, "gpu"])
-    grid = quant_profile.grid(cells, arm)
-    grid = grid.reset_index() if not grid.empty else grid
-    grid = grid[grid["gpu"].isin(fast)] if not grid.empty else grid
-    return quant_across_gpus.pairs(grid, ev.specs, arm, cells)
+    pair_table = quant_across_gpus.pairs(quant_profile.grid(cells, arm).reset_index(), ev.specs, arm, cells)
+    return pair_table[pair_table["gpu_slow"].isin(fast) & pair_table["gpu_fast"].isin(fast)]
 
 
 def _words(r) -> str:

@@ -181,9 +181,8 @@ def _quant_gpus(pair_table: pd.DataFrame) -> str:
     for g in gaps.itertuples():
         bf16 = (g.bf16_gain_realised_min, g.bf16_gain_realised_max)
         quant = (g.quant_gain_realised_min, g.quant_gain_realised_max)
-        nearer = ("bf16 is nearer bandwidth-bound" if bf16[0] > quant[1] else
-                  f"{g.fastest_quant} is nearer bandwidth-bound" if quant[0] > bf16[1] else
-                  "neither is nearer bandwidth-bound (the spans overlap)")
+        nearer = {"bf16": "bf16 is nearer bandwidth-bound", "quant": f"{g.fastest_quant} is nearer bandwidth-bound",
+                  "": "neither is nearer bandwidth-bound (the spans overlap)"}[quant_across_gpus.nearer(g)]
         out.append(f"On {g.model} ({g.arm}, ctx {g.ctx_min}-{g.ctx_max}) the {g.gpu_fast.upper()}, with "
                    f"{g.bandwidth_ratio:.2f}x the {g.gpu_slow.upper()}'s datasheet bandwidth, is "
                    f"{_span([g.bf16_speedup_min, g.bf16_speedup_max])}x faster in bf16 (realising "
