@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -257,20 +258,7 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
                 raise RuntimeError(f"session {session}: {left} cell(s) still pending after session processes "
                                    "that made no progress; see their output above")
             last_left = left
-            before = hardware.gpu_state()
-
-            def record(timing, finished: bool, session=session, before=before, earlier=tuple(earlier)) -> dict:
-                """The session's env.json record (returned): written at each `@@timing` report of its process
-                (finished: False, the rows written so far) and when the process has ended (finished: True, the GPU's
-                state after it), so a sweep killed between models keeps what its session reported (rows: what check
-                counts again); where an earlier process of the session died inside a cell, its record (before, after,
-                timing) is kept in `earlier_processes`, in order."""
-                entry = {"before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
-                         "rows": runs.rows_of_run(path, run_id, session), "finished": finished,
-                         **({"earlier_processes": list(earlier)} if earlier else {})}
-                runs.update_env(plan.gpu, data, run_id, sessions={str(session): entry})
-                return entry
-
+            record = partial(_record_session, plan, data, run_id, session, hardware.gpu_state(), list(earlier))
             current, finished, timing = _spawn_session(plan, session, run_id, data, bar,
                                                        lambda t: record(t, False))
             if current is not None:  # the process died inside a cell: record it and go on
@@ -284,6 +272,20 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
             ended = record(timing, True)
             earlier.append({k: ended[k] for k in ("before", "after", "timing")})
     bar.close()
+
+
+def _record_session(plan: SweepPlan, data, run_id: str, session: int, before: dict, earlier: list, timing,
+                    finished: bool) -> dict:
+    """The session's env.json record (returned): written at each `@@timing` report of its process (finished: False,
+    the rows written so far) and when the process has ended (finished: True, the GPU's state after it), so a sweep
+    killed between models keeps what its session reported (rows: what check counts again); where earlier processes
+    of the session died inside a cell, their records (before, after, timing) are kept in `earlier_processes`, in
+    order."""
+    entry = {"before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
+             "rows": runs.rows_of_run(plan.csv_path(data), run_id, session), "finished": finished,
+             **({"earlier_processes": earlier} if earlier else {})}
+    runs.update_env(plan.gpu, data, run_id, sessions={str(session): entry})
+    return entry
 
 
 def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar, on_timing=None):
