@@ -162,7 +162,8 @@ Options, as environment variables (all optional):
                        before the next (default "eager,graph,lean_attn_graph lean_attn_compile")
   Where and how long
     DATA_DIR           a data folder other than data/ (the registry and model configs are copied into a new one)
-    STEP_TIMEOUT       seconds each step may run (default: no limit)
+    STEP_TIMEOUT       seconds each step may run (default: no limit); a run it stops (SIGTERM) records `stopped` and the
+                       rows it left in env.json
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate

@@ -156,6 +156,41 @@ def test_discard_run_keeps_a_run_with_rows(data_dir):
     assert run_id not in json.loads((data_dir / "raw" / "cpu-test" / "env.json").read_text())
 
 
+def test_a_run_stopped_by_sigterm_records_where_it_stopped_and_the_rows_it_left(data_dir):
+    """SIGTERM (what bench/measure.sh's STEP_TIMEOUT sends) inside a run with a row written: the block stops with
+    runs.Stopped (exit 143, as a killed process), the entry keeps `stopped` and the rows counted then, never
+    gpu_state_after; a run stopped before any row is discarded as before; the handler is put back after."""
+    import os
+    import signal
+    import time
+
+    before = signal.getsignal(signal.SIGTERM)
+    folder = data_dir / "raw" / "cpu-test"
+    with pytest.raises(runs.Stopped) as stopped:
+        with runs.recorded("cpu-test", data_dir, "decode", ["decode", "verify"]) as run_id:
+            (folder / "decode.csv").write_text(f"header\n{run_id},0,a\n{run_id},0,b\nother-run,0,c\n")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # never reached to its end: the handler raises at the next bytecode
+    assert stopped.value.code == 128 + 15 and stopped.value.signal_name == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before
+    entry = json.loads((folder / "env.json").read_text())[run_id]
+    assert entry["rows_written"] == {"decode": 2, "verify": 0}
+    assert entry["stopped"]["by"] == "SIGTERM" and "gpu_state_after" not in entry
+    assert set(entry["stopped"]) == {"by", "at", "gpu_state"}
+    with pytest.raises(runs.Stopped):
+        with runs.recorded("cpu-test", data_dir, "decode", ["decode"]) as empty_run:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+    assert empty_run not in json.loads((folder / "env.json").read_text())
+    with pytest.raises(ZeroDivisionError):  # an error after rows: its type and message are the stop's cause
+        with runs.recorded("cpu-test", data_dir, "decode", ["decode"]) as failed:
+            with open(folder / "decode.csv", "a") as fh:
+                fh.write(f"{failed},0,d\n")
+            1 / 0
+    entry = json.loads((folder / "env.json").read_text())[failed]
+    assert entry["stopped"]["by"] == "ZeroDivisionError: division by zero" and entry["rows_written"] == {"decode": 1}
+
+
 def test_sweep_plan_refuses_misspelled_keys():
     good = dict(gpu="g", models=("llama-tiny",), contexts=(16,))
     for field, value, message in (("arms", ("eagr",), "unknown arm"), ("attn", "sdpa2", "unknown attention backend"),

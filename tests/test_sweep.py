@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 import dataclasses
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -529,6 +530,54 @@ def test_a_sweep_killed_between_models_keeps_its_sessions_record(data_dir, tmp_p
     check = subprocess.run([sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "check"],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert check.returncode == 0, check.stderr
+
+
+TERM_PARENT = '''
+import os, signal, time
+from decodegap.harness import decode
+_run_arm = decode.run_arm
+def run_arm(model, arm, ctx, *args, **kwargs):
+    if model.config.model_type == "mistral":  # the second model: SIGTERM to the sweep, as a step's time limit sends
+        os.kill(os.getppid(), signal.SIGTERM)
+        time.sleep(120)  # inside the cell when the sweep ends this process
+    return _run_arm(model, arm, ctx, *args, **kwargs)
+decode.run_arm = run_arm
+'''
+
+
+@pytest.mark.slow
+def test_a_sweep_stopped_by_sigterm_records_its_stop_and_the_rows_it_left(data_dir, tmp_path):
+    """SIGTERM to a sweep inside its second model's cell (bench/measure.sh's STEP_TIMEOUT): the sweep ends its session
+    process, records the run and the session as stopped with the rows they left (3: llama-tiny's warmup and 2 steps;
+    the cell it was in is not written), and exits 143; check accepts it, and holds the file to those rows."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(TERM_PARENT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
+            "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
+            "--warmup", "1", "--no-progress"]
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 143, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("decodegap: stopped by SIGTERM; the run's rows so far are kept")
+    assert time.monotonic() - t0 < 100  # the session process sleeping in its cell was ended, not waited for
+    frame = records.read_csv(raw(data_dir) / "decode.csv")
+    assert frame["model"].tolist() == ["llama-tiny"] * 3
+    (run_id, entry), = json.loads((raw(data_dir) / "env.json").read_text()).items()
+    assert entry["stopped"]["by"] == "SIGTERM" and "gpu_state_after" not in entry
+    assert entry["rows_written"] == {"decode": 3, "verify": 0}
+    record = entry["sessions"]["0"]
+    assert record["finished"] is False and record["stopped"]["by"] == "SIGTERM" and record["rows"] == 3
+    assert set(record["timing"]["build_s"]) == {"llama-tiny"}
+    check = [sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "check"]
+    assert subprocess.run(check, capture_output=True, text=True, timeout=600, cwd=tmp_path).returncode == 0
+    path = raw(data_dir) / "decode.csv"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))  # one row of the run cut
+    cut = subprocess.run(check, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert cut.returncode != 0 and "decode.csv: 2 row(s) of session" in cut.stderr, cut.stderr
+    assert "records 3 written" in cut.stderr
 
 
 @pytest.mark.slow

@@ -678,6 +678,11 @@ def main(argv=None) -> int:
         print("decodegap: interrupted; nothing was moved into place (figures and executed notebooks as before)",
               file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        if type(exc).__name__ == "Stopped":  # harness.runs.Stopped: SIGTERM inside a run (a step's time limit)
+            print(f"decodegap: stopped by {exc.signal_name}; the run's rows so far are kept, and env.json records "
+                  "where it stopped (`stopped`, `rows_written`)", file=sys.stderr)
+        raise
     except Exception as exc:
         from decodegap.analysis import cost
         from decodegap import hardware, inputs, records

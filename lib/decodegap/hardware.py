@@ -171,8 +171,9 @@ ENV_FIELDS = frozenset({
     "optional_packages", "host_cpu", "host_cores", "platform", "source_sha256", "command_line", "kernel_builds",
     # hardware.git_provenance()
     "git_commit", "git_commit_source", "git_diff_sha256", "source_sha256_given",
-    # start_run, recorded (rows_written: {experiment: the run's rows in its CSV}, since 2026-12-05)
-    "experiment", "compile_settings", "gpu_state_after", "rows_written",
+    # start_run, recorded (rows_written: {experiment: the run's rows in its CSV}, since 2026-12-05; stopped: a run
+    # stopped before its end with rows kept, since 2026-12-06)
+    "experiment", "compile_settings", "gpu_state_after", "rows_written", "stopped",
     # harness.sweep.run_sweep / _sweep_sessions
     "plan", "gpu_state_before", "quant_weights", "quant_kernel", "sessions",
     # experiments: the A/B sweep's phases, the attention microbenchmark's order

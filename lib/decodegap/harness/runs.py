@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -37,16 +39,64 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
     id is what `with` gives. A block that raises leaves no env.json entry unless a row of the run reached one of
     `experiments`' CSVs (discard_run), and the exception goes on; a block that ends records the GPU's state after
     it (gpu_state_after) and how many rows the run left in each of `experiments`' CSVs (rows_written), which `check`
-    holds the files to: fewer rows of the run than that is a file cut or edited since."""
+    holds the files to: fewer rows of the run than that is a file cut or edited since. A block stopped with rows
+    kept (SIGTERM from a step's time limit, Ctrl-C, an error) records `stopped` (stop_record) and its rows_written
+    as it stops (since 2026-12-06; until then such a run kept neither), and no gpu_state_after."""
     run_id = start_run(gpu, data, experiment, device=device, **fields)
-    try:
-        yield run_id
-    except BaseException:
-        discard_run(gpu, data, run_id, experiments)
-        raise
     folder = paths.raw_dir(gpu, data)
+    try:
+        with stopping_on_sigterm():
+            yield run_id
+    except BaseException as exc:
+        if not discard_run(gpu, data, run_id, experiments):
+            update_env(gpu, data, run_id, stopped=stop_record(exc),
+                       rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+        raise
     update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(),
                rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+
+
+class Stopped(SystemExit):
+    """A run's process asked to stop by a signal (bench/measure.sh's STEP_TIMEOUT sends SIGTERM through `timeout`):
+    raised in the main thread by `stopping_on_sigterm`, so the run records where it stopped; exits 128 + the signal's
+    number, as a process killed by it would."""
+
+    def __init__(self, signum: int):
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(128 + signum)
+
+
+@contextmanager
+def stopping_on_sigterm():
+    """Inside the block SIGTERM raises Stopped in the main thread (once: the handler puts the default back first, so
+    a second SIGTERM kills at once, as before); elsewhere, or outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def stop_record(exc: BaseException) -> dict:
+    """What env.json keeps of a run (or session) that stopped before its end with its rows kept: `by` (the signal,
+    SIGTERM from a step's time limit or SIGINT from Ctrl-C, else the exception's type and message), `at` (local time)
+    and the GPU's state then (`gpu_state`). Unlike `gpu_state_after`, which only a run that reached its end has."""
+    if isinstance(exc, Stopped):
+        by = exc.signal_name
+    elif isinstance(exc, KeyboardInterrupt):
+        by = "SIGINT"
+    else:
+        by = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return {"by": by, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu_state": hardware.gpu_state()}
 
 
 def rows_of_run(path, run_id: str, session: int | None = None) -> int:

@@ -259,8 +259,17 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
                                    "that made no progress; see their output above")
             last_left = left
             record = partial(_record_session, plan, data, run_id, session, hardware.gpu_state(), list(earlier))
-            current, finished, timing = _spawn_session(plan, session, run_id, data, bar,
-                                                       lambda t: record(t, False))
+            reported = [None]  # the process's last @@timing report, for a record written as the sweep is stopped
+
+            def on_timing(report, record=record, reported=reported):
+                reported[0] = report
+                record(report, False)
+
+            try:
+                current, finished, timing = _spawn_session(plan, session, run_id, data, bar, on_timing)
+            except BaseException as exc:  # stopped (a step's time limit, Ctrl-C): the session's record says so
+                record(reported[0], False, stopped=runs.stop_record(exc))
+                raise
             if current is not None:  # the process died inside a cell: record it and go on
                 records.append_rows(path, schema, status_rows(
                     plan, run_id, session, current, "error",
@@ -275,15 +284,16 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
 
 
 def _record_session(plan: SweepPlan, data, run_id: str, session: int, before: dict, earlier: list, timing,
-                    finished: bool) -> dict:
+                    finished: bool, stopped: dict | None = None) -> dict:
     """The session's env.json record (returned): written at each `@@timing` report of its process (finished: False,
     the rows written so far) and when the process has ended (finished: True, the GPU's state after it), so a sweep
     killed between models keeps what its session reported (rows: what check counts again); where earlier processes
     of the session died inside a cell, their records (before, after, timing) are kept in `earlier_processes`, in
-    order."""
+    order. A sweep stopped by a signal while the process runs records `stopped` (runs.stop_record) with the rows the
+    session left once its process has ended."""
     entry = {"before": before, **({"after": hardware.gpu_state()} if finished else {}), "timing": timing,
              "rows": runs.rows_of_run(plan.csv_path(data), run_id, session), "finished": finished,
-             **({"earlier_processes": earlier} if earlier else {})}
+             **({"earlier_processes": earlier} if earlier else {}), **({"stopped": stopped} if stopped else {})}
     runs.update_env(plan.gpu, data, run_id, sessions={str(session): entry})
     return entry
 
@@ -296,18 +306,33 @@ def _spawn_session(plan: SweepPlan, session: int, run_id: str, data, bar, on_tim
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{SPAWNED_AT: repr(time.time())})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=paths.REPO)
     current, timing = None, None
-    for line in proc.stdout:
-        if line.startswith("@@start "):
-            s, cell = json.loads(line[8:])
-            current = Cell(**cell)
-        elif line.startswith("@@done "):
-            current = None
-            bar.update(1)
-        elif line.startswith("@@timing "):
-            timing = json.loads(line[9:])
-            if on_timing is not None:
-                on_timing(timing)
-        else:
-            sys.stdout.write(line)
+    try:
+        for line in proc.stdout:
+            if line.startswith("@@start "):
+                s, cell = json.loads(line[8:])
+                current = Cell(**cell)
+            elif line.startswith("@@done "):
+                current = None
+                bar.update(1)
+            elif line.startswith("@@timing "):
+                timing = json.loads(line[9:])
+                if on_timing is not None:
+                    on_timing(timing)
+            else:
+                sys.stdout.write(line)
+    except BaseException:  # the sweep is stopped: the session process ends first, so the rows counted after are all
+        _end(proc)
+        raise
     code = proc.wait()
     return (current if code != 0 else None), code, timing
+
+
+def _end(proc: subprocess.Popen, wait_s: float = 20.0) -> None:
+    """SIGTERM to a session process still running (a cell it was measuring is not written), SIGKILL after `wait_s`."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
