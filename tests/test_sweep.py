@@ -491,6 +491,20 @@ def test_a_session_that_takes_two_processes_keeps_both_records(data_dir, tmp_pat
     assert record["rows"] == 3 * 3 + 3 + 1 + 3  # llama 3 cells, mistral 16, the error row, mistral 48
 
 
+def _two_model_sweep_with_hook(data_dir, tmp_path, hook_source: str) -> subprocess.CompletedProcess:
+    """`python -m decodegap measure` of llama-tiny then mistral-tiny at ctx 16, eager, one session, with `hook_source`
+    as a sitecustomize loaded by the sweep and its session processes."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(hook_source)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
+            "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
+            "--warmup", "1", "--no-progress"]
+    return subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=tmp_path)
+
+
 KILL_PARENT = '''
 import os, signal
 from decodegap.harness import decode
@@ -508,15 +522,7 @@ decode.run_arm = run_arm
 def test_a_sweep_killed_between_models_keeps_its_sessions_record(data_dir, tmp_path):
     """A step's time limit kills the sweep and its session process at once: the session's env.json record of the
     models it finished survives (timing, the tuner's choices, its rows), marked unfinished, and check accepts it."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(KILL_PARENT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
-            "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
-            "--warmup", "1", "--no-progress"]
-    out = subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
-                         env=env, cwd=tmp_path)
+    out = _two_model_sweep_with_hook(data_dir, tmp_path, KILL_PARENT)
     assert out.returncode == -9, out.stderr  # the parent was killed: nothing after that ran
     frame = records.read_csv(raw(data_dir) / "decode.csv")
     assert frame["model"].tolist() == ["llama-tiny"] * 3  # warmup + 2 steps, then the kill
@@ -550,16 +556,8 @@ def test_a_sweep_stopped_by_sigterm_records_its_stop_and_the_rows_it_left(data_d
     """SIGTERM to a sweep inside its second model's cell (bench/measure.sh's STEP_TIMEOUT): the sweep ends its session
     process, records the run and the session as stopped with the rows they left (3: llama-tiny's warmup and 2 steps;
     the cell it was in is not written), and exits 143; check accepts it, and holds the file to those rows."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(TERM_PARENT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
-    args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
-            "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
-            "--warmup", "1", "--no-progress"]
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
-                         env=env, cwd=tmp_path)
+    out = _two_model_sweep_with_hook(data_dir, tmp_path, TERM_PARENT)
     assert out.returncode == 143, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("decodegap: stopped by SIGTERM; the run's rows so far are kept")
     assert time.monotonic() - t0 < 100  # the session process sleeping in its cell was ended, not waited for
