@@ -39,6 +39,18 @@ def test_a_sessions_choices_are_read_per_kernel_and_product():
     assert len(choices[("h100-sxm", "r1", 0)]) == 3
 
 
+def test_a_session_of_two_processes_keeps_the_choices_they_made_alike():
+    """The first process (died inside a cell) chose A, the second B: QKV (alike in both) is kept, DOWN and the int4
+    GEMV's product (chosen otherwise) are left out of the session; a first process that tuned nothing changes nothing."""
+    env = _env({("r1", 0): B})
+    env[("h100-sxm", "r1")]["sessions"]["0"]["earlier_processes"] = [{"timing": {"tuned": A}}, {"timing": {}}]
+    (choices,) = tuner.session_choices(env).values()
+    assert choices == {("fused_int4_gemv", QKV): "BLOCK_N=8 SUB_MAX=1 num_warps=4"}
+    env[("h100-sxm", "r1")]["sessions"]["0"]["earlier_processes"] = [{"timing": {}}]
+    (choices,) = tuner.session_choices(env).values()
+    assert choices[("fused_int4_gemv", DOWN)] == "BLOCK_N=4 SUB_MAX=1 num_warps=4" and len(choices) == 3
+
+
 def test_a_lever_whose_processes_tuned_otherwise_is_listed_with_each_sets_time():
     """Sessions 1.96 and 1.97 ms chose down at 2 warps, one at 2.12 ms at 4 warps: two sets, 1.965 against 2.12 ms,
     7.9 % apart; the int4 GEMV's differing choice (its checks' reference, untimed in a fused lever) is not read. A

@@ -26,15 +26,25 @@ MOVES_COLUMNS = LEVER + ["sessions", "choice_sets", "fastest_ms", "slowest_ms", 
 def session_choices(env: dict) -> dict:
     """{(gpu, run id, session): {(kernel, shape and flavour): config}} of every session whose env.json entry records
     the tuner's choices (`env`: hardware.load_env, {(gpu, run id): entry}); a session that tuned nothing is absent. A
-    session that took two processes (the first died inside a cell) counts its last process's choices; the earlier
-    process's record is beside it in env.json (`earlier_processes`), not read here."""
+    session that took more than one process (one died inside a cell; the earlier ones' records are in
+    `earlier_processes`) counts every process's choices: a product its processes chose alike keeps that choice, a
+    product they chose otherwise is left out of the session (its rows were timed under either, and which is not
+    recorded). Until 2026-12-06 only the last process's choices were read."""
     out = {}
     for (gpu, run_id), entry in env.items():
         for session, record in ((entry or {}).get("sessions") or {}).items():
-            tuned = ((record or {}).get("timing") or {}).get("tuned") if isinstance(record, dict) else None
-            if tuned:
-                out[(gpu, run_id, int(session))] = {(kernel, shape): config for kernel, shapes in tuned.items()
-                                                    for shape, config in shapes.items()}
+            if not isinstance(record, dict):
+                continue
+            processes = [p for p in [*(record.get("earlier_processes") or []), record] if isinstance(p, dict)]
+            made = [{(kernel, shape): config for kernel, shapes in tuned.items() for shape, config in shapes.items()}
+                    for tuned in (((p.get("timing") or {}).get("tuned")) for p in processes) if tuned]
+            merged = {}
+            for choices in made:
+                for key, config in choices.items():
+                    merged.setdefault(key, set()).add(config)
+            kept = {key: next(iter(configs)) for key, configs in merged.items() if len(configs) == 1}
+            if kept:
+                out[(gpu, run_id, int(session))] = kept
     return out
 
 
