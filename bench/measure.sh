@@ -164,6 +164,9 @@ Options, as environment variables (all optional):
     DATA_DIR           a data folder other than data/ (the registry and model configs are copied into a new one)
     STEP_TIMEOUT       seconds each step may run (default: no limit); a run it stops (SIGTERM) records `stopped` and the
                        rows it left in env.json
+    TOTAL_TIMEOUT      seconds all the steps may run together, from the first (default: no limit): each step gets what
+                       is left (or STEP_TIMEOUT where that is less), and a step after it is spent is skipped, so one
+                       call's time limit can take `ladder confirm` and cut whichever step it reaches
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
@@ -182,6 +185,13 @@ OUTDIR=$2
 shift 2
 ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused attention_splits int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
+for var in STEP_TIMEOUT TOTAL_TIMEOUT; do  # seconds, whole and positive, checked before anything is set up
+  value=${!var:-}
+  if [ -n "$value" ] && ! [[ "$value" =~ ^[0-9]+$ && "$value" -gt 0 ]]; then
+    echo "measure.sh: $var='$value': give a whole number of seconds above 0, e.g. $var=560" >&2
+    exit 2
+  fi
+done
 for step in $STEPS; do
   case " $ALL_STEPS " in *" $step "*) ;; *) echo "measure.sh: unknown step $step (steps: $ALL_STEPS)" >&2; exit 2;; esac
 done
@@ -233,9 +243,9 @@ UNAVAILABLE_FLAG=()
 [ "${RETRY_UNAVAILABLE:-0}" = 1 ] && UNAVAILABLE_FLAG=(--retry-unavailable)
 STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
 
-bounded() {  # a command within what is left of the step's STEP_TIMEOUT (no limit without one)
+bounded() {  # a command within what is left of the step's time (STEP_TIMEOUT, TOTAL_TIMEOUT; no limit without them)
   local left=0
-  if [ -n "${STEP_TIMEOUT:-}" ]; then
+  if [ -n "${STEP_TIMEOUT:-}${TOTAL_TIMEOUT:-}" ]; then
     left=$((STEP_END - SECONDS)); [ $left -le 0 ] && { echo "out of step time: skipped $*"; return 124; }
   fi
   timeout $left "$@"
@@ -252,10 +262,17 @@ save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz; written aside, 
     tar czf "$tmp" "${files[@]}" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
   true
 }
-run_step() {  # name, then the command; bounded by STEP_TIMEOUT, logged to OUTDIR/NAME.log
-  local name=$1; shift
+run_step() {  # name, then the command; bounded by STEP_TIMEOUT and what is left of TOTAL_TIMEOUT, logged to
+  local name=$1; shift  # OUTDIR/NAME.log
   local t0=$SECONDS
   STEP_END=$((SECONDS + ${STEP_TIMEOUT:-0}))
+  if [ -n "${TOTAL_TIMEOUT:-}" ]; then  # the run's end (SECONDS counts from the first step) when it comes first
+    { [ -z "${STEP_TIMEOUT:-}" ] || [ "$TOTAL_TIMEOUT" -lt "$STEP_END" ]; } && STEP_END=$TOTAL_TIMEOUT
+    if [ "$SECONDS" -ge "$TOTAL_TIMEOUT" ]; then
+      echo "== $name skipped: TOTAL_TIMEOUT=${TOTAL_TIMEOUT} s spent at ${SECONDS} s"
+      return 0
+    fi
+  fi
   echo "== $name (started at ${t0} s)"
   "$@" 2>&1 | quiet | tee "$OUTDIR/$name.log" | tail -n 40
   echo "== $name ended at ${SECONDS} s (exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s)"

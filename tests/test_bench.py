@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import re
 import subprocess
 import sys
@@ -410,3 +411,33 @@ def test_the_raw_tarball_holds_env_json_before_the_csvs_it_counts(tmp_path):
     members = subprocess.run(["tar", "tzf", str(out / "raw-h200.tgz")], capture_output=True, text=True,
                              check=True).stdout.split()
     assert sorted(members) == sorted(f"h200/{n}" for n in ("ab.csv", "decode.csv", "verify.csv", "zz.csv"))
+
+
+def test_total_timeout_bounds_the_steps_together_and_skips_those_after_it(tmp_path):
+    """measure.sh's run_step and bounded, run alone with stub steps: with TOTAL_TIMEOUT=3 a first step that would
+    sleep 30 s is stopped at 3 s (timeout's exit 124), and the second step is skipped, not started; with STEP_TIMEOUT=2
+    and TOTAL_TIMEOUT=4 the first step gets 2 s and the second what is left of the 4. Bad values are refused before any
+    step (exit 2)."""
+    import time
+
+    code = (BENCH / "measure.sh").read_text()
+    funcs = "\n".join(re.search(rf"^{name}\(\) \{{.*?^\}}", code, re.M | re.S).group(0) for name in ("bounded", "run_step"))
+    stubs = 'quiet() { cat; }\nsave() { :; }\nstep_a() { bounded sleep 30; }\nstep_b() { bounded sleep 30; }\n'
+    script = f'{funcs}\n{stubs}OUTDIR="{tmp_path}"; SECONDS=0\nrun_step a step_a\nrun_step b step_b\n'
+    t0 = time.monotonic()
+    out = subprocess.run(["bash", "-c", script], env={**os.environ, "TOTAL_TIMEOUT": "3"}, capture_output=True,
+                         text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert 2.5 < time.monotonic() - t0 < 20
+    assert re.fullmatch(r"== a ended at [34] s \(exit 124, [34] s\)", lines[1]), lines
+    assert lines[2].startswith("== b skipped: TOTAL_TIMEOUT=3 s spent at "), lines
+    out = subprocess.run(["bash", "-c", script], env={**os.environ, "TOTAL_TIMEOUT": "4", "STEP_TIMEOUT": "2"},
+                         capture_output=True, text=True, timeout=60)
+    ended = [line for line in out.stdout.splitlines() if " ended at " in line]
+    assert re.fullmatch(r"== a ended at [23] s \(exit 124, [23] s\)", ended[0]), ended
+    assert re.fullmatch(r"== b ended at [45] s \(exit 124, [12] s\)", ended[1]), ended
+    for var, value in (("TOTAL_TIMEOUT", "10m"), ("STEP_TIMEOUT", "0")):
+        bad = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "roofline"], cwd=paths.REPO,
+                             env={**os.environ, var: value}, capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and f"{var}='{value}': give a whole number of seconds above 0" in bad.stderr
+    assert not (tmp_path / "out").exists()
