@@ -578,6 +578,22 @@ def test_a_sweep_stopped_by_sigterm_records_its_stop_and_the_rows_it_left(data_d
     assert "records 3 written" in cut.stderr
 
 
+def test_a_session_process_that_ignores_sigterm_is_killed_after_the_wait():
+    """sweep._end: SIGTERM first (a process that exits on it ends with -15), SIGKILL once `wait_s` has passed for one
+    that ignores it (-9), and a process already ended is left as it is."""
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    for code, expected in (("import time; print('ready', flush=True); time.sleep(60)", -15), (ignores, -9)):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"  # its handler is set before the signal comes
+        t0 = time.monotonic()
+        sweep._end(proc, wait_s=1.0)
+        assert proc.returncode == expected and time.monotonic() - t0 < 30
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    sweep._end(done, wait_s=1.0)
+    assert done.returncode == 0
+
+
 @pytest.mark.slow
 def test_a_model_that_cannot_be_built_stops_the_sweep_with_a_clear_error(data_dir):
     spec = json.loads((data_dir / "models" / "llama-tiny.json").read_text())
