@@ -570,7 +570,10 @@ def test_a_sweep_stopped_by_sigterm_records_its_stop_and_the_rows_it_left(data_d
     assert record["finished"] is False and record["stopped"]["by"] == "SIGTERM" and record["rows"] == 3
     assert set(record["timing"]["build_s"]) == {"llama-tiny"}
     check = [sys.executable, "-m", "decodegap", "--data-dir", str(data_dir), "check"]
-    assert subprocess.run(check, capture_output=True, text=True, timeout=600, cwd=tmp_path).returncode == 0
+    checked = subprocess.run(check, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert checked.returncode == 0
+    assert f"  stopped before its end: run {run_id} by SIGTERM at {entry['stopped']['at']}, rows kept: decode 3, " \
+        "verify 0" in checked.stdout.splitlines()
     path = raw(data_dir) / "decode.csv"
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))  # one row of the run cut
     cut = subprocess.run(check, capture_output=True, text=True, timeout=600, cwd=tmp_path)

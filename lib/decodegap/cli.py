@@ -375,6 +375,12 @@ def cmd_check(args) -> int:
             for fix in items:
                 print(f"  corrected ({path.with_name('corrections.json').name}): run {run_id} {fix['field']} "
                       f"{fix['recorded'][:12]} -> {fix['corrected'][:12]}, reviewed {fix['reviewed']}")
+        for run_id, entry in sorted(env.items()):  # runs stopped before their end with rows kept (runs.stop_record)
+            stop = entry.get("stopped") if isinstance(entry, dict) else None
+            if isinstance(stop, dict):
+                kept = ", ".join(f"{k} {v}" for k, v in sorted((entry.get("rows_written") or {}).items()))
+                print(f"  stopped before its end: run {run_id} by {stop.get('by')} at {stop.get('at')}, rows kept: "
+                      f"{kept or 'none recorded'}")
     if bad or args.no_provenance:
         return 1 if bad else 0
     held = hardware.digests_against_commits(hardware.load_env(inputs.data_folder(args.data_dir)))
