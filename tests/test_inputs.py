@@ -191,6 +191,41 @@ def test_a_run_stopped_by_sigterm_records_where_it_stopped_and_the_rows_it_left(
     assert entry["stopped"]["by"] == "ZeroDivisionError: division by zero" and entry["rows_written"] == {"decode": 1}
 
 
+REPEAT = """
+import os, signal, sys, time
+from decodegap.harness import runs
+with runs.stopping_on_sigterm(grace_s=float(sys.argv[1])):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except runs.Stopped:  # the stop being recorded: `timeout` signals the process group too, so SIGTERM comes again
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)
+        print("recorded", flush=True)
+print("after", flush=True)
+"""
+
+
+def test_a_repeated_sigterm_while_the_stop_is_recorded_is_ignored_and_a_late_one_kills():
+    """runs.stopping_on_sigterm: a second SIGTERM within the grace after the first is ignored, so the stop is recorded
+    (until 2026-12-06 the first put the default back and a second killed the process there); one after the grace
+    kills, as SIGTERM did before."""
+    import subprocess
+    import sys
+
+    from decodegap import paths
+
+    def run(grace_s):
+        return subprocess.run([sys.executable, "-c", REPEAT, str(grace_s)], capture_output=True, text=True,
+                              timeout=60, cwd=paths.REPO, env={**os.environ, "PYTHONPATH": str(paths.REPO / "lib")})
+
+    within = run(30)
+    assert within.returncode == 0 and within.stdout.split() == ["recorded", "after"], within.stderr
+    late = run(0.1)
+    assert late.returncode == -15 and late.stdout == "", late.stderr
+
+
 def test_sweep_plan_refuses_misspelled_keys():
     good = dict(gpu="g", models=("llama-tiny",), contexts=(16,))
     for field, value, message in (("arms", ("eagr",), "unknown arm"), ("attn", "sdpa2", "unknown attention backend"),

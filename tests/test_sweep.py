@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -491,18 +492,32 @@ def test_a_session_that_takes_two_processes_keeps_both_records(data_dir, tmp_pat
     assert record["rows"] == 3 * 3 + 3 + 1 + 3  # llama 3 cells, mistral 16, the error row, mistral 48
 
 
-def _two_model_sweep_with_hook(data_dir, tmp_path, hook_source: str) -> subprocess.CompletedProcess:
+def _two_model_sweep_with_hook(data_dir, tmp_path, hook_source: str, once_marked=None) -> subprocess.CompletedProcess:
     """`python -m decodegap measure` of llama-tiny then mistral-tiny at ctx 16, eager, one session, with `hook_source`
-    as a sitecustomize loaded by the sweep and its session processes."""
+    as a sitecustomize loaded by the sweep and its session processes. With `once_marked`, the sweep runs in a process
+    group of its own, and once the hook has created the file named by DECODEGAP_TEST_MARKER, `once_marked(process)`
+    is called (to signal it as a test would)."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(hook_source)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])))
+    marker = tmp_path / "marked"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")])),
+               DECODEGAP_TEST_MARKER=str(marker))
     args = ["--data-dir", str(data_dir), "measure", "--gpu", "cpu-test", "--device", "cpu", "--models",
             "llama-tiny,mistral-tiny", "--contexts", "16", "--arms", "eager", "--sessions", "1", "--steps", "2",
             "--warmup", "1", "--no-progress"]
-    return subprocess.run([sys.executable, "-m", "decodegap", *args], capture_output=True, text=True, timeout=600,
-                          env=env, cwd=tmp_path)
+    cmd = [sys.executable, "-m", "decodegap", *args]
+    if once_marked is None:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the hook never reached its cell"
+    once_marked(proc)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 KILL_PARENT = '''
@@ -538,29 +553,37 @@ def test_a_sweep_killed_between_models_keeps_its_sessions_record(data_dir, tmp_p
     assert check.returncode == 0, check.stderr
 
 
-TERM_PARENT = '''
-import os, signal, time
+SLEEP_IN_MISTRAL = '''
+import os, time
 from decodegap.harness import decode
 _run_arm = decode.run_arm
 def run_arm(model, arm, ctx, *args, **kwargs):
-    if model.config.model_type == "mistral":  # the second model: SIGTERM to the sweep, as a step's time limit sends
-        os.kill(os.getppid(), signal.SIGTERM)
-        time.sleep(120)  # inside the cell when the sweep ends this process
+    if model.config.model_type == "mistral":  # the second model: its cell marks the file and sleeps, to be stopped
+        open(os.environ["DECODEGAP_TEST_MARKER"], "w").close()
+        time.sleep(120)
     return _run_arm(model, arm, ctx, *args, **kwargs)
 decode.run_arm = run_arm
 '''
 
 
+def _as_timeout_stops(proc) -> None:
+    """What coreutils' `timeout` does when its time is up (bench/measure.sh's STEP_TIMEOUT): SIGTERM to the command,
+    then to its whole process group, so the command gets it twice."""
+    os.kill(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)
+
+
 @pytest.mark.slow
 def test_a_sweep_stopped_by_sigterm_records_its_stop_and_the_rows_it_left(data_dir, tmp_path):
-    """SIGTERM to a sweep inside its second model's cell (bench/measure.sh's STEP_TIMEOUT): the sweep ends its session
-    process, records the run and the session as stopped with the rows they left (3: llama-tiny's warmup and 2 steps;
-    the cell it was in is not written), and exits 143; check accepts it, and holds the file to those rows."""
+    """A sweep stopped inside its second model's cell as `timeout` stops it (bench/measure.sh's STEP_TIMEOUT: SIGTERM
+    to the sweep, then to its process group, the session process too): the sweep records the run and the session as
+    stopped with the rows they left (3: llama-tiny's warmup and 2 steps; the cell it was in is not written), and exits
+    143; check accepts it, and holds the file to those rows."""
     t0 = time.monotonic()
-    out = _two_model_sweep_with_hook(data_dir, tmp_path, TERM_PARENT)
+    out = _two_model_sweep_with_hook(data_dir, tmp_path, SLEEP_IN_MISTRAL, _as_timeout_stops)
     assert out.returncode == 143, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("decodegap: stopped by SIGTERM; the run's rows so far are kept")
-    assert time.monotonic() - t0 < 100  # the session process sleeping in its cell was ended, not waited for
+    assert time.monotonic() - t0 < 100  # the session process sleeping in its cell ended, not waited for
     frame = records.read_csv(raw(data_dir) / "decode.csv")
     assert frame["model"].tolist() == ["llama-tiny"] * 3
     (run_id, entry), = json.loads((raw(data_dir) / "env.json").read_text()).items()

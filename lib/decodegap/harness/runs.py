@@ -42,18 +42,19 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
     holds the files to: fewer rows of the run than that is a file cut or edited since. A block stopped with rows
     kept (SIGTERM from a step's time limit, Ctrl-C, an error) records `stopped` (stop_record) and its rows_written
     as it stops (since 2026-12-06; until then such a run kept neither), and no gpu_state_after."""
-    run_id = start_run(gpu, data, experiment, device=device, **fields)
     folder = paths.raw_dir(gpu, data)
-    try:
-        with stopping_on_sigterm():
+    with stopping_on_sigterm():  # around the records too: the stop is written before a repeated SIGTERM could kill
+        run_id = None
+        try:
+            run_id = start_run(gpu, data, experiment, device=device, **fields)
             yield run_id
-    except BaseException as exc:
-        if not discard_run(gpu, data, run_id, experiments):
-            update_env(gpu, data, run_id, stopped=stop_record(exc),
-                       rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
-        raise
-    update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(),
-               rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+        except BaseException as exc:
+            if run_id is not None and not discard_run(gpu, data, run_id, experiments):
+                update_env(gpu, data, run_id, stopped=stop_record(exc),
+                           rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+            raise
+        update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(),
+                   rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
 
 
 class Stopped(SystemExit):
@@ -66,17 +67,32 @@ class Stopped(SystemExit):
         super().__init__(128 + signum)
 
 
+REPEAT_GRACE_S = 30.0
+"""After a first SIGTERM, how long a repeated one is ignored: `timeout` signals its command, then the command's whole
+process group, so the process that measures gets SIGTERM twice at once, and a second one handled after the first
+killed it before it recorded its stop (run 20261206T234930-3041a6 on the H100, stopped by the step limit as it
+began, kept its entry and no stop record; the handler was also set only after the entry was written). One after this
+long kills, as SIGTERM did before."""
+
+
 @contextmanager
-def stopping_on_sigterm():
-    """Inside the block SIGTERM raises Stopped in the main thread (once: the handler puts the default back first, so
-    a second SIGTERM kills at once, as before); elsewhere, or outside the main thread, nothing changes."""
+def stopping_on_sigterm(grace_s: float | None = None):
+    """Inside the block SIGTERM raises Stopped in the main thread, once: a repeated SIGTERM within `grace_s` (default
+    REPEAT_GRACE_S) of the first is ignored while the stop unwinds and is recorded, and one after that puts the
+    default back and kills, as before. Elsewhere, or outside the main thread, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    grace_s = REPEAT_GRACE_S if grace_s is None else grace_s
+    first = []
 
     def stop(signum, frame):
-        signal.signal(signum, signal.SIG_DFL)
-        raise Stopped(signum)
+        if not first:
+            first.append(time.monotonic())
+            raise Stopped(signum)
+        if time.monotonic() - first[0] > grace_s:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
