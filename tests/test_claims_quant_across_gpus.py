@@ -10,8 +10,8 @@ from decodegap.analysis import quant_across_gpus
 from decodegap.claims import quant_across_gpus as claim, rules
 from decodegap.claims.verdicts import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 
-FIXED = "2026-12-06T19:49"
-BEFORE, AFTER = "2026-12-03 10:00 UTC", "2026-12-06 20:30 UTC"
+FIXED = "2026-12-06T23:59"
+BEFORE, AFTER = "2026-12-03 10:00 UTC", "2026-12-07 00:30 UTC"
 RATIO = 4800 / 3350
 
 
@@ -83,6 +83,25 @@ def test_the_fastest_quantised_path_is_the_fastest_on_the_faster_gpu():
     assert r.fastest_quant == "int4-triton"  # fastest on the h200, though tinygemm is faster on the h100
 
 
+def test_a_pair_without_the_faster_gpus_fastest_path_on_the_slower_one_is_shown_not_judged():
+    """The H200's fastest path (int4-triton, 6.0 ms) is not measured on the H100: the pair's fastest path both have
+    (awq-marlin) is shown with its span, and the pair is not judged, though it would hold on awq-marlin; with the grid
+    left out, the fastest path both have stands in (the reading until 2026-12-06T23:59)."""
+    t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3), "awq-marlin": (8.4, 8.4)},
+                   {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0), "awq-marlin": (8.0, 8.0)}, measured_slow=AFTER)
+    t = t[~((t["quant"] == "int4-triton"))]  # the slower GPU lacks int4-triton
+    g = grid({"bf16": (12.0, 12.0), "int4-triton": (math.nan, math.nan), "awq-marlin": (8.4, 8.4)},
+             {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0), "awq-marlin": (8.0, 8.0)})
+    assert quant_across_gpus.fastest_on(g, "h200", "m") == "int4-triton"
+    assert quant_across_gpus.fastest_on(g, "h100-sxm", "m") == "awq-marlin"
+    (r,) = claim.judged_pairs(t, FIXED, 2, g).itertuples()
+    assert (r.fastest_quant, r.paired_quant, r.judged, r.outcome) == ("int4-triton", "awq-marlin", False, NOT_TESTABLE)
+    assert r.why_not == "its fastest path on the h200, int4-triton, is not measured on the h100-sxm"
+    assert r.quant_max == pytest.approx(math.log(1.05) / math.log(RATIO))
+    (old,) = claim.judged_pairs(t, FIXED, 2).itertuples()
+    assert (old.fastest_quant, old.judged, old.outcome) == ("awq-marlin", True, HOLDS)
+
+
 def test_one_context_is_too_few():
     t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
                    measured_slow=AFTER)
@@ -102,7 +121,8 @@ def test_the_claims_row_judges_only_fast_pairs_measured_after_the_rule():
     from types import SimpleNamespace
 
     fixed = rules.get("R4o").fixed.date
-    later = f"{fixed[:10]} 23:59 UTC"
+    later = "2026-12-31 12:00 UTC"
+    assert later > f"{fixed[:10]} {fixed[11:]} UTC"
     ms = {("l4", "bf16"): 60.0, ("l4", "int4-triton"): 20.0, ("h100-sxm", "bf16"): 12.0,
           ("h100-sxm", "int4-triton"): 6.3, ("h200", "bf16"): 10.0, ("h200", "int4-triton"): 6.0}
     cells = pd.DataFrame([dict(gpu=g, model=m, ctx=c, arm="lean_attn_graph", attn="sdpa", quant=q, t_obs_ms=v,

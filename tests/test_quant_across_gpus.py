@@ -79,6 +79,17 @@ def test_overlapping_spans_name_neither():
     assert line.endswith("int4-triton (62 %): neither is nearer bandwidth-bound (the spans overlap).")
 
 
+def test_the_gallery_line_says_when_the_faster_gpus_fastest_path_is_not_on_the_slower_one():
+    """nf4 is on both GPUs (8 -> 6 ms bf16, 5 -> 4.5 ms nf4); int4-triton, 3 ms, only on the H200: the line reads nf4
+    as the fastest path both have and names int4-triton as the H200's fastest, not on the H100."""
+    grid = _grid([("h100-sxm", "m", 2048, 8.0, NAN, 5.0), ("h200", "m", 2048, 6.0, 3.0, 4.5)])
+    pairs = quant_across_gpus.pairs(grid, hardware.specs_table(), "graph")
+    line = gallery._quant_gpus(pairs, grid)
+    assert ("with bnb-nf4, the fastest quantised path both GPUs have (the H200's fastest, int4-triton, is not "
+            "measured on the H100-SXM)") in line
+    assert "its fastest quantised path, bnb-nf4" in gallery._quant_gpus(pairs)  # without the grid: paired paths only
+
+
 def test_the_grid_figure_draws_a_line_per_path_and_gpu_with_rows():
     """llama-3.1-8b: bf16 and int4 on both GPUs, nf4 on the H100 (at 2048) and the H200 (at 16384): 6 lines."""
     fig = grid_plots.grid_lines(GRID, "lean_attn_graph")

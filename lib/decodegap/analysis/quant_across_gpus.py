@@ -81,22 +81,28 @@ def findings(pair_table: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's (lowest median ms on the fast GPU)
-    speed-up spans and the shares of the bandwidth gain they realise, the contexts the scarcer of the two has
-    (`contexts`) and, per side, the earliest `measured` of their cells (`first_measured_slow`, `first_measured_fast`;
-    "" where a cell has none); the reading of the pair table that the gallery and claim R4o share. Empty where no
-    pair has bf16 and a quantised path."""
+def bf16_and_fastest_quant(pair_table: pd.DataFrame, grid: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per GPU pair, model and arm: bf16's and the fastest checked non-bf16 path's speed-up spans and the shares of
+    the bandwidth gain they realise, the contexts the scarcer of the two has (`contexts`) and, per side, the earliest
+    `measured` of their cells (`first_measured_slow`, `first_measured_fast`; "" where a cell has none); the reading of
+    the pair table that the gallery and claim R4o share. The fastest path (`fastest_quant`) is the faster GPU's
+    (fastest_on over `grid`, notebook 04's grid on the arm: columns gpu, model, ctx and one per path), paired or not;
+    without `grid`, the fastest of the paths both GPUs have. The spans are of `paired_quant`, the fastest of the paths
+    both have; `fastest_paired` says whether it is the faster GPU's fastest (until 2026-12-06T23:59 only paired paths were
+    weighed, so a path the slower GPU lacks could not be the fastest). Empty where no pair has bf16 and a quantised
+    path."""
     rows = []
     for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
         bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
         if bf16.empty or quantised.empty:
             continue
-        best = fastest_quant(g)
-        q = quantised[quantised["quant"] == best]
+        paired = fastest_quant(g)
+        best = fastest_on(grid, fast, model) if grid is not None else paired
+        q = quantised[quantised["quant"] == paired]
         rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm,
                          bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
-                         ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
+                         ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best or paired,
+                         paired_quant=paired, fastest_paired=(best or paired) == paired,
                          **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
                          **_values("bf16_gain_realised", bf16["gain_realised"]),
                          **_values("quant_gain_realised", q["gain_realised"]), contexts=min(len(bf16), len(q)),
@@ -104,6 +110,19 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame) -> pd.DataFrame:
                          first_measured_fast=_earliest(pd.concat([bf16, q])["measured_fast"]),
                          measured=_dates(pd.concat([bf16, q]), slow, fast).removeprefix("; ")))
     return pd.DataFrame(rows)
+
+
+def fastest_on(grid: pd.DataFrame, gpu: str, model: str) -> str | None:
+    """The fastest checked non-bf16 path of `model` on `gpu` in `grid` (notebook 04's grid on one arm: columns gpu,
+    model, ctx and one per path, ms, NaN where a cell is not counted): the lowest median step over the contexts that
+    GPU has the path at (ties: the path named first), every path it has, whether another GPU has it or not; None
+    without one."""
+    if grid is None or grid.empty:
+        return None
+    here = grid[(grid["gpu"] == gpu) & (grid["model"] == model)]
+    medians = {c: float(here[c].median()) for c in here.columns
+               if c not in ("gpu", "model", "ctx", "bf16") and here[c].notna().any()}
+    return min(medians, key=medians.get) if medians else None
 
 
 def nearer(row) -> str:

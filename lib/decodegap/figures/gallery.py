@@ -169,11 +169,13 @@ def _quant_on(qc: pd.DataFrame, found: pd.DataFrame, gpu: str, paper_gpu: bool =
             "nowhere) " + "; ".join(parts) + ".")
 
 
-def _quant_gpus(pair_table: pd.DataFrame) -> str:
+def _quant_gpus(pair_table: pd.DataFrame, grid: pd.DataFrame | None = None) -> str:
     """04_quant_grid's line: per GPU pair, model and arm of notebook 04's pair table (quant_across_gpus.pairs),
     bf16's and the fastest quantised path's speed-up on the faster GPU and the share of its bandwidth gain each
-    realises, and which is nearer bandwidth-bound (overlapping spans: neither)."""
-    gaps = quant_across_gpus.bf16_and_fastest_quant(pair_table)
+    realises, and which is nearer bandwidth-bound (overlapping spans: neither). The fastest path is the faster GPU's
+    (in `grid`, 04_quant_grid.csv); where the slower GPU lacks it, the line says so and reads the fastest path both
+    have."""
+    gaps = quant_across_gpus.bf16_and_fastest_quant(pair_table, grid)
     if gaps.empty:
         return ("No quantised cell is measured on two GPUs yet: a second GPU's notebook 04 sweep adds its lines and "
                 "each path's speed-up against the bandwidth ratio.")
@@ -181,14 +183,17 @@ def _quant_gpus(pair_table: pd.DataFrame) -> str:
     for g in gaps.itertuples():
         bf16 = (g.bf16_gain_realised_min, g.bf16_gain_realised_max)
         quant = (g.quant_gain_realised_min, g.quant_gain_realised_max)
-        nearer = {"bf16": "bf16 is nearer bandwidth-bound", "quant": f"{g.fastest_quant} is nearer bandwidth-bound",
+        nearer = {"bf16": "bf16 is nearer bandwidth-bound", "quant": f"{g.paired_quant} is nearer bandwidth-bound",
                   "": "neither is nearer bandwidth-bound (the spans overlap)"}[quant_across_gpus.nearer(g)]
+        which = (f"its fastest quantised path, {g.paired_quant}" if g.fastest_paired else
+                 f"{g.paired_quant}, the fastest quantised path both GPUs have (the {g.gpu_fast.upper()}'s fastest, "
+                 f"{g.fastest_quant}, is not measured on the {g.gpu_slow.upper()})")
         out.append(f"On {g.model} ({g.arm}, ctx {g.ctx_min}-{g.ctx_max}) the {g.gpu_fast.upper()}, with "
                    f"{g.bandwidth_ratio:.2f}x the {g.gpu_slow.upper()}'s datasheet bandwidth, is "
                    f"{_span([g.bf16_speedup_min, g.bf16_speedup_max])}x faster in bf16 (realising "
                    f"{_span([100 * v for v in bf16], '.0f')} % of that gain) and "
-                   f"{_span([g.quant_speedup_min, g.quant_speedup_max])}x with its fastest quantised path, "
-                   f"{g.fastest_quant} ({_span([100 * v for v in quant], '.0f')} %): {nearer}"
+                   f"{_span([g.quant_speedup_min, g.quant_speedup_max])}x with {which} "
+                   f"({_span([100 * v for v in quant], '.0f')} %): {nearer}"
                    + (f" (cells {g.measured})" if g.measured else "") + ".")
     return " ".join(out)
 
@@ -299,7 +304,7 @@ def _quant_and_cost(f: Path, pub: dict) -> dict[str, str]:
                                     f"own floor, bf16 {q['bf16']:.2f} and bitsandbytes nf4 {q['bnb-nf4']:.2f}: the kernel, not "
                                     "the int4 format, realises the saving. " + _quant(_table(f, "04_quant_cells.csv"),
                                                                                 _table(f, "04_findings.csv")),
-        "04_quant_grid.png": _quant_gpus(_table(f, "04_quant_gpu_pairs.csv")),
+        "04_quant_grid.png": _quant_gpus(_table(f, "04_quant_gpu_pairs.csv"), _table(f, "04_quant_grid.csv")),
         "05_cost_ladder.png": f"At Modal's May 2026 prices the L4 with GPTQ + ExLlamaV2 costs ${l4.usd_per_mtok:.2f}/Mtok against "
                               f"the paper's graphed H100's ${h100.usd_per_mtok:.2f} ({h100.usd_per_mtok / l4.usd_per_mtok:.2f}x, not ~{pub['cost']:g}x); "
                               f"at the memory floor the H100 (${floor['h100-sxm']:.2f}) would undercut the L4 (${floor['l4']:.2f}). "
