@@ -1030,8 +1030,8 @@ def _h100_session(evidence, quant: str, session: int) -> str:
 
 
 def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
-    """without_quant_session: the shipped H100 gptq-exllamav2 session 2 left out, that path's H100 cells it timed keep
-    2 of their 3 sessions and every other cell is as it was; asked again, the same frames come back (cached). Only
+    """without_quant_session: the shipped H100 gptq-exllamav2 session 2 left out, that path's H100 cells it timed
+    (Llama-3.1-8B's) keep 2 of their 3 sessions and every other cell is as it was; asked again, the same frames come back (cached). Only
     the rows of claims.table.QUANT_SECTIONS can change with it: every other rule's row is the same."""
     from decodegap.claims import one_left_out
 
@@ -1041,7 +1041,8 @@ def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
     key = ["gpu", "model", "ctx", "arm", "attn", "quant"]
     before, after = (e.quant_cells.set_index(key) for e in (evidence, gone))
     path = (before.index.get_level_values("gpu") == "h100-sxm") & \
-        (before.index.get_level_values("quant") == "gptq-exllamav2")
+        (before.index.get_level_values("quant") == "gptq-exllamav2") & \
+        (before.index.get_level_values("model") == "llama-3.1-8b")  # the model of that run (the others: 1 session)
     assert set(before.loc[path, "sessions"]) == {3} and set(after.loc[path, "sessions"]) == {2}
     pd.testing.assert_frame_equal(before.loc[~path], after.loc[~path])
     again = one_left_out.without_quant_session(evidence, "h100-sxm", run, 2)
