@@ -608,7 +608,7 @@ RULES: tuple[Rule, ...] = (
                  "on the faster GPU over the paired contexts: quant_across_gpus.fastest_quant); the rest as now",
                  "method check: met (on the H100 SXM rows of 2026-12-06T23:43-23:48: Mistral-7B-v0.3 with "
                  "gptq-exllamav2, Qwen2.5-7B with awq-marlin)", fingerprint="24b44ade2ef82a5b"),
-          Change("2026-12-06T23:59", THIS_COMMIT, "changed after the rows that gave the verdict above were seen: the "
+          Change("2026-12-06T23:59", "92b1237", "changed after the rows that gave the verdict above were seen: the "
                  "H100 SXM had five of the H200's paths for Mistral-7B-v0.3 and Qwen2.5-7B (the call's time limit cut "
                  "the int4 ones), so the path the rule judged was the fastest of those both GPUs have, not the H200's "
                  "fastest quantised step the claim names (int4-triton, whose step takes 21-25 % less time there than the path judged); a "
