@@ -262,8 +262,9 @@ save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz; written aside, 
     tar czf "$tmp" "${files[@]}" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
   true
 }
-run_step() {  # name, then the command; bounded by STEP_TIMEOUT and what is left of TOTAL_TIMEOUT, logged to
-  local name=$1; shift  # OUTDIR/NAME.log
+# name, then the command; bounded by STEP_TIMEOUT and what is left of TOTAL_TIMEOUT, logged to OUTDIR/NAME.log
+run_step() {
+  local name=$1; shift
   local t0=$SECONDS
   STEP_END=$((SECONDS + ${STEP_TIMEOUT:-0}))
   if [ -n "${TOTAL_TIMEOUT:-}" ]; then  # the run's end (SECONDS counts from the first step) when it comes first

@@ -88,27 +88,28 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame, grid: pd.DataFrame | None =
     the pair table that the gallery and claim R4o share. The fastest path (`fastest_quant`) is the faster GPU's
     (fastest_on over `grid`, notebook 04's grid on the arm: columns gpu, model, ctx and one per path), paired or not;
     without `grid`, the fastest of the paths both GPUs have. The spans are of `paired_quant`, the fastest of the paths
-    both have; `fastest_paired` says whether it is the faster GPU's fastest (until 2026-12-06T23:59 only paired paths were
-    weighed, so a path the slower GPU lacks could not be the fastest). Empty where no pair has bf16 and a quantised
-    path."""
+    both have; `fastest_paired` says whether it is the faster GPU's fastest (until 2026-12-06T23:59 only paired
+    paths were weighed, so a path the slower GPU lacks could not be the fastest). Empty where no pair has bf16 and a
+    quantised path."""
     rows = []
     for (slow, fast, model, arm), g in pair_table.groupby(["gpu_slow", "gpu_fast", "model", "arm"], sort=True):
         bf16, quantised = g[g["quant"] == "bf16"], g[g["quant"] != "bf16"]
         if bf16.empty or quantised.empty:
             continue
         paired = fastest_quant(g)
-        best = fastest_on(grid, fast, model) if grid is not None else paired
+        best = (fastest_on(grid, fast, model) if grid is not None else None) or paired
         q = quantised[quantised["quant"] == paired]
+        both = pd.concat([bf16, q])
         rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm,
                          bandwidth_ratio=float(g["bandwidth_ratio"].iloc[0]),
-                         ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best or paired,
-                         paired_quant=paired, fastest_paired=(best or paired) == paired,
+                         ctx_min=int(g["ctx"].min()), ctx_max=int(g["ctx"].max()), fastest_quant=best,
+                         paired_quant=paired, fastest_paired=best == paired,
                          **_values("bf16_speedup", bf16["speedup"]), **_values("quant_speedup", q["speedup"]),
                          **_values("bf16_gain_realised", bf16["gain_realised"]),
                          **_values("quant_gain_realised", q["gain_realised"]), contexts=min(len(bf16), len(q)),
-                         first_measured_slow=_earliest(pd.concat([bf16, q])["measured_slow"]),
-                         first_measured_fast=_earliest(pd.concat([bf16, q])["measured_fast"]),
-                         measured=_dates(pd.concat([bf16, q]), slow, fast).removeprefix("; ")))
+                         first_measured_slow=_earliest(both["measured_slow"]),
+                         first_measured_fast=_earliest(both["measured_fast"]),
+                         measured=_dates(both, slow, fast).removeprefix("; ")))
     return pd.DataFrame(rows)
 
 

@@ -43,6 +43,10 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
     kept (SIGTERM from a step's time limit, Ctrl-C, an error) records `stopped` (stop_record) and its rows_written
     as it stops (since 2026-12-06; until then such a run kept neither), and no gpu_state_after."""
     folder = paths.raw_dir(gpu, data)
+
+    def rows_written() -> dict:
+        return {e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments}
+
     with stopping_on_sigterm():  # around the records too: the stop is written before a repeated SIGTERM could kill
         run_id = None
         try:
@@ -50,11 +54,9 @@ def recorded(gpu: str, data, experiment: str, experiments, device: str | None = 
             yield run_id
         except BaseException as exc:
             if run_id is not None and not discard_run(gpu, data, run_id, experiments):
-                update_env(gpu, data, run_id, stopped=stop_record(exc),
-                           rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+                update_env(gpu, data, run_id, stopped=stop_record(exc), rows_written=rows_written())
             raise
-        update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(),
-                   rows_written={e: rows_of_run(folder / f"{e}.csv", run_id) for e in experiments})
+        update_env(gpu, data, run_id, gpu_state_after=hardware.gpu_state(), rows_written=rows_written())
 
 
 class Stopped(SystemExit):
