@@ -185,6 +185,10 @@ OUTDIR=$2
 shift 2
 ALL_STEPS="env tests roofline ab attention attention_step quant quant_power marlin_prefill gemv fused attention_splits int4_configs fused_int4 int4_head check_sensitivity ladder confirm megakernel batch batch_compile size size_compile peers"
 STEPS=${*:-$ALL_STEPS}
+if [ -z "${EPOCHREALTIME-}" ]; then  # the steps' clock (clock_ms) reads it
+  echo "measure.sh: needs bash 5.0 or later (EPOCHREALTIME); this is bash $BASH_VERSION" >&2
+  exit 2
+fi
 for var in STEP_TIMEOUT TOTAL_TIMEOUT; do  # seconds, whole and positive, checked before anything is set up
   value=${!var:-}
   if [ -n "$value" ] && ! [[ "$value" =~ ^[0-9]+$ && "$value" -gt 0 ]]; then
@@ -244,11 +248,13 @@ UNAVAILABLE_FLAG=()
 STEP_BACKENDS=${STEP_BACKENDS:-sdpa_flash,sdpa_efficient,sdpa_cudnn,sdpa_math,flex,fa2,fa3,flashinfer_paged}
 
 bounded() {  # a command within what is left of the step's time (STEP_TIMEOUT, TOTAL_TIMEOUT; no limit without them)
-  local left=0
+  local left_ms=0
   if [ -n "${STEP_TIMEOUT:-}${TOTAL_TIMEOUT:-}" ]; then
-    left=$((STEP_END - SECONDS)); [ $left -le 0 ] && { echo "out of step time: skipped $*"; return 124; }
+    clock_ms; left_ms=$((STEP_END_MS - CLOCK_MS))
+    [ $left_ms -le 0 ] && { echo "out of step time: skipped $*"; return 124; }
   fi
-  timeout $left "$@"
+  local left; printf -v left '%d.%03d' $((left_ms / 1000)) $((left_ms % 1000))
+  timeout "$left" "$@"
 }
 dg() { bounded python3 -m decodegap --data-dir "$DATA" "$@"; }
 quiet() { grep -v "TensorFloat32\|warnings.warn\|^DEBUG"; }
@@ -262,21 +268,28 @@ save() {  # the raw files to OUTDIR as one tarball, raw-GPU.tgz; written aside, 
     tar czf "$tmp" "${files[@]}" 2>/dev/null ) && mv "$tmp" "$OUTDIR/raw-$GPU.tgz" || rm -f "$tmp"
   true
 }
+# milliseconds since the first step, in CLOCK_MS (bash's SECONDS ticks on the wall clock's whole seconds, so a bound
+# read from it could run up to a second long or short)
+clock_ms() { local t=${EPOCHREALTIME/[.,]/}; CLOCK_MS=$((t / 1000 - RUN_T0_MS)); }
+seconds() { printf -v "$1" '%d.%d' $(($2 / 1000)) $(($2 % 1000 / 100)); }  # a variable, milliseconds as seconds
 # name, then the command; bounded by STEP_TIMEOUT and what is left of TOTAL_TIMEOUT, logged to OUTDIR/NAME.log
 run_step() {
   local name=$1; shift
-  local t0=$SECONDS
-  STEP_END=$((SECONDS + ${STEP_TIMEOUT:-0}))
-  if [ -n "${TOTAL_TIMEOUT:-}" ]; then  # the run's end (SECONDS counts from the first step) when it comes first
-    { [ -z "${STEP_TIMEOUT:-}" ] || [ "$TOTAL_TIMEOUT" -lt "$STEP_END" ]; } && STEP_END=$TOTAL_TIMEOUT
-    if [ "$SECONDS" -ge "$TOTAL_TIMEOUT" ]; then
-      echo "== $name skipped: TOTAL_TIMEOUT=${TOTAL_TIMEOUT} s spent at ${SECONDS} s"
+  local t0_ms at took
+  clock_ms; t0_ms=$CLOCK_MS; seconds at "$t0_ms"
+  STEP_END_MS=$((t0_ms + ${STEP_TIMEOUT:-0} * 1000))
+  if [ -n "${TOTAL_TIMEOUT:-}" ]; then  # the run's end when it comes first
+    { [ -z "${STEP_TIMEOUT:-}" ] || [ $((TOTAL_TIMEOUT * 1000)) -lt "$STEP_END_MS" ]; } && STEP_END_MS=$((TOTAL_TIMEOUT * 1000))
+    if [ "$t0_ms" -ge $((TOTAL_TIMEOUT * 1000)) ]; then
+      echo "== $name skipped: TOTAL_TIMEOUT=${TOTAL_TIMEOUT} s spent at ${at} s"
       return 0
     fi
   fi
-  echo "== $name (started at ${t0} s)"
+  echo "== $name (started at ${at} s)"
   "$@" 2>&1 | quiet | tee "$OUTDIR/$name.log" | tail -n 40
-  echo "== $name ended at ${SECONDS} s (exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s)"
+  local rc=${PIPESTATUS[0]}
+  clock_ms; seconds at "$CLOCK_MS"; seconds took $((CLOCK_MS - t0_ms))
+  echo "== $name ended at ${at} s (exit ${rc}, ${took} s)"
   save
 }
 
@@ -486,8 +499,9 @@ step_peers() {  # notebook 06's peer: gpt-fast's compiled decode beside the pack
 
 ( while sleep 20; do save; done ) & SAVER=$!
 trap 'kill $SAVER 2>/dev/null; save' EXIT
-SECONDS=0
+SECONDS=0; RUN_T0_MS=0; clock_ms; RUN_T0_MS=$CLOCK_MS  # SECONDS for a build's seconds
 for step in $STEPS; do
   run_step "$step" "step_$step"
 done
-echo "measure.sh: steps [$STEPS] done at ${SECONDS} s; rows in $RAW, copies in $OUTDIR"
+clock_ms; seconds at "$CLOCK_MS"
+echo "measure.sh: steps [$STEPS] done at ${at} s; rows in $RAW, copies in $OUTDIR"

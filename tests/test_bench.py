@@ -413,29 +413,43 @@ def test_the_raw_tarball_holds_env_json_before_the_csvs_it_counts(tmp_path):
     assert sorted(members) == sorted(f"h200/{n}" for n in ("ab.csv", "decode.csv", "verify.csv", "zz.csv"))
 
 
+def _measure_functions(*names):
+    """measure.sh's shell functions of these names, as text to run alone (a one-line function or a block)."""
+    code = (BENCH / "measure.sh").read_text()
+    return "\n".join(re.search(rf"^{name}\(\) \{{([^\n]*\}}$|.*?^\}})", code, re.M | re.S).group(0) for name in names)
+
+
+def _ended(stdout):
+    """(name, ended at s, took s) of each step measure.sh's run_step reports ended."""
+    return [(m[1], float(m[2]), int(m[3]), float(m[4]))
+            for m in re.finditer(r"^== (\w+) ended at ([\d.]+) s \(exit (\d+), ([\d.]+) s\)$", stdout, re.M)]
+
+
 def test_total_timeout_bounds_the_steps_together_and_skips_those_after_it(tmp_path):
     """measure.sh's run_step and bounded, run alone with stub steps: with TOTAL_TIMEOUT=3 a first step that would
     sleep 30 s is stopped at 3 s (timeout's exit 124), and the second step is skipped, not started; with STEP_TIMEOUT=2
-    and TOTAL_TIMEOUT=4 the first step gets 2 s and the second what is left of the 4. Bad values are refused before any
-    step (exit 2)."""
+    and TOTAL_TIMEOUT=4 the first step gets 2 s and the second what is left of the 4, so the two end by 4 s (bash's
+    SECONDS, whole seconds of the wall clock, let the second run to 5 s). Bad values are refused before any step
+    (exit 2)."""
     import time
 
-    code = (BENCH / "measure.sh").read_text()
-    funcs = "\n".join(re.search(rf"^{name}\(\) \{{.*?^\}}", code, re.M | re.S).group(0) for name in ("bounded", "run_step"))
+    funcs = _measure_functions("bounded", "clock_ms", "seconds", "run_step")
     stubs = 'quiet() { cat; }\nsave() { :; }\nstep_a() { bounded sleep 30; }\nstep_b() { bounded sleep 30; }\n'
-    script = f'{funcs}\n{stubs}OUTDIR="{tmp_path}"; SECONDS=0\nrun_step a step_a\nrun_step b step_b\n'
+    script = (f'{funcs}\n{stubs}OUTDIR="{tmp_path}"; RUN_T0_MS=0; clock_ms; RUN_T0_MS=$CLOCK_MS\n'
+              'run_step a step_a\nrun_step b step_b\n')
     t0 = time.monotonic()
     out = subprocess.run(["bash", "-c", script], env={**os.environ, "TOTAL_TIMEOUT": "3"}, capture_output=True,
                          text=True, timeout=60)
-    lines = out.stdout.splitlines()
-    assert 2.5 < time.monotonic() - t0 < 20
-    assert re.fullmatch(r"== a ended at [34] s \(exit 124, [34] s\)", lines[1]), lines
-    assert lines[2].startswith("== b skipped: TOTAL_TIMEOUT=3 s spent at "), lines
+    assert 2.9 < time.monotonic() - t0 < 20
+    (name, at, rc, took), = _ended(out.stdout)
+    assert (name, rc) == ("a", 124) and 2.95 <= took <= at < 3.9, out.stdout
+    assert re.search(r"^== b skipped: TOTAL_TIMEOUT=3 s spent at 3\.\d s$", out.stdout, re.M), out.stdout
     out = subprocess.run(["bash", "-c", script], env={**os.environ, "TOTAL_TIMEOUT": "4", "STEP_TIMEOUT": "2"},
                          capture_output=True, text=True, timeout=60)
-    ended = [line for line in out.stdout.splitlines() if " ended at " in line]
-    assert re.fullmatch(r"== a ended at [23] s \(exit 124, [23] s\)", ended[0]), ended
-    assert re.fullmatch(r"== b ended at [45] s \(exit 124, [12] s\)", ended[1]), ended
+    (a, a_at, a_rc, a_took), (b, b_at, b_rc, b_took) = _ended(out.stdout)
+    assert (a, a_rc, b, b_rc) == ("a", 124, "b", 124), out.stdout
+    assert 1.95 <= a_took <= a_at < 2.9, out.stdout
+    assert b_took <= 4 - a_at + 0.5 and 3.95 <= b_at < 4.9, out.stdout
     for var, value in (("TOTAL_TIMEOUT", "10m"), ("STEP_TIMEOUT", "0")):
         bad = subprocess.run(["bash", "bench/measure.sh", "h200", str(tmp_path / "out"), "roofline"], cwd=paths.REPO,
                              env={**os.environ, var: value}, capture_output=True, text=True, timeout=60)
