@@ -102,6 +102,21 @@ def test_a_pair_without_the_faster_gpus_fastest_path_on_the_slower_one_is_shown_
     assert (old.fastest_quant, old.judged, old.outcome) == ("awq-marlin", True, HOLDS)
 
 
+def test_fastest_on_and_fastest_quant_choose_by_one_rule_ties_to_the_name_sorting_first():
+    """The grid's reading (fastest_on) and the pair table's (fastest_quant) of the same steps choose the same path:
+    the lowest median over the contexts (awq-marlin's 6.0 and 7.0 ms median 6.5, below int4-triton's 6.6), and on a
+    tie the path whose name sorts first, whatever order the grid's columns or the table's rows come in."""
+    steps = {"bf16": (12.0, 12.0), "int4-triton": (6.6, 6.6), "awq-marlin": (6.0, 7.0)}
+    t, g = pair_table(steps, steps, measured_slow=AFTER), grid(steps, steps)
+    assert quant_across_gpus.fastest_on(g, "h200", "m") == "awq-marlin"
+    assert quant_across_gpus.fastest_quant(t) == "awq-marlin"
+    tied = {"bf16": (12.0, 12.0), "int4-triton": (6.5, 6.5), "awq-marlin": (6.0, 7.0)}
+    t, g = pair_table(tied, tied, measured_slow=AFTER), grid(tied, tied)
+    assert quant_across_gpus.fastest_on(g[["gpu", "model", "ctx", "int4-triton", "awq-marlin"]], "h200", "m") \
+        == quant_across_gpus.fastest_quant(t.iloc[::-1]) == "awq-marlin"
+    assert quant_across_gpus.lowest_median({}) is None
+
+
 def test_one_context_is_too_few():
     t = pair_table({"bf16": (12.0, 12.0), "int4-triton": (6.3, 6.3)}, {"bf16": (10.0, 10.0), "int4-triton": (6.0, 6.0)},
                    measured_slow=AFTER)

@@ -115,15 +115,20 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame, grid: pd.DataFrame | None =
 
 def fastest_on(grid: pd.DataFrame, gpu: str, model: str) -> str | None:
     """The fastest checked non-bf16 path of `model` on `gpu` in `grid` (notebook 04's grid on one arm: columns gpu,
-    model, ctx and one per path, ms, NaN where a cell is not counted): the lowest median step over the contexts that
-    GPU has the path at (ties: the path named first), every path it has, whether another GPU has it or not; None
-    without one."""
+    model, ctx and one per path, ms, NaN where a cell is not counted): `lowest_median` of each path's steps over the
+    contexts that GPU has it at, every path it has, whether another GPU has it or not; None without one."""
     if grid is None or grid.empty:
         return None
     here = grid[(grid["gpu"] == gpu) & (grid["model"] == model)]
-    medians = {c: float(here[c].median()) for c in here.columns
-               if c not in ("gpu", "model", "ctx", "bf16") and here[c].notna().any()}
-    return min(medians, key=medians.get) if medians else None
+    return lowest_median({c: here[c] for c in here.columns if c not in ("gpu", "model", "ctx", "bf16")})
+
+
+def lowest_median(steps_ms: dict) -> str | None:
+    """The path whose steps (a Series of ms per path; NaN where a context is not counted) have the lowest median, ties
+    to the path whose name sorts first; None where no path has a step. The one rule fastest_on and fastest_quant
+    choose by."""
+    medians = {path: float(ms.median()) for path, ms in steps_ms.items() if ms.notna().any()}
+    return min(sorted(medians), key=medians.get) if medians else None
 
 
 def nearer(row) -> str:
@@ -144,12 +149,10 @@ def _earliest(measured: pd.Series) -> str:
 
 
 def fastest_quant(group: pd.DataFrame) -> str | None:
-    """The fastest checked non-bf16 path of one (GPU pair, model, arm) of the pair table: the lowest median step on
-    the faster GPU over the contexts (ties: the path named first); None without a quantised path."""
+    """The fastest checked non-bf16 path of one (GPU pair, model, arm) of the pair table: `lowest_median` of each
+    path's steps on the faster GPU over the contexts both GPUs have; None without a quantised path."""
     quantised = group[group["quant"] != "bf16"]
-    if quantised.empty:
-        return None
-    return quantised.groupby("quant")["ms_fast"].median().sort_values(kind="stable").index[0]
+    return lowest_median({path: g["ms_fast"] for path, g in quantised.groupby("quant", sort=True)})
 
 
 def _dates(rows: pd.DataFrame, slow: str, fast: str) -> str:
