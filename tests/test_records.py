@@ -363,3 +363,6 @@ def test_run_plans_reads_each_runs_plan_from_every_gpus_env_json(tmp_path):
         (tmp_path / "raw" / gpu / "env.json").write_text(json.dumps(env))
     assert selection.run_plans(tmp_path) == {("h200", "r1"): {"contexts": [2048]}, ("h200", "r2"): None,
                                              ("l4", "r3"): None}
+    assert selection.run_plans(tmp_path, "h200") == {("h200", "r1"): {"contexts": [2048]}, ("h200", "r2"): None}
+    assert selection.run_plans(tmp_path, "l4") == {("l4", "r3"): None}
+    assert selection.run_plans(tmp_path, "h100-sxm") == {}

@@ -105,10 +105,11 @@ def sweep_of(plan: dict | None, run_id: str) -> tuple:
     return (run_id if plan.get("again") else "", len(contexts) or 1, len(arms), contexts, arms)
 
 
-def run_plans(data: Path) -> dict:
-    """{(gpu, run id): the run's sweep plan (a dict) or None} from every data/raw/<gpu>/env.json of `data`."""
+def run_plans(data: Path, gpu: str | None = None) -> dict:
+    """{(gpu, run id): the run's sweep plan (a dict) or None} from every data/raw/<gpu>/env.json of `data`, or from
+    `gpu`'s alone where given (a sweep reads only the GPU it measures)."""
     out = {}
-    for env_path in sorted(Path(data, "raw").glob("*/env.json")):
+    for env_path in sorted(Path(data, "raw").glob(f"{gpu or '*'}/env.json")):
         for run_id, entry in json.loads(env_path.read_text()).items():
             plan = entry.get("plan") if isinstance(entry, dict) else None
             out[(env_path.parent.name, run_id)] = plan if isinstance(plan, dict) else None

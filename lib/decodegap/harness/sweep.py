@@ -170,7 +170,7 @@ class SweepPlan:
         rows = rows[sessions.in_band(pd.to_numeric(rows["session"]), band)]
         if rows.empty:
             return set()
-        plans = selection.run_plans(paths.data_dir(data))
+        plans = selection.run_plans(paths.data_dir(data), self.gpu)
         mine = selection.sweep_of(asdict(self), run_id or "")
         ids = rows["run_id"].astype(str)
         sweep_of = {r: selection.sweep_of(plans.get((self.gpu, r)), r) for r in set(ids)}
