@@ -259,16 +259,17 @@ def _sweep_sessions(plan: SweepPlan, data, run_id: str, total: int, progress: bo
                                    "that made no progress; see their output above")
             last_left = left
             record = partial(_record_session, plan, data, run_id, session, hardware.gpu_state(), list(earlier))
-            reported = [None]  # the process's last @@timing report, for a record written as the sweep is stopped
+            reported = None  # the process's last @@timing report, for a record written as the sweep is stopped
 
-            def on_timing(report, record=record, reported=reported):
-                reported[0] = report
+            def on_timing(report, record=record):  # called only while this iteration's process runs
+                nonlocal reported
+                reported = report
                 record(report, False)
 
             try:
                 current, finished, timing = _spawn_session(plan, session, run_id, data, bar, on_timing)
             except BaseException as exc:  # stopped (a step's time limit, Ctrl-C): the session's record says so
-                record(reported[0], False, stopped=runs.stop_record(exc))
+                record(reported, False, stopped=runs.stop_record(exc))
                 raise
             if current is not None:  # the process died inside a cell: record it and go on
                 records.append_rows(path, schema, status_rows(
