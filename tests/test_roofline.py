@@ -313,3 +313,23 @@ def test_cells_from_several_commits_are_named_with_the_contexts_and_arms_each_ti
         "g1: its cells come from runs of 2 commits: aaaaaaa (ctx 2048; eager) and bbbbbbb (ctx 4096; eager, graph); "
         "comparing cells of different commits compares code versions too."]
     assert roofline.commits_across_contexts(rows, {}) == []  # every run's commit unknown: one "commit"
+
+
+def test_cells_whose_sessions_ran_two_versions_of_the_code_are_named_with_each_versions_runs():
+    """One cell (g1 ctx 2048 eager) pools session 0 of run r1 (source aaaa...) and sessions 1-2 of run r2 (bbbb...):
+    one line naming both digests and runs; a cell whose two runs share a digest (ctx 4096: r2, r3), a GPU of one
+    run, and an `error` row of a third version add nothing; runs without a digest are one version, "unknown"."""
+    def row(gpu, run, ctx, session, status="ok"):
+        return dict(gpu=gpu, model="m", ctx=ctx, arm="eager", attn="sdpa", quant="bf16", run_id=run, session=session,
+                    status=status)
+
+    rows = pd.DataFrame([row("g1", "r1", 2048, 0), row("g1", "r2", 2048, 1), row("g1", "r2", 2048, 2),
+                         row("g1", "r2", 4096, 0), row("g1", "r3", 4096, 1), row("g1", "r4", 4096, 2, "error"),
+                         row("g2", "r5", 2048, 0)])
+    sources = {("g1", "r1"): "a" * 64, ("g1", "r2"): "b" * 64, ("g1", "r3"): "b" * 64, ("g1", "r4"): "c" * 64,
+               ("g2", "r5"): "d" * 64}
+    assert roofline.code_versions_within_cells(rows, sources) == [
+        "g1 bf16: 1 cell (ctx 2048; eager) pools sessions of runs of 2 source digests, aaaaaaaa (run r1); "
+        "bbbbbbbb (run r2): such a cell's median mixes code versions (roofline.code_versions_within_cells)."]
+    assert roofline.code_versions_within_cells(rows, {}) == []  # every run "unknown": one version
+    assert roofline.code_versions_within_cells(rows.iloc[:0], sources) == []

@@ -280,6 +280,12 @@ def provenance_of(entry: dict) -> dict:
                 corrected=[f["field"] for f in entry.get("corrections", [])])
 
 
+def run_sources(env: dict) -> dict:
+    """{(gpu, run id): the source digest its env.json entry records (source_sha256), "" where none} of `env`
+    (load_env's): the version of the package's code a run timed."""
+    return {key: str(entry.get("source_sha256") or "") for key, entry in env.items()}
+
+
 ALLOW_DIRTY_ENV = "DECODEGAP_ALLOW_DIRTY"  # "1": measure from a tree with uncommitted changes (their hash recorded)
 GIVEN_COMMIT_ENV = "DECODEGAP_GIT_COMMIT"  # set by whoever copies the tree to a machine without its .git
 GIVEN_SOURCE_ENV = "DECODEGAP_SOURCE_SHA256"  # with GIVEN_COMMIT_ENV: `python -m decodegap digest` of that commit

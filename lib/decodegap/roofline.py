@@ -103,6 +103,33 @@ def commits_across_contexts(rows: pd.DataFrame, commits: Mapping) -> list[str]:
     return out
 
 
+def code_versions_within_cells(rows: pd.DataFrame, sources: Mapping, cell=CELL) -> list[str]:
+    """Per GPU and quantisation path, the timed cells of `rows` (after one sweep, or one measurement, is kept a cell)
+    whose sessions come from runs of more than one version of the code (`sources`: {(gpu, run id): the source digest
+    env.json records, source_sha256; a run without one is "unknown"), in one sentence each: how many cells, their
+    contexts and arms, and each version's short digest with its runs. A sweep cut and resumed at a later commit pools
+    the sessions of both runs into the cell's median, and where the package's source changed between them that median
+    mixes two codes. Nothing where every cell's sessions ran one source. Descriptive (2026-12-07): the cells and the
+    rules that read them are as they were."""
+    ok = rows[rows["status"] == "ok"] if not rows.empty else rows
+    if ok.empty:
+        return []
+    ok = ok.assign(_source=[str(sources.get((g, r)) or "unknown")[:8] for g, r in zip(ok["gpu"], ok["run_id"])])
+    versions = ok.groupby(list(cell))["_source"].transform("nunique")
+    mixed = ok[versions > 1]
+    out = []
+    for (gpu, quant), g in mixed.groupby(["gpu", "quant"], sort=True):
+        cells = g[list(cell)].drop_duplicates().shape[0]
+        ctxs = ", ".join(str(c) for c in sorted(set(g["ctx"].astype(int))))
+        runs = {source: sorted(set(r["run_id"])) for source, r in g.groupby("_source", sort=True)}
+        which = "; ".join(f"{source} (run{'' if len(ids) == 1 else 's'} {', '.join(ids)})"
+                          for source, ids in sorted(runs.items(), key=lambda kv: (kv[1][0], kv[0])))
+        out.append(f"{gpu} {quant}: {cells} cell{'' if cells == 1 else 's'} (ctx {ctxs}; "
+                   f"{', '.join(sorted(set(g['arm'])))}) {'pools' if cells == 1 else 'pool'} sessions of runs of {len(runs)} source digests, "
+                   f"{which}: such a cell's median mixes code versions (roofline.code_versions_within_cells).")
+    return out
+
+
 def one_sweep(rows: pd.DataFrame, plans) -> pd.DataFrame:
     """widest_sweep's rows, each session number from the newest of the sweep's runs that measured it."""
     kept = widest_sweep(rows, plans)

@@ -335,8 +335,8 @@ def tables(data, model_keys=()) -> dict:
     `attention_splits` (the split-KV attention alone over its splits and loads, analysis.closing_the_gap_attention),
     `tuner_moves` (the int4 levers whose sessions' processes tuned their products otherwise, and by how much their
     times moved: analysis.closing_the_gap_tuner_sessions),
-    the configs, the registry's `specs` and
-    `measured_gbps` (copy bandwidth per GPU)."""
+    the configs, the registry's `specs`,
+    `measured_gbps` (copy bandwidth per GPU) and `sources` (each run's source digest: hardware.run_sources)."""
     decode_rows = rows(data)
     bandwidth_rows = records.load_experiment("bandwidth", data)
     specs = hardware.specs_table(data)
@@ -372,7 +372,7 @@ def tables(data, model_keys=()) -> dict:
         int4_sass=int4_instructions.load(data),
         attention_splits=attention_splits.table(attention_splits.load(data), specs),
         tuner_moves=tuner_sessions.tuner_moves(every_row, tuner_sessions.session_choices(env)),
-        measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict())
+        measured_gbps=roofline.measured_bandwidth(bandwidth_rows).to_dict(), sources=hardware.run_sources(env))
     arm, _ = megakernel.chosen_lever(out["megakernel"])
     out["megakernel_products"] = (megakernel.product_configs(gemv_rows, models.configs({levers.MEGAKERNEL_CELL["model"]}, data),
                                                              specs, arm) if arm else
@@ -423,4 +423,5 @@ def findings(t: dict) -> dict:
             "06_findings_check_sensitivity": check_sensitivity.findings(t["check_sensitivity"], compare.VERIFY_TOL),
             "06_findings_attention": attention_splits.findings(
                 t["attention_splits"], {m: c["num_hidden_layers"] for m, c in t["configs"].items()}),
-            "06_findings_reading": ladder.reading_findings(t["ladder"], t["breakdown"])}
+            "06_findings_reading": (ladder.reading_findings(t["ladder"], t["breakdown"])
+                                    + roofline.code_versions_within_cells(t["rows"], t.get("sources", {})))}

@@ -197,7 +197,8 @@ def tables(data, models=(), contexts: Sequence[int] = (2048, 16384), arms: Seque
     (the paper's bf16 comparison points), `grid` (every path on `grid_arm`) and its `coverage`, `gpu_pairs` (the
     grid's cells on two GPUs against their bandwidth ratio: quant_across_gpus.pairs), the profile
     (`products`, `product_fits`, `casts`), `int4_target` (the fastest int4 step against levers.TARGETS["int4"]) and
-    `left_out` (the quantised sessions one sweep per cell leaves out: left_out). decode.csv and its checks are read
+    `left_out` (the quantised sessions one sweep per cell leaves out: left_out), `sources` (each run's source digest:
+    hardware.run_sources). decode.csv and its checks are read
     and joined once for the cells and the left-out sessions (checked.loaded_once)."""
     with checked.loaded_once():
         return _tables(data, models, contexts, arms, table_model, grid_arm, group_size)
@@ -231,14 +232,15 @@ def _tables(data, models, contexts, arms, table_model, grid_arm, group_size) -> 
         int4_target=quant_report.int4_target(cell_table, configs, specs, records.load_experiment("bandwidth", data),
                                              target),
         target=target, table_model=table_model, contexts=list(contexts), arms=list(arms), grid_arm=grid_arm,
-        left_out=left_out(data, decode_rows, arms))
+        left_out=left_out(data, decode_rows, arms), sources=hardware.run_sources(hardware.load_env(data)))
 
 
 def findings(t: dict) -> dict:
     """{"04_findings": per GPU, context and arm whether each path realises its saving, how many timed cells of each
     path are checked in their own run and how many are drawn unchecked, the checks, the grid, the
-    profile, the fastest int4 step against the int4 target with what stands in its way, and the quantised sessions
-    left out of their cells}."""
+    profile, the fastest int4 step against the int4 target with what stands in its way, the quantised sessions
+    left out of their cells, and the cells whose sessions ran more than one version of the code
+    (roofline.code_versions_within_cells)}."""
     obstacles = quant_profile.target_obstacles(t["int4_target"], t["product_fits"], t["products"], t["target"])
     return {"04_findings": (
         quant_report.findings(t["paper_table"], t["published"], t["cells"], t["table_model"], t["contexts"], t["arms"])
@@ -246,4 +248,5 @@ def findings(t: dict) -> dict:
         + quant_profile.grid_findings(t["cells"], t["grid_arm"]) + quant_across_gpus.findings(t["gpu_pairs"])
         + quant_profile.profile_findings(t["product_fits"], t["products"], t["casts"])
         + [quant_report.int4_target_sentence(t["int4_target"], t["target"])]
-        + [line for line in [obstacles] if line] + t.get("left_out", []))}
+        + [line for line in [obstacles] if line] + t.get("left_out", [])
+        + roofline.code_versions_within_cells(t["rows"], t.get("sources", {})))}

@@ -86,9 +86,9 @@ def tables(data, models=(), configs: Mapping[str, Mapping] | None = None) -> dic
     FLOORS_CTX on every GPU of the registry, W_all at the datasheet bandwidth), `flagged` (cells with R_floor > 1),
     `published` (paper.csv), `published_r_floor` (the paper's R_floor points with their GPU's bandwidth), the
     configs, `all_rows` (every default-attention bf16 HF row, before one sweep is chosen per cell), `plans` (the
-    runs' sweep plans, selection.run_plans) and `commits` ({(gpu, run id): its commit, hardware.provenance_of's of
-    env.json's corrected entry}). decode.csv and its checks are read and joined once for `rows` and `all_rows`
-    (checked.loaded_once)."""
+    runs' sweep plans, selection.run_plans), `commits` ({(gpu, run id): its commit, hardware.provenance_of's of
+    env.json's corrected entry}) and `sources` ({(gpu, run id): its source digest, hardware.run_sources}).
+    decode.csv and its checks are read and joined once for `rows` and `all_rows` (checked.loaded_once)."""
     with checked.loaded_once():
         return _tables(data, models, configs)
 
@@ -108,12 +108,20 @@ def _tables(data, models, configs) -> dict:
                                                                                    on="gpu"),
         all_rows=roofline.default_rows(checked.labelled(checked.load("decode", data))),
         plans=selection.run_plans(data),
-        commits={key: hardware.provenance_of(entry)["commit"] for key, entry in hardware.load_env(data).items()})
+        **_provenance(hardware.load_env(data)))
+
+
+def _provenance(env: dict) -> dict:
+    """`commits` ({(gpu, run id): its short commit}) and `sources` ({(gpu, run id): its source digest}) of `env`."""
+    return dict(commits={key: hardware.provenance_of(entry)["commit"] for key, entry in env.items()},
+                sources=hardware.run_sources(env))
 
 
 def findings(t: dict) -> dict:
-    """{"01_findings": the cells' findings (roofline.findings), the sessions left out of them, and, per GPU whose cells
-    come from runs of several commits, which contexts each commit timed (roofline.commits_across_contexts)}."""
+    """{"01_findings": the cells' findings (roofline.findings), the sessions left out of them, per GPU whose cells
+    come from runs of several commits, which contexts each commit timed (roofline.commits_across_contexts), and the
+    cells whose sessions ran more than one version of the code (roofline.code_versions_within_cells)}."""
     return {"01_findings": roofline.findings(t["cells"], t["published"])
             + roofline.left_out_sweeps(t["all_rows"], t["rows"], t.get("plans"))
-            + roofline.commits_across_contexts(t["rows"], t.get("commits", {}))}
+            + roofline.commits_across_contexts(t["rows"], t.get("commits", {}))
+            + roofline.code_versions_within_cells(t["rows"], t.get("sources", {}))}

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap import arms as arm_registry, checked, hardware, paths, published, records, sessions
+from decodegap import arms as arm_registry, checked, hardware, paths, published, records, roofline, sessions
 from decodegap.analysis import where_the_thesis_ends as scope
 from decodegap.analysis import where_the_thesis_ends_anatomy as anatomy
 from decodegap.harness import keys, models as model_specs, profile
@@ -205,9 +205,13 @@ def tables(data=None, gpu: str | None = None) -> dict:
                           if not f.empty else f for f in (breakdown, kernels))
     t["copies"] = anatomy.copy_shares(breakdown)
     t["axis_fits"] = anatomy.axis_fits(t["scope"], anatomy.kernel_counts(kernels), SIZE_MODELS, BATCH_MODEL)
+    t["sources"] = hardware.run_sources(hardware.load_env(data))  # each run's source digest
     return t
 
 
 def findings(t: dict) -> dict:
-    """{"07_findings": scope.findings(t), then the anatomy's descriptive lines (copy shares, per-axis fits)}."""
-    return {"07_findings": scope.findings(t) + anatomy.findings(t["copies"], t["axis_fits"])}
+    """{"07_findings": scope.findings(t), then the anatomy's descriptive lines (copy shares, per-axis fits) and the
+    cells of notebook 07's own sweeps whose sessions ran more than one version of the code
+    (roofline.code_versions_within_cells)}."""
+    return {"07_findings": scope.findings(t) + anatomy.findings(t["copies"], t["axis_fits"])
+            + roofline.code_versions_within_cells(scope.scope_rows(t["rows"]), t.get("sources", {}), scope.CELL)}
