@@ -167,6 +167,8 @@ Options, as environment variables (all optional):
     TOTAL_TIMEOUT      seconds all the steps may run together, from the first (default: no limit): each step gets what
                        is left (or STEP_TIMEOUT where that is less), and a step after it is spent is skipped, so one
                        call's time limit can take `ladder confirm` and cut whichever step it reaches
+    .largepack/        the large committed files a copied tree left out (`bash bench/pack_large.sh` packs them;
+                       carry the folder): each is put back, checked against its sha256, before any step
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
@@ -227,6 +229,20 @@ fi
 mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd)  # absolute: save() packs from inside data/raw
 source bench/gpu_env.sh
 
+restore_large() {  # the large committed files a copied tree lacks, from .largepack/ (bench/pack_large.sh)
+  local pack=.largepack/large.txz sums=.largepack/SHA256SUMS f missing=()
+  [ -f "$pack" ] && [ -f "$sums" ] || return 0
+  while read -r _ f; do [ -e "$f" ] || missing+=("$f"); done < "$sums"
+  [ ${#missing[@]} -eq 0 ] && return 0
+  tar xJf "$pack" "${missing[@]}" || { echo "measure.sh: $pack lacks or cannot give ${missing[*]}" >&2; return 1; }
+  if ! grep -F -f <(printf '  %s\n' "${missing[@]}") "$sums" | sha256sum --quiet -c -; then
+    echo "measure.sh: a file restored from $pack is not the one packed; removed: ${missing[*]}" >&2
+    rm -f "${missing[@]}"
+    return 1
+  fi
+  echo "measure.sh: restored from $pack: ${missing[*]}"
+}
+restore_large || exit 2  # before any step reads data/: the large files the call's tree left out
 DATA=${DATA_DIR:-data}
 if [ ! -f "$DATA/specs/gpus.csv" ]; then
   mkdir -p "$DATA" && cp -r data/models data/specs data/published "$DATA"/

@@ -57,8 +57,11 @@ def test_every_script_that_writes_committed_rows_is_run_by_a_measure_sh_step():
 def test_measure_sh_is_the_one_entry_point_the_other_shell_scripts_serve_it():
     code = _measure_sh_code()
     others = sorted(p.name for p in BENCH.glob("*.sh") if p.name != "measure.sh")
-    assert others == ["build_flash_attn.sh", "build_marlin.sh", "fetch_gpt_fast.sh", "gpu_env.sh"]
+    assert others == ["build_flash_attn.sh", "build_marlin.sh", "fetch_gpt_fast.sh", "gpu_env.sh", "pack_large.sh"]
     for name in others:
+        if name == "pack_large.sh":  # run on the sending side: measure.sh reads what it packs (restore_large)
+            assert ".largepack/large.txz" in code and ".largepack/SHA256SUMS" in code
+            continue
         assert re.search(rf"(bash|source) bench/{re.escape(name)}\b", code), f"measure.sh does not use {name}"
 
 
@@ -455,3 +458,43 @@ def test_total_timeout_bounds_the_steps_together_and_skips_those_after_it(tmp_pa
                              env={**os.environ, var: value}, capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and f"{var}='{value}': give a whole number of seconds above 0" in bad.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_pack_large_packs_the_big_tracked_files_and_measure_sh_restores_those_a_tree_lacks(tmp_path):
+    """bench/pack_large.sh in a repository of one 1.5 MiB tracked file and a small one packs the big one alone
+    (LARGE_MIB=1); measure.sh's restore_large puts it back, byte for byte, where the tree lacks it, leaves a file the
+    tree has as it is, and refuses (removing what it restored) a pack whose file is not the one its SHA256SUMS
+    names. A bad LARGE_MIB is refused before anything is packed."""
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    big = bytes(range(256)) * (6 * 1024)  # 1.5 MiB
+    (repo / "data" / "big.csv").write_bytes(big)
+    (repo / "small.csv").write_text("a,b\n1,2\n")
+    git = ["git", "-C", str(repo)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "data/big.csv", "small.csv"], check=True)
+    pack = subprocess.run(["bash", str(BENCH / "pack_large.sh")], cwd=repo, env={**os.environ, "LARGE_MIB": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert pack.returncode == 0, pack.stderr
+    assert pack.stdout.split() == ["data/big.csv"]
+    assert (repo / ".largepack" / "SHA256SUMS").read_text().split()[1:] == ["data/big.csv"]
+    bad = subprocess.run(["bash", str(BENCH / "pack_large.sh")], cwd=repo, env={**os.environ, "LARGE_MIB": "8M"},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "LARGE_MIB='8M': give a whole number of MiB above 0" in bad.stderr
+    assert (repo / ".largepack" / "large.txz").exists()
+
+    restore = _measure_functions("restore_large") + "\nrestore_large\n"
+    run = lambda: subprocess.run(["bash", "-c", restore], cwd=repo, capture_output=True, text=True, timeout=60)
+    (repo / "data" / "big.csv").unlink()
+    out = run()
+    assert out.returncode == 0 and "restored from .largepack/large.txz: data/big.csv" in out.stdout, out.stderr
+    assert (repo / "data" / "big.csv").read_bytes() == big
+    (repo / "data" / "big.csv").write_text("the tree's own\n")
+    out = run()
+    assert out.returncode == 0 and out.stdout == "" and (repo / "data" / "big.csv").read_text() == "the tree's own\n"
+    sums = repo / ".largepack" / "SHA256SUMS"
+    sums.write_text("0" * 64 + "  data/big.csv\n")
+    (repo / "data" / "big.csv").unlink()
+    out = run()
+    assert out.returncode == 1 and "is not the one packed; removed: data/big.csv" in out.stderr
+    assert not (repo / "data" / "big.csv").exists()
