@@ -12,7 +12,7 @@ if ! [[ "$LARGE_MIB" =~ ^[0-9]+$ && "$LARGE_MIB" -gt 0 ]]; then
   echo "pack_large.sh: LARGE_MIB='$LARGE_MIB': give a whole number of MiB above 0, e.g. LARGE_MIB=8" >&2
   exit 2
 fi
-[ -d .git ] || { echo "pack_large.sh: run it from the repository root (no .git here)" >&2; exit 2; }
+[ -e .git ] || { echo "pack_large.sh: run it from the repository root (no .git here)" >&2; exit 2; }
 files=()
 while IFS= read -r -d '' f; do
   [ -f "$f" ] && [ "$(stat -c %s "$f")" -ge $((LARGE_MIB * 1024 * 1024)) ] && files+=("$f")

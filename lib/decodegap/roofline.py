@@ -125,8 +125,9 @@ def code_versions_within_cells(rows: pd.DataFrame, sources: Mapping, cell=CELL) 
         which = "; ".join(f"{source} (run{'' if len(ids) == 1 else 's'} {', '.join(ids)})"
                           for source, ids in sorted(runs.items(), key=lambda kv: (kv[1][0], kv[0])))
         out.append(f"{gpu} {quant}: {cells} cell{'' if cells == 1 else 's'} (ctx {ctxs}; "
-                   f"{', '.join(sorted(set(g['arm'])))}) {'pools' if cells == 1 else 'pool'} sessions of runs of {len(runs)} source digests, "
-                   f"{which}: such a cell's median mixes code versions (roofline.code_versions_within_cells).")
+                   f"{', '.join(sorted(set(g['arm'])))}) {'pools' if cells == 1 else 'pool'} sessions of runs of "
+                   f"{len(runs)} source digests, {which}: such a cell's median mixes code versions "
+                   "(roofline.code_versions_within_cells).")
     return out
 
 

@@ -97,7 +97,7 @@ def bf16_and_fastest_quant(pair_table: pd.DataFrame, grid: pd.DataFrame | None =
         if bf16.empty or quantised.empty:
             continue
         paired = fastest_quant(g)
-        best = (fastest_on(grid, fast, model) if grid is not None else None) or paired
+        best = fastest_on(grid, fast, model) or paired
         q = quantised[quantised["quant"] == paired]
         both = pd.concat([bf16, q])
         rows.append(dict(gpu_slow=slow, gpu_fast=fast, model=model, arm=arm,

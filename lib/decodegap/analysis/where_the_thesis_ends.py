@@ -511,8 +511,8 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     """Notebook 07's tables from its rows `decode_rows` (bf16_rows, of every GPU or one), the GPU `specs`
     (hardware.specs_table), the published numbers `pub` and the `configs` of the rows' and the published models:
     `cells` (every model and arm, each cell from its newest run, or its newest sweep's where that is one of notebook
-    07's own: newest_cells), `scope` (the cells of notebook 07's own sweeps:
-    scope_rows), `untimed` (the cells those sweeps could not time: untimed_cells), `fits`, `residuals` and
+    07's own: newest_cells), `scope_rows` (the rows of notebook 07's own sweeps: scope_rows) and `scope` (their
+    cells), `untimed` (the cells those sweeps could not time: untimed_cells), `fits`, `residuals` and
     `fit_verdicts` of the rules' cells, `within_floor`, `crossover` (every GPU of the registry, the configs' models,
     the contexts measured), `fixed_by_size`, `fixed_by_batch`, `launch` (shares) and `launch_shrinks`, `published`
     points, `lambdas`, `published_fit`, `published_outcome`, `transferred`. The thresholds are this module's, which
@@ -528,7 +528,7 @@ def replay(decode_rows: pd.DataFrame, specs: pd.DataFrame, pub: pd.DataFrame, co
     shares = launch_shares(scope)
     contexts = sorted(set(cells["ctx"])) if not cells.empty else [2048]
     verdicts = fit_verdicts(resid, fits, EXPLAINED, MIN_POINTS)
-    return dict(rows=decode_rows, cells=cells, scope=scope, untimed=untimed_cells(in_scope),
+    return dict(rows=decode_rows, scope_rows=in_scope, cells=cells, scope=scope, untimed=untimed_cells(in_scope),
                 configs=configs, specs=specs, fits=fits, residuals=resid,
                 fit_verdicts=verdicts, fixed_by_batch=fixed_share_by_batch(resid, verdicts),
                 within_floor=batch_within_floor(scope), crossover=crossover_table(configs, specs, contexts),

@@ -214,4 +214,4 @@ def findings(t: dict) -> dict:
     cells of notebook 07's own sweeps whose sessions ran more than one version of the code
     (roofline.code_versions_within_cells)}."""
     return {"07_findings": scope.findings(t) + anatomy.findings(t["copies"], t["axis_fits"])
-            + roofline.code_versions_within_cells(scope.scope_rows(t["rows"]), t.get("sources", {}), scope.CELL)}
+            + roofline.code_versions_within_cells(t["scope_rows"], t.get("sources", {}), scope.CELL)}

@@ -86,13 +86,14 @@ def stopping_on_sigterm(grace_s: float | None = None):
         yield
         return
     grace_s = REPEAT_GRACE_S if grace_s is None else grace_s
-    first = []
+    first_at = None  # when the first SIGTERM came
 
     def stop(signum, frame):
-        if not first:
-            first.append(time.monotonic())
+        nonlocal first_at
+        if first_at is None:
+            first_at = time.monotonic()
             raise Stopped(signum)
-        if time.monotonic() - first[0] > grace_s:
+        if time.monotonic() - first_at > grace_s:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
