@@ -102,9 +102,17 @@ def cmd_cuda_graphs_ab(args) -> int:
 def cmd_quantisation(args) -> int:
     from decodegap.experiments import quantisation
 
+    from decodegap.harness import keys
+
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
-    quant_paths = _csv_list(args.paths) if args.paths else None
+    quant_paths = None  # every path
+    if args.paths is not None:  # each named path checked, a misspelt one refused, an empty list too (not "every")
+        quant_paths = [keys.quant(p) for p in _csv_list(args.paths, option="--paths")]
+        if not quant_paths:
+            from decodegap.inputs import InputError
+
+            raise InputError(f"--paths {args.paths!r} names no quantisation path; leave --paths out for every path")
     if args.plan:  # what the sweeps would time, on any machine: nothing timed, nothing written
         from decodegap import paths
 
@@ -163,7 +171,7 @@ def cmd_closing_the_gap(args) -> int:
     if args.megakernel:  # the megakernel cell: its selection, its confirmation, then the profiled steps
         from decodegap.inputs import InputError
 
-        if args.levers or args.retry_errors or args.confirm:
+        if args.levers is not None or args.retry_errors or args.confirm:
             raise InputError("--megakernel measures the cell of levers.MEGAKERNEL_CELL, its selection and then its "
                              "confirmation; it takes none of --levers, --retry-errors, --confirm (--again: both in "
                              "runs of their own)")
@@ -174,7 +182,7 @@ def cmd_closing_the_gap(args) -> int:
     if args.confirm:  # the chosen levers and their runners-up again, after the selection (its own sweeps)
         from decodegap.inputs import InputError
 
-        if args.levers or args.retry_errors:
+        if args.levers is not None or args.retry_errors:
             raise InputError("--confirm times each cell's chosen lever beside its runner-up as the ladder stands; it "
                              "takes neither --levers nor --retry-errors (--again: confirm the confirmed cells again)")
         kinds = None if args.kinds is None else _csv_list(args.kinds, option="--kinds")
@@ -205,7 +213,7 @@ def cmd_closing_the_gap(args) -> int:
     model_keys = _csv_list(args.models)
     _check_models(model_keys, args.data_dir)
     contexts = _contexts(args.contexts, model_keys, args.data_dir)
-    only = keys.levers(_csv_list(args.levers)) if args.levers else None
+    only = keys.levers(_csv_list(args.levers, option="--levers")) if args.levers is not None else None  # '': refused
     if args.plan:  # what the selection would measure, on any machine: nothing timed, nothing written
         from decodegap import paths
 
