@@ -318,3 +318,23 @@ def test_gallery_write_on_whole_tables_gives_the_committed_bytes(tmp_path):
     assert gallery.write(f) == f / gallery.GALLERY_CSV
     assert (f / gallery.GALLERY_CSV).read_bytes() == (paths.FIGURES / gallery.GALLERY_CSV).read_bytes()
     assert sorted(p.name for p in f.iterdir()) == names
+
+
+def test_the_gallery_command_reads_and_writes_the_figures_of_the_data_folder_it_is_given(data_dir, capsys):
+    """`gallery --data-dir DIR` reads DIR's figures (beside it, where `reproduce --data-dir DIR` writes them) and
+    writes its gallery.csv there; it ignored the folder and rewrote the repository's figures/gallery.csv
+    (2026-12-07). Without figures there it is refused, and --readme (the repository's README) only takes the
+    repository's data/; neither refusal writes anything."""
+    from decodegap import cli
+
+    committed = (paths.FIGURES / gallery.GALLERY_CSV).stat().st_mtime_ns
+    assert cli.main(["--data-dir", str(data_dir), "gallery"]) == 2
+    assert f"no figures at {data_dir.parent / 'figures'}" in capsys.readouterr().err
+    assert cli.main(["--data-dir", str(data_dir), "gallery", "--readme"]) == 2
+    assert "--readme rewrites the repository's README" in capsys.readouterr().err
+    f = data_dir.parent / "figures"
+    shutil.copytree(paths.FIGURES, f, ignore=shutil.ignore_patterns("*.png", "*.md", gallery.GALLERY_CSV))
+    assert cli.main(["--data-dir", str(data_dir), "gallery"]) == 0
+    assert capsys.readouterr().out == f"wrote {f / gallery.GALLERY_CSV}\n"
+    assert (f / gallery.GALLERY_CSV).read_bytes() == (paths.FIGURES / gallery.GALLERY_CSV).read_bytes()
+    assert (paths.FIGURES / gallery.GALLERY_CSV).stat().st_mtime_ns == committed  # the repository's not rewritten

@@ -450,12 +450,22 @@ def cmd_reproduce(args) -> int:
 
 def cmd_gallery(args) -> int:
     """figures/gallery.csv from the tables in figures/; with --readme, the README gallery's lines from it and
-    data/README.md's runs-by-file table from env.json."""
-    from decodegap import paths
+    data/README.md's runs-by-file table from env.json. With --data-dir, the gallery of that folder's figures (where
+    `reproduce --data-dir` wrote them: validate.figures_for), never the repository's; --readme only for the
+    repository's data/, whose figures the README shows."""
+    from decodegap import inputs, paths, validate
     from decodegap.claims import run_provenance, table as claims
     from decodegap.figures import gallery
 
-    print(f"wrote {gallery.write()}")
+    data = inputs.data_folder(args.data_dir)
+    if args.readme and data != paths.DATA:
+        raise inputs.InputError(f"--readme rewrites the repository's README from its own data/ and figures/; "
+                                f"{data} is another folder: leave out --readme (or --data-dir)")
+    figures = validate.figures_for(data)
+    if not figures.is_dir():
+        raise inputs.InputError(f"no figures at {figures} for data folder {data}: run `python -m decodegap "
+                                f"reproduce --data-dir {data}` first")
+    print(f"wrote {gallery.write(figures)}")
     if args.readme:
         readme = paths.REPO / "README.md"
         readme.write_text(gallery.readme_text(readme.read_text(), gallery.read(), claims.claim_counts(),
@@ -646,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --this-machine: the key the device should be; an error, naming the device, if not")
     g.set_defaults(func=cmd_gpus)
 
-    gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/")
+    gal = sub.add_parser("gallery", help="the README gallery's findings (figures/gallery.csv) from the tables in figures/ "
+                         "(with --data-dir: the figures beside that folder, where reproduce wrote them)")
     gal.add_argument("--readme", action="store_true", help="also rewrite the README gallery's lines from them")
     gal.set_defaults(func=cmd_gallery)
 
