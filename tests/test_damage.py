@@ -170,9 +170,26 @@ def test_the_shipped_data_is_whole():
 def test_data_dir_figures_go_beside_it(copy):
     assert validate.figures_for(paths.DATA) == paths.FIGURES
     assert validate.figures_for(copy) == copy.parent / "figures"
-    assert validate.figures_for(copy, copy / "x") == (copy / "x").resolve()
+    assert validate.figures_for(copy, copy.parent / "x") == (copy.parent / "x").resolve()
     inside = paths.REPO / "mydata"  # a folder in the repository: never its committed figures/
     assert validate.figures_for(inside) == paths.REPO / "mydata-figures"
+
+
+@pytest.mark.parametrize("where, words", [
+    (lambda copy: copy, "is the data folder;"), (lambda copy: copy / "x", "lies inside the data folder"),
+    (lambda copy: copy / "raw", "lies inside the data folder"), (lambda copy: copy.parent, "holds the data folder"),
+    (lambda copy: paths.REPO, "is the repository's root"), (lambda copy: paths.REPO / "lib" / "x", "repository's lib/"),
+    (lambda copy: paths.REPO / "data", "repository's data/")])
+def test_a_figures_folder_that_is_not_one_of_its_own_is_refused_before_anything_runs(copy, capsys, where, words):
+    """A named figures folder must be a folder of its own: `reproduce --figures-dir data` wrote notebook 01's tables
+    and figures among the raw rows (2026-12-07). The data folder, a folder inside it or holding it, the repository's
+    root and its own folders are refused in one line before any notebook runs; nothing is written there."""
+    target = where(copy)
+    before = sorted(p.name for p in target.iterdir()) if target.exists() else None
+    assert cli.main(["reproduce", "--data-dir", str(copy), "--figures-dir", str(target), "--only", "05_cost"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"decodegap: figures folder {target.resolve()} ") and words in err and err.count("\n") == 1
+    assert (sorted(p.name for p in target.iterdir()) if target.exists() else None) == before
 
 
 def _fake_run_all(fail=None, figure="01_step_time_vs_context.png", content=b"half done"):

@@ -483,10 +483,36 @@ def figures_for(data: Path, named=None) -> Path:
     repository's own figures/), never the repository's committed figures unless named."""
     from decodegap import paths
 
-    if named:
-        return Path(named).resolve()
     data = Path(data).resolve()
+    if named:
+        return _own_figures_folder(Path(named).resolve(), data)
     if data == paths.DATA:
         return paths.FIGURES
     beside = data.parent / "figures"
     return data.parent / f"{data.name}-figures" if beside == paths.FIGURES else beside
+
+
+REPOSITORY_FOLDERS = ("lib", "notebooks", "tests", "bench", "data", ".git", ".ci")
+"""The repository's own folders, which a named figures folder never lies in (figures_for): reproduce writes its
+tables and figures there and would mix them into the code, the notebooks or the rows."""
+
+
+def _own_figures_folder(figures: Path, data: Path) -> Path:
+    """`figures` (resolved) where it is a folder of its own: refused (InputError, before anything runs) where it is
+    the data folder, lies inside it or holds it, or is the repository's root or lies in one of REPOSITORY_FOLDERS;
+    `reproduce --figures-dir data` wrote the tables among the raw rows (2026-12-07)."""
+    from decodegap import paths
+
+    why = ("is the data folder" if figures == data else f"lies inside the data folder {data}"
+           if data in figures.parents else f"holds the data folder {data}" if figures in data.parents else "")
+    repo = paths.REPO.resolve()
+    if not why and (figures == repo or repo in figures.parents):
+        top = figures.relative_to(repo).parts[:1]
+        if not top:
+            why = "is the repository's root"
+        elif top[0] in REPOSITORY_FOLDERS:
+            why = f"lies in the repository's {top[0]}/"
+    if why:
+        raise InputError(f"figures folder {figures} {why}; name a folder of its own (--figures-dir / FIGURES_DIR), "
+                         f"or leave it out for {figures_for(data)}")
+    return figures
