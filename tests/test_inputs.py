@@ -374,3 +374,14 @@ def test_quantisation_measurements_refuse_cpu_timings_as_a_gpus(data_dir):
     with pytest.raises(InputError, match="measures this machine's CPU"):
         quantisation.measure("h200", ["llama-tiny"], [16], ["int4-tinygemm"], ["eager"], 1, 1, 1, "cpu", data_dir)
     assert not (data_dir / "raw").exists()
+
+
+def test_a_notebooks_figures_folder_is_checked_like_reproduces(data_dir, tmp_path):
+    """papermill run directly: keys.check_parameters, a notebook's first call, refuses a FIGURES_DIR that is the
+    data folder or inside it, as `reproduce --figures-dir` does (validate.own_figures_folder), and takes a folder of
+    its own."""
+    for bad, words in ((data_dir, "is the data folder"), (data_dir / "raw", "lies inside the data folder")):
+        with pytest.raises(InputError, match=f"figures folder {re.escape(str(bad))} {words}"):
+            keys.check_parameters({"DATA_DIR": str(data_dir), "FIGURES_DIR": str(bad)})
+    keys.check_parameters({"DATA_DIR": str(data_dir), "FIGURES_DIR": str(tmp_path / "figures")})
+    assert not (tmp_path / "figures").exists() and not (data_dir / "raw").exists()  # nothing made

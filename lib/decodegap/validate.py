@@ -485,7 +485,7 @@ def figures_for(data: Path, named=None) -> Path:
 
     data = Path(data).resolve()
     if named:
-        return _own_figures_folder(Path(named).resolve(), data)
+        return own_figures_folder(Path(named).resolve(), data)
     if data == paths.DATA:
         return paths.FIGURES
     beside = data.parent / "figures"
@@ -497,7 +497,7 @@ REPOSITORY_FOLDERS = ("lib", "notebooks", "tests", "bench", "data", ".git", ".ci
 tables and figures there and would mix them into the code, the notebooks or the rows."""
 
 
-def _own_figures_folder(figures: Path, data: Path) -> Path:
+def own_figures_folder(figures: Path, data: Path) -> Path:
     """`figures` (resolved) where it is a folder of its own: refused (InputError, before anything runs) where it is
     the data folder, lies inside it or holds it, or is the repository's root or lies in one of REPOSITORY_FOLDERS;
     `reproduce --figures-dir data` wrote the tables among the raw rows (2026-12-07)."""

@@ -177,6 +177,12 @@ def check_parameters(namespace: dict) -> None:
             models([value] if isinstance(value, str) else value, data)
         elif name in GPU_PARAMETERS and value is not None:
             validate.gpu_key(value, data, f"parameter {name}")
+    if namespace.get("FIGURES_DIR"):  # papermill run directly: the same folder of its own as reproduce asks for
+        from pathlib import Path
+
+        from decodegap import paths
+
+        validate.own_figures_folder(Path(namespace["FIGURES_DIR"]).resolve(), paths.data_dir(data).resolve())
     for name in CONTEXT_PARAMETERS:
         if name in namespace:
             namespace[name] = contexts_for(namespace[name], namespace.get("MODELS"), data,
