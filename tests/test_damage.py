@@ -84,6 +84,20 @@ def _header_only(path: Path) -> None:
     path.write_text(path.read_text().splitlines(keepends=True)[0])
 
 
+def _field(column: str, value: str):
+    """A damage: `column` of the file's first row set to `value` (the csv module's quoting kept)."""
+    def damage(path: Path) -> None:
+        import csv
+        import io
+
+        rows = list(csv.reader(io.StringIO(path.read_text())))
+        rows[1][rows[0].index(column)] = value
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(rows)
+        path.write_text(out.getvalue())
+    return damage
+
+
 DAMAGE = {
     "decode.csv deleted": ("raw/h200/decode.csv", _unlink_on_every_gpu, r"decode\.csv: missing, though"),
     "ab.csv deleted": ("raw/h200/ab.csv", _unlink_on_every_gpu, r"ab\.csv: missing, though"),
@@ -118,6 +132,12 @@ DAMAGE = {
     "a run on another device": ("raw/h200/env.json", _another_device,
                                 r"h200/env\.json:\d+: run \S+ ran on 'NVIDIA H100 80GB HBM3', which is not 'h200'"),
     "a model not JSON": ("models/qwen2.5-7b.json", lambda p: p.write_text("{"), r"qwen2\.5-7b\.json:1: not valid JSON"),
+    "a bandwidth with its unit": ("specs/gpus.csv", _field("bandwidth_gbps", "3.35 TB/s"),
+                                  r"gpus\.csv:2: column bandwidth_gbps holds '3\.35 TB/s', not a positive number"),
+    "a price not a number": ("specs/prices.csv", _field("usd_per_hour", "abc"),
+                             r"prices\.csv:2: column usd_per_hour holds 'abc', not a positive number"),
+    "a published value not a number": ("published/paper.csv", _field("value", "~5"),
+                                       r"paper\.csv:2: column value holds '~5', not a number"),
 }
 
 
@@ -152,7 +172,8 @@ def test_damaged_data_is_refused_before_anything_is_written(case, copy, tmp_path
                                             "decode.csv truncated", "env.json deleted", "a GPU key in another case",
                                             "a folder of no GPU key", "another GPU's folder copied in",
                                             "decode.csv cut at a line's end", "kernels.csv deleted on one GPU",
-                                            "a run on another device"]))
+                                            "a run on another device", "a model not JSON", "a bandwidth with its unit",
+                                            "a price not a number", "a published value not a number"]))
 def test_check_reports_the_same_damage(case, copy, capsys):
     rel, damage, message = DAMAGE[case]
     damage(copy / rel)

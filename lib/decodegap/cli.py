@@ -350,6 +350,12 @@ def cmd_check(args) -> int:
     if not files:
         raise inputs.InputError(f"no raw CSV under {raw}/<gpu>/; nothing to check (is --data-dir the right folder?)")
     bad, frames = 0, {}
+    for step in validate.registry_checks(raw.parent):  # the GPU and price registries, the paper's values, the models
+        try:
+            step()
+        except inputs.InputError as exc:
+            bad += 1
+            print(f"ERROR {exc}", file=sys.stderr)
     for path in files:
         schema = records.schema_for(path.stem)
         if args.repair:

@@ -25,6 +25,16 @@ REGISTRY_COLUMNS = {
 }
 """Registry files every notebook reads (below the data folder) and the columns the code reads of each."""
 
+NUMBER_COLUMNS = {
+    "specs/gpus.csv": {"bandwidth_gbps": "positive"},
+    "specs/prices.csv": {"usd_per_hour": "positive or empty"},
+    "published/paper.csv": {"value": "number or empty"},
+}
+"""Registry columns whose fields the code reads as numbers (_csv_lines): a datasheet bandwidth must be a positive
+number in every row, an hourly price a positive number where given (empty: no source found, named unpriced), a
+published value a number where given. A word there (`abc`, `0.80/hr`) failed
+only inside notebook 05 as a float conversion (2026-12-07)."""
+
 MODEL_FIELDS = ("key", "name", "source", "config")
 
 READS = {
@@ -40,8 +50,10 @@ READS = {
 figures would be empty, silently. Every other raw CSV is optional, but checked whole when present."""
 
 
-def _csv_lines(path: Path, columns: Iterable[str]) -> None:
-    """A registry CSV: the columns the code reads in its header, every line as many fields, at least one row."""
+def _csv_lines(path: Path, columns: Iterable[str], numbers: dict | None = None) -> None:
+    """A registry CSV: the columns the code reads in its header, every line as many fields, at least one row, and
+    each of `numbers` ({column: "positive", "positive or empty" or "number or empty"}: NUMBER_COLUMNS) a number as it
+    says."""
     text = path.read_text()
     rows = list(csv.reader(io.StringIO(text)))
     if not rows:
@@ -57,6 +69,18 @@ def _csv_lines(path: Path, columns: Iterable[str]) -> None:
         if fields and len(fields) != len(header):
             raise InputError(f"{path}:{lineno}: {len(fields)} fields where the header has {len(header)}; fix or "
                              "remove that line")
+        for column, kind in (numbers or {}).items():
+            text = fields[header.index(column)].strip() if fields else ""
+            if not fields or (not text and kind.endswith("or empty")):
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                value = None
+            if value is None or value != value or (kind.startswith("positive") and not value > 0):
+                raise InputError(f"{path}:{lineno}: column {column} holds {text!r}, not a "
+                                 f"{'positive number' if kind.startswith('positive') else 'number'}; fix that field (a plain "
+                                 "number, no unit) or restore the file from git")
 
 
 def _json(path: Path, text: str | None = None):
@@ -355,13 +379,21 @@ def file_problems(data: Path) -> list[str]:
 
 
 def _file_checks(data: Path):
+    yield from registry_checks(data)
+    for folder in sorted(p for p in (data / "raw").glob("*") if p.is_dir()):
+        yield from gpu_folder_checks(folder)
+
+
+def registry_checks(data: Path):
+    """The checks of the data folder's registries (REGISTRY_COLUMNS, NUMBER_COLUMNS) and models/*.json, each a
+    callable raising InputError: what replay (data_whole) and `check` hold besides the raw rows."""
     for rel, columns in REGISTRY_COLUMNS.items():
         path = data / rel
 
-        def registry(path=path, columns=columns):
+        def registry(path=path, columns=columns, numbers=NUMBER_COLUMNS.get(rel)):
             if not path.is_file():
                 raise InputError(f"{path}: missing; every notebook reads it. Restore it from the repository's data/")
-            _csv_lines(path, columns)
+            _csv_lines(path, columns, numbers)
         yield registry
     for path in sorted((data / "models").glob("*.json")):
         def model(path=path):
@@ -373,8 +405,6 @@ def _file_checks(data: Path):
                 raise InputError(f"{path}:{_line_of(path.read_text(), 'config')}: its config (the model's HF "
                                  "config.json fields) has no max_position_embeddings")
         yield model
-    for folder in sorted(p for p in (data / "raw").glob("*") if p.is_dir()):
-        yield from gpu_folder_checks(folder)
 
 
 def folder_checks(folder: Path, frames: dict):
