@@ -216,7 +216,7 @@ def cell_table(decode_rows: pd.DataFrame, specs: pd.DataFrame, configs: Mapping[
         table[f"t_floor_measured_ms_{conv}"] = t_floor_ms(table[f"bytes_{conv}"], table["measured_gbps"])
         table[f"r_floor_measured_{conv}"] = table[f"t_floor_measured_ms_{conv}"] / table["t_obs_ms"]
         for col in (f"r_floor_{conv}", f"r_floor_measured_{conv}"):
-            for i in np.flatnonzero(table[col].to_numpy() > 1.0):
+            for i in np.flatnonzero(table[col].gt(1.0).to_numpy()):  # NaN (no floor): not flagged, no warning
                 flags[i].append(f"{col}>1")
     table["flag"] = [";".join(f) for f in flags]
     return table.sort_values(CELL).reset_index(drop=True)
