@@ -101,7 +101,6 @@ def cmd_cuda_graphs_ab(args) -> int:
 
 def cmd_quantisation(args) -> int:
     from decodegap.experiments import quantisation
-
     from decodegap.harness import keys
 
     model_keys = _csv_list(args.models)
@@ -349,13 +348,18 @@ def cmd_check(args) -> int:
     files = sorted(raw.glob("*/*.csv"))
     if not files:
         raise inputs.InputError(f"no raw CSV under {raw}/<gpu>/; nothing to check (is --data-dir the right folder?)")
-    bad, frames = 0, {}
-    for step in validate.registry_checks(raw.parent):  # the GPU and price registries, the paper's values, the models
+
+    def failed(step) -> int:
+        """1 where the check `step` raises InputError (its message printed as an ERROR line), else 0."""
         try:
             step()
         except inputs.InputError as exc:
-            bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
+            return 1
+        return 0
+
+    # the GPU and price registries, the paper's values, the models
+    bad, frames = sum(failed(step) for step in validate.registry_checks(raw.parent)), {}
     for path in files:
         schema = records.schema_for(path.stem)
         if args.repair:
@@ -369,13 +373,9 @@ def cmd_check(args) -> int:
             bad += 1
             print(f"ERROR {exc}", file=sys.stderr)
     for folder in sorted({p.parent for p in files}):  # errors, as reproduce refuses them (validate.data_whole)
-        for step in (lambda: validate.folder_is_a_gpu(folder),
-                     *validate.folder_checks(folder, {p: f for p, f in frames.items() if p.parent == folder})):
-            try:
-                step()
-            except inputs.InputError as exc:
-                bad += 1
-                print(f"ERROR {exc}", file=sys.stderr)
+        bad += sum(failed(step) for step in (
+            lambda: validate.folder_is_a_gpu(folder),
+            *validate.folder_checks(folder, {p: f for p, f in frames.items() if p.parent == folder})))
     for path in sorted(raw.glob("*/env.json")):
         try:
             env = validate.check_env(path)

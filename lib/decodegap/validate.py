@@ -70,15 +70,15 @@ def _csv_lines(path: Path, columns: Iterable[str], numbers: dict | None = None) 
             raise InputError(f"{path}:{lineno}: {len(fields)} fields where the header has {len(header)}; fix or "
                              "remove that line")
         for column, kind in (numbers or {}).items():
-            text = fields[header.index(column)].strip() if fields else ""
-            if not fields or (not text and kind.endswith("or empty")):
+            field = fields[header.index(column)].strip() if fields else ""
+            if not fields or (not field and kind.endswith("or empty")):
                 continue
             try:
-                value = float(text)
+                value = float(field)
             except ValueError:
                 value = None
             if value is None or value != value or (kind.startswith("positive") and not value > 0):
-                raise InputError(f"{path}:{lineno}: column {column} holds {text!r}, not a "
+                raise InputError(f"{path}:{lineno}: column {column} holds {field!r}, not a "
                                  f"{'positive number' if kind.startswith('positive') else 'number'}; fix that field (a plain "
                                  "number, no unit) or restore the file from git")
 
