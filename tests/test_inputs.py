@@ -306,6 +306,16 @@ def test_one_value_or_a_comma_string_becomes_a_list():
     assert _checked(MODELS="llama-3.1-8b")["MODELS"] == ["llama-3.1-8b"]  # not its characters
     assert _checked(MODELS="qwen2.5-7b, llama-3.1-8b")["MODELS"] == ["qwen2.5-7b", "llama-3.1-8b"]
     assert _checked(CONTEXTS=2048)["CONTEXTS"] == [2048]
+    # the text of a list (`papermill -p MODELS '["a", "b"]'` passes the text) is read as that list
+    assert _checked(MODELS='["qwen2.5-7b", "llama-3.1-8b"]')["MODELS"] == ["qwen2.5-7b", "llama-3.1-8b"]
+    assert _checked(CONTEXTS=" [2048, 16384] ")["CONTEXTS"] == [2048, 16384]
+    with pytest.raises(InputError, match=re.escape("unknown model 'llama-3.1-8x'")):  # the key, not the text
+        _checked(MODELS='["llama-3.1-8x"]')
+    with pytest.raises(InputError, match=re.escape("parameter MODELS: cannot read '[qwen2.5-7b]' as a list; "
+                                                   "write -p MODELS a,b or -y 'MODELS: [a, b]'")):
+        _checked(MODELS="[qwen2.5-7b]")
+    with pytest.raises(InputError, match=re.escape("parameter CONTEXTS takes a list of context lengths")):
+        _checked(CONTEXTS="[2048, '4k']")
     assert _checked(MEASURE=False, GPU=None, BACKENDS=None)["BACKENDS"] is None
 
 

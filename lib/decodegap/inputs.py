@@ -7,6 +7,7 @@ decodegap.harness.keys, which holds the registries."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -53,8 +54,22 @@ def positive(name: str, value, minimum: int = 1) -> int:
 # Papermill parameters: name -> (what it expects, check returning the value, normalised). A list parameter
 # also takes one value or a comma-separated string (what `papermill -p NAME a,b` passes).
 
+def _list_literal(name: str, value):
+    """`value` read as a list where it is the text of one (`-p MODELS '["a", "b"]'` passes that text, not a list),
+    else as it came."""
+    if not (isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]")):
+        return value
+    try:
+        out = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        raise InputError(f"parameter {name}: cannot read {value!r} as a list; write -p {name} a,b or "
+                         f"-y '{name}: [a, b]'") from None
+    return out if isinstance(out, list) else value
+
+
 def _listed(kind: Callable, what: str, each: Callable | None = None) -> Callable:
     def check(name, value):
+        value = _list_literal(name, value)
         if isinstance(value, str) and kind is str:
             value = [v.strip() for v in value.split(",") if v.strip()]
         elif isinstance(value, str) and "," in value:  # `-p CONTEXTS 2048,16384`, as the CLI passes it
