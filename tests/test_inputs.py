@@ -59,7 +59,8 @@ def test_a_misspelled_lever_leaves_the_repository_untouched(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["quantisation", "--plan", "--paths", "int4-triton,int4-trton"], "unknown quantisation path 'int4-trton'; known: "),
     (["quantisation", "--paths", "int4-triton,int4-trton"], "unknown quantisation path 'int4-trton'; known: "),
-    (["quantisation", "--plan", "--paths", ","], "--paths ',' names no quantisation path"),
+    (["quantisation", "--plan", "--paths", ","], "no quantisation path given; pass one or more of bf16"),
+    (["quantisation", "--paths", ","], "no quantisation path given; pass one or more of bf16, bnb-nf4"),
     (["closing-the-gap", "--plan", "--levers", ""], "no lever given; pass one or more of eager"),
     (["closing-the-gap", "--levers", ""], "no lever given; pass one or more of eager")])
 def test_a_misspelled_or_empty_path_or_lever_list_is_refused_in_one_line_before_anything(data_dir, capsys, args,
@@ -74,6 +75,21 @@ def test_a_misspelled_or_empty_path_or_lever_list_is_refused_in_one_line_before_
     err = capsys.readouterr().err
     assert err.startswith(f"decodegap: {expected}") and err.count("\n") == 1, err
     assert _tree(data_dir) == before
+
+
+
+def test_an_empty_key_list_names_each_key_and_how_to_get_every_one():
+    """keys.quants and keys.levers share one check: each key known, at least one; the quantisation paths' message
+    also names the option to leave out for every path."""
+    from decodegap.quant.paths import ALIASES, PATHS
+
+    with pytest.raises(InputError) as err:
+        keys.quants(())
+    assert str(err.value) == (f"no quantisation path given; pass one or more of {', '.join([*PATHS, *ALIASES])}, "
+                              "or leave --paths out for every quantisation path")
+    assert keys.quants(["awq", "bf16"]) == ("awq", "bf16")  # an alias passes, as --quant takes it
+    with pytest.raises(InputError, match=r"^no lever given; pass one or more of eager, "):
+        keys.levers([])
 
 
 @pytest.mark.parametrize("option, value, expected", [

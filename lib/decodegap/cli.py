@@ -107,11 +107,7 @@ def cmd_quantisation(args) -> int:
     _check_models(model_keys, args.data_dir)
     quant_paths = None  # every path
     if args.paths is not None:  # each named path checked, a misspelt one refused, an empty list too (not "every")
-        quant_paths = [keys.quant(p) for p in _csv_list(args.paths, option="--paths")]
-        if not quant_paths:
-            from decodegap.inputs import InputError
-
-            raise InputError(f"--paths {args.paths!r} names no quantisation path; leave --paths out for every path")
+        quant_paths = list(keys.quants(_csv_list(args.paths, option="--paths")))
     if args.plan:  # what the sweeps would time, on any machine: nothing timed, nothing written
         from decodegap import paths
 

@@ -20,14 +20,16 @@ def _known(kind: str, value, known: Iterable[str], fix: str) -> InputError:
     return InputError(f"unknown {kind} {value!r}; known: {', '.join(known)}. {fix}")
 
 
-def _one_or_more(kind: str, values: Iterable[str], known, fix: str) -> tuple[str, ...]:
-    """`values` as a tuple, each one of `known`, at least one."""
+def _one_or_more(kind: str, values: Iterable[str], known, fix: str, every: str = "") -> tuple[str, ...]:
+    """`values` as a tuple, each one of `known`, at least one (`every`: the option left out for all of them, named
+    when none is given)."""
     out = tuple(values)
     for value in out:
         if value not in known:
             raise _known(kind, value, known, fix)
     if not out:
-        raise InputError(f"no {kind} given; pass one or more of {', '.join(known)}")
+        raise InputError(f"no {kind} given; pass one or more of {', '.join(known)}"
+                         + (f", or leave {every} out for every {kind}" if every else ""))
     return out
 
 
@@ -62,6 +64,15 @@ def quant(value: str) -> str:
     if value not in PATHS and value not in ALIASES:
         raise _known("quantisation path", value, [*PATHS, *ALIASES], "Check the spelling (--quant / QUANT_PATHS).")
     return value
+
+
+def quants(values: Iterable[str]) -> tuple[str, ...]:
+    """Quantisation path keys (quantisation --paths), each one of quant.PATHS or its aliases, at least one: an
+    empty list is refused, not read as every path."""
+    from decodegap.quant.paths import ALIASES, PATHS
+
+    return _one_or_more("quantisation path", values, [*PATHS, *ALIASES], "Check the spelling (--paths).",
+                        every="--paths")
 
 
 def models(keys: Iterable[str], data=None) -> tuple[str, ...]:
