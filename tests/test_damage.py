@@ -480,3 +480,29 @@ def test_a_run_whose_rows_written_names_another_file_owes_no_file_of_its_own(cop
     assert cli.main(["check", "--data-dir", str(copy), "--no-provenance"]) == 1
     assert re.search(r"h100-sxm/quant_layers\.csv: missing, though .*run 20260101T000000-abcdef run to its end",
                      capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("rel, column, field, refused_as", [
+    ("specs/gpus.csv", "bandwidth_gbps", "", "positive number"),  # a bandwidth in every row
+    ("specs/gpus.csv", "bandwidth_gbps", "0", "positive number"),
+    ("specs/gpus.csv", "bandwidth_gbps", "nan", "positive number"),
+    ("specs/gpus.csv", "bandwidth_gbps", "4800", None),
+    ("specs/prices.csv", "usd_per_hour", "", None),  # no source found: unpriced
+    ("specs/prices.csv", "usd_per_hour", "-1.5", "positive number"),
+    ("specs/prices.csv", "usd_per_hour", "0.80/hr", "positive number"),
+    ("published/paper.csv", "value", "", None),
+    ("published/paper.csv", "value", "-3.5", None),  # any number: a published difference may be negative
+    ("published/paper.csv", "value", "5%", "number")])
+def test_a_registry_number_column_holds_what_its_rule_says(tmp_path, rel, column, field, refused_as):
+    """validate.NUMBER_COLUMNS, read by _csv_lines on a two-line file: positive or any number, empty or not."""
+    columns = validate.REGISTRY_COLUMNS[rel]
+    path = tmp_path / "registry.csv"
+    row = ["1" for _ in columns]
+    row[columns.index(column)] = field
+    path.write_text(",".join(columns) + "\n" + ",".join(row) + "\n")
+    if refused_as is None:
+        validate._csv_lines(path, columns, validate.NUMBER_COLUMNS[rel])
+    else:
+        with pytest.raises(validate.InputError, match=re.escape(f"registry.csv:2: column {column} holds {field!r}, not a "
+                                                       f"{refused_as}; fix that field")):
+            validate._csv_lines(path, columns, validate.NUMBER_COLUMNS[rel])

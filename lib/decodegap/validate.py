@@ -10,7 +10,7 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,10 +25,21 @@ REGISTRY_COLUMNS = {
 }
 """Registry files every notebook reads (below the data folder) and the columns the code reads of each."""
 
+class Number(NamedTuple):
+    """What a registry column's fields must be: a number, `positive` (> 0) or any, and `may_be_empty` or not."""
+
+    positive: bool
+    may_be_empty: bool
+
+    @property
+    def what(self) -> str:
+        return "positive number" if self.positive else "number"
+
+
 NUMBER_COLUMNS = {
-    "specs/gpus.csv": {"bandwidth_gbps": "positive"},
-    "specs/prices.csv": {"usd_per_hour": "positive or empty"},
-    "published/paper.csv": {"value": "number or empty"},
+    "specs/gpus.csv": {"bandwidth_gbps": Number(positive=True, may_be_empty=False)},
+    "specs/prices.csv": {"usd_per_hour": Number(positive=True, may_be_empty=True)},
+    "published/paper.csv": {"value": Number(positive=False, may_be_empty=True)},
 }
 """Registry columns whose fields the code reads as numbers (_csv_lines): a datasheet bandwidth must be a positive
 number in every row, an hourly price a positive number where given (empty: no source found, named unpriced), a
@@ -52,8 +63,7 @@ figures would be empty, silently. Every other raw CSV is optional, but checked w
 
 def _csv_lines(path: Path, columns: Iterable[str], numbers: dict | None = None) -> None:
     """A registry CSV: the columns the code reads in its header, every line as many fields, at least one row, and
-    each of `numbers` ({column: "positive", "positive or empty" or "number or empty"}: NUMBER_COLUMNS) a number as it
-    says."""
+    each of `numbers` ({column: Number}: NUMBER_COLUMNS) a number as its Number says."""
     text = path.read_text()
     rows = list(csv.reader(io.StringIO(text)))
     if not rows:
@@ -69,18 +79,17 @@ def _csv_lines(path: Path, columns: Iterable[str], numbers: dict | None = None) 
         if fields and len(fields) != len(header):
             raise InputError(f"{path}:{lineno}: {len(fields)} fields where the header has {len(header)}; fix or "
                              "remove that line")
-        for column, kind in (numbers or {}).items():
+        for column, number in (numbers or {}).items():
             field = fields[header.index(column)].strip() if fields else ""
-            if not fields or (not field and kind.endswith("or empty")):
+            if not fields or (not field and number.may_be_empty):
                 continue
             try:
                 value = float(field)
             except ValueError:
                 value = None
-            if value is None or value != value or (kind.startswith("positive") and not value > 0):
-                raise InputError(f"{path}:{lineno}: column {column} holds {field!r}, not a "
-                                 f"{'positive number' if kind.startswith('positive') else 'number'}; fix that field (a plain "
-                                 "number, no unit) or restore the file from git")
+            if value is None or value != value or (number.positive and not value > 0):
+                raise InputError(f"{path}:{lineno}: column {column} holds {field!r}, not a {number.what}; fix that "
+                                 "field (a plain number, no unit) or restore the file from git")
 
 
 def _json(path: Path, text: str | None = None):
