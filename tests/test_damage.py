@@ -196,15 +196,27 @@ def test_data_dir_figures_go_beside_it(copy):
     assert validate.figures_for(inside) == paths.REPO / "mydata-figures"
 
 
+def _another_data_folder(copy: Path) -> Path:
+    """A second data folder beside `copy` (its specs/gpus.csv only), as another copy of the repository's data/."""
+    other = copy.parent / "other-data"
+    (other / "specs").mkdir(parents=True)
+    shutil.copy(copy / "specs" / "gpus.csv", other / "specs" / "gpus.csv")
+    (other / "raw" / "h200").mkdir(parents=True)
+    return other
+
+
 @pytest.mark.parametrize("where, words", [
     (lambda copy: copy, "is the data folder;"), (lambda copy: copy / "x", "lies inside the data folder"),
     (lambda copy: copy / "raw", "lies inside the data folder"), (lambda copy: copy.parent, "holds the data folder"),
     (lambda copy: paths.REPO, "is the repository's root"), (lambda copy: paths.REPO / "lib" / "x", "repository's lib/"),
-    (lambda copy: paths.REPO / "data", "repository's data/")])
+    (lambda copy: paths.REPO / "data", "repository's data/"),
+    (lambda copy: _another_data_folder(copy), "is another data folder;"),
+    (lambda copy: _another_data_folder(copy) / "raw" / "h200", "lies inside another data folder")])
 def test_a_figures_folder_that_is_not_one_of_its_own_is_refused_before_anything_runs(copy, capsys, where, words):
     """A named figures folder must be a folder of its own: `reproduce --figures-dir data` wrote notebook 01's tables
     and figures among the raw rows (2026-12-07). The data folder, a folder inside it or holding it, the repository's
-    root and its own folders are refused in one line before any notebook runs; nothing is written there."""
+    root and its own folders, and another data folder or one inside it (another copy's), are refused in one line
+    before any notebook runs; nothing is written there."""
     target = where(copy)
     before = sorted(p.name for p in target.iterdir()) if target.exists() else None
     assert cli.main(["reproduce", "--data-dir", str(copy), "--figures-dir", str(target), "--only", "05_cost"]) == 2

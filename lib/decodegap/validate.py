@@ -538,7 +538,8 @@ tables and figures there and would mix them into the code, the notebooks or the 
 
 def own_figures_folder(figures: Path, data: Path) -> Path:
     """`figures` (resolved) where it is a folder of its own: refused (InputError, before anything runs) where it is
-    the data folder, lies inside it or holds it, or is the repository's root or lies in one of REPOSITORY_FOLDERS;
+    the data folder, lies inside it or holds it, is or lies inside another data folder (one holding
+    specs/gpus.csv: another copy's), or is the repository's root or lies in one of REPOSITORY_FOLDERS;
     `reproduce --figures-dir data` wrote the tables among the raw rows (2026-12-07)."""
     from decodegap import paths
 
@@ -551,6 +552,9 @@ def own_figures_folder(figures: Path, data: Path) -> Path:
             why = "is the repository's root"
         elif top[0] in REPOSITORY_FOLDERS:
             why = f"lies in the repository's {top[0]}/"
+    other = next((f for f in (figures, *figures.parents) if (f / "specs" / "gpus.csv").is_file()), None)
+    if not why and other is not None:
+        why = "is another data folder" if other == figures else f"lies inside another data folder {other}"
     if why:
         raise InputError(f"figures folder {figures} {why}; name a folder of its own (--figures-dir / FIGURES_DIR), "
                          f"or leave it out for {figures_for(data)}")
