@@ -52,3 +52,20 @@ def test_every_recorded_command_line_still_parses():
                 pytest.fail(f"{env}: {line!r} no longer parses")
             seen += 1
     assert seen
+
+
+def test_reproduce_prints_each_notebooks_wall_time(monkeypatch, capsys):
+    """notebooks.run_all names each notebook as it starts and its wall time in whole seconds as it ends (a slow
+    notebook is seen by name in `make reproduce`'s output)."""
+    import time
+
+    from decodegap import notebooks
+
+    clock = iter([100.0, 142.4, 200.0, 200.6])  # started, ended: 42 s, then 1 s (0.6 rounds up)
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(notebooks, "run", lambda nb, params, out_dir=None: nb)
+    done = notebooks.run_all({}, only=["01_roofline", "05_cost"])
+    assert [p.stem for p in done] == ["01_roofline", "05_cost"]
+    assert capsys.readouterr().out.splitlines() == [
+        "running 01_roofline.ipynb ...", "  01_roofline.ipynb took 42 s",
+        "running 05_cost.ipynb ...", "  05_cost.ipynb took 1 s"]

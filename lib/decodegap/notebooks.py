@@ -91,12 +91,16 @@ def _no_interrupt():
 
 def run_all(parameters: dict | None = None, only=None, out_dir: Path | None = None) -> list[Path]:
     """Execute every numbered notebook (replay mode unless parameters say MEASURE=True), each with the
-    parameters its `parameters` cell defines."""
+    parameters its `parameters` cell defines; each one's wall time is printed when it ends."""
+    import time
+
     done = []
     for nb in notebook_paths(only):
         print(f"running {nb.name} ...", flush=True)
         names = parameter_names(nb)
+        started = time.monotonic()
         done.append(run(nb, {k: v for k, v in (parameters or {}).items() if k in names}, out_dir))
+        print(f"  {nb.name} took {time.monotonic() - started:.0f} s", flush=True)
     return done
 
 
