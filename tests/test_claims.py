@@ -1032,7 +1032,7 @@ def _h100_session(evidence, quant: str, session: int) -> str:
 def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
     """without_quant_session: the shipped H100 gptq-exllamav2 session 2 left out, that path's H100 cells it timed
     (Llama-3.1-8B's) keep 2 of their 3 sessions and every other cell is as it was; asked again, the same frames come back (cached). Only
-    the rows of claims.table.QUANT_SECTIONS can change with it: every other rule's row is the same."""
+    the rows of the sections that read notebook 04's cells change with it: every other rule's row is the same."""
     from decodegap.claims import one_left_out
 
     run = _h100_session(evidence, "gptq-exllamav2", 2)
@@ -1047,9 +1047,37 @@ def test_a_quantised_session_left_out_remakes_that_paths_cells_alone(evidence):
     pd.testing.assert_frame_equal(before.loc[~path], after.loc[~path])
     again = one_left_out.without_quant_session(evidence, "h100-sxm", run, 2)
     assert again.quant_cells is gone.quant_cells
-    quant_ids = {r["id"] for r in claims._quant_rows(gone)}
+    reads = one_left_out.SectionReads(evidence, claims.SECTIONS)
+    quant_ids = {r["id"] for section, names, rows in reads.made if {"quant_cells", "quant_rows"} & set(names)
+                 for r in rows}
     moved = {a["id"] for a, b in zip(claims._rows(gone), claims._rows(evidence)) if a != b}
-    assert moved <= quant_ids
+    assert moved and moved <= quant_ids and "R1b" not in quant_ids  # notebook 01's headline rule reads no quant cell
+
+
+def test_section_reads_remake_only_what_a_variant_changed_and_give_every_rows_rows(evidence):
+    """one_left_out.SectionReads records the Evidence fields each section of the claims table reads (through its
+    methods too: Evidence.cell reads `cells`) and, for evidence with some fields replaced, makes again only the
+    sections that read one: the rows equal the whole table's made again, for one variant of each kind left out."""
+    from decodegap.claims import one_left_out
+
+    reads = one_left_out.SectionReads(evidence, claims.SECTIONS)
+    assert reads.base() == claims._rows(evidence)
+    read = {section.__name__: set(names) for section, names, _ in reads.made}
+    assert "cells" in read["inverted_ladder"] and "scope" not in read["inverted_ladder"]
+    assert read["cost_claim"] == {"costs", "prices", "published"}
+    variants = [one_left_out.without(evidence, *one_left_out.left_out(evidence)[0])]
+    for listed, leave in ((one_left_out.headline_ab_sessions, one_left_out.without_ab_session),
+                          (one_left_out.scope_sessions, one_left_out.without_scope_session),
+                          (one_left_out.quant_sessions, one_left_out.without_quant_session)):
+        variants.append(leave(evidence, *listed(evidence)[0]))
+    for e in variants:
+        assert reads.rows(e) == claims._rows(e)
+    calls = []
+    counted = one_left_out.SectionReads(evidence, [lambda ev: calls.append(ev.costs) or [{"id": "x"}]])
+    assert len(calls) == 1 and counted.rows(dataclasses.replace(evidence, attention=evidence.attention.copy())) == [{"id": "x"}]
+    assert len(calls) == 1  # `attention` replaced: not read, not made again
+    counted.rows(dataclasses.replace(evidence, costs=evidence.costs.copy()))
+    assert len(calls) == 2  # `costs` replaced: made again
 
 
 def test_one_left_out_names_a_verdict_carried_by_one_quantised_session(evidence):

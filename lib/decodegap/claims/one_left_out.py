@@ -56,6 +56,7 @@ paper's numbers, where our rows at the rule's one context are left out)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from typing import Callable, Mapping
@@ -259,32 +260,76 @@ QUANT_SESSIONS = "sessions of notebook 04's quantised cells"
 """The six kinds of thing left out, as the column counts them."""
 
 
-def _variants(ev: Evidence, make_rows: Callable[[Evidence], list[dict]],
-              quant_rows: tuple[Callable[[Evidence], list[dict]], dict] | None = None) -> list[tuple[str, str, dict]]:
-    """(kind, what is left out, the rows made without it keyed by `_keyed`): every model and context (`left_out`),
-    then every session of the headline cells (`headline_sessions`), then every A/B session behind a headline
-    speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`), then every session
-    of notebook 07's sweeps (`scope_sessions`), then every session of notebook 04's quantised cells
-    (`quant_sessions`). `quant_rows`: (a maker of the rows of the rules that read notebook 04's cells, the other
-    rows of `ev` keyed): a quantised session's variant is then those rules' rows made again beside the other rows as
-    they were, since nothing else reads what it leaves out (claims.table.QUANT_SECTIONS); else every row is made."""
-    def remade(e: Evidence) -> dict:
-        return _keyed(make_rows(e))
-
-    def remade_quant(e: Evidence) -> dict:
-        maker, others = quant_rows
-        return {**others, **_keyed(maker(e))}
-
+def _variants(ev: Evidence, remade: Callable[[Evidence], dict]) -> list[tuple[str, str, dict]]:
+    """(kind, what is left out, `remade` of the evidence without it: its rows keyed by `_keyed`): every model and
+    context (`left_out`), then every session of the headline cells (`headline_sessions`), then every A/B session
+    behind a headline speed-up (`headline_ab_sessions`), then every session of the A/B grid sweep (`grid_sessions`),
+    then every session of notebook 07's sweeps (`scope_sessions`), then every session of notebook 04's quantised cells
+    (`quant_sessions`)."""
     out = [(MODELS_AND_CONTEXTS, f"{col} {value}", remade(without(ev, col, value))) for col, value in left_out(ev)]
     for kind, name, listed, leave in ((SESSIONS, "session", headline_sessions, without_session),
                                       (AB_SESSIONS, "A/B session", headline_ab_sessions, without_ab_session),
                                       (GRID_SESSIONS, "A/B grid session", grid_sessions, without_grid_session),
                                       (SCOPE_SESSIONS, "notebook 07 session", scope_sessions, without_scope_session),
                                       (QUANT_SESSIONS, "quantised session", quant_sessions, without_quant_session)):
-        remake = remade_quant if kind == QUANT_SESSIONS and quant_rows is not None else remade
-        out += [(kind, f"{gpu} {name} {session} of run {run_id}", remake(leave(ev, gpu, run_id, session)))
+        out += [(kind, f"{gpu} {name} {session} of run {run_id}", remade(leave(ev, gpu, run_id, session)))
                 for gpu, run_id, session in listed(ev)]
     return out
+
+
+def _recording(ev: Evidence, names: set) -> Evidence:
+    """A copy of `ev` (the same field objects) that adds the name of every attribute read of it to `names`; its
+    methods and properties read their fields through it, so those are named too."""
+    class Reading(type(ev)):
+        def __getattribute__(self, name):
+            names.add(name)
+            return object.__getattribute__(self, name)
+
+    out = copy.copy(ev)
+    out.__class__ = Reading
+    return out
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _same(a, b) -> bool:
+    """Whether an evidence field is as it was: the same object, or an equal plain value (a text, a number, a list
+    of them: Evidence.measured is made again, equal, with every copy)."""
+    if a is b:
+        return True
+    if isinstance(a, _PLAIN) or (isinstance(a, (list, tuple)) and all(isinstance(x, _PLAIN) for x in a)):
+        return type(a) is type(b) and a == b
+    return False
+
+
+class SectionReads:
+    """Each section's rows of `ev` (the makers of claims.table.SECTIONS, in order) with the Evidence fields it read
+    (`_recording`). `rows(e)`, for `e` made from `ev` with some fields replaced (a variant of `_variants`: every
+    field it leaves as it was is the same object), makes again only the sections that read a replaced field and keeps
+    the others' rows: the rows every section would make of `e`, since a section's rows follow from what it reads
+    (the rows, the registries, the data folder's files, which no variant changes). An A/B session left out then
+    makes again the A/B rules' rows, not notebook 07's step model fits."""
+
+    def __init__(self, ev: Evidence, sections):
+        self.ev = ev
+        fields = {f.name for f in dataclasses.fields(ev)}
+        self.made = []
+        for section in sections:
+            names: set = set()
+            rows = section(_recording(ev, names))
+            self.made.append((section, sorted(names & fields), rows))
+
+    def base(self) -> list[dict]:
+        """Every section's rows of `ev`, in order."""
+        return [row for _, _, rows in self.made for row in rows]
+
+    def rows(self, e: Evidence) -> list[dict]:
+        """Every section's rows of `e`, in order: each section's of `ev` where no field it read was replaced."""
+        out = []
+        for section, names, rows in self.made:
+            out += rows if all(_same(getattr(e, n), getattr(self.ev, n)) for n in names) else section(e)
+        return out
 
 
 def _unchanged(variants: list[tuple[str, str, dict]], nothing: list[str]) -> str:
@@ -312,7 +357,7 @@ def _keyed(rows: list[dict]) -> dict[tuple[str, int], dict]:
 
 
 def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list[dict] | None = None,
-           make_quant_rows: Callable[[Evidence], list[dict]] | None = None) -> list[str]:
+           reads: "SectionReads | None" = None) -> list[str]:
     """Per row of `base` (`make_rows(ev)`, the claims table's rows in order, made here unless given), what leaving
     one model, one context, one session of a headline cell, one A/B session behind a headline speed-up, one session
     of the A/B grid sweep or one session of notebook 07's sweeps out does to its label (`category`): the labels the
@@ -323,14 +368,11 @@ def column(ev: Evidence, make_rows: Callable[[Evidence], list[dict]], base: list
     sessions of the headline cells, or any one of I of the J A/B headline sessions, or any one of G of the H A/B grid
     sessions, or any one of S of the T sessions of notebook 07's sweeps, left out`, naming those that leave its
     source nothing to judge; '-' for a method check, a finding not testable with every row, or one labelled by the
-    paper's own numbers (which read no measured row). `make_quant_rows`: the rows of the rules that read notebook
-    04's cells alone (claims.table's), made again for a quantised session left out instead of every row."""
+    paper's own numbers (which read no measured row). `reads`: SectionReads of `ev` over the makers whose rows, in
+    order, are `make_rows`' (claims.table.SECTIONS); each variant then makes again only the sections that read what
+    it left out instead of every row."""
     base = make_rows(ev) if base is None else base
-    quant = None
-    if make_quant_rows is not None:
-        ids = {r["id"] for r in make_quant_rows(ev)}
-        quant = (make_quant_rows, {k: r for k, r in _keyed(base).items() if k[0] not in ids})
-    variants = _variants(ev, make_rows, quant)
+    variants = _variants(ev, lambda e: _keyed(make_rows(e) if reads is None else reads.rows(e)))
     text = []
     for key, row in _keyed(base).items():
         if row["section"] != SECTION_FINDING or row["category"] == NOT_TESTABLE or row.get("source") == PAPER:

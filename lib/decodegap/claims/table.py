@@ -35,20 +35,9 @@ SECTIONS = (claims_thesis.thesis, claims_method.method, claims_roofline.inverted
 """The rows' makers, in the table's order: each makes the rows (COLUMNS) of its rules from the evidence."""
 
 
-QUANT_SECTIONS = (claims_thesis.thesis, claims_method.method, claims_quant.quantisation,
-                  claims_quant_gpus.quant_across_gpus_claim)
-"""The sections whose rules read notebook 04's cells (Evidence.quant_cells: T3a, M8, R4*, QT): the only rows a
-quantised session left out can change (claims.one_left_out)."""
-
-
 def _rows(ev: Evidence) -> list[dict]:
     """Every section's rows of `ev`, in SECTIONS' order."""
     return [row for section in SECTIONS for row in section(ev)]
-
-
-def _quant_rows(ev: Evidence) -> list[dict]:
-    """The rows of QUANT_SECTIONS of `ev`, in SECTIONS' order."""
-    return [row for section in SECTIONS if section in QUANT_SECTIONS for row in section(ev)]
 
 
 def build(ev: Evidence) -> pd.DataFrame:
@@ -58,9 +47,10 @@ def build(ev: Evidence) -> pd.DataFrame:
     commit of its newest fixing), fixed_after_rows (claims.provenance), one_left_out (what leaving one model's, one
     context's, or one session's measured rows out does to the label: claims.one_left_out), and how to re-measure it
     (claims.remeasure): notebook, remeasure (the command), gpu_time (what its runs took here)."""
-    rows = _rows(ev)
+    reads = one_left_out.SectionReads(ev, SECTIONS)  # the rows, and what each section read: its variants' remakes
+    rows = reads.base()
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["one_left_out"] = one_left_out.column(ev, _rows, rows, _quant_rows)
+    table["one_left_out"] = one_left_out.column(ev, _rows, rows, reads)
     missing = [r.id for r in rules.RULES if r.id not in set(table["id"])]
     extra = sorted(set(table["id"]) - set(rules.BY_ID))
     assert not missing and not extra, f"rows without a rule {extra}, rules without a row {missing}"
