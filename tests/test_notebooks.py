@@ -304,3 +304,18 @@ def test_each_notebook_kernel_has_sockets_of_its_own():
     a, b = manager(kernel_name="python3"), manager(kernel_name="python3")
     assert a.transport == b.transport == "ipc"
     assert a.ip != b.ip and os.path.dirname(a.ip) == os.path.dirname(b.ip) == tempfile.gettempdir()
+
+
+def test_the_gallery_and_claim_r4o_print_the_same_spans(replayed):
+    """The gallery's 04_quant_grid line reads notebook 04's pair table (04_quant_gpu_pairs.csv), claim R4o the cells
+    themselves: each model's bf16 span of the share of the gain realised prints alike in both (the table at three
+    decimals printed Mistral-7B's 58.55 % as 58, the claim as 59; 2026-12-07)."""
+    import re
+
+    _, figures = replayed
+    line = pd.read_csv(figures / "gallery.csv").set_index("figure").loc["04_quant_grid.png", "finding"]
+    r4o = pd.read_csv(figures / "claims.csv").set_index("id").loc["R4o", "evidence"]
+    claimed = dict(re.findall(r"h200 over h100-sxm, (\S+) \(\d+ contexts\): bf16 (\S+) %", r4o))
+    shown = dict(re.findall(r"On (\S+) \(lean_attn_graph, ctx [^)]*\) the H200, .*? \(realising (\S+) % of that gain\)",
+                            line))
+    assert len(claimed) == 3 and claimed == shown
