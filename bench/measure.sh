@@ -107,6 +107,7 @@ Options, as environment variables (all optional):
     STEP_BACKENDS      attention keys of the attention_step step (default: the forced SDPA backends, flex, fa2, fa3
                        and flashinfer_paged)
     QUANT_ARGS         more options of python -m decodegap quantisation, e.g. "--paths int4-tinygemm --contexts 2048"
+                       (its sweep resumes: a cell already in decode.csv is not timed again; QUANT_AGAIN times it again)
                        (with --paths, the quant step builds only the extensions of the paths named)
     PROFILE            quantisation paths: after the quant sweep, one profiled lean_attn_graph step of each per cell
                        (python -m decodegap kernel-counts, into kernels.csv and breakdown.csv)
