@@ -77,7 +77,6 @@ def test_a_misspelled_or_empty_path_or_lever_list_is_refused_in_one_line_before_
     assert _tree(data_dir) == before
 
 
-
 def test_an_empty_key_list_names_each_key_and_how_to_get_every_one():
     """keys.quants and keys.levers share one check: each key known, at least one; the quantisation paths' message
     also names the option to leave out for every path."""

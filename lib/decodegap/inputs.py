@@ -21,13 +21,18 @@ class InputError(ValueError):
         return [f"{type(self).__name__}: {self}"]
 
 
+def is_data_folder(path: Path) -> bool:
+    """Whether `path` holds specs/gpus.csv, what marks a data folder (a copy of the repository's data/)."""
+    return (Path(path) / "specs" / "gpus.csv").is_file()
+
+
 def data_folder(data: str | Path | None = None) -> Path:
     """The data folder (`paths.data_dir`), refused unless it exists and holds specs/gpus.csv."""
     path = paths.data_dir(data)
     if not path.is_dir():
         raise InputError(f"data folder {path} does not exist; pass an existing folder (--data-dir / DATA_DIR) "
                          f"or leave it out for the repository's {paths.DATA}")
-    if not (path / "specs" / "gpus.csv").is_file():
+    if not is_data_folder(path):
         raise InputError(f"data folder {path} has no specs/gpus.csv; a data folder is a copy of the repository's "
                          f"data/ (models/, specs/, published/, raw/)")
     return path

@@ -552,8 +552,8 @@ def own_figures_folder(figures: Path, data: Path) -> Path:
             why = "is the repository's root"
         elif top[0] in REPOSITORY_FOLDERS:
             why = f"lies in the repository's {top[0]}/"
-    other = next((f for f in (figures, *figures.parents) if (f / "specs" / "gpus.csv").is_file()), None)
-    if not why and other is not None:
+    other = None if why else next((f for f in (figures, *figures.parents) if inputs.is_data_folder(f)), None)
+    if other is not None:
         why = "is another data folder" if other == figures else f"lies inside another data folder {other}"
     if why:
         raise InputError(f"figures folder {figures} {why}; name a folder of its own (--figures-dir / FIGURES_DIR), "
