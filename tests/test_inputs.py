@@ -226,6 +226,28 @@ def test_a_run_stopped_by_sigterm_records_where_it_stopped_and_the_rows_it_left(
     assert entry["stopped"]["by"] == "ZeroDivisionError: division by zero" and entry["rows_written"] == {"decode": 1}
 
 
+
+def test_a_session_stopped_before_its_first_row_is_not_counted_as_lost(tmp_path):
+    """A sweep stopped by SIGTERM in its second session, before that session's first row: env.json keeps the session
+    (`finished` false, `rows` 0), decode.csv has rows of the first only. That is whole, not a cut file; a session
+    whose entry records rows that are not there still is (the check the stop must not blind)."""
+    import pandas as pd
+
+    from decodegap import validate
+
+    csv = tmp_path / "decode.csv"
+    frame = pd.DataFrame({"run_id": ["r1"] * 3, "session": [200] * 3})
+    stopped = {"finished": False, "rows": 0, "stopped": {"by": "SIGTERM"}}
+    env = {"r1": {"experiment": "decode", "sessions": {"200": {"finished": True, "rows": 3}, "201": stopped}}}
+    validate.sessions_have_rows(tmp_path / "env.json", env, {csv: frame})  # no refusal
+    env["r1"]["sessions"]["201"] = dict(stopped, rows=2)  # two rows written, then lost
+    with pytest.raises(InputError, match=r"no row of session 201 of run r1"):
+        validate.sessions_have_rows(tmp_path / "env.json", env, {csv: frame})
+    env["r1"]["sessions"]["201"] = {"finished": True}  # an older entry without `rows`: counted as before
+    with pytest.raises(InputError, match=r"no row of session 201 of run r1"):
+        validate.sessions_have_rows(tmp_path / "env.json", env, {csv: frame})
+
+
 REPEAT = """
 import os, signal, sys, time
 from decodegap.harness import runs

@@ -243,7 +243,8 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
     its experiment's CSV beside it (`frames`: {csv path: its rows}), where that CSV is there: a file cut at a line's end
     (a copy stopped, an edit, `check --repair` of a file cut far from its end) loses whole runs and sessions, which
     this finds; so does a session with fewer rows than its entry's `rows` (the rows its processes wrote, recorded by
-    sweeps since 2026-12-05; older entries have none), which a cut or edit of part of a session leaves. Two kinds of
+    sweeps since 2026-12-05; older entries have none), which a cut or edit of part of a session leaves. A session whose
+    entry records `rows` 0 (the run stopped in it before its first row) is expected to have none. Two kinds of
     runs left no rows there and are not refused: runs whose rows live in a file named after the experiment with a
     suffix (decode_synthesised_weights.csv: rows moved aside as their file was renamed), and runs whose every check
     (verify.csv) failed before a cell was timed. The first such session is an InputError."""
@@ -251,7 +252,7 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
     verify = by_name.get("verify", (None, None))[1]
     seen = {}  # experiment: ({run: {its session: its rows}, None without a session column}, runs moved aside)
     for run, entry in sorted(env.items()):
-        sessions = entry.get("sessions") if isinstance(entry, dict) else None
+        sessions = _sessions_with_rows(entry.get("sessions")) if isinstance(entry, dict) else None
         experiment = entry.get("experiment") if isinstance(entry, dict) else None
         if not sessions or experiment not in by_name:
             continue
@@ -280,6 +281,15 @@ def sessions_have_rows(env_path: Path, env: dict, frames: dict) -> None:
             if isinstance(recorded, int) and counted.get(str(number), 0) < recorded:
                 raise InputError(f"{path}: {counted.get(str(number), 0)} row(s) of session {number} of run {run}, "
                                  f"though {env_path} records {recorded} written: " + _lost_rows(path))
+
+
+def _sessions_with_rows(sessions):
+    """The sessions of an env.json entry that wrote rows: all but those whose entry records `rows` 0 (a session the
+    run was stopped in before its first row: SIGTERM or a time limit, `stopped` in its entry)."""
+    if not isinstance(sessions, dict):
+        return sessions
+    return {number: entry for number, entry in sessions.items()
+            if not (isinstance(entry, dict) and entry.get("rows") == 0)}
 
 
 def _lost_rows(path: Path) -> str:
