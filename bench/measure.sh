@@ -170,6 +170,11 @@ Options, as environment variables (all optional):
                        call's time limit can take `ladder confirm` and cut whichever step it reaches
     .largepack/        the large committed files a copied tree left out (`bash bench/pack_large.sh` packs them;
                        carry the folder): each is put back, checked against its sha256, before any step
+    RESUME_FROM        raw-GPU.tgz tarballs of earlier calls (comma-separated paths, e.g. .resume/raw-h100-sxm.tgz in a
+                       carried folder), merged into the data folder (python -m decodegap merge-runs: all or nothing)
+                       before any step, so a sweep an earlier call's time limit stopped resumes where it stopped on
+                       a fresh copy of the tree instead of timing its cells again; a tarball missing or refused by
+                       merge-runs stops measure.sh (exit 2) before any step
 
 Optional kernel packages: wheels in .whl/ are installed by bench/gpu_env.sh; Marlin's sources in .src/marlin,
 flash-attn's in .src/flash-attention. `python3` must be the interpreter with torch and the dependencies (activate
@@ -251,6 +256,23 @@ fi
 EXPECT=(--expect "$GPU"); [ "$GPU" = detect ] && EXPECT=()  # the key checked, or found, before any step
 GPU=$(python3 -m decodegap --data-dir "$DATA" gpus --this-machine "${EXPECT[@]}") || exit 2
 echo "measure.sh: measuring this machine's $GPU"
+resume_from() {  # RESUME_FROM's tarballs (earlier calls' OUTDIR/raw-GPU.tgz) merged into $DATA, all or none
+  local t tarballs=()
+  [ -n "${RESUME_FROM:-}" ] || return 0
+  for t in ${RESUME_FROM//,/ }; do
+    if [ ! -f "$t" ]; then
+      echo "measure.sh: RESUME_FROM names $t, which is not here (put the earlier call's raw-GPU.tgz in a folder" \
+        "git ignores, e.g. .resume/, and carry it); nothing merged, no step run" >&2
+      return 1
+    fi
+    tarballs+=("$t")
+  done
+  if ! python3 -m decodegap --data-dir "$DATA" merge-runs "${tarballs[@]}"; then
+    echo "measure.sh: RESUME_FROM: merge-runs refused ${tarballs[*]} (its message above); nothing merged, no step run" >&2
+    return 1
+  fi
+}
+resume_from || exit 2  # the rows of earlier calls, before a sweep decides which cells it still has to time
 RAW=$DATA/raw/$GPU
 GRID=()
 [ -n "${MODELS:-}" ] && GRID+=(--models "$MODELS")

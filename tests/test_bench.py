@@ -498,3 +498,32 @@ def test_pack_large_packs_the_big_tracked_files_and_measure_sh_restores_those_a_
     out = run()
     assert out.returncode == 1 and "is not the one packed; removed: data/big.csv" in out.stderr
     assert not (repo / "data" / "big.csv").exists()
+
+
+def test_resume_from_merges_the_earlier_calls_tarballs_before_any_step_or_stops(tmp_path):
+    """measure.sh's resume_from, run alone with python3 stubbed (it records its arguments; merge-runs itself is
+    tested with real tarballs in test_provenance): unset, nothing is called; two tarballs go to one merge-runs call, in
+    order, into DATA; a named tarball that is not there stops it (exit 1) before merge-runs is called, naming the
+    path and the fix; a refusal of merge-runs stops it too."""
+    (tmp_path / "a.tgz").write_bytes(b"a")
+    (tmp_path / "b.tgz").write_bytes(b"b")
+    calls = tmp_path / "calls"
+    stub = f'python3() {{ echo "$*" >> "{calls}"; return ${{STUB_RC:-0}}; }}\nDATA=mydata\n'
+    script = stub + _measure_functions("resume_from") + "\nresume_from\n"
+
+    def run(**env):
+        calls.unlink(missing_ok=True)
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, env={**os.environ, **env}, capture_output=True,
+                             text=True, timeout=60)
+        return out, (calls.read_text().splitlines() if calls.exists() else [])
+
+    out, made = run()
+    assert out.returncode == 0 and made == []
+    out, made = run(RESUME_FROM="a.tgz,b.tgz")
+    assert out.returncode == 0 and made == ["-m decodegap --data-dir mydata merge-runs a.tgz b.tgz"], out.stderr
+    out, made = run(RESUME_FROM="a.tgz,.resume/raw-h200.tgz")
+    assert out.returncode == 1 and made == []
+    assert "RESUME_FROM names .resume/raw-h200.tgz, which is not here" in out.stderr and "carry it" in out.stderr
+    out, made = run(RESUME_FROM="b.tgz", STUB_RC="2")
+    assert out.returncode == 1 and made == ["-m decodegap --data-dir mydata merge-runs b.tgz"]
+    assert "merge-runs refused b.tgz" in out.stderr and "no step run" in out.stderr
