@@ -79,7 +79,7 @@ def _not_timed(decode_rows: pd.DataFrame, verify_rows: pd.DataFrame | None) -> p
         return pd.DataFrame(columns=roofline.CELL)
     v = verify_rows[verify_rows["arm"].isin(set(decode_rows["arm"])) & verify_rows["attn"].isin(set(decode_rows["attn"]))
                     & verify_rows["model"].isin(set(decode_rows["model"]))]
-    have = set(map(tuple, decode_rows[roofline.CELL].astype({"ctx": int}).itertuples(index=False)))
+    have = set(map(tuple, decode_rows[roofline.CELL].drop_duplicates().astype({"ctx": int}).itertuples(index=False)))
     out = [r for r in v[roofline.CELL].astype({"ctx": int}).drop_duplicates().itertuples(index=False) if tuple(r) not in have]
     return pd.DataFrame(out, columns=roofline.CELL)
 

@@ -169,14 +169,20 @@ def _h100_steps(ev: Evidence) -> dict:
 
 
 # ------------------------------------------------------------------------------------ R4l: the kernel decides
-def _bf16_range(bf: pd.DataFrame, arm: str, model: str) -> float:
-    """The relative session range of the bf16 cell of `arm` and `model`; an arm with one session borrows the
-    graph arm's (R4l's noise)."""
-    for a in (arm, "graph"):
-        c = bf[(bf["arm"] == a) & (bf["model"] == model)]
-        if not c.empty and c["sessions"].iloc[0] >= 2:
-            return float(c["t_obs_max_ms"].iloc[0] / c["t_obs_min_ms"].iloc[0] - 1)
-    return np.nan
+def _bf16_ranges(bf: pd.DataFrame):
+    """The relative session range of the bf16 cell of an arm and model among `bf`, as a function of (arm, model); an
+    arm with one session borrows the graph arm's (R4l's noise). `bf` is read once: each (arm, model)'s first cell."""
+    first = bf.drop_duplicates(["arm", "model"])
+    cell = {(a, m): (n, float(hi / lo - 1)) for a, m, n, hi, lo in
+            zip(first["arm"], first["model"], first["sessions"], first["t_obs_max_ms"], first["t_obs_min_ms"])}
+
+    def of(arm: str, model: str) -> float:
+        for a in (arm, "graph"):
+            hit = cell.get((a, model))
+            if hit is not None and hit[0] >= 2:
+                return hit[1]
+        return np.nan
+    return of
 
 
 def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str, str] | None:
@@ -192,6 +198,7 @@ def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str,
         return NOT_TESTABLE, (f"{arm}: not judged: the paths' streamed bytes differ by more than "
                               f"{rule.t('bytes_tol'):.0%}")
     hi, lo = share.idxmax(), share.idxmin()
+    bf16_range = _bf16_ranges(bf)
 
     def noise(q):
         s = g[g["quant"] == q].set_index("model")
@@ -199,7 +206,7 @@ def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str,
         b = bf[bf["arm"] == arm].set_index("model")
         beta = s["bytes_quant"] / b["bytes_quant"].reindex(s.index)
         r = s["t_obs_ms"] / b["t_obs_ms"].reindex(s.index)
-        eps = pd.Series({m: _bf16_range(bf, arm, m) for m in s.index})
+        eps = pd.Series({m: bf16_range(arm, m) for m in s.index})
         return scatter + float((r / (1 - beta) * 2 * eps).max())
 
     S, N = share[hi] - share[lo], noise(hi) + noise(lo)
@@ -222,6 +229,11 @@ def _unchecked_text(g: pd.DataFrame) -> str:
     return "; ".join(out)
 
 
+_R4L_COLUMNS = ["gpu", "model", "ctx", "arm", "attn", "quant", "status", "qt", "quant_check", "measured", "sessions",
+                "t_obs_ms", "t_obs_min_ms", "t_obs_max_ms", "bytes_quant", "realised_fraction"]
+"""The columns of notebook 04's cells that R4l reads (_kernel_decides_measured, _arm_spread, _unchecked_text)."""
+
+
 def _kernel_decides_measured(ev: Evidence) -> dict[str, tuple[str, list[str]]]:
     """R4l per measured GPU: the outcome over its arms (some holds and none fails) and each arm's numbers. Each arm
     is judged on the counted cells of the rule's paths (checked in their own run: checked.quantised_checks) over
@@ -232,6 +244,7 @@ def _kernel_decides_measured(ev: Evidence) -> dict[str, tuple[str, list[str]]]:
     if qc.empty:
         return {}
     at = qc[(qc["ctx"] == ev.headline_ctx) & qc["arm"].isin(rule.t("arms"))]
+    at = at[[c for c in _R4L_COLUMNS if c in at]]  # what R4l reads: each arm's many selections stay cheap
     bf = at[(at["quant"] == "bf16") & at["t_obs_ms"].notna()]
     paths = at[at["quant"].isin(rule.t("paths"))]
     counted = paths[(paths["status"] == "ok") & paths["t_obs_ms"].notna() & (paths["qt"] == HOLDS)]
