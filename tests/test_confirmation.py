@@ -99,6 +99,16 @@ def test_a_runner_up_confirmed_in_a_run_of_its_own_gives_an_unpaired_margin_by_h
     assert "confirmed in a run of its own: 2.40 ms over 3 sessions, +26.3 % on the medians, unpaired" in text
     (alone,) = confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine)).to_dict("records")
     assert alone["runner_up_own_sessions"] == 0 and confirm.margin_text(alone).endswith("no runner-up timed in them")
+    (found,) = confirm.order_findings(confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine + theirs)))
+    assert str(found) == ("Selection order on the h200, int4: no cell has paired sessions; in 1 more confirmed cell the "
+                          "runner-up is another quantisation path, confirmed in a sweep of its own (unpaired): slower "
+                          "on the medians in 1 (by +26.3 %).")
+    assert (found.values["unpaired"], found.values["unpaired_faster"]) == (1, 0)
+    quicker = [dict(r, step_ms=r["step_ms"] - 0.6) for r in theirs]  # 1.9, 1.7, 1.8: median 1.8 against 1.9
+    (found,) = confirm.order_findings(confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine + quicker)))
+    assert "slower on the medians in 0, faster in 1 (m ctx 2048: int4 b by 5.3 %)" in str(found)
+    assert "(or, unpaired, on the medians)" in str(found) and found.values["unpaired_faster"] == 1
+    assert confirm.order_findings(confirm.confirmation_table(confirm.choices(ladder), pd.DataFrame(mine))) == []
 
 
 def test_two_runs_count_every_session_each_paired_in_its_own_run_and_the_order_is_named():

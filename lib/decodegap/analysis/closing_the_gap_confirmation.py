@@ -273,11 +273,19 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
     """Per GPU and kind, how the selection's order stood in the confirmation: the cells whose chosen lever was faster
     than its runner-up in every paired session, and those where the runner-up was (named, with their margins): the
     best-of-many choice the confirmation exists to test. A cell with paired sessions but fewer than CONFIRM_SESSIONS
-    (PARTLY) counts, and the line says how many such cells there are rather than calling them confirmed.
-    Descriptive: no target reads it."""
+    (PARTLY) counts, and the line says how many such cells there are rather than calling them confirmed. A confirmed
+    cell whose runner-up is another quantisation path, confirmed in a sweep of its own (no session pairs them), is
+    counted apart (added 2026-12-07): on the medians, how many runners-up were slower and by how much, and those that
+    were faster, named; unpaired, so not in the paired count. Descriptive: no target reads it."""
     out = []
     paired = confirmation[confirmation["paired_sessions"].fillna(0) > 0]
-    for (gpu, k), g in paired.groupby(["gpu", "kind"]):
+    own = (confirmation["runner_up_own_sessions"].fillna(0) if "runner_up_own_sessions" in confirmation
+           else pd.Series(0, index=confirmation.index))
+    unpaired = confirmation[(confirmation["paired_sessions"].fillna(0) == 0) & (own > 0)
+                            & (confirmation["status"] == CONFIRMED)]
+    for gpu, k in sorted(set(zip(paired["gpu"], paired["kind"])) | set(zip(unpaired["gpu"], unpaired["kind"]))):
+        g = paired[(paired["gpu"] == gpu) & (paired["kind"] == k)]
+        u = unpaired[(unpaired["gpu"] == gpu) & (unpaired["kind"] == k)]
         held = g[g["order"] == ORDER_HELD]
         rev = g[g["order"] == ORDER_REVERSED]
         partly = int((g["status"] != CONFIRMED).sum())
@@ -285,7 +293,8 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
             f"{len(g)} cells with paired sessions ({len(g) - partly} confirmed, {partly} {PARTLY} with fewer than "
             f"{CONFIRM_SESSIONS} sessions)")
         text = (f"Selection order on the {gpu}, {k}: in {len(held)} of {cells} the chosen lever was "
-                f"faster than its runner-up in every paired session")
+                f"faster than its runner-up in every paired session" if len(g) else
+                f"Selection order on the {gpu}, {k}: no cell has paired sessions")
         if len(rev):
             text += ("; in " + str(len(rev)) + " the runner-up was faster in every one ("
                      + "; ".join(f"{r.model} ctx {r.ctx}: {r.runner_up} by {-100 * r.margin_median:.1f} %"
@@ -293,12 +302,27 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
         mixed = len(g) - len(held) - len(rev)
         if mixed:
             text += f"; in {mixed} the sessions disagree"
-        out.append(Finding(text + ("." if len(held) == len(g) else
-                                   ". Where the runner-up was faster in every session or the sessions disagree, the "
-                                   "selection's best-of-many pick is not confirmed as the faster of the two; the "
-                                   "targets still read the chosen lever's confirmed time there."),
+        faster = u[u["runner_up_own_ms"] < u["confirmed_ms"]]
+        if len(u):
+            margin = u["runner_up_own_ms"] / u["confirmed_ms"] - 1
+            slower = margin[margin > 0]
+            text += (f"; in {len(u)} more confirmed cell{'s' if len(u) > 1 else ''} the runner-up is another "
+                     "quantisation path, confirmed in a sweep of its own (unpaired): slower on the medians in "
+                     f"{len(slower)}" + (f" (by {_pct(slower.min())} to {_pct(slower.max())})" if len(slower) > 1 else
+                                         f" (by {_pct(slower.iloc[0])})" if len(slower) else ""))
+            if len(faster):
+                text += (", faster in " + str(len(faster)) + " ("
+                         + "; ".join(f"{r.model} ctx {r.ctx}: {r.runner_up} by "
+                                     f"{100 * (1 - r.runner_up_own_ms / r.confirmed_ms):.1f} %"
+                                     for r in faster.itertuples()) + ")")
+        settled = len(held) == len(g) and not len(faster)
+        out.append(Finding(text + ("." if settled else
+                                   ". Where the runner-up was faster in every session (or, unpaired, on the "
+                                   "medians) or the sessions disagree, the selection's best-of-many pick is not "
+                                   "confirmed as the faster of the two; the targets still read the chosen lever's "
+                                   "confirmed time there."),
                            gpu=gpu, kind=k, cells=len(g), partly=partly, held=len(held), reversed=len(rev),
-                           mixed=mixed))
+                           mixed=mixed, unpaired=len(u), unpaired_faster=len(faster)))
     return out
 
 
