@@ -308,6 +308,14 @@ def test_a_damaged_figures_table_leaves_gallery_csv_as_it_was_and_names_the_tabl
     assert not [p.name for p in f.iterdir() if p.name.startswith(".")]  # no temporary file left beside it
 
 
+def test_a_column_of_words_with_one_that_reads_as_a_number_is_not_a_damaged_column(tmp_path):
+    """_not_numbers names a column of numbers with a value typed in (12.3ms among step times), not a column of
+    commits of which one reads as a number (6844e40: 6844 x 10^40), which made the one damaged table of a figure group
+    one of two and its message vaguer."""
+    pd.DataFrame({"commits": ["b01bfa9", "6844e40", "2d0555e"], "t_obs_ms": ["4.1", "12.3ms", "4.2"]}).to_csv(
+        tmp_path / "t.csv", index=False)
+    assert gallery._not_numbers(tmp_path, ["t.csv"]) == [("t.csv", "t_obs_ms", "12.3ms")]
+
 def test_gallery_write_on_whole_tables_gives_the_committed_bytes(tmp_path):
     """The normal path is unchanged: written into a copy of figures/, gallery.csv is the committed file byte for
     byte, and nothing else is left there."""
