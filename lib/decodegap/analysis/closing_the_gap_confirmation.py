@@ -279,9 +279,8 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
     were faster, named; unpaired, so not in the paired count. Descriptive: no target reads it."""
     out = []
     paired = confirmation[confirmation["paired_sessions"].fillna(0) > 0]
-    own = (confirmation["runner_up_own_sessions"].fillna(0) if "runner_up_own_sessions" in confirmation
-           else pd.Series(0, index=confirmation.index))
-    unpaired = confirmation[(confirmation["paired_sessions"].fillna(0) == 0) & (own > 0)
+    unpaired = confirmation[(confirmation["paired_sessions"].fillna(0) == 0)
+                            & (confirmation["runner_up_own_sessions"].fillna(0) > 0)
                             & (confirmation["status"] == CONFIRMED)]
     for gpu, k in sorted(set(zip(paired["gpu"], paired["kind"])) | set(zip(unpaired["gpu"], unpaired["kind"]))):
         g = paired[(paired["gpu"] == gpu) & (paired["kind"] == k)]
@@ -302,18 +301,16 @@ def order_findings(confirmation: pd.DataFrame) -> list[str]:
         mixed = len(g) - len(held) - len(rev)
         if mixed:
             text += f"; in {mixed} the sessions disagree"
-        faster = u[u["runner_up_own_ms"] < u["confirmed_ms"]]
+        margin = u["runner_up_own_ms"] / u["confirmed_ms"] - 1  # the unpaired runner-up over the chosen lever
+        slower, faster = margin[margin > 0], u[margin < 0]
         if len(u):
-            margin = u["runner_up_own_ms"] / u["confirmed_ms"] - 1
-            slower = margin[margin > 0]
             text += (f"; in {len(u)} more confirmed cell{'s' if len(u) > 1 else ''} the runner-up is another "
                      "quantisation path, confirmed in a sweep of its own (unpaired): slower on the medians in "
                      f"{len(slower)}" + (f" (by {_pct(slower.min())} to {_pct(slower.max())})" if len(slower) > 1 else
                                          f" (by {_pct(slower.iloc[0])})" if len(slower) else ""))
             if len(faster):
                 text += (", faster in " + str(len(faster)) + " ("
-                         + "; ".join(f"{r.model} ctx {r.ctx}: {r.runner_up} by "
-                                     f"{100 * (1 - r.runner_up_own_ms / r.confirmed_ms):.1f} %"
+                         + "; ".join(f"{r.model} ctx {r.ctx}: {r.runner_up} by {-100 * margin[r.Index]:.1f} %"
                                      for r in faster.itertuples()) + ")")
         settled = len(held) == len(g) and not len(faster)
         out.append(Finding(text + ("." if settled else

@@ -199,11 +199,11 @@ def _arm_spread(g: pd.DataFrame, bf: pd.DataFrame, arm: str, rule) -> tuple[str,
                               f"{rule.t('bytes_tol'):.0%}")
     hi, lo = share.idxmax(), share.idxmin()
     bf16_range = _bf16_ranges(bf)
+    b = bf[bf["arm"] == arm].set_index("model")  # the arm's bf16 cells, read by both paths' noise
 
     def noise(q):
         s = g[g["quant"] == q].set_index("model")
         scatter = float((s["realised_fraction"] - share[q]).abs().max())
-        b = bf[bf["arm"] == arm].set_index("model")
         beta = s["bytes_quant"] / b["bytes_quant"].reindex(s.index)
         r = s["t_obs_ms"] / b["t_obs_ms"].reindex(s.index)
         eps = pd.Series({m: bf16_range(arm, m) for m in s.index})
