@@ -316,6 +316,17 @@ def test_a_column_of_words_with_one_that_reads_as_a_number_is_not_a_damaged_colu
         tmp_path / "t.csv", index=False)
     assert gallery._not_numbers(tmp_path, ["t.csv"]) == [("t.csv", "t_obs_ms", "12.3ms")]
 
+
+def test_commits_and_run_ids_that_all_read_as_numbers_are_read_as_text(tmp_path):
+    """A figures table whose every commit reads as a number (6844e40 is 6844 x 10^40, 1234567 an integer) keeps them as
+    the words they are: pandas' type guessing would print 6.844e+43 in a finding."""
+    pd.DataFrame({"commits": ["6844e40", "1234567"], "run_ids": ["20261207", "20261208"], "t_obs_ms": [4.1, 4.2]}
+                 ).to_csv(tmp_path / "t.csv", index=False)
+    t = gallery._table(tmp_path, "t.csv")
+    assert list(t["commits"]) == ["6844e40", "1234567"] and list(t["run_ids"]) == ["20261207", "20261208"]
+    assert t["t_obs_ms"].sum() == pytest.approx(8.3)
+    assert gallery._not_numbers(tmp_path, ["t.csv"]) == []
+
 def test_gallery_write_on_whole_tables_gives_the_committed_bytes(tmp_path):
     """The normal path is unchanged: written into a copy of figures/, gallery.csv is the committed file byte for
     byte, and nothing else is left there."""

@@ -34,6 +34,9 @@ DATASHEET_GBPS = 4800  # the H200's datasheet bandwidth (data/specs/gpus.csv), c
 
 _READ: list[str] = []
 """The figures tables read so far by the finding being computed (_reading), so that a failure can name them."""
+TEXT_COLUMNS = ("commits", "run_id", "run_ids", "git_commit")
+"""Columns of figures tables that name commits or runs: read as text, so that a short commit of digits and one
+`e` (6844e40) or of digits only is not read as a number."""
 FIX = ("`python -m decodegap reproduce` rebuilds the tables from data/, `git checkout figures/` restores the committed "
        "ones")
 
@@ -46,7 +49,7 @@ def _table(f: Path, name: str) -> pd.DataFrame:
     """A table of figures/ (`name`), recorded as read; a missing, empty or unparsable one is an InputError naming it."""
     _READ.append(name)
     try:
-        return pd.read_csv(f / name)
+        return pd.read_csv(f / name, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError as exc:
         raise InputError(f"the figures table {name} is missing from {f}, so the gallery cannot be computed: {FIX}") \
             from exc
@@ -86,7 +89,7 @@ def _not_numbers(f: Path, names: list[str]) -> list[tuple[str, str, str]]:
     6844e40, read as 6844 x 10^40, among other commits) is not one."""
     found = []
     for name in (n for n in names if n != "claims.csv"):
-        t = pd.read_csv(f / name)
+        t = pd.read_csv(f / name, dtype={c: str for c in TEXT_COLUMNS})
         for column in [c for c in t.columns if not pd.api.types.is_numeric_dtype(t[c])]:  # text: str or object
             values = t[column].dropna()
             numbers = pd.to_numeric(values, errors="coerce")
