@@ -49,6 +49,16 @@ def _shipped_rows_read_once():
     records.read_csv = real
 
 
+@pytest.fixture(autouse=True)
+def _pyplot_figures_closed():
+    """Every pyplot figure a test draws is closed after it, so that figures do not pile up over the session (more
+    than 20 open brings matplotlib's RuntimeWarning and holds their memory)."""
+    yield
+    import sys
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture(scope="session")
 def shipped_evidence():
     """What the claims read (claims.evidence.collect) from the shipped data/ at the published prices: collected once
