@@ -170,14 +170,21 @@ def test_the_confirmation_plans_time_each_shipped_choice_beside_its_runner_up(sh
     assert all(p.first_session == CONFIRM_FIRST_SESSION and p.sessions == CONFIRM_SESSIONS and p.check_every_session
                and len(p.models) == 1 for p in plans)
     assert len(planned) == sum(len(p.contexts) * len(p.arms) for p in plans)  # no cell planned twice
-    # per model, a sweep of chosen levers before any sweep of runners-up alone (qwen2.5-7b's int4 cells: the chosen
-    # int4-triton-head lever's sweep, then the runner-up's on int4-triton, though "int4-triton" sorts first)
-    chosen = {(c["model"], c["quant"], c["arm"]) for c in choice.to_dict("records")}
-    for model in {p.models[0] for p in plans}:
-        mine = [any((model, p.quant, a) in chosen for a in p.arms) for p in plans if p.models[0] == model]
-        assert mine == sorted(mine, reverse=True), model
-    qwen = [(p.quant, p.arms) for p in plans if p.models == ("qwen2.5-7b",) and p.quant.startswith("int4")]
-    assert qwen == [("int4-triton-head", ("lean_fused_all_norm_scale_graph",)), ("int4-triton", ("lean_attn_compile",))]
+    # per model, a sweep of chosen levers before any sweep of runners-up alone, on both GPUs' ladders; the rule is
+    # exercised where a runner-up's sweep follows a chosen one whose path sorts after it (on the H100 SXM's, qwen2.5-7b's
+    # int4-tinygemm runner-up after its chosen int4-triton sweeps; until 2026-12-07 the H200's had such a case too)
+    exercised = 0
+    for gpu in ("h200", "h100-sxm"):
+        gpu_plans = plans if gpu == "h200" else experiment.confirmation_plans(gpu, paths.DATA,
+                                                                              ladder_table=shipped_ladder)
+        every = confirm.choices(shipped_ladder)
+        chosen = {(c["model"], c["quant"], c["arm"]) for c in every[every.gpu == gpu].to_dict("records")}
+        for model in {p.models[0] for p in gpu_plans}:
+            mine = [(any((model, p.quant, a) in chosen for a in p.arms), p.quant) for p in gpu_plans
+                    if p.models[0] == model]
+            assert [m for m, _ in mine] == sorted([m for m, _ in mine], reverse=True), (gpu, model)
+            exercised += sum(1 for i, (m, q) in enumerate(mine) if not m and any(c and q < cq for c, cq in mine[:i]))
+    assert exercised
 
 
 def test_the_confirmation_plans_of_the_targets_cell_alone(shipped_ladder):
@@ -395,6 +402,59 @@ def test_a_pair_its_own_run_confirmed_whole_is_not_measured_again():
     assert not experiment.paired_run_covers(plan, pd.DataFrame(split), {
         **run_plans, ("h200", "pair2"): {"arms": [chosen, runner_up]}})
     assert not experiment.paired_run_covers(plan, pd.DataFrame(whole), {("h200", "pair"): {"arms": [chosen]}})
+
+
+def test_a_pair_timed_over_runs_of_one_commit_session_by_session_is_covered():
+    """paired_run_covers with commits: a run of the pair cut short after sessions 200-201 and its continuation timing
+    202 (harness.continuation) cover the pair at one commit; at two commits, without commits, or with a session split
+    between two runs, they do not (the readers pool one commit's runs, and never two processes into one session)."""
+    from decodegap.experiments import closing_the_gap as experiment
+    from decodegap.harness.sweep import SweepPlan
+
+    s0 = CONFIRM_FIRST_SESSION
+    chosen, runner_up = "lean_fused_kv_together_graph", "lean_fused_pdl_graph"
+    cell = dict(gpu="h200", model="mistral-7b-v0.3", quant="bf16")
+    plan = SweepPlan(gpu="h200", models=("mistral-7b-v0.3",), contexts=(2048, 4096), arms=(chosen, runner_up),
+                     quant="bf16", sessions=3, first_session=s0, again=True)
+    rows = pd.DataFrame([dict(run_id="a" if s < s0 + 2 else "b", session=s, ctx=c, arm=a, **cell)
+                         for s in plan.session_ids for c in (2048, 4096) for a in (chosen, runner_up)])
+    run_plans = {("h200", r): {"arms": [chosen, runner_up]} for r in ("a", "b")}
+    assert experiment.paired_run_covers(plan, rows, run_plans, {"a": "5d9ef99", "b": "5d9ef99"})
+    assert not experiment.paired_run_covers(plan, rows, run_plans, {"a": "5d9ef99", "b": "8f422fa"})
+    assert not experiment.paired_run_covers(plan, rows, run_plans)
+    split = rows.assign(run_id=["b" if (s == s0 + 1 and c == 4096) else r
+                                for r, s, c in zip(rows["run_id"], rows["session"], rows["ctx"])])
+    assert not experiment.paired_run_covers(plan, split, run_plans, {"a": "5d9ef99", "b": "5d9ef99"})
+
+
+def test_confirmation_plans_continue_a_pair_cut_short_at_this_commit(monkeypatch):
+    """experiment.continuing: a confirmation plan measured in a run of its own continues the runs of exactly that plan
+    cut short at the commit and source measuring now (their whole sessions are not timed again); a plan that resumes,
+    and a run of another commit, are left alone."""
+    import json
+
+    from decodegap import hardware
+    from decodegap.experiments import closing_the_gap as experiment
+    from decodegap.harness.sweep import SweepPlan
+
+    s0 = CONFIRM_FIRST_SESSION
+    arms = ("lean_fused_kv_together_graph", "lean_fused_pdl_norm_graph")
+    plan = SweepPlan(gpu="h200", models=("mistral-7b-v0.3",), contexts=(2048,), arms=arms, quant="bf16",
+                     sessions=3, first_session=s0, check_every_session=True, again=True)
+    cell = dict(gpu="h200", model="mistral-7b-v0.3", quant="bf16", ctx=2048)
+    rows = pd.DataFrame([dict(run_id=r, session=s, arm=a, **cell) for r, sessions in (("cut", (s0,)), ("old", (s0,)))
+                         for s in sessions for a in arms])
+    stored = json.loads(plan.to_json())
+    run_plans = {("h200", r): stored for r in ("cut", "old")}
+    env = {("h200", "cut"): {"git_commit": "1" * 40, "source_sha256": "d" * 64},
+           ("h200", "old"): {"git_commit": "2" * 40, "source_sha256": "d" * 64}}
+    monkeypatch.setattr(hardware, "git_commit", lambda repo=None: "1" * 40)
+    monkeypatch.setattr(hardware, "source_digest", lambda root=None: "d" * 64)
+    resumed = SweepPlan(**{**stored, "models": plan.models, "contexts": plan.contexts, "arms": arms, "again": False})
+    out = experiment.continuing([plan, resumed], rows, run_plans, env)
+    assert out[0].continues == ("cut",) and out[1] == resumed
+    assert {s: len(c) for s, c in out[0].pending_by_session(None, rows.assign(status="ok", attn="sdpa", batch=1)
+                                                            ).items()} == {s0: 0, s0 + 1: 2, s0 + 2: 2}
 
 
 def test_the_plan_of_a_confirmation_lists_its_sweeps_in_order_and_writes_nothing(capsys, shipped_ladder):

@@ -185,6 +185,58 @@ def test_deleted_session_is_measured_again_and_nothing_else(swept, data_dir):
 
 
 @pytest.mark.slow
+def test_a_run_of_its_own_cut_short_is_continued_session_by_session(swept, data_dir):
+    """A sweep measured `again` (in a run of its own) that a call cut short: run A holds session 0 whole and one cell
+    of session 1. Planned again at A's commit and source digest, the plan continues A (continuation.cut_short_runs),
+    and the new run times session 1 whole and nothing of session 0; without `continues` every cell of both sessions is
+    pending, as before. Another commit, a dirty one, another order of arms, or a run that finished every session is not
+    continued."""
+    from decodegap.harness import continuation
+
+    copy_raw(swept[0], data_dir)
+    run_a, path = swept[1], raw(data_dir) / "decode.csv"
+    again = dataclasses.replace(PLAN, again=True)
+    env_path = raw(data_dir) / "env.json"
+    env = json.loads(env_path.read_text())
+    env[run_a]["plan"] = json.loads(again.to_json())  # A was planned again
+    env[run_a]["git_commit"] = "1" * 40  # at a clean commit (the tests may run from a tree with changes)
+    env_path.write_text(json.dumps(env))
+    lines = path.read_text().splitlines(keepends=True)
+    session_1 = [ln for ln in lines[1:] if next(csv.reader([ln]))[1] == "1"]
+    kept = [ln for ln in lines if ln not in session_1] + session_1[:1]  # session 1 cut after its first row
+    path.write_text("".join(kept))
+
+    rows = records.read_csv(path)
+    assert continuation.whole_sessions(again, rows) == {run_a: {0}}
+    commit, source = env[run_a]["git_commit"], env[run_a]["source_sha256"]
+    plans = {("cpu-test", run_a): env[run_a]["plan"]}
+    entries = {("cpu-test", run_a): env[run_a]}
+    assert continuation.cut_short_runs(again, rows, plans, entries, commit, source) == (run_a,)
+    assert continuation.cut_short_runs(again, rows, plans, entries, "0" * 40, source) == ()
+    assert continuation.cut_short_runs(again, rows, plans, entries, commit + "+dirty", source) == ()
+    assert continuation.cut_short_runs(again, rows, plans, entries, commit, "f" * 64) == ()
+    reversed_arms = dataclasses.replace(again, arms=tuple(reversed(PLAN.arms)))
+    assert continuation.cut_short_runs(reversed_arms, rows, plans, entries, commit, source) == ()
+    assert continuation.cut_short_runs(PLAN, rows, plans, entries, commit, source) == ()  # not `again`: it resumes
+    whole = records.read_csv(raw(swept[0]) / "decode.csv")
+    assert continuation.cut_short_runs(again, whole, plans, entries, commit, source) == ()  # finished: measured anew
+
+    cells = len(PLAN.cells(0))
+    assert {s: len(c) for s, c in again.pending_by_session(data_dir).items()} == {0: cells, 1: cells}
+    continuing = dataclasses.replace(again, continues=(run_a,))
+    assert {s: len(c) for s, c in continuing.pending_by_session(data_dir).items()} == {0: 0, 1: cells}
+    run_b = sweep.run_sweep(continuing, data_dir, progress=False)
+    frame = records.read_csv(path)
+    assert set(frame.loc[frame["session"] == 0, "run_id"]) == {run_a}
+    assert set(frame.loc[(frame["session"] == 1) & (frame["run_id"] == run_b), "arm"]) == set(PLAN.arms)
+    assert len(frame[frame["run_id"] == run_b]) == len(session_1)  # session 1 whole, in the new run
+    recorded = json.loads(env_path.read_text())[run_b]["plan"]
+    assert recorded["continues"] == [run_a] and recorded["again"] is True
+    both = dataclasses.replace(again, continues=(run_a, run_b))  # a third call continues both: nothing left
+    assert {s: len(c) for s, c in both.pending_by_session(data_dir).items()} == {0: 0, 1: 0}
+
+
+@pytest.mark.slow
 def test_cut_tail_is_moved_aside_and_measured_again(swept, data_dir):
     copy_raw(swept[0], data_dir)
     path = raw(data_dir) / "decode.csv"

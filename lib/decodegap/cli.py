@@ -139,7 +139,8 @@ def _print_plans(plans, data, after: str = "") -> None:
         rows = read[p.csv_path(data)]
         pending = {s: len(cells) for s, cells in p.pending_by_session(data, rows).items()}
         total += sum(pending.values())
-        how = "a run of its own" if p.again else "resumes"
+        how = ("resumes" if not p.again else "a run of its own" + (
+            f", continuing {', '.join(p.continues)} (cut short at this commit)" if p.continues else ""))
         counts = [f"{n} in session {s}" for s, n in pending.items()]
         print(f"{', '.join(p.models)} {p.quant} [{', '.join(p.arms)}] ctx {', '.join(map(str, p.contexts))} ({how}): "
               f"cells to time {', '.join(counts)}")

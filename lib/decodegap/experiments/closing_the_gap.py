@@ -20,7 +20,7 @@ from decodegap.analysis import closing_the_gap_tuner_sessions as tuner_sessions,
 from decodegap import checked, compare, hardware, levers, paths, records, roofline, selection
 from decodegap import sessions as session_bands
 from decodegap.arms import ARM_KERNELS
-from decodegap.harness import keys, models, profile
+from decodegap.harness import continuation, keys, models, profile
 from decodegap.experiments import cuda_graphs_ab
 from decodegap.harness.sweep import SweepPlan, run_sweep
 
@@ -169,33 +169,56 @@ def confirmation_plans(gpu: str, data, sessions: int = levers.CONFIRM_SESSIONS, 
                        quant=quant, sessions=sessions, steps=steps, warmup=warmup, device=device,
                        first_session=levers.CONFIRM_FIRST_SESSION, check_every_session=True, again=again)
              for model, quant, arms in order]
-    if not plans or all(p.again for p in plans):
+    if not plans:
         return plans
     rows, run_plans = _confirmation_band_rows(plans[0], data), selection.run_plans(data)  # read once for every pair
-    return [p if p.again or not needs_own_run(p, data, rows, run_plans) else replace(p, again=True) for p in plans]
+    env = hardware.load_env(data)
+    commit_of = confirmation.commits_of_runs(env)
+    plans = [p if p.again or not needs_own_run(p, data, rows, run_plans, commit_of) else replace(p, again=True)
+             for p in plans]
+    return continuing(plans, rows, run_plans, env)
 
 
-def needs_own_run(plan: SweepPlan, data, rows: pd.DataFrame | None = None, run_plans: dict | None = None) -> bool:
+def continuing(plans: list[SweepPlan], rows: pd.DataFrame, run_plans: dict, env: dict) -> list[SweepPlan]:
+    """`plans` with each plan measured `again` continuing the runs of itself that a call cut short at the code
+    measuring now (harness.continuation.cut_short_runs: SweepPlan.continues), so that a warm machine's next call
+    times only the sessions the last one did not finish. `rows`: the plans' CSV rows in their band; `run_plans`:
+    selection.run_plans; `env`: hardware.load_env (each of `data`)."""
+    if not any(p.again for p in plans):
+        return plans
+    commit, source = hardware.git_commit(), hardware.source_digest()
+    return [replace(p, continues=continuation.cut_short_runs(p, rows, run_plans, env, commit, source)) if p.again
+            else p for p in plans]
+
+
+def needs_own_run(plan: SweepPlan, data, rows: pd.DataFrame | None = None, run_plans: dict | None = None,
+                  commit_of: dict | None = None) -> bool:
     """Whether a confirmation `plan` must be measured in a run of its own rather than resumed: another pairing's run
     has confirmation rows of one of its arms at its cells (unpaired_runs), and no run of the pair itself has timed it
-    whole (paired_run_covers). `rows` and `run_plans` are read from `data` where not given."""
+    whole (paired_run_covers; `commit_of`, {run id: commit}: or runs of the pair at one commit, session by session).
+    `rows` and `run_plans` are read from `data` where not given."""
     rows = _confirmation_band_rows(plan, data) if rows is None else rows
     run_plans = selection.run_plans(data) if run_plans is None else run_plans
-    return bool(unpaired_runs(plan, data, rows, run_plans)) and not paired_run_covers(plan, rows, run_plans)
+    return bool(unpaired_runs(plan, data, rows, run_plans)) and not paired_run_covers(plan, rows, run_plans,
+                                                                                      commit_of)
 
 
-def paired_run_covers(plan: SweepPlan, rows: pd.DataFrame, run_plans: dict) -> bool:
-    """Whether one run whose own plan timed exactly `plan`'s arms has confirmation rows of each of them at every cell
-    and session of `plan`: the pair is confirmed already, resuming times nothing, and other pairings' runs of its arms
-    (unpaired_runs) need no run of its own. `rows`: _confirmation_band_rows; `run_plans`: selection.run_plans."""
+def paired_run_covers(plan: SweepPlan, rows: pd.DataFrame, run_plans: dict, commit_of: dict | None = None) -> bool:
+    """Whether runs whose own plan timed exactly `plan`'s arms have confirmation rows of each of them at every cell
+    and session of `plan`, each session whole in one run: the pair is confirmed already, resuming times nothing, and
+    other pairings' runs of its arms (unpaired_runs) need no run of its own. The runs are one run, or with
+    `commit_of` ({run id: commit}) runs at one commit (a run cut short by a call's limit and its continuation,
+    harness.continuation: the confirmation readers pool one commit's runs). `rows`: _confirmation_band_rows;
+    `run_plans`: selection.run_plans. History: until 2026-12-07 one run had to hold every session."""
     rows = rows[(rows["gpu"] == plan.gpu) & rows["model"].isin(plan.models) & rows["ctx"].isin(plan.contexts)
                 & rows["arm"].isin(plan.arms) & (rows["quant"] == plan.quant)]
-    wanted = {(m, c, a, s) for m in plan.models for c in plan.contexts for a in plan.arms for s in plan.session_ids}
-    for run, g in rows.groupby("run_id"):
-        if set((run_plans.get((plan.gpu, run)) or {}).get("arms", ())) == set(plan.arms) and wanted <= set(
-                zip(g["model"], g["ctx"].astype(int), g["arm"], g["session"].astype(int))):
-            return True
-    return False
+    pair = rows[rows["run_id"].map(lambda r: set((run_plans.get((plan.gpu, r)) or {}).get("arms", ()))
+                                   == set(plan.arms)).astype(bool)] if not rows.empty else rows
+    groups: dict = {}
+    for run, sessions in continuation.whole_sessions(plan, pair).items():
+        group = groups.setdefault((commit_of or {}).get(run) or run, set())
+        group |= sessions
+    return any(set(plan.session_ids) <= sessions for sessions in groups.values())
 
 
 def _confirmation_band_rows(plan: SweepPlan, data) -> pd.DataFrame:
@@ -272,6 +295,7 @@ def megakernel_plans(gpu: str, data, confirm: bool = False, sessions: int = leve
                      check_every_session=True)
     # as confirmation_plans: a pair one of whose arms has confirmation rows from a run that timed another pairing is
     # measured in a run of its own, so that the resumed sweep does not time the other arm alone
+    # never continuing a run cut short (harness.continuation): the megakernel table reads each lever's latest run
     return [replace(plan, again=again or (confirm and needs_own_run(plan, data)))]
 
 

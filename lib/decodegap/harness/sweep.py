@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from decodegap.harness import keys, runs
+from decodegap.harness import continuation, keys, runs
 from decodegap import hardware, inputs, paths, records, selection, sessions
 
 SPAWNED_AT = "DECODEGAP_SESSION_SPAWNED_AT"  # set by the parent: when it started the session process (epoch s)
@@ -87,6 +87,8 @@ class SweepPlan:
     check_every_session: bool = False  # check every non-eager arm in every session, not only once per run (below)
     batches: tuple[int, ...] = (1,)  # sequences decoded together per cell (check_batches); bf16, SDPA only above 1
     reference: bool = False  # reference cells another notebook's sweep may have timed (notebook 04's bf16): _done
+    continues: tuple[str, ...] = ()  # with `again`: runs of this plan cut short (harness.continuation): their whole
+    # sessions count as done
 
     def __post_init__(self):
         """A misspelled arm, backend or path, or a context that is not a whole number, is refused here, before any
@@ -165,7 +167,12 @@ class SweepPlan:
         schema = records.schema_for(self.experiment)
         rows = self.rows_on_disk(data) if rows is None else rows
         if rows.empty or "run_id" not in rows or self.again:
-            return selection.keys_done(rows, schema, retry, run_id, self.again)
+            done = selection.keys_done(rows, schema, retry, run_id, self.again)
+            if self.again and self.continues and not rows.empty:  # the cut-short runs' whole sessions, as they are
+                kept = rows[~rows["status"].isin(retry)] if retry else rows
+                for s in continuation.continued_sessions(self, kept):
+                    done |= {self.key(s, c) for c in self.cells(s)}
+            return done
         band = sessions.BANDS[sessions.band_of(self.first_session)]
         rows = rows[sessions.in_band(pd.to_numeric(rows["session"]), band)]
         if rows.empty:
@@ -198,7 +205,7 @@ class SweepPlan:
     @classmethod
     def from_json(cls, text: str) -> "SweepPlan":
         raw = json.loads(text)
-        for k in ("models", "contexts", "arms", "batches"):
+        for k in ("models", "contexts", "arms", "batches", "continues"):
             if k in raw:
                 raw[k] = tuple(raw[k])
         return cls(**raw)
