@@ -214,6 +214,9 @@ def test_a_run_of_its_own_cut_short_is_continued_session_by_session(swept, data_
     assert continuation.cut_short_runs(again, rows, plans, entries, commit, source) == (run_a,)
     assert continuation.cut_short_runs(again, rows, plans, entries, "0" * 40, source) == ()
     assert continuation.cut_short_runs(again, rows, plans, entries, commit + "+dirty", source) == ()
+    unknown = "unknown (no git checkout here, DECODEGAP_GIT_COMMIT not set)"
+    assert continuation.cut_short_runs(again, rows, plans, {("cpu-test", run_a): dict(env[run_a], git_commit=unknown)},
+                                       unknown, source) == ()
     assert continuation.cut_short_runs(again, rows, plans, entries, commit, "f" * 64) == ()
     reversed_arms = dataclasses.replace(again, arms=tuple(reversed(PLAN.arms)))
     assert continuation.cut_short_runs(reversed_arms, rows, plans, entries, commit, source) == ()

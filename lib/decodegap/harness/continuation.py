@@ -13,6 +13,8 @@ never made of two processes (whole_sessions)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 PLAN_FIELDS = ("models", "contexts", "arms", "quant", "attn", "sessions", "steps", "warmup", "first_session",
@@ -50,11 +52,11 @@ def whole_sessions(plan, rows: pd.DataFrame) -> dict[str, set[int]]:
 def cut_short_runs(plan, rows: pd.DataFrame, run_plans: dict, env: dict, commit: str, source: str) -> tuple[str, ...]:
     """The runs `plan` (a SweepPlan measured `again`) continues: runs of exactly that plan (same_plan over
     `run_plans`, {(gpu, run id): plan}), whose env.json entry (`env`, {(gpu, run id): entry}) records `commit` and
-    `source` (the code measuring now: hardware.git_commit and hardware.source_digest; never a '+dirty' commit), that
-    hold some of its sessions whole but not all of them. A run that finished every session is not continued: asked
-    for again at the same commit, the cells are measured again whole. Oldest first."""
-    if not plan.again or not commit or commit.endswith("+dirty") or not source or rows.empty:
-        return ()
+    `source` (the code measuring now: hardware.git_commit and hardware.source_digest; never a '+dirty' or unknown
+    commit), that hold some of its sessions whole but not all of them. A run that finished every session is not
+    continued: asked for again at the same commit, the cells are measured again whole. Oldest first."""
+    if not plan.again or not re.fullmatch(r"[0-9a-f]{7,40}", commit or "") or not source or rows.empty:
+        return ()  # a '+dirty' or unknown commit names no one version of the code
     whole = whole_sessions(plan, rows)
     found = []
     for run in sorted(whole):
