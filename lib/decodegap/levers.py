@@ -170,16 +170,20 @@ against the datasheet bandwidth, int4 at no more than `step_ms` per step. Earlie
 MEGAKERNEL_CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32, steps=127, step_ms=0.70,
                        arms=("graph", "lean_attn_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_graph",
                              "lean_fused_early_products_graph", "lean_fused_merged_graph",
-                             "lean_fused_next_token_graph", "lean_fused_norm_scale_graph"),
+                             "lean_fused_next_token_graph", "lean_fused_norm_scale_graph",
+                             "lean_fused_kv_together_graph"),
                        published_us={"whole-model megakernel": 759.83, "CUDA graph + PDL pipeline": 794.74},
                        source="a public frozen-protocol study of batch-1 bf16 decode on an H200 (32 prompt tokens, "
                               "127 timed decode steps), as quoted in the package's issue 31; not retrieved here")
 """Notebook 06's cell of a public megakernel study: Llama-3.2-1B in bf16, batch 1, on an H200, prefilled with `ctx`
 tokens and timed over `steps` decode steps; the fused step's target there is `step_ms` per step. `published_us` are
 that study's per-step times (published by it, not measured here), `arms` the levers measured on the cell
-(bench/measure.sh's megakernel step; the last two, the bf16 target cell's confirmed lever and the norm-scale lever,
-added on 2026-12-05 after the cell's first rows, which the selection sweep resumes from). The model is not a grid model: checked.grid_rows leaves its rows out of
-notebooks 01-06's grid, and analysis.closing_the_gap_megakernel reads them."""
+(bench/measure.sh's megakernel step). History: the first six were measured on 2026-12-04; next_token and norm_scale
+(the bf16 target cell's confirmed lever then, and the norm-scale lever) were added on 2026-12-05, kv_together (the
+fastest bf16 lever confirmed at the H200's target cell) on 2026-12-07, none of the three measured on the cell yet. A
+plan of other arms is another sweep (selection.sweep_of), so the selection sweep times every arm again in fresh
+sessions of its own; the table reads each lever's latest run. The model is not a grid model: checked.grid_rows
+leaves its rows out of notebooks 01-06's grid, and analysis.closing_the_gap_megakernel reads them."""
 GRID_TARGET = dict(gpu="h200", r_floor=0.80)
 """Notebook 06's target over the grid: every bf16 cell of `gpu` (model x context) at an R_floor of at least
 `r_floor` with its fastest lever, against the datasheet bandwidth and W_all + K(ctx), as TARGETS' bf16 target."""
