@@ -24,11 +24,16 @@ def _tree_digest(folder: Path) -> dict:
 
 @pytest.fixture(scope="session")  # once per worker, however xdist interleaves the modules
 def small_data(tmp_path_factory) -> Path:
-    """A whole copy of data/, its largest CSV cut to its first rows (every row still whole and valid)."""
+    """A whole copy of data/, its largest CSV cut to its first rows (every row still whole and valid), with every row
+    of the runs whose env.json entry records how many rows they wrote there (`rows_written`: a run missing them would
+    be refused as a file that lost rows)."""
     out = tmp_path_factory.mktemp("small") / "data"
     shutil.copytree(paths.DATA, out)
     big = out / "raw" / "h200" / "breakdown.csv"
-    big.write_text("".join(big.read_text().splitlines(keepends=True)[:SMALL_LINES]))
+    counted = {run for run, entry in json.loads((big.parent / "env.json").read_text()).items()
+               if (entry.get("rows_written") or {}).get("breakdown")}
+    lines = big.read_text().splitlines(keepends=True)
+    big.write_text("".join(lines[:SMALL_LINES] + [ln for ln in lines[SMALL_LINES:] if ln.split(",", 1)[0] in counted]))
     return out
 
 

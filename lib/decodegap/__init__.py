@@ -71,6 +71,7 @@ harness: measuring
   harness/checks            each arm against eager, teacher-forced; the sharpened check a wrong attention cannot pass
   harness/quant_checks      the quantised model's check against bf16, its tolerance, the checks' power
   harness/runs              run ids and their env.json entries
+  harness/continuation      a sweep run of its own cut short by a call's limit, continued by the next call
   harness/sweep             sweeps of fresh session processes, resumable: the plan, its cells, spawning the sessions
   harness/verification      a session's checks: which cells are checked, the check against eager, its verify.csv rows
   harness/session           one session process's body: build each model, quantise and check it, time its cells
