@@ -214,10 +214,9 @@ def paired_run_covers(plan: SweepPlan, rows: pd.DataFrame, run_plans: dict, comm
                 & rows["arm"].isin(plan.arms) & (rows["quant"] == plan.quant)]
     pair = rows[rows["run_id"].map(lambda r: set((run_plans.get((plan.gpu, r)) or {}).get("arms", ()))
                                    == set(plan.arms)).astype(bool)] if not rows.empty else rows
-    groups: dict = {}
+    groups: dict = {}  # {commit (or run, without one): the sessions its runs hold whole}
     for run, sessions in continuation.whole_sessions(plan, pair).items():
-        group = groups.setdefault((commit_of or {}).get(run) or run, set())
-        group |= sessions
+        groups.setdefault((commit_of or {}).get(run) or run, set()).update(sessions)
     return any(set(plan.session_ids) <= sessions for sessions in groups.values())
 
 

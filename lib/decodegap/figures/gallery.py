@@ -45,11 +45,16 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
+def _read(path: Path) -> pd.DataFrame:
+    """A figures table as pandas reads it, TEXT_COLUMNS as text."""
+    return pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
+
+
 def _table(f: Path, name: str) -> pd.DataFrame:
     """A table of figures/ (`name`), recorded as read; a missing, empty or unparsable one is an InputError naming it."""
     _READ.append(name)
     try:
-        return pd.read_csv(f / name, dtype={c: str for c in TEXT_COLUMNS})
+        return _read(f / name)
     except FileNotFoundError as exc:
         raise InputError(f"the figures table {name} is missing from {f}, so the gallery cannot be computed: {FIX}") \
             from exc
@@ -89,7 +94,7 @@ def _not_numbers(f: Path, names: list[str]) -> list[tuple[str, str, str]]:
     6844e40, read as 6844 x 10^40, among other commits) is not one."""
     found = []
     for name in (n for n in names if n != "claims.csv"):
-        t = pd.read_csv(f / name, dtype={c: str for c in TEXT_COLUMNS})
+        t = _read(f / name)
         for column in [c for c in t.columns if not pd.api.types.is_numeric_dtype(t[c])]:  # text: str or object
             values = t[column].dropna()
             numbers = pd.to_numeric(values, errors="coerce")

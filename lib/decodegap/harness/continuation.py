@@ -67,12 +67,9 @@ def cut_short_runs(plan, rows: pd.DataFrame, run_plans: dict, env: dict, commit:
     return tuple(found)
 
 
-def continued_sessions(plan, rows: pd.DataFrame) -> dict[int, str]:
-    """{session: the run of plan.continues whose whole session it is (the oldest)}: the sessions a continuing run
-    leaves alone."""
-    whole = whole_sessions(plan, rows[rows["run_id"].astype(str).isin(plan.continues)]) if plan.continues else {}
-    out: dict[int, str] = {}
-    for run in plan.continues:
-        for s in sorted(whole.get(run, ())):
-            out.setdefault(s, run)
-    return out
+def continued_sessions(plan, rows: pd.DataFrame) -> set[int]:
+    """The sessions of `plan` some run of plan.continues holds whole (whole_sessions of `rows`): the sessions a
+    continuing run leaves alone."""
+    if not plan.continues:
+        return set()
+    return set().union(*whole_sessions(plan, rows[rows["run_id"].astype(str).isin(plan.continues)]).values())
