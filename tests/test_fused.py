@@ -5,6 +5,8 @@ installed; and on the GPU (gpu marker) the kernels on the real shapes and the tw
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -144,6 +146,14 @@ def test_the_fused_kernel_names_and_their_rules():
     assert lean.kernel_set(("attention", "merged_attention")) == {"attention", "merged_attention"}
     with pytest.raises(ValueError, match="'kv_together' is how the split-KV attention loads its blocks"):
         lean.kernel_set(("gemv", "kv_together"))
+    with pytest.raises(ValueError, match="'rotary_attention' is a fused step's option"):
+        lean.kernel_set(("attention", "rotary_attention"))
+    with pytest.raises(ValueError, match="the rotary is made once"):
+        lean.kernel_set(("fused", "attention", "rotary_epilogue", "rotary_attention"))
+    with pytest.raises(ValueError, match="the rotary is made once"):
+        fused.FusedOps(rotary_in_qkv=True, rotary_in_attention=True)
+    with pytest.raises(ValueError, match="needs `rotary`"):  # the qkv row is not rotated without the tables
+        fused.FusedOps(rotary_in_attention=True).attention(None, None, None, None, 1.0)
     decoder = lean.LeanDecoder(_tiny("llama-tiny"), 8, ("fused", "attention", "pdl"))
     assert decoder.fused == fused.FusedOps(pdl=True) and lean.LeanDecoder(_tiny("llama-tiny"), 8).fused is None
 
@@ -218,8 +228,31 @@ def _reference_launchers(monkeypatch, silu: bool = True):
     monkeypatch.setattr(fused, "fused_gemv", gemv)
     monkeypatch.setattr(fused, "rotary_cache", lambda *args, pdl, early_trigger: fused_reference.rotary_cache_reference(
         *args))
-    monkeypatch.setattr(fused, "decode_attention", lambda q, k, v, length, scale, **_: kernels.decode_attention_reference(
-        q, k, v, int(length), scale))
+    def attention(q, k, v, length, scale, rotary=None, **_launch):
+        if rotary is not None:  # q is the qkv row: rotated, and k and v written, as the split kernel does
+            cos, sin, n_heads = rotary
+            q = fused_reference.rotary_cache_reference(q, cos, sin, length - 1, k[None], v[None], n_heads, k.shape[0])
+        return kernels.decode_attention_reference(q, k, v, int(length), scale)
+
+    monkeypatch.setattr(fused, "decode_attention", attention)
+
+
+def _fused_steps_agree(monkeypatch, model, ops):
+    """With each launcher its reference (_reference_launchers), three steps of `model`'s fused step through `ops` give
+    the reference step's logits within bf16 rounding and the unfused lean step's; returns the maker of fused steps
+    (FusedOps -> a LeanStep), for the test's broken launchers."""
+    def steps(fused_ops):
+        step = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
+        step.lean.fused = fused_ops
+        return step
+
+    _reference_launchers(monkeypatch)
+    plain = lean.LeanStep(model, 12, 16, feedback=False)
+    ref, got = steps(fused.FusedOps(reference=True)), steps(ops)
+    for _ in range(3):
+        a, b, c = plain.step().float(), ref.step().float(), got.step().float()
+        assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, ops
+    return steps
 
 
 @pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
@@ -238,20 +271,37 @@ def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key, ar
     assert ops.rotary_in_qkv == ops.head_norm_in_epilogue == (arm != "lean_fused_silu_epilogue_graph")
     assert ops.input_norm_in_epilogue == (arm == "lean_fused_epilogue_norms_graph")
     with torch.inference_mode():
-        def steps(fused_ops):
-            step = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention"))
-            step.lean.fused = fused_ops
-            return step
-
-        _reference_launchers(monkeypatch)
-        plain = lean.LeanStep(model, 12, 16, feedback=False)
-        ref, got = steps(fused.FusedOps(reference=True)), steps(ops)
-        for _ in range(3):
-            a, b, c = plain.step().float(), ref.step().float(), got.step().float()
-            assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
+        steps = _fused_steps_agree(monkeypatch, model, ops)
         _reference_launchers(monkeypatch, silu=False)
         broken = steps(ops)
         assert compare.max_relative_error(broken.step().float(), steps(fused.FusedOps(reference=True)).step().float()) > 0.2
+
+
+@pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
+@pytest.mark.parametrize("arm", ["lean_fused_rotary_attention_graph", "lean_fused_all_rotary_attention_graph"])
+def test_the_rotary_in_the_attention_step_gives_the_lean_steps_logits(monkeypatch, key, arm):
+    """The rotary-in-attention levers' steps (qkv a plain product, the attention taking its row, rotating q and the
+    newest key and writing the newest key and value into the caches) through FusedOps' launch path, each launcher its
+    reference: the reference step's logits within bf16 rounding, and the unfused lean step's; an attention that
+    rotates q but never writes the newest key and value fails."""
+    model = _tiny(key)
+    _distinct_norms_(model)
+    ops = fused.FusedOps.of_kernels(arms.REGISTRY[arm].kernels)
+    assert ops.rotary_in_attention and not ops.rotary_in_qkv and ops.kv_together
+    ops = dataclasses.replace(ops, norm_scale=False)  # the stand-in products make norms whole (test_norm_scale's own)
+    with torch.inference_mode():
+        steps = _fused_steps_agree(monkeypatch, model, ops)
+
+        def unwritten(q, k, v, length, scale, rotary, **_launch):  # rotates into copies of the caches
+            cos, sin, n_heads = rotary
+            q = fused_reference.rotary_cache_reference(q, cos, sin, length - 1, k[None].clone(), v[None].clone(),
+                                                       n_heads, k.shape[0])
+            return kernels.decode_attention_reference(q, k, v, int(length), scale)
+
+        monkeypatch.setattr(fused, "decode_attention", unwritten)
+        broken, ref = steps(ops), steps(fused.FusedOps(reference=True))
+        errors = [compare.max_relative_error(broken.step().float(), ref.step().float()) for _ in range(3)]
+        assert max(errors) > 0.05, errors
 
 
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
@@ -267,11 +317,11 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
                 ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue,
-                ops.norm_scale, ops.kv_together) == (
+                ops.norm_scale, ops.kv_together, ops.rotary_in_attention) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
             "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen,
-            "kv_together" in chosen), key
+            "kv_together" in chosen, "rotary_attention" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -384,6 +434,7 @@ import torch
 from decodegap.harness import checks, decode, lean, models
 from decodegap import compare
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
+from decodegap.kernels import step as kernels
 
 def rand(*shape, std=1.0, seed=0):
     gen = torch.Generator().manual_seed(seed)
@@ -447,6 +498,28 @@ for H, Hkv, D, L, p, K in [(4, 2, 16, 10, 3, 45), (7, 1, 32, 5, 4, 70), (2, 1, 1
             close(caches[0], caches[4], ("rotary k", H, Hkv, D, cfg))
             close(caches[1], caches[5], ("rotary v", H, Hkv, D, cfg))
 
+# the rotary and the cache write in the attention's split kernel: bit for bit rotary_cache then the attention, the
+# output and both caches (their other positions untouched); the newest position in the first split, a middle one
+# (not at a block's start) and the last, GQA and MHA, the default load order, V beside K and the one-kernel form
+for H, Hkv, D, L, length, split in [(8, 2, 16, 100, 77, 32), (4, 1, 32, 64, 1, 32), (8, 2, 16, 100, 42, 16),
+                                    (4, 4, 16, 50, 50, 16)]:
+    qkv, cos, sin = rand((H + 2 * Hkv) * D, std=2.0, seed=1), rand(L, D, seed=2), rand(L, D, seed=3)
+    for options in (dict(), dict(kv_together=True), dict(merged=True)):
+        caches = [rand(1, Hkv, L, D, seed=4 + i % 2) for i in range(4)]  # the same old contents in both pairs
+        n = torch.tensor([length])
+        q = fused.rotary_cache(qkv, cos, sin, n - 1, caches[0], caches[1], H, Hkv)
+        want = kernels.decode_attention(q, caches[0][0], caches[1][0], n, 0.25, split=split, block=16, **options)
+        got = kernels.decode_attention(qkv, caches[2][0], caches[3][0], n, 0.25, split=split, block=16,
+                                       rotary=(cos, sin, H), **options)
+        assert torch.equal(got, want), (H, Hkv, D, length, options)
+        assert torch.equal(caches[2], caches[0]) and torch.equal(caches[3], caches[1]), (H, Hkv, D, length, options)
+        assert not torch.equal(caches[2], rand(1, Hkv, L, D, seed=4))  # the newest key was written
+try:  # the qkv row of another model's heads is refused, naming the shapes
+    kernels.decode_attention(qkv, caches[2][0], caches[3][0], n, 0.25, rotary=(cos, sin, H + 1))
+    raise AssertionError("a qkv row of the wrong length was taken")
+except ValueError as e:
+    assert "(H + 2 Hkv) x D elements" in str(e), e
+
 # the lean decoder's fused step through the Triton kernels: the reference step's logits, and the unfused step's
 for key in ("llama-tiny", "qwen2-tiny"):
     model = models.build_model(models.load_spec(key), device="cpu", dtype="bf16")
@@ -464,12 +537,17 @@ for key in ("llama-tiny", "qwen2-tiny"):
         assert both.lean.fused == fused.FusedOps(norm_in_epilogue=True, rotary_in_qkv=True)
         kv = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "kv_together"))
         assert kv.lean.fused == fused.FusedOps(kv_together=True)
+        rot = lean.LeanStep(model, 12, 16, feedback=False,
+                            custom_kernels=("fused", "attention", "kv_together", "rotary_attention"))
+        assert rot.lean.fused == fused.FusedOps(kv_together=True, rotary_in_attention=True)
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
             assert compare.max_relative_error(e, b) < 0.02, key
             assert compare.max_relative_error(both.step().float(), b) < 0.02, key
-            assert compare.max_relative_error(kv.step().float(), b) < 0.02, key  # V beside K, blocks of 64
+            k = kv.step().float()
+            assert compare.max_relative_error(k, b) < 0.02, key  # V beside K, blocks of 64
+            assert torch.equal(rot.step().float(), k), key  # the rotary in the attention: the same step, bit for bit
 print("interpreted fused kernels ok")
 """
 
@@ -479,7 +557,9 @@ def test_fused_kernels_equal_their_references_in_tritons_interpreter():
     prologue) over five configs (split-K 2 to 4
     included) on shapes with odd N and K; split-K's determinism and its counters reset; rotary_cache exactly, on
     three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels (also with the norm in o's
-    epilogue, and with the attention's V loaded beside K), against the reference step and the unfused step. In a fresh process with TRITON_INTERPRET=1."""
+    epilogue, with the attention's V loaded beside K, and with the rotary in the attention, bit for bit the step
+    without it), against the reference step and the unfused step; the attention's rotary bit for bit rotary_cache
+    then the attention, caches included. In a fresh process with TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")
@@ -571,8 +651,9 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
     split, merge = kernels._attention_kernels()
     split_types = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
                        l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32", count_ptr="*i32",
-                       out_ptr="*bf16")
+                       out_ptr="*bf16", cos_ptr="*bf16", sin_ptr="*bf16", n_q_heads="i32")
     cases = [(split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=False, S=1)),
+             (split, split_types, dict(BLOCK=64, G=16, D=128, UPCAST=False, MERGE=False, S=1, ROTARY=True)),
              (merge, dict(o_ptr="*fp32", m_ptr="*fp32", l_ptr="*fp32", out_ptr="*bf16", n_splits="i32", group="i32"),
               dict(S=16, G=16, D=128)),
              (split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=True, S=64))]  # one kernel, as

@@ -204,6 +204,33 @@ def test_split_kv_attention_on_the_gpu(model, L, length):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("model", sorted(SHAPES))
+@pytest.mark.parametrize("L,length", [(2083, 2049), (16419, 16385)])
+def test_the_rotary_in_the_attention_equals_rotary_cache_then_the_attention_on_the_gpu(model, L, length):
+    """decode_attention's `rotary` (the rotary_attention levers) on the real shapes, as those levers launch it (blocks
+    of 64, with PDL where this GPU has it): bit for bit rotary_cache followed by the attention, the output and both
+    caches."""
+    from decodegap.kernels.fused import launch as fused
+
+    Hq, Hkv = SHAPES[model]
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator().manual_seed(5)
+    qkv = torch.randn((Hq + 2 * Hkv) * 128, generator=gen).to("cuda", torch.bfloat16)
+    cos, sin = (torch.randn(L, 128, generator=gen).to("cuda", torch.bfloat16) for _ in range(2))
+    _, k, v = _qkv(Hq, Hkv, L, 128, device="cuda", seed=6)
+    caches = [k[None].clone(), v[None].clone(), k[None].clone(), v[None].clone()]
+    n = torch.tensor([length], device="cuda")
+    for options in (kernels.attention_blocks(True), {}):
+        q = fused.rotary_cache(qkv, cos, sin, n - 1, caches[0], caches[1], Hq, Hkv, pdl=pdl)
+        want = kernels.decode_attention(q, caches[0][0], caches[1][0], n, 128 ** -0.5, pdl=pdl, **options)
+        got = kernels.decode_attention(qkv, caches[2][0], caches[3][0], n, 128 ** -0.5, pdl=pdl,
+                                       rotary=(cos, sin, Hq), **options)
+        assert torch.equal(got, want), options
+        assert torch.equal(caches[2], caches[0]) and torch.equal(caches[3], caches[1]), options
+        assert not torch.equal(caches[2], k[None])  # the newest key was written
+
+
+@pytest.mark.gpu
 def test_the_one_kernel_attention_replays_in_a_cuda_graph_with_pdl():
     """The one-kernel attention captured with PDL and replayed as the length grows: each replay equals the
     two-kernel attention at that length, and its arrival counters are back at zero after every replay."""
@@ -277,7 +304,7 @@ def test_decode_attention_names_what_it_cannot_take():
 
 # ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
 
-def _split_kernel_sass(block: int, kv_together: bool, merged: bool) -> list[str]:
+def _split_kernel_sass(block: int, kv_together: bool, merged: bool, rotary: bool = False) -> list[str]:
     """The split-KV attention's split kernel compiled offline for sm_90 (decodegap.kernels.offline) as the step launches
     it on Llama-3.1-8B's heads (group 4 padded to 16 rows, head dim 128, PDL), its SASS instructions without their
     addresses."""
@@ -287,10 +314,11 @@ def _split_kernel_sass(block: int, kv_together: bool, merged: bool) -> list[str]
 
     split_kernel, _ = kernels._attention_kernels()
     types = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", len_ptr="*i32", o_ptr="*fp32", m_ptr="*fp32",
-                 l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32", count_ptr="*i32", out_ptr="*bf16")
+                 l_ptr="*fp32", scale="fp32", L="i32", n_splits="i32", group="i32", count_ptr="*i32", out_ptr="*bf16",
+                 cos_ptr="*bf16", sin_ptr="*bf16", n_q_heads="i32")
     compiled = offline.compile_sm90(split_kernel, types, dict(BLOCK=block, G=16, D=128, UPCAST=False, USE_PDL=True,
                                                               EARLY_TRIGGER=False, MERGE=merged, S=64 if merged else 1,
-                                                              KV_TOGETHER=kv_together), 4, pdl=True)
+                                                              KV_TOGETHER=kv_together, ROTARY=rotary), 4, pdl=True)
     sass = offline.cuobjdump(compiled, "-sass")
     return [re.sub(r"/\*[0-9a-f]+\*/", "", line).strip() for line in sass.splitlines()
             if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
@@ -310,3 +338,4 @@ def test_v_beside_k_compiles_as_the_default_order_on_sm90(monkeypatch, block):
     assert sum("LDG" in i for i in default) >= 4  # q, K, V and the length: real loads were compiled
     assert _split_kernel_sass(block, kv_together=True, merged=False) == default
     assert _split_kernel_sass(block, kv_together=False, merged=True) != default
+    assert _split_kernel_sass(block, kv_together=True, merged=False, rotary=True) != default  # the rotary compiled

@@ -40,8 +40,9 @@ def test_ladder_table_orders_levers_and_marks_the_unmeasured():
 def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone():
     """int4 on the fastest path: over the grid int4 runs on the HF graph and the Triton-attention lean levers (the
     int4 GEMV's also on the fused int4 step's five, and with the int4 LM head on its three fastest and the four
-    epilogue levers); the other int4 lean levers, the bf16 SiLU-epilogue, norm-scale and kv-together levers and the
-    int4-triton levers with every epilogue at the target cell (llama-3.1-8b, ctx 2048, on any GPU) only; elsewhere the
+    epilogue levers); the other int4 lean levers, the bf16 SiLU-epilogue, norm-scale, kv-together and
+    rotary-in-attention levers and the int4-triton levers with every epilogue at the target cell (llama-3.1-8b,
+    ctx 2048, on any GPU) only; elsewhere the
     ladder labels them `target cell only`, at the target's model and context on another GPU `not measured`."""
     plan = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096])
     assert plan == [
@@ -55,7 +56,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                               "lean_fused_merged_graph",
                                                               "lean_fused_next_token_graph")),
         ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph", "lean_fused_norm_scale_graph",
-                                               "lean_fused_kv_together_graph", "lean_fused_kv_together_merged_graph")),
+                                               "lean_fused_kv_together_graph", "lean_fused_kv_together_merged_graph",
+                                               "lean_fused_rotary_attention_graph")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile",
@@ -72,14 +74,16 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
           "lean_fused_silu_epilogue_graph", "lean_fused_all_epilogues_graph", "lean_fused_epilogue_norms_graph",
           "lean_fused_norms_next_token_graph", "lean_fused_all_next_token_graph")),
         ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",
-                                                          "lean_fused_all_kv_together_graph"))]
+                                                          "lean_fused_all_kv_together_graph",
+                                                          "lean_fused_all_rotary_attention_graph"))]
     # a target-cell-only lever a confirmation holds fastest at the target cell goes over the grid with the others
     promoted = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096],
                                   promoted={("lean_fused_kv_together_graph", "bf16")})
     assert promoted[0][3][-1] == "lean_fused_kv_together_graph" and promoted[0][1:3] == plan[0][1:3]
     assert promoted[1] == ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph",
                                                                 "lean_fused_norm_scale_graph",
-                                                                "lean_fused_kv_together_merged_graph"))
+                                                                "lean_fused_kv_together_merged_graph",
+                                                                "lean_fused_rotary_attention_graph"))
     assert promoted[2:] == plan[2:]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048])) == 4  # no target cell in the grid
     # the target cell's model and context on any GPU (since 2026-12-06): its whole ladder, 4 grid and 4 target sweeps

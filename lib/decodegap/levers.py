@@ -38,6 +38,8 @@ LEVERS = (
      "bf16"),
     ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, in one kernel",
      "lean_fused_kv_together_merged_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the attention",
+     "lean_fused_rotary_attention_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -79,6 +81,8 @@ LEVERS = (
      "lean_fused_all_norm_scale_graph", "int4-triton-head"),
     ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64",
      "lean_fused_all_kv_together_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the "
+     "attention", "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -134,7 +138,15 @@ on K, then the scores, then V, once for each of its two blocks. Found after thei
 kernel compiles to the same instructions with V's load written beside K's as after the scores (the compiler issues
 them together either way; tests/test_kernels.py compiles both offline), so what these levers change on the GPU is
 the block, 64 positions where the default's is 32: one iteration a program at ctx 2048. Their names say so since
-2026-12-05 evening (they said "V beside K" until then); their arms keep the names their rows carry."""
+2026-12-05 evening (they said "V beside K" until then); their arms keep the names their rows carry. The
+rotary-in-attention levers (lean_fused_rotary_attention_graph, bf16; lean_fused_all_rotary_attention_graph,
+int4-triton-head; added 2026-12-07): the kv-together levers with the rotary and the cache write made in the
+attention's split kernel (kernels.step.decode_attention's `rotary`), so each layer launches one kernel fewer, and qkv
+stays a plain product (the int4 lever's qkv without its rotary epilogue). The bf16 target cell's profiled step
+(lean_fused_kv_together_graph) launches the rotary_cache kernel 32 times a step, each a link in the chain of kernels
+that wait on each other under PDL (notebook 06's where-the-time-goes rows give its time); the bf16 step with the
+rotary in qkv's epilogue instead (lean_fused_all_kv_together_graph on bf16) was slower, its qkv products slower
+(the paired loads of the rotary epilogue)."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -145,7 +157,9 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_norm_scale_graph", "bf16"),
                               ("lean_fused_all_norm_scale_graph", "int4-triton-head"),
                               ("lean_fused_kv_together_graph", "bf16"), ("lean_fused_kv_together_merged_graph", "bf16"),
-                              ("lean_fused_all_kv_together_graph", "int4-triton-head")})
+                              ("lean_fused_all_kv_together_graph", "int4-triton-head"),
+                              ("lean_fused_rotary_attention_graph", "bf16"),
+                              ("lean_fused_all_rotary_attention_graph", "int4-triton-head")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS' model and context, on any GPU:
 target_in_grid). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
@@ -157,7 +171,8 @@ every epilogue on the int4-triton path, whose grid the same lever with the int4 
 epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head), the benches having
 timed none of their products when they were added: each goes over the grid once a confirmation sweep holds it as the
 fastest lever of its kind at the target cell (closing_the_gap_confirmation.confirmed_fastest), a rule written on
-2026-12-05 before any row of either; the kv-together levers under the same rule, from their addition. Since
+2026-12-05 before any row of either; the kv-together and the rotary-in-attention levers under the same rule, from
+their addition. Since
 2026-12-05 evening the ladder's plan applies the rule itself (experiments.closing_the_gap.promoted_levers); before,
 the command of a run checked it. The compiled
 levers with the Triton attention compile once per model and session (decode.COMPILE_ONCE_ARMS), so they go over the

@@ -66,7 +66,7 @@ since), and a flip gives errors of that size. Kept so that the code is the one t
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
                   "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                  "next_token", "norm_scale", "kv_together")
+                  "next_token", "norm_scale", "kv_together", "rotary_attention")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -85,7 +85,9 @@ kernel, decodegap.kernels.next_token, instead of torch's argmax, a copy and an a
 norm the options above make in an epilogue left to the next product as a scale, which applies 1 / rms to its sums
 (fused.FusedOps.norm_scale, kernels.fused.norm_scale.NormScale); "kv_together": the split-KV attention loading each
 block's V beside its K, in blocks of KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 the
-load order compiles as the default's, so the block is what it changes there)."""
+load order compiles as the default's, so the block is what it changes there); "rotary_attention": the rotary and
+the cache write made in the attention's split kernel, which reads the qkv product's row, so no kernel of their own
+is launched and qkv stays a plain product (fused.FusedOps.rotary_in_attention; not with "rotary_epilogue")."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -101,9 +103,12 @@ def kernel_set(custom_kernels) -> frozenset:
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
     for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                   "next_token", "norm_scale"):
+                   "next_token", "norm_scale", "rotary_attention"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
+    if {"rotary_epilogue", "rotary_attention"} <= chosen:
+        raise ValueError(f"the rotary is made once: 'rotary_epilogue' (in the qkv product) or 'rotary_attention' (in "
+                         f"the attention), not both; got {sorted(chosen)}")
     if "pdl" in chosen and "fused" not in chosen:
         raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
     for option in ("early_trigger", "early_products"):
@@ -301,7 +306,7 @@ class LeanLayer(nn.Module):
         layer's input norm RMSNorm(x), made so by the previous layer's down, which qkv then reads."""
         q = ops.qkv_rotary(x, self.ln_attn, self.w_qkv, self.b_qkv, self.eps, cos, sin, start_pos, k_cache, v_cache,
                            self.n_heads, self.n_kv_heads, normed=normed)
-        o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale)
+        o = ops.attention(q, k_cache[0], v_cache[0], length, self.scale, rotary=(cos, sin, self.n_heads))
         return ops.o_and_mlp(o.reshape(-1), self.w_o, x, self.ln_mlp, self.w_gate_up, self.w_down, self.eps,
                              out_norm=out_norm)
 

@@ -113,6 +113,24 @@ def gdc_functions():
     return gdc_wait, gdc_launch_dependents
 
 
+def round_bf16_function():
+    """round_bf16(x), a Triton function built once: fp32 -> the nearest bf16 value (ties to even), still fp32. The
+    kernels round by hand so that Triton's interpreter, whose fp32 -> bf16 cast truncates, rounds as the GPU and
+    torch do (the fused kernels, decodegap.kernels.fused.source, and the attention's rotary prologue)."""
+    if "round_bf16" not in _COMPILED:
+        triton, tl = _triton()
+
+        @triton.jit
+        def round_bf16(x):
+            bits = x.to(tl.int32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+            return bits.to(tl.float32, bitcast=True)
+
+        globals().update(tl=tl)  # the interpreter looks triton.language up among the function's module globals
+        _COMPILED["round_bf16"] = round_bf16
+    return _COMPILED["round_bf16"]
+
+
 def _interpreted() -> bool:
     """Triton's CPU interpreter is on (TRITON_INTERPRET=1, read by Triton when it is first imported)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -163,14 +181,26 @@ def _attention_kernels():
     if "attention" not in _COMPILED:
         triton, tl = _triton()
         gdc_wait, gdc_launch_dependents = gdc_functions()
+        round_bf16 = round_bf16_function()
+
+        @triton.jit
+        def rotate(x, xp, cos, sin, first):
+            """x rotated at one position as rotary_cache rotates it (decodegap.kernels.fused.launch; HF's
+            x * cos + rotate_half(x) * sin with torch's bf16 rounding of each product and the sum), fp32: `xp` the
+            partner of each element (half a head away), `first` the first half of the head."""
+            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))
+            return _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
+
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
-        globals().update(_gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents)
+        globals().update(_gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents, _round_bf16=round_bf16,
+                         _rotate=rotate, tl=tl)
 
         @triton.jit
         def split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, o_ptr, m_ptr, l_ptr, scale, L, n_splits, group,
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
                          USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, count_ptr, out_ptr,
-                         MERGE: tl.constexpr, S: tl.constexpr, KV_TOGETHER: tl.constexpr):
+                         MERGE: tl.constexpr, S: tl.constexpr, KV_TOGETHER: tl.constexpr,
+                         cos_ptr, sin_ptr, n_q_heads, ROTARY: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
             if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
@@ -185,13 +215,30 @@ def _attention_kernels():
             d = tl.arange(0, D)
             q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
                         other=0.0)  # [G, D], the group's query heads padded with zero rows to G >= 16
+            start = s * span
+            end = tl.minimum(start + span, length)
+            newest = length - 1
+            if ROTARY:  # q_ptr is the qkv product's row: q, k and v of the newest position rotated here
+                first = d < D // 2
+                half = tl.where(first, d + D // 2, d - D // 2)  # each element's partner, half a head away
+                cos = tl.load(cos_ptr + newest * D + d).to(tl.float32)
+                sin = tl.load(sin_ptr + newest * D + d).to(tl.float32)
+                qp = tl.load(q_ptr + (h * group + gi)[:, None] * D + half[None, :], mask=gi[:, None] < group,
+                             other=0.0)
+                q = _rotate(q, qp, cos, sin, first[None, :]).to(q.dtype)
+                k_row = q_ptr + (n_q_heads + h) * D
+                k_new = _rotate(tl.load(k_row + d), tl.load(k_row + half), cos, sin, first).to(q.dtype)
+                v_new = tl.load(q_ptr + (n_q_heads + tl.num_programs(0) + h) * D + d)
+                # the program whose share holds the newest position writes it into the caches for the steps after
+                # this one; its own loop takes k_new and v_new in place of that position's loads (below)
+                mine = tl.where((start <= newest) & (newest < end), d < D, False)
+                tl.store(k_ptr + h * L * D + newest * D + d, k_new, mask=mine)
+                tl.store(v_ptr + h * L * D + newest * D + d, v_new, mask=mine)
             if UPCAST:
                 q = q.to(tl.float32)
             m = tl.full((G,), -1e30, dtype=tl.float32)
             lsum = tl.zeros((G,), dtype=tl.float32)
             acc = tl.zeros((G, D), dtype=tl.float32)
-            start = s * span
-            end = tl.minimum(start + span, length)
             for b in range(start, end, BLOCK):
                 pos = b + tl.arange(0, BLOCK)
                 valid = pos < end
@@ -199,6 +246,8 @@ def _attention_kernels():
                 k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
                 if KV_TOGETHER:  # V's load written beside K's (on sm_90 the compiler issues it there either way)
                     v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                if ROTARY:  # the newest position's key from this kernel's rotary, not from the cache
+                    k = tl.where((pos == newest)[:, None], k_new[None, :], k)
                 if UPCAST:
                     k = k.to(tl.float32)
                 # [G, BLOCK] on the tensor cores, fp32 accumulation; the cast keeps the loop's types fixed when
@@ -210,6 +259,8 @@ def _attention_kernels():
                 p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
                 if not KV_TOGETHER:
                     v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                if ROTARY:
+                    v = tl.where((pos == newest)[:, None], v_new[None, :], v)
                 if UPCAST:
                     v = v.to(tl.float32)
                 lsum = lsum * alpha + tl.sum(p, axis=1)
@@ -320,7 +371,7 @@ def merge_counters(device):
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
                      pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False,
-                     warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES):
+                     warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES, rotary=None):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
@@ -334,15 +385,27 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     scores are made (by default V's load follows the first product); on sm_90 both orders compile to the same
     instructions (tests/test_kernels.py), the compiler issuing V's load with K's either way. `warps`, `stages`: the
     split kernel's num_warps and num_stages (Triton's software pipelining of the loop's loads; the defaults are
-    Triton's own, which every step has run with). History: until
+    Triton's own, which every step has run with). `rotary` (cos_table, sin_table [max_len, D], Hq): q is then the
+    qkv product's row ((Hq + 2 Hkv) x D elements: q, k and v of the newest position, length - 1, not yet rotated):
+    each program rotates its query heads and the newest key as rotary_cache does (decodegap.kernels.fused.launch,
+    the same rounding), the program whose share holds the newest position writes its key and value into the caches,
+    and every program takes them in place of that position's loads, so the rotary_cache kernel is not launched and
+    the output and caches equal rotary_cache's then this attention's, bit for bit. History: until
     2026-12-05 that program merged split after split, each step waiting on the one before (run
     20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
     the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
     as the merge kernel does, a loop over the group's query heads. Timed since: slower than the two kernels by
     itself (bench/attention_splits.py; notebook 06's 06_attention_splits gives the times) and in the step (the
     ladder's lean_fused_kv_together_merged_graph against lean_fused_kv_together_graph)."""
-    Hq, D = q.shape
-    Hkv, L, _ = k_cache.shape
+    Hkv, L, D = k_cache.shape
+    if rotary is None:
+        Hq, D = q.shape
+    else:
+        cos_table, sin_table, Hq = rotary
+        if q.numel() != (Hq + 2 * Hkv) * D or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape:
+            raise ValueError(f"decode_attention's rotary takes the qkv row, (H + 2 Hkv) x D elements, and tables "
+                             f"[max_len, D]; got {q.numel()} elements, H {Hq}, Hkv {Hkv}, head_dim {D}, tables "
+                             f"{tuple(cos_table.shape)} and {tuple(sin_table.shape)}")
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
         raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
                          f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
@@ -369,10 +432,13 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     # without `merged` the split kernel never touches count_ptr and out_ptr: read-only tensors of the call stand in
     # for them (no tensor a kernel writes appears twice among its arguments, which torch.compile's wrapper would copy)
     merge = (dict(count_ptr=merge_counters(q.device), out_ptr=out) if merged else dict(count_ptr=length, out_ptr=qc))
+    # without `rotary` the split kernel never reads cos_ptr and sin_ptr: q stands in for them
+    tables = dict(cos_ptr=qc, sin_ptr=qc) if rotary is None else dict(cos_ptr=cos_table, sin_ptr=sin_table)
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
                                   EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
-                                  KV_TOGETHER=kv_together, **split_launch, **merge, **launch)
+                                  KV_TOGETHER=kv_together, n_q_heads=Hq, ROTARY=rotary is not None, **tables,
+                                  **split_launch, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:

@@ -282,7 +282,9 @@ class FusedOps:
     sums instead of reading a normalised x (the bf16 and the int4 kernels alike; the first layer's input norm stays
     qkv's prologue). `kv_together`: the attention loads each block's V beside its K, in blocks of
     kernels.step.KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 only the block changes the
-    compiled kernel)."""
+    compiled kernel). `rotary_in_attention`: the rotary and the cache write made in the attention's split kernel
+    (decode_attention's `rotary`), which takes the qkv product's row, so the rotary_cache kernel is not launched and
+    the qkv product stays plain (not with rotary_in_qkv)."""
 
     pdl: bool = False
     reference: bool = False
@@ -296,13 +298,20 @@ class FusedOps:
     input_norm_in_epilogue: bool = False
     norm_scale: bool = False
     kv_together: bool = False
+    rotary_in_attention: bool = False
+
+    def __post_init__(self):
+        if self.rotary_in_qkv and self.rotary_in_attention:
+            raise ValueError("the rotary is made once: in the qkv product's epilogue (rotary_in_qkv) or in the "
+                             "attention (rotary_in_attention), not both")
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
         """The FusedOps of a lean decoder's custom kernels (harness.lean.CUSTOM_KERNELS' names, with "fused"): "pdl",
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
         "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
-        and input_norm_in_epilogue, "norm_scale" norm_scale, "kv_together" kv_together (arms.Arm.kernels)."""
+        and input_norm_in_epilogue, "norm_scale" norm_scale, "kv_together" kv_together, "rotary_attention"
+        rotary_in_attention (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
@@ -310,7 +319,8 @@ class FusedOps:
                    norm_in_epilogue="norm_epilogue" in chosen,
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen,
-                   norm_scale="norm_scale" in chosen, kv_together="kv_together" in chosen)
+                   norm_scale="norm_scale" in chosen, kv_together="kv_together" in chosen,
+                   rotary_in_attention="rotary_attention" in chosen)
 
     @property
     def _launch(self) -> dict:
@@ -348,11 +358,14 @@ class FusedOps:
     def qkv_rotary(self, x, norm_weight, w_qkv, b_qkv, eps: float, cos_table, sin_table, start_pos, k_cache,
                    v_cache, n_heads: int, n_kv_heads: int, normed=None):
         """Rotary q [H, D] of qkv(RMSNorm(x)) (+ bias), k and v written at start_pos of the caches [1, Hkv, L, D]:
-        the qkv product and rotary_cache, or one kernel with rotary_in_qkv. `normed`: RMSNorm(x) already made (the
-        previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
+        the qkv product and rotary_cache, or one kernel with rotary_in_qkv; with rotary_in_attention the qkv
+        product's row alone, q, k and v not yet rotated nor written (the attention does both). `normed`: RMSNorm(x)
+        already made (the previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
         if not self.rotary_in_qkv or self.reference:
             qkv = (self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps) if normed is None else
                    self.gemv_bias(normed, w_qkv, b_qkv))
+            if self.rotary_in_attention and not self.reference:
+                return qkv
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
@@ -380,11 +393,17 @@ class FusedOps:
             return rotary_cache_reference(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         return rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads, **self._launch)
 
-    def attention(self, q, k_cache, v_cache, length, scale: float):
-        """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]."""
+    def attention(self, q, k_cache, v_cache, length, scale: float, rotary=None):
+        """q [H, D] against the first `length` ([1] device tensor) positions of k_cache, v_cache [Hkv, L, D]. With
+        rotary_in_attention, q is qkv_rotary's qkv row and `rotary` (cos_table, sin_table, H) rotates it and writes
+        the newest position's k and v (decode_attention's `rotary`)."""
         if self.reference:
             return decode_attention_reference(q, k_cache, v_cache, int(length), scale)
-        return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention,
+        if self.rotary_in_attention and rotary is None:
+            raise ValueError("FusedOps.rotary_in_attention: the attention takes the qkv row and needs `rotary` "
+                             "(cos_table, sin_table, n_heads)")
+        rotary = dict(rotary=rotary) if self.rotary_in_attention else {}
+        return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention, **rotary,
                                 **attention_blocks(self.kv_together), **self._launch)
 
     def gemv_residual(self, x, weight, residual, out_norm=None):

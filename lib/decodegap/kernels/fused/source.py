@@ -5,7 +5,7 @@ _rotary_epilogue and the gdc ops) among this module's globals."""
 
 from __future__ import annotations
 
-from decodegap.kernels.step import _triton, gdc_functions
+from decodegap.kernels.step import _triton, gdc_functions, round_bf16_function
 
 _COMPILED: dict = {}
 
@@ -15,14 +15,7 @@ def build():
     if "fused" not in _COMPILED:
         triton, tl = _triton()
         gdc_wait, gdc_launch_dependents = gdc_functions()
-
-        @triton.jit
-        def round_bf16(x):
-            """fp32 -> the nearest bf16 value (ties to even), still fp32: the kernels round by hand so that Triton's
-            interpreter, whose fp32 -> bf16 cast truncates, rounds as the GPU and torch do."""
-            bits = x.to(tl.int32, bitcast=True)
-            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
-            return bits.to(tl.float32, bitcast=True)
+        round_bf16 = round_bf16_function()  # fp32 -> the nearest bf16 value, still fp32 (the interpreter truncates)
 
         @triton.jit
         def output_norm(yb, row_ok, block, y_ptr, part_ptr, ncount_ptr, onorm_ptr, h_ptr, N, eps_out,
