@@ -152,6 +152,10 @@ def test_the_fused_kernel_names_and_their_rules():
         lean.kernel_set(("fused", "attention", "rotary_epilogue", "rotary_attention"))
     with pytest.raises(ValueError, match="the rotary is made once"):
         fused.FusedOps(rotary_in_qkv=True, rotary_in_attention=True)
+    with pytest.raises(ValueError, match="'attention_prefetch' reads the cache before qkv's newest key is made"):
+        lean.kernel_set(("fused", "attention", "pdl", "attention_prefetch"))
+    with pytest.raises(ValueError, match="it needs rotary_in_attention"):
+        fused.FusedOps(attention_prefetch=True)
     with pytest.raises(ValueError, match="needs `rotary`"):  # the qkv row is not rotated without the tables
         fused.FusedOps(rotary_in_attention=True).attention(None, None, None, None, 1.0)
     decoder = lean.LeanDecoder(_tiny("llama-tiny"), 8, ("fused", "attention", "pdl"))
@@ -164,6 +168,8 @@ def test_the_fused_kernel_names_and_their_rules():
     (dict(early_products=True), [False, False, False, True, True, True]),  # qkv, rotary, attention late; o, gate_up, down
     (dict(early_products=True, merged_attention=True), [False, False, False, True, True, True]),
     (dict(early_products=True, silu_in_down=False), [False, False, False, True, True, True]),
+    (dict(early_products=True, rotary_in_attention=True), [False, False, True, True, True]),  # no rotary kernel
+    (dict(early_products=True, rotary_in_attention=True, attention_prefetch=True), [True, False, True, True, True]),
 ])
 def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, options, early):
     """The launch each kernel of one fused layer (norm in o's epilogue, PDL) gets, in launch order: qkv, rotary_cache,
@@ -180,12 +186,14 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
         launched.append(early_trigger)
         return torch.zeros(n_heads, k_cache.shape[-1], dtype=qkv.dtype)
 
-    def attention(q, k_cache, v_cache, length, scale, pdl, early_trigger, merged=False):
+    def attention(q, k_cache, v_cache, length, scale, pdl, early_trigger, merged=False, rotary=None,
+                  prefetch=False):
         launched.append(early_trigger)
         merges.append(merged)
-        return torch.zeros_like(q)
+        rotaries.append((rotary is not None, prefetch))
+        return torch.zeros(k_cache.shape[0] * 4, k_cache.shape[-1], dtype=q.dtype) if rotary else torch.zeros_like(q)
 
-    merges = []
+    merges, rotaries = [], []
 
     monkeypatch.setattr(fused, "fused_gemv", gemv)
     monkeypatch.setattr(fused, "rotary_cache", rotary)
@@ -197,6 +205,7 @@ def test_each_kernel_of_a_layer_triggers_where_its_option_says(monkeypatch, opti
                              start, start + 1, dec.k_cache_0, dec.v_cache_0)
     assert launched == early
     assert merges == [options.get("merged_attention", False)]  # the attention in one kernel where asked
+    assert rotaries == [(options.get("rotary_in_attention", False), options.get("attention_prefetch", False))]
     # the MLP: gate_up on the hidden row, then down; the SiLU in gate_up's epilogue (down's x the intermediate
     # row) or in down's prologue (down's x [gate; up], twice the intermediate)
     hidden, inter = dec.layers[0].w_o.shape[0], dec.layers[0].w_down.shape[1]
@@ -278,7 +287,8 @@ def test_the_silu_epilogue_step_gives_the_lean_steps_logits(monkeypatch, key, ar
 
 
 @pytest.mark.parametrize("key", ["llama-tiny", "qwen2-tiny"])
-@pytest.mark.parametrize("arm", ["lean_fused_rotary_attention_graph", "lean_fused_all_rotary_attention_graph"])
+@pytest.mark.parametrize("arm", ["lean_fused_rotary_attention_graph", "lean_fused_all_rotary_attention_graph",
+                                 "lean_fused_rotary_prefetch_graph"])
 def test_the_rotary_in_the_attention_step_gives_the_lean_steps_logits(monkeypatch, key, arm):
     """The rotary-in-attention levers' steps (qkv a plain product, the attention taking its row, rotating q and the
     newest key and writing the newest key and value into the caches) through FusedOps' launch path, each launcher its
@@ -317,11 +327,11 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
                 ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue,
-                ops.norm_scale, ops.kv_together, ops.rotary_in_attention) == (
+                ops.norm_scale, ops.kv_together, ops.rotary_in_attention, ops.attention_prefetch) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
             "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen,
-            "kv_together" in chosen, "rotary_attention" in chosen), key
+            "kv_together" in chosen, "rotary_attention" in chosen, "attention_prefetch" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -504,11 +514,13 @@ for H, Hkv, D, L, p, K in [(4, 2, 16, 10, 3, 45), (7, 1, 32, 5, 4, 70), (2, 1, 1
 for H, Hkv, D, L, length, split in [(8, 2, 16, 100, 77, 32), (4, 1, 32, 64, 1, 32), (8, 2, 16, 100, 42, 16),
                                     (4, 4, 16, 50, 50, 16)]:
     qkv, cos, sin = rand((H + 2 * Hkv) * D, std=2.0, seed=1), rand(L, D, seed=2), rand(L, D, seed=3)
-    for options in (dict(), dict(kv_together=True), dict(merged=True)):
+    for options in (dict(), dict(kv_together=True), dict(merged=True), dict(kv_together=True, prefetch=True),
+                    dict(prefetch=True)):
         caches = [rand(1, Hkv, L, D, seed=4 + i % 2) for i in range(4)]  # the same old contents in both pairs
         n = torch.tensor([length])
         q = fused.rotary_cache(qkv, cos, sin, n - 1, caches[0], caches[1], H, Hkv)
-        want = kernels.decode_attention(q, caches[0][0], caches[1][0], n, 0.25, split=split, block=16, **options)
+        plain = {k: v for k, v in options.items() if k != "prefetch"}
+        want = kernels.decode_attention(q, caches[0][0], caches[1][0], n, 0.25, split=split, block=16, **plain)
         got = kernels.decode_attention(qkv, caches[2][0], caches[3][0], n, 0.25, split=split, block=16,
                                        rotary=(cos, sin, H), **options)
         assert torch.equal(got, want), (H, Hkv, D, length, options)
@@ -519,6 +531,11 @@ try:  # the qkv row of another model's heads is refused, naming the shapes
     raise AssertionError("a qkv row of the wrong length was taken")
 except ValueError as e:
     assert "(H + 2 Hkv) x D elements" in str(e), e
+try:  # without the rotary the newest position is the previous kernel's write: no prefetch then
+    kernels.decode_attention(q, caches[0][0], caches[1][0], n, 0.25, prefetch=True)
+    raise AssertionError("a prefetch without the rotary was taken")
+except ValueError as e:
+    assert "it needs `rotary`" in str(e), e
 
 # the lean decoder's fused step through the Triton kernels: the reference step's logits, and the unfused step's
 for key in ("llama-tiny", "qwen2-tiny"):
@@ -540,6 +557,10 @@ for key in ("llama-tiny", "qwen2-tiny"):
         rot = lean.LeanStep(model, 12, 16, feedback=False,
                             custom_kernels=("fused", "attention", "kv_together", "rotary_attention"))
         assert rot.lean.fused == fused.FusedOps(kv_together=True, rotary_in_attention=True)
+        # (PDL's wait and trigger do not run in the interpreter: the prefetch's loads without them)
+        pre = lean.LeanStep(model, 12, 16, feedback=False, custom_kernels=("fused", "attention", "kv_together",
+                                                                           "rotary_attention", "attention_prefetch"))
+        assert pre.lean.fused == fused.FusedOps(kv_together=True, rotary_in_attention=True, attention_prefetch=True)
         for _ in range(3):
             a, b, c, e = plain.step().float(), ref.step().float(), got.step().float(), epi.step().float()
             assert compare.max_relative_error(c, b) < 0.02 and compare.max_relative_error(c, a) < 0.05, key
@@ -548,6 +569,7 @@ for key in ("llama-tiny", "qwen2-tiny"):
             k = kv.step().float()
             assert compare.max_relative_error(k, b) < 0.02, key  # V beside K, blocks of 64
             assert torch.equal(rot.step().float(), k), key  # the rotary in the attention: the same step, bit for bit
+            assert torch.equal(pre.step().float(), k), key  # and its first block read before the wait
 print("interpreted fused kernels ok")
 """
 
@@ -644,7 +666,8 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
     split stage merging in its last program), compiled offline for sm_90: with PDL each waits before its first load
     and triggers its dependents once after its loads of the cache and the previous kernel's output (the split stage
     after its loop over the cache; with the early trigger before the wait), without PDL neither; the one-kernel
-    form's arrival counter an acquire-release atomic; no register spills."""
+    form's arrival counter an acquire-release atomic; no register spills. The split stage with the rotary, and with
+    its prefetch, whose first block's loads (and the length's) come before the wait."""
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(kernels, "_COMPILED", {})
@@ -654,6 +677,8 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
                        out_ptr="*bf16", cos_ptr="*bf16", sin_ptr="*bf16", n_q_heads="i32")
     cases = [(split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=False, S=1)),
              (split, split_types, dict(BLOCK=64, G=16, D=128, UPCAST=False, MERGE=False, S=1, ROTARY=True)),
+             (split, split_types, dict(BLOCK=64, G=16, D=128, UPCAST=False, MERGE=False, S=1, ROTARY=True,
+                                       PREFETCH=True)),
              (merge, dict(o_ptr="*fp32", m_ptr="*fp32", l_ptr="*fp32", out_ptr="*bf16", n_splits="i32", group="i32"),
               dict(S=16, G=16, D=128)),
              (split, split_types, dict(BLOCK=32, G=16, D=128, UPCAST=False, MERGE=True, S=64))]  # one kernel, as
@@ -668,6 +693,9 @@ def test_the_attention_kernels_compile_for_sm90_with_and_without_pdl(monkeypatch
         cache_loads = [i for i in loads if ".cg" not in lines[i]] if merged else loads
         assert "LOCAL:0" in usage, kernel
         assert ("atom.global.gpu.acq_rel.add" in ptx) == merged, kernel
+        if pdl and flags.get("PREFETCH"):  # the length, K and V of the first block loaded before the wait
+            assert sum(i < waits[0] for i in loads) >= 3, kernel
+            loads = [i for i in loads if i > waits[0]]
         if pdl == "early":
             assert len(waits) == 1 and len(triggers) == 1 and triggers[0] < waits[0] < loads[0], kernel
         elif pdl:

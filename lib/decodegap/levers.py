@@ -40,6 +40,8 @@ LEVERS = (
      "lean_fused_kv_together_merged_graph", "bf16"),
     ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the attention",
      "lean_fused_rotary_attention_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the attention, its "
+     "cache read under qkv", "lean_fused_rotary_prefetch_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -83,6 +85,8 @@ LEVERS = (
      "lean_fused_all_kv_together_graph", "int4-triton-head"),
     ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the "
      "attention", "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the "
+     "attention, its cache read under qkv", "lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -146,7 +150,11 @@ stays a plain product (the int4 lever's qkv without its rotary epilogue). The bf
 (lean_fused_kv_together_graph) launches the rotary_cache kernel 32 times a step, each a link in the chain of kernels
 that wait on each other under PDL (notebook 06's where-the-time-goes rows give its time); the bf16 step with the
 rotary in qkv's epilogue instead (lean_fused_all_kv_together_graph on bf16) was slower, its qkv products slower
-(the paired loads of the rotary epilogue)."""
+(the paired loads of the rotary epilogue). Their prefetch forms (lean_fused_rotary_prefetch_graph,
+lean_fused_all_rotary_prefetch_graph; added 2026-12-07 with them, before any row of either): each attention program
+reads the first block of its share of the cache before it waits for qkv, which lets the attention launch as qkv
+starts (kernels.step.decode_attention's `prefetch`, FusedOps.attention_prefetch), so the cache's loads overlap the
+qkv product where they followed it; at ctx 2048 a program's share is one block."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -159,7 +167,9 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_kv_together_graph", "bf16"), ("lean_fused_kv_together_merged_graph", "bf16"),
                               ("lean_fused_all_kv_together_graph", "int4-triton-head"),
                               ("lean_fused_rotary_attention_graph", "bf16"),
-                              ("lean_fused_all_rotary_attention_graph", "int4-triton-head")})
+                              ("lean_fused_all_rotary_attention_graph", "int4-triton-head"),
+                              ("lean_fused_rotary_prefetch_graph", "bf16"),
+                              ("lean_fused_all_rotary_prefetch_graph", "int4-triton-head")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS' model and context, on any GPU:
 target_in_grid). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the

@@ -66,7 +66,7 @@ since), and a flip gives errors of that size. Kept so that the code is the one t
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
                   "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                  "next_token", "norm_scale", "kv_together", "rotary_attention")
+                  "next_token", "norm_scale", "kv_together", "rotary_attention", "attention_prefetch")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -87,7 +87,9 @@ norm the options above make in an epilogue left to the next product as a scale, 
 block's V beside its K, in blocks of KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 the
 load order compiles as the default's, so the block is what it changes there); "rotary_attention": the rotary and
 the cache write made in the attention's split kernel, which reads the qkv product's row, so no kernel of their own
-is launched and qkv stays a plain product (fused.FusedOps.rotary_in_attention; not with "rotary_epilogue")."""
+is launched and qkv stays a plain product (fused.FusedOps.rotary_in_attention; not with "rotary_epilogue");
+"attention_prefetch": with "rotary_attention", the attention reads the first block of each program's share before
+it waits for qkv, which triggers it as qkv starts (fused.FusedOps.attention_prefetch)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -106,6 +108,9 @@ def kernel_set(custom_kernels) -> frozenset:
                    "next_token", "norm_scale", "rotary_attention"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
+    if "attention_prefetch" in chosen and "rotary_attention" not in chosen:
+        raise ValueError(f"'attention_prefetch' reads the cache before qkv's newest key is made: it needs "
+                         f"'rotary_attention', got {sorted(chosen)}")
     if {"rotary_epilogue", "rotary_attention"} <= chosen:
         raise ValueError(f"the rotary is made once: 'rotary_epilogue' (in the qkv product) or 'rotary_attention' (in "
                          f"the attention), not both; got {sorted(chosen)}")

@@ -200,10 +200,23 @@ def _attention_kernels():
                          BLOCK: tl.constexpr, G: tl.constexpr, D: tl.constexpr, UPCAST: tl.constexpr,
                          USE_PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr, count_ptr, out_ptr,
                          MERGE: tl.constexpr, S: tl.constexpr, KV_TOGETHER: tl.constexpr,
-                         cos_ptr, sin_ptr, n_q_heads, ROTARY: tl.constexpr):
+                         cos_ptr, sin_ptr, n_q_heads, ROTARY: tl.constexpr, PREFETCH: tl.constexpr):
             h = tl.program_id(0)
             s = tl.program_id(1)
-            if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before any read
+            gi = tl.arange(0, G)
+            d = tl.arange(0, D)
+            if PREFETCH:  # the first block of this program's share, K and V, read before the wait (decode_attention's
+                # `prefetch`: the length and the older positions were written before the previous kernel ran; the
+                # newest position, stale here, is taken from the rotary below)
+                length0 = tl.load(len_ptr)
+                span0 = tl.cdiv(tl.cdiv(length0, n_splits), BLOCK) * BLOCK
+                start0 = s * span0
+                pos0 = start0 + tl.arange(0, BLOCK)
+                ok0 = pos0 < tl.minimum(start0 + span0, length0)
+                off0 = h * L * D + pos0[:, None] * D + d[None, :]
+                k0 = tl.load(k_ptr + off0, mask=ok0[:, None], other=0.0)
+                v0 = tl.load(v_ptr + off0, mask=ok0[:, None], other=0.0)
+            if USE_PDL:  # q and the newest cache position are the previous kernel's: wait before reading them
                 if EARLY_TRIGGER:  # the dependents first, at once (decode_attention's early_trigger)
                     _gdc_launch_dependents()
                 _gdc_wait()
@@ -211,8 +224,6 @@ def _attention_kernels():
             # the live length, not the cache's, spread over the n_splits programs in whole blocks: a cache sized
             # for a longer context (one compiled step serving several contexts) keeps every split busy
             span = tl.cdiv(tl.cdiv(length, n_splits), BLOCK) * BLOCK
-            gi = tl.arange(0, G)
-            d = tl.arange(0, D)
             q = tl.load(q_ptr + (h * group + gi)[:, None] * D + d[None, :], mask=gi[:, None] < group,
                         other=0.0)  # [G, D], the group's query heads padded with zero rows to G >= 16
             start = s * span
@@ -243,9 +254,16 @@ def _attention_kernels():
                 pos = b + tl.arange(0, BLOCK)
                 valid = pos < end
                 kv_off = h * L * D + pos[:, None] * D + d[None, :]
-                k = tl.load(k_ptr + kv_off, mask=valid[:, None], other=0.0)  # [BLOCK, D]
+                load_ok = valid
+                if PREFETCH:  # the first block came before the wait: its loads here masked off, k0 and v0 taken
+                    load_ok = tl.where(b != start, valid, False)
+                k = tl.load(k_ptr + kv_off, mask=load_ok[:, None], other=0.0)  # [BLOCK, D]
+                if PREFETCH:
+                    k = tl.where(b == start, k0, k)
                 if KV_TOGETHER:  # V's load written beside K's (on sm_90 the compiler issues it there either way)
-                    v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                    v = tl.load(v_ptr + kv_off, mask=load_ok[:, None], other=0.0)
+                    if PREFETCH:
+                        v = tl.where(b == start, v0, v)
                 if ROTARY:  # the newest position's key from this kernel's rotary, not from the cache
                     k = tl.where((pos == newest)[:, None], k_new[None, :], k)
                 if UPCAST:
@@ -258,7 +276,9 @@ def _attention_kernels():
                 alpha = tl.exp(m - m_new)
                 p = tl.where(valid[None, :], tl.exp(scores - m_new[:, None]), 0.0)
                 if not KV_TOGETHER:
-                    v = tl.load(v_ptr + kv_off, mask=valid[:, None], other=0.0)
+                    v = tl.load(v_ptr + kv_off, mask=load_ok[:, None], other=0.0)
+                    if PREFETCH:
+                        v = tl.where(b == start, v0, v)
                 if ROTARY:
                     v = tl.where((pos == newest)[:, None], v_new[None, :], v)
                 if UPCAST:
@@ -371,7 +391,7 @@ def merge_counters(device):
 
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
                      pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False,
-                     warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES, rotary=None):
+                     warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES, rotary=None, prefetch: bool = False):
     """q [Hq, D] against k_cache, v_cache [Hkv, L, D] (contiguous), attending to the first `length`
     positions (`length`: an int32/int64 device tensor of one element); returns [Hq, D] in q's dtype.
     The grid is (Hkv, cdiv(L, split)) programs, `split` from the cache length (split_size); each program reads
@@ -390,7 +410,12 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     each program rotates its query heads and the newest key as rotary_cache does (decodegap.kernels.fused.launch,
     the same rounding), the program whose share holds the newest position writes its key and value into the caches,
     and every program takes them in place of that position's loads, so the rotary_cache kernel is not launched and
-    the output and caches equal rotary_cache's then this attention's, bit for bit. History: until
+    the output and caches equal rotary_cache's then this attention's, bit for bit. `prefetch` (with `rotary`): each
+    program reads the length and the first block of its share, K and V, before it waits for the previous kernel (under
+    `pdl`), so those loads overlap that kernel's end; the newest position, stale in the cache then, is the rotary's
+    anyway. It takes the length and the cache's older positions to have been written before the previous kernel
+    ran (so in the fused step: the length by the step's first kernels, which PDL does not overlap, the older
+    positions by earlier steps); the same output, bit for bit. History: until
     2026-12-05 that program merged split after split, each step waiting on the one before (run
     20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
     the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
@@ -406,6 +431,9 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
             raise ValueError(f"decode_attention's rotary takes the qkv row, (H + 2 Hkv) x D elements, and tables "
                              f"[max_len, D]; got {q.numel()} elements, H {Hq}, Hkv {Hkv}, head_dim {D}, tables "
                              f"{tuple(cos_table.shape)} and {tuple(sin_table.shape)}")
+    if prefetch and rotary is None:
+        raise ValueError("decode_attention's prefetch reads the cache before the previous kernel's write of the newest "
+                         "position: it needs `rotary`, which supplies that position")
     if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
         raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
                          f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
@@ -437,7 +465,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
                                   EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
-                                  KV_TOGETHER=kv_together, n_q_heads=Hq, ROTARY=rotary is not None, **tables,
+                                  KV_TOGETHER=kv_together, n_q_heads=Hq, ROTARY=rotary is not None, PREFETCH=prefetch, **tables,
                                   **split_launch, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path

@@ -284,7 +284,10 @@ class FusedOps:
     kernels.step.KV_TOGETHER_BLOCK positions (decode_attention's `kv_together`; on sm_90 only the block changes the
     compiled kernel). `rotary_in_attention`: the rotary and the cache write made in the attention's split kernel
     (decode_attention's `rotary`), which takes the qkv product's row, so the rotary_cache kernel is not launched and
-    the qkv product stays plain (not with rotary_in_qkv)."""
+    the qkv product stays plain (not with rotary_in_qkv). `attention_prefetch` (with rotary_in_attention): the
+    attention reads the first block of each program's share before it waits for qkv (decode_attention's `prefetch`),
+    and qkv lets it launch as qkv starts (the early trigger, with `pdl`), so the cache's loads overlap the qkv
+    product."""
 
     pdl: bool = False
     reference: bool = False
@@ -299,11 +302,15 @@ class FusedOps:
     norm_scale: bool = False
     kv_together: bool = False
     rotary_in_attention: bool = False
+    attention_prefetch: bool = False
 
     def __post_init__(self):
         if self.rotary_in_qkv and self.rotary_in_attention:
             raise ValueError("the rotary is made once: in the qkv product's epilogue (rotary_in_qkv) or in the "
                              "attention (rotary_in_attention), not both")
+        if self.attention_prefetch and not self.rotary_in_attention:
+            raise ValueError("attention_prefetch reads the cache before qkv's newest key is made: it needs "
+                             "rotary_in_attention")
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
@@ -311,7 +318,7 @@ class FusedOps:
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
         "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
         and input_norm_in_epilogue, "norm_scale" norm_scale, "kv_together" kv_together, "rotary_attention"
-        rotary_in_attention (arms.Arm.kernels)."""
+        rotary_in_attention, "attention_prefetch" attention_prefetch (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
@@ -320,11 +327,18 @@ class FusedOps:
                    rotary_in_qkv="rotary_epilogue" in chosen, early_trigger="early_trigger" in chosen,
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen,
                    norm_scale="norm_scale" in chosen, kv_together="kv_together" in chosen,
-                   rotary_in_attention="rotary_attention" in chosen)
+                   rotary_in_attention="rotary_attention" in chosen,
+                   attention_prefetch="attention_prefetch" in chosen)
 
     @property
     def _launch(self) -> dict:
         return dict(pdl=self.pdl, early_trigger=self.pdl and self.early_trigger)
+
+    @property
+    def _qkv_launch(self) -> dict:
+        """The qkv product's launch: with attention_prefetch the early trigger, so the attention reads its cache
+        under qkv."""
+        return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.attention_prefetch))
 
     @property
     def _between(self) -> dict:
@@ -343,7 +357,7 @@ class FusedOps:
         kernels.fused.configs.products and its launch, "none", "pdl" or "early" (PDL with the early trigger), as
         the methods below launch them (the LM head, launched once per step, is not a layer's)."""
         qkv = ("qkv" + ("_rotary" if self.rotary_in_qkv else "") + ("_plain" if self.input_norm_in_epilogue else ""),
-               launch_of(**self._launch))
+               launch_of(**self._qkv_launch))
         between = launch_of(**self._between)
         if self.norm_in_epilogue:  # as o_and_mlp
             middle = [("o_norm", between), ("gate_up_plain" if self.silu_in_down else "gate_up_silu", between)]
@@ -361,14 +375,14 @@ class FusedOps:
         the qkv product and rotary_cache, or one kernel with rotary_in_qkv; with rotary_in_attention the qkv
         product's row alone, q, k and v not yet rotated nor written (the attention does both). `normed`: RMSNorm(x)
         already made (the previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
+        prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
+        if self.rotary_in_attention and not self.reference:
+            return product(x if normed is None else normed, w_qkv, bias=b_qkv, **prologue, **self._qkv_launch)
         if not self.rotary_in_qkv or self.reference:
             qkv = (self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps) if normed is None else
                    self.gemv_bias(normed, w_qkv, b_qkv))
-            if self.rotary_in_attention and not self.reference:
-                return qkv
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
         q = product(x if normed is None else normed, w_qkv, bias=b_qkv, rotary=rotary, **prologue, **self._launch)
         return q.reshape(n_heads, -1)
 
@@ -402,7 +416,7 @@ class FusedOps:
         if self.rotary_in_attention and rotary is None:
             raise ValueError("FusedOps.rotary_in_attention: the attention takes the qkv row and needs `rotary` "
                              "(cos_table, sin_table, n_heads)")
-        rotary = dict(rotary=rotary) if self.rotary_in_attention else {}
+        rotary = dict(rotary=rotary, prefetch=self.attention_prefetch) if self.rotary_in_attention else {}
         return decode_attention(q, k_cache, v_cache, length, scale, merged=self.merged_attention, **rotary,
                                 **attention_blocks(self.kv_together), **self._launch)
 
