@@ -191,6 +191,8 @@ LONG_ON_PURPOSE = {
     "kernels/fused_int4/source.py:build": "the fused int4 GEMV's Triton source: one kernel body and its helpers",
     "kernels/fused_int4/source.py:fused_int4_gemv_kernel": "that kernel body itself (inside build), as the bf16 one's",
     "kernels/step.py:_attention_kernels": "the split-KV attention's builder: its two Triton kernels, compiled once",
+    "kernels/step.py:split_kernel": "the split stage's kernel body (inside _attention_kernels), its rotary and "
+                                    "prefetch prologues with it",
 }
 """Functions allowed over LONGEST_LINES, by file (under lib/decodegap/) and name, with why."""
 

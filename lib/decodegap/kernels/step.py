@@ -389,6 +389,29 @@ def merge_counters(device):
     return _COUNTERS(device)
 
 
+def _attention_heads(q, k_cache, v_cache, block: int, rotary, prefetch: bool) -> int:
+    """decode_attention's query heads, its arguments checked (a ValueError naming what is wrong)."""
+    Hkv, _, D = k_cache.shape
+    if rotary is None:
+        Hq, D = q.shape
+    else:
+        cos_table, sin_table, Hq = rotary
+        if q.numel() != (Hq + 2 * Hkv) * D or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape:
+            raise ValueError(f"decode_attention's rotary takes the qkv row, (H + 2 Hkv) x D elements, and tables "
+                             f"[max_len, D]; got {q.numel()} elements, H {Hq}, Hkv {Hkv}, head_dim {D}, tables "
+                             f"{tuple(cos_table.shape)} and {tuple(sin_table.shape)}")
+    if prefetch and rotary is None:
+        raise ValueError("decode_attention's prefetch reads the cache before the previous kernel's write of the newest "
+                         "position: it needs `rotary`, which supplies that position")
+    if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
+        raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
+                         f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
+    if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"decode_attention needs q and the cache in one dtype, got {q.dtype}, {k_cache.dtype}, "
+                         f"{v_cache.dtype}")
+    return Hq
+
+
 def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | None = None, block: int = 32,
                      pdl: bool = False, early_trigger: bool = False, merged: bool = False, kv_together: bool = False,
                      warps: int = SPLIT_WARPS, stages: int = SPLIT_STAGES, rotary=None, prefetch: bool = False):
@@ -423,23 +446,7 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     itself (bench/attention_splits.py; notebook 06's 06_attention_splits gives the times) and in the step (the
     ladder's lean_fused_kv_together_merged_graph against lean_fused_kv_together_graph)."""
     Hkv, L, D = k_cache.shape
-    if rotary is None:
-        Hq, D = q.shape
-    else:
-        cos_table, sin_table, Hq = rotary
-        if q.numel() != (Hq + 2 * Hkv) * D or cos_table.shape[-1] != D or sin_table.shape != cos_table.shape:
-            raise ValueError(f"decode_attention's rotary takes the qkv row, (H + 2 Hkv) x D elements, and tables "
-                             f"[max_len, D]; got {q.numel()} elements, H {Hq}, Hkv {Hkv}, head_dim {D}, tables "
-                             f"{tuple(cos_table.shape)} and {tuple(sin_table.shape)}")
-    if prefetch and rotary is None:
-        raise ValueError("decode_attention's prefetch reads the cache before the previous kernel's write of the newest "
-                         "position: it needs `rotary`, which supplies that position")
-    if Hq % Hkv or D & (D - 1) or D < 16 or block < 16:
-        raise ValueError(f"decode_attention needs Hq % Hkv == 0, a power-of-two head_dim >= 16 and block >= 16 "
-                         f"(tl.dot's smallest tile), got Hq {Hq}, Hkv {Hkv}, head_dim {D}, block {block}")
-    if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
-        raise ValueError(f"decode_attention needs q and the cache in one dtype, got {q.dtype}, {k_cache.dtype}, "
-                         f"{v_cache.dtype}")
+    Hq = _attention_heads(q, k_cache, v_cache, block, rotary, prefetch)
     triton, _ = _triton()
     group = Hq // Hkv
     split = split or split_size(L, Hkv, block)
@@ -461,12 +468,12 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     # for them (no tensor a kernel writes appears twice among its arguments, which torch.compile's wrapper would copy)
     merge = (dict(count_ptr=merge_counters(q.device), out_ptr=out) if merged else dict(count_ptr=length, out_ptr=qc))
     # without `rotary` the split kernel never reads cos_ptr and sin_ptr: q stands in for them
-    tables = dict(cos_ptr=qc, sin_ptr=qc) if rotary is None else dict(cos_ptr=cos_table, sin_ptr=sin_table)
+    tables = dict(cos_ptr=qc, sin_ptr=qc) if rotary is None else dict(cos_ptr=rotary[0], sin_ptr=rotary[1])
     split_kernel[(Hkv, n_splits)](qc, k_cache, v_cache, length, o, m, lsum, scale, L, n_splits, group,
                                   BLOCK=block, G=G, D=D, UPCAST=_interpreted(), USE_PDL=pdl,
                                   EARLY_TRIGGER=early_trigger, MERGE=merged, S=S if merged else 1,
-                                  KV_TOGETHER=kv_together, n_q_heads=Hq, ROTARY=rotary is not None, PREFETCH=prefetch, **tables,
-                                  **split_launch, **merge, **launch)
+                                  KV_TOGETHER=kv_together, n_q_heads=Hq, ROTARY=rotary is not None, PREFETCH=prefetch,
+                                  **tables, **split_launch, **merge, **launch)
     # UPCAST: products in fp32 under the interpreter, whose bf16 tl.dot (Triton 3.9) is wrong (a 16x16 bf16
     # product off by ~1e10; fp16 and fp32 exact); there it checks the algorithm, the GPU tests the bf16 path
     if merged:
