@@ -212,7 +212,7 @@ def _attention_kernels():
                 span0 = tl.cdiv(tl.cdiv(length0, n_splits), BLOCK) * BLOCK
                 start0 = s * span0
                 pos0 = start0 + tl.arange(0, BLOCK)
-                ok0 = pos0 < tl.minimum(start0 + span0, length0)
+                ok0 = (pos0 < tl.minimum(start0 + span0, length0)) & (pos0 != length0 - 1)
                 off0 = h * L * D + pos0[:, None] * D + d[None, :]
                 k0 = tl.load(k_ptr + off0, mask=ok0[:, None], other=0.0)
                 v0 = tl.load(v_ptr + off0, mask=ok0[:, None], other=0.0)
@@ -240,11 +240,8 @@ def _attention_kernels():
                 k_row = q_ptr + (n_q_heads + h) * D
                 k_new = _rotate(tl.load(k_row + d), tl.load(k_row + half), cos, sin, first).to(q.dtype)
                 v_new = tl.load(q_ptr + (n_q_heads + tl.num_programs(0) + h) * D + d)
-                # the program whose share holds the newest position writes it into the caches for the steps after
-                # this one; its own loop takes k_new and v_new in place of that position's loads (below)
-                mine = tl.where((start <= newest) & (newest < end), d < D, False)
-                tl.store(k_ptr + h * L * D + newest * D + d, k_new, mask=mine)
-                tl.store(v_ptr + h * L * D + newest * D + d, v_new, mask=mine)
+                # the loop leaves the newest position out (its cache slot is not written yet); the program whose
+                # share holds it adds it after the loop, from k_new and v_new, and writes them into the caches
             if UPCAST:
                 q = q.to(tl.float32)
             m = tl.full((G,), -1e30, dtype=tl.float32)
@@ -253,6 +250,8 @@ def _attention_kernels():
             for b in range(start, end, BLOCK):
                 pos = b + tl.arange(0, BLOCK)
                 valid = pos < end
+                if ROTARY:  # the newest position comes after the loop
+                    valid = valid & (pos != newest)
                 kv_off = h * L * D + pos[:, None] * D + d[None, :]
                 load_ok = valid
                 if PREFETCH:  # the first block came before the wait: its loads here masked off, k0 and v0 taken
@@ -264,8 +263,6 @@ def _attention_kernels():
                     v = tl.load(v_ptr + kv_off, mask=load_ok[:, None], other=0.0)
                     if PREFETCH:
                         v = tl.where(b == start, v0, v)
-                if ROTARY:  # the newest position's key from this kernel's rotary, not from the cache
-                    k = tl.where((pos == newest)[:, None], k_new[None, :], k)
                 if UPCAST:
                     k = k.to(tl.float32)
                 # [G, BLOCK] on the tensor cores, fp32 accumulation; the cast keeps the loop's types fixed when
@@ -279,8 +276,6 @@ def _attention_kernels():
                     v = tl.load(v_ptr + kv_off, mask=load_ok[:, None], other=0.0)
                     if PREFETCH:
                         v = tl.where(b == start, v0, v)
-                if ROTARY:
-                    v = tl.where((pos == newest)[:, None], v_new[None, :], v)
                 if UPCAST:
                     v = v.to(tl.float32)
                 lsum = lsum * alpha + tl.sum(p, axis=1)
@@ -289,6 +284,24 @@ def _attention_kernels():
             if USE_PDL:  # every read issued: the merge may launch (it waits for this kernel's writes)
                 if not EARLY_TRIGGER:
                     _gdc_launch_dependents()
+            if ROTARY:  # the newest position, one more step of the online softmax in the program whose share holds
+                # it (its score a sum of exact bf16 products in fp32, its weight rounded to bf16 as the loop's are);
+                # the others' sums unchanged. Then its key and value into the caches, for the steps after this one.
+                # (Until 2026-12-07 evening the loop took them in place of the slot's loads, a select on every
+                # tile that kept the tiles out of the loads' pipeline: rows of commit 534cd3b.)
+                owner = (start <= newest) & (newest < end)
+                s_new = (tl.sum(q.to(tl.float32) * k_new[None, :].to(tl.float32), axis=1) * scale).to(tl.float32)
+                s_new = tl.where(owner, s_new, -1e30)
+                m_last = tl.maximum(m, s_new)
+                alpha = tl.exp(m - m_last)
+                p_new = tl.where(owner, tl.exp(s_new - m_last), 0.0)
+                lsum = lsum * alpha + p_new
+                acc = acc * alpha[:, None] + (p_new.to(v_new.dtype).to(tl.float32)[:, None]
+                                              * v_new[None, :].to(tl.float32))
+                m = m_last
+                mine = tl.where(owner, d < D, False)
+                tl.store(k_ptr + h * L * D + newest * D + d, k_new, mask=mine)
+                tl.store(v_ptr + h * L * D + newest * D + d, v_new, mask=mine)
             part = (h * n_splits + s) * G + gi
             tl.store(m_ptr + part, m)
             tl.store(l_ptr + part, lsum)
@@ -431,14 +444,15 @@ def decode_attention(q, k_cache, v_cache, length, scale: float, split: int | Non
     Triton's own, which every step has run with). `rotary` (cos_table, sin_table [max_len, D], Hq): q is then the
     qkv product's row ((Hq + 2 Hkv) x D elements: q, k and v of the newest position, length - 1, not yet rotated):
     each program rotates its query heads and the newest key as rotary_cache does (decodegap.kernels.fused.launch,
-    the same rounding), the program whose share holds the newest position writes its key and value into the caches,
-    and every program takes them in place of that position's loads, so the rotary_cache kernel is not launched and
-    the output and caches equal rotary_cache's then this attention's, bit for bit. `prefetch` (with `rotary`): each
+    the same rounding), its loop leaves the newest position out, and the program whose share holds it adds it after
+    the loop (one more step of the online softmax) and writes its key and value into the caches, so the rotary_cache
+    kernel is not launched: the caches equal rotary_cache's bit for bit, the output this attention's after
+    rotary_cache within rounding (the newest score's sum in another order). `prefetch` (with `rotary`): each
     program reads the length and the first block of its share, K and V, before it waits for the previous kernel (under
     `pdl`), so those loads overlap that kernel's end; the newest position, stale in the cache then, is the rotary's
     anyway. It takes the length and the cache's older positions to have been written before the previous kernel
     ran (so in the fused step: the length by the step's first kernels, which PDL does not overlap, the older
-    positions by earlier steps); the same output, bit for bit. History: until
+    positions by earlier steps); the same output as without it, bit for bit. History: until
     2026-12-05 that program merged split after split, each step waiting on the one before (run
     20261204T135350-fca0a8 timed lean_fused_merged_graph on int4-triton slower than lean_fused_early_products_graph,
     the same lever with the two kernels, in the same session); it now reads each query head's partials in one load,
