@@ -38,10 +38,10 @@ LEVERS = (
      "bf16"),
     ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, in one kernel",
      "lean_fused_kv_together_merged_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the attention",
+    ("lean graph, norms as scales, next token in one kernel, blocks of 64, rotary in attention",
      "lean_fused_rotary_attention_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the attention, its "
-     "cache read under qkv", "lean_fused_rotary_prefetch_graph", "bf16"),
+    ("lean graph, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
+     "lean_fused_rotary_prefetch_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -83,10 +83,10 @@ LEVERS = (
      "lean_fused_all_norm_scale_graph", "int4-triton-head"),
     ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64",
      "lean_fused_all_kv_together_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the "
-     "attention", "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, norms as scales, next token in one kernel, attention in blocks of 64, rotary in the "
-     "attention, its cache read under qkv", "lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, blocks of 64, rotary in attention",
+     "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
+     "lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step

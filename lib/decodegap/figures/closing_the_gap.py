@@ -27,7 +27,7 @@ def ladder(table: pd.DataFrame, gpu: str):
     if rows.empty:
         return style.empty(f"No measured lever on {gpu}.")
     names = [lever for lever, _, _ in LEVERS]
-    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, 0.22 * len(names) + 1.6), sharey=True)
+    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, 0.2 * len(names) + 1.6), sharey=True)
     contexts = sorted(set(rows["ctx"]))
     offset = {c: (i - (len(contexts) - 1) / 2) * 0.16 for i, c in enumerate(contexts)}
     target = TARGETS["bf16"]
