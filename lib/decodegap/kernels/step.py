@@ -131,6 +131,25 @@ def round_bf16_function():
     return _COMPILED["round_bf16"]
 
 
+def rotate_function():
+    """rotate(x, xp, cos, sin, first), a Triton function built once: x rotated at one position as HF does it,
+    x * cos + rotate_half(x) * sin with torch's bf16 rounding of each product and the sum, fp32; `xp` the partner of
+    each element (half a head away), `first` the first half of the head. rotary_cache's kernel
+    (decodegap.kernels.fused.source) and the attention's rotary prologue both call it; it finds round_bf16 as
+    `_round_bf16` among its caller module's globals."""
+    if "rotate" not in _COMPILED:
+        triton, tl = _triton()
+        globals().update(_round_bf16=round_bf16_function(), tl=tl)
+
+        @triton.jit
+        def rotate(x, xp, cos, sin, first):
+            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))
+            return _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
+
+        _COMPILED["rotate"] = rotate
+    return _COMPILED["rotate"]
+
+
 def _interpreted() -> bool:
     """Triton's CPU interpreter is on (TRITON_INTERPRET=1, read by Triton when it is first imported)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -181,16 +200,7 @@ def _attention_kernels():
     if "attention" not in _COMPILED:
         triton, tl = _triton()
         gdc_wait, gdc_launch_dependents = gdc_functions()
-        round_bf16 = round_bf16_function()
-
-        @triton.jit
-        def rotate(x, xp, cos, sin, first):
-            """x rotated at one position as rotary_cache rotates it (decodegap.kernels.fused.launch; HF's
-            x * cos + rotate_half(x) * sin with torch's bf16 rounding of each product and the sum), fp32: `xp` the
-            partner of each element (half a head away), `first` the first half of the head."""
-            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))
-            return _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
-
+        round_bf16, rotate = round_bf16_function(), rotate_function()
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         globals().update(_gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents, _round_bf16=round_bf16,
                          _rotate=rotate, tl=tl)

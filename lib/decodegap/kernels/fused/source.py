@@ -5,7 +5,7 @@ _rotary_epilogue and the gdc ops) among this module's globals."""
 
 from __future__ import annotations
 
-from decodegap.kernels.step import _triton, gdc_functions, round_bf16_function
+from decodegap.kernels.step import _triton, gdc_functions, rotate_function, round_bf16_function
 
 _COMPILED: dict = {}
 
@@ -102,7 +102,8 @@ def build():
 
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
-        globals().update(_round_bf16=round_bf16, _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
+        globals().update(_round_bf16=round_bf16, _rotate=rotate_function(), _gdc_wait=gdc_wait,
+                         _gdc_launch_dependents=gdc_launch_dependents,
                          _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, _output_scale=output_scale,
                          _load_squares=load_squares, _input_scale=input_scale, tl=tl)
 
@@ -248,8 +249,7 @@ def build():
                     _gdc_launch_dependents()  # qkv, the previous kernel's output, is read
             cos = tl.load(cos_ptr + pos * D + d).to(tl.float32)
             sin = tl.load(sin_ptr + pos * D + d).to(tl.float32)
-            rot = tl.where(first, -xp.to(tl.float32), xp.to(tl.float32))  # rotate_half(x)
-            r = _round_bf16(_round_bf16(x.to(tl.float32) * cos) + _round_bf16(rot * sin))
+            r = _rotate(x, xp, cos, sin, first)
             is_k = (i >= H) & (i < H + HKV)
             is_v = i >= H + HKV
             out = tl.where(is_v, x, r.to(x.dtype))
