@@ -16,7 +16,7 @@ from decodegap.harness import checks, decode, lean, models, profile
 from decodegap.kernels.fused import configs as fused_configs, launch as fused, reference as fused_reference
 from decodegap.kernels.fused import source as fused_kernels
 from decodegap.kernels.fused.signature import GEMV_ARG_TYPES, GEMV_OFF
-from decodegap.kernels import step as kernels
+from decodegap.kernels import l2_prefetch, step as kernels
 from decodegap.quant import paths as quant
 
 CTX = 24
@@ -314,6 +314,56 @@ def test_the_rotary_in_the_attention_step_gives_the_lean_steps_logits(monkeypatc
         assert max(errors) > 0.05, errors
 
 
+def test_the_l2_prefetch_step_asks_every_bf16_product_for_it(monkeypatch):
+    """The L2-prefetch lever's step through FusedOps' launch path, each launcher its reference: the reference step's
+    logits (the prefetch changes no value), and every product a step launches (a layer's four and the LM head)
+    launched with l2_prefetch, none without the option; the option is refused without PDL (kernel_set, FusedOps) and
+    by the int4 kernel, which has none."""
+    model = _tiny("llama-tiny")
+    _distinct_norms_(model)
+    ops = fused.FusedOps.of_kernels(arms.REGISTRY["lean_fused_l2_prefetch_graph"].kernels)
+    assert ops.l2_prefetch and ops.pdl and ops.kv_together and not ops.rotary_in_attention
+    ops = dataclasses.replace(ops, norm_scale=False)  # the stand-in products make norms whole (test_norm_scale's own)
+    products = 4 * model.config.num_hidden_layers + 1
+    with torch.inference_mode():
+        steps = _fused_steps_agree(monkeypatch, model, ops)
+        reference_gemv, asked = fused.fused_gemv, []
+
+        def recording(x, weight, **options):
+            asked.append(options.get("l2_prefetch", False))
+            return reference_gemv(x, weight, **options)
+
+        monkeypatch.setattr(fused, "fused_gemv", recording)
+        for with_option in (True, False):
+            step = steps(dataclasses.replace(ops, l2_prefetch=with_option))
+            asked.clear()
+            step.step()
+            assert asked == [with_option] * products
+    with pytest.raises(ValueError, match="'l2_prefetch' asks the L2 .* needs 'pdl'"):
+        lean.kernel_set(("fused", "attention", "l2_prefetch"))
+    with pytest.raises(ValueError, match="l2_prefetch .* needs pdl"):
+        fused.FusedOps(l2_prefetch=True)
+    with pytest.raises(ValueError, match="l2_prefetch is implemented in the bf16 kernel"):
+        fused.product(torch.zeros(8, dtype=torch.bfloat16), object(), l2_prefetch=True)
+
+
+def test_the_l2_prefetch_takes_whole_lines_within_its_budget():
+    """kernels.l2_prefetch.l2_prefetch_cols by hand: 8 MiB over the product's rows and shares, in 64-column lines
+    (128 bytes of bf16), at most the share."""
+    assert l2_prefetch.L2_PREFETCH_BYTES == 8 * 1024 * 1024
+    cols = l2_prefetch.l2_prefetch_cols
+    assert cols(6144, 4096) == 640  # Llama-3.1-8B's qkv: 8388608 / (6144 x 2 x 64) = 10.7 lines
+    assert cols(4096, 4096) == 1024  # o: 16 lines
+    assert cols(28672, 4096) == 128  # gate_up, gate's and up's rows: 2.3 lines
+    assert cols(4096, 14336) == 1024  # down
+    assert cols(128256, 4096) == 0  # the LM head: not one line a row
+    assert cols(3072, 2048) == 1344  # Llama-3.2-1B's qkv: 21.3 lines
+    assert cols(64, 256) == 256  # the share caps it
+    assert cols(4096, 2048, splits=4) == 256  # 8388608 / (4096 x 4 x 2 x 64) = 4 lines
+    with pytest.raises(ValueError, match="positive rows"):
+        cols(0, 4096)
+
+
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
     """Every arm of the registry whose kernels include "fused": the lean decoder it builds runs the fused step with
     the options its kernels name (PDL, the norm and the rotary in the epilogues, the early triggers, the norms as
@@ -327,11 +377,12 @@ def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
         chosen = set(arm.kernels)
         assert (ops.pdl, ops.norm_in_epilogue, ops.rotary_in_qkv, ops.early_trigger, ops.early_products,
                 ops.merged_attention, ops.silu_in_down, ops.head_norm_in_epilogue, ops.input_norm_in_epilogue,
-                ops.norm_scale, ops.kv_together, ops.rotary_in_attention, ops.attention_prefetch) == (
+                ops.norm_scale, ops.kv_together, ops.rotary_in_attention, ops.attention_prefetch, ops.l2_prefetch) == (
             "pdl" in chosen, "norm_epilogue" in chosen, "rotary_epilogue" in chosen, "early_trigger" in chosen,
             "early_products" in chosen, "merged_attention" in chosen, "silu_epilogue" not in chosen,
             "head_norm_epilogue" in chosen, "input_norm_epilogue" in chosen, "norm_scale" in chosen,
-            "kv_together" in chosen, "rotary_attention" in chosen, "attention_prefetch" in chosen), key
+            "kv_together" in chosen, "rotary_attention" in chosen, "attention_prefetch" in chosen,
+            "l2_prefetch" in chosen), key
         assert decode.arm_available(key, model) == "CUDA graphs need a CUDA device", key
         assert arms.projection_layout(key) == "fused" and len(accounting.PROJECTIONS["fused"]) == 4
     assert lean.LeanDecoder(model, 8, ("attention",)).fused is None  # no fused step without "fused"
@@ -574,6 +625,13 @@ for key in ("llama-tiny", "qwen2-tiny"):
             r = rot.step().float()
             assert compare.max_relative_error(r, k) < 0.02, key  # the rotary in the attention: the same step
             assert torch.equal(pre.step().float(), r), key  # and its first block read before the wait, bit for bit
+# the L2 prefetch's walk over the program's rows (the prefetch itself a no-op here): the product without it, bit for bit
+x, nw, w, wgu = rand(256, seed=21), rand(256, seed=22), rand(40, 256, std=0.1, seed=23), rand(80, 256, std=0.1, seed=24)
+for cfg in (C(16, 64), C(8, 64, split_k=2)):
+    with_it = fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, config=cfg, l2_prefetch=True)
+    assert torch.equal(with_it, fused.fused_gemv(x, w, norm_weight=nw, eps=1e-5, config=cfg)), cfg
+with_it = fused.fused_gemv(x, wgu, gate_up=True, config=C(16, 64), l2_prefetch=True)
+assert torch.equal(with_it, fused.fused_gemv(x, wgu, gate_up=True, config=C(16, 64)))
 print("interpreted fused kernels ok")
 """
 
@@ -662,6 +720,30 @@ def test_the_table_configs_compile_for_sm90_as_designed(monkeypatch, pdl):
                 assert not waits and not triggers, what
             assert ("atom.global.gpu.acq_rel.add" in ptx) == (flags["SPLIT_K"] > 1 or out_norm), what
     assert len(seen) >= 6
+
+
+@pytest.mark.parametrize("flavour", ["norm", "gate_up", "norm_rotary", "residual"])
+def test_the_l2_prefetch_compiles_to_bulk_prefetches_before_the_wait(monkeypatch, flavour):
+    """fused_gemv_kernel with L2_COLS, compiled offline for sm_90: one bulk L2 prefetch a row the program reads (16
+    rows; gate_up's and the rotary's partners too), all before PDL's wait, no register spills; none with L2_COLS 0."""
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fused_kernels, "_COMPILED", {})
+    monkeypatch.setattr(l2_prefetch, "_BUILT", {})
+    gemv, _ = fused._kernels()
+    flags = dict(BLOCK_N=16, BLOCK_K=512, SPLIT_K=1, NORM=False, XBLOCK=16, BIAS=False, RESIDUAL=False, GATE_UP=False,
+                 SILU_X=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16, ROTARY=False, PAIRED=False, HEAD_D=128, NQ=32,
+                 NKV=8, **GEMV_OFF)
+    flags.update(FLAGS[flavour])
+    if flags["NORM"]:
+        flags["XBLOCK"] = 4096
+    for l2_cols, rows in ((0, 0), (640, 16 * (2 if flags["PAIRED"] else 1))):
+        ptx, usage = _sm90(gemv, GEMV_ARG_TYPES, dict(flags, L2_COLS=l2_cols), 4, "early")
+        lines = ptx.splitlines()
+        prefetches = [i for i, line in enumerate(lines) if "cp.async.bulk.prefetch.L2.global" in line]
+        wait = next(i for i, line in enumerate(lines) if "griddepcontrol.wait" in line)
+        assert len(prefetches) == rows and all(i < wait for i in prefetches), (flavour, l2_cols, len(prefetches))
+        assert "LOCAL:0" in usage
 
 
 @pytest.mark.parametrize("pdl", [False, True, "early"])
@@ -969,6 +1051,29 @@ def test_fused_arms_equal_hf_eager_on_real_widths(key, arm):
         for _ in range(3):
             assert compare.max_relative_error(got.step().float(), plain.step().float()) < 0.05
     assert profile.kernels_per_step(model, arm, 300) < profile.kernels_per_step(model, "lean_kernels", 300)
+
+
+@pytest.mark.gpu
+def test_the_l2_prefetch_changes_no_value_on_the_gpu():
+    """fused_gemv with l2_prefetch on Llama-3.1-8B's product widths, each with its table config and with PDL where
+    this GPU has it (qkv with its norm, o with the residual, gate_up with the norm, down with the SiLU prologue and
+    the residual): bit for bit the product without it."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator().manual_seed(7)
+
+    def rand(*shape, std=1.0):
+        return (std * torch.randn(*shape, generator=gen)).to("cuda", torch.bfloat16)
+
+    x, nw = rand(4096), rand(4096)
+    cases = [(x, rand(6144, 4096, std=0.02), dict(norm_weight=nw, eps=1e-5)),
+             (x, rand(4096, 4096, std=0.02), dict(residual=rand(4096))),
+             (x, rand(28672, 4096, std=0.02), dict(norm_weight=nw, eps=1e-5)),
+             (rand(2 * 14336), rand(4096, 14336, std=0.02), dict(silu_x=True, residual=rand(4096)))]
+    for xi, w, options in cases:
+        want = fused.fused_gemv(xi, w, pdl=pdl, **options)
+        got = fused.fused_gemv(xi, w, pdl=pdl, l2_prefetch=True, **options)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want), tuple(w.shape)
 
 
 @pytest.mark.gpu

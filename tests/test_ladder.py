@@ -58,7 +58,7 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("bf16", ("llama-3.1-8b",), (2048,), ("lean_fused_silu_epilogue_graph", "lean_fused_norm_scale_graph",
                                                "lean_fused_kv_together_graph", "lean_fused_kv_together_merged_graph",
                                                "lean_fused_rotary_attention_graph",
-                                               "lean_fused_rotary_prefetch_graph")),
+                                               "lean_fused_rotary_prefetch_graph", "lean_fused_l2_prefetch_graph")),
         ("int4-tinygemm", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile")),
         ("int4-tinygemm", ("llama-3.1-8b",), (2048,), ("lean_graph", "lean_compile", "lean_kernels_graph")),
         ("int4-triton", ("llama-3.1-8b", "qwen2.5-7b"), (2048, 4096), ("graph", "lean_attn_graph", "lean_attn_compile",
@@ -86,7 +86,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
                                                                 "lean_fused_norm_scale_graph",
                                                                 "lean_fused_kv_together_merged_graph",
                                                                 "lean_fused_rotary_attention_graph",
-                                                                "lean_fused_rotary_prefetch_graph"))
+                                                                "lean_fused_rotary_prefetch_graph",
+                                                                "lean_fused_l2_prefetch_graph"))
     assert promoted[2:] == plan[2:]
     assert len(levers.ladder_plan(["qwen2.5-7b"], [2048])) == 4  # no target cell in the grid
     # the target cell's model and context on any GPU (since 2026-12-06): its whole ladder, 4 grid and 4 target sweeps

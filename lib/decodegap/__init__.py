@@ -30,6 +30,7 @@ base: paths, rows and the numbers every stage shares
 kernels: the Triton kernels
   kernels/step              the lean step's GEMV and split-KV decode attention
   kernels/next_token        the greedy next token (argmax, position + 1) in one kernel
+  kernels/l2_prefetch       weights asked of the L2 before a kernel waits: its Triton function, the columns a row
   kernels/device_buffers    the kernels' workspaces, made once a device and kept (a graph holds their addresses)
   kernels/offline           a kernel compiled for sm_90 without a GPU, its cubin read back (cuobjdump)
   kernels/int4_gemv/format  the int4-triton format: packing, round to nearest, dequantise

@@ -42,6 +42,8 @@ LEVERS = (
      "lean_fused_rotary_attention_graph", "bf16"),
     ("lean graph, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
      "lean_fused_rotary_prefetch_graph", "bf16"),
+    ("lean graph, norms as scales, next token in one kernel, blocks of 64, weights to L2 before the wait",
+     "lean_fused_l2_prefetch_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
     ("int4 tinygemm, lean compiled", "lean_compile", "int4-tinygemm"),
@@ -154,7 +156,12 @@ rotary in qkv's epilogue instead (lean_fused_all_kv_together_graph on bf16) was 
 lean_fused_all_rotary_prefetch_graph; added 2026-12-07 with them, before any row of either): each attention program
 reads the first block of its share of the cache before it waits for qkv, which lets the attention launch as qkv
 starts (kernels.step.decode_attention's `prefetch`, FusedOps.attention_prefetch), so the cache's loads overlap the
-qkv product where they followed it; at ctx 2048 a program's share is one block."""
+qkv product where they followed it; at ctx 2048 a program's share is one block. The L2-prefetch lever
+(lean_fused_l2_prefetch_graph, bf16; added 2026-12-07 evening, before any row of it): the kv-together lever (the
+H200's confirmed fastest bf16 lever at the target cell then) with each product's programs asking the L2 for the
+first columns of their weight rows before they wait for the previous kernel (kernels.l2_prefetch, 8 MiB a product),
+where they load one tile into registers: the profiled step's products pay a fixed cost each beyond their bytes
+(notebook 06's where-the-time-goes rows), which weights already in the L2 as the wait ends may shorten."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -169,7 +176,8 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_rotary_attention_graph", "bf16"),
                               ("lean_fused_all_rotary_attention_graph", "int4-triton-head"),
                               ("lean_fused_rotary_prefetch_graph", "bf16"),
-                              ("lean_fused_all_rotary_prefetch_graph", "int4-triton-head")})
+                              ("lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
+                              ("lean_fused_l2_prefetch_graph", "bf16")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS' model and context, on any GPU:
 target_in_grid). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the
@@ -181,7 +189,8 @@ every epilogue on the int4-triton path, whose grid the same lever with the int4 
 epilogue-norms lever on that path; and the norm-scale levers (bf16, and int4 with its LM head), the benches having
 timed none of their products when they were added: each goes over the grid once a confirmation sweep holds it as the
 fastest lever of its kind at the target cell (closing_the_gap_confirmation.confirmed_fastest), a rule written on
-2026-12-05 before any row of either; the kv-together and the rotary-in-attention levers under the same rule, from
+2026-12-05 before any row of either; the kv-together, the rotary-in-attention and the L2-prefetch levers under the
+same rule, from
 their addition. Since
 2026-12-05 evening the ladder's plan applies the rule itself (experiments.closing_the_gap.promoted_levers); before,
 the command of a run checked it. The compiled
@@ -196,7 +205,8 @@ MEGAKERNEL_CELL = dict(gpu="h200", model="llama-3.2-1b", ctx=32, steps=127, step
                        arms=("graph", "lean_attn_graph", "lean_fused_pdl_norm_graph", "lean_fused_early_graph",
                              "lean_fused_early_products_graph", "lean_fused_merged_graph",
                              "lean_fused_next_token_graph", "lean_fused_norm_scale_graph",
-                             "lean_fused_kv_together_graph"),
+                             "lean_fused_kv_together_graph", "lean_fused_rotary_attention_graph",
+                             "lean_fused_l2_prefetch_graph"),
                        published_us={"whole-model megakernel": 759.83, "CUDA graph + PDL pipeline": 794.74},
                        source="a public frozen-protocol study of batch-1 bf16 decode on an H200 (32 prompt tokens, "
                               "127 timed decode steps), as quoted in the package's issue 31; not retrieved here")
@@ -205,7 +215,8 @@ tokens and timed over `steps` decode steps; the fused step's target there is `st
 that study's per-step times (published by it, not measured here), `arms` the levers measured on the cell
 (bench/measure.sh's megakernel step). History: the first six were measured on 2026-12-04; next_token and norm_scale
 (the bf16 target cell's confirmed lever then, and the norm-scale lever) were added on 2026-12-05, kv_together (the
-fastest bf16 lever confirmed at the H200's target cell) on 2026-12-07, none of the three measured on the cell yet. A
+fastest bf16 lever confirmed at the H200's target cell) on 2026-12-07, rotary_attention and l2_prefetch (the
+levers added after it) on 2026-12-07 evening, none of the five measured on the cell yet. A
 plan of other arms is another sweep (selection.sweep_of), so the selection sweep times every arm again in fresh
 sessions of its own; the table reads each lever's latest run. The model is not a grid model: checked.grid_rows
 leaves its rows out of notebooks 01-06's grid, and analysis.closing_the_gap_megakernel reads them."""

@@ -28,7 +28,7 @@ ARM_COLOR = {
     "lean_fused_kv_together_graph": "#006d2c", "lean_fused_kv_together_merged_graph": "#08519c",
     "lean_fused_all_kv_together_graph": "#cb181d", "lean_fused_rotary_attention_graph": "#00441b",
     "lean_fused_all_rotary_attention_graph": "#67000d", "lean_fused_rotary_prefetch_graph": "#4a1486",
-    "lean_fused_all_rotary_prefetch_graph": "#7f2704",
+    "lean_fused_all_rotary_prefetch_graph": "#7f2704", "lean_fused_l2_prefetch_graph": "#3f007d",
 }
 """One colour per arm, the same in every figure (arms.ARMS)."""
 ARM_STYLE = {

@@ -66,7 +66,7 @@ since), and a flip gives errors of that size. Kept so that the code is the one t
 with. Decode steps (T == 1) keep the default choice, as HF's do."""
 CUSTOM_KERNELS = ("gemv", "attention", "fused", "pdl", "norm_epilogue", "rotary_epilogue", "early_trigger",
                   "early_products", "merged_attention", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                  "next_token", "norm_scale", "kv_together", "rotary_attention", "attention_prefetch")
+                  "next_token", "norm_scale", "kv_together", "rotary_attention", "attention_prefetch", "l2_prefetch")
 """What `custom_kernels` may name: decodegap.kernels.step.gemv and .decode_attention; "fused": the whole decode step
 through decodegap.kernels.fused.launch's kernels (small ops fused into the products; its attention decode_attention, so it comes
 with "attention" and replaces "gemv"); "pdl": those kernels launched with programmatic dependent launch;
@@ -89,7 +89,9 @@ load order compiles as the default's, so the block is what it changes there); "r
 the cache write made in the attention's split kernel, which reads the qkv product's row, so no kernel of their own
 is launched and qkv stays a plain product (fused.FusedOps.rotary_in_attention; not with "rotary_epilogue");
 "attention_prefetch": with "rotary_attention", the attention reads the first block of each program's share before
-it waits for qkv, which triggers it as qkv starts (fused.FusedOps.attention_prefetch)."""
+it waits for qkv, which triggers it as qkv starts (fused.FusedOps.attention_prefetch); "l2_prefetch": with "pdl",
+each bf16 product's programs ask the L2 for the first columns of their weight rows before they wait
+(fused.FusedOps.l2_prefetch, decodegap.kernels.l2_prefetch)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 
 
@@ -119,6 +121,9 @@ def kernel_set(custom_kernels) -> frozenset:
     for option in ("early_trigger", "early_products"):
         if option in chosen and "pdl" not in chosen:
             raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
+    if "l2_prefetch" in chosen and "pdl" not in chosen:
+        raise ValueError(f"'l2_prefetch' asks the L2 for weights while the previous kernel runs: it needs 'pdl', got "
+                         f"{sorted(chosen)}")
     if "norm_scale" in chosen and not chosen & {"norm_epilogue", "head_norm_epilogue", "input_norm_epilogue"}:
         raise ValueError(f"'norm_scale' changes how a norm made in an epilogue reaches the next product: it needs "
                          f"'norm_epilogue', 'head_norm_epilogue' or 'input_norm_epilogue', got {sorted(chosen)}")

@@ -81,6 +81,7 @@ from decodegap.kernels.fused.source import build as _kernels
 from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BLOCKS, workspace
 from decodegap.kernels.fused_int4.configs import launch_of
 from decodegap.kernels.fused_int4.launch import fused_int4_gemv, int4_tensors
+from decodegap.kernels.l2_prefetch import l2_prefetch_cols
 from decodegap.kernels.step import (_gdc, _interpreted, _triton, attention_blocks, available, decode_attention,
                                     decode_attention_reference)
 
@@ -145,6 +146,9 @@ def product(x, weight, **options):
         x, options = x.x_scaled, dict(options, norm_scale=x)
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
+    if options.pop("l2_prefetch", False):
+        raise ValueError("l2_prefetch is implemented in the bf16 kernel (fused_gemv), not in fused_int4_gemv: run the "
+                         "int4 step without it")
     if options.get("bias") is not None or options.get("config") is not None:
         raise ValueError("fused_int4_gemv has no bias argument or GemvConfig: an int4-triton layer holds its bias, and "
                          "its configs are kernels.fused_int4.configs'")
@@ -154,7 +158,8 @@ def product(x, weight, **options):
 
 def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, residual=None, gate_up: bool = False,
                silu_x: bool = False, out_norm=None, rotary=None, config: GemvConfig | None = None, pdl: bool = False,
-               early_trigger: bool = False, out_scale=None, norm_scale: NormScale | None = None):
+               early_trigger: bool = False, out_scale=None, norm_scale: NormScale | None = None,
+               l2_prefetch: bool = False):
     """One row x (numel K) through fused_gemv (see the module docstring) against weight [N, K]: returns [N] in
     x's dtype ([N / 2] for gate_up). `norm_weight`: the RMSNorm prologue; `silu_x`: x is [gate; up] (numel 2K)
     and the product is taken of SiLU(gate) * up; `bias` [N]; `residual` [N]: the residual epilogue; `config`:
@@ -172,7 +177,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     product as a scale instead, returned as (y, NormScale): each row block writes its rows of y times the norm weight
     and its sum of squares of y, and no program waits for another (split-K allowed); `norm_scale` (a NormScale, x its
     x_scaled): this product's sums scaled by the norm's 1 / rms before its epilogue, in place of the norm prologue
-    (NormScale says how the two roundings differ)."""
+    (NormScale says how the two roundings differ). `l2_prefetch`: kernels.l2_prefetch's (no value changes)."""
     N, K = weight.shape
     if x.numel() != (2 * K if silu_x else K):
         raise ValueError(f"fused_gemv takes one row: x has {x.numel()} elements, weight has K = {K}"
@@ -201,11 +206,7 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         raise ValueError("out_norm is implemented for an unsplit product with one output per row (no split-K, no "
                          "gate_up)")
     blocks = _cdiv(rows, cfg.block_n)
-    if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
-        raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
-                         f"{WORKSPACE_ROW_BLOCKS} row blocks)")
-    if out_norm is not None and blocks >= WORKSPACE_ROW_BLOCKS:  # its arrival counter is the workspace's last
-        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
+    _check_workspace(split, rows, blocks, out_norm is not None)
     triton, _ = _triton()
     xc, wc = x.reshape(-1).contiguous(), weight.contiguous()
     # rotary: q alone comes out (k and v go into the caches); else one output a row
@@ -217,7 +218,8 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
         extra.update(onorm_ptr=out_norm[0].contiguous(), h_ptr=h, ncount_ptr=counts[WORKSPACE_ROW_BLOCKS - 1:],
                      eps_out=float(out_norm[1]), OUT_NORM=True, PBLOCK=triton.next_power_of_2(blocks),
                      YBLOCK=triton.next_power_of_2(rows))
-    extra.update(kernel_args(rotary, xc), PAIRED=gate_up or rotary is not None, EARLY_TRIGGER=early_trigger)
+    extra.update(kernel_args(rotary, xc), PAIRED=gate_up or rotary is not None, EARLY_TRIGGER=early_trigger,
+                 L2_COLS=_l2_cols(wc, N, k_split, split, l2_prefetch))
     scale_extra, scaled = scale_args(xc, y, blocks, out_scale, norm_scale)
     extra.update(scale_extra)
     eps = eps if norm_scale is None else norm_scale.eps
@@ -232,6 +234,28 @@ def fused_gemv(x, weight, *, norm_weight=None, eps: float = 0.0, bias=None, resi
     if scaled is not None:
         return y, scaled
     return y if out_norm is None else (y, h)
+
+
+def _check_workspace(split: int, rows: int, blocks: int, out_norm: bool) -> None:
+    """fused_gemv's split-K partials and arrival counters fit the workspace (out_norm's counter is its last)."""
+    if split * rows > WORKSPACE_FLOATS or blocks > WORKSPACE_ROW_BLOCKS:
+        raise ValueError(f"split-K of {split} x {rows} rows exceeds the workspace ({WORKSPACE_FLOATS} floats, "
+                         f"{WORKSPACE_ROW_BLOCKS} row blocks)")
+    if out_norm and blocks >= WORKSPACE_ROW_BLOCKS:
+        raise ValueError(f"out_norm takes fewer than {WORKSPACE_ROW_BLOCKS} row blocks, got {blocks}")
+
+
+def _l2_cols(weight, N: int, k_split: int, split: int, l2_prefetch: bool) -> int:
+    """fused_gemv's L2_COLS: with l2_prefetch each program asks the L2 for the first columns of its rows' shares
+    before its wait, L2_PREFETCH_BYTES over the product (kernels.l2_prefetch.l2_prefetch_cols over every row of the
+    weight), else 0; a weight whose rows are not 16-byte aligned (a bulk prefetch's rule) is refused."""
+    if not l2_prefetch:
+        return 0
+    K = weight.shape[1]
+    if weight.data_ptr() % 16 or K % 8:
+        raise ValueError(f"l2_prefetch asks the L2 for whole rows' shares, 16-byte aligned: this weight's rows start at "
+                         f"{weight.data_ptr()} with {K} columns (a multiple of 8 is needed); run it without l2_prefetch")
+    return l2_prefetch_cols(N, k_split, split)
 
 
 def rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int,
@@ -287,7 +311,8 @@ class FusedOps:
     the qkv product stays plain (not with rotary_in_qkv). `attention_prefetch` (with rotary_in_attention): the
     attention reads the first block of each program's share before it waits for qkv (decode_attention's `prefetch`),
     and qkv lets it launch as qkv starts (the early trigger, with `pdl`), so the cache's loads overlap the qkv
-    product."""
+    product. `l2_prefetch` (with `pdl`): each bf16 product's programs ask the L2 for the first columns of their rows
+    before they wait (fused_gemv's l2_prefetch, kernels.l2_prefetch); the int4 kernel has no such option."""
 
     pdl: bool = False
     reference: bool = False
@@ -303,6 +328,7 @@ class FusedOps:
     kv_together: bool = False
     rotary_in_attention: bool = False
     attention_prefetch: bool = False
+    l2_prefetch: bool = False
 
     def __post_init__(self):
         if self.rotary_in_qkv and self.rotary_in_attention:
@@ -311,6 +337,8 @@ class FusedOps:
         if self.attention_prefetch and not self.rotary_in_attention:
             raise ValueError("attention_prefetch reads the cache before qkv's newest key is made: it needs "
                              "rotary_in_attention")
+        if self.l2_prefetch and not self.pdl:
+            raise ValueError("l2_prefetch asks the L2 for weights while the previous kernel runs, which needs pdl")
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
@@ -318,7 +346,7 @@ class FusedOps:
         "norm_epilogue", "rotary_epilogue", "early_trigger", "early_products" and "merged_attention" set its options,
         "silu_epilogue" clears silu_in_down, "head_norm_epilogue" and "input_norm_epilogue" set head_norm_in_epilogue
         and input_norm_in_epilogue, "norm_scale" norm_scale, "kv_together" kv_together, "rotary_attention"
-        rotary_in_attention, "attention_prefetch" attention_prefetch (arms.Arm.kernels)."""
+        rotary_in_attention, "attention_prefetch" attention_prefetch, "l2_prefetch" l2_prefetch (arms.Arm.kernels)."""
         chosen = frozenset(chosen)
         return cls(pdl="pdl" in chosen, silu_in_down="silu_epilogue" not in chosen,
                    head_norm_in_epilogue="head_norm_epilogue" in chosen,
@@ -328,7 +356,7 @@ class FusedOps:
                    early_products="early_products" in chosen, merged_attention="merged_attention" in chosen,
                    norm_scale="norm_scale" in chosen, kv_together="kv_together" in chosen,
                    rotary_in_attention="rotary_attention" in chosen,
-                   attention_prefetch="attention_prefetch" in chosen)
+                   attention_prefetch="attention_prefetch" in chosen, l2_prefetch="l2_prefetch" in chosen)
 
     @property
     def _launch(self) -> dict:
@@ -339,6 +367,11 @@ class FusedOps:
         """The qkv product's launch: with attention_prefetch the early trigger, so the attention reads its cache
         under qkv."""
         return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.attention_prefetch))
+
+    @property
+    def _hint(self) -> dict:
+        """A product's prefetch option: l2_prefetch when set (the bf16 kernel's)."""
+        return dict(l2_prefetch=True) if self.l2_prefetch else {}
 
     @property
     def _between(self) -> dict:
@@ -377,13 +410,15 @@ class FusedOps:
         already made (the previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
         prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
         if self.rotary_in_attention and not self.reference:
-            return product(x if normed is None else normed, w_qkv, bias=b_qkv, **prologue, **self._qkv_launch)
+            return product(x if normed is None else normed, w_qkv, bias=b_qkv, **prologue, **self._qkv_launch,
+                           **self._hint)
         if not self.rotary_in_qkv or self.reference:
             qkv = (self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps) if normed is None else
                    self.gemv_bias(normed, w_qkv, b_qkv))
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        q = product(x if normed is None else normed, w_qkv, bias=b_qkv, rotary=rotary, **prologue, **self._launch)
+        q = product(x if normed is None else normed, w_qkv, bias=b_qkv, rotary=rotary, **prologue, **self._launch,
+                    **self._hint)
         return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
@@ -391,16 +426,16 @@ class FusedOps:
         (norm weight, eps): (x, RMSNorm(x)), the norm in down's epilogue."""
         if not self.norm_in_epilogue or self.reference:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps, out_norm)
-        x, h = product(o, w_o, residual=x, **self._out((norm_weight, eps)), **self._between)
+        x, h = product(o, w_o, residual=x, **self._out((norm_weight, eps)), **self._between, **self._hint)
         if not self.silu_in_down:  # SiLU(gate) * up in gate_up's epilogue, down with the residual alone
-            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between), w_down, x,
+            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between, **self._hint), w_down, x,
                                       out_norm=out_norm)
-        return self._silu_down(product(h, w_gate_up, **self._between), w_down, x, out_norm)
+        return self._silu_down(product(h, w_gate_up, **self._between, **self._hint), w_down, x, out_norm)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
             return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
-        return product(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch)
+        return product(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch, **self._hint)
 
     def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
         if self.reference:
@@ -424,7 +459,7 @@ class FusedOps:
         """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""
         if self.reference:
             return with_output_norm(gemv_residual_reference(x, weight, residual), out_norm)
-        return product(x, weight, residual=residual, **self._out(out_norm), **self._between)
+        return product(x, weight, residual=residual, **self._out(out_norm), **self._between, **self._hint)
 
     def gemv(self, x, weight):
         """x @ weight^T with no prologue or epilogue (the LM head after head_norm_in_epilogue)."""
@@ -435,12 +470,12 @@ class FusedOps:
         rotary_in_qkv)."""
         if self.reference:
             return _linear(x, weight, bias)
-        return product(x, weight, bias=bias, **self._launch)
+        return product(x, weight, bias=bias, **self._launch, **self._hint)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
-        return product(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between)
+        return product(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between, **self._hint)
 
     def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
         """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels;
@@ -450,9 +485,10 @@ class FusedOps:
         if self.reference:
             return with_output_norm(silu_gemv_residual_reference(
                 rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x), out_norm)
-        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between), w_down, x,
-                               out_norm)
+        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between, **self._hint),
+                               w_down, x, out_norm)
 
     def _silu_down(self, gate_up, w_down, x, out_norm=None):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return product(gate_up, w_down, silu_x=True, residual=x, **self._out(out_norm), **self._between)
+        return product(gate_up, w_down, silu_x=True, residual=x, **self._out(out_norm), **self._between,
+                       **self._hint)

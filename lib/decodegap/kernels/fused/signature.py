@@ -12,6 +12,6 @@ GEMV_ARG_TYPES = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", norm_ptr="*bf
                       sin_ptr="*bf16", pos_ptr="*i64", kc_ptr="*bf16", vc_ptr="*bf16", L="i32", sq_in_ptr="*fp32",
                       sq_out_ptr="*fp32", n_parts="i32")
 """fused_gemv_kernel's runtime arguments and their Triton types (the rest are constexprs)."""
-GEMV_OFF = SCALE_OFF
-"""The norm-scale constexprs of a product without them (kernels.fused.norm_scale.SCALE_OFF, fused.launch's
-defaults)."""
+GEMV_OFF = dict(SCALE_OFF, L2_COLS=0)
+"""The norm-scale and L2-prefetch constexprs of a product without them (kernels.fused.norm_scale.SCALE_OFF, no
+kernels.l2_prefetch: fused.launch's defaults)."""

@@ -5,6 +5,7 @@ _rotary_epilogue and the gdc ops) among this module's globals."""
 
 from __future__ import annotations
 
+from decodegap.kernels.l2_prefetch import l2_prefetch_function
 from decodegap.kernels.step import _triton, gdc_functions, rotate_function, round_bf16_function
 
 _COMPILED: dict = {}
@@ -100,9 +101,30 @@ def build():
             tl.store(v_at + HEAD_D // 2, o2, mask=is_v)
 
 
+        @triton.jit
+        def l2_rows(w_ptr, pid_n, k_lo, k_hi, N, K, BLOCK_N: tl.constexpr, L2_COLS: tl.constexpr,
+                    ROTARY: tl.constexpr, PAIRED: tl.constexpr, HEAD_D: tl.constexpr):
+            """The first L2_COLS columns (at most the share) of the share [k_lo, k_hi) of each weight row the program
+            reads (the kernel's `rows`, and with PAIRED their partners: up's, or the rotary's half a head below) asked
+            of the L2 (kernels.l2_prefetch), one bulk prefetch a row."""
+            nbytes = tl.minimum(L2_COLS, k_hi - k_lo) * 2
+            for r in tl.static_range(BLOCK_N):
+                i = pid_n * BLOCK_N + r
+                if ROTARY:
+                    row = (i // (HEAD_D // 2)) * HEAD_D + i % (HEAD_D // 2)
+                    partner = row + HEAD_D // 2
+                else:
+                    row = i
+                    partner = i + N
+                if i < N:
+                    _l2_prefetch(w_ptr + row.to(tl.int64) * K + k_lo, nbytes)
+                    if PAIRED:
+                        _l2_prefetch(w_ptr + partner.to(tl.int64) * K + k_lo, nbytes)
+
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _rotate=rotate_function(), _gdc_wait=gdc_wait,
+                         _l2_prefetch=l2_prefetch_function(), _l2_rows=l2_rows,
                          _gdc_launch_dependents=gdc_launch_dependents,
                          _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, _output_scale=output_scale,
                          _load_squares=load_squares, _input_scale=input_scale, tl=tl)
@@ -119,7 +141,7 @@ def build():
                               ROTARY: tl.constexpr, HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr,
                               PAIRED: tl.constexpr, EARLY_TRIGGER: tl.constexpr,
                               sq_in_ptr, sq_out_ptr, n_parts, SCALE_IN: tl.constexpr, QBLOCK: tl.constexpr,
-                              OUT_SCALE: tl.constexpr):
+                              OUT_SCALE: tl.constexpr, L2_COLS: tl.constexpr):
             if USE_PDL:
                 if EARLY_TRIGGER:  # at once: the next kernel may launch and load its first weights (see fused_gemv)
                     _gdc_launch_dependents()
@@ -147,6 +169,8 @@ def build():
             u = w
             if PAIRED:
                 u = tl.load(u_rows + cols[None, :], mask=mask, other=0.0)
+            if L2_COLS > 0:  # more of the weights, into the L2 (a hint: fused_gemv's l2_prefetch)
+                _l2_rows(w_ptr, pid_n, k_lo, k_hi, N, K, BLOCK_N, L2_COLS, ROTARY, PAIRED, HEAD_D)
             if USE_PDL:
                 _gdc_wait()
             sq_in = _load_squares(sq_in_ptr, n_parts, SCALE_IN, QBLOCK)  # NormScale's: summed after the loop
