@@ -150,9 +150,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("DECODEGAP_ALLOW_DIRTY", "1")
 
 
-def run_interpreted(script: str, marker: str) -> None:
+def run_interpreted(script: str, marker: str, timeout_s: int = 600) -> None:
     """Run `script` in a fresh Python process under Triton's CPU interpreter (TRITON_INTERPRET=1, which Triton reads
-    when first imported); skip where Triton is missing; fail unless it exits 0 and prints `marker`."""
+    when first imported); skip where Triton is missing; fail unless it exits 0 within `timeout_s` seconds and prints
+    `marker`."""
     import importlib.util
     import os
     import subprocess
@@ -163,6 +164,6 @@ def run_interpreted(script: str, marker: str) -> None:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed here (the GPU tests cover the kernels)")
     done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, TRITON_INTERPRET="1"),
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=timeout_s)
     assert done.returncode == 0, done.stderr[-3000:]
     assert marker in done.stdout

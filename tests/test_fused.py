@@ -317,8 +317,8 @@ def test_the_rotary_in_the_attention_step_gives_the_lean_steps_logits(monkeypatc
 def test_the_l2_prefetch_step_asks_every_bf16_product_for_it(monkeypatch):
     """The L2-prefetch lever's step through FusedOps' launch path, each launcher its reference: the reference step's
     logits (the prefetch changes no value), and every product a step launches (a layer's four and the LM head)
-    launched with l2_prefetch, none without the option; the option is refused without PDL (kernel_set, FusedOps) and
-    by the int4 kernel, which has none."""
+    launched with l2_prefetch, none without the option, an int4 layer's product too; the option is refused without
+    PDL (kernel_set, FusedOps)."""
     model = _tiny("llama-tiny")
     _distinct_norms_(model)
     ops = fused.FusedOps.of_kernels(arms.REGISTRY["lean_fused_l2_prefetch_graph"].kernels)
@@ -343,13 +343,15 @@ def test_the_l2_prefetch_step_asks_every_bf16_product_for_it(monkeypatch):
         lean.kernel_set(("fused", "attention", "l2_prefetch"))
     with pytest.raises(ValueError, match="l2_prefetch .* needs pdl"):
         fused.FusedOps(l2_prefetch=True)
-    with pytest.raises(ValueError, match="l2_prefetch is implemented in the bf16 kernel"):
-        fused.product(torch.zeros(8, dtype=torch.bfloat16), object(), l2_prefetch=True)
+    int4 = {}  # an int4-triton layer's product takes it too (the int4 kernel's own tests run it)
+    monkeypatch.setattr(fused, "fused_int4_gemv", lambda x, layer, **options: int4.update(options))
+    fused.product(torch.zeros(8, dtype=torch.bfloat16), object(), pdl=True, l2_prefetch=True)
+    assert int4 == dict(pdl=True, l2_prefetch=True)
 
 
 def test_the_l2_prefetch_takes_whole_lines_within_its_budget():
-    """kernels.l2_prefetch.l2_prefetch_cols by hand: 8 MiB over the product's rows and shares, in 64-column lines
-    (128 bytes of bf16), at most the share."""
+    """kernels.l2_prefetch's rule by hand: 8 MiB over the product's rows and shares, in 128-byte lines (64 bf16
+    columns, 256 int4 columns), at most the share."""
     assert l2_prefetch.L2_PREFETCH_BYTES == 8 * 1024 * 1024
     cols = l2_prefetch.l2_prefetch_cols
     assert cols(6144, 4096) == 640  # Llama-3.1-8B's qkv: 8388608 / (6144 x 2 x 64) = 10.7 lines
@@ -362,6 +364,11 @@ def test_the_l2_prefetch_takes_whole_lines_within_its_budget():
     assert cols(4096, 2048, splits=4) == 256  # 8388608 / (4096 x 4 x 2 x 64) = 4 lines
     with pytest.raises(ValueError, match="positive rows"):
         cols(0, 4096)
+    row_bytes = l2_prefetch.l2_prefetch_row_bytes  # the int4 kernel's: packed rows of K / 2 bytes
+    assert row_bytes(6144, 2048) == 1280  # Llama-3.1-8B's int4 qkv: 10 lines of its 16
+    assert row_bytes(28672, 2048) == 256  # gate_up: 2 lines
+    assert row_bytes(128256, 2048) == 0  # the int4 LM head
+    assert row_bytes(64, 512) == 512  # the share caps it
 
 
 def test_each_fused_arm_builds_the_fused_step_its_kernels_name():
@@ -643,7 +650,8 @@ def test_fused_kernels_equal_their_references_in_tritons_interpreter():
     three GQA shapes; and the fused step of a tiny Llama and Qwen2 through the kernels (also with the norm in o's
     epilogue, with the attention's V loaded beside K, and with the rotary in the attention), against the reference
     step and the unfused step; the attention's rotary against rotary_cache then the attention (its caches bit for
-    bit), its prefetch bit for bit the same. In a fresh process with TRITON_INTERPRET=1."""
+    bit), its prefetch bit for bit the same; fused_gemv with l2_prefetch (its walk over the rows, the prefetch a no-op
+    here) bit for bit the product without it. In a fresh process with TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
     run_interpreted(INTERPRETED_CHECKS, "interpreted fused kernels ok")

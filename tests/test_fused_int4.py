@@ -210,6 +210,19 @@ for K, G in [(64, 32), (256, 64)]:
         close(caches[1], caches[3], ("rotary v", K, G, bias is not None))
         swapped = fused_int4.fused_int4_gemv(x, qkv, norm_weight=nw, eps=1e-5, rotary=(sin, cos, pos, caches[0], caches[1], 2, 1))
         assert compare.max_relative_error(swapped.float(), q_ref.float()) > 0.05, ("cos and sin swapped pass", K, G)
+        # the L2 prefetch's walk over the program's paired rows (the prefetch itself a no-op here): bit for bit
+        again = [c.clone() for c in caches[:2]]
+        q = fused_int4.fused_int4_gemv(x, qkv, norm_weight=nw, eps=1e-5, rotary=(cos, sin, pos, caches[0], caches[1], 2, 1))
+        pre = fused_int4.fused_int4_gemv(x, qkv, norm_weight=nw, eps=1e-5, rotary=(cos, sin, pos, again[0], again[1], 2, 1),
+                                         l2_prefetch=True)
+        assert torch.equal(pre, q) and torch.equal(again[0], caches[0]) and torch.equal(again[1], caches[1])
+# and on plain and gate_up products with row-block tails
+for K, N, G in [(256, 9, 64)]:
+    x, plain, pair = rand(K, seed=31), Int4GemvLinear.from_weight(rand(N, K, std=0.1, seed=32), group_size=G), \
+        Int4GemvLinear.from_weight(rand(2 * N, K, std=0.1, seed=33), group_size=G)
+    assert torch.equal(fused_int4.fused_int4_gemv(x, plain, l2_prefetch=True), fused_int4.fused_int4_gemv(x, plain))
+    assert torch.equal(fused_int4.fused_int4_gemv(x, pair, gate_up=True, l2_prefetch=True),
+                       fused_int4.fused_int4_gemv(x, pair, gate_up=True))
 
 # the fused step of tiny int4-triton models with its products through the kernel: the reference step's logits, and
 # the unfused step's. The rotary and the attention run their references here: their kernels are the bf16 step's
@@ -229,7 +242,7 @@ class Products(fused.FusedOps):
     def rotary_cache(self, *args):
         return fused_reference.rotary_cache_reference(*args)
 
-    def attention(self, q, k_cache, v_cache, length, scale):
+    def attention(self, q, k_cache, v_cache, length, scale, rotary=None):  # rotary: rotary_in_attention's, unset here
         return fused.decode_attention_reference(q, k_cache, v_cache, int(length), scale)
 
 for key, path in (("llama-tiny", "int4-triton"), ("qwen2-tiny", "int4-triton"), ("llama-tiny", "int4-triton-head")):
@@ -271,11 +284,11 @@ def test_the_fused_int4_kernel_equals_its_reference_in_tritons_interpreter():
     comparison; and the fused step of a tiny int4-triton Llama and Qwen2 with its products through the kernel (also
     with the norm in o's epilogue, with it the SiLU in gate_up's epilogue, and with the rotary in qkv's too; the
     rotary, the attention and the bf16 LM head through their references; an int4-triton-head Llama's int4 head
-    through the kernel too) against the reference step and the unfused int4 step. In a fresh process with
-    TRITON_INTERPRET=1."""
+    through the kernel too) against the reference step and the unfused int4 step; with l2_prefetch, the plain, gate_up
+    and rotary products bit for bit. In a fresh process with TRITON_INTERPRET=1."""
     from conftest import run_interpreted
 
-    run_interpreted(INTERPRETED_CHECKS, "interpreted fused int4 kernel ok")
+    run_interpreted(INTERPRETED_CHECKS, "interpreted fused int4 kernel ok", timeout_s=1800)  # 19 min on 2 CPUs
 
 
 # ------------------------------------------------------------- Triton's offline compiler for sm_90, no GPU
@@ -339,6 +352,31 @@ def test_the_fused_int4_kernel_compiles_for_sm90_as_designed(monkeypatch, pdl):
     assert len(seen) >= 10
 
 
+@pytest.mark.parametrize("flavour", ["plain", "norm", "plain_gate_up", "norm_rotary"])
+def test_the_int4_l2_prefetch_compiles_to_bulk_prefetches_before_the_wait(monkeypatch, flavour):
+    """fused_int4_gemv_kernel with L2_BYTES, compiled offline for sm_90: one bulk L2 prefetch a packed row the program
+    reads (BLOCK_N of them, paired rows included), all before PDL's wait, no register spills; none with L2_BYTES 0."""
+    pytest.importorskip("triton")
+    from test_fused import _sm90
+
+    from decodegap.kernels import l2_prefetch
+    from decodegap.kernels.fused_int4 import signature, source as int4_source
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(int4_source, "_COMPILED", {})
+    monkeypatch.setattr(l2_prefetch, "_BUILT", {})
+    kernel = int4_source.build()
+    config = models.load_spec("llama-3.1-8b").config
+    for l2_bytes, rows in ((0, 0), (1280, 8)):
+        flags = dict(signature.constexprs(4096, 6144, flavour, (8, 1, 4), config), L2_BYTES=l2_bytes)
+        ptx, usage = _sm90(kernel, signature.ARG_TYPES, flags, 4, "early")
+        lines = ptx.splitlines()
+        prefetches = [i for i, line in enumerate(lines) if "cp.async.bulk.prefetch.L2.global" in line]
+        wait = next(i for i, line in enumerate(lines) if "griddepcontrol.wait" in line)
+        assert len(prefetches) == rows and all(i < wait for i in prefetches), (flavour, l2_bytes, len(prefetches))
+        assert "LOCAL:0" in usage
+
+
 # ------------------------------------------------------------------------------------- on the GPU
 
 def _product_error(name, K, N, flavour, use_pdl, config, gen, key="llama-3.1-8b") -> float:
@@ -382,6 +420,28 @@ def test_fused_int4_gemv_on_every_product_shape_on_the_gpu(key):
             err = _product_error(name, K, N, flavour, use_pdl, INT4_CONFIGS[0], gen, key)
             assert err < 1e-2, (key, name, use_pdl, err)
     assert fused.workspace("cuda")[1].abs().sum().item() == 0
+
+
+@pytest.mark.gpu
+def test_the_int4_l2_prefetch_changes_no_value_on_the_gpu():
+    """fused_int4_gemv with l2_prefetch on Llama-3.1-8B's product shapes (qkv with its norm, gate_up with its norm,
+    down with the SiLU prologue and the residual), the tuned config, with PDL where this GPU has it: bit for bit the
+    product without it."""
+    pdl = fused.pdl_unavailable("cuda") is None
+    gen = torch.Generator(device="cuda").manual_seed(2)
+
+    def rand(*shape, std=1.0):
+        return (std * torch.randn(*shape, generator=gen, device="cuda")).bfloat16()
+
+    nw, x = rand(4096), rand(4096)
+    for w, xi, options in ((rand(6144, 4096, std=0.02), x, dict(norm_weight=nw, eps=1e-5)),
+                           (rand(28672, 4096, std=0.02), x, dict(norm_weight=nw, eps=1e-5)),
+                           (rand(4096, 14336, std=0.02), rand(2 * 14336), dict(silu_x=True, residual=rand(4096)))):
+        layer = Int4GemvLinear.from_weight(w)
+        want = fused_int4.fused_int4_gemv(xi, layer, pdl=pdl, **options)
+        got = fused_int4.fused_int4_gemv(xi, layer, pdl=pdl, l2_prefetch=True, **options)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want), tuple(w.shape)
 
 
 @pytest.mark.gpu

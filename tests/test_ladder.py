@@ -77,7 +77,8 @@ def test_target_cell_only_levers_are_swept_and_marked_at_the_target_cell_alone()
         ("int4-triton-head", ("llama-3.1-8b",), (2048,), ("lean_fused_all_norm_scale_graph",
                                                           "lean_fused_all_kv_together_graph",
                                                           "lean_fused_all_rotary_attention_graph",
-                                                          "lean_fused_all_rotary_prefetch_graph"))]
+                                                          "lean_fused_all_rotary_prefetch_graph",
+                                                          "lean_fused_all_l2_prefetch_graph"))]
     # a target-cell-only lever a confirmation holds fastest at the target cell goes over the grid with the others
     promoted = levers.ladder_plan(["llama-3.1-8b", "qwen2.5-7b"], [2048, 4096],
                                   promoted={("lean_fused_kv_together_graph", "bf16")})

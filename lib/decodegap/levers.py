@@ -89,6 +89,8 @@ LEVERS = (
      "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
     ("int4 + int4 LM head, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
      "lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, blocks of 64, weights to L2 before the wait",
+     "lean_fused_all_l2_prefetch_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV
 (decodegap.kernels.int4_gemv): three measured by notebook 04's sweep over the grid, then the fused int4 step
@@ -156,12 +158,13 @@ rotary in qkv's epilogue instead (lean_fused_all_kv_together_graph on bf16) was 
 lean_fused_all_rotary_prefetch_graph; added 2026-12-07 with them, before any row of either): each attention program
 reads the first block of its share of the cache before it waits for qkv, which lets the attention launch as qkv
 starts (kernels.step.decode_attention's `prefetch`, FusedOps.attention_prefetch), so the cache's loads overlap the
-qkv product where they followed it; at ctx 2048 a program's share is one block. The L2-prefetch lever
-(lean_fused_l2_prefetch_graph, bf16; added 2026-12-07 evening, before any row of it): the kv-together lever (the
-H200's confirmed fastest bf16 lever at the target cell then) with each product's programs asking the L2 for the
-first columns of their weight rows before they wait for the previous kernel (kernels.l2_prefetch, 8 MiB a product),
-where they load one tile into registers: the profiled step's products pay a fixed cost each beyond their bytes
-(notebook 06's where-the-time-goes rows), which weights already in the L2 as the wait ends may shorten."""
+qkv product where they followed it; at ctx 2048 a program's share is one block. The L2-prefetch levers
+(lean_fused_l2_prefetch_graph, bf16; lean_fused_all_l2_prefetch_graph, int4-triton-head; added 2026-12-07 evening,
+before any row of either): the kv-together levers (the H200's confirmed fastest levers of their kinds at the target
+cell then) with each product's programs asking the L2 for the first bytes of their weight rows before they wait for
+the previous kernel (kernels.l2_prefetch, 8 MiB a product), where they load one tile into registers: the profiled
+steps' products pay a fixed cost each beyond their bytes (notebook 06's where-the-time-goes rows), which weights
+already in the L2 as the wait ends may shorten."""
 
 TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", "int4-tinygemm"),
                               ("lean_kernels_graph", "int4-tinygemm"), ("lean_fused_silu_epilogue_graph", "bf16"),
@@ -177,7 +180,8 @@ TARGET_CELL_ONLY = frozenset({("lean_graph", "int4-tinygemm"), ("lean_compile", 
                               ("lean_fused_all_rotary_attention_graph", "int4-triton-head"),
                               ("lean_fused_rotary_prefetch_graph", "bf16"),
                               ("lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
-                              ("lean_fused_l2_prefetch_graph", "bf16")})
+                              ("lean_fused_l2_prefetch_graph", "bf16"),
+                              ("lean_fused_all_l2_prefetch_graph", "int4-triton-head")})
 """(arm, quant) of the levers measured at the target cell only (TARGETS' model and context, on any GPU:
 target_in_grid). int4 weight-only goes on the fastest
 path: over the grid, int4 tinygemm runs on the HF graph (for reference) and on the two lean levers with the

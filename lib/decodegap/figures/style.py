@@ -29,6 +29,7 @@ ARM_COLOR = {
     "lean_fused_all_kv_together_graph": "#cb181d", "lean_fused_rotary_attention_graph": "#00441b",
     "lean_fused_all_rotary_attention_graph": "#67000d", "lean_fused_rotary_prefetch_graph": "#4a1486",
     "lean_fused_all_rotary_prefetch_graph": "#7f2704", "lean_fused_l2_prefetch_graph": "#3f007d",
+    "lean_fused_all_l2_prefetch_graph": "#525252",
 }
 """One colour per arm, the same in every figure (arms.ARMS)."""
 ARM_STYLE = {

@@ -90,7 +90,7 @@ the cache write made in the attention's split kernel, which reads the qkv produc
 is launched and qkv stays a plain product (fused.FusedOps.rotary_in_attention; not with "rotary_epilogue");
 "attention_prefetch": with "rotary_attention", the attention reads the first block of each program's share before
 it waits for qkv, which triggers it as qkv starts (fused.FusedOps.attention_prefetch); "l2_prefetch": with "pdl",
-each bf16 product's programs ask the L2 for the first columns of their weight rows before they wait
+each product's programs ask the L2 for the first columns of their weight rows before they wait
 (fused.FusedOps.l2_prefetch, decodegap.kernels.l2_prefetch)."""
 UNFUSED_KERNELS = ("gemv", "attention")  # what custom_kernels=True names
 

@@ -9,8 +9,8 @@ each of its rows' share into the L2, and the loop after the wait finds them ther
 loop reads it is read again from memory. The prefetch is bounded (L2_PREFETCH_BYTES a product), so what one product
 asks for fits in the L2 beside the stream of the product before it.
 
-`l2_prefetch_function` builds the Triton function the kernels call; `l2_prefetch_cols` is the host's rule for how
-many columns of each row a program asks for."""
+`l2_prefetch_function` builds the Triton function the kernels call; `l2_prefetch_row_bytes` is the host's rule for
+how much of each row a program asks for (`l2_prefetch_cols` the same in bf16 columns)."""
 
 from __future__ import annotations
 
@@ -22,20 +22,24 @@ H100's and the H200's 50 MB L2, so the prefetch survives the stream of the produ
 the same L2), and about 1.7 us of the H200's datasheet bandwidth, the order of the fixed cost a product pays a step
 (notebook 06's where-the-time-goes rows). Chosen on 2026-12-07 before any row of the lever that uses it."""
 
-L2_LINE_COLS = 64
-"""Columns (bf16, 128 bytes: one L2 line) the prefetch of a row is counted in."""
+L2_LINE_BYTES = 128
+"""Bytes of one L2 line, what the prefetch of a row is counted in (64 bf16 columns, 256 int4 columns)."""
 
 
-def l2_prefetch_cols(rows: int, share_cols: int, splits: int = 1, budget_bytes: int = L2_PREFETCH_BYTES,
-                     element_bytes: int = 2) -> int:
-    """Columns of each row's share a program asks of the L2 before its wait: the most whole lines (L2_LINE_COLS
-    columns) such that `rows` weight rows (every row a program reads, gate's and up's alike) times `splits` shares
-    of K a row times the columns times `element_bytes` stay within `budget_bytes`, and at most the share
-    (`share_cols`); 0 where not one line a row fits (the LM head's 128,256 rows: nothing is prefetched)."""
-    if min(rows, share_cols, splits) < 1:
-        raise ValueError(f"l2_prefetch_cols takes positive rows, share and splits, got {rows}, {share_cols}, {splits}")
-    lines = budget_bytes // (rows * splits * element_bytes * L2_LINE_COLS)
-    return int(min(lines * L2_LINE_COLS, share_cols))
+def l2_prefetch_row_bytes(rows: int, share_bytes: int, splits: int = 1, budget_bytes: int = L2_PREFETCH_BYTES) -> int:
+    """Bytes of each row's share a program asks of the L2 before its wait: the most whole lines (L2_LINE_BYTES) such
+    that `rows` weight rows (every row a program reads, gate's and up's alike) times `splits` shares of K a row
+    stay within `budget_bytes`, and at most the share (`share_bytes`); 0 where not one line a row fits (the bf16 LM
+    head's 128,256 rows: nothing is prefetched)."""
+    if min(rows, share_bytes, splits) < 1:
+        raise ValueError(f"the L2 prefetch takes positive rows, share and splits, got {rows}, {share_bytes}, {splits}")
+    lines = budget_bytes // (rows * splits * L2_LINE_BYTES)
+    return int(min(lines * L2_LINE_BYTES, share_bytes))
+
+
+def l2_prefetch_cols(rows: int, share_cols: int, splits: int = 1, budget_bytes: int = L2_PREFETCH_BYTES) -> int:
+    """l2_prefetch_row_bytes in bf16 columns: the columns of each row's share of `share_cols` (fused_gemv's)."""
+    return l2_prefetch_row_bytes(rows, 2 * share_cols, splits, budget_bytes) // 2
 
 
 def l2_prefetch_function():

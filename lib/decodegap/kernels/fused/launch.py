@@ -146,9 +146,6 @@ def product(x, weight, **options):
         x, options = x.x_scaled, dict(options, norm_scale=x)
     if isinstance(weight, torch.Tensor):
         return fused_gemv(x, weight, **options)
-    if options.pop("l2_prefetch", False):
-        raise ValueError("l2_prefetch is implemented in the bf16 kernel (fused_gemv), not in fused_int4_gemv: run the "
-                         "int4 step without it")
     if options.get("bias") is not None or options.get("config") is not None:
         raise ValueError("fused_int4_gemv has no bias argument or GemvConfig: an int4-triton layer holds its bias, and "
                          "its configs are kernels.fused_int4.configs'")
@@ -311,8 +308,8 @@ class FusedOps:
     the qkv product stays plain (not with rotary_in_qkv). `attention_prefetch` (with rotary_in_attention): the
     attention reads the first block of each program's share before it waits for qkv (decode_attention's `prefetch`),
     and qkv lets it launch as qkv starts (the early trigger, with `pdl`), so the cache's loads overlap the qkv
-    product. `l2_prefetch` (with `pdl`): each bf16 product's programs ask the L2 for the first columns of their rows
-    before they wait (fused_gemv's l2_prefetch, kernels.l2_prefetch); the int4 kernel has no such option."""
+    product. `l2_prefetch` (with `pdl`): each product's programs ask the L2 for the first columns of their rows
+    before they wait (fused_gemv's and fused_int4_gemv's l2_prefetch, kernels.l2_prefetch)."""
 
     pdl: bool = False
     reference: bool = False
@@ -370,7 +367,7 @@ class FusedOps:
 
     @property
     def _hint(self) -> dict:
-        """A product's prefetch option: l2_prefetch when set (the bf16 kernel's)."""
+        """A product's prefetch option: l2_prefetch when set."""
         return dict(l2_prefetch=True) if self.l2_prefetch else {}
 
     @property

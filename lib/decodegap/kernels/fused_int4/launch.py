@@ -45,6 +45,7 @@ from decodegap.kernels.fused.workspace import WORKSPACE_FLOATS, WORKSPACE_ROW_BL
 from decodegap.kernels.fused_int4.source import build as _kernel
 from decodegap.kernels.int4_gemv.format import check_format
 from decodegap.kernels.int4_gemv.kernel import _MAGIC, INT4_CONFIGS, INT4_INTERPRETED
+from decodegap.kernels.l2_prefetch import l2_prefetch_row_bytes
 from decodegap.kernels.step import _interpreted, _triton
 
 
@@ -77,7 +78,7 @@ def _pairs(t, what: str):
 
 def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=None, silu_x: bool = False,
                     out_norm=None, gate_up: bool = False, rotary=None, pdl: bool = False, early_trigger: bool = False,
-                    config=None, out_scale=None, norm_scale=None):
+                    config=None, out_scale=None, norm_scale=None, l2_prefetch: bool = False):
     """One row x (bf16, numel K; 2K with `silu_x`: [gate; up]) through fused_int4_gemv_kernel (see the module
     docstring) against the int4-triton `layer` ([N, K], its bias inside): returns y [N] bf16, or (y, RMSNorm(y))
     with `out_norm` = (norm weight [N], eps), or SiLU(gate) * up [N / 2] with `gate_up` (the layer [gate; up]), or
@@ -87,7 +88,9 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     kernels.fused_int4.configs, else the tuned choice over the int4 GEMV's configs, per weight shape and flavour, on
     the first call: warm up before capturing a CUDA graph). `out_scale` and `norm_scale`: the norm left to the next
     product as a scale, as fused_gemv's (kernels.fused.norm_scale; x is then norm_scale's x_scaled): (y, NormScale)
-    with out_scale, its squares one a row block of the config that ran."""
+    with out_scale, its squares one a row block of the config that ran. `l2_prefetch`: before its wait each program
+    also asks the L2 for the first bytes of its packed rows, L2_PREFETCH_BYTES over the product (kernels.l2_prefetch;
+    no value changes)."""
     tensors = int4_tensors(layer)
     if tensors is None:
         raise ValueError(f"fused_int4_gemv takes an int4-triton layer (Int4GemvLinear or a layer with one as "
@@ -115,7 +118,8 @@ def fused_int4_gemv(x, layer, *, norm_weight=None, eps: float = 0.0, residual=No
     flags = dict(NORM=norm_weight is not None, XBLOCK=triton.next_power_of_2(K) if norm_weight is not None else 16,
                  SILU_X=silu_x, BIAS=bias is not None, RESIDUAL=residual is not None, GATE_UP=gate_up, USE_PDL=pdl,
                  EARLY_TRIGGER=early_trigger, ROTARY=rotary_args.pop("ROTARY"))
-    extra.update(rotary_args, PAIRED=gate_up or rotary is not None)
+    extra.update(rotary_args, PAIRED=gate_up or rotary is not None,
+                 L2_BYTES=l2_prefetch_row_bytes(N, K // 2) if l2_prefetch else 0)  # rows of K / 2 bytes, 16-aligned
     # squares for as many row blocks as any config runs: the tuner's launches too; NormScale keeps the chosen one's
     scale_extra, scaled = scale_args(xb, y, triton.cdiv(N, min(c[0] for c in INT4_CONFIGS + (INT4_INTERPRETED,))),
                                      out_scale, norm_scale)

@@ -23,7 +23,7 @@ def constexprs(K: int, N: int, flavour: str, config: tuple[int, int, int], model
     block_n, sub, warps = config
     flags = dict(K=K, G=group_size, BLOCK_N=block_n, CHUNKS=32 * warps, SUB_MAX=sub, NORM=False, XBLOCK=16,
                  SILU_X=False, BIAS=False, RESIDUAL=False, OUT_NORM=False, PBLOCK=16, YBLOCK=16, GATE_UP=False,
-                 ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False,
+                 ROTARY=False, PAIRED=False, HEAD_D=2, NQ=1, NKV=1, USE_PDL=False, EARLY_TRIGGER=False, L2_BYTES=0,
                  **SCALE_OFF)
     flags.update(FLAVOUR_FLAGS[flavour])
     flags["PAIRED"] = flags["GATE_UP"] or flags["ROTARY"]

@@ -4,10 +4,12 @@ is the int4 GEMV's (decodegap.kernels.int4_gemv.kernel: 16-byte loads of packed 
 mantissas, one scale and one offset a load), with the fused step's prologues and epilogues
 (decodegap.kernels.fused.source) around it; it finds the helpers it calls (_round_bf16, _output_norm,
 _output_scale, _load_squares, _input_scale, the gdc ops, _chunk_dot, _step_tiles, _unpack_pairs, _prologue,
-_program_rows, _input_rstd, _rotary_epilogue) among this module's globals."""
+_program_rows, _input_rstd, _rotary_epilogue, _l2_prefetch, _l2_rows, _read_row) among this
+module's globals."""
 
 from __future__ import annotations
 
+from decodegap.kernels.l2_prefetch import l2_prefetch_function
 from decodegap.kernels.step import _triton, gdc_functions
 
 _COMPILED: dict = {}
@@ -60,15 +62,33 @@ def build():
             if PAIRED:
                 j = tl.arange(0, BLOCK_N)
                 rows = tl.program_id(0) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+            else:
+                rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+                j = tl.arange(0, BLOCK_N)  # after rows: the order the kernel compiled in before read_row (the same PTX)
+            return rows, _read_row(j, N, BLOCK_N, PAIRED, ROTARY, HEAD_D)
+
+        @triton.jit
+        def read_row(j, N, BLOCK_N: tl.constexpr, PAIRED: tl.constexpr, ROTARY: tl.constexpr, HEAD_D: tl.constexpr):
+            """The weight row read for row j (a tensor of them, or one number) of the program's BLOCK_N (program_rows'
+            `read`)."""
+            if PAIRED:
                 p = tl.minimum(tl.program_id(0) * (BLOCK_N // 2) + j // 2, N // 2 - 1)
                 if ROTARY:
                     read = (p // (HEAD_D // 2)) * HEAD_D + p % (HEAD_D // 2) + (j % 2) * (HEAD_D // 2)
                 else:
                     read = p + (j % 2) * (N // 2)
             else:
-                rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-                read = tl.minimum(rows, N - 1)
-            return rows, read
+                read = tl.minimum(tl.program_id(0) * BLOCK_N + j, N - 1)
+            return read
+
+        @triton.jit
+        def l2_rows(p_ptr, N, KW: tl.constexpr, BLOCK_N: tl.constexpr, L2_BYTES: tl.constexpr, PAIRED: tl.constexpr,
+                    ROTARY: tl.constexpr, HEAD_D: tl.constexpr):
+            """The first L2_BYTES of each packed weight row the program reads (program_rows' `read`, a row at a
+            time) asked of the L2 (kernels.l2_prefetch), one bulk prefetch a row."""
+            for j in tl.static_range(BLOCK_N):
+                read = _read_row(j, N, BLOCK_N, PAIRED, ROTARY, HEAD_D)
+                _l2_prefetch(p_ptr + read.to(tl.int64) * KW, L2_BYTES)
 
         @triton.jit
         def input_rstd(xb_ptr, K, eps, NORM: tl.constexpr, XBLOCK: tl.constexpr):
@@ -86,7 +106,8 @@ def build():
                          _load_squares=fused_source._load_squares,
                          _gdc_wait=gdc_wait, _gdc_launch_dependents=gdc_launch_dependents,
                          _chunk_dot=int4_kernel._chunk_dot, _step_tiles=int4_kernel._step_tiles,
-                         _unpack_pairs=unpack_pairs, _prologue=prologue)
+                         _unpack_pairs=unpack_pairs, _prologue=prologue, _l2_prefetch=l2_prefetch_function(),
+                         _l2_rows=l2_rows, _read_row=read_row)
 
         @triton.jit
         def fused_int4_gemv_kernel(x_ptr, xb_ptr, p_ptr, s_ptr, m_ptr, y_ptr, norm_ptr, bias_ptr, res_ptr, part_ptr,
@@ -99,7 +120,7 @@ def build():
                                    cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, L, ROTARY: tl.constexpr,
                                    HEAD_D: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, PAIRED: tl.constexpr,
                                    sq_in_ptr, sq_out_ptr, n_parts, SCALE_IN: tl.constexpr, QBLOCK: tl.constexpr,
-                                   OUT_SCALE: tl.constexpr):
+                                   OUT_SCALE: tl.constexpr, L2_BYTES: tl.constexpr):
             # x_ptr, norm_ptr: bf16 pairs read as int32 ([K/2]; x [K] of gate, then [K] of up, with SILU_X); xb_ptr: x
             # as bf16 (the norm's sum of squares)
             if USE_PDL:
@@ -120,6 +141,8 @@ def build():
             EVEN_K: tl.constexpr = NCH % STEP == 0  # no masks (the int4 GEMV's step tiles)
             # the first step's weights, scales and offsets: loaded before the wait (what PDL overlaps)
             s, m, w, word0 = _step_tiles(p_ptr, s_ptr, m_ptr, 0, c, sub, vv, row_off, sm_off, NCH, SUB, CPG, EVEN_K)
+            if L2_BYTES > 0:  # more of the packed weights, into the L2 (a hint: fused_int4_gemv's l2_prefetch)
+                _l2_rows(p_ptr, N, KW, BLOCK_N, L2_BYTES, PAIRED, ROTARY, HEAD_D)
             if USE_PDL:
                 _gdc_wait()
             rstd = _input_rstd(xb_ptr, K, eps, NORM, XBLOCK)
