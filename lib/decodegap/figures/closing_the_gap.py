@@ -15,6 +15,11 @@ from decodegap.accounting import HEAD_QUANTISED
 from decodegap.levers import GRID_TARGET, LEVERS, TARGETS
 
 
+LADDER_ROWS_IN = 10.5
+"""Inches the ladder figure gives all its lever rows together, at most (0.2 inch a row until they fill it): with the
+margins it stays within the figure checks' 1400 pixels of height (figures.checks.SIZE_LIMIT_PX)."""
+
+
 def ladder(table: pd.DataFrame, gpu: str):
     """Two panels over the levers of levers.LEVERS, one row per lever (its name written across, top to bottom in the
     ladder's order), side by side: ms/step (log scale) and R_floor against the bf16 floor. Each measured cell is a
@@ -27,7 +32,8 @@ def ladder(table: pd.DataFrame, gpu: str):
     if rows.empty:
         return style.empty(f"No measured lever on {gpu}.")
     names = [lever for lever, _, _ in LEVERS]
-    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, 0.2 * len(names) + 1.6), sharey=True)
+    row_in = min(0.2, LADDER_ROWS_IN / len(names))  # the figure within the gallery's size as levers are added
+    fig, (ax_ms, ax_r) = plt.subplots(1, 2, figsize=(12.6, row_in * len(names) + 1.6), sharey=True)
     contexts = sorted(set(rows["ctx"]))
     offset = {c: (i - (len(contexts) - 1) / 2) * 0.16 for i, c in enumerate(contexts)}
     target = TARGETS["bf16"]
