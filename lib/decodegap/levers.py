@@ -42,7 +42,7 @@ LEVERS = (
      "lean_fused_rotary_attention_graph", "bf16"),
     ("lean graph, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
      "lean_fused_rotary_prefetch_graph", "bf16"),
-    ("lean graph, norms as scales, next token in one kernel, blocks of 64, weights to L2 before the wait",
+    ("lean graph, norms as scales, next token in one kernel, blocks of 64, L2 prefetch",
      "lean_fused_l2_prefetch_graph", "bf16"),
     ("int4 tinygemm, HF graph", "graph", "int4-tinygemm"),
     ("int4 tinygemm, lean graph", "lean_graph", "int4-tinygemm"),
@@ -89,7 +89,7 @@ LEVERS = (
      "lean_fused_all_rotary_attention_graph", "int4-triton-head"),
     ("int4 + int4 LM head, norms as scales, blocks of 64, rotary in attention, cache read under qkv",
      "lean_fused_all_rotary_prefetch_graph", "int4-triton-head"),
-    ("int4 + int4 LM head, norms as scales, next token in one kernel, blocks of 64, weights to L2 before the wait",
+    ("int4 + int4 LM head, norms as scales, next token in one kernel, blocks of 64, L2 prefetch",
      "lean_fused_all_l2_prefetch_graph", "int4-triton-head"),
 )
 """(lever, arm, quant) in ladder order; the int4-triton levers are the package's own int4 GEMV

@@ -79,8 +79,8 @@ def ladder(table: pd.DataFrame, gpu: str):
     ax_r.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                 title=f"colour: the lever's arm;\ncontexts {', '.join(f'{c:,}' for c in contexts)} top to bottom",
                 title_fontsize=7.5)
-    style.title(fig, "06_ladder.png", f"every lever of every measured cell on the {gpu}; a lever without a point: "
-                "no checked rows there (06_ladder.csv)")
+    style.title(fig, "06_ladder.png", f"every lever of every measured cell on the {gpu}; a lever with no point has no "
+                "checked rows (06_ladder.csv)")
     fig.tight_layout()
     return fig
 
