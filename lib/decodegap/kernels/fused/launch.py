@@ -365,10 +365,10 @@ class FusedOps:
         under qkv."""
         return dict(pdl=self.pdl, early_trigger=self.pdl and (self.early_trigger or self.attention_prefetch))
 
-    @property
-    def _hint(self) -> dict:
-        """A product's prefetch option: l2_prefetch when set."""
-        return dict(l2_prefetch=True) if self.l2_prefetch else {}
+    def _product(self, x, weight, launch: dict, **options):
+        """product(x, weight, **options) with `launch` (_launch, _qkv_launch or _between) and the step's prefetch
+        option (l2_prefetch, when set): every product a step launches goes through here."""
+        return product(x, weight, **options, **launch, **(dict(l2_prefetch=True) if self.l2_prefetch else {}))
 
     @property
     def _between(self) -> dict:
@@ -407,15 +407,13 @@ class FusedOps:
         already made (the previous down's epilogue, input_norm_in_epilogue), qkv then with no norm prologue."""
         prologue = dict(norm_weight=norm_weight, eps=eps) if normed is None else {}
         if self.rotary_in_attention and not self.reference:
-            return product(x if normed is None else normed, w_qkv, bias=b_qkv, **prologue, **self._qkv_launch,
-                           **self._hint)
+            return self._product(x if normed is None else normed, w_qkv, self._qkv_launch, bias=b_qkv, **prologue)
         if not self.rotary_in_qkv or self.reference:
             qkv = (self.rmsnorm_gemv(x, norm_weight, w_qkv, b_qkv, eps) if normed is None else
                    self.gemv_bias(normed, w_qkv, b_qkv))
             return self.rotary_cache(qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
         rotary = (cos_table, sin_table, start_pos, k_cache, v_cache, n_heads, n_kv_heads)
-        q = product(x if normed is None else normed, w_qkv, bias=b_qkv, rotary=rotary, **prologue, **self._launch,
-                    **self._hint)
+        q = self._product(x if normed is None else normed, w_qkv, self._launch, bias=b_qkv, rotary=rotary, **prologue)
         return q.reshape(n_heads, -1)
 
     def o_and_mlp(self, o, w_o, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
@@ -423,16 +421,16 @@ class FusedOps:
         (norm weight, eps): (x, RMSNorm(x)), the norm in down's epilogue."""
         if not self.norm_in_epilogue or self.reference:
             return self.mlp(self.gemv_residual(o, w_o, x), norm_weight, w_gate_up, w_down, eps, out_norm)
-        x, h = product(o, w_o, residual=x, **self._out((norm_weight, eps)), **self._between, **self._hint)
+        x, h = self._product(o, w_o, self._between, residual=x, **self._out((norm_weight, eps)))
         if not self.silu_in_down:  # SiLU(gate) * up in gate_up's epilogue, down with the residual alone
-            return self.gemv_residual(product(h, w_gate_up, gate_up=True, **self._between, **self._hint), w_down, x,
+            return self.gemv_residual(self._product(h, w_gate_up, self._between, gate_up=True), w_down, x,
                                       out_norm=out_norm)
-        return self._silu_down(product(h, w_gate_up, **self._between, **self._hint), w_down, x, out_norm)
+        return self._silu_down(self._product(h, w_gate_up, self._between), w_down, x, out_norm)
 
     def rmsnorm_gemv(self, x, norm_weight, weight, bias, eps: float):
         if self.reference:
             return rmsnorm_gemv_reference(x, norm_weight, weight, bias, eps)
-        return product(x, weight, norm_weight=norm_weight, eps=eps, bias=bias, **self._launch, **self._hint)
+        return self._product(x, weight, self._launch, norm_weight=norm_weight, eps=eps, bias=bias)
 
     def rotary_cache(self, qkv, cos_table, sin_table, start_pos, k_cache, v_cache, n_heads: int, n_kv_heads: int):
         if self.reference:
@@ -456,7 +454,7 @@ class FusedOps:
         """residual + x @ weight^T; with `out_norm` (norm weight, eps) (y, RMSNorm(y))."""
         if self.reference:
             return with_output_norm(gemv_residual_reference(x, weight, residual), out_norm)
-        return product(x, weight, residual=residual, **self._out(out_norm), **self._between, **self._hint)
+        return self._product(x, weight, self._between, residual=residual, **self._out(out_norm))
 
     def gemv(self, x, weight):
         """x @ weight^T with no prologue or epilogue (the LM head after head_norm_in_epilogue)."""
@@ -467,12 +465,12 @@ class FusedOps:
         rotary_in_qkv)."""
         if self.reference:
             return _linear(x, weight, bias)
-        return product(x, weight, bias=bias, **self._launch, **self._hint)
+        return self._product(x, weight, self._launch, bias=bias)
 
     def gate_up_silu(self, x, norm_weight, weight, eps: float):
         if self.reference:
             return gate_up_silu_reference(x, norm_weight, weight, eps)
-        return product(x, weight, norm_weight=norm_weight, eps=eps, gate_up=True, **self._between, **self._hint)
+        return self._product(x, weight, self._between, norm_weight=norm_weight, eps=eps, gate_up=True)
 
     def mlp(self, x, norm_weight, w_gate_up, w_down, eps: float, out_norm=None):
         """x + down(SiLU(gate) * up) of gate_up(RMSNorm(x)): the MLP block with its residual, in two kernels;
@@ -482,10 +480,9 @@ class FusedOps:
         if self.reference:
             return with_output_norm(silu_gemv_residual_reference(
                 rmsnorm_gemv_reference(x, norm_weight, w_gate_up, None, eps), w_down, x), out_norm)
-        return self._silu_down(product(x, w_gate_up, norm_weight=norm_weight, eps=eps, **self._between, **self._hint),
+        return self._silu_down(self._product(x, w_gate_up, self._between, norm_weight=norm_weight, eps=eps),
                                w_down, x, out_norm)
 
     def _silu_down(self, gate_up, w_down, x, out_norm=None):
         """x + down(SiLU(gate) * up), the SiLU in down's prologue (fused_gemv's silu_x)."""
-        return product(gate_up, w_down, silu_x=True, residual=x, **self._out(out_norm), **self._between,
-                       **self._hint)
+        return self._product(gate_up, w_down, self._between, silu_x=True, residual=x, **self._out(out_norm))

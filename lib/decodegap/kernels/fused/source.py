@@ -102,29 +102,45 @@ def build():
 
 
         @triton.jit
+        def weight_row(i, ROTARY: tl.constexpr, HEAD_D: tl.constexpr):
+            """The weight row of output i (a scalar or a block of them): i itself, or with ROTARY (i counting the
+            first halves of the heads) row head * HEAD_D + d of head i // (HEAD_D / 2), d = i % (HEAD_D / 2)."""
+            if ROTARY:
+                head = i // (HEAD_D // 2)
+                d = i % (HEAD_D // 2)
+                return head * HEAD_D + d
+            else:
+                return i
+
+        @triton.jit
+        def partner_rows(N, ROTARY: tl.constexpr, HEAD_D: tl.constexpr):
+            """How many rows below its weight row an output's partner lies (PAIRED): the rotary's half a head, or the
+            matching row of up, N rows below gate's."""
+            if ROTARY:
+                return HEAD_D // 2
+            else:
+                return N
+
+        @triton.jit
         def l2_rows(w_ptr, pid_n, k_lo, k_hi, N, K, BLOCK_N: tl.constexpr, L2_COLS: tl.constexpr,
                     ROTARY: tl.constexpr, PAIRED: tl.constexpr, HEAD_D: tl.constexpr):
             """The first L2_COLS columns (at most the share) of the share [k_lo, k_hi) of each weight row the program
-            reads (the kernel's `rows`, and with PAIRED their partners: up's, or the rotary's half a head below) asked
-            of the L2 (kernels.l2_prefetch), one bulk prefetch a row."""
+            reads (the kernel's rows, weight_row's, and with PAIRED their partners, partner_rows' below) asked of the
+            L2 (kernels.l2_prefetch), one bulk prefetch a row."""
             nbytes = tl.minimum(L2_COLS, k_hi - k_lo) * 2
             for r in tl.static_range(BLOCK_N):
                 i = pid_n * BLOCK_N + r
-                if ROTARY:
-                    row = (i // (HEAD_D // 2)) * HEAD_D + i % (HEAD_D // 2)
-                    partner = row + HEAD_D // 2
-                else:
-                    row = i
-                    partner = i + N
+                row = _weight_row(i, ROTARY, HEAD_D)
                 if i < N:
                     _l2_prefetch(w_ptr + row.to(tl.int64) * K + k_lo, nbytes)
                     if PAIRED:
-                        _l2_prefetch(w_ptr + partner.to(tl.int64) * K + k_lo, nbytes)
+                        _l2_prefetch(w_ptr + (row + _partner_rows(N, ROTARY, HEAD_D)).to(tl.int64) * K + k_lo, nbytes)
 
         # the kernels find the functions they call among this module's globals (compiler and interpreter alike)
         # (and the interpreter triton.language, when another module's kernel, the fused int4 GEMV, calls them)
         globals().update(_round_bf16=round_bf16, _rotate=rotate_function(), _gdc_wait=gdc_wait,
-                         _l2_prefetch=l2_prefetch_function(), _l2_rows=l2_rows,
+                         _l2_prefetch=l2_prefetch_function(), _l2_rows=l2_rows, _weight_row=weight_row,
+                         _partner_rows=partner_rows,
                          _gdc_launch_dependents=gdc_launch_dependents,
                          _output_norm=output_norm, _rotary_epilogue=rotary_epilogue, _output_scale=output_scale,
                          _load_squares=load_squares, _input_scale=input_scale, tl=tl)
@@ -147,22 +163,15 @@ def build():
                     _gdc_launch_dependents()
             pid_n = tl.program_id(0)
             pid_k = tl.program_id(1)
-            idx = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output rows (of gate, for GATE_UP)
-            if ROTARY:  # idx counts the first halves of the heads (N of them): row head * D + d, its partner + D/2
-                head = idx // (HEAD_D // 2)
-                d = idx % (HEAD_D // 2)
-                rows = head * HEAD_D + d
-            else:
-                rows = idx
+            # outputs (of gate, for GATE_UP; with ROTARY the first halves of the heads, N of them) and their rows
+            idx = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            rows = _weight_row(idx, ROTARY, HEAD_D)
             row_ok = idx < N
             k_lo = pid_k * K_SPLIT
             k_hi = tl.minimum(k_lo + K_SPLIT, K)
             offs = tl.arange(0, BLOCK_K)
             w_rows = w_ptr + rows[:, None].to(tl.int64) * K
-            if ROTARY:
-                u_rows = w_rows + (HEAD_D // 2) * K  # the rotary partners, half a head below
-            else:
-                u_rows = w_rows + N * K  # the matching rows of up, N rows below gate's
+            u_rows = w_rows + _partner_rows(N, ROTARY, HEAD_D) * K  # the rotary's partners, or up's rows (PAIRED)
             cols = k_lo + offs
             mask = row_ok[:, None] & (cols[None, :] < k_hi)
             w = tl.load(w_rows + cols[None, :], mask=mask, other=0.0)  # weights: before the wait
