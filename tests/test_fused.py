@@ -148,13 +148,16 @@ def test_the_fused_kernel_names_and_their_rules():
         lean.kernel_set(("gemv", "kv_together"))
     with pytest.raises(ValueError, match="'rotary_attention' is a fused step's option"):
         lean.kernel_set(("attention", "rotary_attention"))
-    with pytest.raises(ValueError, match="the rotary is made once"):
+    with pytest.raises(ValueError, match="the rotary is made once: .*, not both; got .'attention', 'fused'"):
         lean.kernel_set(("fused", "attention", "rotary_epilogue", "rotary_attention"))
+    for option in ("attention_prefetch", "l2_prefetch"):  # the fused step's options, refused without it
+        with pytest.raises(ValueError, match=f"'{option}' is a fused step's option: it needs 'fused'"):
+            lean.kernel_set(("attention", option))
     with pytest.raises(ValueError, match="the rotary is made once"):
         fused.FusedOps(rotary_in_qkv=True, rotary_in_attention=True)
-    with pytest.raises(ValueError, match="'attention_prefetch' reads the cache before qkv's newest key is made"):
+    with pytest.raises(ValueError, match="attention_prefetch .* reads the cache before qkv's newest key is made"):
         lean.kernel_set(("fused", "attention", "pdl", "attention_prefetch"))
-    with pytest.raises(ValueError, match="it needs rotary_in_attention"):
+    with pytest.raises(ValueError, match="it needs rotary_in_attention .kernel 'rotary_attention'."):
         fused.FusedOps(attention_prefetch=True)
     with pytest.raises(ValueError, match="needs `rotary`"):  # the qkv row is not rotated without the tables
         fused.FusedOps(rotary_in_attention=True).attention(None, None, None, None, 1.0)
@@ -339,9 +342,9 @@ def test_the_l2_prefetch_step_asks_every_bf16_product_for_it(monkeypatch):
             asked.clear()
             step.step()
             assert asked == [with_option] * products
-    with pytest.raises(ValueError, match="'l2_prefetch' asks the L2 .* needs 'pdl'"):
+    with pytest.raises(ValueError, match="l2_prefetch .* asks the L2 .* needs pdl .kernel 'pdl'.; got"):
         lean.kernel_set(("fused", "attention", "l2_prefetch"))
-    with pytest.raises(ValueError, match="l2_prefetch .* needs pdl"):
+    with pytest.raises(ValueError, match="l2_prefetch .kernel 'l2_prefetch'. asks the L2 .* needs pdl"):
         fused.FusedOps(l2_prefetch=True)
     int4 = {}  # an int4-triton layer's product takes it too (the int4 kernel's own tests run it)
     monkeypatch.setattr(fused, "fused_int4_gemv", lambda x, layer, **options: int4.update(options))

@@ -107,23 +107,19 @@ def kernel_set(custom_kernels) -> frozenset:
         raise ValueError(f"the fused step attends with decode_attention and runs its own GEMV: 'fused' takes "
                          f"'attention' and not 'gemv', got {sorted(chosen)}")
     for option in ("norm_epilogue", "rotary_epilogue", "silu_epilogue", "head_norm_epilogue", "input_norm_epilogue",
-                   "next_token", "norm_scale", "rotary_attention"):
+                   "next_token", "norm_scale", "rotary_attention", "attention_prefetch", "l2_prefetch"):
         if option in chosen and "fused" not in chosen:
             raise ValueError(f"'{option}' is a fused step's option: it needs 'fused', got {sorted(chosen)}")
-    if "attention_prefetch" in chosen and "rotary_attention" not in chosen:
-        raise ValueError(f"'attention_prefetch' reads the cache before qkv's newest key is made: it needs "
-                         f"'rotary_attention', got {sorted(chosen)}")
-    if {"rotary_epilogue", "rotary_attention"} <= chosen:
-        raise ValueError(f"the rotary is made once: 'rotary_epilogue' (in the qkv product) or 'rotary_attention' (in "
-                         f"the attention), not both; got {sorted(chosen)}")
+    if "fused" in chosen:  # the rules between the fused step's options: FusedOps' own
+        try:
+            fused.FusedOps.of_kernels(chosen)
+        except ValueError as e:
+            raise ValueError(f"{e}; got {sorted(chosen)}") from None
     if "pdl" in chosen and "fused" not in chosen:
         raise ValueError(f"'pdl' launches the fused kernels: it needs 'fused', got {sorted(chosen)}")
     for option in ("early_trigger", "early_products"):
         if option in chosen and "pdl" not in chosen:
             raise ValueError(f"'{option}' places PDL's trigger: it needs 'pdl', got {sorted(chosen)}")
-    if "l2_prefetch" in chosen and "pdl" not in chosen:
-        raise ValueError(f"'l2_prefetch' asks the L2 for weights while the previous kernel runs: it needs 'pdl', got "
-                         f"{sorted(chosen)}")
     if "norm_scale" in chosen and not chosen & {"norm_epilogue", "head_norm_epilogue", "input_norm_epilogue"}:
         raise ValueError(f"'norm_scale' changes how a norm made in an epilogue reaches the next product: it needs "
                          f"'norm_epilogue', 'head_norm_epilogue' or 'input_norm_epilogue', got {sorted(chosen)}")

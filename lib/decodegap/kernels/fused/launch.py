@@ -328,14 +328,18 @@ class FusedOps:
     l2_prefetch: bool = False
 
     def __post_init__(self):
+        """The rules between the options, the one place they are checked (harness.lean.kernel_set asks here for a
+        fused step's kernels); each message names the option and its kernel's name."""
         if self.rotary_in_qkv and self.rotary_in_attention:
-            raise ValueError("the rotary is made once: in the qkv product's epilogue (rotary_in_qkv) or in the "
-                             "attention (rotary_in_attention), not both")
+            raise ValueError("the rotary is made once: in the qkv product's epilogue (rotary_in_qkv, kernel "
+                             "'rotary_epilogue') or in the attention (rotary_in_attention, kernel 'rotary_attention'), "
+                             "not both")
         if self.attention_prefetch and not self.rotary_in_attention:
-            raise ValueError("attention_prefetch reads the cache before qkv's newest key is made: it needs "
-                             "rotary_in_attention")
+            raise ValueError("attention_prefetch (kernel 'attention_prefetch') reads the cache before qkv's newest key "
+                             "is made: it needs rotary_in_attention (kernel 'rotary_attention')")
         if self.l2_prefetch and not self.pdl:
-            raise ValueError("l2_prefetch asks the L2 for weights while the previous kernel runs, which needs pdl")
+            raise ValueError("l2_prefetch (kernel 'l2_prefetch') asks the L2 for weights while the previous kernel "
+                             "runs: it needs pdl (kernel 'pdl')")
 
     @classmethod
     def of_kernels(cls, chosen) -> "FusedOps":
