@@ -36,6 +36,28 @@ def test_every_arm_has_kernels_the_lean_decoder_takes_and_a_colour_of_its_own():
     assert "#444444" not in colours.values()
 
 
+def test_each_fused_lever_is_its_parent_with_what_it_changes():
+    """FUSED_LEVERS builds each lever from its parent: the kernels of three levers written out by hand, every lever's
+    set its parent's without the dropped kernels and with the added ones, and a lever that drops a kernel its parent
+    lacks, adds one it has, or is registered twice is refused."""
+    r = arms.REGISTRY
+    assert set(r["lean_fused_pdl_norm_graph"].kernels) == {"fused", "attention", "pdl", "norm_epilogue"}
+    assert set(r["lean_fused_l2_prefetch_graph"].kernels) == {
+        "fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
+        "next_token", "norm_scale", "kv_together", "l2_prefetch"}
+    assert set(r["lean_fused_all_rotary_attention_graph"].kernels) == {  # the rotary moved out of qkv's epilogue
+        "fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_attention",
+        "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale", "kv_together"}
+    for key, parent, add, drop in arms.FUSED_LEVERS:
+        assert set(r[key].kernels) == (set(r[parent].kernels) - set(drop)) | set(add), key
+        assert len(r[key].kernels) == len(set(r[key].kernels)), key
+    base = (arms.Arm("p", "lean", "graph", ("fused", "attention")),)
+    for levers in ([("x", "p", ("pdl",), ("gemv",))], [("x", "p", ("fused",), ())],
+                   [("x", "p", ("pdl",), ()), ("x", "p", ("pdl",), ())]):
+        with pytest.raises(ValueError, match="lever x: registered twice, or drops"):
+            arms._levers(base, levers)
+
+
 def test_on_a_cpu_each_arm_runs_or_says_why_by_what_it_is(cpu_model):
     """Graphed and compiled arms need CUDA (the compile arms use reduce-overhead, CUDA graphs); an arm with custom
     kernels needs Triton, or the CPU interpreter; an eager arm of either decoder runs anywhere, and does: one

@@ -29,7 +29,7 @@ class Arm:
         return "fused" if self.decoder == "lean" else "hf"
 
 
-REGISTRY: dict[str, Arm] = {a.key: a for a in (
+_BASE = (
     Arm("eager", "hf", "eager"),
     Arm("hf_default", "hf", "eager", cache="dynamic"),
     Arm("graph", "hf", "graph"),
@@ -42,66 +42,55 @@ REGISTRY: dict[str, Arm] = {a.key: a for a in (
     Arm("lean_attn_graph", "lean", "graph", ("attention",)),
     Arm("lean_attn_compile", "lean", "compile", ("attention",)),
     Arm("lean_fused_graph", "lean", "graph", ("fused", "attention")),
-    Arm("lean_fused_pdl_graph", "lean", "graph", ("fused", "attention", "pdl")),
-    Arm("lean_fused_pdl_norm_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue")),
-    Arm("lean_fused_pdl_epilogues_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "rotary_epilogue")),
-    Arm("lean_fused_early_graph", "lean", "graph", ("fused", "attention", "pdl", "norm_epilogue", "early_trigger")),
-    Arm("lean_fused_early_products_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products")),
-    Arm("lean_fused_merged_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "merged_attention")),
-    Arm("lean_fused_silu_epilogue_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue")),
-    Arm("lean_fused_all_epilogues_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue")),
-    Arm("lean_fused_epilogue_norms_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "input_norm_epilogue")),
-    Arm("lean_fused_next_token_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "next_token")),
-    Arm("lean_fused_norm_scale_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale")),
-    Arm("lean_fused_kv_together_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale", "kv_together")),
-    Arm("lean_fused_kv_together_merged_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale", "kv_together", "merged_attention")),
-    Arm("lean_fused_all_kv_together_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale", "kv_together")),
-    Arm("lean_fused_rotary_attention_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale", "kv_together", "rotary_attention")),
-    Arm("lean_fused_all_rotary_attention_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_attention",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale", "kv_together")),
-    Arm("lean_fused_rotary_prefetch_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale", "kv_together", "rotary_attention", "attention_prefetch")),
-    Arm("lean_fused_all_rotary_prefetch_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_attention",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale", "kv_together",
-         "attention_prefetch")),
-    Arm("lean_fused_l2_prefetch_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "head_norm_epilogue", "input_norm_epilogue",
-         "next_token", "norm_scale", "kv_together", "l2_prefetch")),
-    Arm("lean_fused_all_l2_prefetch_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale", "kv_together", "l2_prefetch")),
-    Arm("lean_fused_all_norm_scale_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale")),
-    Arm("lean_fused_all_next_token_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "next_token")),
-    Arm("lean_fused_norms_next_token_graph", "lean", "graph",
-        ("fused", "attention", "pdl", "norm_epilogue", "early_products", "silu_epilogue", "rotary_epilogue",
-         "head_norm_epilogue", "input_norm_epilogue", "next_token")),
-)}
+)
+
+FUSED_LEVERS = (
+    # (key, parent, kernels added, kernels dropped): each fused-step lever is its parent with what it changes
+    ("lean_fused_pdl_graph", "lean_fused_graph", ("pdl",), ()),
+    ("lean_fused_pdl_norm_graph", "lean_fused_pdl_graph", ("norm_epilogue",), ()),
+    ("lean_fused_pdl_epilogues_graph", "lean_fused_pdl_norm_graph", ("rotary_epilogue",), ()),
+    ("lean_fused_early_graph", "lean_fused_pdl_norm_graph", ("early_trigger",), ()),
+    ("lean_fused_early_products_graph", "lean_fused_pdl_norm_graph", ("early_products",), ()),
+    ("lean_fused_merged_graph", "lean_fused_early_products_graph", ("merged_attention",), ()),
+    ("lean_fused_silu_epilogue_graph", "lean_fused_early_products_graph", ("silu_epilogue",), ()),
+    ("lean_fused_all_epilogues_graph", "lean_fused_silu_epilogue_graph", ("rotary_epilogue", "head_norm_epilogue"), ()),
+    ("lean_fused_epilogue_norms_graph", "lean_fused_all_epilogues_graph", ("input_norm_epilogue",), ()),
+    ("lean_fused_next_token_graph", "lean_fused_early_products_graph", ("next_token",), ()),
+    ("lean_fused_norm_scale_graph", "lean_fused_early_products_graph",
+     ("head_norm_epilogue", "input_norm_epilogue", "next_token", "norm_scale"), ()),
+    ("lean_fused_kv_together_graph", "lean_fused_norm_scale_graph", ("kv_together",), ()),
+    ("lean_fused_kv_together_merged_graph", "lean_fused_kv_together_graph", ("merged_attention",), ()),
+    ("lean_fused_all_kv_together_graph", "lean_fused_epilogue_norms_graph", ("next_token", "norm_scale", "kv_together"),
+     ()),
+    ("lean_fused_rotary_attention_graph", "lean_fused_kv_together_graph", ("rotary_attention",), ()),
+    ("lean_fused_all_rotary_attention_graph", "lean_fused_all_kv_together_graph", ("rotary_attention",),
+     ("rotary_epilogue",)),
+    ("lean_fused_rotary_prefetch_graph", "lean_fused_rotary_attention_graph", ("attention_prefetch",), ()),
+    ("lean_fused_all_rotary_prefetch_graph", "lean_fused_all_rotary_attention_graph", ("attention_prefetch",), ()),
+    ("lean_fused_l2_prefetch_graph", "lean_fused_kv_together_graph", ("l2_prefetch",), ()),
+    ("lean_fused_all_l2_prefetch_graph", "lean_fused_all_kv_together_graph", ("l2_prefetch",), ()),
+    ("lean_fused_all_norm_scale_graph", "lean_fused_epilogue_norms_graph", ("next_token", "norm_scale"), ()),
+    ("lean_fused_all_next_token_graph", "lean_fused_all_epilogues_graph", ("next_token",), ()),
+    ("lean_fused_norms_next_token_graph", "lean_fused_epilogue_norms_graph", ("next_token",), ()),
+)
+"""The fused step's levers (lean decoder, CUDA graph), each as its parent arm with kernels added and dropped
+(lean.CUSTOM_KERNELS' names), in the order they were added to the package; a lever's kernels are its parent's
+without the dropped ones, then the added ones (a set to the lean decoder: harness.lean.kernel_set)."""
+
+
+def _levers(base, levers) -> dict[str, "Arm"]:
+    """The registry: `base`, then each lever of `levers` (FUSED_LEVERS' form) from its parent, already registered."""
+    registry = {a.key: a for a in base}
+    for key, parent, add, drop in levers:
+        kernels = registry[parent].kernels
+        if key in registry or not set(drop) <= set(kernels) or set(add) & (set(kernels) - set(drop)):
+            raise ValueError(f"lever {key}: registered twice, or drops {drop} / adds {add} against {parent}'s "
+                             f"kernels {kernels}")
+        registry[key] = Arm(key, "lean", "graph", tuple(k for k in kernels if k not in drop) + tuple(add))
+    return registry
+
+
+REGISTRY: dict[str, Arm] = _levers(_BASE, FUSED_LEVERS)
 
 ARMS = tuple(REGISTRY)
 GRAPHED_ARMS = tuple(k for k, a in REGISTRY.items() if a.runner == "graph")
