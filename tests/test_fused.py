@@ -155,7 +155,8 @@ def test_the_fused_kernel_names_and_their_rules():
             lean.kernel_set(("attention", option))
     with pytest.raises(ValueError, match="the rotary is made once"):
         fused.FusedOps(rotary_in_qkv=True, rotary_in_attention=True)
-    with pytest.raises(ValueError, match="attention_prefetch .* reads the cache before qkv's newest key is made"):
+    with pytest.raises(ValueError, match="attention_prefetch .kernel 'attention_prefetch'. reads the cache before "
+                       "qkv's newest key is made: it needs rotary_in_attention .kernel 'rotary_attention'.; got"):
         lean.kernel_set(("fused", "attention", "pdl", "attention_prefetch"))
     with pytest.raises(ValueError, match="it needs rotary_in_attention .kernel 'rotary_attention'."):
         fused.FusedOps(attention_prefetch=True)
